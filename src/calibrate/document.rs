@@ -1,0 +1,197 @@
+//! `calibration.json`: the versioned document `calibrate` writes and `gate`,
+//! `drift` and `report` read. Changing a field means bumping
+//! [`CALIBRATION_SCHEMA_VERSION`] and updating `docs/schema.md`.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::options::{Holdout, Policy, Scope};
+
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationDocument {
+    pub schema_version: u32,
+    pub routeval_version: String,
+    pub results: InputFile,
+    pub policy: Policy,
+    pub target: f64,
+    /// `None` for a plain fit.
+    pub confidence: Option<f64>,
+    pub scope: Scope,
+    pub holdout: Option<Holdout>,
+    /// Whether every slice has a threshold.
+    pub feasible: bool,
+    /// Sorted by slice name.
+    pub slices: Vec<SliceCalibration>,
+}
+
+/// The file a document was computed from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputFile {
+    pub path: String,
+    pub sha256: String,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceCalibration {
+    pub slice: String,
+    /// Calibration rows (held-out rows excluded).
+    pub n: u64,
+    pub feasible: bool,
+    /// Why the slice is infeasible; `None` when feasible.
+    pub reason: Option<String>,
+    /// Escalate rows with `score >= threshold`; `None` when infeasible.
+    pub threshold: Option<Threshold>,
+    pub quality: Option<f64>,
+    /// One-sided Clopper–Pearson lower bound on `quality` at the document's
+    /// confidence; `None` for a plain fit or an infeasible slice.
+    pub quality_lower_bound: Option<f64>,
+    /// Mean USD per request.
+    pub mean_cost: Option<f64>,
+    pub escalation_rate: Option<f64>,
+    /// 1 − mean_cost / always-large mean cost.
+    pub savings_vs_always_large: Option<f64>,
+    /// The best quality any threshold reaches on this slice.
+    pub max_quality: f64,
+    pub baselines: Baselines,
+    pub holdout: Option<HoldoutResult>,
+    /// The cost–quality Pareto frontier over all thresholds, cheapest first.
+    pub frontier: Vec<FrontierPoint>,
+}
+
+/// Policies that need no threshold, for comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baselines {
+    /// Every request answered by the small tier alone.
+    pub always_small: Point,
+    /// Every request answered by the large tier alone.
+    pub always_large: Point,
+    /// A perfect router: the large tier only where it is right and the small
+    /// tier is not, at no router cost.
+    pub oracle: Point,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Point {
+    pub quality: f64,
+    pub mean_cost: f64,
+}
+
+/// The chosen threshold applied to the held-out rows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldoutResult {
+    pub n: u64,
+    /// `None` when the slice has no held-out rows or no threshold.
+    pub quality: Option<f64>,
+    pub mean_cost: Option<f64>,
+    pub escalation_rate: Option<f64>,
+    pub meets_target: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrontierPoint {
+    pub threshold: Threshold,
+    pub quality: f64,
+    pub mean_cost: f64,
+    pub escalation_rate: f64,
+}
+
+/// A router or verifier threshold: a finite score, or `"inf"` for escalating
+/// nothing (JSON has no infinity).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold(pub f64);
+
+impl Threshold {
+    pub fn escalates(&self, score: f64) -> bool {
+        score >= self.0
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == f64::INFINITY {
+            f.write_str("inf")
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0 == f64::INFINITY {
+            serializer.serialize_str("inf")
+        } else {
+            serializer.serialize_f64(self.0)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Threshold;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a finite number or the string \"inf\"")
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Threshold, E> {
+                if value.is_finite() {
+                    Ok(Threshold(value))
+                } else {
+                    Err(E::custom("threshold must be finite or \"inf\""))
+                }
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Threshold, E> {
+                Ok(Threshold(value as f64))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Threshold, E> {
+                Ok(Threshold(value as f64))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Threshold, E> {
+                if value == "inf" {
+                    Ok(Threshold(f64::INFINITY))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(value), &self))
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_is_a_number_or_inf() {
+        assert_eq!(serde_json::to_string(&Threshold(0.25)).unwrap(), "0.25");
+        assert_eq!(
+            serde_json::to_string(&Threshold(f64::INFINITY)).unwrap(),
+            "\"inf\""
+        );
+        assert_eq!(
+            serde_json::from_str::<Threshold>("\"inf\"").unwrap(),
+            Threshold(f64::INFINITY)
+        );
+        assert_eq!(
+            serde_json::from_str::<Threshold>("1").unwrap(),
+            Threshold(1.0)
+        );
+        assert!(serde_json::from_str::<Threshold>("\"-inf\"").is_err());
+    }
+}

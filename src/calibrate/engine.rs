@@ -1,0 +1,264 @@
+//! Runs a calibration: one pass over the file (hashed alongside), then each
+//! slice's sweep and selection, spread over the machine's cores.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use crate::schema::{ReadError, ReadOptions, for_each_graded_batch};
+use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
+
+use super::curve::{Candidate, Curve};
+use super::document::{
+    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
+    InputFile, Point, SliceCalibration, Threshold,
+};
+use super::ingest::{Ingest, SliceData, Totals, to_usd};
+use super::options::CalibrateOptions;
+use super::select::{Selection, frontier, select};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+
+    #[error(
+        "{}: slice \"{slice}\" has no calibration rows once --holdout {fraction} is set aside; lower --holdout or merge the slice",
+        path.display()
+    )]
+    NothingToCalibrate {
+        path: PathBuf,
+        slice: String,
+        fraction: f64,
+    },
+}
+
+/// Calibrates every slice of the graded results at `path`.
+pub fn calibrate(
+    path: &Path,
+    read: &ReadOptions,
+    options: &CalibrateOptions,
+) -> Result<CalibrationDocument, CalibrateError> {
+    let (summary, sha256, slices) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| sha256_of(path));
+        let mut ingest = Ingest::new(options.policy, options.scope, options.holdout);
+        let summary = for_each_graded_batch(path, read, |batch| ingest.add(batch));
+        let sha256 = hashing.join().expect("the hashing thread does not panic");
+        (summary, sha256, ingest.finish())
+    });
+    let summary = summary?;
+    let sha256 = sha256.map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if let Some(empty) = slices
+        .iter()
+        .find(|slice| slice.calibration.totals.rows == 0)
+    {
+        return Err(CalibrateError::NothingToCalibrate {
+            path: path.to_owned(),
+            slice: empty.name.clone(),
+            fraction: options.holdout.map_or(0.0, |holdout| holdout.fraction),
+        });
+    }
+    let slices = in_parallel(slices, |slice| calibrate_slice(slice, options));
+    Ok(CalibrationDocument {
+        schema_version: CALIBRATION_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        results: InputFile {
+            path: path.display().to_string(),
+            sha256,
+            rows: summary.rows,
+        },
+        policy: options.policy,
+        target: options.target,
+        confidence: options.confidence,
+        scope: options.scope,
+        holdout: options.holdout,
+        feasible: slices.iter().all(|slice| slice.feasible),
+        slices,
+    })
+}
+
+fn sha256_of(path: &Path) -> std::io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// Maps `work` over `items` on every available core, keeping their order.
+fn in_parallel<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let count = items.len();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(count);
+    if workers <= 1 {
+        return items.into_iter().map(work).collect();
+    }
+    let queue: Vec<Mutex<Option<T>>> = items
+        .into_iter()
+        .map(|item| Mutex::new(Some(item)))
+        .collect();
+    let results: Vec<Mutex<Option<R>>> = (0..count).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= count {
+                        break;
+                    }
+                    let item = queue[index]
+                        .lock()
+                        .expect("unpoisoned")
+                        .take()
+                        .expect("taken once");
+                    let result = work(item);
+                    *results[index].lock().expect("unpoisoned") = Some(result);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|result| {
+            result
+                .into_inner()
+                .expect("unpoisoned")
+                .expect("every item ran")
+        })
+        .collect()
+}
+
+fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCalibration {
+    let curve = Curve::sweep(&mut data.calibration);
+    let rows = curve.rows;
+    let selection = select(&curve, options.target, options.confidence);
+    let chosen = selection.chosen.map(|index| curve.candidates[index]);
+    let baselines = baselines(&data.calibration.totals);
+    let max_successes = curve
+        .candidates
+        .iter()
+        .map(|candidate| candidate.successes)
+        .max()
+        .unwrap_or(0);
+    let holdout = options.holdout.map(|_| {
+        let held = &data.holdout;
+        let n = held.totals.rows;
+        match chosen {
+            Some(chosen) if n > 0 => {
+                let (escalated, successes, cost) = held.evaluate_at(chosen.threshold);
+                let quality = successes as f64 / n as f64;
+                HoldoutResult {
+                    n,
+                    quality: Some(quality),
+                    mean_cost: Some(to_usd(cost) / n as f64),
+                    escalation_rate: Some(escalated as f64 / n as f64),
+                    meets_target: Some(quality >= options.target),
+                }
+            }
+            _ => HoldoutResult {
+                n,
+                quality: None,
+                mean_cost: None,
+                escalation_rate: None,
+                meets_target: None,
+            },
+        }
+    });
+    let frontier = frontier(&curve)
+        .into_iter()
+        .map(|index| {
+            let candidate = &curve.candidates[index];
+            FrontierPoint {
+                threshold: Threshold(candidate.threshold),
+                quality: candidate.quality(rows),
+                mean_cost: candidate.mean_cost(rows),
+                escalation_rate: candidate.escalation_rate(rows),
+            }
+        })
+        .collect();
+    let mean_cost = chosen.map(|chosen| chosen.mean_cost(rows));
+    SliceCalibration {
+        slice: data.name,
+        n: rows,
+        feasible: chosen.is_some(),
+        reason: chosen
+            .is_none()
+            .then(|| infeasibility(&curve, &selection, max_successes, options)),
+        threshold: chosen.map(|chosen| Threshold(chosen.threshold)),
+        quality: chosen.map(|chosen| chosen.quality(rows)),
+        quality_lower_bound: chosen.zip(options.confidence).map(|(chosen, confidence)| {
+            clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
+        }),
+        mean_cost,
+        escalation_rate: chosen.map(|chosen| chosen.escalation_rate(rows)),
+        savings_vs_always_large: mean_cost
+            .filter(|_| baselines.always_large.mean_cost > 0.0)
+            .map(|cost| 1.0 - cost / baselines.always_large.mean_cost),
+        max_quality: max_successes as f64 / rows as f64,
+        baselines,
+        holdout,
+        frontier,
+    }
+}
+
+fn baselines(totals: &Totals) -> Baselines {
+    let rows = totals.rows as f64;
+    let point = |successes: u64, cost: i128| Point {
+        quality: successes as f64 / rows,
+        mean_cost: to_usd(cost) / rows,
+    };
+    Baselines {
+        always_small: point(totals.small_ok, totals.cost_small),
+        always_large: point(totals.large_ok, totals.cost_large),
+        oracle: point(totals.either_ok, totals.oracle_cost),
+    }
+}
+
+/// Why no threshold was chosen, in words a reviewer can act on.
+fn infeasibility(
+    curve: &Curve,
+    selection: &Selection,
+    max_successes: u64,
+    options: &CalibrateOptions,
+) -> String {
+    let rows = curve.rows;
+    let target = options.target;
+    let Some(confidence) = options.confidence else {
+        return format!(
+            "the best reachable quality is {:.4}, below the target {target}",
+            max_successes as f64 / rows as f64
+        );
+    };
+    match selection.max_certifiable_failures {
+        None => match min_rows_to_certify(target, 1.0 - confidence) {
+            Some(needed) => format!(
+                "{rows} rows cannot certify {target} at confidence {confidence}: \
+                 even with no failures that takes {needed} rows"
+            ),
+            None => format!("a target of {target} cannot be certified from a sample"),
+        },
+        Some(limit) => {
+            let all: &Candidate = curve.escalate_all();
+            format!(
+                "escalating every row still fails {} of {rows}, and at most {limit} failures \
+                 certify {target} at confidence {confidence}",
+                all.failures(rows)
+            )
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `routeval calibrate`: reads the graded-results table and, per slice of
+//! traffic (or once for all rows), picks the cheapest router or verifier
+//! threshold whose quality meets the target, optionally certified at a
+//! confidence level. Writes a versioned [`CalibrationDocument`].
+//!
+//! The semantics, which `tests` pin against a brute-force twin:
+//! - a row is escalated to the large tier when `score >= t`; the candidate
+//!   thresholds are every distinct score of the slice plus `+inf`;
+//! - quality(t) is the share of rows whose served answer (large if escalated,
+//!   else small) was acceptable;
+//! - predictive cost(t) = mean(cost_router + (escalated ? cost_large :
+//!   cost_small)); cascade cost(t) = mean(cost_small + cost_verifier +
+//!   (escalated ? cost_large : 0)); costs are summed exactly in integer
+//!   picodollars, so equal costs tie exactly;
+//! - the cheapest candidate with quality ≥ target wins; ties go to higher
+//!   quality, then to the lower threshold;
+//! - with a confidence level, only thresholds certified by fixed-sequence
+//!   exact binomial tests (walked from escalate-all upwards, stopping at the
+//!   first failure) are eligible.
+
+mod curve;
+mod document;
+mod engine;
+mod ingest;
+mod options;
+mod select;
+mod terminal;
+
+pub use curve::{Candidate, Curve};
+pub use document::{
+    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
+    InputFile, Point, SliceCalibration, Threshold,
+};
+pub use engine::{CalibrateError, calibrate};
+pub use ingest::{Observation, SliceObservations, to_picodollars};
+pub use options::{CalibrateOptions, Holdout, Policy, Scope};
+pub use select::{Selection, select};
+pub use terminal::render_table;

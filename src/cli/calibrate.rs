@@ -1,0 +1,161 @@
+//! `routeval calibrate`: flags to options, then the table or JSON out.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+
+use crate::atomic::write_bytes_atomically;
+use crate::calibrate::{CalibrateOptions, Holdout, Policy, Scope, calibrate, render_table};
+use crate::exit_codes::Outcome;
+use crate::schema::{ColumnNames, ReadOptions};
+
+use super::args::{CalibrateArgs, PolicyArg};
+
+pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
+    let (read, options) = options(&args)?;
+    let document = calibrate(&args.results, &read, &options)?;
+    let json =
+        serde_json::to_string_pretty(&document).context("cannot encode the calibration")? + "\n";
+    if let Some(out) = &args.out {
+        write_bytes_atomically(out, json.as_bytes())
+            .with_context(|| format!("{}: cannot write the calibration (--out)", out.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let printed = if args.json {
+        stdout.write_all(json.as_bytes())
+    } else {
+        stdout.write_all(render_table(&document).as_bytes())
+    };
+    // A closed pipe (`| head`) is not the user's error.
+    if let Err(error) = printed
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(error).context("cannot write to stdout");
+    }
+    Ok(if document.feasible {
+        Outcome::Passed
+    } else {
+        Outcome::CheckFailed
+    })
+}
+
+/// Checks the flags and converts them to the stage's options.
+pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOptions)> {
+    let target = args.target;
+    if !(target > 0.0 && target <= 1.0) {
+        bail!("--target must be in (0, 1], got {target}");
+    }
+    if let Some(confidence) = args.confidence
+        && !(confidence > 0.0 && confidence < 1.0)
+    {
+        bail!("--confidence must be in (0, 1), got {confidence}");
+    }
+    if let Some(fraction) = args.holdout
+        && !(fraction > 0.0 && fraction < 1.0)
+    {
+        bail!("--holdout must be in (0, 1), got {fraction}");
+    }
+    let read = ReadOptions {
+        names: ColumnNames {
+            score: args.score_col.clone(),
+            slice: args.slice_col.clone(),
+        },
+        carry_extra: false,
+        latencies: false,
+    };
+    let options = CalibrateOptions {
+        policy: match args.policy {
+            PolicyArg::Predictive => Policy::Predictive,
+            PolicyArg::Cascade => Policy::Cascade,
+        },
+        target,
+        confidence: args.confidence,
+        holdout: args.holdout.map(|fraction| Holdout {
+            fraction,
+            seed: args.seed,
+        }),
+        scope: if args.global {
+            Scope::Global
+        } else {
+            Scope::PerSlice
+        },
+    };
+    Ok((read, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<(ReadOptions, CalibrateOptions)> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Calibrate(args) = cli.command;
+        options(&args)
+    }
+
+    #[test]
+    fn flags_become_options() {
+        let table = [
+            (
+                "routeval calibrate --results r.parquet --target 0.9",
+                CalibrateOptions {
+                    policy: Policy::Predictive,
+                    target: 0.9,
+                    confidence: None,
+                    holdout: None,
+                    scope: Scope::PerSlice,
+                },
+            ),
+            (
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global",
+                CalibrateOptions {
+                    policy: Policy::Cascade,
+                    target: 1.0,
+                    confidence: Some(0.95),
+                    holdout: Some(Holdout {
+                        fraction: 0.25,
+                        seed: 9,
+                    }),
+                    scope: Scope::Global,
+                },
+            ),
+        ];
+        for (argv, expected) in table {
+            assert_eq!(parse(argv).unwrap().1, expected, "{argv}");
+        }
+    }
+
+    #[test]
+    fn renamed_columns_reach_the_reader() {
+        let (read, _) = parse(
+            "routeval calibrate --results r.csv --target 0.9 --score-col p --slice-col tenant",
+        )
+        .unwrap();
+        assert_eq!(read.names.score, "p");
+        assert_eq!(read.names.slice, "tenant");
+    }
+
+    #[test]
+    fn out_of_range_flags_are_named() {
+        let table = [
+            ("--target 0", "--target must be in (0, 1], got 0"),
+            ("--target 1.5", "--target must be in (0, 1], got 1.5"),
+            ("--target nan", "--target must be in (0, 1], got NaN"),
+            (
+                "--target 0.9 --confidence 1",
+                "--confidence must be in (0, 1), got 1",
+            ),
+            (
+                "--target 0.9 --holdout 0",
+                "--holdout must be in (0, 1), got 0",
+            ),
+        ];
+        for (flags, message) in table {
+            let argv = format!("routeval calibrate --results r.csv {flags}");
+            assert_eq!(parse(&argv).unwrap_err().to_string(), message, "{argv}");
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! The command line: clap's argument structs, their conversion into each
+//! stage's typed options, and the mapping of outcomes to exit codes. No other
+//! module knows about clap.
+
+mod args;
+mod calibrate;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{CalibrateArgs, Cli, Command, PolicyArg};
+
+use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
+
+/// Parses the process arguments, runs the command, and reports errors as one
+/// line on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(outcome) => outcome.into(),
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            ExitCode::from(USAGE_OR_INPUT)
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Calibrate(args) => calibrate::run(args),
+    }
+}

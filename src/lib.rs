@@ -1,0 +1,18 @@
+//! routeval turns labelled prompts into route-table thresholds a platform team
+//! can trust: it calibrates the threshold of a tier router or cascade per slice
+//! of traffic so that quality meets a target at the lowest cost, optionally with
+//! a statistical guarantee.
+//!
+//! The stages communicate through tables whose Arrow schemas live in
+//! [`schema`]; each stage has its own folder:
+//!
+//! - [`calibrate`]: graded results in, per-slice thresholds out.
+//!
+//! [`cli`] is the only module that knows about command-line parsing.
+
+pub mod atomic;
+pub mod calibrate;
+pub mod cli;
+pub mod exit_codes;
+pub mod schema;
+pub mod stats;

@@ -1,0 +1,98 @@
+//! Why a graded-results file could not be read. Every message names the file,
+//! and where it can, the column and the row or line.
+
+use std::path::PathBuf;
+
+use super::graded::RowLocation;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("{}: not a readable Parquet file: {source}", path.display())]
+    Parquet {
+        path: PathBuf,
+        source: parquet::errors::ParquetError,
+    },
+
+    #[error(
+        "{}: unknown file format; name it .parquet, .csv or .jsonl",
+        path.display()
+    )]
+    UnknownFormat { path: PathBuf },
+
+    #[error(
+        "{}: graded-results schema version {found} is newer than the {supported} this routeval reads; upgrade routeval",
+        path.display()
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
+
+    #[error("{}: missing column \"{column}\"{hint}", path.display())]
+    MissingColumn {
+        path: PathBuf,
+        column: String,
+        hint: String,
+    },
+
+    #[error(
+        "{}: column \"{column}\" collides with the column renamed by {flag}; rename it in the file",
+        path.display()
+    )]
+    CollidingColumn {
+        path: PathBuf,
+        column: String,
+        flag: &'static str,
+    },
+
+    #[error("{}: column \"{column}\" appears more than once", path.display())]
+    RepeatedColumn { path: PathBuf, column: String },
+
+    #[error(
+        "{}: column \"{column}\" has type {found}, expected {expected}",
+        path.display()
+    )]
+    WrongType {
+        path: PathBuf,
+        column: String,
+        found: String,
+        expected: &'static str,
+    },
+
+    #[error("{}: {location}, column \"{column}\": {problem}", path.display())]
+    InvalidValue {
+        path: PathBuf,
+        location: RowLocation,
+        column: String,
+        problem: String,
+    },
+
+    #[error("{}: {location}: {problem}", path.display())]
+    Malformed {
+        path: PathBuf,
+        location: RowLocation,
+        problem: String,
+    },
+
+    #[error(
+        "{}: {location}, column \"{column}\": duplicate id {id:?}, first seen at {first}",
+        path.display()
+    )]
+    DuplicateId {
+        path: PathBuf,
+        location: RowLocation,
+        first: RowLocation,
+        column: String,
+        id: String,
+    },
+
+    #[error("{}: the file has no rows", path.display())]
+    Empty { path: PathBuf },
+}

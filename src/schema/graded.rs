@@ -1,0 +1,319 @@
+//! The graded-results table: its columns, their Arrow types, and the
+//! normalised, validated batches the readers hand to stages.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+
+/// Version of the graded-results table. Written into Parquet metadata under
+/// [`SCHEMA_VERSION_KEY`]; readers refuse newer versions.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
+pub const SCHEMA_VERSION_KEY: &str = "routeval.graded.schema_version";
+
+/// The logical type of a known column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    Utf8,
+    Float64,
+    Boolean,
+}
+
+impl ColumnKind {
+    pub fn data_type(self) -> DataType {
+        match self {
+            ColumnKind::Utf8 => DataType::Utf8,
+            ColumnKind::Float64 => DataType::Float64,
+            ColumnKind::Boolean => DataType::Boolean,
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            ColumnKind::Utf8 => "utf8",
+            ColumnKind::Float64 => "f64",
+            ColumnKind::Boolean => "bool",
+        }
+    }
+}
+
+/// A column of the graded-results table that routeval knows the meaning of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Column {
+    Id,
+    Slice,
+    Score,
+    SmallOk,
+    LargeOk,
+    CostSmall,
+    CostLarge,
+    CostVerifier,
+    CostRouter,
+    SmallMs,
+    SmallTtftMs,
+    LargeMs,
+    LargeTtftMs,
+    VerifierMs,
+}
+
+impl Column {
+    /// Every known column, in the table's canonical order.
+    pub const ALL: [Column; 14] = [
+        Column::Id,
+        Column::Slice,
+        Column::Score,
+        Column::SmallOk,
+        Column::LargeOk,
+        Column::CostSmall,
+        Column::CostLarge,
+        Column::CostVerifier,
+        Column::CostRouter,
+        Column::SmallMs,
+        Column::SmallTtftMs,
+        Column::LargeMs,
+        Column::LargeTtftMs,
+        Column::VerifierMs,
+    ];
+
+    pub const LATENCIES: [Column; 5] = [
+        Column::SmallMs,
+        Column::SmallTtftMs,
+        Column::LargeMs,
+        Column::LargeTtftMs,
+        Column::VerifierMs,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Id => "id",
+            Column::Slice => "slice",
+            Column::Score => "score",
+            Column::SmallOk => "small_ok",
+            Column::LargeOk => "large_ok",
+            Column::CostSmall => "cost_small",
+            Column::CostLarge => "cost_large",
+            Column::CostVerifier => "cost_verifier",
+            Column::CostRouter => "cost_router",
+            Column::SmallMs => "small_ms",
+            Column::SmallTtftMs => "small_ttft_ms",
+            Column::LargeMs => "large_ms",
+            Column::LargeTtftMs => "large_ttft_ms",
+            Column::VerifierMs => "verifier_ms",
+        }
+    }
+
+    pub fn kind(self) -> ColumnKind {
+        match self {
+            Column::Id | Column::Slice => ColumnKind::Utf8,
+            Column::SmallOk | Column::LargeOk => ColumnKind::Boolean,
+            _ => ColumnKind::Float64,
+        }
+    }
+
+    /// Whether a file must have this column. Optional cost columns read as 0
+    /// where absent or null; optional latencies stay null.
+    pub fn required(self) -> bool {
+        matches!(
+            self,
+            Column::Id
+                | Column::Slice
+                | Column::Score
+                | Column::SmallOk
+                | Column::LargeOk
+                | Column::CostSmall
+                | Column::CostLarge
+        )
+    }
+
+    pub fn is_cost(self) -> bool {
+        matches!(
+            self,
+            Column::CostSmall | Column::CostLarge | Column::CostVerifier | Column::CostRouter
+        )
+    }
+
+    pub fn from_name(name: &str) -> Option<Column> {
+        Column::ALL.into_iter().find(|column| column.name() == name)
+    }
+
+    pub fn field(self) -> Field {
+        Field::new(self.name(), self.kind().data_type(), !self.required())
+    }
+}
+
+/// The Arrow schema of the known columns. Files may carry more columns after
+/// these; they are kept in order after the known ones.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(
+        Column::ALL
+            .into_iter()
+            .map(Column::field)
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// A validated slice of rows, with every known column under its canonical name
+/// and type. Required columns have no nulls, scores are finite, costs finite
+/// and non-negative (absent optional costs are zeros).
+#[derive(Debug, Clone)]
+pub struct GradedBatch {
+    /// Index (from 0) of this batch's first row in the whole file.
+    pub first_row: u64,
+    /// For text formats, the 1-based source line of each row, so later errors
+    /// can point into the file.
+    pub lines: Option<Arc<[u64]>>,
+    pub id: StringArray,
+    pub slice: StringArray,
+    pub score: Float64Array,
+    pub small_ok: BooleanArray,
+    pub large_ok: BooleanArray,
+    pub cost_small: Float64Array,
+    pub cost_large: Float64Array,
+    pub cost_verifier: Float64Array,
+    pub cost_router: Float64Array,
+    /// The latency columns in [`Column::LATENCIES`] order; `None` where the
+    /// file has no such column or it was not requested.
+    pub latencies: [Option<Float64Array>; 5],
+    /// Columns routeval does not know, carried through unchanged.
+    pub extra: Vec<(FieldRef, ArrayRef)>,
+}
+
+impl GradedBatch {
+    pub fn num_rows(&self) -> usize {
+        self.id.len()
+    }
+
+    /// Where row `index` of this batch sits in its file, for messages.
+    pub fn location(&self, index: usize) -> RowLocation {
+        match &self.lines {
+            Some(lines) => RowLocation::Line(lines[index]),
+            None => RowLocation::Row(self.first_row + index as u64 + 1),
+        }
+    }
+
+    /// The batch as one Arrow record batch: known columns in canonical order,
+    /// optional latency columns where present, then the carried columns.
+    pub fn to_record_batch(&self, include_latencies: [bool; 5]) -> RecordBatch {
+        let mut fields: Vec<FieldRef> = Vec::new();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        let mut push = |column: Column, array: ArrayRef| {
+            fields.push(Arc::new(column.field()));
+            arrays.push(array);
+        };
+        push(Column::Id, Arc::new(self.id.clone()));
+        push(Column::Slice, Arc::new(self.slice.clone()));
+        push(Column::Score, Arc::new(self.score.clone()));
+        push(Column::SmallOk, Arc::new(self.small_ok.clone()));
+        push(Column::LargeOk, Arc::new(self.large_ok.clone()));
+        push(Column::CostSmall, Arc::new(self.cost_small.clone()));
+        push(Column::CostLarge, Arc::new(self.cost_large.clone()));
+        push(Column::CostVerifier, Arc::new(self.cost_verifier.clone()));
+        push(Column::CostRouter, Arc::new(self.cost_router.clone()));
+        for ((column, latency), include) in Column::LATENCIES
+            .into_iter()
+            .zip(&self.latencies)
+            .zip(include_latencies)
+        {
+            if include {
+                let array = latency
+                    .clone()
+                    .unwrap_or_else(|| Float64Array::new_null(self.num_rows()));
+                push(column, Arc::new(array));
+            }
+        }
+        for (field, array) in &self.extra {
+            fields.push(field.clone());
+            arrays.push(array.clone());
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+            .expect("graded batch columns share one length by construction")
+    }
+}
+
+/// Where a row sits in its source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLocation {
+    /// 1-based data row (Parquet).
+    Row(u64),
+    /// 1-based physical line (CSV, JSON lines).
+    Line(u64),
+}
+
+impl std::fmt::Display for RowLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowLocation::Row(row) => write!(f, "row {row}"),
+            RowLocation::Line(line) => write!(f, "line {line}"),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A valid batch whose rows differ only in their ids.
+    pub(crate) fn batch_with_ids(first_row: u64, ids: &[&str]) -> GradedBatch {
+        let rows = ids.len();
+        let floats = || Float64Array::from(vec![0.5; rows]);
+        let bools = || BooleanArray::from(vec![true; rows]);
+        GradedBatch {
+            first_row,
+            lines: None,
+            id: StringArray::from(ids.to_vec()),
+            slice: StringArray::from(vec!["s"; rows]),
+            score: floats(),
+            small_ok: bools(),
+            large_ok: bools(),
+            cost_small: floats(),
+            cost_large: floats(),
+            cost_verifier: floats(),
+            cost_router: floats(),
+            latencies: Default::default(),
+            extra: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn column_names_round_trip() {
+        for column in Column::ALL {
+            assert_eq!(Column::from_name(column.name()), Some(column));
+        }
+        assert_eq!(Column::from_name("prompt"), None);
+    }
+
+    #[test]
+    fn record_batch_keeps_canonical_order_then_extras() {
+        let mut batch = batch_with_ids(0, &["a"]);
+        batch.extra.push((
+            Arc::new(Field::new("prompt", DataType::Utf8, true)),
+            Arc::new(StringArray::from(vec!["hi"])),
+        ));
+        let record = batch.to_record_batch([true, false, false, false, false]);
+        let names: Vec<_> = record
+            .schema()
+            .fields()
+            .iter()
+            .map(|field| field.name().clone())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "id",
+                "slice",
+                "score",
+                "small_ok",
+                "large_ok",
+                "cost_small",
+                "cost_large",
+                "cost_verifier",
+                "cost_router",
+                "small_ms",
+                "prompt"
+            ]
+        );
+        assert!(record.column(9).is_null(0));
+    }
+}

@@ -1,0 +1,26 @@
+//! The tables that connect the pipeline's stages, defined once.
+//!
+//! The graded-results table ([`graded`]) has one row per labelled prompt: its
+//! slice, the router or verifier score, whether each tier's answer was
+//! acceptable and what each call cost. Stages read it with [`read_graded`] or,
+//! when they only need one pass, [`for_each_graded_batch`], from Parquet
+//! (primary), CSV or JSON lines; [`write_graded_parquet`] writes it. The
+//! reader validates every row, so a stage never sees a NaN score, a negative
+//! cost or a duplicate id. `docs/schema.md` documents the same columns, and a
+//! test holds the two together.
+
+mod error;
+mod format;
+pub mod graded;
+mod ids;
+mod read;
+mod read_parquet;
+mod read_text;
+mod write;
+
+pub use error::ReadError;
+pub use format::Format;
+pub use graded::{Column, ColumnKind, GradedBatch, SCHEMA_VERSION};
+pub use ids::DuplicateIds;
+pub use read::{ColumnNames, GradedTable, ReadOptions, for_each_graded_batch, read_graded};
+pub use write::write_graded_parquet;

@@ -1,0 +1,369 @@
+//! Reading graded-results files: format dispatch, column resolution, and the
+//! row validation every format shares.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, RecordBatch, StringArray,
+};
+use arrow::datatypes::{FieldRef, Float64Type};
+
+use super::error::ReadError;
+use super::format::Format;
+use super::graded::{Column, GradedBatch};
+use super::ids::DuplicateIds;
+use super::{read_parquet, read_text};
+
+/// The largest cost, in USD, one prompt may record on one call. Costs are
+/// summed exactly in integer picodollars, and this bound keeps those sums far
+/// from overflow even over billions of rows.
+pub const MAX_COST_USD: f64 = 1.0e6;
+
+/// Rows per batch handed to stages.
+pub(super) const BATCH_ROWS: usize = 64 * 1024;
+
+/// The file's names for the columns that may be renamed on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnNames {
+    pub score: String,
+    pub slice: String,
+}
+
+impl Default for ColumnNames {
+    fn default() -> Self {
+        ColumnNames {
+            score: Column::Score.name().to_owned(),
+            slice: Column::Slice.name().to_owned(),
+        }
+    }
+}
+
+impl ColumnNames {
+    /// The name `column` has in the file.
+    pub fn source(&self, column: Column) -> &str {
+        match column {
+            Column::Score => &self.score,
+            Column::Slice => &self.slice,
+            other => other.name(),
+        }
+    }
+
+    fn flag(&self, column: Column) -> Option<&'static str> {
+        match column {
+            Column::Score if self.score != Column::Score.name() => Some("--score-col"),
+            Column::Slice if self.slice != Column::Slice.name() => Some("--slice-col"),
+            _ => None,
+        }
+    }
+}
+
+/// What to read besides the columns every stage needs.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    pub names: ColumnNames,
+    /// Keep columns routeval does not know, so they can be written back out.
+    pub carry_extra: bool,
+    /// Read the optional latency columns.
+    pub latencies: bool,
+}
+
+/// A whole graded-results file, validated.
+#[derive(Debug)]
+pub struct GradedTable {
+    pub path: PathBuf,
+    pub batches: Vec<GradedBatch>,
+    /// Which of [`Column::LATENCIES`] the file has.
+    pub latencies_present: [bool; 5],
+}
+
+impl GradedTable {
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(GradedBatch::num_rows).sum()
+    }
+
+    /// The table as Arrow record batches in the canonical column order.
+    pub fn record_batches(&self) -> Vec<RecordBatch> {
+        self.batches
+            .iter()
+            .map(|batch| batch.to_record_batch(self.latencies_present))
+            .collect()
+    }
+}
+
+/// What a pass over a file saw.
+#[derive(Debug, Clone, Copy)]
+pub struct FileSummary {
+    pub rows: u64,
+    pub latencies_present: [bool; 5],
+}
+
+/// Reads and validates a whole file into memory.
+pub fn read_graded(path: &Path, options: &ReadOptions) -> Result<GradedTable, ReadError> {
+    let mut batches = Vec::new();
+    let summary = for_each_graded_batch(path, options, |batch| batches.push(batch.clone()))?;
+    Ok(GradedTable {
+        path: path.to_owned(),
+        batches,
+        latencies_present: summary.latencies_present,
+    })
+}
+
+/// Streams a file's validated batches to `consume`, in file order. Ids are
+/// checked for uniqueness over the whole file before this returns `Ok`, so a
+/// caller must not act on what it consumed until then.
+pub fn for_each_graded_batch(
+    path: &Path,
+    options: &ReadOptions,
+    mut consume: impl FnMut(&GradedBatch),
+) -> Result<FileSummary, ReadError> {
+    let mut duplicate_ids = DuplicateIds::default();
+    let mut rows = 0u64;
+    let mut on_batch = |batch: GradedBatch| -> Result<(), ReadError> {
+        validate(&batch, path, &options.names)?;
+        duplicate_ids.add(&batch);
+        rows += batch.num_rows() as u64;
+        consume(&batch);
+        Ok(())
+    };
+    let latencies_present = match Format::detect(path)? {
+        Format::Parquet => read_parquet::read(path, options, &mut on_batch)?,
+        Format::Csv => read_text::read_csv(path, options, &mut on_batch)?,
+        Format::JsonLines => read_text::read_json_lines(path, options, &mut on_batch)?,
+    };
+    if rows == 0 {
+        return Err(ReadError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    duplicate_ids.finish(path, Column::Id.name())?;
+    Ok(FileSummary {
+        rows,
+        latencies_present,
+    })
+}
+
+/// Where each known column and each carried column sits among a file's
+/// columns.
+#[derive(Debug)]
+pub(super) struct ColumnMap {
+    known: [Option<usize>; Column::ALL.len()],
+    pub extra: Vec<usize>,
+}
+
+impl ColumnMap {
+    /// Resolves the file's column names against the known columns.
+    pub fn resolve(
+        path: &Path,
+        source_names: &[&str],
+        options: &ReadOptions,
+    ) -> Result<ColumnMap, ReadError> {
+        let mut known = [None; Column::ALL.len()];
+        let mut extra = Vec::new();
+        for (index, name) in source_names.iter().enumerate() {
+            if source_names[..index].contains(name) {
+                return Err(ReadError::RepeatedColumn {
+                    path: path.to_owned(),
+                    column: (*name).to_owned(),
+                });
+            }
+            let column = Column::ALL
+                .into_iter()
+                .find(|&column| options.names.source(column) == *name);
+            match column {
+                Some(column) => known[column_position(column)] = Some(index),
+                None => {
+                    if Column::from_name(name).is_some() && options.carry_extra {
+                        let renamed = Column::from_name(name).expect("checked above");
+                        return Err(ReadError::CollidingColumn {
+                            path: path.to_owned(),
+                            column: (*name).to_owned(),
+                            flag: options.names.flag(renamed).unwrap_or("a rename flag"),
+                        });
+                    }
+                    if options.carry_extra {
+                        extra.push(index);
+                    }
+                }
+            }
+        }
+        for column in Column::ALL.into_iter().filter(|column| column.required()) {
+            if known[column_position(column)].is_none() {
+                let source = options.names.source(column);
+                let hint = match options.names.flag(column) {
+                    Some(flag) => format!(" (named by {flag})"),
+                    None => match source_names
+                        .iter()
+                        .find(|name| name.eq_ignore_ascii_case(source))
+                    {
+                        Some(near) => format!("; found \"{near}\", names are case-sensitive"),
+                        None => String::new(),
+                    },
+                };
+                return Err(ReadError::MissingColumn {
+                    path: path.to_owned(),
+                    column: source.to_owned(),
+                    hint,
+                });
+            }
+        }
+        Ok(ColumnMap { known, extra })
+    }
+
+    /// The index of `column` among the file's columns, if it has it.
+    pub fn index(&self, column: Column) -> Option<usize> {
+        self.known[column_position(column)]
+    }
+
+    /// The known columns to read: all but latencies unless asked for.
+    pub fn wanted(&self, options: &ReadOptions) -> impl Iterator<Item = (Column, usize)> + '_ {
+        let latencies = options.latencies;
+        Column::ALL
+            .into_iter()
+            .filter(move |column| latencies || !Column::LATENCIES.contains(column))
+            .filter_map(|column| self.index(column).map(|index| (column, index)))
+    }
+
+    pub fn latencies_present(&self, options: &ReadOptions) -> [bool; 5] {
+        Column::LATENCIES.map(|column| options.latencies && self.index(column).is_some())
+    }
+}
+
+pub(super) fn column_position(column: Column) -> usize {
+    Column::ALL
+        .iter()
+        .position(|&known| known == column)
+        .expect("every column is in Column::ALL")
+}
+
+/// Builds a batch from arrays already of each column's canonical type. Absent
+/// optional costs, and nulls in them, become zero cost.
+pub(super) fn assemble(
+    first_row: u64,
+    lines: Option<Arc<[u64]>>,
+    mut known: [Option<ArrayRef>; Column::ALL.len()],
+    extra: Vec<(FieldRef, ArrayRef)>,
+    rows: usize,
+) -> GradedBatch {
+    let mut take = |column: Column| known[column_position(column)].take();
+    let strings = |array: Option<ArrayRef>| -> StringArray {
+        array.expect("required column").as_string::<i32>().clone()
+    };
+    let booleans = |array: Option<ArrayRef>| -> BooleanArray {
+        array.expect("required column").as_boolean().clone()
+    };
+    let floats = |array: Option<ArrayRef>| -> Option<Float64Array> {
+        array.map(|array| array.as_primitive::<Float64Type>().clone())
+    };
+    let cost = |array: Option<ArrayRef>| -> Float64Array {
+        match floats(array) {
+            Some(costs) if costs.null_count() == 0 => costs,
+            Some(costs) => costs.iter().map(|cost| Some(cost.unwrap_or(0.0))).collect(),
+            None => Float64Array::from(vec![0.0; rows]),
+        }
+    };
+    GradedBatch {
+        first_row,
+        lines,
+        id: strings(take(Column::Id)),
+        slice: strings(take(Column::Slice)),
+        score: floats(take(Column::Score)).expect("required column"),
+        small_ok: booleans(take(Column::SmallOk)),
+        large_ok: booleans(take(Column::LargeOk)),
+        cost_small: floats(take(Column::CostSmall)).expect("required column"),
+        cost_large: floats(take(Column::CostLarge)).expect("required column"),
+        cost_verifier: cost(take(Column::CostVerifier)),
+        cost_router: cost(take(Column::CostRouter)),
+        latencies: Column::LATENCIES.map(|column| floats(take(column))),
+        extra,
+    }
+}
+
+/// Checks the row-level rules every stage relies on.
+fn validate(batch: &GradedBatch, path: &Path, names: &ColumnNames) -> Result<(), ReadError> {
+    let invalid = |index: usize, column: Column, problem: String| ReadError::InvalidValue {
+        path: path.to_owned(),
+        location: batch.location(index),
+        column: names.source(column).to_owned(),
+        problem,
+    };
+    let missing = |index: usize, column: Column| invalid(index, column, "missing value".into());
+
+    for (column, strings) in [(Column::Id, &batch.id), (Column::Slice, &batch.slice)] {
+        if let Some(index) = first_null(strings) {
+            return Err(missing(index, column));
+        }
+        if let Some(index) =
+            (0..strings.len()).find(|&index| strings.value(index).trim().is_empty())
+        {
+            return Err(invalid(index, column, "empty value".into()));
+        }
+    }
+    for (column, flags) in [
+        (Column::SmallOk, &batch.small_ok),
+        (Column::LargeOk, &batch.large_ok),
+    ] {
+        if let Some(index) = first_null(flags) {
+            return Err(missing(index, column));
+        }
+    }
+    if let Some(index) = first_null(&batch.score) {
+        return Err(missing(index, Column::Score));
+    }
+    if let Some(index) = batch
+        .score
+        .values()
+        .iter()
+        .position(|score| !score.is_finite())
+    {
+        let score = batch.score.value(index);
+        return Err(invalid(
+            index,
+            Column::Score,
+            format!("score must be finite, found {score}"),
+        ));
+    }
+    let costs = [
+        (Column::CostSmall, &batch.cost_small),
+        (Column::CostLarge, &batch.cost_large),
+        (Column::CostVerifier, &batch.cost_verifier),
+        (Column::CostRouter, &batch.cost_router),
+    ];
+    for (column, costs) in costs {
+        if let Some(index) = first_null(costs) {
+            return Err(missing(index, column));
+        }
+        let out_of_range = |cost: &f64| !(0.0..=MAX_COST_USD).contains(cost);
+        if let Some(index) = costs.values().iter().position(out_of_range) {
+            let cost = costs.value(index);
+            let problem = if cost.is_finite() && cost > MAX_COST_USD {
+                format!("cost {cost} USD exceeds the per-call limit of {MAX_COST_USD} USD")
+            } else {
+                format!("cost must be a finite, non-negative number of USD, found {cost}")
+            };
+            return Err(invalid(index, column, problem));
+        }
+    }
+    for (column, latencies) in Column::LATENCIES.into_iter().zip(&batch.latencies) {
+        let Some(latencies) = latencies else { continue };
+        let bad = latencies
+            .iter()
+            .position(|latency| latency.is_some_and(|ms| !(ms.is_finite() && ms >= 0.0)));
+        if let Some(index) = bad {
+            let ms = latencies.value(index);
+            return Err(invalid(
+                index,
+                column,
+                format!("latency must be a finite, non-negative number of ms, found {ms}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn first_null(array: &dyn Array) -> Option<usize> {
+    if array.null_count() == 0 {
+        return None;
+    }
+    (0..array.len()).find(|&index| array.is_null(index))
+}

@@ -1,0 +1,166 @@
+//! The Parquet reader: projects the columns a stage needs, checks their types
+//! once against the file's schema, and casts compatible types (integers,
+//! 32-bit floats, dictionary or view strings) to the canonical ones.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::GradedBatch;
+use super::error::ReadError;
+use super::graded::{Column, ColumnKind, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
+
+pub(super) fn read(
+    path: &Path,
+    options: &ReadOptions,
+    emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
+) -> Result<[bool; 5], ReadError> {
+    let parquet_error = |source| ReadError::Parquet {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
+    check_schema_version(
+        path,
+        builder.metadata().file_metadata().key_value_metadata(),
+    )?;
+
+    let arrow_schema = builder.schema().clone();
+    let names: Vec<&str> = arrow_schema
+        .fields()
+        .iter()
+        .map(|field| field.name().as_str())
+        .collect();
+    let map = ColumnMap::resolve(path, &names, options)?;
+
+    let mut selected: Vec<(Target, usize)> = map
+        .wanted(options)
+        .map(|(column, index)| (Target::Known(column), index))
+        .chain(map.extra.iter().map(|&index| (Target::Extra, index)))
+        .collect();
+    for (target, index) in &selected {
+        if let Target::Known(column) = target {
+            check_type(path, options, *column, arrow_schema.field(*index))?;
+        }
+    }
+    // The reader returns projected columns in file order.
+    selected.sort_by_key(|&(_, index)| index);
+    let mask = ProjectionMask::roots(
+        builder.parquet_schema(),
+        selected.iter().map(|&(_, index)| index),
+    );
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(parquet_error)?;
+
+    let mut first_row = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|source| parquet_error(source.into()))?;
+        let mut known: [Option<ArrayRef>; Column::ALL.len()] = Default::default();
+        let mut extra = Vec::new();
+        for (position, (target, index)) in selected.iter().enumerate() {
+            let array = batch.column(position);
+            match target {
+                Target::Known(column) => {
+                    known[column_position(*column)] = Some(to_canonical(array, *column));
+                }
+                Target::Extra => {
+                    let field = arrow_schema.field(*index);
+                    extra.push((Arc::new(field.clone()), array.clone()));
+                }
+            }
+        }
+        let rows = batch.num_rows();
+        emit(assemble(first_row, None, known, extra, rows))?;
+        first_row += rows as u64;
+    }
+    Ok(map.latencies_present(options))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Known(Column),
+    Extra,
+}
+
+fn check_schema_version(
+    path: &Path,
+    metadata: Option<&Vec<parquet::file::metadata::KeyValue>>,
+) -> Result<(), ReadError> {
+    let version = metadata
+        .into_iter()
+        .flatten()
+        .find(|entry| entry.key == SCHEMA_VERSION_KEY)
+        .and_then(|entry| entry.value.clone());
+    match version {
+        Some(found)
+            if found
+                .parse::<u32>()
+                .is_ok_and(|found| found <= SCHEMA_VERSION) =>
+        {
+            Ok(())
+        }
+        Some(found) => Err(ReadError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_type(
+    path: &Path,
+    options: &ReadOptions,
+    column: Column,
+    field: &Field,
+) -> Result<(), ReadError> {
+    if accepts(column.kind(), field.data_type()) {
+        return Ok(());
+    }
+    Err(ReadError::WrongType {
+        path: path.to_owned(),
+        column: options.names.source(column).to_owned(),
+        found: field.data_type().to_string(),
+        expected: column.kind().describe(),
+    })
+}
+
+/// Types that convert to a column's canonical type without losing meaning.
+fn accepts(kind: ColumnKind, data_type: &DataType) -> bool {
+    match kind {
+        ColumnKind::Boolean => *data_type == DataType::Boolean,
+        ColumnKind::Float64 => data_type.is_floating() || data_type.is_integer(),
+        ColumnKind::Utf8 => match data_type {
+            DataType::Dictionary(_, values) => accepts(kind, values),
+            other => {
+                other.is_integer()
+                    || matches!(
+                        other,
+                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                    )
+            }
+        },
+    }
+}
+
+fn to_canonical(array: &ArrayRef, column: Column) -> ArrayRef {
+    let canonical = column.kind().data_type();
+    if *array.data_type() == canonical {
+        return array.clone();
+    }
+    cast(array, &canonical).expect("check_type admits only types that cast to the canonical one")
+}

@@ -1,0 +1,8 @@
+//! Exact binomial statistics shared by the stages that certify quality:
+//! one-sided binomial tests and Clopper–Pearson bounds.
+
+mod binomial;
+
+pub use binomial::{
+    binomial_cdf, clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify,
+};
