@@ -25,6 +25,8 @@ mod ingest;
 mod options;
 mod select;
 mod terminal;
+#[cfg(test)]
+mod tests;
 
 pub use curve::{Candidate, Curve};
 pub use document::{
@@ -32,7 +34,7 @@ pub use document::{
     InputFile, Point, SliceCalibration, Threshold,
 };
 pub use engine::{CalibrateError, calibrate};
-pub use ingest::{Observation, SliceObservations, to_picodollars};
+pub use ingest::{GradedRow, Observation, SliceObservations, Totals, to_picodollars};
 pub use options::{CalibrateOptions, Holdout, Policy, Scope};
 pub use select::{Selection, select};
 pub use terminal::render_table;

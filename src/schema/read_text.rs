@@ -28,6 +28,11 @@ pub(super) fn read_csv(
         .headers()
         .map_err(|error| csv_error(path, error))?
         .clone();
+    if headers.iter().all(str::is_empty) {
+        return Err(ReadError::Empty {
+            path: path.to_owned(),
+        });
+    }
     let names: Vec<&str> = headers.iter().collect();
     let map = ColumnMap::resolve(path, &names, options)?;
     let mut builder = TextBatch::new(path, options, &map, &names);
@@ -36,7 +41,7 @@ pub(super) fn read_csv(
         .read_record(&mut record)
         .map_err(|error| csv_error(path, error))?
     {
-        let line = record.position().map_or(0, |position| position.line());
+        let line = record.position().map_or(0, csv::Position::line);
         builder.push_row(line, |index| Cell::Text(record.get(index).unwrap_or("")))?;
         if builder.rows == BATCH_ROWS {
             emit(builder.finish())?;
@@ -137,7 +142,7 @@ fn csv_error(path: &Path, error: csv::Error) -> ReadError {
         other => ReadError::Malformed {
             path: path.to_owned(),
             location,
-            problem: format!("{:?}", other),
+            problem: format!("{other:?}"),
         },
     }
 }
@@ -191,7 +196,7 @@ impl Builder {
 fn text_of(cell: Cell<'_>) -> Result<Option<String>, String> {
     Ok(match cell {
         Cell::Absent | Cell::Json(Value::Null) => None,
-        Cell::Text(text) if text.is_empty() => None,
+        Cell::Text("") => None,
         Cell::Text(text) => Some(text.to_owned()),
         Cell::Json(Value::String(text)) => Some(text.clone()),
         Cell::Json(Value::Number(number)) => Some(number.to_string()),

@@ -8,6 +8,16 @@
 use statrs::distribution::{Binomial, DiscreteCDF};
 use statrs::function::beta::beta_reg;
 
+/// Relative slack when comparing a p-value with δ. The tail is computed to
+/// about 1e-15; without slack, a p-value exactly at δ (as with α = δ = 0.5 and
+/// an odd n) would be certified or not depending on the last bit.
+pub const P_VALUE_SLACK: f64 = 1e-10;
+
+/// Whether a p-value certifies at level `delta`.
+pub fn certifies(p_value: f64, delta: f64) -> bool {
+    p_value <= delta * (1.0 + P_VALUE_SLACK)
+}
+
 /// P(Bin(n, p) ≤ k).
 pub fn binomial_cdf(n: u64, p: f64, k: u64) -> f64 {
     if k >= n {
@@ -24,13 +34,13 @@ pub fn binomial_cdf(n: u64, p: f64, k: u64) -> f64 {
 /// The p-value grows with K, so this is found by bisection once per sample
 /// size rather than computed for every candidate threshold.
 pub fn max_certifiable_failures(n: u64, alpha: f64, delta: f64) -> Option<u64> {
-    if n == 0 || binomial_cdf(n, alpha, 0) > delta {
+    if n == 0 || !certifies(binomial_cdf(n, alpha, 0), delta) {
         return None;
     }
     let (mut certified, mut refused) = (0u64, n);
     while refused - certified > 1 {
         let middle = certified + (refused - certified) / 2;
-        if binomial_cdf(n, alpha, middle) <= delta {
+        if certifies(binomial_cdf(n, alpha, middle), delta) {
             certified = middle;
         } else {
             refused = middle;

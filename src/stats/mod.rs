@@ -4,5 +4,6 @@
 mod binomial;
 
 pub use binomial::{
-    binomial_cdf, clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify,
+    P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_lower, max_certifiable_failures,
+    min_rows_to_certify,
 };

@@ -1,0 +1,130 @@
+//! Pins the calibration document's format: its keys, their types, and the
+//! schema version. A change here is a change for every consumer.
+
+use std::collections::BTreeSet;
+
+use routeval::calibrate::{CALIBRATION_SCHEMA_VERSION, CalibrationDocument};
+use serde_json::Value;
+
+use crate::common::{example_results, routeval};
+
+fn keys(value: &Value) -> BTreeSet<&str> {
+    value
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+fn calibration_json(extra: &[&str]) -> Value {
+    let output = routeval()
+        .args(["calibrate", "--target", "0.9", "--json", "--results"])
+        .arg(example_results())
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(output.status.code() == Some(0) || output.status.code() == Some(1));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn document_keys_are_pinned() {
+    let json = calibration_json(&["--confidence", "0.95", "--holdout", "0.2", "--seed", "3"]);
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(CALIBRATION_SCHEMA_VERSION, 1);
+    assert_eq!(
+        keys(&json),
+        BTreeSet::from([
+            "schema_version",
+            "routeval_version",
+            "results",
+            "policy",
+            "target",
+            "confidence",
+            "scope",
+            "holdout",
+            "feasible",
+            "slices",
+        ])
+    );
+    assert_eq!(
+        keys(&json["results"]),
+        BTreeSet::from(["path", "sha256", "rows"])
+    );
+    assert_eq!(keys(&json["holdout"]), BTreeSet::from(["fraction", "seed"]));
+    assert_eq!(json["policy"], "predictive");
+    assert_eq!(json["scope"], "per_slice");
+    let slice = &json["slices"][0];
+    assert_eq!(
+        keys(slice),
+        BTreeSet::from([
+            "slice",
+            "n",
+            "feasible",
+            "reason",
+            "threshold",
+            "quality",
+            "quality_lower_bound",
+            "mean_cost",
+            "escalation_rate",
+            "savings_vs_always_large",
+            "max_quality",
+            "baselines",
+            "holdout",
+            "frontier",
+        ])
+    );
+    assert_eq!(
+        keys(&slice["baselines"]),
+        BTreeSet::from(["always_small", "always_large", "oracle"])
+    );
+    assert_eq!(
+        keys(&slice["baselines"]["oracle"]),
+        BTreeSet::from(["quality", "mean_cost"])
+    );
+    assert_eq!(
+        keys(&slice["holdout"]),
+        BTreeSet::from([
+            "n",
+            "quality",
+            "mean_cost",
+            "escalation_rate",
+            "meets_target"
+        ])
+    );
+    assert_eq!(
+        keys(&slice["frontier"][0]),
+        BTreeSet::from(["threshold", "quality", "mean_cost", "escalation_rate"])
+    );
+    assert_eq!(json["results"]["sha256"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn escalate_nothing_is_the_string_inf() {
+    let json = calibration_json(&[]);
+    let frontier = json["slices"][0]["frontier"].as_array().unwrap();
+    // The cheapest point of a predictive frontier escalates nothing.
+    assert_eq!(frontier[0]["threshold"], "inf");
+    assert!(frontier[1]["threshold"].is_f64());
+}
+
+#[test]
+fn plain_fits_have_no_lower_bound() {
+    let json = calibration_json(&[]);
+    assert!(json["confidence"].is_null());
+    for slice in json["slices"].as_array().unwrap() {
+        assert!(slice["quality_lower_bound"].is_null());
+        assert!(slice["holdout"].is_null());
+    }
+}
+
+#[test]
+fn document_deserializes_strictly() {
+    let json = calibration_json(&["--confidence", "0.95"]);
+    let document: CalibrationDocument = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&document).unwrap(), json);
+    let mut extended = json;
+    extended["surprise"] = Value::Bool(true);
+    assert!(serde_json::from_value::<CalibrationDocument>(extended).is_err());
+}

@@ -1,0 +1,232 @@
+//! Bad input: one line on stderr naming the file, column and row, exit code
+//! 2, and no output written.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+
+use crate::common::{
+    HEADER, csv_line, record_batch, routeval, synthetic_rows, write_parquet_batch,
+};
+
+/// A CSV with a valid header and rows, where `edit` may rewrite line `line`
+/// (1-based, the header is line 1).
+fn csv_with(edit: impl Fn(usize, String) -> String) -> String {
+    let rows = synthetic_rows(&["s"], 6, 9);
+    let mut lines = vec![HEADER.to_owned()];
+    lines.extend(rows.iter().map(csv_line));
+    let edited: Vec<String> = lines
+        .into_iter()
+        .enumerate()
+        .map(|(index, line)| edit(index + 1, line))
+        .collect();
+    edited.join("\n") + "\n"
+}
+
+fn replace_field(line: String, field: usize, value: &str) -> String {
+    let mut fields: Vec<&str> = line.split(',').collect();
+    fields[field] = value;
+    fields.join(",")
+}
+
+const TARGET: &[&str] = &["--target", "0.9"];
+
+/// Runs calibrate on `file` with `--out` and checks the failure contract.
+fn assert_rejected(directory: &Path, file: &str, flags: &[&str], expected: &str) {
+    let out = directory.join("calibration.json");
+    let output = routeval()
+        .arg("calibrate")
+        .args(flags)
+        .arg("--results")
+        .arg(directory.join(file))
+        .arg("--out")
+        .arg(&out)
+        .current_dir(directory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{file}: {stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "{file}: one line, got {stderr:?}"
+    );
+    assert!(
+        stderr.contains(expected),
+        "{file}: expected {expected:?} in {stderr:?}"
+    );
+    assert!(!out.exists(), "{file}: nothing may be written");
+    assert!(
+        output.stdout.is_empty(),
+        "{file}: nothing printed on stdout"
+    );
+}
+
+#[test]
+fn bad_csv_cells_name_file_line_and_column() {
+    let directory = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "nan.csv",
+            csv_with(|line, text| if line == 4 { replace_field(text, 2, "NaN") } else { text }),
+            "nan.csv: line 4, column \"score\": score must be finite, found NaN",
+        ),
+        (
+            "inf.csv",
+            csv_with(|line, text| if line == 3 { replace_field(text, 2, "-inf") } else { text }),
+            "inf.csv: line 3, column \"score\": score must be finite, found -inf",
+        ),
+        (
+            "negative.csv",
+            csv_with(|line, text| if line == 2 { replace_field(text, 6, "-0.1") } else { text }),
+            "negative.csv: line 2, column \"cost_large\": cost must be a finite, non-negative number of USD, found -0.1",
+        ),
+        (
+            "huge.csv",
+            csv_with(|line, text| if line == 5 { replace_field(text, 5, "2e9") } else { text }),
+            "huge.csv: line 5, column \"cost_small\": cost 2000000000 USD exceeds the per-call limit",
+        ),
+        (
+            "duplicate.csv",
+            csv_with(|line, text| if line == 6 { replace_field(text, 0, "s-1") } else { text }),
+            "duplicate.csv: line 6, column \"id\": duplicate id \"s-1\", first seen at line 3",
+        ),
+        (
+            "no-slice.csv",
+            csv_with(|line, text| if line == 7 { replace_field(text, 1, "") } else { text }),
+            "no-slice.csv: line 7, column \"slice\": missing value",
+        ),
+        (
+            "blank-slice.csv",
+            csv_with(|line, text| if line == 7 { replace_field(text, 1, "  ") } else { text }),
+            "blank-slice.csv: line 7, column \"slice\": empty value",
+        ),
+        (
+            "flag.csv",
+            csv_with(|line, text| if line == 2 { replace_field(text, 3, "yes") } else { text }),
+            "flag.csv: line 2, column \"small_ok\": expected true or false, found \"yes\"",
+        ),
+        (
+            "word.csv",
+            csv_with(|line, text| if line == 3 { replace_field(text, 2, "high") } else { text }),
+            "word.csv: line 3, column \"score\": expected a number, found \"high\"",
+        ),
+        (
+            "short.csv",
+            csv_with(|line, text| if line == 3 { text.rsplit_once(',').unwrap().0.to_owned() } else { text }),
+            "short.csv: line 3: 8 fields where the header has 9",
+        ),
+        (
+            "missing.csv",
+            csv_with(|line, text| if line == 1 { text.replace(",large_ok", ",large") } else { text }),
+            "missing.csv: missing column \"large_ok\"",
+        ),
+        (
+            "case.csv",
+            csv_with(|line, text| if line == 1 { text.replace(",score,", ",Score,") } else { text }),
+            "case.csv: missing column \"score\"; found \"Score\", names are case-sensitive",
+        ),
+        ("header-only.csv", format!("{HEADER}\n"), "header-only.csv: the file has no rows"),
+        ("empty.csv", String::new(), "empty.csv: the file has no rows"),
+        (
+            "bad.jsonl",
+            "{\"id\": \"a\"}\n{not json\n".to_owned(),
+            "bad.jsonl: line 2: not a JSON object",
+        ),
+        (
+            "typed.jsonl",
+            "{\"id\":\"a\",\"slice\":\"s\",\"score\":\"0.5\",\"small_ok\":true,\"large_ok\":true,\"cost_small\":0,\"cost_large\":0}\n".to_owned(),
+            "typed.jsonl: line 1, column \"score\": expected a number, found \"0.5\"",
+        ),
+        (
+            "gap.jsonl",
+            "{\"id\":\"a\",\"slice\":\"s\",\"score\":0.5,\"small_ok\":true,\"large_ok\":true,\"cost_small\":0,\"cost_large\":0}\n\n{\"id\":\"b\",\"slice\":\"s\",\"small_ok\":true,\"large_ok\":true,\"cost_small\":0,\"cost_large\":0}\n".to_owned(),
+            "gap.jsonl: line 3, column \"score\": missing value",
+        ),
+        ("notes.txt", "hello\n".to_owned(), "notes.txt: unknown file format"),
+        ("broken.parquet", "PAR1 but not really".to_owned(), "broken.parquet: not a readable Parquet file"),
+    ];
+    for (file, contents, expected) in cases {
+        std::fs::write(directory.path().join(file), contents).unwrap();
+        assert_rejected(directory.path(), file, TARGET, expected);
+    }
+}
+
+#[test]
+fn unreadable_paths_are_named() {
+    let directory = tempfile::tempdir().unwrap();
+    assert_rejected(
+        directory.path(),
+        "absent.csv",
+        TARGET,
+        "absent.csv: cannot read:",
+    );
+    std::fs::create_dir(directory.path().join("folder.csv")).unwrap();
+    assert_rejected(
+        directory.path(),
+        "folder.csv",
+        TARGET,
+        "folder.csv: cannot read:",
+    );
+}
+
+#[test]
+fn bad_parquet_columns_name_type_and_row() {
+    let directory = tempfile::tempdir().unwrap();
+    let batch = record_batch(&synthetic_rows(&["s"], 5, 10));
+
+    let text_scores: ArrayRef = Arc::new(StringArray::from(vec!["0.1"; 5]));
+    let mut columns = batch.columns().to_vec();
+    columns[2] = text_scores;
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|field| field.as_ref().clone())
+        .collect();
+    fields[2] = Field::new("score", DataType::Utf8, false);
+    let mistyped = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    write_parquet_batch(&directory.path().join("mistyped.parquet"), &mistyped);
+    assert_rejected(
+        directory.path(),
+        "mistyped.parquet",
+        TARGET,
+        "mistyped.parquet: column \"score\" has type Utf8, expected f64",
+    );
+
+    let mut rows = synthetic_rows(&["s"], 5, 10);
+    rows[1].score = f64::NAN;
+    write_parquet_batch(&directory.path().join("nan.parquet"), &record_batch(&rows));
+    assert_rejected(
+        directory.path(),
+        "nan.parquet",
+        TARGET,
+        "nan.parquet: row 2, column \"score\": score must be finite, found NaN",
+    );
+}
+
+#[test]
+fn out_of_range_flags_are_usage_errors() {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(directory.path().join("ok.csv"), csv_with(|_, text| text)).unwrap();
+    let cases = [
+        (vec!["--target", "2"], "--target must be in (0, 1], got 2"),
+        (
+            vec!["--target", "0.9", "--confidence", "0"],
+            "--confidence must be in (0, 1), got 0",
+        ),
+        (
+            vec!["--target", "0.9", "--holdout", "1"],
+            "--holdout must be in (0, 1), got 1",
+        ),
+        (
+            vec!["--target", "0.9", "--holdout", "0.999999999"],
+            "slice \"s\" has no calibration rows once --holdout 0.999999999 is set aside",
+        ),
+    ];
+    for (flags, expected) in cases {
+        assert_rejected(directory.path(), "ok.csv", &flags, expected);
+    }
+}

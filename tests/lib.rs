@@ -1,0 +1,11 @@
+//! routeval's integration tests, compiled as one binary: the CLI as users run
+//! it, on files written by the tests themselves.
+
+mod common;
+
+mod calibrate_cli;
+mod calibrate_guarantee;
+mod calibrate_json;
+mod input_errors;
+mod input_formats;
+mod schema_docs;
