@@ -72,6 +72,7 @@ fn document_keys_are_pinned() {
             "max_quality",
             "baselines",
             "holdout",
+            "frontier_points",
             "frontier",
         ])
     );

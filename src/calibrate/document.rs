@@ -59,7 +59,10 @@ pub struct SliceCalibration {
     pub max_quality: f64,
     pub baselines: Baselines,
     pub holdout: Option<HoldoutResult>,
-    /// The cost–quality Pareto frontier over all thresholds, cheapest first.
+    /// How many thresholds are on the cost–quality Pareto frontier.
+    pub frontier_points: u64,
+    /// The Pareto frontier, cheapest first; thinned to evenly spaced points
+    /// (both ends kept) when it has more than the calibration's limit.
     pub frontier: Vec<FrontierPoint>,
 }
 

@@ -179,7 +179,9 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
             },
         }
     });
-    let frontier = frontier(&curve)
+    let full_frontier = frontier(&curve);
+    let frontier_points = full_frontier.len() as u64;
+    let frontier = thin(&full_frontier, options.frontier_points)
         .into_iter()
         .map(|index| {
             let candidate = &curve.candidates[index];
@@ -212,8 +214,25 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
         max_quality: max_successes as f64 / rows as f64,
         baselines,
         holdout,
+        frontier_points,
         frontier,
     }
+}
+
+/// At most `limit` of `points` (all when `limit` is 0), evenly spaced along
+/// them and always keeping both ends, so documents stay small on slices
+/// where nearly every threshold is Pareto-optimal.
+fn thin(points: &[usize], limit: usize) -> Vec<usize> {
+    if limit == 0 || points.len() <= limit {
+        return points.to_vec();
+    }
+    if limit == 1 {
+        return vec![points[0]];
+    }
+    let last = points.len() - 1;
+    (0..limit)
+        .map(|step| points[(step * last + (limit - 1) / 2) / (limit - 1)])
+        .collect()
 }
 
 fn baselines(totals: &Totals) -> Baselines {
@@ -260,5 +279,27 @@ fn infeasibility(
                 all.failures(rows)
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thin;
+
+    #[test]
+    fn thinning_keeps_both_ends_and_spaces_evenly() {
+        let points: Vec<usize> = (100..200).collect();
+        assert_eq!(thin(&points, 0), points);
+        assert_eq!(thin(&points, 500), points);
+        assert_eq!(thin(&points, 1), [100]);
+        assert_eq!(thin(&points, 2), [100, 199]);
+        assert_eq!(thin(&points, 4), [100, 133, 166, 199]);
+        let thinned = thin(&points, 10);
+        assert_eq!(thinned.len(), 10);
+        assert!(
+            thinned
+                .windows(2)
+                .all(|pair| pair[1] - pair[0] >= 10 && pair[1] - pair[0] <= 12)
+        );
     }
 }

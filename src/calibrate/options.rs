@@ -71,6 +71,8 @@ pub struct CalibrateOptions {
     pub confidence: Option<f64>,
     pub holdout: Option<Holdout>,
     pub scope: Scope,
+    /// Most frontier points per slice in the document; 0 keeps all.
+    pub frontier_points: usize,
 }
 
 #[cfg(test)]

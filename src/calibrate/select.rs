@@ -69,7 +69,7 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
 /// quality, cheapest first.
 pub fn frontier(curve: &Curve) -> Vec<usize> {
     let mut order: Vec<usize> = (0..curve.candidates.len()).collect();
-    order.sort_by(|&a, &b| {
+    order.sort_unstable_by(|&a, &b| {
         let (a, b) = (&curve.candidates[a], &curve.candidates[b]);
         a.cost
             .cmp(&b.cost)

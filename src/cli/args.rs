@@ -63,6 +63,11 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Most Pareto-frontier points per slice in the document (evenly spaced,
+    /// both ends kept); 0 keeps them all.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub frontier_points: usize,
+
     /// Also write the calibration document to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

@@ -79,6 +79,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         } else {
             Scope::PerSlice
         },
+        frontier_points: args.frontier_points,
     };
     Ok((read, options))
 }
@@ -107,10 +108,11 @@ mod tests {
                     confidence: None,
                     holdout: None,
                     scope: Scope::PerSlice,
+                    frontier_points: 256,
                 },
             ),
             (
-                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global",
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0",
                 CalibrateOptions {
                     policy: Policy::Cascade,
                     target: 1.0,
@@ -120,6 +122,7 @@ mod tests {
                         seed: 9,
                     }),
                     scope: Scope::Global,
+                    frontier_points: 0,
                 },
             ),
         ];

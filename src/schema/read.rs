@@ -293,9 +293,7 @@ fn validate(batch: &GradedBatch, path: &Path, names: &ColumnNames) -> Result<(),
         if let Some(index) = first_null(strings) {
             return Err(missing(index, column));
         }
-        if let Some(index) =
-            (0..strings.len()).find(|&index| strings.value(index).trim().is_empty())
-        {
+        if let Some(index) = (0..strings.len()).find(|&index| is_blank(strings.value(index))) {
             return Err(invalid(index, column, "empty value".into()));
         }
     }
@@ -359,6 +357,16 @@ fn validate(batch: &GradedBatch, path: &Path, names: &ColumnNames) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// Empty or only white space. Most values start with a visible ASCII
+/// character, which settles it without scanning.
+fn is_blank(value: &str) -> bool {
+    match value.as_bytes().first() {
+        None => true,
+        Some(byte) if byte.is_ascii_graphic() => false,
+        Some(_) => value.trim().is_empty(),
+    }
 }
 
 fn first_null(array: &dyn Array) -> Option<usize> {
