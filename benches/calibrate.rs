@@ -25,6 +25,7 @@ use parquet::file::properties::WriterProperties;
 
 const SLICES: usize = 100;
 const TARGET: &str = "0.9";
+const MIB: f64 = 1024.0 * 1024.0;
 
 fn main() {
     let rows: usize = env_or("ROUTEVAL_BENCH_ROWS", 10_000_000);
@@ -35,7 +36,7 @@ fn main() {
         eprintln!("writing {rows} rows to {}", path.display());
         write_table(&path, rows);
     }
-    let file_mib = std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64;
+    let file_mib = std::fs::metadata(&path).unwrap().len() as f64 / MIB;
     let decoded = decoded_bytes(&path);
     println!(
         "{rows} rows, {SLICES} slices, {file_mib:.0} MiB of Parquet; decoded columns {:.0} MiB",
@@ -208,6 +209,7 @@ struct Measurement {
 }
 
 /// Runs `command` to completion, capturing stdout, and reads its peak RSS.
+#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4")]
 fn measure(mut command: Command) -> (Measurement, Vec<u8>) {
     let start = Instant::now();
     let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
@@ -252,7 +254,7 @@ fn peak_mib(measurements: &[Measurement]) -> f64 {
 }
 
 fn mib(bytes: usize) -> f64 {
-    bytes as f64 / (1 << 20) as f64
+    bytes as f64 / MIB
 }
 
 fn report(tool: &str, measurements: &[Measurement], rows: usize, decoded: usize) {
