@@ -8,4 +8,5 @@ mod calibrate_guarantee;
 mod calibrate_json;
 mod input_errors;
 mod input_formats;
+mod real_data;
 mod schema_docs;

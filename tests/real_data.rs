@@ -1,0 +1,108 @@
+//! Calibration on real recorded model outputs from `$ROUTEVAL_DATA` (see
+//! ../shared/data/README.md). Skipped, saying so, where the variable is not
+//! set.
+
+use std::path::PathBuf;
+
+use routeval::calibrate::CalibrationDocument;
+use serde_json::Value;
+
+use crate::common::routeval;
+
+/// The data directory, or `None` after saying the test is skipped.
+pub fn data_dir(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("ROUTEVAL_DATA") {
+        Some(directory) => Some(PathBuf::from(directory)),
+        None => {
+            eprintln!("skipped {test}: set ROUTEVAL_DATA to the shared data directory to run it");
+            None
+        }
+    }
+}
+
+/// The MoT date-reasoning cascade: GPT-3.5 answers with 20 sampled chains of
+/// thought (the verifier's reject score is 1 − the majority answer's share),
+/// GPT-4 answers when escalated. Costs are in units of one small call.
+fn mot_cascade_csv(directory: &std::path::Path) -> String {
+    let load = |name: &str| -> Vec<Value> {
+        let path = directory.join("mot_cascade").join(name);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let small = load("GPT3_result_date_cot1.json");
+    let large = load("GPT4_result_date_cot1.json");
+    assert_eq!(small.len(), large.len());
+    let mut csv = String::from("id,slice,score,small_ok,large_ok,cost_small,cost_large\n");
+    for (index, (small, large)) in small.iter().zip(&large).enumerate() {
+        assert_eq!(small["question"], large["question"]);
+        let samples = small["results"].as_array().unwrap().len() as f64;
+        let majority = small["result_counter"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|count| count.as_f64().unwrap())
+            .fold(0.0, f64::max);
+        let correct = |answer: &Value| answer["prediction"] == answer["answer"];
+        csv.push_str(&format!(
+            "q{index},date,{},{},{},1,20\n",
+            1.0 - majority / samples,
+            correct(small),
+            correct(large)
+        ));
+    }
+    csv
+}
+
+#[test]
+fn on_a_real_cascade_certified_thresholds_hold_on_held_out_splits() {
+    let Some(data) = data_dir("on_a_real_cascade_certified_thresholds_hold_on_held_out_splits")
+    else {
+        return;
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("mot-date.csv");
+    std::fs::write(&path, mot_cascade_csv(&data)).unwrap();
+
+    const SPLITS: u64 = 150;
+    let held_out_misses = |confidence: Option<&str>| {
+        let (mut misses, mut certified) = (0u32, 0u32);
+        for seed in 0..SPLITS {
+            let mut command = routeval();
+            command
+                .args([
+                    "calibrate",
+                    "--policy",
+                    "cascade",
+                    "--target",
+                    "0.8",
+                    "--json",
+                ])
+                .args(["--holdout", "0.5", "--seed", &seed.to_string(), "--results"])
+                .arg(&path);
+            if let Some(confidence) = confidence {
+                command.args(["--confidence", confidence]);
+            }
+            let output = command.output().unwrap();
+            assert!(matches!(output.status.code(), Some(0 | 1)));
+            let document: CalibrationDocument = serde_json::from_slice(&output.stdout).unwrap();
+            let holdout = document.slices[0].holdout.unwrap();
+            if let Some(meets) = holdout.meets_target {
+                certified += 1;
+                misses += u32::from(!meets);
+            }
+        }
+        (f64::from(misses) / f64::from(certified), certified)
+    };
+    let (plain, _) = held_out_misses(None);
+    let (guaranteed, feasible) = held_out_misses(Some("0.95"));
+    eprintln!(
+        "MoT date cascade, target 0.8, {SPLITS} half/half splits: the plain fit missed on the held-out \
+         half in {plain:.3} of splits, the certified threshold in {guaranteed:.3} ({feasible} splits certified)"
+    );
+    assert!(plain > 0.25, "plain fit misses: {plain}");
+    assert!(
+        u64::from(feasible) >= SPLITS / 2,
+        "certification is usually possible here"
+    );
+    assert!(guaranteed <= 0.10, "certified misses: {guaranteed}");
+    assert!(guaranteed * 3.0 <= plain);
+}
