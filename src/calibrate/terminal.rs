@@ -1,5 +1,6 @@
-//! The calibration as a table for people: one row per slice, then why any
-//! infeasible slice is infeasible.
+//! The calibration as tables for people: the chosen threshold per slice, the
+//! baselines it is measured against, then why any infeasible slice is
+//! infeasible.
 
 use std::fmt::Write;
 
@@ -7,37 +8,42 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::document::{CalibrationDocument, SliceCalibration};
+use super::document::{CalibrationDocument, Point, SliceCalibration};
 
 pub fn render_table(document: &CalibrationDocument) -> String {
     let certified = document.confidence.is_some();
     let holdout = document.holdout.is_some();
+
     let mut header = vec!["slice", "n", "threshold", "quality"];
     if certified {
         header.push("lower bound");
     }
-    header.extend([
-        "$/1k req",
-        "escalated",
-        "small q",
-        "large q",
-        "$/1k large",
-        "saved",
-    ]);
+    header.extend(["$/1k req", "escalated", "saved vs large"]);
     if holdout {
         header.extend(["holdout n", "holdout q"]);
     }
-    let mut builder = Builder::default();
-    builder.push_record(header);
-    for slice in &document.slices {
-        builder.push_record(row(slice, certified, holdout));
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
+    let chosen = table(
+        header,
+        document
+            .slices
+            .iter()
+            .map(|slice| chosen_row(slice, certified, holdout)),
+    );
+    let baselines = table(
+        vec![
+            "slice",
+            "always small q",
+            "$/1k",
+            "always large q",
+            "$/1k",
+            "oracle q",
+            "$/1k",
+            "frontier points",
+        ],
+        document.slices.iter().map(baseline_row),
+    );
 
-    let mut out = table.to_string();
+    let mut out = chosen;
     let feasible = document
         .slices
         .iter()
@@ -62,24 +68,42 @@ pub fn render_table(document: &CalibrationDocument) -> String {
             let _ = writeln!(out, "infeasible: {}: {reason}", slice.slice);
         }
     }
+    let _ = writeln!(out, "\nbaselines ($ per 1,000 requests):\n{baselines}");
     out
 }
 
-fn row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<String> {
-    let quality =
-        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |value| format!("{value:.4}"));
-    let per_thousand = |value: Option<f64>| {
-        value.map_or_else(|| "-".to_owned(), |value| format!("{:.4}", value * 1000.0))
-    };
-    let percent = |value: Option<f64>| {
-        value.map_or_else(|| "-".to_owned(), |value| format!("{:.1}%", value * 100.0))
-    };
+fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut builder = Builder::default();
+    builder.push_record(header);
+    for row in rows {
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    table.to_string()
+}
+
+fn quality(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.4}"))
+}
+
+fn per_thousand(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{:.4}", value * 1000.0))
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{:.1}%", value * 100.0))
+}
+
+fn chosen_row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<String> {
     let mut cells = vec![
         slice.slice.clone(),
         slice.n.to_string(),
         slice.threshold.map_or_else(
             || "infeasible".to_owned(),
-            |threshold| format!("{threshold}"),
+            |threshold| threshold.to_string(),
         ),
         quality(slice.quality),
     ];
@@ -89,9 +113,6 @@ fn row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<String> 
     cells.extend([
         per_thousand(slice.mean_cost),
         percent(slice.escalation_rate),
-        quality(Some(slice.baselines.always_small.quality)),
-        quality(Some(slice.baselines.always_large.quality)),
-        per_thousand(Some(slice.baselines.always_large.mean_cost)),
         percent(slice.savings_vs_always_large),
     ]);
     if holdout {
@@ -99,5 +120,23 @@ fn row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<String> 
         cells.push(result.map_or_else(|| "-".to_owned(), |result| result.n.to_string()));
         cells.push(quality(result.and_then(|result| result.quality)));
     }
+    cells
+}
+
+fn baseline_row(slice: &SliceCalibration) -> Vec<String> {
+    let mut cells = vec![slice.slice.clone()];
+    let baselines = &slice.baselines;
+    for Point {
+        quality: q,
+        mean_cost,
+    } in [
+        baselines.always_small,
+        baselines.always_large,
+        baselines.oracle,
+    ] {
+        cells.push(quality(Some(q)));
+        cells.push(per_thousand(Some(mean_cost)));
+    }
+    cells.push(slice.frontier_points.to_string());
     cells
 }

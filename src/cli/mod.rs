@@ -17,7 +17,20 @@ use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
 /// Parses the process arguments, runs the command, and reports errors as one
 /// line on stderr.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if !error.use_stderr() => error.exit(),
+        Err(error) => {
+            // clap adds usage and tips on further lines; bad input gets one.
+            let rendered = error.to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or("error: invalid arguments");
+            let _ = writeln!(std::io::stderr(), "{first}");
+            return ExitCode::from(USAGE_OR_INPUT);
+        }
+    };
     match run(cli) {
         Ok(outcome) => outcome.into(),
         Err(error) => {
