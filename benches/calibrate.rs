@@ -13,15 +13,21 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::Array;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+
+// The integration tests' table builder and random stream; the bench uses
+// only some of the helpers.
+#[allow(dead_code)]
+#[path = "../tests/common.rs"]
+mod common;
+
+use common::{Random, Row, record_batch};
 
 const SLICES: usize = 100;
 const TARGET: &str = "0.9";
@@ -100,88 +106,45 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// A seeded SplitMix64 stream.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Rows in random slice order, with a continuous router score (so nearly
 /// every row is its own candidate threshold) that predicts the small tier's
 /// failures, and per-row costs.
 fn write_table(path: &Path, rows: usize) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new("slice", DataType::Utf8, false),
-        Field::new("score", DataType::Float64, false),
-        Field::new("small_ok", DataType::Boolean, false),
-        Field::new("large_ok", DataType::Boolean, false),
-        Field::new("cost_small", DataType::Float64, false),
-        Field::new("cost_large", DataType::Float64, false),
-        Field::new("cost_verifier", DataType::Float64, false),
-        Field::new("cost_router", DataType::Float64, false),
-    ]));
     let properties = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .build();
     let temporary = path.with_extension("partial");
-    let mut writer = ArrowWriter::try_new(
-        File::create(&temporary).unwrap(),
-        schema.clone(),
-        Some(properties),
-    )
-    .unwrap();
-    let mut random = Random(42);
-    let slice_names: Vec<String> = (0..SLICES)
-        .map(|slice| format!("tenant-{slice:03}/task"))
-        .collect();
+    let mut writer = None;
+    let mut random = Random::new(42);
     let chunk = 1 << 20;
     for start in (0..rows).step_by(chunk) {
-        let count = chunk.min(rows - start);
-        let mut ids = Vec::with_capacity(count);
-        let mut slices = Vec::with_capacity(count);
-        let mut scores = Vec::with_capacity(count);
-        let (mut small, mut large) = (Vec::with_capacity(count), Vec::with_capacity(count));
-        let (mut cost_small, mut cost_large) =
-            (Vec::with_capacity(count), Vec::with_capacity(count));
-        for row in start..start + count {
-            let slice = (random.next() % SLICES as u64) as usize;
-            let difficulty = random.unit() * (0.6 + 0.4 * slice as f64 / SLICES as f64);
-            ids.push(format!("req-{row:09}"));
-            slices.push(slice_names[slice].as_str());
-            scores.push((difficulty + 0.2 * (random.unit() - 0.5)).clamp(0.0, 1.0));
-            small.push(random.unit() > difficulty * 1.1);
-            large.push(random.unit() > 0.03 + difficulty * 0.05);
-            cost_small.push(0.0002 + 0.0004 * random.unit());
-            cost_large.push(0.004 + 0.008 * random.unit());
-        }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(ids)),
-            Arc::new(StringArray::from(slices)),
-            Arc::new(Float64Array::from(scores)),
-            Arc::new(BooleanArray::from(small)),
-            Arc::new(BooleanArray::from(large)),
-            Arc::new(Float64Array::from(cost_small)),
-            Arc::new(Float64Array::from(cost_large)),
-            Arc::new(Float64Array::from(vec![0.0002; count])),
-            Arc::new(Float64Array::from(vec![0.00002; count])),
-        ];
+        let rows: Vec<Row> = (start..rows.min(start + chunk))
+            .map(|row| {
+                let slice = (random.next_u64() % SLICES as u64) as usize;
+                let difficulty = random.unit() * (0.6 + 0.4 * slice as f64 / SLICES as f64);
+                Row {
+                    id: format!("req-{row:09}"),
+                    slice: format!("tenant-{slice:03}/task"),
+                    score: (difficulty + 0.2 * (random.unit() - 0.5)).clamp(0.0, 1.0),
+                    small_ok: random.unit() > difficulty * 1.1,
+                    large_ok: random.unit() > 0.03 + difficulty * 0.05,
+                    cost_small: 0.0002 + 0.0004 * random.unit(),
+                    cost_large: 0.004 + 0.008 * random.unit(),
+                    cost_verifier: 0.0002,
+                    cost_router: 0.00002,
+                }
+            })
+            .collect();
+        let batch = record_batch(&rows);
         writer
-            .write(&RecordBatch::try_new(schema.clone(), columns).unwrap())
+            .get_or_insert_with(|| {
+                let file = File::create(&temporary).unwrap();
+                ArrowWriter::try_new(file, batch.schema(), Some(properties.clone())).unwrap()
+            })
+            .write(&batch)
             .unwrap();
     }
-    writer.close().unwrap();
+    writer.expect("at least one row").close().unwrap();
     std::fs::rename(&temporary, path).unwrap();
 }
 
