@@ -15,7 +15,7 @@ fn carry_all() -> ReadOptions {
     ReadOptions {
         names: ColumnNames::default(),
         carry_extra: true,
-        latencies: true,
+        details: true,
     }
 }
 
@@ -69,7 +69,10 @@ fn absent_optional_costs_are_zero_and_latencies_stay_null() {
     let small_ms = batch.latencies[0].as_ref().unwrap();
     assert!(small_ms.is_null(0));
     assert_eq!(small_ms.value(1), 350.5);
-    assert_eq!(table.latencies_present, [true, false, false, false, false]);
+    assert_eq!(
+        table.present.latencies,
+        [true, false, false, false, false, false]
+    );
     assert!(!batch.small_ok.value(1) && batch.large_ok.value(1));
 }
 

@@ -61,7 +61,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
             slice: args.slice_col.clone(),
         },
         carry_extra: false,
-        latencies: false,
+        details: false,
     };
     let options = CalibrateOptions {
         policy: match args.policy {

@@ -56,11 +56,15 @@ pub enum Column {
     LargeMs,
     LargeTtftMs,
     VerifierMs,
+    RouterMs,
+    SmallModel,
+    LargeModel,
+    VerifierModel,
 }
 
 impl Column {
     /// Every known column, in the table's canonical order.
-    pub const ALL: [Column; 14] = [
+    pub const ALL: [Column; 18] = [
         Column::Id,
         Column::Slice,
         Column::Score,
@@ -75,15 +79,32 @@ impl Column {
         Column::LargeMs,
         Column::LargeTtftMs,
         Column::VerifierMs,
+        Column::RouterMs,
+        Column::SmallModel,
+        Column::LargeModel,
+        Column::VerifierModel,
     ];
 
-    pub const LATENCIES: [Column; 5] = [
+    pub const LATENCIES: [Column; 6] = [
         Column::SmallMs,
         Column::SmallTtftMs,
         Column::LargeMs,
         Column::LargeTtftMs,
         Column::VerifierMs,
+        Column::RouterMs,
     ];
+
+    /// The model version each tier's endpoint reported for the row.
+    pub const MODELS: [Column; 3] = [
+        Column::SmallModel,
+        Column::LargeModel,
+        Column::VerifierModel,
+    ];
+
+    /// Optional columns read only when a stage asks for details.
+    pub fn is_detail(self) -> bool {
+        Column::LATENCIES.contains(&self) || Column::MODELS.contains(&self)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -101,12 +122,20 @@ impl Column {
             Column::LargeMs => "large_ms",
             Column::LargeTtftMs => "large_ttft_ms",
             Column::VerifierMs => "verifier_ms",
+            Column::RouterMs => "router_ms",
+            Column::SmallModel => "small_model",
+            Column::LargeModel => "large_model",
+            Column::VerifierModel => "verifier_model",
         }
     }
 
     pub fn kind(self) -> ColumnKind {
         match self {
-            Column::Id | Column::Slice => ColumnKind::Utf8,
+            Column::Id
+            | Column::Slice
+            | Column::SmallModel
+            | Column::LargeModel
+            | Column::VerifierModel => ColumnKind::Utf8,
             Column::SmallOk | Column::LargeOk => ColumnKind::Boolean,
             _ => ColumnKind::Float64,
         }
@@ -175,7 +204,9 @@ pub struct GradedBatch {
     pub cost_router: Float64Array,
     /// The latency columns in [`Column::LATENCIES`] order; `None` where the
     /// file has no such column or it was not requested.
-    pub latencies: [Option<Float64Array>; 5],
+    pub latencies: [Option<Float64Array>; 6],
+    /// The model-version columns in [`Column::MODELS`] order, likewise.
+    pub models: [Option<StringArray>; 3],
     /// Columns routeval does not know, carried through unchanged.
     pub extra: Vec<(FieldRef, ArrayRef)>,
 }
@@ -194,8 +225,8 @@ impl GradedBatch {
     }
 
     /// The batch as one Arrow record batch: known columns in canonical order,
-    /// optional latency columns where present, then the carried columns.
-    pub fn to_record_batch(&self, include_latencies: [bool; 5]) -> RecordBatch {
+    /// the optional detail columns the file has, then the carried columns.
+    pub fn to_record_batch(&self, present: &Present) -> RecordBatch {
         let mut fields: Vec<FieldRef> = Vec::new();
         let mut arrays: Vec<ArrayRef> = Vec::new();
         let mut push = |column: Column, array: ArrayRef| {
@@ -214,12 +245,24 @@ impl GradedBatch {
         for ((column, latency), include) in Column::LATENCIES
             .into_iter()
             .zip(&self.latencies)
-            .zip(include_latencies)
+            .zip(present.latencies)
         {
             if include {
                 let array = latency
                     .clone()
                     .unwrap_or_else(|| Float64Array::new_null(self.num_rows()));
+                push(column, Arc::new(array));
+            }
+        }
+        for ((column, model), include) in Column::MODELS
+            .into_iter()
+            .zip(&self.models)
+            .zip(present.models)
+        {
+            if include {
+                let array = model
+                    .clone()
+                    .unwrap_or_else(|| StringArray::new_null(self.num_rows()));
                 push(column, Arc::new(array));
             }
         }
@@ -230,6 +273,13 @@ impl GradedBatch {
         RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .expect("graded batch columns share one length by construction")
     }
+}
+
+/// Which optional detail columns a file has (and a stage read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Present {
+    pub latencies: [bool; 6],
+    pub models: [bool; 3],
 }
 
 /// Where a row sits in its source file.
@@ -272,6 +322,7 @@ pub(crate) mod tests {
             cost_verifier: floats(),
             cost_router: floats(),
             latencies: Default::default(),
+            models: Default::default(),
             extra: Vec::new(),
         }
     }
@@ -291,7 +342,11 @@ pub(crate) mod tests {
             Arc::new(Field::new("prompt", DataType::Utf8, true)),
             Arc::new(StringArray::from(vec!["hi"])),
         ));
-        let record = batch.to_record_batch([true, false, false, false, false]);
+        let present = Present {
+            latencies: [true, false, false, false, false, false],
+            models: [false, true, false],
+        };
+        let record = batch.to_record_batch(&present);
         let names: Vec<_> = record
             .schema()
             .fields()
@@ -311,9 +366,11 @@ pub(crate) mod tests {
                 "cost_verifier",
                 "cost_router",
                 "small_ms",
+                "large_model",
                 "prompt"
             ]
         );
         assert!(record.column(9).is_null(0));
+        assert!(record.column(10).is_null(0));
     }
 }

@@ -20,7 +20,9 @@ mod write;
 
 pub use error::ReadError;
 pub use format::Format;
-pub use graded::{Column, ColumnKind, GradedBatch, SCHEMA_VERSION};
+pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
 pub use ids::DuplicateIds;
-pub use read::{ColumnNames, GradedTable, ReadOptions, for_each_graded_batch, read_graded};
+pub use read::{
+    ColumnNames, FileSummary, GradedTable, ReadOptions, for_each_graded_batch, read_graded,
+};
 pub use write::write_graded_parquet;

@@ -11,7 +11,7 @@ use arrow::datatypes::{FieldRef, Float64Type};
 
 use super::error::ReadError;
 use super::format::Format;
-use super::graded::{Column, GradedBatch};
+use super::graded::{Column, GradedBatch, Present};
 use super::ids::DuplicateIds;
 use super::{read_parquet, read_text};
 
@@ -64,8 +64,8 @@ pub struct ReadOptions {
     pub names: ColumnNames,
     /// Keep columns routeval does not know, so they can be written back out.
     pub carry_extra: bool,
-    /// Read the optional latency columns.
-    pub latencies: bool,
+    /// Read the optional detail columns: latencies and model versions.
+    pub details: bool,
 }
 
 /// A whole graded-results file, validated.
@@ -73,8 +73,8 @@ pub struct ReadOptions {
 pub struct GradedTable {
     pub path: PathBuf,
     pub batches: Vec<GradedBatch>,
-    /// Which of [`Column::LATENCIES`] the file has.
-    pub latencies_present: [bool; 5],
+    /// Which optional detail columns the file has.
+    pub present: Present,
 }
 
 impl GradedTable {
@@ -86,7 +86,7 @@ impl GradedTable {
     pub fn record_batches(&self) -> Vec<RecordBatch> {
         self.batches
             .iter()
-            .map(|batch| batch.to_record_batch(self.latencies_present))
+            .map(|batch| batch.to_record_batch(&self.present))
             .collect()
     }
 }
@@ -95,7 +95,7 @@ impl GradedTable {
 #[derive(Debug, Clone, Copy)]
 pub struct FileSummary {
     pub rows: u64,
-    pub latencies_present: [bool; 5],
+    pub present: Present,
 }
 
 /// Reads and validates a whole file into memory.
@@ -105,7 +105,7 @@ pub fn read_graded(path: &Path, options: &ReadOptions) -> Result<GradedTable, Re
     Ok(GradedTable {
         path: path.to_owned(),
         batches,
-        latencies_present: summary.latencies_present,
+        present: summary.present,
     })
 }
 
@@ -126,7 +126,7 @@ pub fn for_each_graded_batch(
         consume(&batch);
         Ok(())
     };
-    let latencies_present = match Format::detect(path)? {
+    let present = match Format::detect(path)? {
         Format::Parquet => read_parquet::read(path, options, &mut on_batch)?,
         Format::Csv => read_text::read_csv(path, options, &mut on_batch)?,
         Format::JsonLines => read_text::read_json_lines(path, options, &mut on_batch)?,
@@ -137,10 +137,7 @@ pub fn for_each_graded_batch(
         });
     }
     duplicate_ids.finish(path, Column::Id.name())?;
-    Ok(FileSummary {
-        rows,
-        latencies_present,
-    })
+    Ok(FileSummary { rows, present })
 }
 
 /// Where each known column and each carried column sits among a file's
@@ -215,17 +212,21 @@ impl ColumnMap {
         self.known[column_position(column)]
     }
 
-    /// The known columns to read: all but latencies unless asked for.
+    /// The known columns to read: all but the details unless asked for.
     pub fn wanted(&self, options: &ReadOptions) -> impl Iterator<Item = (Column, usize)> + '_ {
-        let latencies = options.latencies;
+        let details = options.details;
         Column::ALL
             .into_iter()
-            .filter(move |column| latencies || !Column::LATENCIES.contains(column))
+            .filter(move |column| details || !column.is_detail())
             .filter_map(|column| self.index(column).map(|index| (column, index)))
     }
 
-    pub fn latencies_present(&self, options: &ReadOptions) -> [bool; 5] {
-        Column::LATENCIES.map(|column| options.latencies && self.index(column).is_some())
+    pub fn present(&self, options: &ReadOptions) -> Present {
+        let has = |column: Column| options.details && self.index(column).is_some();
+        Present {
+            latencies: Column::LATENCIES.map(has),
+            models: Column::MODELS.map(has),
+        }
     }
 }
 
@@ -275,6 +276,8 @@ pub(super) fn assemble(
         cost_verifier: cost(take(Column::CostVerifier)),
         cost_router: cost(take(Column::CostRouter)),
         latencies: Column::LATENCIES.map(|column| floats(take(column))),
+        models: Column::MODELS
+            .map(|column| take(column).map(|array| array.as_string::<i32>().clone())),
         extra,
     }
 }

@@ -14,14 +14,14 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::GradedBatch;
 use super::error::ReadError;
-use super::graded::{Column, ColumnKind, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::graded::{Column, ColumnKind, Present, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 
 pub(super) fn read(
     path: &Path,
     options: &ReadOptions,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
-) -> Result<[bool; 5], ReadError> {
+) -> Result<Present, ReadError> {
     let parquet_error = |source| ReadError::Parquet {
         path: path.to_owned(),
         source,
@@ -87,7 +87,7 @@ pub(super) fn read(
         emit(assemble(first_row, None, known, extra, rows))?;
         first_row += rows as u64;
     }
-    Ok(map.latencies_present(options))
+    Ok(map.present(options))
 }
 
 #[derive(Debug, Clone, Copy)]

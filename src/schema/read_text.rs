@@ -12,14 +12,14 @@ use arrow::datatypes::{DataType, Field};
 use serde_json::Value;
 
 use super::error::ReadError;
-use super::graded::{Column, ColumnKind, GradedBatch, RowLocation};
+use super::graded::{Column, ColumnKind, GradedBatch, Present, RowLocation};
 use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 
 pub(super) fn read_csv(
     path: &Path,
     options: &ReadOptions,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
-) -> Result<[bool; 5], ReadError> {
+) -> Result<Present, ReadError> {
     let file = open(path)?;
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -50,14 +50,14 @@ pub(super) fn read_csv(
     if builder.rows > 0 {
         emit(builder.finish())?;
     }
-    Ok(map.latencies_present(options))
+    Ok(map.present(options))
 }
 
 pub(super) fn read_json_lines(
     path: &Path,
     options: &ReadOptions,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
-) -> Result<[bool; 5], ReadError> {
+) -> Result<Present, ReadError> {
     // A first pass collects every key, so that a column that is missing from
     // some lines is still one column, and a missing required column is named
     // before any row is read.
@@ -85,7 +85,7 @@ pub(super) fn read_json_lines(
     if builder.rows > 0 {
         emit(builder.finish())?;
     }
-    Ok(map.latencies_present(options))
+    Ok(map.present(options))
 }
 
 fn for_each_object(
