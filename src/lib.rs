@@ -7,12 +7,17 @@
 //! [`schema`]; each stage has its own folder:
 //!
 //! - [`calibrate`]: graded results in, per-slice thresholds out.
+//! - [`gate`]: candidate [`routes`] tables scored on graded results; the
+//!   cheapest that passes every rule becomes a signed route config.
 //!
 //! [`cli`] is the only module that knows about command-line parsing.
 
 pub mod atomic;
 pub mod calibrate;
 pub mod cli;
+pub mod clock;
 pub mod exit_codes;
+pub mod gate;
+pub mod routes;
 pub mod schema;
 pub mod stats;

@@ -6,6 +6,8 @@ The generative model (the same one `routeval simulate` documents):
   1 / (1 + exp(-(s - d) / 0.05)); the small model has s = 0.55, the large 0.92;
 - the router's score is d plus Gaussian noise (sigma 0.10), clipped to [0, 1]
   and rounded to 3 decimals, so scores tie as real router outputs do;
+- the endpoints report the model versions gpt-4o-mini-2024-07-18 (small)
+  and gpt-4o-2024-08-06 (large);
 - input tokens ~ lognormal around 1,500 and output tokens around 300; the small
   model costs $0.15/$0.60 and the large $3/$15 per million input/output
   tokens, a router call $0.00002 and a verifier call $0.0002.
@@ -30,6 +32,7 @@ SMALL_SKILL, LARGE_SKILL = 0.55, 0.92
 SMALL_PRICE = (0.15e-6, 0.60e-6)
 LARGE_PRICE = (3.0e-6, 15.0e-6)
 ROUTER_COST, VERIFIER_COST = 0.00002, 0.0002
+SMALL_MODEL, LARGE_MODEL = "gpt-4o-mini-2024-07-18", "gpt-4o-2024-08-06"
 
 
 def solves(rng, skill, difficulty):
@@ -43,6 +46,7 @@ def main():
         "id", "slice", "score", "small_ok", "large_ok", "cost_small", "cost_large",
         "cost_verifier", "cost_router", "small_ms", "small_ttft_ms", "large_ms",
         "large_ttft_ms", "verifier_ms", "input_tokens", "output_tokens",
+        "small_model", "large_model",
     ]
     with out.open("w", newline="") as file:
         writer = csv.writer(file, lineterminator="\n")
@@ -65,7 +69,7 @@ def main():
                     f"{small_ttft + output_tokens * 8:.1f}", f"{small_ttft:.1f}",
                     f"{large_ttft + output_tokens * 25:.1f}", f"{large_ttft:.1f}",
                     f"{rng.lognormvariate(math.log(400), 0.2):.1f}",
-                    input_tokens, output_tokens,
+                    input_tokens, output_tokens, SMALL_MODEL, LARGE_MODEL,
                 ])
 
 

@@ -34,6 +34,7 @@ pub use document::{
     InputFile, Point, SliceCalibration, Threshold,
 };
 pub use engine::{CalibrateError, calibrate};
+pub use ingest::GLOBAL_SLICE;
 pub use ingest::{GradedRow, Observation, SliceObservations, Totals, to_picodollars};
 pub use options::{CalibrateOptions, Holdout, Policy, Scope};
 pub use select::{Selection, select};

@@ -17,6 +17,13 @@ pub struct Cli {
 pub enum Command {
     /// Pick, per slice, the cheapest threshold whose quality meets the target.
     Calibrate(CalibrateArgs),
+    /// Score candidate route tables on the same graded results and emit the
+    /// cheapest that passes every rule as a signed route config.
+    Gate(GateArgs),
+    /// Create a minisign key pair for signing route configs.
+    Keygen(KeygenArgs),
+    /// Check a signed route config before deploying it.
+    Verify(VerifyArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -89,4 +96,92 @@ pub struct CalibrateArgs {
         env = "ROUTEVAL_SLICE_COL"
     )]
     pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Candidate route tables (TOML).
+    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    pub candidates: Vec<PathBuf>,
+
+    /// Graded results every candidate is scored on.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// A calibration document for policies that take their thresholds from it.
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+
+    /// The deployed route config: the new one's parent, and the quality no
+    /// slice may fall below by more than --max-regression.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// Organisation-wide constraints per slice (TOML), applied to every candidate.
+    #[arg(long, value_name = "FILE")]
+    pub constraints: Option<PathBuf>,
+
+    /// Quality every slice must reach, in (0, 1].
+    #[arg(long, value_name = "Q")]
+    pub target: f64,
+
+    /// Hold each slice's quality lower bound at this confidence to the target.
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
+    /// Largest quality drop on any slice against --baseline.
+    #[arg(long, value_name = "D", default_value_t = 0.01)]
+    pub max_regression: f64,
+
+    /// Secret key that signs the emitted config (from `routeval keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+
+    /// Directory for the config, its signature, the LiteLLM export and the reports.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Days until the emitted config expires.
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub ttl_days: u64,
+
+    /// sha256 of the labelled dataset behind the results, for provenance.
+    #[arg(long, value_name = "HEX")]
+    pub dataset_sha256: Option<String>,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+
+    /// Print the gate report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Secret key file to create (mode 0600); the public key goes beside it
+    /// with `.pub`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The route config; its signature is read from CONFIG.minisig.
+    #[arg(value_name = "CONFIG")]
+    pub config: PathBuf,
+
+    /// Public key: a `.pub` file or minisign's base64 key.
+    #[arg(long, value_name = "KEY")]
+    pub pubkey: String,
+
+    /// The config this one replaces: its version must be lower and its
+    /// sha256 must be the new one's parent.
+    #[arg(long, value_name = "FILE")]
+    pub previous: Option<PathBuf>,
 }

@@ -4,13 +4,14 @@
 
 mod args;
 mod calibrate;
+mod gate;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use args::{CalibrateArgs, Cli, Command, PolicyArg};
+pub use args::{CalibrateArgs, Cli, Command, GateArgs, KeygenArgs, PolicyArg, VerifyArgs};
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
 
@@ -43,5 +44,8 @@ pub fn main() -> ExitCode {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Gate(args) => gate::run(args),
+        Command::Keygen(args) => gate::keygen(args),
+        Command::Verify(args) => gate::verify(args),
     }
 }

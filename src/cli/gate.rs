@@ -1,0 +1,118 @@
+//! `routeval gate`, `routeval keygen` and `routeval verify`.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+
+use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
+use crate::exit_codes::Outcome;
+use crate::gate::{GateOptions, gate, generate_keys, load_public, terminal, verify_config};
+use crate::schema::{ColumnNames, ReadOptions};
+
+use super::args::{GateArgs, KeygenArgs, VerifyArgs};
+
+/// The clock, which tests may stop with `ROUTEVAL_NOW` (RFC 3339).
+fn clock() -> anyhow::Result<Box<dyn Clock>> {
+    match std::env::var("ROUTEVAL_NOW") {
+        Ok(text) => {
+            let now = parse_rfc3339(&text)
+                .with_context(|| format!("ROUTEVAL_NOW: {text:?} is not YYYY-MM-DDTHH:MM:SSZ"))?;
+            Ok(Box::new(FixedClock(now)))
+        }
+        Err(_) => Ok(Box::new(SystemClock)),
+    }
+}
+
+pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
+    if !(args.target > 0.0 && args.target <= 1.0) {
+        bail!("--target must be in (0, 1], got {}", args.target);
+    }
+    if let Some(confidence) = args.confidence
+        && !(confidence > 0.0 && confidence < 1.0)
+    {
+        bail!("--confidence must be in (0, 1), got {confidence}");
+    }
+    if !(args.max_regression >= 0.0 && args.max_regression <= 1.0) {
+        bail!(
+            "--max-regression must be in [0, 1], got {}",
+            args.max_regression
+        );
+    }
+    let options = GateOptions {
+        candidates: args.candidates,
+        results: args.results,
+        read: ReadOptions {
+            names: ColumnNames {
+                score: args.score_col,
+                slice: args.slice_col,
+            },
+            carry_extra: false,
+            details: true,
+        },
+        calibration: args.calibration,
+        baseline: args.baseline,
+        constraints: args.constraints,
+        target: args.target,
+        confidence: args.confidence,
+        max_regression: args.max_regression,
+        key: args.key,
+        out: args.out,
+        ttl_days: args.ttl_days,
+        dataset_sha256: args.dataset_sha256,
+    };
+    let report = gate(&options, clock()?.as_ref())?;
+    let printed = if args.json {
+        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n"
+    } else {
+        terminal(&report)
+    };
+    let _ = std::io::stdout().lock().write_all(printed.as_bytes());
+    Ok(if report.emitted.is_some() {
+        Outcome::Passed
+    } else {
+        Outcome::CheckFailed
+    })
+}
+
+pub fn keygen(args: KeygenArgs) -> anyhow::Result<Outcome> {
+    let public = generate_keys(&args.out)?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "secret key: {} (keep it secret)\npublic key: {}",
+        args.out.display(),
+        public.display()
+    );
+    Ok(Outcome::Passed)
+}
+
+pub fn verify(args: VerifyArgs) -> anyhow::Result<Outcome> {
+    let public = load_public(&args.pubkey)?;
+    let clock = clock()?;
+    match verify_config(
+        &args.config,
+        &public,
+        args.previous.as_deref(),
+        clock.as_ref(),
+    )? {
+        Ok(verified) => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "verified {}: {} version {}, sha256 {}, expires {}",
+                args.config.display(),
+                verified.config.config_id,
+                verified.config.version,
+                verified.sha256,
+                verified.config.expires_at
+            );
+            Ok(Outcome::Passed)
+        }
+        Err(failure) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "verification failed: {}: {failure}",
+                args.config.display()
+            );
+            Ok(Outcome::CheckFailed)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The route config the gate emits: canonical JSON (RFC 8785), so that the
+//! sha256 of the file is its identity, signed with minisign (prehashed
+//! Ed25519) with a trusted comment that binds the id, version, hash and
+//! parent into the signature.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::routes::ResolvedTable;
+
+use super::evaluate::Metrics;
+
+pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub schema: String,
+    pub config_id: String,
+    /// One more than the config it replaces; 1 for the first.
+    pub version: u64,
+    /// sha256 of the file of the config it replaces.
+    pub parent_sha256: Option<String>,
+    pub created_at: String,
+    pub expires_at: String,
+    pub table: ResolvedTable,
+    pub provenance: Provenance,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub routeval_version: String,
+    pub results_sha256: String,
+    /// sha256 of the labelled dataset behind the results, when known.
+    pub dataset_sha256: Option<String>,
+    pub candidate_file: String,
+    pub candidate_sha256: String,
+    pub git_commit: Option<String>,
+    /// The gate's measurements of this table: all rows, then each slice.
+    pub metrics: Vec<Metrics>,
+}
+
+impl RouteConfig {
+    /// The file's bytes: RFC 8785 canonical JSON.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        serde_json_canonicalizer::to_vec(self).expect("a route config always serialises")
+    }
+
+    /// The trusted comment its signature carries.
+    pub fn trusted_comment(&self, sha256: &str) -> String {
+        format!(
+            "routeval config_id:{} version:{} sha256:{sha256} parent:{}",
+            self.config_id,
+            self.version,
+            self.parent_sha256.as_deref().unwrap_or("none")
+        )
+    }
+
+    pub fn file_name(version: u64) -> String {
+        format!("route-config.v{version}.json")
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    Ok(sha256_hex(&std::fs::read(path)?))
+}
+
+/// The signature file beside `config`.
+pub fn signature_path(config: &Path) -> std::path::PathBuf {
+    let mut name = config.as_os_str().to_owned();
+    name.push(".minisig");
+    name.into()
+}

@@ -1,0 +1,257 @@
+//! Runs the gate: every candidate on the same graded results, the rules, the
+//! choice, and the signed config with its exports.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::atomic::write_bytes_atomically;
+use crate::calibrate::{CalibrationDocument, InputFile};
+use crate::clock::{Clock, format_rfc3339};
+use crate::routes::{Constraint, RouteTable};
+use crate::schema::{ReadOptions, read_graded};
+
+use super::config::{
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_file, sha256_hex, signature_path,
+};
+use super::evaluate::{evaluate, recorded_models};
+use super::keys::{load_secret, sign};
+use super::litellm::litellm_yaml;
+use super::render::markdown;
+use super::report::{
+    BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
+};
+use super::rules::{RuleContext, check};
+
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    pub candidates: Vec<PathBuf>,
+    pub results: PathBuf,
+    pub read: ReadOptions,
+    pub calibration: Option<PathBuf>,
+    pub baseline: Option<PathBuf>,
+    pub constraints: Option<PathBuf>,
+    pub target: f64,
+    pub confidence: Option<f64>,
+    pub max_regression: f64,
+    pub key: PathBuf,
+    pub out: PathBuf,
+    pub ttl_days: u64,
+    pub dataset_sha256: Option<String>,
+}
+
+/// Org-wide constraints: a TOML table of slice (or `"*"`) to constraint.
+fn load_constraints(path: &Path) -> anyhow::Result<BTreeMap<String, Constraint>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read (--constraints)", path.display()))?;
+    toml::from_str(&text).map_err(|error| {
+        let first = error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        anyhow::anyhow!("{}: {first}", path.display())
+    })
+}
+
+pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateReport> {
+    // Everything that can be refused is read before anything is written.
+    let secret = load_secret(&options.key)?;
+    let mut read = options.read.clone();
+    read.details = true;
+    let graded = read_graded(&options.results, &read)?;
+    let results_sha256 = sha256_file(&options.results)
+        .with_context(|| format!("{}: cannot read", options.results.display()))?;
+    let calibration: Option<CalibrationDocument> = match &options.calibration {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
+            Some(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{}: not a calibration document", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let constraints = match &options.constraints {
+        Some(path) => load_constraints(path)?,
+        None => BTreeMap::new(),
+    };
+    let baseline = match &options.baseline {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("{}: cannot read (--baseline)", path.display()))?;
+            let config: RouteConfig = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{}: not a route config (--baseline)", path.display()))?;
+            Some((path.clone(), sha256_hex(&bytes), config))
+        }
+        None => None,
+    };
+    let mut tables = Vec::new();
+    for path in &options.candidates {
+        let table = RouteTable::load(path)?;
+        let resolved = table
+            .resolve(calibration.as_ref())
+            .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+        let sha256 =
+            sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        tables.push((path.clone(), sha256, resolved));
+    }
+
+    let recorded = recorded_models(&graded);
+    let baseline_evaluation = baseline
+        .as_ref()
+        .map(|(_, _, config)| evaluate(&config.table, &graded, options.confidence));
+    let context = RuleContext {
+        target: options.target,
+        confidence: options.confidence,
+        constraints: &constraints,
+        baseline: baseline_evaluation.as_ref(),
+        max_regression: options.max_regression,
+        recorded_models: &recorded,
+    };
+    let mut shared_warnings = Vec::new();
+    if let Some(calibration) = &calibration
+        && calibration.results.sha256 != results_sha256
+    {
+        shared_warnings.push(format!(
+            "the calibration was computed on other results (sha256 {})",
+            calibration.results.sha256
+        ));
+    }
+    let mut candidates = Vec::new();
+    for (path, sha256, table) in &tables {
+        let evaluation = evaluate(table, &graded, options.confidence);
+        let (failures, mut warnings) = check(table, &evaluation, &context);
+        warnings.extend(shared_warnings.iter().cloned());
+        candidates.push(CandidateReport {
+            file: path.display().to_string(),
+            sha256: sha256.clone(),
+            logical_model: table.logical_model.clone(),
+            policy: table.policy.kind().to_owned(),
+            passed: failures.is_empty(),
+            failures,
+            warnings,
+            overall: evaluation.overall,
+            slices: evaluation.slices,
+        });
+    }
+    let chosen = candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, candidate)| candidate.passed)
+        .min_by(|(_, a), (_, b)| {
+            a.overall
+                .mean_cost
+                .total_cmp(&b.overall.mean_cost)
+                .then(b.overall.quality.total_cmp(&a.overall.quality))
+                .then(a.file.cmp(&b.file))
+        })
+        .map(|(index, _)| index);
+
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    let emitted = match chosen {
+        Some(index) => {
+            let (path, candidate_sha256, table) = &tables[index];
+            let version = baseline
+                .as_ref()
+                .map_or(1, |(_, _, config)| config.version + 1);
+            let now = clock.now();
+            let mut metrics = vec![candidates[index].overall.clone()];
+            metrics.extend(candidates[index].slices.iter().cloned());
+            let mut config = RouteConfig {
+                schema: ROUTE_CONFIG_SCHEMA.to_owned(),
+                config_id: String::new(),
+                version,
+                parent_sha256: baseline.as_ref().map(|(_, sha256, _)| sha256.clone()),
+                created_at: format_rfc3339(now),
+                expires_at: format_rfc3339(now + options.ttl_days as i64 * 86_400),
+                table: table.clone(),
+                provenance: Provenance {
+                    routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    results_sha256: results_sha256.clone(),
+                    dataset_sha256: options.dataset_sha256.clone(),
+                    candidate_file: path.display().to_string(),
+                    candidate_sha256: candidate_sha256.clone(),
+                    git_commit: git_commit(path),
+                    metrics,
+                },
+            };
+            // The id names the content it was minted for.
+            config.config_id = format!(
+                "{}-v{version}-{}",
+                table.logical_model,
+                &sha256_hex(&config.canonical_bytes())[..12]
+            );
+            let bytes = config.canonical_bytes();
+            let sha256 = sha256_hex(&bytes);
+            let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
+            let name = RouteConfig::file_name(version);
+            let config_path = options.out.join(&name);
+            let litellm_path = options
+                .out
+                .join(format!("route-config.v{version}.litellm.yaml"));
+            write_bytes_atomically(&config_path, &bytes)?;
+            write_bytes_atomically(&signature_path(&config_path), signature.as_bytes())?;
+            write_bytes_atomically(
+                &litellm_path,
+                litellm_yaml(&config, &name, &sha256).as_bytes(),
+            )?;
+            Some(Emitted {
+                config: config_path.display().to_string(),
+                signature: signature_path(&config_path).display().to_string(),
+                litellm: litellm_path.display().to_string(),
+                version,
+                sha256,
+            })
+        }
+        None => None,
+    };
+    let report = GateReport {
+        schema_version: GATE_REPORT_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        results: InputFile {
+            path: options.results.display().to_string(),
+            sha256: results_sha256,
+            rows: graded.num_rows() as u64,
+        },
+        target: options.target,
+        confidence: options.confidence,
+        max_regression: options.max_regression,
+        baseline: baseline.map(|(path, sha256, config)| BaselineRef {
+            path: path.display().to_string(),
+            version: config.version,
+            sha256,
+        }),
+        chosen: chosen.map(|index| candidates[index].file.clone()),
+        candidates,
+        emitted,
+    };
+    let json =
+        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n";
+    write_bytes_atomically(&options.out.join("gate-report.json"), json.as_bytes())?;
+    write_bytes_atomically(
+        &options.out.join("gate-report.md"),
+        markdown(&report).as_bytes(),
+    )?;
+    Ok(report)
+}
+
+/// The commit of the repository holding the candidate, when there is one.
+fn git_commit(candidate: &Path) -> Option<String> {
+    let directory = candidate
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(directory)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(output.stdout).ok()?.trim().to_owned();
+    (output.status.success() && commit.len() == 40).then_some(commit)
+}

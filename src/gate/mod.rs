@@ -1,0 +1,29 @@
+//! `routeval gate`: scores every candidate route table on the same graded
+//! results, rejects those that break a rule (constraints first, so cost never
+//! outranks a rule), picks the cheapest that passes, and emits the deployable
+//! route config: canonical JSON, versioned, signed with minisign, with a
+//! LiteLLM export. `routeval keygen` and `routeval verify` manage and check
+//! the signatures.
+
+mod config;
+mod engine;
+mod evaluate;
+mod keys;
+mod litellm;
+mod render;
+mod report;
+mod rules;
+mod verify;
+
+pub use config::{Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_hex, signature_path};
+pub use engine::{GateOptions, gate};
+pub use evaluate::{Evaluation, Metrics, evaluate, recorded_models};
+pub use keys::{
+    SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,
+    verify as verify_signature,
+};
+pub use litellm::litellm_yaml;
+pub use render::{markdown, terminal};
+pub use report::{BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport};
+pub use rules::{Failure, Rule};
+pub use verify::{Verified, VerifyError, check as check_config, verify_config};

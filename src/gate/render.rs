@@ -1,0 +1,200 @@
+//! The gate report for people: candidates side by side on the terminal, and
+//! Markdown for a pull request or `$GITHUB_STEP_SUMMARY`.
+
+use std::fmt::Write;
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use super::evaluate::Metrics;
+use super::report::{CandidateReport, GateReport};
+
+fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
+    value.map_or_else(|| "-".to_owned(), format)
+}
+
+/// The rows both renderings share: a label and one cell per candidate.
+fn comparison(report: &GateReport) -> Vec<(String, Vec<String>)> {
+    let metric = |label: &str, cell: &dyn Fn(&Metrics) -> String| -> (String, Vec<String>) {
+        (
+            label.to_owned(),
+            report
+                .candidates
+                .iter()
+                .map(|candidate| cell(&candidate.overall))
+                .collect(),
+        )
+    };
+    let each = |label: &str, cell: &dyn Fn(&CandidateReport) -> String| -> (String, Vec<String>) {
+        (
+            label.to_owned(),
+            report.candidates.iter().map(cell).collect(),
+        )
+    };
+    vec![
+        each("policy", &|candidate| candidate.policy.clone()),
+        each("verdict", &|candidate| {
+            if report.chosen.as_deref() == Some(candidate.file.as_str()) {
+                "chosen".to_owned()
+            } else if candidate.passed {
+                "passed".to_owned()
+            } else {
+                format!("rejected ({})", candidate.failures.len())
+            }
+        }),
+        metric("quality", &|m| format!("{:.4}", m.quality)),
+        metric("lower bound", &|m| {
+            optional(m.quality_lower_bound, |v| format!("{v:.4}"))
+        }),
+        metric("$/1k req", &|m| format!("{:.4}", m.mean_cost * 1000.0)),
+        metric("p50 ms", &|m| optional(m.p50_ms, |v| format!("{v:.0}"))),
+        metric("p95 ms", &|m| optional(m.p95_ms, |v| format!("{v:.0}"))),
+        metric("escalated", &|m| {
+            format!("{:.1}%", m.escalation_rate * 100.0)
+        }),
+        metric("false accepts", &|m| {
+            optional(m.false_accept_rate, |v| format!("{:.1}%", v * 100.0))
+        }),
+    ]
+}
+
+fn file_name(path: &str) -> String {
+    std::path::Path::new(path).file_name().map_or_else(
+        || path.to_owned(),
+        |name| name.to_string_lossy().into_owned(),
+    )
+}
+
+pub fn terminal(report: &GateReport) -> String {
+    let mut builder = Builder::default();
+    let mut header = vec![String::new()];
+    header.extend(
+        report
+            .candidates
+            .iter()
+            .map(|candidate| file_name(&candidate.file)),
+    );
+    builder.push_record(header);
+    for (label, cells) in comparison(report) {
+        let mut row = vec![label];
+        row.extend(cells);
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    let mut out = table.to_string();
+    out.push('\n');
+    for candidate in &report.candidates {
+        for failure in &candidate.failures {
+            let slice = failure
+                .slice
+                .as_deref()
+                .map(|slice| format!(" [{slice}]"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "rejected {}{slice}: {}",
+                file_name(&candidate.file),
+                failure.message
+            );
+        }
+        for warning in &candidate.warnings {
+            let _ = writeln!(out, "warning {}: {warning}", file_name(&candidate.file));
+        }
+    }
+    match (&report.chosen, &report.emitted) {
+        (Some(chosen), Some(emitted)) => {
+            let _ = writeln!(
+                out,
+                "chosen: {}; emitted {} (sha256 {})",
+                file_name(chosen),
+                emitted.config,
+                emitted.sha256
+            );
+        }
+        _ => out.push_str("no candidate passed; nothing emitted\n"),
+    }
+    out
+}
+
+pub fn markdown(report: &GateReport) -> String {
+    let mut out = String::from("## routeval gate\n\n");
+    let _ = write!(out, "Target quality **{}**", report.target);
+    if let Some(confidence) = report.confidence {
+        let _ = write!(out, " at confidence {confidence}");
+    }
+    let _ = writeln!(
+        out,
+        " on `{}` ({} rows).\n",
+        report.results.path, report.results.rows
+    );
+    let mut header = String::from("| |");
+    let mut rule = String::from("|---|");
+    for candidate in &report.candidates {
+        let _ = write!(header, " `{}` |", file_name(&candidate.file));
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{header}\n{rule}");
+    for (label, cells) in comparison(report) {
+        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
+    }
+    out.push('\n');
+    match (&report.chosen, &report.emitted) {
+        (Some(chosen), Some(emitted)) => {
+            let _ = writeln!(
+                out,
+                "**Chosen:** `{}`, emitted as `{}` (version {}, sha256 `{}`).\n",
+                file_name(chosen),
+                emitted.config,
+                emitted.version,
+                emitted.sha256
+            );
+        }
+        _ => out.push_str("**No candidate passed.** Nothing was emitted.\n\n"),
+    }
+    for candidate in report
+        .candidates
+        .iter()
+        .filter(|candidate| !candidate.failures.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "### Why `{}` was rejected\n",
+            file_name(&candidate.file)
+        );
+        for failure in &candidate.failures {
+            let slice = failure
+                .slice
+                .as_deref()
+                .map(|slice| format!(" (slice `{slice}`)"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "- {:?}{slice}: {}", failure.rule, failure.message);
+        }
+        out.push('\n');
+    }
+    if let Some(chosen) = report
+        .candidates
+        .iter()
+        .find(|candidate| report.chosen.as_deref() == Some(candidate.file.as_str()))
+    {
+        let _ = writeln!(out, "### `{}` per slice\n", file_name(&chosen.file));
+        out.push_str("| slice | n | quality | lower bound | $/1k req | p95 ms | escalated |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for m in &chosen.slices {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.4} | {} | {:.4} | {} | {:.1}% |",
+                m.slice,
+                m.n,
+                m.quality,
+                optional(m.quality_lower_bound, |v| format!("{v:.4}")),
+                m.mean_cost * 1000.0,
+                optional(m.p95_ms, |v| format!("{v:.0}")),
+                m.escalation_rate * 100.0
+            );
+        }
+    }
+    out
+}

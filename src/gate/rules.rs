@@ -1,0 +1,268 @@
+//! The rules a candidate must pass, each failure named with its rule, its
+//! slice where it has one, and what to fix.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::routes::{Constraint, ResolvedTable, Tier};
+
+use super::evaluate::Evaluation;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Constraint,
+    Unevaluated,
+    Capacity,
+    MissingThreshold,
+    BelowTarget,
+    Regression,
+    VersionMismatch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    pub rule: Rule,
+    pub slice: Option<String>,
+    pub message: String,
+}
+
+/// What the rules need besides the candidate.
+#[derive(Debug)]
+pub struct RuleContext<'a> {
+    pub target: f64,
+    pub confidence: Option<f64>,
+    /// Organisation-wide constraints, applied on top of the candidate's own.
+    pub constraints: &'a BTreeMap<String, Constraint>,
+    pub baseline: Option<&'a Evaluation>,
+    pub max_regression: f64,
+    pub recorded_models: &'a BTreeMap<Tier, BTreeMap<String, u64>>,
+}
+
+/// Checks every rule; returns failures and warnings.
+pub fn check(
+    table: &ResolvedTable,
+    evaluation: &Evaluation,
+    context: &RuleContext<'_>,
+) -> (Vec<Failure>, Vec<String>) {
+    let mut failures = Vec::new();
+    let mut warnings = Vec::new();
+    let mut fail = |rule: Rule, slice: Option<&str>, message: String| {
+        failures.push(Failure {
+            rule,
+            slice: slice.map(str::to_owned),
+            message,
+        });
+    };
+
+    // Constraints first: they filter routes before anything is ranked.
+    let slices: Vec<&str> = evaluation
+        .slices
+        .iter()
+        .map(|metrics| metrics.slice.as_str())
+        .collect();
+    for slice in &slices {
+        let applicable = [
+            table.constraints.get(*slice),
+            table.constraints.get("*"),
+            context.constraints.get(*slice),
+            context.constraints.get("*"),
+        ];
+        let mut used: Vec<&str> = table.policy.routes_for(slice);
+        let fallbacks: Vec<&str> = used
+            .iter()
+            .flat_map(|route| table.fallbacks_of(route))
+            .collect();
+        used.extend(fallbacks);
+        used.sort_unstable();
+        used.dedup();
+        for constraint in applicable.into_iter().flatten() {
+            for name in &used {
+                let Some(route) = table.route(name) else {
+                    continue;
+                };
+                if let Some(regions) = &constraint.regions
+                    && !regions.contains(&route.region)
+                {
+                    fail(
+                        Rule::Constraint,
+                        Some(slice),
+                        format!(
+                            "route \"{name}\" serves from {}, outside the allowed regions {regions:?}",
+                            route.region
+                        ),
+                    );
+                }
+                if let Some(allowed) = &constraint.routes
+                    && !allowed.iter().any(|allowed| allowed == name)
+                {
+                    fail(
+                        Rule::Constraint,
+                        Some(slice),
+                        format!("route \"{name}\" is not on the slice's allowlist {allowed:?}"),
+                    );
+                }
+            }
+        }
+    }
+
+    // Every route that may answer, fallbacks included, needs evaluation rows.
+    let policy_routes = table.policy.routes();
+    let measured_by = |tier: Tier| -> Option<&crate::routes::Route> {
+        policy_routes
+            .iter()
+            .filter_map(|name| table.route(name))
+            .find(|route| route.tier == tier)
+    };
+    let mut checked: Vec<&str> = Vec::new();
+    let fallback_targets = table
+        .fallbacks
+        .iter()
+        .flat_map(|fallback| fallback.to.iter().map(String::as_str));
+    for name in policy_routes.iter().copied().chain(fallback_targets) {
+        if checked.contains(&name) {
+            continue;
+        }
+        checked.push(name);
+        let Some(route) = table.route(name) else {
+            continue;
+        };
+        match context.recorded_models.get(&route.tier) {
+            Some(recorded) => {
+                let matching = recorded.get(&route.model).copied().unwrap_or(0);
+                let others: Vec<String> = recorded
+                    .iter()
+                    .filter(|(model, _)| **model != route.model)
+                    .map(|(model, rows)| format!("{model} ({rows} rows)"))
+                    .collect();
+                if matching == 0 {
+                    fail(
+                        Rule::Unevaluated,
+                        None,
+                        format!(
+                            "route \"{name}\" pins {} but no {} row of the results was answered by it",
+                            route.model,
+                            route.tier.name()
+                        ),
+                    );
+                } else if !others.is_empty() && policy_routes.contains(&name) {
+                    fail(
+                        Rule::VersionMismatch,
+                        None,
+                        format!(
+                            "route \"{name}\" pins {} but the results' {} tier also recorded {}",
+                            route.model,
+                            route.tier.name(),
+                            others.join(", ")
+                        ),
+                    );
+                }
+            }
+            None => {
+                if let Some(measured) = measure_mismatch(measured_by(route.tier), route) {
+                    fail(Rule::Unevaluated, None, measured);
+                }
+                if policy_routes.contains(&name) {
+                    warnings.push(format!(
+                        "the results record no {}_model column, so route \"{name}\"'s pinned version {} is unchecked",
+                        route.tier.name(),
+                        route.model
+                    ));
+                }
+            }
+        }
+    }
+
+    // Fallbacks only onto capacity that exists.
+    for fallback in &table.fallbacks {
+        let Some(primary) = table.route(&fallback.route) else {
+            continue;
+        };
+        for target in fallback.to.iter().filter_map(|name| table.route(name)) {
+            if target.rpm < primary.rpm || target.tpm < primary.tpm {
+                fail(
+                    Rule::Capacity,
+                    None,
+                    format!(
+                        "fallback \"{}\" ({} rpm, {} tpm) cannot absorb \"{}\" ({} rpm, {} tpm)",
+                        target.name, target.rpm, target.tpm, primary.name, primary.rpm, primary.tpm
+                    ),
+                );
+            }
+        }
+    }
+
+    for slice in &evaluation.slices_without_threshold {
+        fail(
+            Rule::MissingThreshold,
+            Some(slice),
+            format!(
+                "the {} policy has no threshold for this slice",
+                table.policy.kind()
+            ),
+        );
+    }
+
+    for metrics in &evaluation.slices {
+        let (measure, value) = match (context.confidence, metrics.quality_lower_bound) {
+            (Some(confidence), Some(bound)) => (
+                format!("quality lower bound at confidence {confidence}"),
+                bound,
+            ),
+            _ => ("quality".to_owned(), metrics.quality),
+        };
+        if value < context.target {
+            fail(
+                Rule::BelowTarget,
+                Some(&metrics.slice),
+                format!(
+                    "{measure} {value:.4} is below the target {}",
+                    context.target
+                ),
+            );
+        }
+        if let Some(baseline) = context.baseline
+            && let Some(before) = baseline
+                .slices
+                .iter()
+                .find(|before| before.slice == metrics.slice)
+            && metrics.quality < before.quality - context.max_regression
+        {
+            fail(
+                Rule::Regression,
+                Some(&metrics.slice),
+                format!(
+                    "quality {:.4} regresses from the deployed {:.4} by more than {}",
+                    metrics.quality, before.quality, context.max_regression
+                ),
+            );
+        }
+    }
+    (failures, warnings)
+}
+
+/// Without recorded versions, a tier's rows measure the policy's route of
+/// that tier; a route pinning another model has no rows behind it.
+fn measure_mismatch(
+    measured: Option<&crate::routes::Route>,
+    route: &crate::routes::Route,
+) -> Option<String> {
+    match measured {
+        Some(measured) if measured.model == route.model => None,
+        Some(measured) => Some(format!(
+            "route \"{}\" pins {}, but the results' {} tier measured \"{}\" ({}); evaluate it like the primary",
+            route.name,
+            route.model,
+            route.tier.name(),
+            measured.name,
+            measured.model
+        )),
+        None => Some(format!(
+            "route \"{}\" is measured by the {} tier, which the policy does not use, so no rows evaluate it",
+            route.name,
+            route.tier.name()
+        )),
+    }
+}

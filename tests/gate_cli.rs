@@ -1,0 +1,490 @@
+//! `routeval gate` end to end on the example results: the choice, every
+//! rule, the emitted files and the report format.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use predicates::prelude::*;
+use routeval::gate::{GateReport, RouteConfig, Rule};
+
+use crate::common::{example_results, routeval};
+
+/// A directory with a key pair and a calibration of the example results.
+pub struct Workspace {
+    pub directory: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let workspace = Workspace {
+            directory: tempfile::tempdir().unwrap(),
+        };
+        routeval()
+            .args(["keygen", "--out"])
+            .arg(workspace.path("routeval.key"))
+            .assert()
+            .code(0);
+        routeval()
+            .args(["calibrate", "--target", "0.9", "--results"])
+            .arg(example_results())
+            .arg("--out")
+            .arg(workspace.path("calibration.json"))
+            .assert()
+            .code(0);
+        workspace
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.directory.path().join(name)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `routeval gate` with the example results, the calibration and the key.
+    pub fn gate(
+        &self,
+        candidates: &[PathBuf],
+        out: &str,
+        extra: &[&str],
+    ) -> assert_cmd::assert::Assert {
+        routeval()
+            .arg("gate")
+            .arg("--candidates")
+            .args(candidates)
+            .arg("--results")
+            .arg(example_results())
+            .arg("--calibration")
+            .arg(self.path("calibration.json"))
+            .arg("--key")
+            .arg(self.path("routeval.key"))
+            .arg("--out")
+            .arg(self.path(out))
+            .args(extra)
+            .env("ROUTEVAL_NOW", "2026-11-29T12:00:00Z")
+            .assert()
+    }
+
+    pub fn report(&self, out: &str) -> GateReport {
+        let text = std::fs::read_to_string(self.path(out).join("gate-report.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+pub fn example_routes(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("datasets/example/routes")
+        .join(name)
+}
+
+fn rules_of(report: &GateReport, file_suffix: &str) -> BTreeSet<Rule> {
+    report
+        .candidates
+        .iter()
+        .find(|candidate| candidate.file.ends_with(file_suffix))
+        .unwrap()
+        .failures
+        .iter()
+        .map(|failure| failure.rule)
+        .collect()
+}
+
+/// A predictive table like the example's, with `edit` applied to its text.
+fn variant(workspace: &Workspace, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(example_routes("predictive.toml")).unwrap();
+    workspace.write(name, &edit(text))
+}
+
+#[test]
+fn picks_the_cheapest_passing_candidate_and_emits_a_verified_config() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[
+                example_routes("always-large.toml"),
+                example_routes("predictive.toml"),
+            ],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0)
+        .stdout(predicate::str::contains("chosen: predictive.toml"));
+    let report = workspace.report("dist");
+    assert!(report.candidates.iter().all(|candidate| candidate.passed));
+    assert!(
+        report
+            .chosen
+            .as_deref()
+            .unwrap()
+            .ends_with("predictive.toml")
+    );
+    let costs: Vec<f64> = report
+        .candidates
+        .iter()
+        .map(|candidate| candidate.overall.mean_cost)
+        .collect();
+    assert!(
+        costs[1] < costs[0],
+        "predictive is cheaper than always-large: {costs:?}"
+    );
+
+    let emitted = report.emitted.unwrap();
+    assert_eq!(emitted.version, 1);
+    let bytes = std::fs::read(&emitted.config).unwrap();
+    let config: RouteConfig = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(config.version, 1);
+    assert_eq!(config.parent_sha256, None);
+    assert_eq!(config.created_at, "2026-11-29T12:00:00Z");
+    assert_eq!(config.expires_at, "2026-12-29T12:00:00Z");
+    assert_eq!(routeval::gate::sha256_hex(&bytes), emitted.sha256);
+    // Canonical: re-serialising the parsed file gives the same bytes.
+    assert_eq!(serde_json_canonicalizer::to_vec(&config).unwrap(), bytes);
+    assert!(config.provenance.results_sha256.len() == 64);
+
+    routeval()
+        .arg("verify")
+        .arg(&emitted.config)
+        .arg("--pubkey")
+        .arg(workspace.path("routeval.key.pub"))
+        .env("ROUTEVAL_NOW", "2026-12-01T00:00:00Z")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("version 1"));
+    let litellm = std::fs::read_to_string(&emitted.litellm).unwrap();
+    assert!(litellm.contains(&format!("routeval_config_sha256: \"{}\"", emitted.sha256)));
+    assert!(litellm.contains("model: \"openai/gpt-4o-mini-2024-07-18\""));
+    assert!(litellm.contains("\"support-fast/large\": [\"support-fast/large-backup\"]"));
+    let markdown = std::fs::read_to_string(workspace.path("dist").join("gate-report.md")).unwrap();
+    assert!(markdown.contains("**Chosen:** `predictive.toml`"));
+}
+
+#[test]
+fn metrics_match_a_recomputation_from_the_rows() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[example_routes("always-large.toml")],
+            "dist",
+            &["--target", "0.5"],
+        )
+        .code(0);
+    let report = workspace.report("dist");
+    let overall = &report.candidates[0].overall;
+    let text = std::fs::read_to_string(example_results()).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|field| *field == name).unwrap();
+    let (ok, cost, ttft) = (
+        column("large_ok"),
+        column("cost_large"),
+        column("large_ttft_ms"),
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|line| line.split(',').collect()).collect();
+    let n = rows.len() as f64;
+    let quality = rows.iter().filter(|row| row[ok] == "true").count() as f64 / n;
+    let mean_cost = rows
+        .iter()
+        .map(|row| row[cost].parse::<f64>().unwrap())
+        .sum::<f64>()
+        / n;
+    let mut latencies: Vec<f64> = rows.iter().map(|row| row[ttft].parse().unwrap()).collect();
+    latencies.sort_by(f64::total_cmp);
+    assert!((overall.quality - quality).abs() < 1e-12);
+    assert!((overall.mean_cost - mean_cost).abs() < 1e-12);
+    assert_eq!(
+        overall.p95_ms,
+        Some(latencies[(0.95 * n).ceil() as usize - 1])
+    );
+    assert_eq!(overall.escalation_rate, 0.0);
+}
+
+#[test]
+fn no_passing_candidate_fails_the_check_and_emits_nothing() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[
+                example_routes("always-large.toml"),
+                example_routes("predictive.toml"),
+            ],
+            "dist",
+            &["--target", "0.999"],
+        )
+        .code(1)
+        .stdout(predicate::str::contains("no candidate passed"));
+    let report = workspace.report("dist");
+    assert_eq!(report.chosen, None);
+    assert_eq!(report.emitted, None);
+    assert!(rules_of(&report, "predictive.toml").contains(&Rule::BelowTarget));
+    let written: Vec<String> = std::fs::read_dir(workspace.path("dist"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written.len(), 2, "only the reports: {written:?}");
+}
+
+#[test]
+fn constraints_reject_before_cost_is_considered() {
+    let workspace = Workspace::new();
+    let constraints = workspace.write("constraints.toml", "[legal]\nregions = [\"us-east-1\"]\n");
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "dist",
+            &[
+                "--target",
+                "0.9",
+                "--constraints",
+                constraints.to_str().unwrap(),
+            ],
+        )
+        .code(1)
+        .stdout(predicate::str::contains("outside the allowed regions"));
+    let report = workspace.report("dist");
+    let failure = &report.candidates[0].failures[0];
+    assert_eq!(failure.rule, Rule::Constraint);
+    assert_eq!(failure.slice.as_deref(), Some("legal"));
+
+    let allowlist = variant(&workspace, "allowlist.toml", |text| {
+        text + "\n[constraints.sales]\nroutes = [\"mini\"]\n"
+    });
+    workspace
+        .gate(&[allowlist], "dist2", &["--target", "0.9"])
+        .code(1);
+    assert!(rules_of(&workspace.report("dist2"), "allowlist.toml").contains(&Rule::Constraint));
+}
+
+#[test]
+fn unevaluated_fallbacks_wrong_versions_and_thin_capacity_are_rejected() {
+    let workspace = Workspace::new();
+    let other_model = variant(&workspace, "other-model.toml", |text| {
+        text.replacen(
+            "name = \"large-backup\"\nprovider = \"azure\"\nmodel = \"gpt-4o-2024-08-06\"",
+            "name = \"large-backup\"\nprovider = \"azure\"\nmodel = \"gpt-4o-2024-05-13\"",
+            1,
+        )
+    });
+    let pinned_elsewhere = variant(&workspace, "pinned-elsewhere.toml", |text| {
+        text.replacen(
+            "model = \"gpt-4o-mini-2024-07-18\"",
+            "model = \"gpt-4o-mini-2024-09-01\"",
+            1,
+        )
+    });
+    let thin = variant(&workspace, "thin.toml", |text| {
+        let backup = text.find("name = \"large-backup\"").unwrap();
+        let (head, tail) = text.split_at(backup);
+        format!("{head}{}", tail.replacen("rpm = 10000", "rpm = 500", 1))
+    });
+    workspace
+        .gate(
+            &[other_model, pinned_elsewhere, thin],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(1);
+    let report = workspace.report("dist");
+    assert_eq!(
+        rules_of(&report, "other-model.toml"),
+        BTreeSet::from([Rule::Unevaluated])
+    );
+    assert_eq!(
+        rules_of(&report, "pinned-elsewhere.toml"),
+        BTreeSet::from([Rule::Unevaluated])
+    );
+    assert_eq!(
+        rules_of(&report, "thin.toml"),
+        BTreeSet::from([Rule::Capacity])
+    );
+}
+
+#[test]
+fn a_regression_against_the_deployed_config_is_rejected_and_versions_chain() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[example_routes("always-large.toml")],
+            "v1",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    let deployed = workspace.report("v1").emitted.unwrap();
+    let baseline = ["--baseline", deployed.config.as_str()];
+
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "strict",
+            &[&["--target", "0.9"][..], &baseline].concat(),
+        )
+        .code(1);
+    assert!(rules_of(&workspace.report("strict"), "predictive.toml").contains(&Rule::Regression));
+
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "v2",
+            &[
+                &["--target", "0.9", "--max-regression", "0.2"][..],
+                &baseline,
+            ]
+            .concat(),
+        )
+        .code(0);
+    let emitted = workspace.report("v2").emitted.unwrap();
+    assert_eq!(emitted.version, 2);
+    let config: RouteConfig =
+        serde_json::from_slice(&std::fs::read(&emitted.config).unwrap()).unwrap();
+    assert_eq!(
+        config.parent_sha256.as_deref(),
+        Some(deployed.sha256.as_str())
+    );
+    routeval()
+        .arg("verify")
+        .arg(&emitted.config)
+        .args([
+            "--pubkey",
+            workspace.path("routeval.key.pub").to_str().unwrap(),
+        ])
+        .args(["--previous", deployed.config.as_str()])
+        .env("ROUTEVAL_NOW", "2026-11-30T00:00:00Z")
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn bad_route_tables_are_input_errors() {
+    let workspace = Workspace::new();
+    let cases = [
+        (
+            variant(&workspace, "floating.toml", |text| {
+                text.replacen("gpt-4o-mini-2024-07-18", "gpt-4o-mini-latest", 1)
+            }),
+            "model \"gpt-4o-mini-latest\" uses the floating alias \"latest\"; pin a version",
+        ),
+        (
+            variant(&workspace, "unknown-key.toml", |text| {
+                text.replacen("rpm = 30000", "rpm = 30000\nburst = 5", 1)
+            }),
+            "unknown field `burst`",
+        ),
+        (
+            variant(&workspace, "missing-route.toml", |text| {
+                text.replacen("to = [\"large-backup\"]", "to = [\"nowhere\"]", 1)
+            }),
+            "the fallback of \"large\" names route \"nowhere\", which is not defined",
+        ),
+    ];
+    for (path, expected) in cases {
+        let output = workspace
+            .gate(&[path.clone()], "dist", &["--target", "0.9"])
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}: {stderr}",
+            path.display()
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(path.file_name().unwrap().to_str().unwrap()),
+            "{stderr}"
+        );
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(
+            !workspace.path("dist").exists(),
+            "nothing written for {}",
+            path.display()
+        );
+    }
+    let output = routeval()
+        .args(["gate", "--target", "0.9", "--candidates"])
+        .arg(example_routes("predictive.toml"))
+        .arg("--results")
+        .arg(example_results())
+        .arg("--key")
+        .arg(workspace.path("routeval.key"))
+        .arg("--out")
+        .arg(workspace.path("dist"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("pass --calibration"));
+}
+
+#[test]
+fn report_keys_are_pinned() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "dist",
+            &["--target", "0.85", "--confidence", "0.9"],
+        )
+        .code(0);
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
+    )
+    .unwrap();
+    let keys = |value: &serde_json::Value| -> BTreeSet<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    };
+    let set = |names: &[&str]| -> BTreeSet<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    };
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(
+        keys(&json),
+        set(&[
+            "schema_version",
+            "routeval_version",
+            "results",
+            "target",
+            "confidence",
+            "max_regression",
+            "baseline",
+            "candidates",
+            "chosen",
+            "emitted"
+        ])
+    );
+    let candidate = &json["candidates"][0];
+    assert_eq!(
+        keys(candidate),
+        set(&[
+            "file",
+            "sha256",
+            "logical_model",
+            "policy",
+            "passed",
+            "failures",
+            "warnings",
+            "overall",
+            "slices"
+        ])
+    );
+    assert_eq!(
+        keys(&candidate["overall"]),
+        set(&[
+            "slice",
+            "n",
+            "quality",
+            "quality_lower_bound",
+            "mean_cost",
+            "p50_ms",
+            "p95_ms",
+            "escalation_rate",
+            "false_accept_rate"
+        ])
+    );
+    assert_eq!(
+        keys(&json["emitted"]),
+        set(&["config", "signature", "litellm", "version", "sha256"])
+    );
+    assert!(candidate["overall"]["quality_lower_bound"].is_f64());
+}
