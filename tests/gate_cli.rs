@@ -380,7 +380,7 @@ fn bad_route_tables_are_input_errors() {
     ];
     for (path, expected) in cases {
         let output = workspace
-            .gate(&[path.clone()], "dist", &["--target", "0.9"])
+            .gate(std::slice::from_ref(&path), "dist", &["--target", "0.9"])
             .get_output()
             .clone();
         let stderr = String::from_utf8(output.stderr).unwrap();

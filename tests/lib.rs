@@ -11,3 +11,4 @@ mod input_errors;
 mod input_formats;
 mod real_data;
 mod schema_docs;
+mod signing;

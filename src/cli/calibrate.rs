@@ -93,7 +93,9 @@ mod tests {
 
     fn parse(argv: &str) -> anyhow::Result<(ReadOptions, CalibrateOptions)> {
         let cli = Cli::try_parse_from(argv.split_whitespace())?;
-        let Command::Calibrate(args) = cli.command;
+        let Command::Calibrate(args) = cli.command else {
+            panic!("{argv} is a calibrate command");
+        };
         options(&args)
     }
 

@@ -52,9 +52,9 @@ pub fn load_secret(path: &Path) -> anyhow::Result<SecretKey> {
         .with_context(|| format!("{}: cannot read the secret key (--key)", path.display()))?;
     let secret_box = SecretKeyBox::from_string(&text)
         .map_err(|_| anyhow::anyhow!("{}: not a minisign secret key (--key)", path.display()))?;
-    let key = secret_box.into_unencrypted_secret_key().map_err(|_| {
+    let key = secret_box.into_unencrypted_secret_key().map_err(|error| {
         anyhow::anyhow!(
-            "{}: not an unencrypted minisign secret key (--key)",
+            "{}: not an unencrypted minisign secret key (--key): {error}",
             path.display()
         )
     })?;
@@ -94,7 +94,7 @@ pub fn sign(secret: &SecretKey, bytes: &[u8], trusted_comment: &str) -> anyhow::
 /// Why a signature was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    #[error("the signature file is malformed")]
+    #[error("the signature file is malformed or not in minisign's exact encoding")]
     Malformed,
     #[error("legacy (non-prehashed) signatures are refused")]
     Legacy,
@@ -104,7 +104,13 @@ pub enum SignatureError {
 
 /// Verifies `signature` over `bytes`; returns its trusted comment.
 pub fn verify(public: &PublicKey, bytes: &[u8], signature: &str) -> Result<String, SignatureError> {
-    let signature = SignatureBox::from_string(signature).map_err(|_| SignatureError::Malformed)?;
+    let text = signature;
+    let signature = SignatureBox::from_string(text).map_err(|_| SignatureError::Malformed)?;
+    // The parser trims white space and accepts non-canonical base64; only
+    // the exact encoding is accepted, so no byte of a signature is slack.
+    if signature.to_string() != text {
+        return Err(SignatureError::Malformed);
+    }
     if !signature.is_prehashed() {
         return Err(SignatureError::Legacy);
     }
