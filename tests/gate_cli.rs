@@ -488,3 +488,96 @@ fn report_keys_are_pinned() {
     );
     assert!(candidate["overall"]["quality_lower_bound"].is_f64());
 }
+
+/// The example's rows, by header name.
+fn example_rows() -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(example_results()).unwrap();
+    let mut lines = text.lines();
+    let header = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let rows = lines
+        .map(|line| line.split(',').map(str::to_owned).collect())
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn cascade_and_static_metrics_match_a_recomputation() {
+    let workspace = Workspace::new();
+    let routes = std::fs::read_to_string(example_routes("predictive.toml")).unwrap();
+    let routes = &routes[..routes.find("[policy.predictive]").unwrap()];
+    let verifier = "[[routes]]\nname = \"judge\"\nprovider = \"openai\"\nmodel = \"gpt-4o-mini-2024-07-18\"\n\
+                    region = \"eu-west-1\"\ntier = \"verifier\"\nprompt_variant = \"judge-v1\"\n\
+                    price_input_per_mtok = 0.15\nprice_output_per_mtok = 0.6\nrpm = 30000\ntpm = 150000000\n";
+    let cascade = workspace.write(
+        "cascade.toml",
+        &format!(
+            "{routes}{verifier}\n[policy.cascade]\nsmall = \"mini\"\nverifier = \"judge\"\nlarge = \"large\"\n\
+             [policy.cascade.thresholds]\n\"*\" = 0.5\nlegal = 0.3\n"
+        ),
+    );
+    let fixed = workspace.write(
+        "static.toml",
+        &format!("{routes}\n[policy.static]\ndefault = \"mini\"\n[policy.static.slices]\nlegal = \"large\"\n"),
+    );
+    workspace
+        .gate(&[cascade, fixed], "dist", &["--target", "0.5"])
+        .code(0);
+    let report = workspace.report("dist");
+
+    let (header, rows) = example_rows();
+    let column = |name: &str| header.iter().position(|field| field == name).unwrap();
+    let number = |row: &[String], name: &str| row[column(name)].parse::<f64>().unwrap();
+    let flag = |row: &[String], name: &str| row[column(name)] == "true";
+    let n = rows.len() as f64;
+
+    let (mut good, mut cost, mut escalated, mut false_accepts) = (0.0, 0.0, 0.0, 0.0);
+    let mut latencies = Vec::new();
+    for row in &rows {
+        let threshold = if row[column("slice")] == "legal" {
+            0.3
+        } else {
+            0.5
+        };
+        let escalate = number(row, "score") >= threshold;
+        let verified = number(row, "small_ms") + number(row, "verifier_ms");
+        cost += number(row, "cost_small") + number(row, "cost_verifier");
+        if escalate {
+            escalated += 1.0;
+            good += f64::from(u8::from(flag(row, "large_ok")));
+            cost += number(row, "cost_large");
+            latencies.push(verified + number(row, "large_ttft_ms"));
+        } else {
+            good += f64::from(u8::from(flag(row, "small_ok")));
+            false_accepts += f64::from(u8::from(!flag(row, "small_ok")));
+            latencies.push(verified);
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let overall = &report.candidates[0].overall;
+    assert!((overall.quality - good / n).abs() < 1e-12);
+    assert!((overall.mean_cost - cost / n).abs() < 1e-12);
+    assert!((overall.escalation_rate - escalated / n).abs() < 1e-12);
+    assert!((overall.false_accept_rate.unwrap() - false_accepts / n).abs() < 1e-12);
+    assert_eq!(
+        overall.p50_ms,
+        Some(latencies[(0.5 * n).ceil() as usize - 1])
+    );
+
+    let mut good = 0.0;
+    for row in &rows {
+        let tier = if row[column("slice")] == "legal" {
+            "large_ok"
+        } else {
+            "small_ok"
+        };
+        good += f64::from(u8::from(flag(row, tier)));
+    }
+    let overall = &report.candidates[1].overall;
+    assert!((overall.quality - good / n).abs() < 1e-12);
+    assert_eq!(overall.false_accept_rate, None);
+}
