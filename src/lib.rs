@@ -10,6 +10,8 @@
 //! - [`gate`]: candidate [`routes`] tables scored on graded results; the
 //!   cheapest that passes every rule becomes a signed route config.
 //!
+//! - [`simulate`]: graded results from a documented generative model.
+//!
 //! [`cli`] is the only module that knows about command-line parsing.
 
 pub mod atomic;
@@ -20,4 +22,5 @@ pub mod exit_codes;
 pub mod gate;
 pub mod routes;
 pub mod schema;
+pub mod simulate;
 pub mod stats;

@@ -12,3 +12,4 @@ mod input_formats;
 mod real_data;
 mod schema_docs;
 mod signing;
+mod simulate_cli;

@@ -5,13 +5,16 @@
 mod args;
 mod calibrate;
 mod gate;
+mod simulate;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use args::{CalibrateArgs, Cli, Command, GateArgs, KeygenArgs, PolicyArg, VerifyArgs};
+pub use args::{
+    CalibrateArgs, Cli, Command, GateArgs, KeygenArgs, PolicyArg, SimulateArgs, VerifyArgs,
+};
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
 
@@ -47,5 +50,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Gate(args) => gate::run(args),
         Command::Keygen(args) => gate::keygen(args),
         Command::Verify(args) => gate::verify(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

@@ -1,0 +1,130 @@
+//! A small seeded generator with the distributions the simulation needs. Its
+//! own code, so a seed gives the same table on every machine and release.
+
+/// SplitMix64, with uniform, normal, gamma and beta draws.
+#[derive(Debug, Clone)]
+pub struct Random {
+    state: u64,
+    spare_normal: Option<f64>,
+}
+
+impl Random {
+    pub fn new(seed: u64) -> Random {
+        Random {
+            state: seed ^ 0x5851_f42d_4c95_7f2d,
+            spare_normal: None,
+        }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn chance(&mut self, probability: f64) -> bool {
+        self.unit() < probability
+    }
+
+    /// Standard normal, by the Box–Muller transform.
+    pub fn normal(&mut self) -> f64 {
+        if let Some(spare) = self.spare_normal.take() {
+            return spare;
+        }
+        let radius = (-2.0 * (1.0 - self.unit()).ln()).sqrt();
+        let angle = std::f64::consts::TAU * self.unit();
+        self.spare_normal = Some(radius * angle.sin());
+        radius * angle.cos()
+    }
+
+    /// Gamma(shape, 1), by Marsaglia and Tsang's method (boosted below 1).
+    pub fn gamma(&mut self, shape: f64) -> f64 {
+        if shape < 1.0 {
+            let boost = self.unit().powf(1.0 / shape);
+            return self.gamma(shape + 1.0) * boost;
+        }
+        let d = shape - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * d).sqrt();
+        loop {
+            let x = self.normal();
+            let v = (1.0 + c * x).powi(3);
+            if v <= 0.0 {
+                continue;
+            }
+            let u = 1.0 - self.unit();
+            if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+                return d * v;
+            }
+        }
+    }
+
+    /// Beta(alpha, beta).
+    pub fn beta(&mut self, alpha: f64, beta: f64) -> f64 {
+        let x = self.gamma(alpha);
+        let y = self.gamma(beta);
+        x / (x + y)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Random;
+
+    fn moments(draws: impl Iterator<Item = f64>) -> (f64, f64) {
+        let values: Vec<f64> = draws.collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let variance = values
+            .iter()
+            .map(|value| (value - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        (mean, variance)
+    }
+
+    #[test]
+    fn beta_draws_have_the_beta_moments() {
+        let mut random = Random::new(1);
+        for (alpha, beta) in [(2.0, 3.0), (0.5, 0.5), (5.0, 1.5)] {
+            let (mean, variance) = moments((0..200_000).map(|_| random.beta(alpha, beta)));
+            let expected_mean = alpha / (alpha + beta);
+            let expected_variance = alpha * beta / ((alpha + beta).powi(2) * (alpha + beta + 1.0));
+            assert!(
+                (mean - expected_mean).abs() < 0.003,
+                "Beta({alpha}, {beta}) mean {mean}"
+            );
+            assert!(
+                (variance - expected_variance).abs() < 0.002,
+                "Beta({alpha}, {beta}) variance {variance}"
+            );
+        }
+    }
+
+    #[test]
+    fn normal_draws_are_standard() {
+        let mut random = Random::new(2);
+        let (mean, variance) = moments((0..200_000).map(|_| random.normal()));
+        assert!(
+            mean.abs() < 0.01 && (variance - 1.0).abs() < 0.01,
+            "{mean} {variance}"
+        );
+    }
+
+    #[test]
+    fn a_seed_fixes_the_stream() {
+        let draw = |seed| {
+            (0..5)
+                .map(|_| Random::new(seed).next_u64())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(Random::new(3).next_u64(), Random::new(4).next_u64());
+    }
+}

@@ -1,0 +1,85 @@
+//! `routeval simulate`: deterministic tables that the other stages read.
+
+use predicates::prelude::*;
+use routeval::calibrate::CalibrationDocument;
+
+use crate::common::routeval;
+
+#[test]
+fn a_seed_gives_the_same_table_and_calibrate_reads_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let write = |name: &str, seed: &str| {
+        let path = directory.path().join(name);
+        routeval()
+            .args(["simulate", "--requests", "3000", "--seed", seed, "--out"])
+            .arg(&path)
+            .assert()
+            .code(0);
+        std::fs::read(&path).unwrap()
+    };
+    assert_eq!(write("a.parquet", "1"), write("b.parquet", "1"));
+    assert_ne!(write("a.parquet", "1"), write("c.parquet", "2"));
+
+    let output = routeval()
+        .args([
+            "calibrate",
+            "--policy",
+            "cascade",
+            "--score-col",
+            "verifier_score",
+            "--target",
+            "0.9",
+            "--json",
+            "--results",
+        ])
+        .arg(directory.path().join("a.parquet"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: CalibrationDocument = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document.results.rows, 3000);
+    // A binary verdict leaves three candidates: escalate all, the rejected, none.
+    assert!(document.slices[0].frontier_points <= 3);
+}
+
+#[test]
+fn compare_prints_the_four_policies() {
+    routeval()
+        .args(["simulate", "--compare", "--requests", "2000"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("2000 simulated requests"))
+        .stdout(predicate::str::contains("always large"))
+        .stdout(predicate::str::contains("always small"))
+        .stdout(predicate::str::contains("cascade"))
+        .stdout(predicate::str::contains("predictive"));
+}
+
+#[test]
+fn bad_parameters_are_one_line_usage_errors() {
+    for (flags, expected) in [
+        (
+            &["simulate", "--compare", "--large-total", "0.5"][..],
+            "--large-total must be at least --large-ttft, got 0.5",
+        ),
+        (
+            &["simulate"],
+            "nothing to do: give --out FILE, --compare, or both",
+        ),
+        (
+            &["simulate", "--compare", "--requests", "0"],
+            "--requests must be at least 1",
+        ),
+    ] {
+        let output = routeval().args(flags).output().unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1);
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+}
