@@ -10,6 +10,7 @@
 //! - [`gate`]: candidate [`routes`] tables scored on graded results; the
 //!   cheapest that passes every rule becomes a signed route config.
 //!
+//! - [`drift`]: fresh graded traffic against a deployed config's thresholds.
 //! - [`simulate`]: graded results from a documented generative model.
 //!
 //! [`cli`] is the only module that knows about command-line parsing.
@@ -18,6 +19,7 @@ pub mod atomic;
 pub mod calibrate;
 pub mod cli;
 pub mod clock;
+pub mod drift;
 pub mod exit_codes;
 pub mod gate;
 pub mod routes;

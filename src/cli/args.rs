@@ -24,6 +24,8 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Check a signed route config before deploying it.
     Verify(VerifyArgs),
+    /// Re-evaluate fresh graded traffic at a deployed config's thresholds.
+    Drift(DriftArgs),
     /// Generate graded results from a documented generative model, and
     /// compare ways to serve them.
     Simulate(SimulateArgs),
@@ -269,4 +271,49 @@ pub struct SimulateArgs {
     /// In --compare, the router escalates when its score exceeds this.
     #[arg(long, value_name = "T", default_value_t = 0.5)]
     pub router_threshold: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// The deployed route config (from `routeval gate`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+
+    /// Fresh graded results: recent traffic, graded.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The graded results the config was calibrated on, to compare score
+    /// distributions and escalation rates; without it, the gate's recorded
+    /// metrics are the reference.
+    #[arg(long, value_name = "FILE")]
+    pub baseline_results: Option<PathBuf>,
+
+    /// Quality target; defaults to the one the gate recorded in the config.
+    #[arg(long, value_name = "Q")]
+    pub target: Option<f64>,
+
+    /// Confidence of the tests; defaults to the gate's, else 0.95.
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
+    /// Print the drift document as JSON.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+
+    /// Print Markdown (for an issue or $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    pub markdown: bool,
+
+    /// Also write the drift document (JSON) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
 }

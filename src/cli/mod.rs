@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod drift;
 mod gate;
 mod simulate;
 
@@ -13,7 +14,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, GateArgs, KeygenArgs, PolicyArg, SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DriftArgs, GateArgs, KeygenArgs, PolicyArg, SimulateArgs,
+    VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -51,5 +53,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Keygen(args) => gate::keygen(args),
         Command::Verify(args) => gate::verify(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Drift(args) => drift::run(args),
     }
 }

@@ -39,6 +39,9 @@ pub struct Provenance {
     pub candidate_file: String,
     pub candidate_sha256: String,
     pub git_commit: Option<String>,
+    /// The quality target and confidence the gate held the table to.
+    pub target: f64,
+    pub confidence: Option<f64>,
     /// The gate's measurements of this table: all rows, then each slice.
     pub metrics: Vec<Metrics>,
 }

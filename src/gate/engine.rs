@@ -177,6 +177,8 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                     candidate_file: path.display().to_string(),
                     candidate_sha256: candidate_sha256.clone(),
                     git_commit: git_commit(path),
+                    target: options.target,
+                    confidence: options.confidence,
                     metrics,
                 },
             };

@@ -1,0 +1,56 @@
+//! `routeval drift`.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+
+use crate::atomic::write_bytes_atomically;
+use crate::drift::{DriftOptions, Verdict, drift, markdown, terminal};
+use crate::exit_codes::Outcome;
+use crate::schema::{ColumnNames, ReadOptions};
+
+use super::args::DriftArgs;
+
+pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
+    if let Some(confidence) = args.confidence
+        && !(confidence > 0.0 && confidence < 1.0)
+    {
+        bail!("--confidence must be in (0, 1), got {confidence}");
+    }
+    let options = DriftOptions {
+        config: args.config,
+        results: args.results,
+        baseline_results: args.baseline_results,
+        read: ReadOptions {
+            names: ColumnNames {
+                score: args.score_col,
+                slice: args.slice_col,
+            },
+            carry_extra: false,
+            details: true,
+        },
+        target: args.target,
+        confidence: args.confidence,
+    };
+    let document = drift(&options)?;
+    let json =
+        serde_json::to_string_pretty(&document).context("cannot encode the drift document")? + "\n";
+    if let Some(out) = &args.out {
+        write_bytes_atomically(out, json.as_bytes()).with_context(|| {
+            format!("{}: cannot write the drift document (--out)", out.display())
+        })?;
+    }
+    let printed = if args.json {
+        json
+    } else if args.markdown {
+        markdown(&document)
+    } else {
+        terminal(&document)
+    };
+    let _ = std::io::stdout().lock().write_all(printed.as_bytes());
+    Ok(if document.verdict == Verdict::Recalibrate {
+        Outcome::CheckFailed
+    } else {
+        Outcome::Passed
+    })
+}

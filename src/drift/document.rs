@@ -1,0 +1,82 @@
+//! `drift.json`: the verdict per slice and the evidence behind it.
+//! Versioned; readers reject unknown keys.
+
+use serde::{Deserialize, Serialize};
+
+use crate::calibrate::{InputFile, Threshold};
+
+pub const DRIFT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    Watch,
+    Recalibrate,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Watch => "watch",
+            Verdict::Recalibrate => "recalibrate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriftDocument {
+    pub schema_version: u32,
+    pub routeval_version: String,
+    pub config: ConfigRef,
+    pub results: InputFile,
+    pub baseline_results: Option<InputFile>,
+    pub target: f64,
+    pub confidence: f64,
+    /// The worst slice verdict.
+    pub verdict: Verdict,
+    pub slices: Vec<SliceDrift>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRef {
+    pub path: String,
+    pub sha256: String,
+    pub config_id: String,
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceDrift {
+    pub slice: String,
+    pub n: u64,
+    pub verdict: Verdict,
+    /// Why the verdict is not `ok`.
+    pub reasons: Vec<String>,
+    /// The deployed threshold; `None` for policies without one.
+    pub threshold: Option<Threshold>,
+    pub escalation_rate: f64,
+    pub escalation_rate_at_calibration: Option<f64>,
+    /// Two-sided p-value of the two-proportion z-test.
+    pub escalation_p_value: Option<f64>,
+    pub quality: f64,
+    pub quality_lower_bound: f64,
+    /// One-sided exact binomial p-value of "quality ≥ target".
+    pub quality_p_value: f64,
+    pub score_shift: Option<ScoreShift>,
+    /// Rows answered by a model other than the pinned one, per tier.
+    pub tier_drift: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreShift {
+    /// Population stability index over the baseline's deciles.
+    pub psi: f64,
+    pub ks_statistic: f64,
+    pub ks_p_value: f64,
+}

@@ -1,0 +1,281 @@
+//! Computes the drift document.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use arrow::array::Array;
+
+use crate::calibrate::InputFile;
+use crate::gate::{Metrics, RouteConfig, evaluate, sha256_hex};
+use crate::routes::Tier;
+use crate::schema::{GradedTable, ReadOptions, read_graded};
+use crate::stats::binomial_cdf;
+
+use super::document::{
+    ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
+};
+use super::statistics::{ks_two_sample, psi, two_proportion_z};
+
+#[derive(Debug, Clone)]
+pub struct DriftOptions {
+    pub config: PathBuf,
+    pub results: PathBuf,
+    pub baseline_results: Option<PathBuf>,
+    pub read: ReadOptions,
+    /// Overrides the target the gate recorded in the config.
+    pub target: Option<f64>,
+    /// Overrides the confidence the gate recorded; 0.95 when neither has one.
+    pub confidence: Option<f64>,
+}
+
+/// PSI bands: below 0.1 stable, up to 0.25 a moderate shift, above a major one.
+const PSI_WATCH: f64 = 0.1;
+const PSI_RECALIBRATE: f64 = 0.25;
+/// An escalation-rate change this significant means the traffic or a model
+/// moved, not noise.
+const ESCALATION_RECALIBRATE_P: f64 = 0.01;
+
+fn input_file(table: &GradedTable, bytes_sha256: String) -> InputFile {
+    InputFile {
+        path: table.path.display().to_string(),
+        sha256: bytes_sha256,
+        rows: table.num_rows() as u64,
+    }
+}
+
+fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
+    Ok(sha256_hex(&std::fs::read(path).with_context(|| {
+        format!("{}: cannot read", path.display())
+    })?))
+}
+
+/// Scores per slice.
+fn scores(table: &GradedTable) -> BTreeMap<String, Vec<f64>> {
+    let mut scores: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for batch in &table.batches {
+        for index in 0..batch.num_rows() {
+            scores
+                .entry(batch.slice.value(index).to_owned())
+                .or_default()
+                .push(batch.score.value(index));
+        }
+    }
+    scores
+}
+
+/// Per slice, rows each tier answered with a model other than `pinned`.
+fn tier_drift(
+    table: &GradedTable,
+    pinned: &BTreeMap<Tier, String>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut counts: BTreeMap<(String, Tier, String), u64> = BTreeMap::new();
+    for batch in &table.batches {
+        for (position, tier) in [Tier::Small, Tier::Large, Tier::Verifier]
+            .into_iter()
+            .enumerate()
+        {
+            let (Some(models), Some(pinned)) = (&batch.models[position], pinned.get(&tier)) else {
+                continue;
+            };
+            for index in 0..batch.num_rows() {
+                if models.is_valid(index) && models.value(index) != pinned {
+                    let key = (
+                        batch.slice.value(index).to_owned(),
+                        tier,
+                        models.value(index).to_owned(),
+                    );
+                    *counts.entry(key).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut drift: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ((slice, tier, model), rows) in counts {
+        drift.entry(slice).or_default().push(format!(
+            "the {} tier answered {rows} rows with {model}, not the pinned {}",
+            tier.name(),
+            pinned[&tier]
+        ));
+    }
+    drift
+}
+
+pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
+    let config_bytes = std::fs::read(&options.config)
+        .with_context(|| format!("{}: cannot read (--config)", options.config.display()))?;
+    let config: RouteConfig = serde_json::from_slice(&config_bytes).with_context(|| {
+        format!(
+            "{}: not a route config (--config)",
+            options.config.display()
+        )
+    })?;
+    let target = options.target.unwrap_or(config.provenance.target);
+    let confidence = options
+        .confidence
+        .or(config.provenance.confidence)
+        .unwrap_or(0.95);
+    if !(target > 0.0 && target <= 1.0) {
+        bail!("--target must be in (0, 1], got {target}");
+    }
+    let delta = 1.0 - confidence;
+    let mut read = options.read.clone();
+    read.details = true;
+    let fresh = read_graded(&options.results, &read)?;
+    let baseline = match &options.baseline_results {
+        Some(path) => Some(read_graded(path, &read)?),
+        None => None,
+    };
+
+    let now = evaluate(&config.table, &fresh, Some(confidence));
+    let at_calibration: Vec<Metrics> = match &baseline {
+        Some(baseline) => evaluate(&config.table, baseline, Some(confidence)).slices,
+        None => config.provenance.metrics.clone(),
+    };
+    let fresh_scores = scores(&fresh);
+    let baseline_scores = baseline.as_ref().map(scores);
+    let pinned: BTreeMap<Tier, String> = config
+        .table
+        .policy
+        .routes()
+        .into_iter()
+        .filter_map(|name| config.table.route(name))
+        .map(|route| (route.tier, route.model.clone()))
+        .collect();
+    let mut tier_drift = tier_drift(&fresh, &pinned);
+    let thresholds = config.table.policy.thresholds();
+
+    let mut slices = Vec::new();
+    for metrics in &now.slices {
+        let n = metrics.n;
+        let successes = (metrics.quality * n as f64).round() as u64;
+        let escalated = (metrics.escalation_rate * n as f64).round() as u64;
+        let threshold = thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
+        let before = at_calibration
+            .iter()
+            .find(|before| before.slice == metrics.slice);
+        let escalation_test = before.filter(|_| threshold.is_some()).and_then(|before| {
+            let escalated_before = (before.escalation_rate * before.n as f64).round() as u64;
+            two_proportion_z(escalated, n, escalated_before, before.n)
+        });
+        let quality_p_value = binomial_cdf(n, target, successes);
+        let score_shift = baseline_scores.as_ref().and_then(|baseline| {
+            let baseline = baseline.get(&metrics.slice)?;
+            let current = fresh_scores.get(&metrics.slice)?;
+            let (ks_statistic, ks_p_value) = ks_two_sample(baseline, current)?;
+            Some(ScoreShift {
+                psi: psi(baseline, current)?,
+                ks_statistic,
+                ks_p_value,
+            })
+        });
+        let tier_drift = tier_drift.remove(&metrics.slice).unwrap_or_default();
+
+        let mut verdict = Verdict::Ok;
+        let mut reasons = Vec::new();
+        let mut flag = |level: Verdict, reason: String| {
+            verdict = verdict.max(level);
+            reasons.push(reason);
+        };
+        if quality_p_value < delta {
+            flag(
+                Verdict::Recalibrate,
+                format!(
+                    "quality {:.4} is below the target {target} (p = {quality_p_value:.2e})",
+                    metrics.quality
+                ),
+            );
+        } else if metrics.quality < target {
+            flag(
+                Verdict::Watch,
+                format!(
+                    "quality {:.4} is below the target {target}, not yet significantly",
+                    metrics.quality
+                ),
+            );
+        }
+        for drift in &tier_drift {
+            flag(Verdict::Recalibrate, drift.clone());
+        }
+        if let (Some((_, p)), Some(before)) = (escalation_test, before) {
+            let change = format!(
+                "the escalation rate moved from {:.1}% to {:.1}% (p = {p:.2e})",
+                before.escalation_rate * 100.0,
+                metrics.escalation_rate * 100.0
+            );
+            if p < ESCALATION_RECALIBRATE_P {
+                flag(Verdict::Recalibrate, change);
+            } else if p < delta {
+                flag(Verdict::Watch, change);
+            }
+        }
+        if let Some(shift) = score_shift {
+            if shift.psi >= PSI_RECALIBRATE {
+                flag(
+                    Verdict::Recalibrate,
+                    format!("the score distribution shifted (PSI {:.3})", shift.psi),
+                );
+            } else if shift.psi >= PSI_WATCH {
+                flag(
+                    Verdict::Watch,
+                    format!("the score distribution moved (PSI {:.3})", shift.psi),
+                );
+            } else if shift.ks_p_value < delta {
+                flag(
+                    Verdict::Watch,
+                    format!(
+                        "the score distribution differs (KS D = {:.3}, p = {:.2e})",
+                        shift.ks_statistic, shift.ks_p_value
+                    ),
+                );
+            }
+        }
+        if threshold.is_none() && thresholds.is_some() {
+            flag(
+                Verdict::Recalibrate,
+                "the deployed config has no threshold for this slice".to_owned(),
+            );
+        }
+        slices.push(SliceDrift {
+            slice: metrics.slice.clone(),
+            n,
+            verdict,
+            reasons,
+            threshold,
+            escalation_rate: metrics.escalation_rate,
+            escalation_rate_at_calibration: before
+                .filter(|_| threshold.is_some())
+                .map(|before| before.escalation_rate),
+            escalation_p_value: escalation_test.map(|(_, p)| p),
+            quality: metrics.quality,
+            quality_lower_bound: metrics.quality_lower_bound.unwrap_or(0.0),
+            quality_p_value,
+            score_shift,
+            tier_drift,
+        });
+    }
+    let verdict = slices
+        .iter()
+        .map(|slice| slice.verdict)
+        .max()
+        .unwrap_or(Verdict::Ok);
+    Ok(DriftDocument {
+        schema_version: DRIFT_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        config: ConfigRef {
+            path: options.config.display().to_string(),
+            sha256: sha256_hex(&config_bytes),
+            config_id: config.config_id.clone(),
+            version: config.version,
+        },
+        results: input_file(&fresh, sha256_of(&options.results)?),
+        baseline_results: match (&baseline, &options.baseline_results) {
+            (Some(table), Some(path)) => Some(input_file(table, sha256_of(path)?)),
+            _ => None,
+        },
+        target,
+        confidence,
+        verdict,
+        slices,
+    })
+}

@@ -1,0 +1,111 @@
+//! The drift document for people: a terminal table and Markdown for an
+//! issue, a pull request or `$GITHUB_STEP_SUMMARY`.
+
+use std::fmt::Write;
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use super::document::{DriftDocument, SliceDrift};
+
+fn cells(slice: &SliceDrift) -> Vec<String> {
+    let percent = |value: f64| format!("{:.1}%", value * 100.0);
+    vec![
+        slice.slice.clone(),
+        slice.n.to_string(),
+        slice.verdict.name().to_owned(),
+        slice
+            .threshold
+            .map_or_else(|| "-".to_owned(), |threshold| threshold.to_string()),
+        percent(slice.escalation_rate),
+        slice
+            .escalation_rate_at_calibration
+            .map_or_else(|| "-".to_owned(), percent),
+        format!("{:.4}", slice.quality),
+        format!("{:.4}", slice.quality_lower_bound),
+        slice
+            .score_shift
+            .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
+        slice.score_shift.map_or_else(
+            || "-".to_owned(),
+            |shift| format!("{:.2e}", shift.ks_p_value),
+        ),
+    ]
+}
+
+const HEADER: [&str; 10] = [
+    "slice",
+    "n",
+    "verdict",
+    "threshold",
+    "escalated",
+    "at calibration",
+    "quality",
+    "lower bound",
+    "PSI",
+    "KS p",
+];
+
+pub fn terminal(document: &DriftDocument) -> String {
+    let mut builder = Builder::default();
+    builder.push_record(HEADER);
+    for slice in &document.slices {
+        builder.push_record(cells(slice));
+    }
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    let mut out = format!("{table}\n");
+    let _ = writeln!(
+        out,
+        "{} version {}, target {}: {}",
+        document.config.config_id,
+        document.config.version,
+        document.target,
+        document.verdict.name()
+    );
+    for slice in &document.slices {
+        for reason in &slice.reasons {
+            let _ = writeln!(out, "{} {}: {reason}", slice.verdict.name(), slice.slice);
+        }
+    }
+    out
+}
+
+pub fn markdown(document: &DriftDocument) -> String {
+    let mut out = format!(
+        "## routeval drift: {}\n\nRoute config `{}` version {} on `{}` ({} rows), target {}.\n\n",
+        document.verdict.name(),
+        document.config.config_id,
+        document.config.version,
+        document.results.path,
+        document.results.rows,
+        document.target
+    );
+    let _ = writeln!(out, "| {} |", HEADER.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(HEADER.len() - 1));
+    for slice in &document.slices {
+        let _ = writeln!(out, "| {} |", cells(slice).join(" | "));
+    }
+    let flagged: Vec<&SliceDrift> = document
+        .slices
+        .iter()
+        .filter(|slice| !slice.reasons.is_empty())
+        .collect();
+    if !flagged.is_empty() {
+        out.push_str("\n### Why\n\n");
+        for slice in flagged {
+            for reason in &slice.reasons {
+                let _ = writeln!(
+                    out,
+                    "- **{}** `{}`: {reason}",
+                    slice.verdict.name(),
+                    slice.slice
+                );
+            }
+        }
+    }
+    out
+}

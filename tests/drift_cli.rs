@@ -1,0 +1,224 @@
+//! `routeval drift`: fresh traffic against the deployed config.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use routeval::drift::{DriftDocument, Verdict};
+
+use crate::common::{example_results, routeval};
+use crate::gate_cli::{Workspace, example_routes};
+
+/// A deployed config for the example data, gated at target 0.9.
+fn deployed() -> (Workspace, String) {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    let config = workspace.report("dist").emitted.unwrap().config;
+    (workspace, config)
+}
+
+/// The example results with `edit(slice, header, fields)` applied to each row.
+fn fresh(
+    workspace: &Workspace,
+    name: &str,
+    edit: impl Fn(&[&str], &mut Vec<String>, usize),
+) -> PathBuf {
+    let text = std::fs::read_to_string(example_results()).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let mut out = header.join(",") + "\n";
+    for (index, line) in lines.enumerate() {
+        let mut fields: Vec<String> = line.split(',').map(str::to_owned).collect();
+        edit(&header, &mut fields, index);
+        out.push_str(&fields.join(","));
+        out.push('\n');
+    }
+    workspace.write(name, &out)
+}
+
+fn run(config: &str, results: &PathBuf, extra: &[&str]) -> (Option<i32>, DriftDocument) {
+    let output = routeval()
+        .args(["drift", "--json", "--config", config, "--results"])
+        .arg(results)
+        .args(extra)
+        .output()
+        .unwrap();
+    let document = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), document)
+}
+
+fn column(header: &[&str], name: &str) -> usize {
+    header.iter().position(|field| *field == name).unwrap()
+}
+
+#[test]
+fn the_traffic_it_was_calibrated_on_is_ok() {
+    let (_workspace, config) = deployed();
+    let results = example_results();
+    let baseline = results.to_str().unwrap();
+    let (code, document) = run(&config, &results, &["--baseline-results", baseline]);
+    assert_eq!(code, Some(0));
+    assert_eq!(document.verdict, Verdict::Ok);
+    assert_eq!(document.target, 0.9);
+    for slice in &document.slices {
+        assert_eq!(
+            slice.escalation_rate_at_calibration,
+            Some(slice.escalation_rate)
+        );
+        let shift = slice.score_shift.unwrap();
+        assert!(shift.psi.abs() < 1e-12 && shift.ks_statistic == 0.0 && shift.ks_p_value == 1.0);
+    }
+}
+
+#[test]
+fn shifted_scores_worse_answers_and_swapped_models_need_recalibration() {
+    let (workspace, config) = deployed();
+    let results = fresh(&workspace, "fresh.csv", |header, fields, index| {
+        let slice = fields[column(header, "slice")].clone();
+        match slice.as_str() {
+            // Harder traffic: the router scores everything higher.
+            "technical" => {
+                let score: f64 = fields[column(header, "score")].parse().unwrap();
+                fields[column(header, "score")] = format!("{:.3}", score + 0.2);
+            }
+            // The small model got worse.
+            "billing" if index % 3 == 0 => fields[column(header, "small_ok")] = "false".to_owned(),
+            // The provider swapped the large model under the pinned name.
+            "legal" => fields[column(header, "large_model")] = "gpt-4o-2024-11-20".to_owned(),
+            _ => {}
+        }
+    });
+    let baseline = example_results();
+    let (code, document) = run(
+        &config,
+        &results,
+        &["--baseline-results", baseline.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(document.verdict, Verdict::Recalibrate);
+    let slice = |name: &str| {
+        document
+            .slices
+            .iter()
+            .find(|slice| slice.slice == name)
+            .unwrap()
+    };
+
+    let technical = slice("technical");
+    assert_eq!(technical.verdict, Verdict::Recalibrate);
+    assert!(technical.escalation_rate > technical.escalation_rate_at_calibration.unwrap());
+    assert!(technical.escalation_p_value.unwrap() < 0.01);
+    assert!(technical.score_shift.unwrap().psi >= 0.25);
+
+    let billing = slice("billing");
+    assert_eq!(billing.verdict, Verdict::Recalibrate);
+    assert!(billing.quality < 0.9 && billing.quality_p_value < 0.05);
+    assert!(
+        billing
+            .reasons
+            .iter()
+            .any(|reason| reason.contains("below the target"))
+    );
+
+    let legal = slice("legal");
+    assert_eq!(legal.verdict, Verdict::Recalibrate);
+    assert_eq!(
+        legal.tier_drift,
+        [
+            "the large tier answered 700 rows with gpt-4o-2024-11-20, not the pinned gpt-4o-2024-08-06"
+        ]
+    );
+
+    assert_eq!(slice("sales").verdict, Verdict::Ok);
+}
+
+#[test]
+fn without_baseline_results_the_gate_metrics_are_the_reference() {
+    let (workspace, config) = deployed();
+    let results = fresh(&workspace, "fresh.csv", |header, fields, _| {
+        if fields[column(header, "slice")] == "technical" {
+            let score: f64 = fields[column(header, "score")].parse().unwrap();
+            fields[column(header, "score")] = format!("{:.3}", score + 0.2);
+        }
+    });
+    let (code, document) = run(&config, &results, &[]);
+    assert_eq!(code, Some(1));
+    let technical = document
+        .slices
+        .iter()
+        .find(|slice| slice.slice == "technical")
+        .unwrap();
+    assert!(technical.escalation_p_value.unwrap() < 0.01);
+    assert_eq!(technical.score_shift, None);
+}
+
+#[test]
+fn document_keys_are_pinned_and_markdown_summarises() {
+    let (_workspace, config) = deployed();
+    let output = routeval()
+        .args(["drift", "--json", "--config", &config, "--results"])
+        .arg(example_results())
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let keys = |value: &serde_json::Value| -> BTreeSet<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    };
+    let set = |names: &[&str]| -> BTreeSet<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    };
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(
+        keys(&json),
+        set(&[
+            "schema_version",
+            "routeval_version",
+            "config",
+            "results",
+            "baseline_results",
+            "target",
+            "confidence",
+            "verdict",
+            "slices"
+        ])
+    );
+    assert_eq!(
+        keys(&json["config"]),
+        set(&["path", "sha256", "config_id", "version"])
+    );
+    assert_eq!(
+        keys(&json["slices"][0]),
+        set(&[
+            "slice",
+            "n",
+            "verdict",
+            "reasons",
+            "threshold",
+            "escalation_rate",
+            "escalation_rate_at_calibration",
+            "escalation_p_value",
+            "quality",
+            "quality_lower_bound",
+            "quality_p_value",
+            "score_shift",
+            "tier_drift",
+        ])
+    );
+    let strict: DriftDocument = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&strict).unwrap(), json);
+
+    let markdown = routeval()
+        .args(["drift", "--markdown", "--config", &config, "--results"])
+        .arg(example_results())
+        .output()
+        .unwrap();
+    let markdown = String::from_utf8(markdown.stdout).unwrap();
+    assert!(markdown.starts_with("## routeval drift: ok"));
+    assert!(markdown.contains("| billing | 900 | ok |"));
+}
