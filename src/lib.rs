@@ -11,6 +11,7 @@
 //!   cheapest that passes every rule becomes a signed route config.
 //!
 //! - [`drift`]: fresh graded traffic against a deployed config's thresholds.
+//! - [`report`]: the HTML and Markdown a reviewer reads.
 //! - [`simulate`]: graded results from a documented generative model.
 //!
 //! [`cli`] is the only module that knows about command-line parsing.
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod drift;
 pub mod exit_codes;
 pub mod gate;
+pub mod report;
 pub mod routes;
 pub mod schema;
 pub mod simulate;

@@ -11,6 +11,7 @@ mod gate_cli;
 mod input_errors;
 mod input_formats;
 mod real_data;
+mod report_cli;
 mod schema_docs;
 mod signing;
 mod simulate_cli;

@@ -219,19 +219,19 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
     }
 }
 
-/// At most `limit` of `points` (all when `limit` is 0), evenly spaced along
-/// them and always keeping both ends, so documents stay small on slices
-/// where nearly every threshold is Pareto-optimal.
-fn thin(points: &[usize], limit: usize) -> Vec<usize> {
-    if limit == 0 || points.len() <= limit {
-        return points.to_vec();
+/// At most `limit` of `items` (all when `limit` is 0), evenly spaced along
+/// them and always keeping both ends, so documents and charts stay small on
+/// slices where nearly every threshold is Pareto-optimal.
+pub fn thin<T: Clone>(items: &[T], limit: usize) -> Vec<T> {
+    if limit == 0 || items.len() <= limit {
+        return items.to_vec();
     }
     if limit == 1 {
-        return vec![points[0]];
+        return vec![items[0].clone()];
     }
-    let last = points.len() - 1;
+    let last = items.len() - 1;
     (0..limit)
-        .map(|step| points[(step * last + (limit - 1) / 2) / (limit - 1)])
+        .map(|step| items[(step * last + (limit - 1) / 2) / (limit - 1)].clone())
         .collect()
 }
 

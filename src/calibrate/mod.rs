@@ -33,7 +33,7 @@ pub use document::{
     Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
     InputFile, Point, SliceCalibration, Threshold,
 };
-pub use engine::{CalibrateError, calibrate};
+pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;
 pub use ingest::{GradedRow, Observation, SliceObservations, Totals, to_picodollars};
 pub use options::{CalibrateOptions, Holdout, Policy, Scope};

@@ -26,6 +26,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Re-evaluate fresh graded traffic at a deployed config's thresholds.
     Drift(DriftArgs),
+    /// Write the HTML report and Markdown summary a reviewer reads.
+    Report(ReportArgs),
     /// Generate graded results from a documented generative model, and
     /// compare ways to serve them.
     Simulate(SimulateArgs),
@@ -308,6 +310,41 @@ pub struct DriftArgs {
     /// Also write the drift document (JSON) to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Graded results to chart.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// A calibration document: marks the chosen thresholds.
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+
+    /// A gate report (gate-report.json).
+    #[arg(long, value_name = "FILE")]
+    pub gate: Option<PathBuf>,
+
+    /// A drift document (from `routeval drift --out`).
+    #[arg(long, value_name = "FILE")]
+    pub drift: Option<PathBuf>,
+
+    /// Directory for report.html and summary.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The report's title.
+    #[arg(long, value_name = "TEXT", default_value = "routeval report")]
+    pub title: String,
 
     /// The file's name for the score column.
     #[arg(long, value_name = "NAME", default_value = "score")]

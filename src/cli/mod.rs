@@ -6,6 +6,7 @@ mod args;
 mod calibrate;
 mod drift;
 mod gate;
+mod report;
 mod simulate;
 
 use std::io::Write;
@@ -14,8 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DriftArgs, GateArgs, KeygenArgs, PolicyArg, SimulateArgs,
-    VerifyArgs,
+    CalibrateArgs, Cli, Command, DriftArgs, GateArgs, KeygenArgs, PolicyArg, ReportArgs,
+    SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -54,5 +55,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Verify(args) => gate::verify(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Drift(args) => drift::run(args),
+        Command::Report(args) => report::run(args),
     }
 }

@@ -23,7 +23,7 @@ pub use keys::{
     verify as verify_signature,
 };
 pub use litellm::litellm_yaml;
-pub use render::{markdown, terminal};
+pub use render::{comparison_rows, markdown, terminal};
 pub use report::{BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport};
 pub use rules::{Failure, Rule};
 pub use verify::{Verified, VerifyError, check as check_config, verify_config};

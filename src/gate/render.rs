@@ -14,8 +14,8 @@ fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "-".to_owned(), format)
 }
 
-/// The rows both renderings share: a label and one cell per candidate.
-fn comparison(report: &GateReport) -> Vec<(String, Vec<String>)> {
+/// The rows every rendering shares: a label and one cell per candidate.
+pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
     let metric = |label: &str, cell: &dyn Fn(&Metrics) -> String| -> (String, Vec<String>) {
         (
             label.to_owned(),
@@ -76,7 +76,7 @@ pub fn terminal(report: &GateReport) -> String {
             .map(|candidate| file_name(&candidate.file)),
     );
     builder.push_record(header);
-    for (label, cells) in comparison(report) {
+    for (label, cells) in comparison_rows(report) {
         let mut row = vec![label];
         row.extend(cells);
         builder.push_record(row);
@@ -138,7 +138,7 @@ pub fn markdown(report: &GateReport) -> String {
         rule.push_str("---:|");
     }
     let _ = writeln!(out, "{header}\n{rule}");
-    for (label, cells) in comparison(report) {
+    for (label, cells) in comparison_rows(report) {
         let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
     }
     out.push('\n');

@@ -1,0 +1,79 @@
+//! `routeval report`.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::de::DeserializeOwned;
+
+use crate::atomic::write_bytes_atomically;
+use crate::exit_codes::Outcome;
+use crate::gate::sha256_hex;
+use crate::report::{ReportInputs, render, slice_curves, summary};
+use crate::schema::{ColumnNames, ReadOptions, read_graded};
+
+use super::args::ReportArgs;
+
+fn load<T: DeserializeOwned>(
+    path: Option<&Path>,
+    flag: &str,
+    what: &str,
+) -> anyhow::Result<Option<T>> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read ({flag})", path.display()))?;
+    let document = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not {what} ({flag})", path.display()))?;
+    Ok(Some(document))
+}
+
+pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
+    let read = ReadOptions {
+        names: ColumnNames {
+            score: args.score_col.clone(),
+            slice: args.slice_col.clone(),
+        },
+        carry_extra: false,
+        details: false,
+    };
+    let table = read_graded(&args.results, &read)?;
+    let sha256 = sha256_hex(
+        &std::fs::read(&args.results)
+            .with_context(|| format!("{}: cannot read", args.results.display()))?,
+    );
+    let calibration = load(
+        args.calibration.as_deref(),
+        "--calibration",
+        "a calibration document",
+    )?;
+    let gate = load(args.gate.as_deref(), "--gate", "a gate report")?;
+    let drift = load(args.drift.as_deref(), "--drift", "a drift document")?;
+    let curves = slice_curves(&table);
+    let results_path = args.results.display().to_string();
+    let inputs = ReportInputs {
+        title: &args.title,
+        results_path: &results_path,
+        results_sha256: &sha256,
+        rows: table.num_rows() as u64,
+        curves: &curves,
+        calibration: calibration.as_ref(),
+        gate: gate.as_ref(),
+        drift: drift.as_ref(),
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
+    let html_path = args.out.join("report.html");
+    let markdown_path = args.out.join("summary.md");
+    write_bytes_atomically(&html_path, render(&inputs).as_bytes())?;
+    write_bytes_atomically(
+        &markdown_path,
+        summary(&inputs, &html_path.display().to_string()).as_bytes(),
+    )?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "report: {}\nsummary: {}",
+        html_path.display(),
+        markdown_path.display()
+    );
+    Ok(Outcome::Passed)
+}

@@ -1,0 +1,96 @@
+//! The report's Markdown summary, sized for a pull-request comment or
+//! `$GITHUB_STEP_SUMMARY`.
+
+use std::fmt::Write;
+
+use super::html::ReportInputs;
+
+pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
+    let mut out = format!("## {}\n\n", inputs.title);
+    let _ = writeln!(
+        out,
+        "`{}`: {} rows. Full report with charts: `{html_path}`.\n",
+        inputs.results_path, inputs.rows
+    );
+    if let Some(calibration) = inputs.calibration {
+        let feasible = calibration
+            .slices
+            .iter()
+            .filter(|slice| slice.feasible)
+            .count();
+        let _ = writeln!(
+            out,
+            "**Calibration** ({} policy, target {}{}): {feasible} of {} slices feasible.\n",
+            calibration.policy.name(),
+            calibration.target,
+            calibration
+                .confidence
+                .map(|c| format!(" at confidence {c}"))
+                .unwrap_or_default(),
+            calibration.slices.len()
+        );
+        out.push_str("| slice | n | threshold | quality | $/1k req | escalated | saved vs large |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        let dash = || "-".to_owned();
+        for slice in &calibration.slices {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                slice.slice,
+                slice.n,
+                slice
+                    .threshold
+                    .map_or_else(|| "**infeasible**".to_owned(), |t| t.to_string()),
+                slice.quality.map_or_else(dash, |q| format!("{q:.4}")),
+                slice
+                    .mean_cost
+                    .map_or_else(dash, |c| format!("{:.4}", c * 1000.0)),
+                slice
+                    .escalation_rate
+                    .map_or_else(dash, |e| format!("{:.1}%", e * 100.0)),
+                slice
+                    .savings_vs_always_large
+                    .map_or_else(dash, |s| format!("{:.1}%", s * 100.0)),
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(gate) = inputs.gate {
+        match (&gate.chosen, &gate.emitted) {
+            (Some(chosen), Some(emitted)) => {
+                let _ = writeln!(
+                    out,
+                    "**Gate:** chose `{chosen}` of {} candidates; emitted version {} (sha256 `{}`).\n",
+                    gate.candidates.len(),
+                    emitted.version,
+                    emitted.sha256
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "**Gate:** none of {} candidates passed.\n",
+                    gate.candidates.len()
+                );
+            }
+        }
+    }
+    if let Some(drift) = inputs.drift {
+        let flagged: Vec<String> = drift
+            .slices
+            .iter()
+            .filter(|slice| slice.verdict != crate::drift::Verdict::Ok)
+            .map(|slice| format!("`{}` ({})", slice.slice, slice.verdict.name()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "**Drift:** {}{}\n",
+            drift.verdict.name(),
+            if flagged.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", flagged.join(", "))
+            }
+        );
+    }
+    out
+}

@@ -1,0 +1,17 @@
+//! `routeval report`: what a reviewer reads before approving a route change.
+//! From the graded results, and optionally a calibration, a gate report and a
+//! drift document, it writes a self-contained HTML file with SVG charts (per
+//! slice: the cost–quality curve with always-small, always-large, the oracle
+//! and the chosen threshold; quality, cost and escalation by threshold;
+//! cascade against predictive; drift) and the tables behind them, plus a
+//! Markdown summary for the pull request.
+
+mod curves;
+mod html;
+mod markdown;
+mod svg;
+
+pub use curves::{SliceCurves, slice_curves};
+pub use html::{ReportInputs, render};
+pub use markdown::summary;
+pub use svg::{Chart, Marker, Rule, Series, Style, escape};

@@ -1,0 +1,166 @@
+//! `routeval report`: a self-contained HTML file whose charts a real browser
+//! draws, and a Markdown summary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{example_results, routeval};
+use crate::gate_cli::{Workspace, example_routes};
+
+/// A report over the example results with a calibration, a gate report and
+/// a drift document.
+fn full_report(workspace: &Workspace) -> PathBuf {
+    workspace
+        .gate(
+            &[
+                example_routes("predictive.toml"),
+                example_routes("always-large.toml"),
+            ],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    let config = workspace.report("dist").emitted.unwrap().config;
+    routeval()
+        .args(["drift", "--config", &config, "--results"])
+        .arg(example_results())
+        .arg("--baseline-results")
+        .arg(example_results())
+        .arg("--out")
+        .arg(workspace.path("drift.json"))
+        .assert()
+        .code(0);
+    routeval()
+        .arg("report")
+        .arg("--results")
+        .arg(example_results())
+        .arg("--calibration")
+        .arg(workspace.path("calibration.json"))
+        .arg("--gate")
+        .arg(workspace.path("dist").join("gate-report.json"))
+        .arg("--drift")
+        .arg(workspace.path("drift.json"))
+        .arg("--out")
+        .arg(workspace.path("report"))
+        .assert()
+        .code(0);
+    workspace.path("report")
+}
+
+#[test]
+fn the_html_is_self_contained_and_has_every_section() {
+    let workspace = Workspace::new();
+    let html = std::fs::read_to_string(full_report(&workspace).join("report.html")).unwrap();
+    for forbidden in ["<script", "<link", "@import", "url(", "https://", "<img"] {
+        assert!(
+            !html.contains(forbidden),
+            "the report must not load anything: found {forbidden}"
+        );
+    }
+    // The only URL is the SVG namespace, which is a name, not a request.
+    assert_eq!(
+        html.matches("http://").count(),
+        html.matches("http://www.w3.org/2000/svg").count()
+    );
+    for slice in ["billing", "legal", "sales", "technical"] {
+        assert!(html.contains(&format!("<h2>Slice <code>{slice}</code></h2>")));
+    }
+    // Per slice: the cost–quality curve, quality/escalation and cost by threshold.
+    assert_eq!(html.matches("<svg").count(), 4 * 3 + 2);
+    assert!(html.contains("chosen t = "));
+    assert!(html.contains("Numbers behind the charts"));
+    assert!(
+        html.contains("<h2>Gate</h2>")
+            && html.contains("<h2>Drift: <span class=\"ok\">ok</span></h2>")
+    );
+
+    let summary = std::fs::read_to_string(workspace.path("report").join("summary.md")).unwrap();
+    assert!(
+        summary
+            .contains("**Calibration** (predictive policy, target 0.9): 4 of 4 slices feasible.")
+    );
+    assert!(summary.contains("**Gate:** chose"));
+    assert!(summary.contains("**Drift:** ok"));
+}
+
+/// Debian's Chromium, or `None` after saying the test is skipped. `.ci/run`
+/// installs it, so CI never skips.
+fn chromium() -> Option<PathBuf> {
+    let path = Path::new("/usr/bin/chromium");
+    if path.exists() {
+        return Some(path.to_owned());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "chromium is not installed; .ci/run installs it"
+    );
+    eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+    None
+}
+
+/// Pixels within a small distance of `color`.
+fn pixels_near(image: &[u8], channels: usize, color: [u8; 3]) -> usize {
+    image
+        .chunks_exact(channels)
+        .filter(|pixel| {
+            pixel
+                .iter()
+                .zip(color)
+                .all(|(value, target)| value.abs_diff(target) <= 24)
+        })
+        .count()
+}
+
+#[test]
+fn chromium_draws_the_charts() {
+    let Some(chromium) = chromium() else { return };
+    let workspace = Workspace::new();
+    let report = full_report(&workspace).join("report.html");
+    let screenshot = workspace.path("report.png");
+    let output = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            workspace.path("chromium-profile").display()
+        ))
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", report.display()))
+        .output()
+        .unwrap();
+    assert!(
+        screenshot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(&screenshot).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buffer = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buffer).unwrap();
+    let channels = info.color_type.samples();
+    let image = &buffer[..info.buffer_size()];
+    assert_eq!((info.width, info.height), (1280, 2400));
+    // The curves (blue), escalation lines and bars (orange) and the cost
+    // curve (green) are drawn; an empty or unstyled page has none of them.
+    for (name, color) in [
+        ("blue", [0x1f, 0x77, 0xb4]),
+        ("orange", [0xff, 0x7f, 0x0e]),
+        ("green", [0x2c, 0xa0, 0x2c]),
+    ] {
+        let count = pixels_near(image, channels, color);
+        assert!(count > 500, "only {count} {name} pixels in the screenshot");
+    }
+}
