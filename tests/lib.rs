@@ -6,6 +6,7 @@ mod common;
 mod calibrate_cli;
 mod calibrate_guarantee;
 mod calibrate_json;
+mod ci_workflow;
 mod drift_cli;
 mod gate_cli;
 mod input_errors;
