@@ -6,6 +6,7 @@
 //! The stages communicate through tables whose Arrow schemas live in
 //! [`schema`]; each stage has its own folder:
 //!
+//! - [`grade`]: rubrics that decide whether an answer was acceptable.
 //! - [`calibrate`]: graded results in, per-slice thresholds out.
 //! - [`gate`]: candidate [`routes`] tables scored on graded results; the
 //!   cheapest that passes every rule becomes a signed route config.
@@ -23,8 +24,10 @@ pub mod clock;
 pub mod drift;
 pub mod exit_codes;
 pub mod gate;
+pub mod grade;
 pub mod report;
 pub mod routes;
 pub mod schema;
 pub mod simulate;
 pub mod stats;
+mod toml_message;

@@ -117,7 +117,7 @@ impl RouteTable {
         })?;
         let table: RouteTable = toml::from_str(&text).map_err(|error| RouteError::Syntax {
             path: path.to_owned(),
-            message: one_line(&error.to_string()),
+            message: crate::toml_message::one_line(&error.to_string()),
         })?;
         table.check().map_err(|message| RouteError::Invalid {
             path: path.to_owned(),
@@ -366,18 +366,4 @@ fn check_thresholds(
         }
         (None, true) => Ok(()),
     }
-}
-
-/// TOML errors span lines (a snippet of the file); errors here are one line.
-fn one_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        .filter(|line| {
-            !line.is_empty()
-                && !line.starts_with('|')
-                && !line.chars().all(|c| c == '^' || c == ' ')
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

@@ -1,0 +1,13 @@
+//! Grading: whether each answer was acceptable, by rubrics a reviewer can
+//! read (`rubrics/*.toml`). This part of the `grade` stage is the rubric
+//! engine: exact, multiple-choice, numeric, regex and containment checks and
+//! their `all`/`any`/`weighted` compositions.
+
+mod extract;
+mod rubric;
+
+pub use extract::{ChoiceFinder, final_number};
+pub use rubric::{
+    CheckSpec, NumberComparison, Rubric, RubricError, RubricFile, Verdict, WeightedSpec,
+    load_rubrics,
+};

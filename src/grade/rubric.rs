@@ -1,0 +1,644 @@
+//! Rubrics: named, reviewable rules for whether an answer is acceptable.
+//! Each `rubrics/*.toml` file holds one (strict: an unknown key is an error
+//! that names it), compiled once at load so a bad pattern is reported before
+//! anything is graded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::extract::{ChoiceFinder, final_number, value};
+
+/// A rubric file as written.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub check: CheckSpec,
+}
+
+/// How numbers are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumberComparison {
+    /// Equal within the tolerances.
+    #[default]
+    Value,
+    /// The final number as written (thousands separators removed) equals the
+    /// reference's: the exact-match convention of GSM8K graders, under which
+    /// `20.00` does not answer `20`.
+    Text,
+}
+
+/// One check, as written; checks nest through `all`, `any` and `weighted`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CheckSpec {
+    /// The answer equals the reference, ignoring case and runs of white space.
+    Exact {
+        #[serde(default)]
+        case_sensitive: bool,
+    },
+    /// The multiple-choice letter the answer states equals the reference's.
+    Choice {
+        #[serde(default = "default_letters")]
+        letters: String,
+    },
+    /// The answer's final number matches the reference's final number.
+    Numeric {
+        #[serde(default = "default_tolerance")]
+        tolerance: f64,
+        #[serde(default)]
+        relative_tolerance: f64,
+        /// Text after which the final answer is stated, such as `####`.
+        #[serde(default)]
+        marker: Option<String>,
+        #[serde(default)]
+        compare: NumberComparison,
+    },
+    /// The answer matches a regular expression (anywhere, or whole with `full`).
+    Regex {
+        pattern: String,
+        #[serde(default)]
+        full: bool,
+    },
+    Contains {
+        text: String,
+        #[serde(default)]
+        case_sensitive: bool,
+    },
+    NotContains {
+        text: String,
+        #[serde(default)]
+        case_sensitive: bool,
+    },
+    All {
+        checks: Vec<CheckSpec>,
+    },
+    Any {
+        checks: Vec<CheckSpec>,
+    },
+    /// Passes when the weighted share of passing checks reaches `threshold`.
+    Weighted {
+        checks: Vec<WeightedSpec>,
+        threshold: f64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedSpec {
+    pub weight: f64,
+    pub check: CheckSpec,
+}
+
+fn default_letters() -> String {
+    "ABCD".to_owned()
+}
+
+fn default_tolerance() -> f64 {
+    1e-6
+}
+
+/// Whether an answer passed, a score in [0, 1], and which check decided and
+/// why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub pass: bool,
+    pub score: f64,
+    pub detail: String,
+}
+
+impl Verdict {
+    fn of(pass: bool, detail: String) -> Verdict {
+        Verdict {
+            pass,
+            score: if pass { 1.0 } else { 0.0 },
+            detail,
+        }
+    }
+}
+
+/// A check ready to grade.
+#[derive(Debug, Clone)]
+enum Check {
+    Exact {
+        case_sensitive: bool,
+    },
+    Choice {
+        finder: ChoiceFinder,
+    },
+    Numeric {
+        tolerance: f64,
+        relative_tolerance: f64,
+        marker: Option<String>,
+        compare: NumberComparison,
+    },
+    Regex {
+        regex: Regex,
+    },
+    Contains {
+        text: String,
+        case_sensitive: bool,
+        negate: bool,
+    },
+    All(Vec<Check>),
+    Any(Vec<Check>),
+    Weighted {
+        checks: Vec<(f64, Check)>,
+        threshold: f64,
+    },
+}
+
+/// A named, compiled rubric.
+#[derive(Debug, Clone)]
+pub struct Rubric {
+    pub name: String,
+    pub description: Option<String>,
+    pub path: PathBuf,
+    check: Check,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RubricError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+    #[error("{}: rubric \"{name}\" is also defined in {}", path.display(), other.display())]
+    Duplicate {
+        path: PathBuf,
+        name: String,
+        other: PathBuf,
+    },
+}
+
+fn compile(spec: &CheckSpec, at: &str) -> Result<Check, String> {
+    let nested = |checks: &[CheckSpec], kind: &str| -> Result<Vec<Check>, String> {
+        if checks.is_empty() {
+            return Err(format!("{at}.{kind}: needs at least one check"));
+        }
+        checks
+            .iter()
+            .enumerate()
+            .map(|(index, check)| compile(check, &format!("{at}.{kind}.checks[{index}]")))
+            .collect()
+    };
+    Ok(match spec {
+        CheckSpec::Exact { case_sensitive } => Check::Exact {
+            case_sensitive: *case_sensitive,
+        },
+        CheckSpec::Choice { letters } => Check::Choice {
+            finder: ChoiceFinder::new(letters)
+                .map_err(|message| format!("{at}.choice: {message}"))?,
+        },
+        CheckSpec::Numeric {
+            tolerance,
+            relative_tolerance,
+            marker,
+            compare,
+        } => {
+            if !(tolerance.is_finite()
+                && *tolerance >= 0.0
+                && relative_tolerance.is_finite()
+                && *relative_tolerance >= 0.0)
+            {
+                return Err(format!(
+                    "{at}.numeric: tolerances must be finite and non-negative"
+                ));
+            }
+            Check::Numeric {
+                tolerance: *tolerance,
+                relative_tolerance: *relative_tolerance,
+                marker: marker.clone().filter(|marker| !marker.is_empty()),
+                compare: *compare,
+            }
+        }
+        CheckSpec::Regex { pattern, full } => {
+            let pattern = if *full {
+                format!("^(?:{pattern})$")
+            } else {
+                pattern.clone()
+            };
+            Check::Regex {
+                regex: Regex::new(&pattern).map_err(|error| {
+                    let first = error
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    format!("{at}.regex: pattern does not compile: {first}")
+                })?,
+            }
+        }
+        CheckSpec::Contains {
+            text,
+            case_sensitive,
+        }
+        | CheckSpec::NotContains {
+            text,
+            case_sensitive,
+        } => Check::Contains {
+            text: if *case_sensitive {
+                text.clone()
+            } else {
+                text.to_lowercase()
+            },
+            case_sensitive: *case_sensitive,
+            negate: matches!(spec, CheckSpec::NotContains { .. }),
+        },
+        CheckSpec::All { checks } => Check::All(nested(checks, "all")?),
+        CheckSpec::Any { checks } => Check::Any(nested(checks, "any")?),
+        CheckSpec::Weighted { checks, threshold } => {
+            if checks.is_empty() {
+                return Err(format!("{at}.weighted: needs at least one check"));
+            }
+            if !(0.0..=1.0).contains(threshold) {
+                return Err(format!(
+                    "{at}.weighted.threshold must be in [0, 1], got {threshold}"
+                ));
+            }
+            let mut compiled = Vec::new();
+            for (index, weighted) in checks.iter().enumerate() {
+                if !(weighted.weight.is_finite() && weighted.weight > 0.0) {
+                    return Err(format!(
+                        "{at}.weighted.checks[{index}].weight must be positive"
+                    ));
+                }
+                compiled.push((
+                    weighted.weight,
+                    compile(
+                        &weighted.check,
+                        &format!("{at}.weighted.checks[{index}].check"),
+                    )?,
+                ));
+            }
+            Check::Weighted {
+                checks: compiled,
+                threshold: *threshold,
+            }
+        }
+    })
+}
+
+fn normalise(text: &str, case_sensitive: bool) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if case_sensitive {
+        collapsed
+    } else {
+        collapsed.to_lowercase()
+    }
+}
+
+impl Check {
+    fn grade(&self, answer: &str, reference: Option<&str>) -> Verdict {
+        let reference_missing =
+            |kind: &str| Verdict::of(false, format!("{kind}: the prompt has no reference"));
+        match self {
+            Check::Exact { case_sensitive } => match reference {
+                None => reference_missing("exact"),
+                Some(reference) => {
+                    let pass =
+                        normalise(answer, *case_sensitive) == normalise(reference, *case_sensitive);
+                    Verdict::of(
+                        pass,
+                        if pass {
+                            "exact: equal".into()
+                        } else {
+                            "exact: differs from the reference".into()
+                        },
+                    )
+                }
+            },
+            Check::Choice { finder } => match reference {
+                None => reference_missing("choice"),
+                Some(reference) => match (
+                    finder.find(answer),
+                    finder
+                        .find(reference)
+                        .or_else(|| reference.trim().chars().next()),
+                ) {
+                    (None, _) => Verdict::of(false, "choice: the answer states no letter".into()),
+                    (Some(given), Some(expected)) if given == expected => {
+                        Verdict::of(true, format!("choice: {given}"))
+                    }
+                    (Some(given), expected) => Verdict::of(
+                        false,
+                        format!(
+                            "choice: answered {given}, expected {}",
+                            expected.map_or_else(|| "?".to_owned(), String::from)
+                        ),
+                    ),
+                },
+            },
+            Check::Numeric {
+                tolerance,
+                relative_tolerance,
+                marker,
+                compare,
+            } => {
+                let Some(reference) = reference else {
+                    return reference_missing("numeric");
+                };
+                let Some(expected) = final_number(reference, marker.as_deref()) else {
+                    return Verdict::of(false, "numeric: the reference has no number".into());
+                };
+                let Some(given) = final_number(answer, marker.as_deref()) else {
+                    return Verdict::of(false, "numeric: the answer has no number".into());
+                };
+                let pass = match compare {
+                    NumberComparison::Text => given == expected,
+                    NumberComparison::Value => match (value(&given), value(&expected)) {
+                        (Some(given), Some(expected)) => {
+                            (given - expected).abs()
+                                <= tolerance.max(relative_tolerance * expected.abs())
+                        }
+                        _ => false,
+                    },
+                };
+                Verdict::of(
+                    pass,
+                    if pass {
+                        format!("numeric: {given}")
+                    } else {
+                        format!("numeric: answered {given}, expected {expected}")
+                    },
+                )
+            }
+            Check::Regex { regex } => {
+                let pass = regex.is_match(answer);
+                Verdict::of(
+                    pass,
+                    format!("regex: {}", if pass { "matches" } else { "does not match" }),
+                )
+            }
+            Check::Contains {
+                text,
+                case_sensitive,
+                negate,
+            } => {
+                let found = if *case_sensitive {
+                    answer.contains(text.as_str())
+                } else {
+                    answer.to_lowercase().contains(text.as_str())
+                };
+                let kind = if *negate { "not_contains" } else { "contains" };
+                Verdict::of(
+                    found != *negate,
+                    format!(
+                        "{kind}: {text:?} {}",
+                        if found { "found" } else { "not found" }
+                    ),
+                )
+            }
+            Check::All(checks) => {
+                for check in checks {
+                    let verdict = check.grade(answer, reference);
+                    if !verdict.pass {
+                        return Verdict::of(false, format!("all: {}", verdict.detail));
+                    }
+                }
+                Verdict::of(true, "all: every check passed".into())
+            }
+            Check::Any(checks) => {
+                let mut failures = Vec::new();
+                for check in checks {
+                    let verdict = check.grade(answer, reference);
+                    if verdict.pass {
+                        return Verdict::of(true, format!("any: {}", verdict.detail));
+                    }
+                    failures.push(verdict.detail);
+                }
+                Verdict::of(false, format!("any: none passed ({})", failures.join("; ")))
+            }
+            Check::Weighted { checks, threshold } => {
+                let total: f64 = checks.iter().map(|(weight, _)| weight).sum();
+                let mut passed = 0.0;
+                let mut failures = Vec::new();
+                for (weight, check) in checks {
+                    let verdict = check.grade(answer, reference);
+                    if verdict.pass {
+                        passed += weight;
+                    } else {
+                        failures.push(verdict.detail);
+                    }
+                }
+                let score = passed / total;
+                Verdict {
+                    pass: score >= *threshold,
+                    score,
+                    detail: format!(
+                        "weighted: {score:.3} against {threshold}{}",
+                        if failures.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", failures.join("; "))
+                        }
+                    ),
+                }
+            }
+        }
+    }
+}
+
+impl Rubric {
+    pub fn from_toml(path: &Path, text: &str) -> Result<Rubric, RubricError> {
+        let invalid = |message: String| RubricError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let file: RubricFile = toml::from_str(text)
+            .map_err(|error| invalid(crate::toml_message::one_line(&error.to_string())))?;
+        if file.name.trim().is_empty() {
+            return Err(invalid("name is empty".to_owned()));
+        }
+        let check = compile(&file.check, "check").map_err(invalid)?;
+        Ok(Rubric {
+            name: file.name,
+            description: file.description,
+            path: path.to_owned(),
+            check,
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Rubric, RubricError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RubricError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Rubric::from_toml(path, &text)
+    }
+
+    /// Grades `answer` against the prompt's `reference`.
+    pub fn grade(&self, answer: &str, reference: Option<&str>) -> Verdict {
+        let verdict = self.check.grade(answer, reference);
+        Verdict {
+            detail: format!("{}: {}", self.name, verdict.detail),
+            ..verdict
+        }
+    }
+}
+
+/// Every `*.toml` rubric in `directory`, by name.
+pub fn load_rubrics(directory: &Path) -> Result<BTreeMap<String, Rubric>, RubricError> {
+    let entries = std::fs::read_dir(directory).map_err(|source| RubricError::Io {
+        path: directory.to_owned(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "toml")
+        })
+        .collect();
+    paths.sort();
+    let mut rubrics: BTreeMap<String, Rubric> = BTreeMap::new();
+    for path in paths {
+        let rubric = Rubric::load(&path)?;
+        if let Some(other) = rubrics.get(&rubric.name) {
+            return Err(RubricError::Duplicate {
+                path,
+                name: rubric.name,
+                other: other.path.clone(),
+            });
+        }
+        rubrics.insert(rubric.name.clone(), rubric);
+    }
+    Ok(rubrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rubric(text: &str) -> Rubric {
+        Rubric::from_toml(Path::new("r.toml"), text).unwrap()
+    }
+
+    fn error(text: &str) -> String {
+        Rubric::from_toml(Path::new("r.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn numeric_by_value_and_by_text() {
+        let by_value = rubric("name = \"n\"\n[check.numeric]\nmarker = \"####\"\n");
+        assert!(
+            by_value
+                .grade("so $20.00 in total\n#### $20.00", Some("#### 20"))
+                .pass
+        );
+        assert!(!by_value.grade("#### 21", Some("#### 20")).pass);
+        let by_text =
+            rubric("name = \"n\"\n[check.numeric]\nmarker = \"####\"\ncompare = \"text\"\n");
+        let verdict = by_text.grade("#### 20.00", Some("#### 20"));
+        assert!(!verdict.pass);
+        assert_eq!(verdict.detail, "n: numeric: answered 20.00, expected 20");
+        assert!(by_text.grade("it is 1,200 apples", Some("#### 1200")).pass);
+        let relative = rubric("name = \"n\"\n[check.numeric]\nrelative_tolerance = 0.01\n");
+        assert!(relative.grade("about 1005", Some("1000")).pass);
+        assert!(!relative.grade("about 1011", Some("1000")).pass);
+        assert!(!relative.grade("no idea", Some("1000")).pass);
+    }
+
+    #[test]
+    fn exact_choice_regex_and_containment() {
+        assert!(
+            rubric("name = \"e\"\n[check.exact]\n")
+                .grade("  Paris\n", Some("paris"))
+                .pass
+        );
+        assert!(
+            !rubric("name = \"e\"\n[check.exact]\ncase_sensitive = true\n")
+                .grade("paris", Some("Paris"))
+                .pass
+        );
+        let choice = rubric("name = \"c\"\n[check.choice]\n");
+        assert!(choice.grade("The answer is (B).", Some("B")).pass);
+        assert!(!choice.grade("The answer is (C).", Some("B")).pass);
+        assert!(!choice.grade("I am not sure.", Some("B")).pass);
+        let regex = rubric("name = \"r\"\n[check.regex]\npattern = '\\d{3}-\\d{4}'\nfull = true\n");
+        assert!(regex.grade("555-1234", None).pass);
+        assert!(!regex.grade("call 555-1234", None).pass);
+        assert!(
+            rubric("name = \"c\"\n[check.contains]\ntext = \"Refund\"\n")
+                .grade("your refund is on its way", None)
+                .pass
+        );
+        assert!(
+            !rubric("name = \"c\"\n[check.not_contains]\ntext = \"guarantee\"\n")
+                .grade("We GUARANTEE it", None)
+                .pass
+        );
+    }
+
+    #[test]
+    fn compositions() {
+        let all = rubric(
+            "name = \"a\"\n[check.all]\nchecks = [{ contains = { text = \"refund\" } }, { not_contains = { text = \"sorry\" } }]\n",
+        );
+        assert!(all.grade("refund issued", None).pass);
+        let failed = all.grade("sorry, refund issued", None);
+        assert!(!failed.pass);
+        assert_eq!(failed.detail, "a: all: not_contains: \"sorry\" found");
+        let any = rubric(
+            "name = \"a\"\n[check.any]\nchecks = [{ exact = {} }, { contains = { text = \"42\" } }]\n",
+        );
+        assert!(any.grade("it is 42", Some("forty-two")).pass);
+        let weighted = rubric(
+            "name = \"w\"\n[check.weighted]\nthreshold = 0.6\nchecks = [\n\
+             { weight = 3, check = { contains = { text = \"refund\" } } },\n\
+             { weight = 1, check = { contains = { text = \"thanks\" } } },\n\
+             { weight = 1, check = { contains = { text = \"order\" } } },\n]\n",
+        );
+        let verdict = weighted.grade("your refund", None);
+        assert!(verdict.pass);
+        assert!((verdict.score - 0.6).abs() < 1e-12);
+        assert!(!weighted.grade("thanks for the order", None).pass);
+    }
+
+    #[test]
+    fn bad_rubrics_name_the_file_and_the_problem() {
+        assert!(
+            error("name = \"x\"\nweight = 2\n[check.exact]\n").starts_with(
+                "r.toml: TOML parse error at line 2, column 1: unknown field `weight`"
+            )
+        );
+        assert!(
+            error("name = \"x\"\n[check.numeric]\ntolerence = 1\n").contains(
+                "line 3, column 1: unexpected keys in table: tolerence, available keys: tolerance"
+            )
+        );
+        assert!(
+            error("name = \"x\"\n[check.regex]\npattern = \"(unclosed\"\n")
+                .starts_with("r.toml: check.regex: pattern does not compile")
+        );
+        assert_eq!(
+            error("name = \"x\"\n[check.all]\nchecks = []\n"),
+            "r.toml: check.all: needs at least one check"
+        );
+        assert!(error("name = \"x\"\n[check.sentiment]\n").contains("unknown variant `sentiment`"));
+    }
+
+    #[test]
+    fn shipped_rubrics_load() {
+        let rubrics = load_rubrics(&Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics")).unwrap();
+        assert!(
+            rubrics.contains_key("gsm8k")
+                && rubrics.contains_key("mmlu")
+                && rubrics.contains_key("exact")
+        );
+    }
+}
