@@ -106,3 +106,73 @@ fn on_a_real_cascade_certified_thresholds_hold_on_held_out_splits() {
     assert!(guaranteed <= 0.10, "certified misses: {guaranteed}");
     assert!(guaranteed * 3.0 <= plain);
 }
+
+/// GSM8K: the shipped `gsm8k` rubric regrades the 2,638 recorded answers of
+/// RouteLLM's two models against the reference answers, and must agree with
+/// the correctness labels recorded beside them.
+#[test]
+fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
+    let Some(data) = data_dir("the_gsm8k_rubric_agrees_with_the_recorded_labels") else {
+        return;
+    };
+    let directory = data.join("routellm").join("gsm8k");
+    let references: Vec<String> = std::fs::read_to_string(directory.join("test.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["answer"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let rubrics = routeval::grade::load_rubrics(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"),
+    )
+    .unwrap();
+    let strict = &rubrics["gsm8k"];
+    let by_value = routeval::grade::Rubric::from_toml(
+        std::path::Path::new("by-value.toml"),
+        "name = \"gsm8k-by-value\"\n[check.numeric]\nmarker = \"####\"\n",
+    )
+    .unwrap();
+
+    let mut reader = csv::Reader::from_path(directory.join("gsm8k_responses.csv")).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    let column = |name: &str| headers.iter().position(|header| header == name).unwrap();
+    let models = ["mistralai/Mixtral-8x7B-Instruct-v0.1", "gpt-4-1106-preview"];
+    let (mut answers, mut agree, mut agree_by_value) = (0usize, 0usize, 0usize);
+    let mut disagreements = Vec::new();
+    for (index, record) in reader.records().enumerate() {
+        let record = record.unwrap();
+        for model in models {
+            let label = &record[column(model)] == "True";
+            let answer = &record[column(&format!("{model}_response"))];
+            let verdict = strict.grade(answer, Some(&references[index]));
+            answers += 1;
+            agree_by_value +=
+                usize::from(by_value.grade(answer, Some(&references[index])).pass == label);
+            if verdict.pass == label {
+                agree += 1;
+            } else {
+                disagreements.push(format!(
+                    "row {} {model}: recorded {label}, rubric {}",
+                    index + 1,
+                    verdict.detail
+                ));
+            }
+        }
+    }
+    let share = agree as f64 / answers as f64;
+    eprintln!(
+        "gsm8k rubric agrees with the recorded labels on {agree} of {answers} answers ({:.2}%); \
+         comparing by value instead: {:.2}%",
+        share * 100.0,
+        agree_by_value as f64 / answers as f64 * 100.0
+    );
+    for disagreement in &disagreements {
+        eprintln!("  {disagreement}");
+    }
+    assert_eq!(answers, 2638);
+    assert!(share >= 0.99, "agreement {share}");
+}
