@@ -13,6 +13,7 @@ mod input_errors;
 mod input_formats;
 mod real_data;
 mod report_cli;
+mod router_cli;
 mod schema_docs;
 mod signing;
 mod simulate_cli;

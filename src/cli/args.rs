@@ -28,6 +28,12 @@ pub enum Command {
     Drift(DriftArgs),
     /// Write the HTML report and Markdown summary a reviewer reads.
     Report(ReportArgs),
+    /// Train the built-in router, or score prompts with it.
+    #[command(subcommand)]
+    Router(RouterCommand),
+    /// How well the results' scores separate the prompts that need the large
+    /// tier (APGR, CPT), against a random router and the oracle.
+    Evaluate(EvaluateArgs),
     /// Generate graded results from a documented generative model, and
     /// compare ways to serve them.
     Simulate(SimulateArgs),
@@ -345,6 +351,91 @@ pub struct ReportArgs {
     /// The report's title.
     #[arg(long, value_name = "TEXT", default_value = "routeval report")]
     pub title: String,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RouterCommand {
+    /// Fit on graded results; write the model and cross-fitted scores.
+    Train(RouterTrainArgs),
+    /// Score prompts with a trained model.
+    Score(RouterScoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RouterTrainArgs {
+    /// Graded results with a prompt column.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The model trained on every row, for scoring new prompts.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// Also write the results with out-of-fold scores in `score` (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub scored_out: Option<PathBuf>,
+
+    /// Folds for cross-fitting: each row is scored by a model that never saw it.
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub folds: usize,
+
+    /// Seed of the training order.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// The column with the prompt text.
+    #[arg(long, value_name = "NAME", default_value = "prompt")]
+    pub prompt_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterScoreArgs {
+    /// A model from `routeval router train`.
+    #[arg(long, value_name = "FILE")]
+    pub router: PathBuf,
+
+    /// Graded results with a prompt column.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The results with the router's scores in `score` (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// The column with the prompt text.
+    #[arg(long, value_name = "NAME", default_value = "prompt")]
+    pub prompt_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Graded results with router scores.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// Print the metrics as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Seed of the random router.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
 
     /// The file's name for the score column.
     #[arg(long, value_name = "NAME", default_value = "score")]

@@ -5,8 +5,10 @@
 mod args;
 mod calibrate;
 mod drift;
+mod evaluate;
 mod gate;
 mod report;
+mod router;
 mod simulate;
 
 use std::io::Write;
@@ -15,8 +17,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DriftArgs, GateArgs, KeygenArgs, PolicyArg, ReportArgs,
-    SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, KeygenArgs, PolicyArg,
+    ReportArgs, RouterCommand, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -56,5 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Simulate(args) => simulate::run(args),
         Command::Drift(args) => drift::run(args),
         Command::Report(args) => report::run(args),
+        Command::Router(command) => router::run(command),
+        Command::Evaluate(args) => evaluate::run(args),
     }
 }

@@ -7,7 +7,9 @@
 mod crossfit;
 mod features;
 mod model;
+mod table;
 
 pub use crossfit::{LabelledPrompt, cross_fit, fold_of};
 pub use features::{Features, featurise};
 pub use model::{Router, Training};
+pub use table::{PromptError, labelled_prompts, with_scores};

@@ -1,0 +1,101 @@
+//! `routeval evaluate`.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use crate::calibrate::InputFile;
+use crate::evaluate::{
+    RoutingQuality, ScoredOutcome, oracle_scores, random_scores, routing_quality,
+};
+use crate::exit_codes::Outcome;
+use crate::gate::sha256_hex;
+use crate::schema::{ColumnNames, ReadOptions, read_graded};
+
+use super::args::EvaluateArgs;
+
+pub const EVALUATION_SCHEMA_VERSION: u32 = 1;
+
+/// `routeval evaluate --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationDocument {
+    pub schema_version: u32,
+    pub results: InputFile,
+    pub router: RoutingQuality,
+    pub random: RoutingQuality,
+    pub oracle: RoutingQuality,
+}
+
+pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
+    let read = ReadOptions {
+        names: ColumnNames {
+            score: args.score_col.clone(),
+            slice: args.slice_col.clone(),
+        },
+        carry_extra: false,
+        details: false,
+    };
+    let table = read_graded(&args.results, &read)?;
+    let mut outcomes = Vec::with_capacity(table.num_rows());
+    for batch in &table.batches {
+        for index in 0..batch.num_rows() {
+            outcomes.push(ScoredOutcome {
+                score: batch.score.value(index),
+                small_ok: batch.small_ok.value(index),
+                large_ok: batch.large_ok.value(index),
+            });
+        }
+    }
+    let Some(router) = routing_quality(&outcomes) else {
+        bail!(
+            "{}: both tiers are acceptable on the same number of prompts, so there is no gap to recover",
+            args.results.display()
+        );
+    };
+    let bytes = std::fs::read(&args.results)
+        .with_context(|| format!("{}: cannot read", args.results.display()))?;
+    let document = EvaluationDocument {
+        schema_version: EVALUATION_SCHEMA_VERSION,
+        results: InputFile {
+            path: args.results.display().to_string(),
+            sha256: sha256_hex(&bytes),
+            rows: outcomes.len() as u64,
+        },
+        router,
+        random: routing_quality(&random_scores(&outcomes, args.seed)).expect("the same gap"),
+        oracle: routing_quality(&oracle_scores(&outcomes)).expect("the same gap"),
+    };
+    let printed = if args.json {
+        serde_json::to_string_pretty(&document).context("cannot encode the evaluation")? + "\n"
+    } else {
+        let mut builder = Builder::default();
+        builder.push_record(["router", "APGR", "CPT(50%)", "CPT(80%)"]);
+        let share = |value: Option<f64>| {
+            value.map_or_else(|| "-".to_owned(), |value| format!("{:.1}%", value * 100.0))
+        };
+        for (name, quality) in [
+            ("scores in the file", &document.router),
+            ("random", &document.random),
+            ("oracle", &document.oracle),
+        ] {
+            builder.push_record([
+                name.to_owned(),
+                format!("{:.3}", quality.apgr),
+                share(quality.cpt50),
+                share(quality.cpt80),
+            ]);
+        }
+        let mut table = builder.build();
+        table
+            .with(Style::sharp())
+            .modify(Columns::new(1..), Alignment::right());
+        format!("{table}\n")
+    };
+    let _ = std::io::stdout().lock().write_all(printed.as_bytes());
+    Ok(Outcome::Passed)
+}

@@ -1,0 +1,97 @@
+//! `routeval router train` and `routeval router score`.
+
+use std::io::Write;
+
+use anyhow::bail;
+
+use crate::evaluate::{ScoredOutcome, routing_quality};
+use crate::exit_codes::Outcome;
+use crate::router::{Router, Training, cross_fit, featurise, labelled_prompts, with_scores};
+use crate::schema::{ColumnNames, ReadOptions, read_graded, write_graded_parquet};
+
+use super::args::{RouterCommand, RouterScoreArgs, RouterTrainArgs};
+
+pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
+    match command {
+        RouterCommand::Train(args) => train(args),
+        RouterCommand::Score(args) => score(args),
+    }
+}
+
+fn read_options(slice_col: &str) -> ReadOptions {
+    ReadOptions {
+        names: ColumnNames {
+            slice: slice_col.to_owned(),
+            ..ColumnNames::default()
+        },
+        carry_extra: true,
+        details: true,
+    }
+}
+
+fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
+    if args.folds < 2 {
+        bail!("--folds must be at least 2, got {}", args.folds);
+    }
+    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let prompts = labelled_prompts(&table, &args.prompt_col)?;
+    let training = Training {
+        seed: args.seed,
+        ..Training::default()
+    };
+    let (scores, router) = cross_fit(&prompts, args.folds, &training);
+    let mut outcomes = Vec::with_capacity(prompts.len());
+    for batch in &table.batches {
+        for index in 0..batch.num_rows() {
+            outcomes.push((batch.small_ok.value(index), batch.large_ok.value(index)));
+        }
+    }
+    let quality = routing_quality(
+        &scores
+            .iter()
+            .zip(&outcomes)
+            .map(|(&score, &(small_ok, large_ok))| ScoredOutcome {
+                score: f64::from(score),
+                small_ok,
+                large_ok,
+            })
+            .collect::<Vec<_>>(),
+    );
+    router.save(&args.out)?;
+    if let Some(scored) = &args.scored_out {
+        write_graded_parquet(&with_scores(table, &scores), scored)?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "trained on {} prompts; model: {}",
+        prompts.len(),
+        args.out.display()
+    );
+    if let Some(quality) = quality {
+        let _ = writeln!(
+            stdout,
+            "cross-fitted ({} folds) APGR {:.3}",
+            args.folds, quality.apgr
+        );
+    }
+    Ok(Outcome::Passed)
+}
+
+fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
+    let router = Router::load(&args.router)?;
+    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let prompts = labelled_prompts(&table, &args.prompt_col)?;
+    let scores: Vec<f32> = prompts
+        .iter()
+        .map(|prompt| router.score(&featurise(&prompt.prompt, &prompt.slice)))
+        .collect();
+    write_graded_parquet(&with_scores(table, &scores), &args.out)?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "scored {} prompts: {}",
+        prompts.len(),
+        args.out.display()
+    );
+    Ok(Outcome::Passed)
+}

@@ -1,0 +1,84 @@
+//! The router on graded-results tables: prompts from a carried text column,
+//! scores written back into the table's `score` column.
+
+use arrow::array::{Array, AsArray, Float64Array, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+
+use crate::schema::{GradedTable, RowLocation};
+
+use super::crossfit::LabelledPrompt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("{path}: missing column \"{column}\" with the prompts (--prompt-col)")]
+    Missing { path: String, column: String },
+    #[error("{path}: {location}, column \"{column}\": missing prompt")]
+    Null {
+        path: String,
+        location: RowLocation,
+        column: String,
+    },
+}
+
+/// The table's rows as labelled prompts (label: the small tier failed).
+pub fn labelled_prompts(
+    table: &GradedTable,
+    prompt_column: &str,
+) -> Result<Vec<LabelledPrompt>, PromptError> {
+    let path = table.path.display().to_string();
+    let mut prompts = Vec::with_capacity(table.num_rows());
+    for batch in &table.batches {
+        let column = batch
+            .extra
+            .iter()
+            .find(|(field, _)| field.name() == prompt_column)
+            .map(|(_, array)| array)
+            .ok_or_else(|| PromptError::Missing {
+                path: path.clone(),
+                column: prompt_column.to_owned(),
+            })?;
+        let text: StringArray = match column.data_type() {
+            DataType::Utf8 => column.as_string::<i32>().clone(),
+            _ => cast(column, &DataType::Utf8)
+                .map_err(|_| PromptError::Missing {
+                    path: path.clone(),
+                    column: prompt_column.to_owned(),
+                })?
+                .as_string::<i32>()
+                .clone(),
+        };
+        for index in 0..batch.num_rows() {
+            if text.is_null(index) {
+                return Err(PromptError::Null {
+                    path: path.clone(),
+                    location: batch.location(index),
+                    column: prompt_column.to_owned(),
+                });
+            }
+            prompts.push(LabelledPrompt {
+                id: batch.id.value(index).to_owned(),
+                slice: batch.slice.value(index).to_owned(),
+                prompt: text.value(index).to_owned(),
+                small_failed: !batch.small_ok.value(index),
+            });
+        }
+    }
+    Ok(prompts)
+}
+
+/// The table with `scores` (in row order) in place of its scores.
+pub fn with_scores(mut table: GradedTable, scores: &[f32]) -> GradedTable {
+    assert_eq!(scores.len(), table.num_rows(), "one score per row");
+    let mut offset = 0;
+    for batch in &mut table.batches {
+        let rows = batch.num_rows();
+        batch.score = Float64Array::from_iter_values(
+            scores[offset..offset + rows]
+                .iter()
+                .map(|&score| f64::from(score)),
+        );
+        offset += rows;
+    }
+    table
+}
