@@ -6,6 +6,7 @@
 //! The stages communicate through tables whose Arrow schemas live in
 //! [`schema`]; each stage has its own folder:
 //!
+//! - [`import`]: public benchmark outcomes as graded results.
 //! - [`grade`]: rubrics that decide whether an answer was acceptable.
 //! - [`router`] and [`evaluate`]: the built-in learned router and how well a
 //!   score separates the prompts that need the large tier.
@@ -28,6 +29,7 @@ pub mod evaluate;
 pub mod exit_codes;
 pub mod gate;
 pub mod grade;
+pub mod import;
 pub mod report;
 pub mod router;
 pub mod routes;

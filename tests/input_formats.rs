@@ -172,10 +172,7 @@ fn a_column_named_like_a_renamed_one_is_not_silently_carried() {
     )
     .unwrap();
     let options = ReadOptions {
-        names: ColumnNames {
-            score: "p".to_owned(),
-            slice: "slice".to_owned(),
-        },
+        names: ColumnNames::new("p".to_owned(), "slice".to_owned()),
         ..carry_all()
     };
     let error = read_graded(&path, &options).unwrap_err();

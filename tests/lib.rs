@@ -9,6 +9,7 @@ mod calibrate_json;
 mod ci_workflow;
 mod drift_cli;
 mod gate_cli;
+mod import_cli;
 mod input_errors;
 mod input_formats;
 mod real_data;

@@ -56,10 +56,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         bail!("--holdout must be in (0, 1), got {fraction}");
     }
     let read = ReadOptions {
-        names: ColumnNames {
-            score: args.score_col.clone(),
-            slice: args.slice_col.clone(),
-        },
+        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
         carry_extra: false,
         details: false,
     };

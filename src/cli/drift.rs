@@ -22,10 +22,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         results: args.results,
         baseline_results: args.baseline_results,
         read: ReadOptions {
-            names: ColumnNames {
-                score: args.score_col,
-                slice: args.slice_col,
-            },
+            names: ColumnNames::new(args.score_col, args.slice_col),
             carry_extra: false,
             details: true,
         },

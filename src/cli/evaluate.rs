@@ -33,10 +33,7 @@ pub struct EvaluationDocument {
 
 pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
     let read = ReadOptions {
-        names: ColumnNames {
-            score: args.score_col.clone(),
-            slice: args.slice_col.clone(),
-        },
+        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
         carry_extra: false,
         details: false,
     };

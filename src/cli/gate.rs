@@ -42,10 +42,7 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
         candidates: args.candidates,
         results: args.results,
         read: ReadOptions {
-            names: ColumnNames {
-                score: args.score_col,
-                slice: args.slice_col,
-            },
+            names: ColumnNames::new(args.score_col, args.slice_col),
             carry_extra: false,
             details: true,
         },

@@ -7,6 +7,7 @@ mod calibrate;
 mod drift;
 mod evaluate;
 mod gate;
+mod import;
 mod report;
 mod router;
 mod simulate;
@@ -17,8 +18,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, KeygenArgs, PolicyArg,
-    ReportArgs, RouterCommand, SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, ImportArgs, ImportCommand,
+    KeygenArgs, PolicyArg, ReportArgs, RouterCommand, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -59,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Drift(args) => drift::run(args),
         Command::Report(args) => report::run(args),
         Command::Router(command) => router::run(command),
+        Command::Import(command) => import::run(command),
         Command::Evaluate(args) => evaluate::run(args),
     }
 }

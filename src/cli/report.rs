@@ -29,10 +29,7 @@ fn load<T: DeserializeOwned>(
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     let read = ReadOptions {
-        names: ColumnNames {
-            score: args.score_col.clone(),
-            slice: args.slice_col.clone(),
-        },
+        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
         carry_extra: false,
         details: false,
     };

@@ -20,10 +20,7 @@ pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
 
 fn read_options(slice_col: &str) -> ReadOptions {
     ReadOptions {
-        names: ColumnNames {
-            slice: slice_col.to_owned(),
-            ..ColumnNames::default()
-        },
+        names: ColumnNames::new("score", slice_col),
         carry_extra: true,
         details: true,
     }

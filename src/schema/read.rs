@@ -23,29 +23,40 @@ pub const MAX_COST_USD: f64 = 1.0e6;
 /// Rows per batch handed to stages.
 pub(super) const BATCH_ROWS: usize = 64 * 1024;
 
-/// The file's names for the columns that may be renamed on the command line.
+/// The file's names for known columns it calls differently: the score and
+/// the slice (`--score-col`, `--slice-col`), and any other (`--map`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnNames {
     pub score: String,
     pub slice: String,
+    pub mapped: Vec<(Column, String)>,
 }
 
 impl Default for ColumnNames {
     fn default() -> Self {
-        ColumnNames {
-            score: Column::Score.name().to_owned(),
-            slice: Column::Slice.name().to_owned(),
-        }
+        ColumnNames::new(Column::Score.name(), Column::Slice.name())
     }
 }
 
 impl ColumnNames {
+    pub fn new(score: impl Into<String>, slice: impl Into<String>) -> ColumnNames {
+        ColumnNames {
+            score: score.into(),
+            slice: slice.into(),
+            mapped: Vec::new(),
+        }
+    }
+
     /// The name `column` has in the file.
     pub fn source(&self, column: Column) -> &str {
         match column {
             Column::Score => &self.score,
             Column::Slice => &self.slice,
-            other => other.name(),
+            other => self
+                .mapped
+                .iter()
+                .find(|(mapped, _)| *mapped == other)
+                .map_or(other.name(), |(_, name)| name.as_str()),
         }
     }
 
@@ -53,6 +64,7 @@ impl ColumnNames {
         match column {
             Column::Score if self.score != Column::Score.name() => Some("--score-col"),
             Column::Slice if self.slice != Column::Slice.name() => Some("--slice-col"),
+            other if self.mapped.iter().any(|(mapped, _)| *mapped == other) => Some("--map"),
             _ => None,
         }
     }

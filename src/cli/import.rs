@@ -1,0 +1,153 @@
+//! `routeval import`.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+
+use crate::exit_codes::Outcome;
+use crate::grade::Rubric;
+use crate::import::{Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu};
+use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
+
+use super::args::{ImportArgs, ImportCommand};
+
+fn prices(args: &ImportArgs) -> anyhow::Result<Prices> {
+    match (&args.prices, args.cost_small, args.cost_large) {
+        (Some(path), _, _) => Prices::load(path),
+        (None, Some(small), Some(large)) => {
+            for (flag, cost) in [("--cost-small", small), ("--cost-large", large)] {
+                if !(cost.is_finite() && cost >= 0.0) {
+                    bail!("{flag} must be a non-negative number of USD, got {cost}");
+                }
+            }
+            Ok(Prices::Flat { small, large })
+        }
+        _ => bail!("give the prices: --cost-small and --cost-large, or --prices FILE"),
+    }
+}
+
+fn scores(args: &ImportArgs) -> anyhow::Result<ScoreSource> {
+    if args.folds < 2 {
+        bail!("--folds must be at least 2, got {}", args.folds);
+    }
+    Ok(match &args.scores {
+        Some(path) => ScoreSource::Join {
+            path: path.clone(),
+            column: args.scores_col.clone(),
+        },
+        None => ScoreSource::Router { folds: args.folds },
+    })
+}
+
+/// `score=p,small_ok=weak` as graded column → file column.
+fn parse_map(map: &str) -> anyhow::Result<ColumnNames> {
+    let mut names = ColumnNames::default();
+    for pair in map
+        .split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+    {
+        let (target, source) = pair
+            .split_once('=')
+            .with_context(|| format!("--map: {pair:?} is not graded_column=file_column"))?;
+        let column = Column::from_name(target.trim())
+            .with_context(|| format!("--map: {target:?} is not a graded-results column"))?;
+        let source = source.trim().to_owned();
+        match column {
+            Column::Score => names.score = source,
+            Column::Slice => names.slice = source,
+            other => names.mapped.push((other, source)),
+        }
+    }
+    Ok(names)
+}
+
+pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
+    let (table, out) = match command {
+        ImportCommand::Generic { input, map, out } => {
+            let options = ReadOptions {
+                names: parse_map(&map)?,
+                carry_extra: true,
+                details: true,
+            };
+            (read_graded(&input, &options)?, out)
+        }
+        ImportCommand::RoutellmMmlu { dir, common } => {
+            let rows = routellm_mmlu(
+                &dir,
+                &common.small_model,
+                &common.large_model,
+                &prices(&common)?,
+            )?;
+            (
+                build_table(
+                    rows,
+                    &common.small_model,
+                    &common.large_model,
+                    &scores(&common)?,
+                    &common.out,
+                )?,
+                common.out,
+            )
+        }
+        ImportCommand::RoutellmGsm8k {
+            responses,
+            questions,
+            rubric,
+            common,
+        } => {
+            let rubric = Rubric::load(&rubric)?;
+            let rows = routellm_gsm8k(
+                &responses,
+                &questions,
+                &rubric,
+                &common.small_model,
+                &common.large_model,
+                &prices(&common)?,
+            )?;
+            (
+                build_table(
+                    rows,
+                    &common.small_model,
+                    &common.large_model,
+                    &scores(&common)?,
+                    &common.out,
+                )?,
+                common.out,
+            )
+        }
+        ImportCommand::MtBench {
+            judgments,
+            questions,
+            pass_score,
+            common,
+        } => {
+            let rows = mt_bench(
+                &judgments,
+                &questions,
+                &common.small_model,
+                &common.large_model,
+                pass_score,
+                &prices(&common)?,
+            )?;
+            (
+                build_table(
+                    rows,
+                    &common.small_model,
+                    &common.large_model,
+                    &scores(&common)?,
+                    &common.out,
+                )?,
+                common.out,
+            )
+        }
+    };
+    write_graded_parquet(&table, &out)?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "imported {} rows: {}",
+        table.num_rows(),
+        out.display()
+    );
+    Ok(Outcome::Passed)
+}

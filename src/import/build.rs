@@ -1,0 +1,214 @@
+//! Imported rows to a graded-results table, with scores.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use arrow::array::{Array, AsArray, BooleanArray, Float64Array, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Float64Type};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::router::{LabelledPrompt, Training, cross_fit};
+use crate::schema::{Format, GradedBatch, GradedTable, Present};
+
+/// One imported prompt and both tiers' outcomes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedRow {
+    pub id: String,
+    pub slice: String,
+    pub prompt: String,
+    pub small_ok: bool,
+    pub large_ok: bool,
+    pub cost_small: f64,
+    pub cost_large: f64,
+}
+
+/// Where the imported table's scores come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScoreSource {
+    /// The built-in router, cross-fitted over the imported prompts.
+    Router { folds: usize },
+    /// A column of another graded-results or plain table, joined by `id`.
+    Join { path: PathBuf, column: String },
+}
+
+/// `id` → score from any CSV, JSON-lines or Parquet file with an `id`
+/// column and the score column.
+fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>> {
+    let missing =
+        |name: &str| anyhow::anyhow!("{}: missing column \"{name}\" (--scores)", path.display());
+    let mut scores = HashMap::new();
+    match Format::detect(path)? {
+        Format::Csv => {
+            let mut reader = csv::Reader::from_path(path)
+                .with_context(|| format!("{}: cannot read (--scores)", path.display()))?;
+            let headers = reader.headers()?.clone();
+            let position = |name: &str| {
+                headers
+                    .iter()
+                    .position(|header| header == name)
+                    .ok_or_else(|| missing(name))
+            };
+            let (id, score) = (position("id")?, position(column)?);
+            for record in reader.records() {
+                let record = record
+                    .with_context(|| format!("{}: malformed CSV (--scores)", path.display()))?;
+                let line = record.position().map_or(0, csv::Position::line);
+                let value: f64 = record[score].trim().parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "{}: line {line}, column \"{column}\": not a number",
+                        path.display()
+                    )
+                })?;
+                scores.insert(record[id].to_owned(), value);
+            }
+        }
+        Format::JsonLines => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read (--scores)", path.display()))?;
+            for (index, line) in text
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+            {
+                let value: serde_json::Value = serde_json::from_str(line)
+                    .with_context(|| format!("{}: line {}: not JSON", path.display(), index + 1))?;
+                let id = match &value["id"] {
+                    serde_json::Value::String(id) => id.clone(),
+                    serde_json::Value::Number(id) => id.to_string(),
+                    _ => return Err(missing("id")).with_context(|| format!("line {}", index + 1)),
+                };
+                let score = value[column].as_f64().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{}: line {}, column \"{column}\": not a number",
+                        path.display(),
+                        index + 1
+                    )
+                })?;
+                scores.insert(id, score);
+            }
+        }
+        Format::Parquet => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("{}: cannot read (--scores)", path.display()))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                .with_context(|| format!("{}: not a readable Parquet file", path.display()))?;
+            let fields = builder.schema().fields().clone();
+            let position = |name: &str| {
+                fields
+                    .iter()
+                    .position(|field| field.name() == name)
+                    .ok_or_else(|| missing(name))
+            };
+            let (id, score) = (position("id")?, position(column)?);
+            let mask = ProjectionMask::roots(builder.parquet_schema(), [id, score]);
+            let (id_position, score_position) = if id < score { (0, 1) } else { (1, 0) };
+            for batch in builder.with_projection(mask).build()? {
+                let batch = batch?;
+                let ids = cast(batch.column(id_position), &DataType::Utf8)?;
+                let values =
+                    cast(batch.column(score_position), &DataType::Float64).with_context(|| {
+                        format!("{}: column \"{column}\" is not numeric", path.display())
+                    })?;
+                let (ids, values) = (ids.as_string::<i32>(), values.as_primitive::<Float64Type>());
+                for index in 0..batch.num_rows() {
+                    if ids.is_valid(index) && values.is_valid(index) {
+                        scores.insert(ids.value(index).to_owned(), values.value(index));
+                    }
+                }
+            }
+        }
+    }
+    Ok(scores)
+}
+
+fn joined_scores(rows: &[ImportedRow], path: &Path, column: &str) -> anyhow::Result<Vec<f64>> {
+    let scores = read_scores(path, column)?;
+    rows.iter()
+        .map(|row| {
+            let score = scores.get(&row.id).copied().with_context(|| {
+                format!(
+                    "{}: no score for id \"{}\" (--scores)",
+                    path.display(),
+                    row.id
+                )
+            })?;
+            if score.is_finite() {
+                Ok(score)
+            } else {
+                bail!(
+                    "{}: the score of id \"{}\" is {score} (--scores)",
+                    path.display(),
+                    row.id
+                )
+            }
+        })
+        .collect()
+}
+
+/// The table, scored, with the prompt carried as `prompt` and the models
+/// recorded as `small_model` and `large_model`.
+pub fn build_table(
+    rows: Vec<ImportedRow>,
+    small_model: &str,
+    large_model: &str,
+    scores: &ScoreSource,
+    out: &Path,
+) -> anyhow::Result<GradedTable> {
+    if rows.is_empty() {
+        bail!("the import found no rows");
+    }
+    let scores: Vec<f64> = match scores {
+        ScoreSource::Router { folds } => {
+            let prompts: Vec<LabelledPrompt> = rows
+                .iter()
+                .map(|row| LabelledPrompt {
+                    id: row.id.clone(),
+                    slice: row.slice.clone(),
+                    prompt: row.prompt.clone(),
+                    small_failed: !row.small_ok,
+                })
+                .collect();
+            cross_fit(&prompts, *folds, &Training::default())
+                .0
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
+        ScoreSource::Join { path, column } => joined_scores(&rows, path, column)?,
+    };
+    let n = rows.len();
+    let text = |value: &str| StringArray::from(vec![value; n]);
+    let batch = GradedBatch {
+        first_row: 0,
+        lines: None,
+        id: StringArray::from_iter_values(rows.iter().map(|row| row.id.as_str())),
+        slice: StringArray::from_iter_values(rows.iter().map(|row| row.slice.as_str())),
+        score: Float64Array::from(scores),
+        small_ok: BooleanArray::from(rows.iter().map(|row| row.small_ok).collect::<Vec<_>>()),
+        large_ok: BooleanArray::from(rows.iter().map(|row| row.large_ok).collect::<Vec<_>>()),
+        cost_small: Float64Array::from_iter_values(rows.iter().map(|row| row.cost_small)),
+        cost_large: Float64Array::from_iter_values(rows.iter().map(|row| row.cost_large)),
+        cost_verifier: Float64Array::from(vec![0.0; n]),
+        cost_router: Float64Array::from(vec![0.0; n]),
+        latencies: Default::default(),
+        models: [Some(text(small_model)), Some(text(large_model)), None],
+        extra: vec![(
+            Arc::new(Field::new("prompt", DataType::Utf8, false)),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|row| row.prompt.as_str()),
+            )),
+        )],
+    };
+    Ok(GradedTable {
+        path: out.to_owned(),
+        batches: vec![batch],
+        present: Present {
+            latencies: [false; 6],
+            models: [true, true, false],
+        },
+    })
+}

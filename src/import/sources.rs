@@ -1,0 +1,273 @@
+//! Readers of the public formats.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::grade::Rubric;
+
+use super::build::ImportedRow;
+use super::prices::Prices;
+
+fn csv_reader(path: &Path) -> anyhow::Result<csv::Reader<std::fs::File>> {
+    csv::Reader::from_path(path).with_context(|| format!("{}: cannot read", path.display()))
+}
+
+fn column(headers: &csv::StringRecord, path: &Path, name: &str) -> anyhow::Result<usize> {
+    headers
+        .iter()
+        .position(|header| header == name)
+        .with_context(|| format!("{}: missing column \"{name}\"", path.display()))
+}
+
+fn flag(path: &Path, line: u64, column: &str, text: &str) -> anyhow::Result<bool> {
+    match text {
+        "True" | "true" => Ok(true),
+        "False" | "false" => Ok(false),
+        other => bail!(
+            "{}: line {line}, column \"{column}\": expected True or False, found {other:?}",
+            path.display()
+        ),
+    }
+}
+
+/// RouteLLM's `mmlu_<subject>.csv` files in `directory`: the subject is the
+/// slice, the two models' correctness columns the outcomes.
+pub fn routellm_mmlu(
+    directory: &Path,
+    small_model: &str,
+    large_model: &str,
+    prices: &Prices,
+) -> anyhow::Result<Vec<ImportedRow>> {
+    let mut files: Vec<_> = std::fs::read_dir(directory)
+        .with_context(|| format!("{}: cannot read (--dir)", directory.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension().is_some_and(|extension| extension == "csv")
+                && path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with("mmlu_"))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!(
+            "{}: no mmlu_<subject>.csv files (--dir)",
+            directory.display()
+        );
+    }
+    let (cost_small, cost_large) = (
+        prices.per_call(small_model, false)?,
+        prices.per_call(large_model, true)?,
+    );
+    let mut rows = Vec::new();
+    for path in files {
+        let subject = path
+            .file_stem()
+            .expect("a file")
+            .to_string_lossy()
+            .trim_start_matches("mmlu_")
+            .to_owned();
+        let mut reader = csv_reader(&path)?;
+        let headers = reader
+            .headers()
+            .with_context(|| format!("{}: cannot read the header", path.display()))?
+            .clone();
+        let (prompt, small, large) = (
+            column(&headers, &path, "prompt")?,
+            column(&headers, &path, small_model)?,
+            column(&headers, &path, large_model)?,
+        );
+        for (index, record) in reader.records().enumerate() {
+            let record = record.with_context(|| format!("{}: malformed CSV", path.display()))?;
+            let line = record.position().map_or(0, csv::Position::line);
+            rows.push(ImportedRow {
+                id: format!("{subject}-{index}"),
+                slice: subject.clone(),
+                prompt: record[prompt].to_owned(),
+                small_ok: flag(&path, line, small_model, &record[small])?,
+                large_ok: flag(&path, line, large_model, &record[large])?,
+                cost_small,
+                cost_large,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// RouteLLM's GSM8K responses, regraded: each model's recorded answer is
+/// graded by `rubric` against the reference answer in GSM8K's `test.jsonl`
+/// (same order); the recorded correctness labels are not used.
+pub fn routellm_gsm8k(
+    responses: &Path,
+    questions: &Path,
+    rubric: &Rubric,
+    small_model: &str,
+    large_model: &str,
+    prices: &Prices,
+) -> anyhow::Result<Vec<ImportedRow>> {
+    let references: Vec<(String, String)> = std::fs::read_to_string(questions)
+        .with_context(|| format!("{}: cannot read (--questions)", questions.display()))?
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            let value: Value = serde_json::from_str(line).with_context(|| {
+                format!("{}: line {}: not JSON", questions.display(), index + 1)
+            })?;
+            let field = |name: &str| -> anyhow::Result<String> {
+                value[name].as_str().map(str::to_owned).with_context(|| {
+                    format!(
+                        "{}: line {}: missing \"{name}\"",
+                        questions.display(),
+                        index + 1
+                    )
+                })
+            };
+            Ok((field("question")?, field("answer")?))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let (cost_small, cost_large) = (
+        prices.per_call(small_model, false)?,
+        prices.per_call(large_model, true)?,
+    );
+    let mut reader = csv_reader(responses)?;
+    let headers = reader
+        .headers()
+        .with_context(|| format!("{}: cannot read the header", responses.display()))?
+        .clone();
+    let small_answer = column(&headers, responses, &format!("{small_model}_response"))?;
+    let large_answer = column(&headers, responses, &format!("{large_model}_response"))?;
+    let mut rows = Vec::new();
+    for (index, record) in reader.records().enumerate() {
+        let record = record.with_context(|| format!("{}: malformed CSV", responses.display()))?;
+        let Some((question, reference)) = references.get(index) else {
+            bail!(
+                "{}: {} rows, but {} has only {} questions",
+                responses.display(),
+                index + 1,
+                questions.display(),
+                references.len()
+            );
+        };
+        rows.push(ImportedRow {
+            id: format!("gsm8k-{index}"),
+            slice: "gsm8k".to_owned(),
+            prompt: question.clone(),
+            small_ok: rubric.grade(&record[small_answer], Some(reference)).pass,
+            large_ok: rubric.grade(&record[large_answer], Some(reference)).pass,
+            cost_small,
+            cost_large,
+        });
+    }
+    if rows.len() != references.len() {
+        bail!(
+            "{}: {} rows for {} questions in {}",
+            responses.display(),
+            rows.len(),
+            references.len(),
+            questions.display()
+        );
+    }
+    Ok(rows)
+}
+
+/// MT-Bench single-answer judgments: a judge score at or above `pass_score`
+/// is acceptable; one row per question and turn, the category as slice.
+pub fn mt_bench(
+    judgments: &Path,
+    questions: &Path,
+    small_model: &str,
+    large_model: &str,
+    pass_score: f64,
+    prices: &Prices,
+) -> anyhow::Result<Vec<ImportedRow>> {
+    let read_lines = |path: &Path, flag: &str| -> anyhow::Result<Vec<Value>> {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read ({flag})", path.display()))?
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(index, line)| {
+                serde_json::from_str(line)
+                    .with_context(|| format!("{}: line {}: not JSON", path.display(), index + 1))
+            })
+            .collect()
+    };
+    let mut categories: BTreeMap<i64, (String, Vec<String>)> = BTreeMap::new();
+    for question in read_lines(questions, "--questions")? {
+        let id = question["question_id"]
+            .as_i64()
+            .with_context(|| format!("{}: a question without question_id", questions.display()))?;
+        let category = question["category"]
+            .as_str()
+            .unwrap_or("uncategorised")
+            .to_owned();
+        let turns = question["turns"]
+            .as_array()
+            .map(|turns| {
+                turns
+                    .iter()
+                    .filter_map(|turn| turn.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        categories.insert(id, (category, turns));
+    }
+    let mut scores: BTreeMap<(i64, i64), (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for judgment in read_lines(judgments, "--judgments")? {
+        let (Some(id), Some(turn), Some(model), Some(score)) = (
+            judgment["question_id"].as_i64(),
+            judgment["turn"].as_i64(),
+            judgment["model"].as_str(),
+            judgment["score"].as_f64(),
+        ) else {
+            bail!(
+                "{}: a judgment without question_id, turn, model or score",
+                judgments.display()
+            );
+        };
+        let entry = scores.entry((id, turn)).or_default();
+        if model == small_model {
+            entry.0 = Some(score);
+        } else if model == large_model {
+            entry.1 = Some(score);
+        }
+    }
+    let (cost_small, cost_large) = (
+        prices.per_call(small_model, false)?,
+        prices.per_call(large_model, true)?,
+    );
+    let mut rows = Vec::new();
+    for ((id, turn), (small, large)) in scores {
+        let (Some(small), Some(large)) = (small, large) else {
+            bail!(
+                "{}: question {id} turn {turn} lacks a judgment of both models",
+                judgments.display()
+            );
+        };
+        let (category, turns) = categories.get(&id).with_context(|| {
+            format!(
+                "{}: question {id} is not in {}",
+                judgments.display(),
+                questions.display()
+            )
+        })?;
+        rows.push(ImportedRow {
+            id: format!("mt-bench-{id}-turn-{turn}"),
+            slice: category.clone(),
+            prompt: turns
+                .get((turn - 1).max(0) as usize)
+                .cloned()
+                .unwrap_or_default(),
+            small_ok: small >= pass_score,
+            large_ok: large >= pass_score,
+            cost_small,
+            cost_large,
+        });
+    }
+    Ok(rows)
+}
