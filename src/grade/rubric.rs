@@ -71,6 +71,15 @@ pub enum CheckSpec {
         #[serde(default)]
         case_sensitive: bool,
     },
+    /// The answer is JSON (a fenced code block is unwrapped) that conforms to
+    /// a JSON Schema, given inline as `schema` or in `schema_file` (relative to
+    /// the rubric file).
+    JsonSchema {
+        #[serde(default)]
+        schema: Option<String>,
+        #[serde(default)]
+        schema_file: Option<PathBuf>,
+    },
     NotContains {
         text: String,
         #[serde(default)]
@@ -141,6 +150,9 @@ enum Check {
     Regex {
         regex: Regex,
     },
+    JsonSchema {
+        validator: std::sync::Arc<jsonschema::Validator>,
+    },
     Contains {
         text: String,
         case_sensitive: bool,
@@ -180,7 +192,19 @@ pub enum RubricError {
     },
 }
 
-fn compile(spec: &CheckSpec, at: &str) -> Result<Check, String> {
+/// The JSON in an answer: the whole text, or the body of its first fenced
+/// code block.
+fn json_of(answer: &str) -> &str {
+    let trimmed = answer.trim();
+    let Some(start) = trimmed.find("```") else {
+        return trimmed;
+    };
+    let body = &trimmed[start + 3..];
+    let body = body.find('\n').map_or(body, |newline| &body[newline + 1..]);
+    body.find("```").map_or(body, |end| &body[..end]).trim()
+}
+
+fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
     let nested = |checks: &[CheckSpec], kind: &str| -> Result<Vec<Check>, String> {
         if checks.is_empty() {
             return Err(format!("{at}.{kind}: needs at least one check"));
@@ -188,7 +212,7 @@ fn compile(spec: &CheckSpec, at: &str) -> Result<Check, String> {
         checks
             .iter()
             .enumerate()
-            .map(|(index, check)| compile(check, &format!("{at}.{kind}.checks[{index}]")))
+            .map(|(index, check)| compile(check, &format!("{at}.{kind}.checks[{index}]"), base))
             .collect()
     };
     Ok(match spec {
@@ -256,6 +280,35 @@ fn compile(spec: &CheckSpec, at: &str) -> Result<Check, String> {
             case_sensitive: *case_sensitive,
             negate: matches!(spec, CheckSpec::NotContains { .. }),
         },
+        CheckSpec::JsonSchema {
+            schema,
+            schema_file,
+        } => {
+            let text = match (schema, schema_file) {
+                (Some(schema), None) => schema.clone(),
+                (None, Some(file)) => {
+                    let path = base.join(file);
+                    std::fs::read_to_string(&path).map_err(|error| {
+                        format!(
+                            "{at}.json_schema.schema_file: cannot read {}: {error}",
+                            path.display()
+                        )
+                    })?
+                }
+                _ => {
+                    return Err(format!(
+                        "{at}.json_schema: give schema or schema_file, not both or neither"
+                    ));
+                }
+            };
+            let schema: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|error| format!("{at}.json_schema: the schema is not JSON: {error}"))?;
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|error| format!("{at}.json_schema: not a valid JSON Schema: {error}"))?;
+            Check::JsonSchema {
+                validator: std::sync::Arc::new(validator),
+            }
+        }
         CheckSpec::All { checks } => Check::All(nested(checks, "all")?),
         CheckSpec::Any { checks } => Check::Any(nested(checks, "any")?),
         CheckSpec::Weighted { checks, threshold } => {
@@ -279,6 +332,7 @@ fn compile(spec: &CheckSpec, at: &str) -> Result<Check, String> {
                     compile(
                         &weighted.check,
                         &format!("{at}.weighted.checks[{index}].check"),
+                        base,
                     )?,
                 ));
             }
@@ -381,6 +435,21 @@ impl Check {
                     format!("regex: {}", if pass { "matches" } else { "does not match" }),
                 )
             }
+            Check::JsonSchema { validator } => {
+                match serde_json::from_str::<serde_json::Value>(json_of(answer)) {
+                    Err(error) => Verdict::of(
+                        false,
+                        format!("json_schema: the answer is not JSON: {error}"),
+                    ),
+                    Ok(value) => match validator.validate(&value) {
+                        Ok(()) => Verdict::of(true, "json_schema: conforms".into()),
+                        Err(error) => Verdict::of(
+                            false,
+                            format!("json_schema: at \"{}\": {error}", error.instance_path()),
+                        ),
+                    },
+                }
+            }
             Check::Contains {
                 text,
                 case_sensitive,
@@ -461,7 +530,8 @@ impl Rubric {
         if file.name.trim().is_empty() {
             return Err(invalid("name is empty".to_owned()));
         }
-        let check = compile(&file.check, "check").map_err(invalid)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let check = compile(&file.check, "check", base).map_err(invalid)?;
         Ok(Rubric {
             name: file.name,
             description: file.description,
@@ -581,6 +651,40 @@ mod tests {
             !rubric("name = \"c\"\n[check.not_contains]\ntext = \"guarantee\"\n")
                 .grade("We GUARANTEE it", None)
                 .pass
+        );
+    }
+
+    #[test]
+    fn json_schema_checks_structure() {
+        let rubric = rubric(
+            "name = \"j\"\n[check.json_schema]\nschema = '{\"type\": \"object\", \"required\": [\"refund\"], \"properties\": {\"refund\": {\"type\": \"number\"}}}'\n",
+        );
+        assert!(rubric.grade("{\"refund\": 12.5}", None).pass);
+        assert!(
+            rubric
+                .grade(
+                    "Here you go:\n```json\n{\"refund\": 3}\n```\nAnything else?",
+                    None
+                )
+                .pass
+        );
+        let wrong_type = rubric.grade("{\"refund\": \"twelve\"}", None);
+        assert!(!wrong_type.pass);
+        assert!(
+            wrong_type
+                .detail
+                .starts_with("j: json_schema: at \"/refund\":"),
+            "{}",
+            wrong_type.detail
+        );
+        let not_json = rubric.grade("refund: 12", None);
+        assert!(!not_json.pass && not_json.detail.contains("the answer is not JSON"));
+        assert!(
+            error("name = \"x\"\n[check.json_schema]\nschema = '{\"type\": 12}'\n")
+                .contains("not a valid JSON Schema")
+        );
+        assert!(
+            error("name = \"x\"\n[check.json_schema]\n").contains("give schema or schema_file")
         );
     }
 
