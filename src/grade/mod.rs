@@ -1,8 +1,7 @@
 //! Grading: whether each answer was acceptable, by rubrics a reviewer can
 //! read (`rubrics/*.toml`). This part of the `grade` stage is the rubric
-//! engine: exact, multiple-choice, numeric, regex, containment and JSON Schema checks
-//! and
-//! their `all`/`any`/`weighted` compositions.
+//! engine: exact, multiple-choice, numeric, regex, containment and JSON
+//! Schema checks and their `all`/`any`/`weighted` compositions.
 
 mod extract;
 mod rubric;
