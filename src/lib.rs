@@ -24,6 +24,7 @@ pub mod atomic;
 pub mod calibrate;
 pub mod cli;
 pub mod clock;
+pub mod dataset;
 pub mod drift;
 pub mod evaluate;
 pub mod exit_codes;

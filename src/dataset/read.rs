@@ -1,0 +1,396 @@
+//! Reading and checking a dataset.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::schema::{Format, RowLocation};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+/// One labelled prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetRow {
+    pub id: String,
+    pub slice: String,
+    /// The conversation to send; a `prompt` is one user message.
+    pub messages: Vec<Message>,
+    pub reference: Option<String>,
+    pub rubric: String,
+    /// Every other field, kept for reports and the simulated endpoint.
+    pub metadata: Map<String, Value>,
+    pub location: RowLocation,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("{}: cannot read: {message}", path.display())]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
+    Invalid {
+        path: PathBuf,
+        location: RowLocation,
+        field: String,
+        problem: String,
+    },
+    #[error("{}: {location}: {problem}", path.display())]
+    Malformed {
+        path: PathBuf,
+        location: RowLocation,
+        problem: String,
+    },
+    #[error("{}: the dataset has no rows", path.display())]
+    Empty { path: PathBuf },
+}
+
+/// Reads every row of `path` and checks it; `rubrics` are the names a row
+/// may give in `rubric`.
+pub fn read_dataset(
+    path: &Path,
+    rubrics: &BTreeSet<String>,
+) -> Result<Vec<DatasetRow>, DatasetError> {
+    let unreadable = |message: String| DatasetError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    let objects: Vec<(RowLocation, Map<String, Value>)> = match format {
+        Format::JsonLines => json_lines(path)?,
+        Format::Csv => csv_rows(path)?,
+        Format::Parquet => parquet_rows(path)?,
+    };
+    if objects.is_empty() {
+        return Err(DatasetError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    let mut seen: HashMap<String, RowLocation> = HashMap::new();
+    let mut rows = Vec::with_capacity(objects.len());
+    for (location, object) in objects {
+        let row = check_row(path, location, object, rubrics)?;
+        if let Some(first) = seen.insert(row.id.clone(), location) {
+            return Err(DatasetError::Invalid {
+                path: path.to_owned(),
+                location,
+                field: "id".to_owned(),
+                problem: format!("duplicate id {:?}, first at {first}", row.id),
+            });
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn check_row(
+    path: &Path,
+    location: RowLocation,
+    mut object: Map<String, Value>,
+    rubrics: &BTreeSet<String>,
+) -> Result<DatasetRow, DatasetError> {
+    let invalid = |field: &str, problem: String| DatasetError::Invalid {
+        path: path.to_owned(),
+        location,
+        field: field.to_owned(),
+        problem,
+    };
+    let mut text = |field: &str, required: bool| -> Result<Option<String>, DatasetError> {
+        match object.remove(field) {
+            None | Some(Value::Null) if required => Err(invalid(field, "missing".to_owned())),
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if required && text.trim().is_empty() => {
+                Err(invalid(field, "empty".to_owned()))
+            }
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(Value::Number(number)) if field == "id" || field == "reference" => {
+                Ok(Some(number.to_string()))
+            }
+            Some(other) => Err(invalid(field, format!("expected a string, found {other}"))),
+        }
+    };
+    let id = text("id", true)?.expect("required");
+    let slice = text("slice", true)?.expect("required");
+    let rubric = text("rubric", true)?.expect("required");
+    let reference = text("reference", false)?;
+    let prompt = text("prompt", false)?;
+    let messages = match (prompt, object.remove("messages")) {
+        (Some(_), Some(value)) if !value.is_null() => {
+            return Err(invalid(
+                "messages",
+                "give prompt or messages, not both".to_owned(),
+            ));
+        }
+        (Some(prompt), _) if prompt.trim().is_empty() => {
+            return Err(invalid("prompt", "empty".to_owned()));
+        }
+        (Some(prompt), _) => vec![Message {
+            role: Role::User,
+            content: prompt,
+        }],
+        (None, None | Some(Value::Null)) => {
+            return Err(invalid(
+                "prompt",
+                "missing: give prompt or messages".to_owned(),
+            ));
+        }
+        (None, Some(value)) => {
+            // CSV and Parquet carry messages as JSON text.
+            let value = match value {
+                Value::String(text) => serde_json::from_str(&text)
+                    .map_err(|error| invalid("messages", format!("not JSON: {error}")))?,
+                other => other,
+            };
+            let messages: Vec<Message> = serde_json::from_value(value).map_err(|error| {
+                invalid(
+                    "messages",
+                    format!("expected [{{\"role\", \"content\"}}]: {error}"),
+                )
+            })?;
+            match messages.last() {
+                None => return Err(invalid("messages", "empty".to_owned())),
+                Some(last) if last.role != Role::User => {
+                    return Err(invalid(
+                        "messages",
+                        "the last message must be the user's".to_owned(),
+                    ));
+                }
+                Some(_) => messages,
+            }
+        }
+    };
+    if !rubrics.contains(&rubric) {
+        let known: Vec<&str> = rubrics.iter().map(String::as_str).collect();
+        return Err(invalid(
+            "rubric",
+            format!("unknown rubric {rubric:?}; known: {}", known.join(", ")),
+        ));
+    }
+    Ok(DatasetRow {
+        id,
+        slice,
+        messages,
+        reference,
+        rubric,
+        metadata: object,
+        location,
+    })
+}
+
+fn json_lines(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+    let text = std::fs::read_to_string(path).map_err(|error| DatasetError::Unreadable {
+        path: path.to_owned(),
+        message: error.to_string(),
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            let location = RowLocation::Line(index as u64 + 1);
+            serde_json::from_str(line)
+                .map(|object| (location, object))
+                .map_err(|error| DatasetError::Malformed {
+                    path: path.to_owned(),
+                    location,
+                    problem: format!("not a JSON object: {error}"),
+                })
+        })
+        .collect()
+}
+
+fn csv_rows(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+    let unreadable = |message: String| DatasetError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(|error| unreadable(error.to_string()))?;
+    let headers = reader
+        .headers()
+        .map_err(|error| unreadable(error.to_string()))?
+        .clone();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|error| DatasetError::Malformed {
+            path: path.to_owned(),
+            location: RowLocation::Line(error.position().map_or(0, csv::Position::line)),
+            problem: error.to_string(),
+        })?;
+        let location = RowLocation::Line(record.position().map_or(0, csv::Position::line));
+        let object = headers
+            .iter()
+            .zip(record.iter())
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(header, value)| (header.to_owned(), Value::String(value.to_owned())))
+            .collect();
+        rows.push((location, object));
+    }
+    Ok(rows)
+}
+
+fn parquet_rows(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+    let unreadable = |message: String| DatasetError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|builder| builder.build())
+        .map_err(|error| unreadable(error.to_string()))?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+        let schema = batch.schema();
+        let columns: Vec<_> = batch
+            .columns()
+            .iter()
+            .map(|column| {
+                cast(column, &DataType::Utf8).map_err(|error| unreadable(error.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        for index in 0..batch.num_rows() {
+            let location = RowLocation::Row(rows.len() as u64 + 1);
+            let object = schema
+                .fields()
+                .iter()
+                .zip(&columns)
+                .filter(|(_, column)| column.is_valid(index))
+                .map(|(field, column)| {
+                    (
+                        field.name().clone(),
+                        Value::String(column.as_string::<i32>().value(index).to_owned()),
+                    )
+                })
+                .collect();
+            rows.push((location, object));
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rubrics() -> BTreeSet<String> {
+        ["exact", "refund"].into_iter().map(str::to_owned).collect()
+    }
+
+    fn read(name: &str, text: &str) -> Result<Vec<DatasetRow>, DatasetError> {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        read_dataset(&path, &rubrics()).map_err(|error| {
+            // Name the file without the temporary directory.
+            let message = error
+                .to_string()
+                .replace(&directory.path().display().to_string(), "");
+            DatasetError::Unreadable {
+                path: PathBuf::new(),
+                message,
+            }
+        })
+    }
+
+    fn error(name: &str, text: &str) -> String {
+        match read(name, text).unwrap_err() {
+            DatasetError::Unreadable { message, .. } => message,
+            other => other.to_string(),
+        }
+    }
+
+    #[test]
+    fn prompts_messages_and_metadata() {
+        let rows = read(
+            "d.jsonl",
+            concat!(
+                r#"{"id": "a", "slice": "billing", "prompt": "Where is my refund?", "reference": "3-5 days", "rubric": "refund", "difficulty": 0.3}"#,
+                "\n\n",
+                r#"{"id": 7, "slice": "billing", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "rubric": "exact"}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0].messages,
+            [Message {
+                role: Role::User,
+                content: "Where is my refund?".into()
+            }]
+        );
+        assert_eq!(rows[0].metadata["difficulty"], 0.3);
+        assert_eq!(rows[1].id, "7");
+        assert_eq!(rows[1].messages[0].role, Role::System);
+        assert_eq!(rows[1].location, RowLocation::Line(3));
+        assert_eq!(rows[1].reference, None);
+
+        let csv = read(
+            "d.csv",
+            "id,slice,prompt,reference,rubric,difficulty\nq1,tech,\"Reset my password, please\",link,exact,0.2\n",
+        )
+        .unwrap();
+        assert_eq!(csv[0].messages[0].content, "Reset my password, please");
+        assert_eq!(csv[0].metadata["difficulty"], "0.2");
+    }
+
+    #[test]
+    fn invalid_rows_name_the_file_line_and_field() {
+        let cases = [
+            (
+                r#"{"slice": "s", "prompt": "p", "rubric": "exact"}"#,
+                "/d.jsonl: line 1, field \"id\": missing",
+            ),
+            (
+                r#"{"id": "a", "slice": "s", "rubric": "exact"}"#,
+                "/d.jsonl: line 1, field \"prompt\": missing: give prompt or messages",
+            ),
+            (
+                r#"{"id": "a", "slice": "s", "prompt": "p", "messages": [], "rubric": "exact"}"#,
+                "/d.jsonl: line 1, field \"messages\": give prompt or messages, not both",
+            ),
+            (
+                r#"{"id": "a", "slice": "s", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], "rubric": "exact"}"#,
+                "/d.jsonl: line 1, field \"messages\": the last message must be the user's",
+            ),
+            (
+                r#"{"id": "a", "slice": "s", "prompt": "p", "rubric": "sentiment"}"#,
+                "/d.jsonl: line 1, field \"rubric\": unknown rubric \"sentiment\"; known: exact, refund",
+            ),
+            (
+                r#"{"id": "a", "slice": "", "prompt": "p", "rubric": "exact"}"#,
+                "/d.jsonl: line 1, field \"slice\": empty",
+            ),
+            ("{not json", "/d.jsonl: line 1: not a JSON object"),
+        ];
+        for (line, expected) in cases {
+            let message = error("d.jsonl", &format!("{line}\n"));
+            assert!(message.starts_with(expected), "{message}");
+        }
+        let duplicate = error(
+            "d.jsonl",
+            "{\"id\": \"a\", \"slice\": \"s\", \"prompt\": \"p\", \"rubric\": \"exact\"}\n{\"id\": \"a\", \"slice\": \"s\", \"prompt\": \"q\", \"rubric\": \"exact\"}\n",
+        );
+        assert!(
+            duplicate.ends_with("line 2, field \"id\": duplicate id \"a\", first at line 1"),
+            "{duplicate}"
+        );
+        assert!(error("d.jsonl", "\n").ends_with("the dataset has no rows"));
+    }
+}

@@ -1,0 +1,39 @@
+//! The demo data set in `datasets/demo/`: every row reads, names a shipped
+//! rubric, and its reference is an answer that rubric accepts, so a model
+//! that answers with the reference is graded right.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use routeval::dataset::read_dataset;
+use routeval::grade::load_rubrics;
+
+#[test]
+fn every_reference_passes_its_own_rubric() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rubrics = load_rubrics(&root.join("rubrics")).unwrap();
+    let names: BTreeSet<String> = rubrics.keys().cloned().collect();
+    let rows = read_dataset(&root.join("datasets/demo/prompts.jsonl"), &names).unwrap();
+    assert_eq!(rows.len(), 300);
+    let mut per_slice: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in &rows {
+        *per_slice.entry(row.slice.as_str()).or_default() += 1;
+        let reference = row
+            .reference
+            .as_deref()
+            .expect("every demo prompt has a reference");
+        let verdict = rubrics[&row.rubric].grade(reference, Some(reference));
+        assert!(verdict.pass, "{}: {}", row.id, verdict.detail);
+        let difficulty = row.metadata["difficulty"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&difficulty));
+    }
+    assert_eq!(per_slice.len(), 5, "{per_slice:?}");
+    // A wrong answer fails: the reference of another row of a different
+    // rubric is not accepted.
+    let billing = rows.iter().find(|row| row.slice == "billing").unwrap();
+    assert!(
+        !rubrics[&billing.rubric]
+            .grade("I am not sure, maybe a week?", billing.reference.as_deref())
+            .pass
+    );
+}
