@@ -62,6 +62,9 @@ pub enum DatasetError {
     Empty { path: PathBuf },
 }
 
+/// A row before checking: where it is, and its fields.
+type RawRow = (RowLocation, Map<String, Value>);
+
 /// Reads every row of `path` and checks it; `rubrics` are the names a row
 /// may give in `rubric`.
 pub fn read_dataset(
@@ -73,7 +76,7 @@ pub fn read_dataset(
         message,
     };
     let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
-    let objects: Vec<(RowLocation, Map<String, Value>)> = match format {
+    let objects: Vec<RawRow> = match format {
         Format::JsonLines => json_lines(path)?,
         Format::Csv => csv_rows(path)?,
         Format::Parquet => parquet_rows(path)?,
@@ -194,7 +197,7 @@ fn check_row(
     })
 }
 
-fn json_lines(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+fn json_lines(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
     let text = std::fs::read_to_string(path).map_err(|error| DatasetError::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
@@ -215,7 +218,7 @@ fn json_lines(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, Dat
         .collect()
 }
 
-fn csv_rows(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+fn csv_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
         path: path.to_owned(),
         message,
@@ -244,14 +247,14 @@ fn csv_rows(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, Datas
     Ok(rows)
 }
 
-fn parquet_rows(path: &Path) -> Result<Vec<(RowLocation, Map<String, Value>)>, DatasetError> {
+fn parquet_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
         path: path.to_owned(),
         message,
     };
     let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|builder| builder.build())
+        .and_then(ParquetRecordBatchReaderBuilder::build)
         .map_err(|error| unreadable(error.to_string()))?;
     let mut rows = Vec::new();
     for batch in reader {
