@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use routeval::import::{Prices, routellm_mmlu};
 use routeval::router::{LabelledPrompt, Router, Training, cross_fit, featurise};
 
 fn main() {
@@ -14,31 +15,25 @@ fn main() {
         println!("skipped: set ROUTEVAL_DATA to the shared data directory");
         return;
     };
-    let directory = PathBuf::from(data).join("routellm").join("mmlu");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "csv"))
+    let rows = routellm_mmlu(
+        &PathBuf::from(data).join("routellm").join("mmlu"),
+        "mistralai/Mixtral-8x7B-Instruct-v0.1",
+        "gpt-4-1106-preview",
+        &Prices::Flat {
+            small: 0.0,
+            large: 0.0,
+        },
+    )
+    .unwrap();
+    let prompts: Vec<LabelledPrompt> = rows
+        .into_iter()
+        .map(|row| LabelledPrompt {
+            id: row.id,
+            slice: row.slice,
+            prompt: row.prompt,
+            small_failed: !row.small_ok,
+        })
         .collect();
-    files.sort();
-    let mut prompts = Vec::new();
-    for file in &files {
-        let subject = file
-            .file_stem()
-            .unwrap()
-            .to_string_lossy()
-            .trim_start_matches("mmlu_")
-            .to_owned();
-        for (index, record) in csv::Reader::from_path(file).unwrap().records().enumerate() {
-            let record = record.unwrap();
-            prompts.push(LabelledPrompt {
-                id: format!("{subject}-{index}"),
-                slice: subject.clone(),
-                prompt: record[0].to_owned(),
-                small_failed: &record[1] != "True",
-            });
-        }
-    }
     let start = Instant::now();
     let features: Vec<_> = prompts
         .iter()

@@ -184,41 +184,35 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
 #[test]
 fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
+    use routeval::import::{Prices, routellm_mmlu};
     use routeval::router::{LabelledPrompt, Training, cross_fit};
 
     let Some(data) = data_dir("the_built_in_router_reaches_its_apgr_on_mmlu") else {
         return;
     };
-    let directory = data.join("routellm").join("mmlu");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "csv"))
+    let rows = routellm_mmlu(
+        &data.join("routellm").join("mmlu"),
+        "mistralai/Mixtral-8x7B-Instruct-v0.1",
+        "gpt-4-1106-preview",
+        &Prices::Flat {
+            small: 0.0,
+            large: 0.0,
+        },
+    )
+    .unwrap();
+    let slices: std::collections::BTreeSet<&str> =
+        rows.iter().map(|row| row.slice.as_str()).collect();
+    let prompts: Vec<LabelledPrompt> = rows
+        .iter()
+        .map(|row| LabelledPrompt {
+            id: row.id.clone(),
+            slice: row.slice.clone(),
+            prompt: row.prompt.clone(),
+            small_failed: !row.small_ok,
+        })
         .collect();
-    files.sort();
-    let mut prompts = Vec::new();
-    let mut large_ok = Vec::new();
-    for file in &files {
-        let subject = file
-            .file_stem()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .trim_start_matches("mmlu_")
-            .to_owned();
-        let mut reader = csv::Reader::from_path(file).unwrap();
-        for (index, record) in reader.records().enumerate() {
-            let record = record.unwrap();
-            prompts.push(LabelledPrompt {
-                id: format!("{subject}-{index}"),
-                slice: subject.clone(),
-                prompt: record[0].to_owned(),
-                small_failed: &record[1] != "True",
-            });
-            large_ok.push(&record[2] == "True");
-        }
-    }
-    assert_eq!((files.len(), prompts.len()), (57, 14_042));
+    let large_ok: Vec<bool> = rows.iter().map(|row| row.large_ok).collect();
+    assert_eq!((slices.len(), prompts.len()), (57, 14_042));
     let (scores, _) = cross_fit(&prompts, 5, &Training::default());
     let outcomes: Vec<ScoredOutcome> = prompts
         .iter()

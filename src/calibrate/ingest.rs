@@ -31,6 +31,21 @@ pub struct GradedRow {
     pub cost_router: f64,
 }
 
+impl GradedRow {
+    /// Row `index` of a validated batch.
+    pub fn from_batch(batch: &GradedBatch, index: usize) -> GradedRow {
+        GradedRow {
+            score: batch.score.value(index),
+            small_ok: batch.small_ok.value(index),
+            large_ok: batch.large_ok.value(index),
+            cost_small: batch.cost_small.value(index),
+            cost_large: batch.cost_large.value(index),
+            cost_verifier: batch.cost_verifier.value(index),
+            cost_router: batch.cost_router.value(index),
+        }
+    }
+}
+
 /// What escalating one row changes, relative to escalating nothing.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observation {
@@ -165,15 +180,7 @@ impl Ingest {
                 _ => self.slice_index(name),
             };
             last = Some((index, slice));
-            let row = GradedRow {
-                score: batch.score.value(index),
-                small_ok: batch.small_ok.value(index),
-                large_ok: batch.large_ok.value(index),
-                cost_small: batch.cost_small.value(index),
-                cost_large: batch.cost_large.value(index),
-                cost_verifier: batch.cost_verifier.value(index),
-                cost_router: batch.cost_router.value(index),
-            };
+            let row = GradedRow::from_batch(batch, index);
             let held_out = self
                 .holdout
                 .is_some_and(|holdout| holdout.holds_out(batch.id.value(index)));

@@ -6,8 +6,14 @@ use anyhow::{Context, bail};
 
 use crate::exit_codes::Outcome;
 use crate::grade::Rubric;
-use crate::import::{Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu};
-use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
+use std::path::PathBuf;
+
+use crate::import::{
+    ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,
+};
+use crate::schema::{
+    Column, ColumnNames, GradedTable, ReadOptions, read_graded, write_graded_parquet,
+};
 
 use super::args::{ImportArgs, ImportCommand};
 
@@ -62,6 +68,18 @@ fn parse_map(map: &str) -> anyhow::Result<ColumnNames> {
     Ok(names)
 }
 
+/// The imported rows as a scored table, and where it goes.
+fn scored(rows: Vec<ImportedRow>, common: ImportArgs) -> anyhow::Result<(GradedTable, PathBuf)> {
+    let table = build_table(
+        rows,
+        &common.small_model,
+        &common.large_model,
+        &scores(&common)?,
+        &common.out,
+    )?;
+    Ok((table, common.out))
+}
+
 pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
     let (table, out) = match command {
         ImportCommand::Generic { input, map, out } => {
@@ -79,16 +97,7 @@ pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
                 &common.large_model,
                 &prices(&common)?,
             )?;
-            (
-                build_table(
-                    rows,
-                    &common.small_model,
-                    &common.large_model,
-                    &scores(&common)?,
-                    &common.out,
-                )?,
-                common.out,
-            )
+            scored(rows, common)?
         }
         ImportCommand::RoutellmGsm8k {
             responses,
@@ -105,16 +114,7 @@ pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
                 &common.large_model,
                 &prices(&common)?,
             )?;
-            (
-                build_table(
-                    rows,
-                    &common.small_model,
-                    &common.large_model,
-                    &scores(&common)?,
-                    &common.out,
-                )?,
-                common.out,
-            )
+            scored(rows, common)?
         }
         ImportCommand::MtBench {
             judgments,
@@ -130,16 +130,7 @@ pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
                 pass_score,
                 &prices(&common)?,
             )?;
-            (
-                build_table(
-                    rows,
-                    &common.small_model,
-                    &common.large_model,
-                    &scores(&common)?,
-                    &common.out,
-                )?,
-                common.out,
-            )
+            scored(rows, common)?
         }
     };
     write_graded_parquet(&table, &out)?;

@@ -20,15 +20,7 @@ pub fn slice_curves(table: &GradedTable) -> Vec<SliceCurves> {
         BTreeMap::new();
     for batch in &table.batches {
         for index in 0..batch.num_rows() {
-            let row = GradedRow {
-                score: batch.score.value(index),
-                small_ok: batch.small_ok.value(index),
-                large_ok: batch.large_ok.value(index),
-                cost_small: batch.cost_small.value(index),
-                cost_large: batch.cost_large.value(index),
-                cost_verifier: batch.cost_verifier.value(index),
-                cost_router: batch.cost_router.value(index),
-            };
+            let row = GradedRow::from_batch(batch, index);
             let (predictive, cascade) = observations
                 .entry(batch.slice.value(index).to_owned())
                 .or_default();

@@ -158,22 +158,15 @@ impl RouteTable {
                 ));
             }
         }
-        let known = |name: &str, role: &str| -> Result<(), String> {
-            if names.contains(&name) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{role} names route \"{name}\", which is not defined"
-                ))
-            }
-        };
-        let tiered = |name: &str, role: &str, tier: Tier| -> Result<(), String> {
-            known(name, role)?;
-            let route = self
-                .routes
+        let defined = |name: &str, role: &str| -> Result<&Route, String> {
+            self.routes
                 .iter()
                 .find(|route| route.name == name)
-                .expect("known");
+                .ok_or_else(|| format!("{role} names route \"{name}\", which is not defined"))
+        };
+        let known = |name: &str, role: &str| defined(name, role).map(|_| ());
+        let tiered = |name: &str, role: &str, tier: Tier| -> Result<(), String> {
+            let route = defined(name, role)?;
             if route.tier == tier {
                 Ok(())
             } else {
@@ -186,12 +179,7 @@ impl RouteTable {
         };
         // A verifier scores answers; it does not give them.
         let answering = |name: &str, role: &str| -> Result<(), String> {
-            known(name, role)?;
-            let route = self
-                .routes
-                .iter()
-                .find(|route| route.name == name)
-                .expect("known");
+            let route = defined(name, role)?;
             if route.tier == Tier::Verifier {
                 Err(format!(
                     "{role} route \"{name}\" is a verifier and cannot answer requests"
