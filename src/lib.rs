@@ -16,6 +16,7 @@
 //!
 //! - [`drift`]: fresh graded traffic against a deployed config's thresholds.
 //! - [`report`]: the HTML and Markdown a reviewer reads.
+//! - [`sim`]: the embedded OpenAI-compatible simulated endpoint.
 //! - [`simulate`]: graded results from a documented generative model.
 //!
 //! [`cli`] is the only module that knows about command-line parsing.
@@ -35,6 +36,7 @@ pub mod report;
 pub mod router;
 pub mod routes;
 pub mod schema;
+pub mod sim;
 pub mod simulate;
 pub mod stats;
 mod toml_message;

@@ -18,4 +18,5 @@ mod report_cli;
 mod router_cli;
 mod schema_docs;
 mod signing;
+mod sim_cli;
 mod simulate_cli;

@@ -37,6 +37,9 @@ pub enum Command {
     /// How well the results' scores separate the prompts that need the large
     /// tier (APGR, CPT), against a random router and the oracle.
     Evaluate(EvaluateArgs),
+    /// Serve an OpenAI-compatible simulated endpoint that answers a dataset's
+    /// prompts, for demos and tests without keys or network.
+    ServeSim(ServeSimArgs),
     /// Generate graded results from a documented generative model, and
     /// compare ways to serve them.
     Simulate(SimulateArgs),
@@ -554,4 +557,35 @@ pub struct ImportArgs {
     /// Folds for the built-in router's cross-fitted scores.
     #[arg(long, value_name = "K", default_value_t = 5)]
     pub folds: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeSimArgs {
+    /// The labelled prompts it knows the answers to.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+
+    /// The rubrics the dataset names.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8089")]
+    pub listen: std::net::SocketAddr,
+
+    /// Seed of right and wrong answers and of faults.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Time to first token, ms.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub ttft_ms: u64,
+
+    /// Generation speed after the first token; 0 answers at once.
+    #[arg(long, value_name = "RATE", default_value_t = 0.0)]
+    pub tokens_per_second: f64,
+
+    /// A fault profile (TOML): rates of 429s, 5xx, resets, slow or stalled or cut streams.
+    #[arg(long, value_name = "FILE")]
+    pub faults: Option<PathBuf>,
 }

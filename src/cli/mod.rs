@@ -10,6 +10,7 @@ mod gate;
 mod import;
 mod report;
 mod router;
+mod serve_sim;
 mod simulate;
 
 use std::io::Write;
@@ -19,7 +20,7 @@ use clap::Parser;
 
 pub use args::{
     CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, ImportArgs, ImportCommand,
-    KeygenArgs, PolicyArg, ReportArgs, RouterCommand, SimulateArgs, VerifyArgs,
+    KeygenArgs, PolicyArg, ReportArgs, RouterCommand, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -61,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report(args) => report::run(args),
         Command::Router(command) => router::run(command),
         Command::Import(command) => import::run(command),
+        Command::ServeSim(args) => serve_sim::run(args),
         Command::Evaluate(args) => evaluate::run(args),
     }
 }

@@ -1,0 +1,50 @@
+//! `routeval serve-sim`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use anyhow::bail;
+
+use crate::dataset::read_dataset;
+use crate::exit_codes::Outcome;
+use crate::grade::load_rubrics;
+use crate::sim::{FaultProfile, SimSettings, spawn};
+
+use super::args::ServeSimArgs;
+
+pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
+    if !(args.tokens_per_second.is_finite() && args.tokens_per_second >= 0.0) {
+        bail!(
+            "--tokens-per-second must be a non-negative number, got {}",
+            args.tokens_per_second
+        );
+    }
+    let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
+    let rows = read_dataset(&args.dataset, &rubrics)?;
+    let settings = SimSettings {
+        seed: args.seed,
+        ttft_ms: args.ttft_ms,
+        tokens_per_second: args.tokens_per_second,
+        faults: match &args.faults {
+            Some(path) => FaultProfile::load(path)?,
+            None => FaultProfile::default(),
+        },
+        ..SimSettings::default()
+    };
+    let models: Vec<String> = settings
+        .models
+        .iter()
+        .map(|model| model.name.clone())
+        .collect();
+    let running = spawn(settings, &rows, args.listen)?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "serving {} prompts on http://{}/v1 (models: {})",
+        rows.len(),
+        running.address,
+        models.join(", ")
+    );
+    let _ = std::io::stdout().flush();
+    running.wait();
+    Ok(Outcome::Passed)
+}

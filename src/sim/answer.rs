@@ -1,0 +1,200 @@
+//! What a simulated model answers.
+
+use std::collections::HashMap;
+
+use crate::dataset::{DatasetRow, Role};
+
+/// A simulated model: its name, the version it reports, and its skill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimModel {
+    pub name: String,
+    pub version: String,
+    pub skill: f64,
+}
+
+impl SimModel {
+    pub fn defaults() -> Vec<SimModel> {
+        let model = |name: &str, skill| SimModel {
+            name: name.to_owned(),
+            version: format!("{name}-2026-11-01"),
+            skill,
+        };
+        vec![
+            model("sim-small", 0.55),
+            model("sim-large", 0.92),
+            model("sim-verifier", 0.8),
+        ]
+    }
+}
+
+/// The dataset's prompts, found by their last user message.
+#[derive(Debug, Default)]
+pub struct Knowledge {
+    by_prompt: HashMap<String, (String, Option<String>, f64)>,
+}
+
+impl Knowledge {
+    pub fn new(rows: &[DatasetRow]) -> Knowledge {
+        let by_prompt = rows
+            .iter()
+            .filter_map(|row| {
+                let last = row
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|message| message.role == Role::User)?;
+                let difficulty = row.metadata.get("difficulty").and_then(|value| {
+                    value
+                        .as_f64()
+                        .or_else(|| value.as_str().and_then(|text| text.parse().ok()))
+                });
+                Some((
+                    last.content.clone(),
+                    (
+                        row.id.clone(),
+                        row.reference.clone(),
+                        difficulty.unwrap_or(0.5),
+                    ),
+                ))
+            })
+            .collect();
+        Knowledge { by_prompt }
+    }
+}
+
+fn unit(parts: &[&[u8]]) -> f64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for part in parts {
+        for &byte in *part {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+    }
+    // SplitMix64's finaliser spreads FNV's low-entropy high bits.
+    let mut z = hash;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A wrong answer shaped like the reference, so its rubric fails it.
+fn wrong(reference: &str) -> String {
+    let trimmed = reference.trim();
+    if let Ok(number) = trimmed.parse::<f64>() {
+        return format!("{}", number + 1.0);
+    }
+    if trimmed.len() == 1 && trimmed.chars().all(|c| c.is_ascii_uppercase()) {
+        let letter = trimmed.as_bytes()[0];
+        return char::from(b'A' + (letter - b'A' + 1) % 4).to_string();
+    }
+    match trimmed.to_ascii_lowercase().as_str() {
+        "yes" => return "no".to_owned(),
+        "no" => return "yes".to_owned(),
+        _ => {}
+    }
+    if let Ok(serde_json::Value::Object(mut object)) =
+        serde_json::from_str::<serde_json::Value>(trimmed)
+        && let Some(status) = object.get_mut("status")
+    {
+        *status = serde_json::Value::String("unknown".to_owned());
+        return serde_json::Value::Object(object).to_string();
+    }
+    "I am not sure how to help with that.".to_owned()
+}
+
+/// The answer `model` gives to `prompt` for request seed `seed`, whether it
+/// is right, and the dataset id of the prompt, if known.
+pub fn answer_for(
+    knowledge: &Knowledge,
+    model: &SimModel,
+    prompt: &str,
+    seed: u64,
+    steepness: f64,
+) -> (String, bool, Option<String>) {
+    let Some((id, reference, difficulty)) = knowledge.by_prompt.get(prompt) else {
+        return ("I do not know.".to_owned(), false, None);
+    };
+    let Some(reference) = reference else {
+        return ("Here is my answer.".to_owned(), true, Some(id.clone()));
+    };
+    let chance = 1.0 / (1.0 + (-(model.skill - difficulty) / steepness).exp());
+    let right = unit(&[model.name.as_bytes(), id.as_bytes(), &seed.to_le_bytes()]) < chance;
+    let text = if right {
+        reference.clone()
+    } else {
+        wrong(reference)
+    };
+    (text, right, Some(id.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrong_answers_keep_the_reference_shape() {
+        assert_eq!(wrong("5"), "6");
+        assert_eq!(wrong("D"), "A");
+        assert_eq!(wrong("yes"), "no");
+        assert_eq!(
+            wrong(r#"{"order_id": "ORD-1", "status": "shipped"}"#),
+            r#"{"order_id":"ORD-1","status":"unknown"}"#
+        );
+        assert_eq!(
+            wrong("Use the reset link."),
+            "I am not sure how to help with that."
+        );
+    }
+
+    #[test]
+    fn skill_and_difficulty_set_the_rate_of_right_answers() {
+        let rows: Vec<DatasetRow> = (0..4000)
+            .map(|index| DatasetRow {
+                id: format!("p{index}"),
+                slice: "s".to_owned(),
+                messages: vec![crate::dataset::Message {
+                    role: Role::User,
+                    content: format!("question {index}"),
+                }],
+                reference: Some("42".to_owned()),
+                rubric: "exact".to_owned(),
+                metadata: serde_json::json!({"difficulty": 0.5})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                location: crate::schema::RowLocation::Line(index + 1),
+            })
+            .collect();
+        let knowledge = Knowledge::new(&rows);
+        let rate = |skill: f64| {
+            let model = SimModel {
+                name: "m".to_owned(),
+                version: "m-1".to_owned(),
+                skill,
+            };
+            (0..4000)
+                .filter(|index| {
+                    answer_for(&knowledge, &model, &format!("question {index}"), 0, 0.05).1
+                })
+                .count() as f64
+                / 4000.0
+        };
+        let expected = |skill: f64| 1.0 / (1.0 + (-(skill - 0.5) / 0.05f64).exp());
+        for skill in [0.4, 0.5, 0.6] {
+            assert!(
+                (rate(skill) - expected(skill)).abs() < 0.03,
+                "skill {skill}: {}",
+                rate(skill)
+            );
+        }
+        let model = &SimModel::defaults()[0];
+        assert_eq!(
+            answer_for(&knowledge, model, "question 7", 3, 0.05),
+            answer_for(&knowledge, model, "question 7", 3, 0.05)
+        );
+        assert_eq!(
+            answer_for(&knowledge, model, "not in the data", 0, 0.05).2,
+            None
+        );
+    }
+}

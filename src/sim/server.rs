@@ -1,0 +1,452 @@
+//! The HTTP server: `/v1/chat/completions` (with and without streaming),
+//! `/v1/models`, and `/sim/stats` with what it received.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::dataset::DatasetRow;
+
+use super::answer::{Knowledge, SimModel, answer_for};
+use super::faults::{Fault, FaultProfile};
+
+#[derive(Debug, Clone)]
+pub struct SimSettings {
+    pub models: Vec<SimModel>,
+    pub seed: u64,
+    pub steepness: f64,
+    /// Time to first token.
+    pub ttft_ms: u64,
+    /// Generation speed after the first token; 0 streams at once.
+    pub tokens_per_second: f64,
+    pub faults: FaultProfile,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings {
+            models: SimModel::defaults(),
+            seed: 0,
+            steepness: 0.05,
+            ttft_ms: 0,
+            tokens_per_second: 0.0,
+            faults: FaultProfile::default(),
+        }
+    }
+}
+
+/// What the server received and did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub requests: u64,
+    pub by_status: BTreeMap<u16, u64>,
+    pub faults: BTreeMap<Fault, u64>,
+    /// Completed answers per `model|prompt id|seed`.
+    pub completed: BTreeMap<String, u64>,
+}
+
+struct Shared {
+    settings: SimSettings,
+    knowledge: Knowledge,
+    requests: AtomicU64,
+    stats: Mutex<Stats>,
+}
+
+impl Shared {
+    fn record(&self, status: StatusCode, fault: Option<Fault>) {
+        let mut stats = self.stats.lock().expect("unpoisoned");
+        stats.requests += 1;
+        *stats.by_status.entry(status.as_u16()).or_default() += 1;
+        if let Some(fault) = fault {
+            *stats.faults.entry(fault).or_default() += 1;
+        }
+    }
+
+    fn completed(&self, key: String) {
+        *self
+            .stats
+            .lock()
+            .expect("unpoisoned")
+            .completed
+            .entry(key)
+            .or_default() += 1;
+    }
+}
+
+/// A server running on its own thread; it stops when dropped.
+pub struct RunningSim {
+    pub address: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningSim")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningSim {
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.lock().expect("unpoisoned").clone()
+    }
+
+    /// Serves until the process ends.
+    pub fn wait(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for RunningSim {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Starts the server on `listen` (port 0 picks a free one).
+pub fn spawn(
+    settings: SimSettings,
+    rows: &[DatasetRow],
+    listen: SocketAddr,
+) -> anyhow::Result<RunningSim> {
+    let shared = Arc::new(Shared {
+        knowledge: Knowledge::new(rows),
+        settings,
+        requests: AtomicU64::new(0),
+        stats: Mutex::new(Stats::default()),
+    });
+    let listener = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/sim/stats", get(stats))
+        .with_state(shared.clone());
+    let thread = std::thread::Builder::new()
+        .name("serve-sim".to_owned())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        })?;
+    Ok(RunningSim {
+        address,
+        shared,
+        shutdown: Some(shutdown),
+        thread: Some(thread),
+    })
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    let data: Vec<Value> = shared
+        .settings
+        .models
+        .iter()
+        .map(|model| json!({"id": model.name, "object": "model", "owned_by": "routeval-sim"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Json<Stats> {
+    Json(shared.stats.lock().expect("unpoisoned").clone())
+}
+
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": {"message": message, "type": kind}})),
+    )
+        .into_response()
+}
+
+fn tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4).max(1)
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(problem) => {
+            shared.record(StatusCode::BAD_REQUEST, None);
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body is not JSON: {problem}"),
+            );
+        }
+    };
+    let Some(model) = request["model"]
+        .as_str()
+        .and_then(|name| {
+            shared
+                .settings
+                .models
+                .iter()
+                .find(|model| model.name == name)
+        })
+        .cloned()
+    else {
+        shared.record(StatusCode::NOT_FOUND, None);
+        return error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            "the model does not exist",
+        );
+    };
+    let Some(messages) = request["messages"]
+        .as_array()
+        .filter(|messages| !messages.is_empty())
+    else {
+        shared.record(StatusCode::BAD_REQUEST, None);
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "messages is required",
+        );
+    };
+    let prompt = messages
+        .iter()
+        .rev()
+        .find(|message| message["role"] == "user")
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let prompt_tokens: u64 = messages
+        .iter()
+        .filter_map(|message| message["content"].as_str())
+        .map(tokens)
+        .sum();
+    let seed = request["seed"].as_u64().unwrap_or(0);
+    let stream = request["stream"].as_bool().unwrap_or(false);
+    let include_usage = request["stream_options"]["include_usage"]
+        .as_bool()
+        .unwrap_or(false);
+
+    let number = shared.requests.fetch_add(1, Ordering::Relaxed);
+    let fault = shared.settings.faults.draw(shared.settings.seed, number);
+    match fault {
+        Some(Fault::RateLimit) => {
+            shared.record(StatusCode::TOO_MANY_REQUESTS, fault);
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "rate limit reached",
+            );
+            let retry_after = shared.settings.faults.retry_after_s.to_string();
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_str(&retry_after).expect("digits"),
+            );
+            return response;
+        }
+        Some(Fault::ServerError) => {
+            shared.record(StatusCode::INTERNAL_SERVER_ERROR, fault);
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "the server had an error",
+            );
+        }
+        Some(Fault::Unavailable) => {
+            shared.record(StatusCode::SERVICE_UNAVAILABLE, fault);
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "the engine is overloaded",
+            );
+        }
+        _ => shared.record(StatusCode::OK, fault),
+    }
+
+    let (text, _, prompt_id) = answer_for(
+        &shared.knowledge,
+        &model,
+        &prompt,
+        seed,
+        shared.settings.steepness,
+    );
+    let completion_tokens = tokens(&text);
+    let usage = json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0}
+    });
+    let id = format!("chatcmpl-sim-{number}");
+    let completed_key = format!("{}|{}|{seed}", model.name, prompt_id.unwrap_or_default());
+    let first_delay = shared.settings.ttft_ms
+        + if fault == Some(Fault::SlowFirstToken) {
+            shared.settings.faults.slow_first_token_ms
+        } else {
+            0
+        };
+    let per_token = if shared.settings.tokens_per_second > 0.0 {
+        1.0 / shared.settings.tokens_per_second
+    } else {
+        0.0
+    };
+
+    // The response as timed pieces: a delay before each, then its bytes, or
+    // an error that drops the connection.
+    let mut pieces: Vec<(Duration, Result<String, ()>)> = Vec::new();
+    if stream {
+        let chunk = |delta: Value, finish: Value| {
+            let body = json!({
+                "id": id, "object": "chat.completion.chunk", "created": 0, "model": model.version,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+            });
+            format!("data: {body}\n\n")
+        };
+        pieces.push((
+            Duration::from_millis(first_delay),
+            Ok(chunk(
+                json!({"role": "assistant", "content": ""}),
+                Value::Null,
+            )),
+        ));
+        let characters: Vec<char> = text.chars().collect();
+        let parts: Vec<String> = characters
+            .chunks(4)
+            .map(|part| part.iter().collect())
+            .collect();
+        for (index, part) in parts.iter().enumerate() {
+            let mut delay = Duration::from_secs_f64(per_token);
+            if fault == Some(Fault::Stall) && index == parts.len() / 2 {
+                delay += Duration::from_millis(shared.settings.faults.stall_ms);
+            }
+            if fault == Some(Fault::MalformedChunk) && index == parts.len() / 2 {
+                pieces.push((
+                    Duration::ZERO,
+                    Ok("data: {\"choices\": [{\"delta\": {\"content\"\n\n".to_owned()),
+                ));
+            }
+            pieces.push((delay, Ok(chunk(json!({"content": part}), Value::Null))));
+            if fault == Some(Fault::Reset) && index == 0 {
+                pieces.push((Duration::ZERO, Err(())));
+            }
+        }
+        if fault != Some(Fault::CutStream) {
+            pieces.push((Duration::ZERO, Ok(chunk(json!({}), json!("stop")))));
+            if include_usage && fault != Some(Fault::MissingUsage) {
+                let body = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model.version, "choices": [], "usage": usage});
+                pieces.push((Duration::ZERO, Ok(format!("data: {body}\n\n"))));
+            }
+            pieces.push((Duration::ZERO, Ok("data: [DONE]\n\n".to_owned())));
+        }
+    } else {
+        let mut body = json!({
+            "id": id, "object": "chat.completion", "created": 0, "model": model.version,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": usage
+        });
+        if fault == Some(Fault::MissingUsage) {
+            body.as_object_mut().expect("an object").remove("usage");
+        }
+        let mut body = body.to_string();
+        if fault == Some(Fault::MalformedChunk) || fault == Some(Fault::CutStream) {
+            body.truncate(body.len() / 2);
+        }
+        let generation = Duration::from_secs_f64(per_token * completion_tokens as f64);
+        let stall = if fault == Some(Fault::Stall) {
+            Duration::from_millis(shared.settings.faults.stall_ms)
+        } else {
+            Duration::ZERO
+        };
+        if fault == Some(Fault::Reset) {
+            pieces.push((
+                Duration::from_millis(first_delay),
+                Ok(body[..body.len() / 2].to_owned()),
+            ));
+            pieces.push((Duration::ZERO, Err(())));
+        } else {
+            pieces.push((
+                Duration::from_millis(first_delay) + generation + stall,
+                Ok(body),
+            ));
+        }
+    }
+    let finishes = !matches!(
+        fault,
+        Some(Fault::CutStream | Fault::Reset | Fault::MalformedChunk)
+    );
+    let shared_for_body = shared.clone();
+    let body =
+        futures_util::stream::unfold((pieces.into_iter(), false), move |(mut pieces, failed)| {
+            let shared = shared_for_body.clone();
+            let completed_key = completed_key.clone();
+            async move {
+                if failed {
+                    return None;
+                }
+                match pieces.next() {
+                    None => {
+                        if finishes {
+                            shared.completed(completed_key);
+                        }
+                        None
+                    }
+                    Some((delay, piece)) => {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        match piece {
+                            Ok(bytes) => Some((
+                                Ok::<Bytes, std::io::Error>(Bytes::from(bytes)),
+                                (pieces, false),
+                            )),
+                            Err(()) => Some((
+                                Err(std::io::Error::other("connection reset by the simulator")),
+                                (pieces, true),
+                            )),
+                        }
+                    }
+                }
+            }
+        });
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from_stream(body))
+        .expect("a valid response")
+}
