@@ -37,3 +37,20 @@ fn every_reference_passes_its_own_rubric() {
             .pass
     );
 }
+
+#[test]
+fn the_demo_route_tables_and_fault_profile_load() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/demo");
+    for name in ["predictive.toml", "cascade.toml"] {
+        let table = routeval::routes::RouteTable::load(&root.join("routes").join(name)).unwrap();
+        assert_eq!(table.logical_model, "support-assistant");
+    }
+    let faults = routeval::sim::FaultProfile::load(&root.join("faults.toml")).unwrap();
+    let faulty = (0..10_000)
+        .filter(|request| faults.draw(1, *request).is_some())
+        .count();
+    assert!(
+        (1_800..2_200).contains(&faulty),
+        "about 20% of requests fault: {faulty}"
+    );
+}
