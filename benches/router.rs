@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use routeval::import::{Prices, routellm_mmlu};
+use routeval::import::{ImportedRow, Prices, routellm_mmlu};
 use routeval::router::{LabelledPrompt, Router, Training, cross_fit, featurise};
 
 fn main() {
@@ -25,15 +25,7 @@ fn main() {
         },
     )
     .unwrap();
-    let prompts: Vec<LabelledPrompt> = rows
-        .into_iter()
-        .map(|row| LabelledPrompt {
-            id: row.id,
-            slice: row.slice,
-            prompt: row.prompt,
-            small_failed: !row.small_ok,
-        })
-        .collect();
+    let prompts: Vec<LabelledPrompt> = rows.iter().map(ImportedRow::labelled).collect();
     let start = Instant::now();
     let features: Vec<_> = prompts
         .iter()

@@ -184,7 +184,7 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
 #[test]
 fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
-    use routeval::import::{Prices, routellm_mmlu};
+    use routeval::import::{ImportedRow, Prices, routellm_mmlu};
     use routeval::router::{LabelledPrompt, Training, cross_fit};
 
     let Some(data) = data_dir("the_built_in_router_reaches_its_apgr_on_mmlu") else {
@@ -202,15 +202,7 @@ fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     .unwrap();
     let slices: std::collections::BTreeSet<&str> =
         rows.iter().map(|row| row.slice.as_str()).collect();
-    let prompts: Vec<LabelledPrompt> = rows
-        .iter()
-        .map(|row| LabelledPrompt {
-            id: row.id.clone(),
-            slice: row.slice.clone(),
-            prompt: row.prompt.clone(),
-            small_failed: !row.small_ok,
-        })
-        .collect();
+    let prompts: Vec<LabelledPrompt> = rows.iter().map(ImportedRow::labelled).collect();
     let large_ok: Vec<bool> = rows.iter().map(|row| row.large_ok).collect();
     assert_eq!((slices.len(), prompts.len()), (57, 14_042));
     let (scores, _) = cross_fit(&prompts, 5, &Training::default());

@@ -26,6 +26,18 @@ pub struct ImportedRow {
     pub cost_large: f64,
 }
 
+impl ImportedRow {
+    /// The row as the router learns from it.
+    pub fn labelled(&self) -> LabelledPrompt {
+        LabelledPrompt {
+            id: self.id.clone(),
+            slice: self.slice.clone(),
+            prompt: self.prompt.clone(),
+            small_failed: !self.small_ok,
+        }
+    }
+}
+
 /// Where the imported table's scores come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScoreSource {
@@ -163,15 +175,7 @@ pub fn build_table(
     }
     let scores: Vec<f64> = match scores {
         ScoreSource::Router { folds } => {
-            let prompts: Vec<LabelledPrompt> = rows
-                .iter()
-                .map(|row| LabelledPrompt {
-                    id: row.id.clone(),
-                    slice: row.slice.clone(),
-                    prompt: row.prompt.clone(),
-                    small_failed: !row.small_ok,
-                })
-                .collect();
+            let prompts: Vec<LabelledPrompt> = rows.iter().map(ImportedRow::labelled).collect();
             cross_fit(&prompts, *folds, &Training::default())
                 .0
                 .into_iter()
