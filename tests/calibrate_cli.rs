@@ -319,3 +319,78 @@ fn help_succeeds_and_unknown_flags_are_usage_errors() {
         .assert()
         .code(2);
 }
+
+/// Writes `rows` as Parquet in row groups of `group_rows`.
+fn write_parquet_in_groups(path: &std::path::Path, rows: &[Row], group_rows: usize) {
+    let batch = crate::common::record_batch(rows);
+    let properties = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group_rows))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(properties)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[test]
+fn row_groups_read_in_parallel_calibrate_like_one_pass() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut rows = synthetic_rows(&["a", "b", "c"], 700, 8);
+    let (csv, parquet) = (
+        directory.path().join("graded.csv"),
+        directory.path().join("graded.parquet"),
+    );
+    write_csv(&csv, &rows);
+    write_parquet_in_groups(&parquet, &rows, 256);
+    let calibrate = |path: &std::path::Path| {
+        let output = routeval()
+            .args([
+                "calibrate",
+                "--target",
+                "0.8",
+                "--confidence",
+                "0.9",
+                "--holdout",
+                "0.2",
+                "--json",
+                "--results",
+            ])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        document(&output.stdout).slices
+    };
+    assert_eq!(calibrate(&parquet), calibrate(&csv));
+
+    // Errors and duplicate ids in later row groups keep their file rows.
+    rows[1500].score = f64::NAN;
+    rows[1900].score = f64::INFINITY;
+    write_parquet_in_groups(&parquet, &rows, 256);
+    routeval()
+        .args(["calibrate", "--target", "0.8", "--results"])
+        .arg(&parquet)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "row 1501, column \"score\": score must be finite, found NaN",
+        ));
+    rows[1500].score = 0.5;
+    rows[1900].score = 0.5;
+    rows[2000].id = rows[10].id.clone();
+    write_parquet_in_groups(&parquet, &rows, 256);
+    routeval()
+        .args(["calibrate", "--target", "0.8", "--results"])
+        .arg(&parquet)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "row 2001, column \"id\": duplicate id \"a-10\", first seen at row 11",
+        ));
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use crate::schema::{ReadError, ReadOptions, for_each_graded_batch};
+use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
 use super::curve::{Candidate, Curve};
@@ -43,14 +43,26 @@ pub fn calibrate(
     read: &ReadOptions,
     options: &CalibrateOptions,
 ) -> Result<CalibrationDocument, CalibrateError> {
-    let (summary, sha256, slices) = std::thread::scope(|scope| {
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let (read_result, sha256) = std::thread::scope(|scope| {
         let hashing = scope.spawn(|| sha256_of(path));
-        let mut ingest = Ingest::new(options.policy, options.scope, options.holdout);
-        let summary = for_each_graded_batch(path, read, |batch| ingest.add(batch));
+        let read_result = for_each_graded_batch_parallel(
+            path,
+            read,
+            workers,
+            || Ingest::new(options.policy, options.scope, options.holdout),
+            Ingest::add,
+        );
         let sha256 = hashing.join().expect("the hashing thread does not panic");
-        (summary, sha256, ingest.finish())
+        (read_result, sha256)
     });
-    let summary = summary?;
+    let (summary, parts) = read_result?;
+    let mut parts = parts.into_iter();
+    let mut ingest = parts.next().expect("at least one part");
+    for part in parts {
+        ingest.merge(part);
+    }
+    let slices = ingest.finish();
     let sha256 = sha256.map_err(|source| ReadError::Io {
         path: path.to_owned(),
         source,

@@ -114,6 +114,24 @@ impl SliceObservations {
         });
     }
 
+    /// Takes in another set of rows of the same slice.
+    pub fn absorb(&mut self, other: SliceObservations) {
+        if self.rows.is_empty() {
+            self.rows = other.rows;
+        } else {
+            self.rows.extend(other.rows);
+        }
+        let (totals, more) = (&mut self.totals, other.totals);
+        totals.rows += more.rows;
+        totals.small_ok += more.small_ok;
+        totals.large_ok += more.large_ok;
+        totals.either_ok += more.either_ok;
+        totals.cost_small += more.cost_small;
+        totals.cost_large += more.cost_large;
+        totals.policy_base += more.policy_base;
+        totals.oracle_cost += more.oracle_cost;
+    }
+
     /// Escalated rows, successes and total cost at threshold `threshold`, by
     /// a direct scan: for rows that were not swept, such as held-out ones.
     pub fn evaluate_at(&self, threshold: f64) -> (u64, u64, i128) {
@@ -205,6 +223,16 @@ impl Ingest {
             ..SliceData::default()
         });
         index
+    }
+
+    /// Adds what another ingest of other rows of the same file collected.
+    pub fn merge(&mut self, other: Ingest) {
+        for data in other.slices {
+            let index = self.slice_index(&data.name);
+            let mine = &mut self.slices[index];
+            mine.calibration.absorb(data.calibration);
+            mine.holdout.absorb(data.holdout);
+        }
     }
 
     /// The slices, sorted by name.

@@ -23,6 +23,7 @@ pub use format::Format;
 pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
 pub use ids::DuplicateIds;
 pub use read::{
-    ColumnNames, FileSummary, GradedTable, ReadOptions, for_each_graded_batch, read_graded,
+    ColumnNames, FileSummary, GradedTable, ReadOptions, for_each_graded_batch,
+    for_each_graded_batch_parallel, read_graded,
 };
 pub use write::write_graded_parquet;

@@ -139,7 +139,7 @@ pub fn for_each_graded_batch(
         Ok(())
     };
     let present = match Format::detect(path)? {
-        Format::Parquet => read_parquet::read(path, options, &mut on_batch)?,
+        Format::Parquet => read_parquet::read(path, options, None, &mut on_batch)?,
         Format::Csv => read_text::read_csv(path, options, &mut on_batch)?,
         Format::JsonLines => read_text::read_json_lines(path, options, &mut on_batch)?,
     };
@@ -150,6 +150,114 @@ pub fn for_each_graded_batch(
     }
     duplicate_ids.finish(path, Column::Id.name())?;
     Ok(FileSummary { rows, present })
+}
+
+/// [`for_each_graded_batch`] on several threads: a Parquet file's row groups
+/// are split into contiguous parts, one per worker, each folded into its own
+/// state from `init`; other formats are read on one. Batches carry their
+/// file rows, errors are the earliest in the file whichever worker met them,
+/// and ids are checked across all parts.
+pub fn for_each_graded_batch_parallel<S: Send>(
+    path: &Path,
+    options: &ReadOptions,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    consume: impl Fn(&mut S, &GradedBatch) + Sync,
+) -> Result<(FileSummary, Vec<S>), ReadError> {
+    let sequential = || {
+        let mut state = init();
+        let summary = for_each_graded_batch(path, options, |batch| consume(&mut state, batch))?;
+        Ok((summary, vec![state]))
+    };
+    if workers <= 1 || Format::detect(path)? != Format::Parquet {
+        return sequential();
+    }
+    let groups = read_parquet::row_groups(path)?;
+    if groups.len() < 2 {
+        return sequential();
+    }
+    let parts = split_row_groups(&groups, workers);
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|part| {
+                let (init, consume) = (&init, &consume);
+                scope.spawn(move || {
+                    let mut state = init();
+                    let mut duplicate_ids = DuplicateIds::default();
+                    let mut rows = 0u64;
+                    let result = read_parquet::read(path, options, Some(part), &mut |batch| {
+                        validate(&batch, path, &options.names)?;
+                        duplicate_ids.add(&batch);
+                        rows += batch.num_rows() as u64;
+                        consume(&mut state, &batch);
+                        Ok(())
+                    });
+                    (result, state, duplicate_ids, rows)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("a reading worker does not panic"))
+            .collect()
+    });
+    let mut states = Vec::with_capacity(outcomes.len());
+    let mut duplicate_ids = DuplicateIds::default();
+    let mut rows = 0u64;
+    let mut present = None;
+    let mut earliest_error: Option<ReadError> = None;
+    // Parts are in file order, and each stops at its first error, so the
+    // first part with an error holds the earliest one.
+    for (result, state, ids, part_rows) in outcomes {
+        match result {
+            Ok(part_present) => present = Some(part_present),
+            Err(error) => {
+                earliest_error.get_or_insert(error);
+            }
+        }
+        states.push(state);
+        duplicate_ids.merge(ids);
+        rows += part_rows;
+    }
+    if let Some(error) = earliest_error {
+        return Err(error);
+    }
+    if rows == 0 {
+        return Err(ReadError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    duplicate_ids.finish(path, Column::Id.name())?;
+    Ok((
+        FileSummary {
+            rows,
+            present: present.unwrap_or_default(),
+        },
+        states,
+    ))
+}
+
+/// Contiguous runs of row groups with about equal rows.
+fn split_row_groups(groups: &[u64], workers: usize) -> Vec<read_parquet::RowGroups> {
+    let total: u64 = groups.iter().sum();
+    let share = total.div_ceil(workers as u64).max(1);
+    let mut parts: Vec<read_parquet::RowGroups> = Vec::new();
+    let mut first_row = 0u64;
+    for (index, &rows) in groups.iter().enumerate() {
+        let starts_new = parts
+            .last()
+            .is_none_or(|part| first_row - part.first_row >= share && parts.len() < workers);
+        if starts_new {
+            parts.push(read_parquet::RowGroups {
+                groups: Vec::new(),
+                first_row,
+            });
+        }
+        parts.last_mut().expect("pushed above").groups.push(index);
+        first_row += rows;
+    }
+    parts
 }
 
 /// Where each known column and each carried column sits among a file's
@@ -389,4 +497,26 @@ fn first_null(array: &dyn Array) -> Option<usize> {
         return None;
     }
     (0..array.len()).find(|&index| array.is_null(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_row_groups;
+
+    #[test]
+    fn row_groups_split_into_contiguous_balanced_parts() {
+        let parts = split_row_groups(&[100, 100, 100, 100, 100], 2);
+        let groups: Vec<Vec<usize>> = parts.iter().map(|part| part.groups.clone()).collect();
+        assert_eq!(groups, [vec![0, 1, 2], vec![3, 4]]);
+        assert_eq!(parts[1].first_row, 300);
+        let uneven = split_row_groups(&[1000, 10, 10, 10], 2);
+        assert_eq!(
+            uneven
+                .iter()
+                .map(|part| part.groups.len())
+                .collect::<Vec<_>>(),
+            [1, 3]
+        );
+        assert_eq!(split_row_groups(&[5], 4).len(), 1);
+    }
 }

@@ -17,9 +17,36 @@ use super::error::ReadError;
 use super::graded::{Column, ColumnKind, Present, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 
+/// Row counts of the file's row groups.
+pub(super) fn row_groups(path: &Path) -> Result<Vec<u64>, ReadError> {
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| ReadError::Parquet {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|group| group.num_rows() as u64)
+        .collect())
+}
+
+/// A contiguous run of row groups and the file row its first row is.
+#[derive(Debug, Clone)]
+pub(super) struct RowGroups {
+    pub groups: Vec<usize>,
+    pub first_row: u64,
+}
+
 pub(super) fn read(
     path: &Path,
     options: &ReadOptions,
+    part: Option<&RowGroups>,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
 ) -> Result<Present, ReadError> {
     let parquet_error = |source| ReadError::Parquet {
@@ -60,13 +87,13 @@ pub(super) fn read(
         builder.parquet_schema(),
         selected.iter().map(|&(_, index)| index),
     );
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(parquet_error)?;
+    let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+    if let Some(part) = part {
+        builder = builder.with_row_groups(part.groups.clone());
+    }
+    let reader = builder.build().map_err(parquet_error)?;
 
-    let mut first_row = 0u64;
+    let mut first_row = part.map_or(0, |part| part.first_row);
     for batch in reader {
         let batch = batch.map_err(|source| parquet_error(source.into()))?;
         let mut known: [Option<ArrayRef>; Column::ALL.len()] = Default::default();
