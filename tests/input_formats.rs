@@ -189,3 +189,124 @@ fn a_column_named_like_a_renamed_one_is_not_silently_carried() {
     let table = read_graded(&path, &calibrating).unwrap();
     assert_eq!(table.batches[0].score.value(0), 0.9);
 }
+
+mod round_trip {
+    use proptest::prelude::*;
+    use routeval::schema::{ReadOptions, read_graded};
+
+    use crate::common::{Row, write_json_lines, write_parquet};
+
+    fn rows() -> impl Strategy<Value = Vec<Row>> {
+        let row = (
+            prop_oneof![
+                Just("billing"),
+                Just("legal, EU"),
+                Just("tech \"beta\""),
+                Just("ünïcode")
+            ],
+            prop_oneof![-1e6..1e6f64, Just(0.0), Just(-0.0), Just(1e-300)],
+            any::<bool>(),
+            any::<bool>(),
+            0.0..10.0f64,
+            0.0..100.0f64,
+            prop_oneof![Just(0.0), 0.0..0.01f64],
+        );
+        prop::collection::vec(row, 1..40).prop_map(|rows| {
+            rows.into_iter()
+                .enumerate()
+                .map(
+                    |(
+                        index,
+                        (slice, score, small_ok, large_ok, cost_small, cost_large, cost_router),
+                    )| Row {
+                        id: format!("id-{index}"),
+                        slice: slice.to_owned(),
+                        score,
+                        small_ok,
+                        large_ok,
+                        cost_small,
+                        cost_large,
+                        cost_verifier: cost_small / 3.0,
+                        cost_router,
+                    },
+                )
+                .collect()
+        })
+    }
+
+    /// The rows a file reads back as.
+    fn read_back(path: &std::path::Path) -> Vec<Row> {
+        let table = read_graded(path, &ReadOptions::default()).unwrap();
+        let mut rows = Vec::new();
+        for batch in &table.batches {
+            for index in 0..batch.num_rows() {
+                rows.push(Row {
+                    id: batch.id.value(index).to_owned(),
+                    slice: batch.slice.value(index).to_owned(),
+                    score: batch.score.value(index),
+                    small_ok: batch.small_ok.value(index),
+                    large_ok: batch.large_ok.value(index),
+                    cost_small: batch.cost_small.value(index),
+                    cost_large: batch.cost_large.value(index),
+                    cost_verifier: batch.cost_verifier.value(index),
+                    cost_router: batch.cost_router.value(index),
+                });
+            }
+        }
+        rows
+    }
+
+    /// CSV writes the slices with commas and quotes through its quoting.
+    fn write_quoted_csv(path: &std::path::Path, rows: &[Row]) {
+        let mut writer = csv::Writer::from_path(path).unwrap();
+        writer
+            .write_record([
+                "id",
+                "slice",
+                "score",
+                "small_ok",
+                "large_ok",
+                "cost_small",
+                "cost_large",
+                "cost_verifier",
+                "cost_router",
+            ])
+            .unwrap();
+        for row in rows {
+            writer
+                .write_record([
+                    row.id.clone(),
+                    row.slice.clone(),
+                    row.score.to_string(),
+                    row.small_ok.to_string(),
+                    row.large_ok.to_string(),
+                    row.cost_small.to_string(),
+                    row.cost_large.to_string(),
+                    row.cost_verifier.to_string(),
+                    row.cost_router.to_string(),
+                ])
+                .unwrap();
+        }
+        writer.flush().unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn every_format_reads_back_what_was_written(rows in rows()) {
+            let directory = tempfile::tempdir().unwrap();
+            let (csv, jsonl, parquet) = (
+                directory.path().join("rows.csv"),
+                directory.path().join("rows.jsonl"),
+                directory.path().join("rows.parquet"),
+            );
+            write_quoted_csv(&csv, &rows);
+            write_json_lines(&jsonl, &rows);
+            write_parquet(&parquet, &rows);
+            prop_assert_eq!(&read_back(&csv), &rows);
+            prop_assert_eq!(&read_back(&jsonl), &rows);
+            prop_assert_eq!(&read_back(&parquet), &rows);
+        }
+    }
+}
