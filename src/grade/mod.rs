@@ -1,13 +1,16 @@
 //! Grading: whether each answer was acceptable, by rubrics a reviewer can
 //! read (`rubrics/*.toml`). This part of the `grade` stage is the rubric
 //! engine: exact, multiple-choice, numeric, regex, containment and JSON
-//! Schema checks and their `all`/`any`/`weighted` compositions.
+//! Schema checks and their `all`/`any`/`weighted` compositions; and the
+//! reject scores of cascades, from a verifier's verdict or self-consistency.
 
 mod extract;
 mod rubric;
+mod verifier;
 
 pub use extract::{ChoiceFinder, final_number};
 pub use rubric::{
     CheckSpec, NumberComparison, Rubric, RubricError, RubricFile, Verdict, WeightedSpec,
     load_rubrics,
 };
+pub use verifier::{TokenChoice, self_consistency, verdict_score};
