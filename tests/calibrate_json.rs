@@ -6,16 +6,7 @@ use std::collections::BTreeSet;
 use routeval::calibrate::{CALIBRATION_SCHEMA_VERSION, CalibrationDocument};
 use serde_json::Value;
 
-use crate::common::{example_results, routeval};
-
-fn keys(value: &Value) -> BTreeSet<&str> {
-    value
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect()
-}
+use crate::common::{example_results, keys, routeval};
 
 fn calibration_json(extra: &[&str]) -> Value {
     let output = routeval()

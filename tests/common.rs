@@ -184,3 +184,13 @@ pub fn routeval() -> Command {
 pub fn example_results() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/example/graded.csv")
 }
+
+/// The keys of a JSON object, for tests that pin a document's format.
+pub fn keys(value: &serde_json::Value) -> std::collections::BTreeSet<&str> {
+    value
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use routeval::drift::{DriftDocument, Verdict};
 
-use crate::common::{example_results, routeval};
+use crate::common::{example_results, keys, routeval};
 use crate::gate_cli::{Workspace, example_routes};
 
 /// A deployed config for the example data, gated at target 0.9.
@@ -167,16 +167,10 @@ fn document_keys_are_pinned_and_markdown_summarises() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let keys = |value: &serde_json::Value| -> BTreeSet<String> {
-        value.as_object().unwrap().keys().cloned().collect()
-    };
-    let set = |names: &[&str]| -> BTreeSet<String> {
-        names.iter().map(|name| (*name).to_owned()).collect()
-    };
     assert_eq!(json["schema_version"], 1);
     assert_eq!(
         keys(&json),
-        set(&[
+        BTreeSet::from([
             "schema_version",
             "routeval_version",
             "config",
@@ -190,11 +184,11 @@ fn document_keys_are_pinned_and_markdown_summarises() {
     );
     assert_eq!(
         keys(&json["config"]),
-        set(&["path", "sha256", "config_id", "version"])
+        BTreeSet::from(["path", "sha256", "config_id", "version"])
     );
     assert_eq!(
         keys(&json["slices"][0]),
-        set(&[
+        BTreeSet::from([
             "slice",
             "n",
             "verdict",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use predicates::prelude::*;
 use routeval::gate::{GateReport, RouteConfig, Rule};
 
-use crate::common::{example_results, routeval};
+use crate::common::{example_results, keys, routeval};
 
 /// A directory with a key pair and a calibration of the example results.
 pub struct Workspace {
@@ -431,16 +431,10 @@ fn report_keys_are_pinned() {
         &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
     )
     .unwrap();
-    let keys = |value: &serde_json::Value| -> BTreeSet<String> {
-        value.as_object().unwrap().keys().cloned().collect()
-    };
-    let set = |names: &[&str]| -> BTreeSet<String> {
-        names.iter().map(|name| (*name).to_owned()).collect()
-    };
     assert_eq!(json["schema_version"], 1);
     assert_eq!(
         keys(&json),
-        set(&[
+        BTreeSet::from([
             "schema_version",
             "routeval_version",
             "results",
@@ -456,7 +450,7 @@ fn report_keys_are_pinned() {
     let candidate = &json["candidates"][0];
     assert_eq!(
         keys(candidate),
-        set(&[
+        BTreeSet::from([
             "file",
             "sha256",
             "logical_model",
@@ -470,7 +464,7 @@ fn report_keys_are_pinned() {
     );
     assert_eq!(
         keys(&candidate["overall"]),
-        set(&[
+        BTreeSet::from([
             "slice",
             "n",
             "quality",
@@ -484,7 +478,7 @@ fn report_keys_are_pinned() {
     );
     assert_eq!(
         keys(&json["emitted"]),
-        set(&["config", "signature", "litellm", "version", "sha256"])
+        BTreeSet::from(["config", "signature", "litellm", "version", "sha256"])
     );
     assert!(candidate["overall"]["quality_lower_bound"].is_f64());
 }
