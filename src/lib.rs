@@ -35,6 +35,7 @@ pub mod import;
 pub mod report;
 pub mod router;
 pub mod routes;
+pub mod run;
 pub mod schema;
 pub mod sim;
 pub mod simulate;

@@ -39,3 +39,4 @@ pub use ingest::{GradedRow, Observation, SliceObservations, Totals, to_picodolla
 pub use options::{CalibrateOptions, Holdout, Policy, Scope};
 pub use select::{Selection, select};
 pub use terminal::render_table;
+pub(crate) use terminal::table;

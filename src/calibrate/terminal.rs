@@ -72,7 +72,7 @@ pub fn render_table(document: &CalibrationDocument) -> String {
     out
 }
 
-fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {
+pub(crate) fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {
     let mut builder = Builder::default();
     builder.push_record(header);
     for row in rows {

@@ -15,6 +15,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Send labelled prompts to the small tier, the large tier and the
+    /// verifier, and record every answer (resumable, cached, rate-limited).
+    Run(RunArgs),
+    /// Combine the outputs of `run --shard K/N` into one run's output.
+    Merge(MergeArgs),
     /// Pick, per slice, the cheapest threshold whose quality meets the target.
     Calibrate(CalibrateArgs),
     /// Score candidate route tables on the same graded results and emit the
@@ -588,4 +593,59 @@ pub struct ServeSimArgs {
     /// A fault profile (TOML): rates of 429s, 5xx, resets, slow or stalled or cut streams.
     #[arg(long, value_name = "FILE")]
     pub faults: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The endpoints, prices, limits and generation parameters.
+    #[arg(long, value_name = "FILE", default_value = "routeval.toml")]
+    pub config: PathBuf,
+
+    /// Labelled prompts: JSON lines, CSV or Parquet.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+
+    /// Rubrics the dataset names, and the verifier's prompt templates (prompts/).
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// The run's directory; running again on it resumes.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Take a deterministic 1/N of the prompts: shard K of N.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+
+    /// Where answers are cached across runs.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".routeval/cache",
+        env = "ROUTEVAL_CACHE_DIR"
+    )]
+    pub cache_dir: PathBuf,
+
+    /// Send every request, reading and writing no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
+    /// On resume, send again the calls that ended in an error.
+    #[arg(long)]
+    pub retry_errors: bool,
+
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The run directories of every shard.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+
+    /// Where the merged run goes.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }

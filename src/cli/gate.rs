@@ -4,24 +4,12 @@ use std::io::Write;
 
 use anyhow::{Context, bail};
 
-use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateOptions, gate, generate_keys, load_public, terminal, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
 use super::args::{GateArgs, KeygenArgs, VerifyArgs};
-
-/// The clock, which tests may stop with `ROUTEVAL_NOW` (RFC 3339).
-fn clock() -> anyhow::Result<Box<dyn Clock>> {
-    match std::env::var("ROUTEVAL_NOW") {
-        Ok(text) => {
-            let now = parse_rfc3339(&text)
-                .with_context(|| format!("ROUTEVAL_NOW: {text:?} is not YYYY-MM-DDTHH:MM:SSZ"))?;
-            Ok(Box::new(FixedClock(now)))
-        }
-        Err(_) => Ok(Box::new(SystemClock)),
-    }
-}
+use super::clock;
 
 pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     if !(args.target > 0.0 && args.target <= 1.0) {

@@ -10,20 +10,36 @@ mod gate;
 mod import;
 mod report;
 mod router;
+mod run;
 mod serve_sim;
 mod simulate;
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 
 pub use args::{
     CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, ImportArgs, ImportCommand,
-    KeygenArgs, PolicyArg, ReportArgs, RouterCommand, ServeSimArgs, SimulateArgs, VerifyArgs,
+    KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand, RunArgs, ServeSimArgs,
+    SimulateArgs, VerifyArgs,
 };
 
+use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
+
+/// The clock, which tests may stop with `ROUTEVAL_NOW` (RFC 3339).
+fn clock() -> anyhow::Result<Box<dyn Clock>> {
+    match std::env::var("ROUTEVAL_NOW") {
+        Ok(text) => {
+            let now = parse_rfc3339(&text)
+                .with_context(|| format!("ROUTEVAL_NOW: {text:?} is not YYYY-MM-DDTHH:MM:SSZ"))?;
+            Ok(Box::new(FixedClock(now)))
+        }
+        Err(_) => Ok(Box::new(SystemClock)),
+    }
+}
 
 /// Parses the process arguments, runs the command, and reports errors as one
 /// line on stderr.
@@ -53,6 +69,8 @@ pub fn main() -> ExitCode {
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Merge(args) => run::merge(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Gate(args) => gate::run(args),
         Command::Keygen(args) => gate::keygen(args),

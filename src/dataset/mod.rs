@@ -6,4 +6,4 @@
 
 mod read;
 
-pub use read::{DatasetError, DatasetRow, Message, Role, read_dataset};
+pub use read::{DatasetError, DatasetRow, Message, Role, for_each_row, read_dataset};

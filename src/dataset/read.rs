@@ -71,24 +71,29 @@ pub fn read_dataset(
     path: &Path,
     rubrics: &BTreeSet<String>,
 ) -> Result<Vec<DatasetRow>, DatasetError> {
+    let mut rows = Vec::new();
+    for_each_row(path, rubrics, |row| {
+        rows.push(row);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// Streams the checked rows of `path` to `visit` in file order, holding one
+/// row at a time (plus the ids seen, to refuse duplicates).
+pub fn for_each_row(
+    path: &Path,
+    rubrics: &BTreeSet<String>,
+    mut visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
         path: path.to_owned(),
         message,
     };
     let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
-    let objects: Vec<RawRow> = match format {
-        Format::JsonLines => json_lines(path)?,
-        Format::Csv => csv_rows(path)?,
-        Format::Parquet => parquet_rows(path)?,
-    };
-    if objects.is_empty() {
-        return Err(DatasetError::Empty {
-            path: path.to_owned(),
-        });
-    }
     let mut seen: HashMap<String, RowLocation> = HashMap::new();
-    let mut rows = Vec::with_capacity(objects.len());
-    for (location, object) in objects {
+    let mut count = 0u64;
+    let mut check = |(location, object): RawRow| -> Result<(), DatasetError> {
         let row = check_row(path, location, object, rubrics)?;
         if let Some(first) = seen.insert(row.id.clone(), location) {
             return Err(DatasetError::Invalid {
@@ -98,10 +103,24 @@ pub fn read_dataset(
                 problem: format!("duplicate id {:?}, first at {first}", row.id),
             });
         }
-        rows.push(row);
+        count += 1;
+        visit(row)
+    };
+    match format {
+        Format::JsonLines => json_lines(path, &mut check)?,
+        Format::Csv => csv_rows(path, &mut check)?,
+        Format::Parquet => parquet_rows(path, &mut check)?,
     }
-    Ok(rows)
+    if count == 0 {
+        return Err(DatasetError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    Ok(count)
 }
+
+/// Receives the raw rows of a file, one at a time.
+type RawVisitor<'a> = dyn FnMut(RawRow) -> Result<(), DatasetError> + 'a;
 
 fn check_row(
     path: &Path,
@@ -197,28 +216,36 @@ fn check_row(
     })
 }
 
-fn json_lines(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|error| DatasetError::Unreadable {
+fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
+    use std::io::BufRead;
+    let unreadable = |error: std::io::Error| DatasetError::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(index, line)| {
-            let location = RowLocation::Line(index as u64 + 1);
-            serde_json::from_str(line)
-                .map(|object| (location, object))
-                .map_err(|error| DatasetError::Malformed {
-                    path: path.to_owned(),
-                    location,
-                    problem: format!("not a JSON object: {error}"),
-                })
-        })
-        .collect()
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut line = String::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).map_err(unreadable)? == 0 {
+            return Ok(());
+        }
+        number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let location = RowLocation::Line(number);
+        let object = serde_json::from_str(&line).map_err(|error| DatasetError::Malformed {
+            path: path.to_owned(),
+            location,
+            problem: format!("not a JSON object: {error}"),
+        })?;
+        visit((location, object))?;
+    }
 }
 
-fn csv_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
+fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
         path: path.to_owned(),
         message,
@@ -228,7 +255,6 @@ fn csv_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
         .headers()
         .map_err(|error| unreadable(error.to_string()))?
         .clone();
-    let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|error| DatasetError::Malformed {
             path: path.to_owned(),
@@ -242,12 +268,12 @@ fn csv_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
             .filter(|(_, value)| !value.is_empty())
             .map(|(header, value)| (header.to_owned(), Value::String(value.to_owned())))
             .collect();
-        rows.push((location, object));
+        visit((location, object))?;
     }
-    Ok(rows)
+    Ok(())
 }
 
-fn parquet_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
+fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
         path: path.to_owned(),
         message,
@@ -256,7 +282,7 @@ fn parquet_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(ParquetRecordBatchReaderBuilder::build)
         .map_err(|error| unreadable(error.to_string()))?;
-    let mut rows = Vec::new();
+    let mut row_number = 0u64;
     for batch in reader {
         let batch = batch.map_err(|error| unreadable(error.to_string()))?;
         let schema = batch.schema();
@@ -268,7 +294,8 @@ fn parquet_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
             })
             .collect::<Result<_, _>>()?;
         for index in 0..batch.num_rows() {
-            let location = RowLocation::Row(rows.len() as u64 + 1);
+            row_number += 1;
+            let location = RowLocation::Row(row_number);
             let object = schema
                 .fields()
                 .iter()
@@ -281,10 +308,10 @@ fn parquet_rows(path: &Path) -> Result<Vec<RawRow>, DatasetError> {
                     )
                 })
                 .collect();
-            rows.push((location, object));
+            visit((location, object))?;
         }
     }
-    Ok(rows)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,12 @@ pub enum Tier {
 }
 
 impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Small, Tier::Large, Tier::Verifier];
+
+    pub fn parse(name: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|tier| tier.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Tier::Small => "small",

@@ -102,6 +102,56 @@ fn wrong(reference: &str) -> String {
     "I am not sure how to help with that.".to_owned()
 }
 
+/// The text between `open` and `close` in `text`.
+fn tagged<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let end = start + text[start..].find(close)?;
+    Some(text[start..end].trim())
+}
+
+/// A verifier's judgement of the answer in a prompt that gives the question
+/// and the answer between `<question>` and `<answer>` tags (as the shipped
+/// verifier template does): `{"verdict", "score", "reason"}`, where score is
+/// the probability the answer is wrong. Better verifiers separate right from
+/// wrong answers more sharply; harder questions look more doubtful to all.
+/// None when the prompt is not a verification request.
+pub fn verdict_for(
+    knowledge: &Knowledge,
+    model: &SimModel,
+    prompt: &str,
+    seed: u64,
+) -> Option<(String, Option<String>)> {
+    let question = tagged(prompt, "<question>", "</question>")?;
+    let answer = tagged(prompt, "<answer>", "</answer>")?;
+    let Some((id, reference, difficulty)) = knowledge.by_prompt.get(question) else {
+        return Some((
+            r#"{"verdict": "reject", "score": 0.5, "reason": "unknown question"}"#.to_owned(),
+            None,
+        ));
+    };
+    let right = reference
+        .as_deref()
+        .is_none_or(|reference| reference.trim() == answer);
+    let noise = unit(&[
+        model.name.as_bytes(),
+        id.as_bytes(),
+        answer.as_bytes(),
+        &seed.to_le_bytes(),
+    ]);
+    let signal = if right { -3.0 } else { 3.0 };
+    let z = signal * model.skill + 2.0 * (difficulty - 0.5) + 4.0 * (noise - 0.5);
+    let reject = 1.0 / (1.0 + (-z).exp());
+    let (verdict, reason) = if reject >= 0.5 {
+        ("reject", "the answer does not look right")
+    } else {
+        ("accept", "the answer looks right")
+    };
+    Some((
+        format!(r#"{{"verdict": "{verdict}", "score": {reject:.4}, "reason": "{reason}"}}"#),
+        Some(id.clone()),
+    ))
+}
+
 /// The answer `model` gives to `prompt` for request seed `seed`, whether it
 /// is right, and the dataset id of the prompt, if known.
 pub fn answer_for(
@@ -130,6 +180,42 @@ pub fn answer_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verifier_scores_wrong_answers_higher() {
+        let rows: Vec<DatasetRow> = (0..500)
+            .map(|index| DatasetRow {
+                id: format!("p{index}"),
+                slice: "s".to_owned(),
+                messages: vec![crate::dataset::Message {
+                    role: Role::User,
+                    content: format!("question {index}"),
+                }],
+                reference: Some("42".to_owned()),
+                rubric: "exact".to_owned(),
+                metadata: serde_json::Map::new(),
+                location: crate::schema::RowLocation::Line(index + 1),
+            })
+            .collect();
+        let knowledge = Knowledge::new(&rows);
+        let verifier = &SimModel::defaults()[2];
+        let mean_score = |answer: &str| {
+            (0..500)
+                .map(|index| {
+                    let prompt = format!(
+                        "Judge.\n<question>\nquestion {index}\n</question>\n<answer>\n{answer}\n</answer>"
+                    );
+                    let (text, id) = verdict_for(&knowledge, verifier, &prompt, 0).unwrap();
+                    assert_eq!(id, Some(format!("p{index}")));
+                    crate::grade::verdict_score(&text, None).unwrap()
+                })
+                .sum::<f64>()
+                / 500.0
+        };
+        let (right, wrong) = (mean_score("42"), mean_score("43"));
+        assert!(right < 0.3 && wrong > 0.7, "right {right}, wrong {wrong}");
+        assert_eq!(verdict_for(&knowledge, verifier, "no tags here", 0), None);
+    }
 
     #[test]
     fn wrong_answers_keep_the_reference_shape() {

@@ -34,6 +34,9 @@ pub struct FaultProfile {
     pub malformed_chunk: f64,
     #[serde(default)]
     pub missing_usage: f64,
+    /// A 400 that no retry can fix.
+    #[serde(default)]
+    pub bad_request: f64,
 }
 
 fn default_retry_after() -> u64 {
@@ -56,6 +59,7 @@ pub enum Fault {
     CutStream,
     MalformedChunk,
     MissingUsage,
+    BadRequest,
 }
 
 impl FaultProfile {
@@ -85,7 +89,7 @@ impl FaultProfile {
         Ok(profile)
     }
 
-    fn rates(&self) -> [(Fault, f64); 9] {
+    fn rates(&self) -> [(Fault, f64); 10] {
         [
             (Fault::RateLimit, self.rate_limit),
             (Fault::ServerError, self.server_error),
@@ -96,6 +100,7 @@ impl FaultProfile {
             (Fault::CutStream, self.cut_stream),
             (Fault::MalformedChunk, self.malformed_chunk),
             (Fault::MissingUsage, self.missing_usage),
+            (Fault::BadRequest, self.bad_request),
         ]
     }
 

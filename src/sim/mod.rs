@@ -9,6 +9,6 @@ mod answer;
 mod faults;
 mod server;
 
-pub use answer::{Knowledge, SimModel, answer_for};
+pub use answer::{Knowledge, SimModel, answer_for, verdict_for};
 pub use faults::{Fault, FaultProfile};
 pub use server::{RunningSim, SimSettings, Stats, spawn};

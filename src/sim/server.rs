@@ -1,11 +1,12 @@
 //! The HTTP server: `/v1/chat/completions` (with and without streaming),
 //! `/v1/models`, and `/sim/stats` with what it received.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Json;
@@ -19,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::dataset::DatasetRow;
 
-use super::answer::{Knowledge, SimModel, answer_for};
+use super::answer::{Knowledge, SimModel, answer_for, verdict_for};
 use super::faults::{Fault, FaultProfile};
 
 #[derive(Debug, Clone)]
@@ -55,6 +56,11 @@ pub struct Stats {
     pub faults: BTreeMap<Fault, u64>,
     /// Completed answers per `model|prompt id|seed`.
     pub completed: BTreeMap<String, u64>,
+    /// Requests that repeated a request refused with 429 before its
+    /// `Retry-After` had passed.
+    pub early_retries: u64,
+    /// Requests that repeated a request refused with a status no retry fixes.
+    pub retried_non_retryable: u64,
 }
 
 struct Shared {
@@ -62,6 +68,9 @@ struct Shared {
     knowledge: Knowledge,
     requests: AtomicU64,
     stats: Mutex<Stats>,
+    /// Per request body: when a retry may come (after a 429), or never
+    /// (after a 400).
+    refusals: Mutex<HashMap<u64, Option<Instant>>>,
 }
 
 impl Shared {
@@ -72,6 +81,30 @@ impl Shared {
         if let Some(fault) = fault {
             *stats.faults.entry(fault).or_default() += 1;
         }
+    }
+
+    /// Counts a repeat that came too early or should not have come at all.
+    fn check_repeat(&self, body: u64) {
+        let refusal = self
+            .refusals
+            .lock()
+            .expect("unpoisoned")
+            .get(&body)
+            .copied();
+        match refusal {
+            Some(None) => self.stats.lock().expect("unpoisoned").retried_non_retryable += 1,
+            Some(Some(not_before)) if Instant::now() < not_before => {
+                self.stats.lock().expect("unpoisoned").early_retries += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn refused(&self, body: u64, retry_after: Option<Duration>) {
+        self.refusals
+            .lock()
+            .expect("unpoisoned")
+            .insert(body, retry_after.map(|wait| Instant::now() + wait));
     }
 
     fn completed(&self, key: String) {
@@ -136,6 +169,7 @@ pub fn spawn(
         settings,
         requests: AtomicU64::new(0),
         stats: Mutex::new(Stats::default()),
+        refusals: Mutex::new(HashMap::new()),
     });
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -218,7 +252,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                 .settings
                 .models
                 .iter()
-                .find(|model| model.name == name)
+                .find(|model| model.name == name || model.version == name)
         })
         .cloned()
     else {
@@ -260,6 +294,12 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 
     let number = shared.requests.fetch_add(1, Ordering::Relaxed);
     let fault = shared.settings.faults.draw(shared.settings.seed, number);
+    let body_hash = {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        body.hash(&mut hasher);
+        hasher.finish()
+    };
+    shared.check_repeat(body_hash);
     match fault {
         Some(Fault::RateLimit) => {
             shared.record(StatusCode::TOO_MANY_REQUESTS, fault);
@@ -267,6 +307,10 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
                 "rate limit reached",
+            );
+            shared.refused(
+                body_hash,
+                Some(Duration::from_secs(shared.settings.faults.retry_after_s)),
             );
             let retry_after = shared.settings.faults.retry_after_s.to_string();
             response.headers_mut().insert(
@@ -291,16 +335,31 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
                 "the engine is overloaded",
             );
         }
+        Some(Fault::BadRequest) => {
+            shared.record(StatusCode::BAD_REQUEST, fault);
+            shared.refused(body_hash, None);
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "the request was refused",
+            );
+        }
         _ => shared.record(StatusCode::OK, fault),
     }
 
-    let (text, _, prompt_id) = answer_for(
-        &shared.knowledge,
-        &model,
-        &prompt,
-        seed,
-        shared.settings.steepness,
-    );
+    let (text, prompt_id) = match verdict_for(&shared.knowledge, &model, &prompt, seed) {
+        Some(verdict) => verdict,
+        None => {
+            let (text, _, prompt_id) = answer_for(
+                &shared.knowledge,
+                &model,
+                &prompt,
+                seed,
+                shared.settings.steepness,
+            );
+            (text, prompt_id)
+        }
+    };
     let completion_tokens = tokens(&text);
     let usage = json!({
         "prompt_tokens": prompt_tokens,

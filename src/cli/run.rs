@@ -1,0 +1,155 @@
+//! `routeval run` and `routeval merge`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use crate::clock::format_rfc3339;
+use crate::exit_codes::Outcome;
+use crate::run::{
+    EndpointConfig, Endpoints, OpenAiEndpoint, PromptTemplate, RESPONSES_FILE, RunConfig,
+    RunSettings, RunSummary, Shard, execute, http_client, merge_runs, preflight, prepare,
+};
+
+use super::args::{MergeArgs, RunArgs};
+use super::clock;
+
+/// The key of an endpoint, from the variable its config names.
+fn api_key(
+    config: &RunConfig,
+    section: &str,
+    endpoint: &EndpointConfig,
+) -> anyhow::Result<Option<String>> {
+    let Some(variable) = &endpoint.api_key_env else {
+        return Ok(None);
+    };
+    match std::env::var(variable) {
+        Ok(value) if !value.trim().is_empty() => Ok(Some(value)),
+        _ => bail!(
+            "{}: {section}: the environment variable {variable} (api_key_env) is not set",
+            config.path.display()
+        ),
+    }
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    let config = RunConfig::load(&args.config)?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(Shard::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let small_key = api_key(&config, "[tiers.small]", &config.small)?;
+    let large_key = api_key(&config, "[tiers.large]", &config.large)?;
+    let verifier = match &config.verifier {
+        Some(verifier) => {
+            let key = api_key(&config, "[verifier]", verifier)?;
+            let name = verifier.template.as_deref().expect("checked on load");
+            Some((verifier, key, PromptTemplate::load(&args.rubrics, name)?))
+        }
+        None => None,
+    };
+    let settings = RunSettings {
+        dataset: args.dataset,
+        rubrics: args.rubrics,
+        out: args.out,
+        shard,
+        cache_dir: (!args.no_cache).then_some(args.cache_dir),
+        retry_errors: args.retry_errors,
+        show_progress: !args.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        flush_every: Duration::from_secs(2),
+    };
+    let clock = clock()?;
+    let prepared = prepare(&config, &settings, &format_rfc3339(clock.now()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let summary = runtime.block_on(async {
+        let widest = config
+            .small
+            .max_concurrency
+            .max(config.large.max_concurrency);
+        let http = http_client(widest)?;
+        let mut checks = vec![
+            ("[tiers.small]", &config.small, small_key.as_deref()),
+            ("[tiers.large]", &config.large, large_key.as_deref()),
+        ];
+        if let Some((endpoint, key, _)) = &verifier {
+            checks.push(("[verifier]", endpoint, key.as_deref()));
+        }
+        for (section, endpoint, key) in checks {
+            preflight(&http, endpoint, key).await.map_err(|problem| {
+                anyhow::anyhow!("{}: {section}: {problem}", config.path.display())
+            })?;
+        }
+        let endpoints = Endpoints {
+            small: OpenAiEndpoint::new(http.clone(), &config.small, small_key.clone()),
+            large: OpenAiEndpoint::new(http.clone(), &config.large, large_key.clone()),
+            verifier: verifier.as_ref().map(|(endpoint, key, template)| {
+                (
+                    OpenAiEndpoint::new(http.clone(), endpoint, key.clone()),
+                    template.clone(),
+                )
+            }),
+        };
+        execute(&config, endpoints, &settings, prepared, || {
+            format_rfc3339(clock.now())
+        })
+        .await
+    })?;
+    // Dropping the runtime would wait for requests abandoned by an interrupt.
+    runtime.shutdown_background();
+    print_summary(&summary, &settings.out.join(RESPONSES_FILE));
+    Ok(Outcome::Passed)
+}
+
+fn print_summary(summary: &RunSummary, responses: &std::path::Path) {
+    let rows = summary.tiers.iter().map(|tier| {
+        vec![
+            tier.tier.name().to_owned(),
+            tier.model.clone(),
+            tier.calls.to_string(),
+            tier.errors.to_string(),
+            tier.cached.to_string(),
+            tier.retries.to_string(),
+            format!("{:.4}", tier.cost_usd),
+        ]
+    });
+    let table = crate::calibrate::table(
+        vec![
+            "tier", "model", "calls", "errors", "cached", "retries", "cost $",
+        ],
+        rows,
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{table}");
+    let _ = writeln!(
+        out,
+        "{} rows in {} ({:.1} s)",
+        summary.rows,
+        responses.display(),
+        summary.elapsed.as_secs_f64()
+    );
+    let errors: u64 = summary.tiers.iter().map(|tier| tier.errors).sum();
+    if errors > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: {errors} calls ended in an error (see error_kind); rerun with --retry-errors to send them again"
+        );
+    }
+}
+
+pub fn merge(args: MergeArgs) -> anyhow::Result<Outcome> {
+    let manifest = merge_runs(&args.runs, &args.out)?;
+    let rows: u64 = manifest.tiers.values().map(|tier| tier.rows).sum();
+    let _ = writeln!(
+        std::io::stdout(),
+        "merged {} shards: {} prompts, {rows} rows in {}",
+        args.runs.len(),
+        manifest.prompts,
+        args.out.join(RESPONSES_FILE).display()
+    );
+    Ok(Outcome::Passed)
+}

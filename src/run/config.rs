@@ -1,0 +1,461 @@
+//! `routeval.toml`: the endpoints of the two tiers and the verifier, their
+//! prices, limits and deadlines, and the generation parameters of a run.
+//! Strict: an unknown key is an error that names it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::routes::{Tier, floating_alias};
+
+/// One OpenAI-compatible endpoint and how to treat it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    pub base_url: String,
+    /// A pinned model version; floating aliases are refused.
+    pub model: String,
+    /// The environment variable holding the API key; none sends no key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Dollars per million tokens.
+    pub price_input_per_mtok: f64,
+    #[serde(default)]
+    pub price_cached_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: f64,
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: usize,
+    /// Requests per minute; none is unlimited.
+    #[serde(default)]
+    pub rpm: Option<u32>,
+    /// Tokens per minute (input plus `max_tokens`); none is unlimited.
+    #[serde(default)]
+    pub tpm: Option<u64>,
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// First delay of the exponential backoff, before jitter.
+    #[serde(default = "default_backoff_ms")]
+    pub backoff_base_ms: u64,
+    #[serde(default = "default_first_token_s")]
+    pub first_token_s: f64,
+    #[serde(default = "default_stall_s")]
+    pub stall_s: f64,
+    #[serde(default = "default_total_s")]
+    pub total_s: f64,
+    /// Verifier only: the prompt template in `<rubrics>/prompts/NAME.toml`.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Ask for token log-probabilities (verifier only; not every server has them).
+    #[serde(default)]
+    pub logprobs: bool,
+}
+
+fn default_concurrency() -> usize {
+    32
+}
+fn default_max_retries() -> u32 {
+    4
+}
+fn default_backoff_ms() -> u64 {
+    500
+}
+fn default_first_token_s() -> f64 {
+    60.0
+}
+fn default_stall_s() -> f64 {
+    30.0
+}
+fn default_total_s() -> f64 {
+    300.0
+}
+
+impl EndpointConfig {
+    pub fn first_token(&self) -> Duration {
+        Duration::from_secs_f64(self.first_token_s)
+    }
+    pub fn stall(&self) -> Duration {
+        Duration::from_secs_f64(self.stall_s)
+    }
+    pub fn total(&self) -> Duration {
+        Duration::from_secs_f64(self.total_s)
+    }
+
+    /// Dollars for a call's tokens.
+    pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
+        let cached = cached_input.min(input);
+        let cached_price = self
+            .price_cached_input_per_mtok
+            .unwrap_or(self.price_input_per_mtok);
+        ((input - cached) as f64 * self.price_input_per_mtok
+            + cached as f64 * cached_price
+            + output as f64 * self.price_output_per_mtok)
+            / 1e6
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerationConfig {
+    #[serde(default)]
+    pub temperature: f32,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default)]
+    pub seed: i64,
+    /// Samples of each prompt per tier (self-consistency wants several).
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// Retries allowed as a share of first attempts, per tier.
+    #[serde(default = "default_retry_budget")]
+    pub retry_budget: f64,
+}
+
+fn default_max_tokens() -> u32 {
+    512
+}
+fn default_samples() -> u32 {
+    1
+}
+fn default_retry_budget() -> f64 {
+    0.1
+}
+
+impl Default for GenerationConfig {
+    fn default() -> Self {
+        GenerationConfig {
+            temperature: 0.0,
+            max_tokens: default_max_tokens(),
+            seed: 0,
+            samples: default_samples(),
+            retry_budget: default_retry_budget(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    tiers: BTreeMap<String, EndpointConfig>,
+    #[serde(default)]
+    verifier: Option<EndpointConfig>,
+    /// The endpoint of `llm_judge` rubrics.
+    #[serde(default)]
+    judge: Option<EndpointConfig>,
+    #[serde(default)]
+    run: GenerationConfig,
+}
+
+/// A checked `routeval.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    pub path: PathBuf,
+    pub small: EndpointConfig,
+    pub large: EndpointConfig,
+    pub verifier: Option<EndpointConfig>,
+    pub judge: Option<EndpointConfig>,
+    pub run: GenerationConfig,
+    /// The file's bytes, for the manifest's digest.
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl RunConfig {
+    pub fn endpoint(&self, tier: Tier) -> Option<&EndpointConfig> {
+        match tier {
+            Tier::Small => Some(&self.small),
+            Tier::Large => Some(&self.large),
+            Tier::Verifier => self.verifier.as_ref(),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::str::from_utf8(&bytes).map_err(|error| invalid(error.to_string()))?;
+        let mut file: ConfigFile = toml::from_str(text)
+            .map_err(|error| invalid(crate::toml_message::one_line(&error.to_string())))?;
+        for name in file.tiers.keys() {
+            if name != "small" && name != "large" {
+                return Err(invalid(format!(
+                    "[tiers.{name}]: unknown tier; the tiers are small and large"
+                )));
+            }
+        }
+        let mut tier = |name: &str| {
+            file.tiers
+                .remove(name)
+                .ok_or_else(|| invalid(format!("[tiers.{name}] is missing")))
+        };
+        let config = RunConfig {
+            path: path.to_owned(),
+            small: tier("small")?,
+            large: tier("large")?,
+            verifier: file.verifier,
+            judge: file.judge,
+            run: file.run,
+            bytes,
+        };
+        config.check().map_err(invalid)?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let sections = [
+            ("[tiers.small]", Some(&self.small)),
+            ("[tiers.large]", Some(&self.large)),
+            ("[verifier]", self.verifier.as_ref()),
+            ("[judge]", self.judge.as_ref()),
+        ];
+        for (section, endpoint) in sections {
+            let Some(endpoint) = endpoint else { continue };
+            check_endpoint(endpoint).map_err(|problem| format!("{section}: {problem}"))?;
+        }
+        if let Some(verifier) = &self.verifier
+            && verifier.template.is_none()
+        {
+            return Err("[verifier]: template is missing (a file in rubrics/prompts/)".to_owned());
+        }
+        let run = &self.run;
+        if run.samples == 0 || run.samples > 64 {
+            return Err(format!(
+                "[run]: samples must be 1 to 64, got {}",
+                run.samples
+            ));
+        }
+        if !(0.0..=2.0).contains(&run.temperature) {
+            return Err(format!(
+                "[run]: temperature must be in [0, 2], got {}",
+                run.temperature
+            ));
+        }
+        if run.max_tokens == 0 {
+            return Err("[run]: max_tokens must be positive".to_owned());
+        }
+        if !(run.retry_budget.is_finite() && run.retry_budget >= 0.0) {
+            return Err(format!(
+                "[run]: retry_budget must be a non-negative share, got {}",
+                run.retry_budget
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
+    if !(endpoint.base_url.starts_with("http://") || endpoint.base_url.starts_with("https://")) {
+        return Err(format!(
+            "base_url must start with http:// or https://, got {:?}",
+            endpoint.base_url
+        ));
+    }
+    if let Some(alias) = floating_alias(&endpoint.model) {
+        return Err(format!(
+            "model {:?} has {alias}; pin a version",
+            endpoint.model
+        ));
+    }
+    if let Some(variable) = &endpoint.api_key_env
+        && (variable.is_empty()
+            || !variable
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        return Err(format!(
+            "api_key_env must name an environment variable, got {variable:?}"
+        ));
+    }
+    let prices = [
+        ("price_input_per_mtok", endpoint.price_input_per_mtok),
+        ("price_output_per_mtok", endpoint.price_output_per_mtok),
+        (
+            "price_cached_input_per_mtok",
+            endpoint.price_cached_input_per_mtok.unwrap_or(0.0),
+        ),
+    ];
+    for (field, price) in prices {
+        if !(price.is_finite() && price >= 0.0) {
+            return Err(format!(
+                "{field} must be a non-negative number, got {price}"
+            ));
+        }
+    }
+    if endpoint.max_concurrency == 0 {
+        return Err("max_concurrency must be positive".to_owned());
+    }
+    if endpoint.rpm == Some(0) || endpoint.tpm == Some(0) {
+        return Err("rpm and tpm must be positive (leave them out for no limit)".to_owned());
+    }
+    let deadlines = [
+        ("first_token_s", endpoint.first_token_s),
+        ("stall_s", endpoint.stall_s),
+        ("total_s", endpoint.total_s),
+    ];
+    for (field, seconds) in deadlines {
+        if !(seconds.is_finite() && seconds > 0.0) {
+            return Err(format!(
+                "{field} must be a positive number of seconds, got {seconds}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A verifier prompt: `{question}` and `{answer}` are replaced.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptTemplate {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    pub user: String,
+}
+
+impl PromptTemplate {
+    pub fn load(rubrics: &Path, name: &str) -> anyhow::Result<PromptTemplate> {
+        let path = rubrics.join("prompts").join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(&path).map_err(|error| {
+            anyhow::anyhow!("{}: cannot read the template: {error}", path.display())
+        })?;
+        let template: PromptTemplate = toml::from_str(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "{}: {}",
+                path.display(),
+                crate::toml_message::one_line(&error.to_string())
+            )
+        })?;
+        for placeholder in ["{question}", "{answer}"] {
+            if !template.user.contains(placeholder) {
+                anyhow::bail!(
+                    "{}: field \"user\" must contain {placeholder}",
+                    path.display()
+                );
+            }
+        }
+        Ok(template)
+    }
+
+    /// The messages that ask the verifier to judge `answer` to `question`.
+    pub fn render(&self, question: &str, answer: &str) -> Vec<crate::dataset::Message> {
+        use crate::dataset::{Message, Role};
+        let user = self
+            .user
+            .replace("{question}", question)
+            .replace("{answer}", answer);
+        self.system
+            .iter()
+            .map(|system| Message {
+                role: Role::System,
+                content: system.clone(),
+            })
+            .chain(std::iter::once(Message {
+                role: Role::User,
+                content: user,
+            }))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[tiers.small]
+base_url = "http://127.0.0.1:1/v1"
+model = "sim-small-2026-11-01"
+price_input_per_mtok = 0.15
+price_output_per_mtok = 0.6
+
+[tiers.large]
+base_url = "http://127.0.0.1:1/v1"
+model = "sim-large-2026-11-01"
+api_key_env = "LARGE_KEY"
+price_input_per_mtok = 3
+price_output_per_mtok = 15
+rpm = 600
+"#;
+
+    fn load(text: &str) -> Result<RunConfig, String> {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("routeval.toml");
+        std::fs::write(&path, text).unwrap();
+        RunConfig::load(&path).map_err(|error| {
+            error
+                .to_string()
+                .replace(&directory.path().display().to_string(), "")
+        })
+    }
+
+    #[test]
+    fn a_good_config_loads_with_defaults() {
+        let config = load(GOOD).unwrap();
+        assert_eq!(config.large.rpm, Some(600));
+        assert_eq!(config.small.max_concurrency, 32);
+        assert_eq!(config.run.samples, 1);
+        assert!((config.large.cost(1_000_000, 0, 100_000) - 4.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_configs_name_the_problem() {
+        let cases = [
+            (
+                format!("{GOOD}\n[run]\ntemprature = 0.5\n"),
+                "unknown field `temprature`",
+            ),
+            (
+                GOOD.replace("sim-small-2026-11-01", "gpt-4o-latest"),
+                "[tiers.small]: model \"gpt-4o-latest\" has the floating alias \"latest\"",
+            ),
+            (
+                GOOD.replace("[tiers.large]", "[tiers.medium]"),
+                "[tiers.medium]: unknown tier",
+            ),
+            (
+                GOOD.replace("LARGE_KEY", "my key"),
+                "api_key_env must name an environment variable",
+            ),
+            (
+                GOOD.replace("rpm = 600", "rpm = 0"),
+                "rpm and tpm must be positive",
+            ),
+            (
+                GOOD.replace(
+                    "http://127.0.0.1:1/v1\"\nmodel = \"sim-large",
+                    "ftp://x\"\nmodel = \"sim-large",
+                ),
+                "[tiers.large]: base_url must start with http://",
+            ),
+            (
+                format!(
+                    "{GOOD}\n[verifier]\nbase_url = \"http://x/v1\"\nmodel = \"v-1\"\nprice_input_per_mtok = 0\nprice_output_per_mtok = 0\n"
+                ),
+                "[verifier]: template is missing",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = load(&text).unwrap_err();
+            assert!(message.contains(expected), "{message}");
+            assert!(!message.contains('\n'), "{message}");
+        }
+    }
+}

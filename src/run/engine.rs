@@ -1,0 +1,768 @@
+//! The run itself: every prompt of the dataset (or of its shard) to both
+//! tiers, the small tier's answers to the verifier, each call through the
+//! cache, the tier's limits and the retry policy, each outcome to disk.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Semaphore, mpsc};
+
+use super::cache::{Cache, CachedCall, cache_key};
+use super::config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
+use super::endpoint::{AttemptError, CallRequest, ChatEndpoint, Completion};
+use super::limits::{AdaptiveLimit, RetryBudget, TokenBucket, backoff};
+use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
+use super::progress::{Progress, TierCounters};
+use super::responses::ResponseRow;
+use super::store::{Done, PartWriter, compact, packed_key, scan};
+use crate::dataset::{DatasetRow, Message, Role, for_each_row};
+use crate::routes::Tier;
+
+/// `--shard K/N`: the prompts whose id hashes to K − 1 modulo N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let (index, count) = text
+            .split_once('/')
+            .ok_or_else(|| format!("--shard must be K/N, got {text:?}"))?;
+        let index: u32 = index
+            .trim()
+            .parse()
+            .map_err(|_| format!("--shard must be K/N, got {text:?}"))?;
+        let count: u32 = count
+            .trim()
+            .parse()
+            .map_err(|_| format!("--shard must be K/N, got {text:?}"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("--shard K/N needs 1 <= K <= N, got {text:?}"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    pub fn takes(&self, id: &str) -> bool {
+        let digest = Sha256::digest(id.as_bytes());
+        let value = u64::from_le_bytes(digest[..8].try_into().expect("eight bytes"));
+        value % u64::from(self.count) == u64::from(self.index - 1)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub dataset: PathBuf,
+    pub rubrics: PathBuf,
+    pub out: PathBuf,
+    pub shard: Option<Shard>,
+    /// None: `--no-cache`.
+    pub cache_dir: Option<PathBuf>,
+    pub retry_errors: bool,
+    pub show_progress: bool,
+    /// How often buffered rows reach disk.
+    pub flush_every: Duration,
+}
+
+/// The endpoints of a run: the seam where tests put fakes.
+#[derive(Debug)]
+pub struct Endpoints<E> {
+    pub small: E,
+    pub large: E,
+    pub verifier: Option<(E, PromptTemplate)>,
+}
+
+/// How one tier's calls went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierSummary {
+    pub tier: Tier,
+    pub model: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub cached: u64,
+    pub retries: u64,
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub tiers: Vec<TierSummary>,
+    pub rows: u64,
+    pub elapsed: Duration,
+    pub manifest: Manifest,
+}
+
+struct TierState<E> {
+    tier: Tier,
+    endpoint: E,
+    config: EndpointConfig,
+    limit: AdaptiveLimit,
+    rpm: Option<TokenBucket>,
+    tpm: Option<TokenBucket>,
+    budget: RetryBudget,
+    counters: TierCounters,
+}
+
+struct Context<E> {
+    small: TierState<E>,
+    large: TierState<E>,
+    verifier: Option<(TierState<E>, PromptTemplate)>,
+    generation: GenerationConfig,
+    cache: Option<Cache>,
+    rows: mpsc::Sender<ResponseRow>,
+    done: Done,
+    awaiting_verifier: Mutex<std::collections::HashMap<(u64, u32), String>>,
+}
+
+/// A prompt to run, with its position in the dataset.
+struct Job {
+    index: u64,
+    row: DatasetRow,
+}
+
+fn state<E>(
+    tier: Tier,
+    endpoint: E,
+    config: &EndpointConfig,
+    generation: &GenerationConfig,
+) -> TierState<E> {
+    TierState {
+        tier,
+        endpoint,
+        config: config.clone(),
+        limit: AdaptiveLimit::new(config.max_concurrency),
+        rpm: config
+            .rpm
+            .map(|rpm| TokenBucket::per_minute(f64::from(rpm))),
+        tpm: config.tpm.map(|tpm| TokenBucket::per_minute(tpm as f64)),
+        budget: RetryBudget::new(generation.retry_budget),
+        counters: TierCounters::default(),
+    }
+}
+
+fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
+
+/// A number in [0, 1) from a call's identity, for backoff jitter.
+fn jitter_unit(key: &str, retry: u32) -> f64 {
+    let digest = Sha256::digest(format!("{key}/{retry}").as_bytes());
+    (u64::from_le_bytes(digest[..8].try_into().expect("eight bytes")) >> 11) as f64
+        / (1u64 << 53) as f64
+}
+
+impl<E: ChatEndpoint> Context<E> {
+    fn tier(&self, tier: Tier) -> &TierState<E> {
+        match tier {
+            Tier::Small => &self.small,
+            Tier::Large => &self.large,
+            Tier::Verifier => &self.verifier.as_ref().expect("a verifier").0,
+        }
+    }
+
+    fn completed(&self, index: u64, tier: Tier, sample: u32) -> bool {
+        self.done
+            .completed
+            .contains(&packed_key(index, tier, sample))
+    }
+
+    async fn emit(&self, row: ResponseRow) {
+        let counters = &self.tier(row.tier).counters;
+        counters.finished(!row.answered(), row.cached, row.cost_usd);
+        // The writer only goes away when the run is interrupted.
+        let _ = self.rows.send(row).await;
+    }
+
+    fn row(&self, job: &Job, tier: Tier, sample: u32) -> ResponseRow {
+        ResponseRow {
+            prompt_index: job.index,
+            id: job.row.id.clone(),
+            slice: job.row.slice.clone(),
+            tier,
+            sample,
+            model: self.tier(tier).config.model.clone(),
+            model_version: None,
+            text: None,
+            finish_reason: None,
+            input_tokens: None,
+            cached_input_tokens: None,
+            output_tokens: None,
+            usage_estimated: false,
+            cost_usd: None,
+            ttft_ms: None,
+            total_ms: None,
+            attempts: 0,
+            error_kind: None,
+            error_message: None,
+            cached: false,
+            verdict_logprobs: None,
+        }
+    }
+
+    /// One call, from the cache or the endpoint, with retries.
+    async fn call(
+        &self,
+        job: &Job,
+        tier: Tier,
+        sample: u32,
+        messages: Vec<Message>,
+    ) -> ResponseRow {
+        let state = self.tier(tier);
+        let request = CallRequest {
+            messages,
+            temperature: self.generation.temperature,
+            max_tokens: self.generation.max_tokens,
+            seed: self.generation.seed + i64::from(sample),
+            logprobs: tier == Tier::Verifier && state.config.logprobs,
+        };
+        let key = cache_key(
+            &state.config.base_url,
+            &state.config.model,
+            &request,
+            sample,
+        );
+        let mut row = self.row(job, tier, sample);
+        if let Some(hit) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
+            row.model_version = hit.model_version;
+            row.text = Some(hit.text);
+            row.finish_reason = Some(hit.finish_reason);
+            row.input_tokens = Some(hit.input_tokens);
+            row.cached_input_tokens = Some(hit.cached_input_tokens);
+            row.output_tokens = Some(hit.output_tokens);
+            row.usage_estimated = hit.usage_estimated;
+            row.cost_usd = Some(state.config.cost(
+                hit.input_tokens,
+                hit.cached_input_tokens,
+                hit.output_tokens,
+            ));
+            row.ttft_ms = Some(hit.ttft_ms);
+            row.total_ms = Some(hit.total_ms);
+            row.verdict_logprobs = hit.verdict_logprobs;
+            row.cached = true;
+            return row;
+        }
+        let input_estimate = request
+            .messages
+            .iter()
+            .map(|message| estimate_tokens(&message.content))
+            .sum::<u64>();
+        state.budget.first_attempt();
+        let mut attempts = 0u32;
+        let outcome = loop {
+            attempts += 1;
+            if let Some(rpm) = &state.rpm {
+                rpm.take(1.0).await;
+            }
+            if let Some(tpm) = &state.tpm {
+                tpm.take((input_estimate + u64::from(request.max_tokens)) as f64)
+                    .await;
+            }
+            let slot = state.limit.acquire().await;
+            let outcome = state.endpoint.complete(&request).await;
+            drop(slot);
+            let error = match outcome {
+                Ok(completion) => {
+                    state.limit.succeeded();
+                    break Ok(completion);
+                }
+                Err(error) => error,
+            };
+            if let AttemptError::Status { status: 429, .. } = error {
+                state.limit.overloaded();
+            }
+            if !error.retryable() {
+                break Err((error, "not retryable".to_owned()));
+            }
+            if attempts > state.config.max_retries {
+                break Err((error, format!("gave up after {attempts} attempts")));
+            }
+            if !state.budget.try_retry() {
+                break Err((error, "the retry budget is spent".to_owned()));
+            }
+            state.counters.retries.fetch_add(1, Ordering::Relaxed);
+            let retry_after = match &error {
+                AttemptError::Status { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            let base = Duration::from_millis(state.config.backoff_base_ms);
+            tokio::time::sleep(backoff(
+                base,
+                attempts,
+                retry_after,
+                jitter_unit(&key, attempts),
+            ))
+            .await;
+        };
+        row.attempts = attempts;
+        match outcome {
+            Ok(completion) => {
+                self.fill(&mut row, state, &request, completion);
+                if let Some(cache) = &self.cache {
+                    cache.put(&key, &cached_call(&row));
+                }
+            }
+            Err((error, why)) => {
+                row.error_kind = Some(error.kind().to_owned());
+                row.error_message = Some(format!("{} ({why})", error.message()));
+            }
+        }
+        row
+    }
+
+    fn fill(
+        &self,
+        row: &mut ResponseRow,
+        state: &TierState<E>,
+        request: &CallRequest,
+        completion: Completion,
+    ) {
+        let usage = completion.usage.unwrap_or_else(|| super::endpoint::Usage {
+            input: request
+                .messages
+                .iter()
+                .map(|message| estimate_tokens(&message.content))
+                .sum(),
+            cached_input: 0,
+            output: estimate_tokens(&completion.text),
+        });
+        row.usage_estimated = completion.usage.is_none();
+        row.model_version = completion.model_version;
+        row.finish_reason = Some(completion.finish_reason);
+        row.input_tokens = Some(usage.input);
+        row.cached_input_tokens = Some(usage.cached_input);
+        row.output_tokens = Some(usage.output);
+        row.cost_usd = Some(
+            state
+                .config
+                .cost(usage.input, usage.cached_input, usage.output),
+        );
+        row.ttft_ms = Some(completion.ttft.as_secs_f64() * 1e3);
+        row.total_ms = Some(completion.total.as_secs_f64() * 1e3);
+        row.verdict_logprobs = completion
+            .verdict_logprobs
+            .map(|choices| serde_json::to_string(&choices).expect("serialisable"));
+        row.text = Some(completion.text);
+    }
+
+    /// The small tier's answer, then the verifier's judgement of it.
+    async fn small_then_verifier(&self, job: &Job, sample: u32) {
+        let small_answer = if self.completed(job.index, Tier::Small, sample) {
+            self.awaiting_verifier
+                .lock()
+                .expect("unpoisoned")
+                .remove(&(job.index, sample))
+        } else {
+            let row = self
+                .call(job, Tier::Small, sample, job.row.messages.clone())
+                .await;
+            let answer = row.text.clone().filter(|_| row.answered());
+            self.emit(row).await;
+            answer
+        };
+        let Some((_, template)) = &self.verifier else {
+            return;
+        };
+        if self.completed(job.index, Tier::Verifier, sample) {
+            return;
+        }
+        let row = match small_answer {
+            Some(answer) => {
+                let question = job
+                    .row
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|message| message.role == Role::User)
+                    .map(|message| message.content.as_str())
+                    .unwrap_or_default();
+                self.call(
+                    job,
+                    Tier::Verifier,
+                    sample,
+                    template.render(question, &answer),
+                )
+                .await
+            }
+            None => {
+                let mut row = self.row(job, Tier::Verifier, sample);
+                row.error_kind = Some("no_answer".to_owned());
+                row.error_message = Some("the small tier has no answer to verify".to_owned());
+                row
+            }
+        };
+        self.emit(row).await;
+    }
+
+    async fn large(&self, job: &Job, sample: u32) {
+        if !self.completed(job.index, Tier::Large, sample) {
+            let row = self
+                .call(job, Tier::Large, sample, job.row.messages.clone())
+                .await;
+            self.emit(row).await;
+        }
+    }
+
+    async fn prompt(&self, job: Job) {
+        let samples = self.generation.samples;
+        let mut calls = Vec::with_capacity(2 * samples as usize);
+        for sample in 0..samples {
+            calls.push(futures_util::future::Either::Left(
+                self.small_then_verifier(&job, sample),
+            ));
+            calls.push(futures_util::future::Either::Right(
+                self.large(&job, sample),
+            ));
+        }
+        futures_util::future::join_all(calls).await;
+    }
+
+    fn tiers(&self) -> Vec<&TierState<E>> {
+        let mut tiers = vec![&self.small, &self.large];
+        if let Some((verifier, _)) = &self.verifier {
+            tiers.push(verifier);
+        }
+        tiers
+    }
+}
+
+fn cached_call(row: &ResponseRow) -> CachedCall {
+    CachedCall {
+        model_version: row.model_version.clone(),
+        text: row.text.clone().unwrap_or_default(),
+        finish_reason: row.finish_reason.clone().unwrap_or_default(),
+        input_tokens: row.input_tokens.unwrap_or_default(),
+        cached_input_tokens: row.cached_input_tokens.unwrap_or_default(),
+        output_tokens: row.output_tokens.unwrap_or_default(),
+        usage_estimated: row.usage_estimated,
+        ttft_ms: row.ttft_ms.unwrap_or_default(),
+        total_ms: row.total_ms.unwrap_or_default(),
+        verdict_logprobs: row.verdict_logprobs.clone(),
+    }
+}
+
+/// What is known before the first request: the checked dataset, its digest
+/// and size, and what an earlier run of the same `--out` already did.
+#[derive(Debug)]
+pub struct Prepared {
+    pub prompts: u64,
+    pub manifest: Manifest,
+    done: Done,
+}
+
+/// Checks everything that can be checked without the network: the dataset
+/// (every row, before any request), the output directory and what an earlier
+/// run left in it.
+pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow::Result<Prepared> {
+    let rubrics: std::collections::BTreeSet<String> =
+        crate::grade::load_rubrics(&settings.rubrics)?
+            .into_keys()
+            .collect();
+    let mut prompts = 0u64;
+    for_each_row(&settings.dataset, &rubrics, |row| {
+        if settings.shard.is_none_or(|shard| shard.takes(&row.id)) {
+            prompts += 1;
+        }
+        Ok(())
+    })?;
+    let dataset = FileDigest {
+        path: settings.dataset.display().to_string(),
+        sha256: super::manifest::sha256_file(&settings.dataset)?,
+    };
+    let config_digest = FileDigest {
+        path: config.path.display().to_string(),
+        sha256: Sha256::digest(&config.bytes)
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect(),
+    };
+    std::fs::create_dir_all(&settings.out)
+        .with_context(|| format!("{}: cannot create (--out)", settings.out.display()))?;
+    let manifest_path = settings.out.join(MANIFEST_FILE);
+    let shard = settings.shard.map(|shard| shard.to_string());
+    let mut started_at = now.to_owned();
+    if manifest_path.exists() {
+        let earlier = Manifest::load(&manifest_path)?;
+        let mismatch = if earlier.dataset.sha256 != dataset.sha256 {
+            Some("dataset")
+        } else if earlier.config.sha256 != config_digest.sha256 {
+            Some("config")
+        } else if earlier.shard != shard {
+            Some("shard")
+        } else {
+            None
+        };
+        if let Some(what) = mismatch {
+            anyhow::bail!(
+                "{}: this run was made with another {what}; give a new --out to start a new run",
+                settings.out.display()
+            );
+        }
+        started_at = earlier.started_at;
+    }
+    let done = scan(
+        &settings.out,
+        settings.retry_errors,
+        config.verifier.is_some(),
+    )?;
+    let manifest = Manifest {
+        schema_version: super::manifest::MANIFEST_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        dataset,
+        config: config_digest,
+        shard,
+        started_at,
+        finished_at: None,
+        complete: false,
+        prompts,
+        samples: config.run.samples,
+        tiers: BTreeMap::new(),
+    };
+    Ok(Prepared {
+        prompts,
+        manifest,
+        done,
+    })
+}
+
+/// Runs every call that has no row yet, then merges the run's rows into
+/// `OUT/responses.parquet` and completes the manifest.
+pub async fn execute<E: ChatEndpoint>(
+    config: &RunConfig,
+    endpoints: Endpoints<E>,
+    settings: &RunSettings,
+    prepared: Prepared,
+    finished_at: impl Fn() -> String,
+) -> anyhow::Result<RunSummary> {
+    let started = std::time::Instant::now();
+    let Prepared {
+        prompts,
+        mut manifest,
+        done,
+    } = prepared;
+    manifest.save(&settings.out.join(MANIFEST_FILE))?;
+    let generation = config.run.clone();
+    let (row_sender, row_receiver) = mpsc::channel::<ResponseRow>(8192);
+    let awaiting = done.awaiting_verifier.clone();
+    let mut already: BTreeMap<u128, u64> = BTreeMap::new();
+    for key in &done.completed {
+        *already.entry((key >> 32) & 0xff).or_default() += 1;
+    }
+    let context = Arc::new(Context {
+        small: state(Tier::Small, endpoints.small, &config.small, &generation),
+        large: state(Tier::Large, endpoints.large, &config.large, &generation),
+        verifier: endpoints.verifier.map(|(endpoint, template)| {
+            let verifier = config.verifier.as_ref().expect("a verifier section");
+            (
+                state(Tier::Verifier, endpoint, verifier, &generation),
+                template,
+            )
+        }),
+        cache: settings.cache_dir.as_deref().map(Cache::open).transpose()?,
+        generation: generation.clone(),
+        rows: row_sender,
+        awaiting_verifier: Mutex::new(awaiting),
+        done,
+    });
+    let planned_per_tier = prompts * u64::from(generation.samples);
+    for tier in context.tiers() {
+        let already = already
+            .get(&(tier.tier as u128))
+            .copied()
+            .unwrap_or_default();
+        tier.counters
+            .planned
+            .store(planned_per_tier.saturating_sub(already), Ordering::Relaxed);
+    }
+
+    let (stop_writer, writer_stopped) = tokio::sync::oneshot::channel::<()>();
+    let writer = tokio::spawn(write_rows(
+        settings.out.clone(),
+        row_receiver,
+        settings.flush_every,
+        writer_stopped,
+    ));
+    let counters: Vec<&TierCounters> = context.tiers().iter().map(|tier| &tier.counters).collect();
+    let tiers: Vec<Tier> = context.tiers().iter().map(|tier| tier.tier).collect();
+    let progress = Progress::new(&tiers, &counters, settings.show_progress);
+
+    let (job_sender, mut jobs) = mpsc::channel::<Job>(256);
+    let dataset = settings.dataset.clone();
+    let rubrics = settings.rubrics.clone();
+    let shard = settings.shard;
+    let reader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let names: std::collections::BTreeSet<String> =
+            crate::grade::load_rubrics(&rubrics)?.into_keys().collect();
+        let mut index = 0u64;
+        for_each_row(&dataset, &names, |row| {
+            let position = index;
+            index += 1;
+            if shard.is_none_or(|shard| shard.takes(&row.id)) {
+                // A closed channel means the run stopped; stop reading.
+                if job_sender
+                    .blocking_send(Job {
+                        index: position,
+                        row,
+                    })
+                    .is_err()
+                {
+                    return Err(crate::dataset::DatasetError::Empty {
+                        path: PathBuf::new(),
+                    });
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
+    });
+
+    let widest = config
+        .small
+        .max_concurrency
+        .max(config.large.max_concurrency)
+        .max(
+            config
+                .verifier
+                .as_ref()
+                .map_or(1, |verifier| verifier.max_concurrency),
+        );
+    // Enough prompts in flight to keep every tier busy, and no more, so that
+    // memory does not grow with the dataset.
+    let prompt_slots = Arc::new(Semaphore::new(2 * widest + 16));
+    let dispatch = {
+        let context = context.clone();
+        let prompt_slots = prompt_slots.clone();
+        async move {
+            while let Some(job) = jobs.recv().await {
+                let slot = prompt_slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("never closed");
+                let context = context.clone();
+                tokio::spawn(async move {
+                    context.prompt(job).await;
+                    drop(slot);
+                });
+            }
+            let all = u32::try_from(2 * widest + 16).expect("a small number");
+            let _ = prompt_slots.acquire_many(all).await;
+        }
+    };
+    let ticker = async {
+        loop {
+            progress.update(&counters);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let interrupted = tokio::select! {
+        () = dispatch => false,
+        () = ticker => unreachable!("the ticker never ends"),
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    progress.update(&counters);
+    progress.finish();
+    drop(counters);
+    let summaries: Vec<TierSummary> = context
+        .tiers()
+        .iter()
+        .map(|tier| TierSummary {
+            tier: tier.tier,
+            model: tier.config.model.clone(),
+            calls: tier.counters.done.load(Ordering::Relaxed),
+            errors: tier.counters.errors.load(Ordering::Relaxed),
+            cached: tier.counters.cached.load(Ordering::Relaxed),
+            retries: tier.counters.retries.load(Ordering::Relaxed),
+            cost_usd: tier.counters.dollars(),
+        })
+        .collect();
+    // Every sender must go for the writer to finish: the context holds one.
+    drop(context);
+    if interrupted {
+        reader.abort();
+        let _ = stop_writer.send(());
+        writer.await.context("the writer failed")??;
+        anyhow::bail!(
+            "interrupted; the calls that finished are saved in {}; run the same command to resume",
+            settings.out.display()
+        );
+    }
+    reader.await.context("the dataset reader failed")??;
+    writer.await.context("the writer failed")??;
+
+    let rows = compact(&settings.out)?;
+    let mut tiers_counts: BTreeMap<String, TierCounts> = BTreeMap::new();
+    let responses = settings.out.join(super::store::RESPONSES_FILE);
+    for batch in super::responses::read_responses(&responses, 8192)? {
+        for row in batch? {
+            let counts = tiers_counts.entry(row.tier.name().to_owned()).or_default();
+            counts.model.clone_from(&row.model);
+            counts.rows += 1;
+            if row.answered() {
+                counts.answered += 1;
+            } else {
+                counts.errors += 1;
+            }
+            counts.cached += u64::from(row.cached);
+            counts.cost_usd += row.cost_usd.unwrap_or_default();
+        }
+    }
+    let expected =
+        prompts * u64::from(generation.samples) * if config.verifier.is_some() { 3 } else { 2 };
+    manifest.complete = rows == expected;
+    manifest.finished_at = Some(finished_at());
+    manifest.tiers = tiers_counts;
+    manifest.save(&settings.out.join(MANIFEST_FILE))?;
+    Ok(RunSummary {
+        tiers: summaries,
+        rows,
+        elapsed: started.elapsed(),
+        manifest,
+    })
+}
+
+/// Buffers rows and writes them as sorted parts every `flush_every`.
+async fn write_rows(
+    out: PathBuf,
+    mut rows: mpsc::Receiver<ResponseRow>,
+    flush_every: Duration,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<()> {
+    let mut parts = PartWriter::new(&out)?;
+    let mut buffer: Vec<ResponseRow> = Vec::new();
+    let mut tick = tokio::time::interval(flush_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            row = rows.recv() => match row {
+                Some(row) => {
+                    buffer.push(row);
+                    if buffer.len() >= 65_536 {
+                        tokio::task::block_in_place(|| parts.flush(&mut buffer))?;
+                    }
+                }
+                None => break,
+            },
+            _ = tick.tick() => tokio::task::block_in_place(|| parts.flush(&mut buffer))?,
+            _ = &mut stop => {
+                // Interrupted: keep what arrived, including rows already queued.
+                while let Ok(row) = rows.try_recv() {
+                    buffer.push(row);
+                }
+                break;
+            }
+        }
+    }
+    tokio::task::block_in_place(|| parts.flush(&mut buffer))
+}

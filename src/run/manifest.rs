@@ -1,0 +1,86 @@
+//! `manifest.json`: what produced a run's responses, so that a table can be
+//! traced to its dataset and config and a resume can refuse to mix runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub routeval_version: String,
+    pub dataset: FileDigest,
+    pub config: FileDigest,
+    /// `K/N` when the run took one shard of the prompts.
+    pub shard: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// Whether every call of the run has a row.
+    pub complete: bool,
+    /// Prompts of the dataset in this run (its shard).
+    pub prompts: u64,
+    pub samples: u32,
+    pub tiers: BTreeMap<String, TierCounts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDigest {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// Counts of the rows of one tier.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierCounts {
+    pub model: String,
+    pub rows: u64,
+    pub answered: u64,
+    pub errors: u64,
+    pub cached: u64,
+    pub cost_usd: f64,
+}
+
+pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)
+        .map_err(|error| anyhow::anyhow!("{}: cannot read: {error}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let read = file
+            .read(&mut buffer)
+            .map_err(|error| anyhow::anyhow!("{}: cannot read: {error}", path.display()))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
+}
+
+impl Manifest {
+    pub fn load(path: &Path) -> anyhow::Result<Manifest> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| anyhow::anyhow!("{}: cannot read: {error}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|error| anyhow::anyhow!("{}: not a run manifest: {error}", path.display()))
+    }
+
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let mut text = serde_json::to_string_pretty(self).expect("serialisable");
+        text.push('\n');
+        crate::atomic::write_bytes_atomically(path, text.as_bytes())
+    }
+}

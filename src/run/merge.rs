@@ -1,0 +1,102 @@
+//! `routeval merge`: the outputs of `--shard K/N` runs combined into what one
+//! run of the whole dataset would have produced.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::engine::Shard;
+use super::manifest::{MANIFEST_FILE, Manifest};
+use super::store::{RESPONSES_FILE, merge_sorted};
+
+/// Merges the shard runs `inputs` into `out`; returns the merged manifest.
+pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
+    let mut manifests = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let manifest = Manifest::load(&input.join(MANIFEST_FILE))?;
+        if !manifest.complete {
+            anyhow::bail!(
+                "{}: the run is not complete; finish it (run the same command again) before merging",
+                input.display()
+            );
+        }
+        manifests.push(manifest);
+    }
+    let Some(first) = manifests.first().cloned() else {
+        anyhow::bail!("give the shard runs to merge");
+    };
+    let mut shards = BTreeSet::new();
+    let mut count = None;
+    for (input, manifest) in inputs.iter().zip(&manifests) {
+        for (what, same) in [
+            ("dataset", manifest.dataset.sha256 == first.dataset.sha256),
+            ("config", manifest.config.sha256 == first.config.sha256),
+            ("number of samples", manifest.samples == first.samples),
+        ] {
+            if !same {
+                anyhow::bail!(
+                    "{}: made with another {what} than {}",
+                    input.display(),
+                    inputs[0].display()
+                );
+            }
+        }
+        let shard = manifest
+            .shard
+            .as_deref()
+            .map(Shard::parse)
+            .transpose()
+            .map_err(|error| anyhow::anyhow!("{}: {error}", input.display()))?
+            .ok_or_else(|| anyhow::anyhow!("{}: not a shard run (no --shard)", input.display()))?;
+        if *count.get_or_insert(shard.count) != shard.count {
+            anyhow::bail!(
+                "{}: shard {shard} is not one of {} shards",
+                input.display(),
+                count.unwrap_or_default()
+            );
+        }
+        if !shards.insert(shard.index) {
+            anyhow::bail!("{}: shard {shard} is given twice", input.display());
+        }
+    }
+    let count = count.unwrap_or_default();
+    let missing: Vec<String> = (1..=count)
+        .filter(|index| !shards.contains(index))
+        .map(|index| format!("{index}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!("shards {} are missing", missing.join(", "));
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|error| anyhow::anyhow!("{}: cannot create (--out): {error}", out.display()))?;
+    let sources: Vec<PathBuf> = inputs
+        .iter()
+        .map(|input| input.join(RESPONSES_FILE))
+        .collect();
+    merge_sorted(&sources, &out.join(RESPONSES_FILE))?;
+    let mut merged = first.clone();
+    merged.shard = None;
+    merged.prompts = manifests.iter().map(|manifest| manifest.prompts).sum();
+    merged.started_at = manifests
+        .iter()
+        .map(|manifest| manifest.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    merged.finished_at = manifests
+        .iter()
+        .filter_map(|manifest| manifest.finished_at.clone())
+        .max();
+    merged.tiers.clear();
+    for manifest in &manifests {
+        for (tier, counts) in &manifest.tiers {
+            let total = merged.tiers.entry(tier.clone()).or_default();
+            total.model.clone_from(&counts.model);
+            total.rows += counts.rows;
+            total.answered += counts.answered;
+            total.errors += counts.errors;
+            total.cached += counts.cached;
+            total.cost_usd += counts.cost_usd;
+        }
+    }
+    merged.save(&out.join(MANIFEST_FILE))?;
+    Ok(merged)
+}

@@ -1,0 +1,35 @@
+//! `routeval run`: labelled prompts to the small tier, the large tier and the
+//! verifier over OpenAI-compatible APIs, with rate limits, retries,
+//! deadlines, a cache and resume; and `routeval merge` of shard outputs.
+//! The output is the responses table (`responses.parquet`) and
+//! `manifest.json` under `--out`.
+
+mod cache;
+mod config;
+mod endpoint;
+mod engine;
+mod limits;
+mod manifest;
+mod merge;
+mod progress;
+mod responses;
+mod store;
+
+pub use cache::{Cache, CachedCall, cache_key};
+pub use config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
+pub use endpoint::{
+    AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
+    preflight, redact,
+};
+pub use engine::{
+    Endpoints, Prepared, RunSettings, RunSummary, Shard, TierSummary, execute, prepare,
+};
+pub use manifest::{
+    FileDigest, MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts, sha256_file,
+};
+pub use merge::merge_runs;
+pub use responses::{
+    RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow, ResponsesWriter, read_all_responses,
+    read_responses,
+};
+pub use store::{RESPONSES_FILE, merge_sorted};
