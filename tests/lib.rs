@@ -16,6 +16,7 @@ mod input_formats;
 mod real_data;
 mod report_cli;
 mod router_cli;
+mod run_cli;
 mod schema_docs;
 mod signing;
 mod sim_cli;

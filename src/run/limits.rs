@@ -206,7 +206,11 @@ mod tests {
         assert_eq!(limit.current(), 8);
         limit.overloaded(); // same second: counted once
         assert_eq!(limit.current(), 8);
-        for _ in 0..8 {
+        for _ in 0..7 {
+            limit.succeeded();
+        }
+        assert_eq!(limit.current(), 8);
+        for _ in 0..2 {
             limit.succeeded();
         }
         assert_eq!(limit.current(), 9);

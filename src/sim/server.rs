@@ -33,6 +33,8 @@ pub struct SimSettings {
     /// Generation speed after the first token; 0 streams at once.
     pub tokens_per_second: f64,
     pub faults: FaultProfile,
+    /// The API key clients must send; none accepts any.
+    pub require_key: Option<String>,
 }
 
 impl Default for SimSettings {
@@ -44,6 +46,7 @@ impl Default for SimSettings {
             ttft_ms: 0,
             tokens_per_second: 0.0,
             faults: FaultProfile::default(),
+            require_key: None,
         }
     }
 }
@@ -207,14 +210,43 @@ pub fn spawn(
     })
 }
 
-async fn models(State(shared): State<Arc<Shared>>) -> Json<Value> {
+/// A 401 like a provider's, echoing the key masked, when a key is required
+/// and `headers` do not carry it.
+fn refuse_key(shared: &Shared, headers: &axum::http::HeaderMap) -> Option<Response> {
+    let required = shared.settings.require_key.as_deref()?;
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if sent == required {
+        return None;
+    }
+    let masked = if sent.len() > 10 {
+        format!("{}***{}", &sent[..6], &sent[sent.len() - 4..])
+    } else {
+        "***".to_owned()
+    };
+    Some(error(
+        StatusCode::UNAUTHORIZED,
+        "invalid_request_error",
+        &format!(
+            "Incorrect API key provided: {masked}. You can find your API key in your account."
+        ),
+    ))
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(refusal) = refuse_key(&shared, &headers) {
+        return refusal;
+    }
     let data: Vec<Value> = shared
         .settings
         .models
         .iter()
         .map(|model| json!({"id": model.name, "object": "model", "owned_by": "routeval-sim"}))
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Json<Stats> {
@@ -233,7 +265,15 @@ fn tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4).max(1)
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = refuse_key(&shared, &headers) {
+        shared.record(StatusCode::UNAUTHORIZED, None);
+        return refusal;
+    }
     let request: Value = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(problem) => {

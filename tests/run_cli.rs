@@ -1,0 +1,547 @@
+//! `routeval run` and `routeval merge` against the simulated endpoint on
+//! loopback: faults, a SIGKILL and resume, setup errors, key hygiene,
+//! shards and the cache.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use routeval::dataset::read_dataset;
+use routeval::run::{ResponseRow, read_all_responses};
+use routeval::sim::{FaultProfile, RunningSim, SimSettings, spawn};
+
+use crate::common::routeval;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `count` prompts with distinct texts, references and difficulties.
+fn write_dataset(directory: &Path, count: usize) -> PathBuf {
+    let path = directory.join("prompts.jsonl");
+    let lines: Vec<String> = (0..count)
+        .map(|index| {
+            let slice = ["billing", "orders", "account"][index % 3];
+            serde_json::json!({
+                "id": format!("q{index:04}"),
+                "slice": slice,
+                "prompt": format!("What is {index} plus {}? Answer with the number.", index % 7),
+                "reference": (index + index % 7).to_string(),
+                "rubric": "exact",
+                "difficulty": (index % 10) as f64 / 10.0,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
+    let names: BTreeSet<String> = routeval::grade::load_rubrics(&repo().join("rubrics"))
+        .unwrap()
+        .into_keys()
+        .collect();
+    let rows = read_dataset(dataset, &names).unwrap();
+    spawn(settings, &rows, "127.0.0.1:0".parse().unwrap()).unwrap()
+}
+
+struct Tuning {
+    concurrency: usize,
+    deadline_s: f64,
+    verifier: bool,
+    key_env: Option<&'static str>,
+}
+
+fn write_config(directory: &Path, base_url: &str, tuning: &Tuning) -> PathBuf {
+    let key = tuning
+        .key_env
+        .map(|name| format!("api_key_env = \"{name}\"\n"))
+        .unwrap_or_default();
+    let endpoint = |model: &str, extra: &str| {
+        format!(
+            "base_url = \"{base_url}\"\nmodel = \"{model}\"\n{key}price_input_per_mtok = 1.0\nprice_output_per_mtok = 2.0\nmax_concurrency = {}\nmax_retries = 4\nbackoff_base_ms = 20\nfirst_token_s = {d}\nstall_s = {d}\ntotal_s = 10\n{extra}",
+            tuning.concurrency,
+            d = tuning.deadline_s
+        )
+    };
+    let mut text = format!(
+        "[tiers.small]\n{}\n[tiers.large]\n{}\n",
+        endpoint("sim-small-2026-11-01", ""),
+        endpoint("sim-large-2026-11-01", "")
+    );
+    if tuning.verifier {
+        text.push_str(&format!(
+            "[verifier]\n{}\n",
+            endpoint("sim-verifier-2026-11-01", "template = \"verifier\"\n")
+        ));
+    }
+    text.push_str("[run]\nseed = 3\nretry_budget = 1.0\n");
+    let path = directory.join("routeval.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run_args(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> Vec<std::ffi::OsString> {
+    let rubrics = repo().join("rubrics");
+    let arguments: [&std::ffi::OsStr; 12] = [
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--dataset".as_ref(),
+        dataset.as_os_str(),
+        "--rubrics".as_ref(),
+        rubrics.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--cache-dir".as_ref(),
+        cache.as_os_str(),
+        "--quiet".as_ref(),
+    ];
+    arguments
+        .iter()
+        .map(|argument| argument.to_os_string())
+        .collect()
+}
+
+fn run_command(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> assert_cmd::Command {
+    let mut command = routeval();
+    command.args(run_args(config, dataset, out, cache));
+    command
+}
+
+/// What a row says about the model's answer, without timings.
+fn content(
+    row: &ResponseRow,
+) -> (
+    u64,
+    String,
+    u32,
+    Option<String>,
+    Option<String>,
+    Option<u64>,
+    Option<u64>,
+) {
+    (
+        row.prompt_index,
+        row.tier.name().to_owned(),
+        row.sample,
+        row.model_version.clone(),
+        row.text.clone(),
+        row.input_tokens,
+        row.output_tokens,
+    )
+}
+
+#[test]
+fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 150);
+    let faults = FaultProfile {
+        rate_limit: 0.04,
+        retry_after_s: 1,
+        server_error: 0.03,
+        unavailable: 0.02,
+        reset: 0.02,
+        slow_first_token: 0.02,
+        slow_first_token_ms: 800,
+        stall: 0.02,
+        stall_ms: 800,
+        cut_stream: 0.02,
+        malformed_chunk: 0.01,
+        missing_usage: 0.01,
+        bad_request: 0.01,
+    };
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            faults,
+            seed: 11,
+            ..SimSettings::default()
+        },
+    );
+    let config = write_config(
+        directory.path(),
+        &format!("http://{}/v1", sim.address),
+        &Tuning {
+            concurrency: 16,
+            deadline_s: 0.4,
+            verifier: true,
+            key_env: None,
+        },
+    );
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .success();
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    assert_eq!(rows.len(), 450, "one row per prompt and tier");
+    let keys: BTreeSet<_> = rows.iter().map(ResponseRow::key).collect();
+    assert_eq!(keys.len(), 450, "a (prompt, tier, sample) twice");
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &rows {
+        match &row.error_kind {
+            None => {
+                assert_eq!(row.finish_reason.as_deref(), Some("stop"), "{row:?}");
+                assert!(row.error_message.is_none());
+                if row.tier == routeval::routes::Tier::Verifier {
+                    // A broken stream never becomes an accepted answer.
+                    routeval::grade::verdict_score(row.text.as_deref().unwrap(), None)
+                        .unwrap_or_else(|problem| panic!("{problem}: {row:?}"));
+                }
+            }
+            Some(kind) => {
+                assert!(
+                    !row.error_message.as_deref().unwrap_or_default().is_empty(),
+                    "{row:?}"
+                );
+                assert!(row.text.is_none(), "{row:?}");
+                *kinds.entry(kind.clone()).or_default() += 1;
+                if kind == "rejected" {
+                    assert_eq!(row.attempts, 1, "a 400 was retried: {row:?}");
+                }
+            }
+        }
+    }
+    let stats = sim.stats();
+    eprintln!(
+        "errors by kind: {kinds:?}; server: {:?} {:?}",
+        stats.by_status, stats.faults
+    );
+    assert!(
+        stats.faults.len() >= 9,
+        "every kind of fault was drawn: {:?}",
+        stats.faults
+    );
+    assert_eq!(stats.early_retries, 0, "a retry came before Retry-After");
+    assert_eq!(stats.retried_non_retryable, 0, "a 400 was retried");
+    assert!(rows.iter().filter(|row| row.answered()).count() >= 400);
+    assert!(
+        rows.iter().any(|row| row.usage_estimated),
+        "missing usage is estimated"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["complete"], true);
+    assert_eq!(manifest["prompts"], 150);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_run_killed_with_sigkill_resumes_to_the_table_of_an_uninterrupted_run() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 100);
+    let slow = || SimSettings {
+        ttft_ms: 100,
+        ..SimSettings::default()
+    };
+    let tuning = Tuning {
+        concurrency: 2,
+        deadline_s: 5.0,
+        verifier: false,
+        key_env: None,
+    };
+
+    let interrupted = start_sim(&dataset, slow());
+    let config = write_config(
+        directory.path(),
+        &format!("http://{}/v1", interrupted.address),
+        &tuning,
+    );
+    let out = directory.path().join("killed");
+    let cache = directory.path().join("cache");
+    #[allow(deprecated, reason = "the path of the binary under test")]
+    let binary = assert_cmd::cargo::cargo_bin("routeval");
+    let mut child = std::process::Command::new(binary)
+        .args(run_args(&config, &dataset, &out, &cache))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let parts = out.join("parts");
+    let waited = Instant::now();
+    while std::fs::read_dir(&parts).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
+            .count()
+    }) == 0
+    {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no part was written"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !out.join("responses.parquet").exists(),
+        "the run finished before the kill"
+    );
+
+    // What an aborted run left is readable as it is.
+    let mut saved = 0;
+    for part in std::fs::read_dir(&parts).unwrap().filter_map(Result::ok) {
+        if part.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        saved += read_all_responses(&part.path()).unwrap().len();
+    }
+    assert!(
+        saved > 0 && saved < 200,
+        "{saved} rows saved before the kill"
+    );
+
+    run_command(&config, &dataset, &out, &cache)
+        .assert()
+        .success();
+    let resumed = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let stats = interrupted.stats();
+    let twice: Vec<_> = stats
+        .completed
+        .iter()
+        .filter(|(_, count)| **count > 1)
+        .collect();
+    assert!(twice.is_empty(), "completed twice: {twice:?}");
+
+    let reference_sim = start_sim(&dataset, SimSettings::default());
+    let reference_config_directory = directory.path().join("reference");
+    std::fs::create_dir_all(&reference_config_directory).unwrap();
+    let reference_config = write_config(
+        &reference_config_directory,
+        &format!("http://{}/v1", reference_sim.address),
+        &Tuning {
+            concurrency: 8,
+            ..tuning
+        },
+    );
+    let reference_out = directory.path().join("uninterrupted");
+    run_command(&reference_config, &dataset, &reference_out, &cache)
+        .arg("--no-cache")
+        .assert()
+        .success();
+    let reference = read_all_responses(&reference_out.join("responses.parquet")).unwrap();
+    assert_eq!(resumed.len(), 200);
+    let resumed: Vec<_> = resumed.iter().map(content).collect();
+    let reference: Vec<_> = reference.iter().map(content).collect();
+    assert_eq!(resumed, reference);
+}
+
+#[test]
+fn setup_errors_stop_the_run_before_any_request() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 5);
+    let sim = start_sim(&dataset, SimSettings::default());
+    let base = format!("http://{}/v1", sim.address);
+    let tuning = |key_env| Tuning {
+        concurrency: 2,
+        deadline_s: 5.0,
+        verifier: false,
+        key_env,
+    };
+    let check = |config: &Path, dataset: &Path, expected: &str| {
+        let out = directory.path().join("out");
+        let assert = run_command(config, dataset, &out, &directory.path().join("cache"))
+            .env_remove("ROUTEVAL_TEST_MISSING_KEY")
+            .assert()
+            .code(2);
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!out.join("responses.parquet").exists());
+    };
+    let missing_key = write_config(
+        directory.path(),
+        &base,
+        &tuning(Some("ROUTEVAL_TEST_MISSING_KEY")),
+    );
+    check(
+        &missing_key,
+        &dataset,
+        "the environment variable ROUTEVAL_TEST_MISSING_KEY (api_key_env) is not set",
+    );
+
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let unreachable = write_config(
+        directory.path(),
+        &format!("http://{closed_port}/v1"),
+        &tuning(None),
+    );
+    check(
+        &unreachable,
+        &dataset,
+        &format!("[tiers.small]: cannot reach http://{closed_port}/v1"),
+    );
+
+    let config = write_config(directory.path(), &base, &tuning(None));
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("max_retries = 4", "max_retry = 4")).unwrap();
+    check(&config, &dataset, "unknown field `max_retry`");
+
+    let config = write_config(directory.path(), &base, &tuning(None));
+    let bad_dataset = directory.path().join("bad.jsonl");
+    let mut text = std::fs::read_to_string(&dataset).unwrap();
+    text.push_str(
+        "{\"id\": \"x\", \"slice\": \"s\", \"prompt\": \"p\", \"rubric\": \"no-such-rubric\"}\n",
+    );
+    std::fs::write(&bad_dataset, text).unwrap();
+    check(
+        &config,
+        &bad_dataset,
+        "bad.jsonl: line 6, field \"rubric\": unknown rubric \"no-such-rubric\"",
+    );
+
+    assert_eq!(sim.stats().requests, 0, "a request was sent");
+}
+
+#[test]
+fn the_api_key_never_appears_in_any_output() {
+    const KEY: &str = "sk-test-0123456789abcdefSECRET";
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 20);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            require_key: Some(KEY.to_owned()),
+            ..SimSettings::default()
+        },
+    );
+    let config = write_config(
+        directory.path(),
+        &format!("http://{}/v1", sim.address),
+        &Tuning {
+            concurrency: 4,
+            deadline_s: 5.0,
+            verifier: true,
+            key_env: Some("ROUTEVAL_TEST_KEY"),
+        },
+    );
+    let out = directory.path().join("out");
+    let cache = directory.path().join("cache");
+    let wrong = "sk-test-9999999999999999WRONGKEY";
+    let refused = run_command(&config, &dataset, &out, &cache)
+        .env("ROUTEVAL_TEST_KEY", wrong)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("refused the API key in $ROUTEVAL_TEST_KEY (HTTP 401)"),
+        "{stderr}"
+    );
+    let accepted = run_command(&config, &dataset, &out, &cache)
+        .env("ROUTEVAL_TEST_KEY", KEY)
+        .assert()
+        .success();
+    let mut seen = vec![
+        String::from_utf8_lossy(&accepted.get_output().stdout).into_owned(),
+        String::from_utf8_lossy(&accepted.get_output().stderr).into_owned(),
+        stderr,
+    ];
+    for root in [&out, &cache] {
+        let mut stack = vec![root.clone()];
+        while let Some(path) = stack.pop() {
+            if path.is_dir() {
+                stack.extend(
+                    std::fs::read_dir(&path)
+                        .unwrap()
+                        .map(|entry| entry.unwrap().path()),
+                );
+            } else {
+                seen.push(String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned());
+            }
+        }
+    }
+    assert!(seen.len() > 20, "the run wrote its files");
+    for text in &seen {
+        for secret in [KEY, "SECRET", wrong, "WRONGKEY"] {
+            assert!(!text.contains(secret), "{secret} leaked");
+        }
+    }
+    assert_eq!(
+        read_all_responses(&out.join("responses.parquet"))
+            .unwrap()
+            .len(),
+        60
+    );
+}
+
+#[test]
+fn shards_merge_into_what_one_run_produces_and_the_cache_keeps_latencies() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 40);
+    let sim = start_sim(&dataset, SimSettings::default());
+    let config = write_config(
+        directory.path(),
+        &format!("http://{}/v1", sim.address),
+        &Tuning {
+            concurrency: 8,
+            deadline_s: 5.0,
+            verifier: true,
+            key_env: None,
+        },
+    );
+    let cache = directory.path().join("cache");
+    let path = |name: &str| directory.path().join(name);
+    for shard in ["1/3", "2/3", "3/3"] {
+        run_command(&config, &dataset, &path(&shard.replace('/', "of")), &cache)
+            .args(["--shard", shard, "--no-cache"])
+            .assert()
+            .success();
+    }
+    routeval()
+        .arg("merge")
+        .args([path("1of3"), path("2of3"), path("3of3")])
+        .arg("--out")
+        .arg(path("merged"))
+        .assert()
+        .success();
+    routeval()
+        .arg("merge")
+        .args([path("1of3"), path("3of3")])
+        .arg("--out")
+        .arg(path("incomplete"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("shards 2/3 are missing"));
+    run_command(&config, &dataset, &path("whole"), &cache)
+        .assert()
+        .success();
+    let merged = read_all_responses(&path("merged/responses.parquet")).unwrap();
+    let whole = read_all_responses(&path("whole/responses.parquet")).unwrap();
+    assert_eq!(merged.len(), 120);
+    assert_eq!(
+        merged.iter().map(content).collect::<Vec<_>>(),
+        whole.iter().map(content).collect::<Vec<_>>()
+    );
+    let shard_sizes: Vec<usize> = ["1of3", "2of3", "3of3"]
+        .iter()
+        .map(|name| {
+            read_all_responses(&path(&format!("{name}/responses.parquet")))
+                .unwrap()
+                .len()
+        })
+        .collect();
+    assert!(
+        shard_sizes.iter().all(|size| *size > 0 && *size < 120),
+        "{shard_sizes:?}"
+    );
+
+    let requests = sim.stats().requests;
+    run_command(&config, &dataset, &path("again"), &cache)
+        .assert()
+        .success();
+    assert_eq!(sim.stats().requests, requests, "the cache was not used");
+    let again = read_all_responses(&path("again/responses.parquet")).unwrap();
+    assert!(again.iter().all(|row| row.cached));
+    for (first, second) in whole.iter().zip(&again) {
+        assert_eq!(
+            first.ttft_ms, second.ttft_ms,
+            "a cached row keeps its latency"
+        );
+        assert_eq!(content(first), content(second));
+    }
+}
