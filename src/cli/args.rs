@@ -20,6 +20,8 @@ pub enum Command {
     Run(RunArgs),
     /// Combine the outputs of `run --shard K/N` into one run's output.
     Merge(MergeArgs),
+    /// Grade a run's answers with each prompt's rubric into the graded-results table.
+    Grade(GradeArgs),
     /// Pick, per slice, the cheapest threshold whose quality meets the target.
     Calibrate(CalibrateArgs),
     /// Score candidate route tables on the same graded results and emit the
@@ -647,5 +649,24 @@ pub struct MergeArgs {
 
     /// Where the merged run goes.
     #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct GradeArgs {
+    /// A run directory from `routeval run`.
+    #[arg(long, value_name = "DIR")]
+    pub run: PathBuf,
+
+    /// The rubrics the dataset names.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// The run's dataset, if it moved since the run (its digest must match).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+
+    /// The graded-results table (Parquet).
+    #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }

@@ -7,6 +7,7 @@ mod calibrate;
 mod drift;
 mod evaluate;
 mod gate;
+mod grade;
 mod import;
 mod report;
 mod router;
@@ -21,9 +22,9 @@ use anyhow::Context;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, ImportArgs, ImportCommand,
-    KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand, RunArgs, ServeSimArgs,
-    SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, GradeArgs, ImportArgs,
+    ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand, RunArgs,
+    ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Merge(args) => run::merge(args),
+        Command::Grade(args) => grade::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Gate(args) => gate::run(args),
         Command::Keygen(args) => gate::keygen(args),

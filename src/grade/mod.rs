@@ -6,6 +6,7 @@
 
 mod extract;
 mod rubric;
+mod run;
 mod verifier;
 
 pub use extract::{ChoiceFinder, final_number};
@@ -13,4 +14,5 @@ pub use rubric::{
     CheckSpec, NumberComparison, Rubric, RubricError, RubricFile, Verdict, WeightedSpec,
     load_rubrics,
 };
+pub use run::{GradeRunError, GradedRun, ScoreSource, grade_run};
 pub use verifier::{TokenChoice, self_consistency, verdict_score};

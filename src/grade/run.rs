@@ -1,0 +1,403 @@
+//! `routeval grade --run`: a run's responses table, graded by each prompt's
+//! rubric, as the graded-results table `calibrate` reads. One row per
+//! prompt: whether each tier's answer was acceptable, what each tier cost
+//! and how long it took, the reject score of the cascade (the verifier's, or
+//! self-consistency over the small tier's samples), and what each rubric
+//! said.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, Float64Array, StringArray};
+use arrow::datatypes::{DataType, Field};
+
+use super::rubric::Rubric;
+use super::verifier::{TokenChoice, self_consistency, verdict_score};
+use crate::dataset::{DatasetRow, Role, read_dataset};
+use crate::routes::Tier;
+use crate::run::{
+    MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses, sha256_file,
+};
+use crate::schema::{GradedBatch, GradedTable, Present};
+
+/// Where the cascade's reject scores came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreSource {
+    Verifier,
+    SelfConsistency,
+    /// Neither: `routeval router train --scored-out` fills the score column.
+    None,
+}
+
+#[derive(Debug)]
+pub struct GradedRun {
+    pub table: GradedTable,
+    pub score_source: ScoreSource,
+    /// Per slice: prompts, small acceptable, large acceptable.
+    pub slices: BTreeMap<String, (u64, u64, u64)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GradeRunError {
+    #[error("{}: row {row}: {problem}", path.display())]
+    Response {
+        path: PathBuf,
+        row: u64,
+        problem: String,
+    },
+    #[error("{}: {problem}", path.display())]
+    Run { path: PathBuf, problem: String },
+}
+
+/// The rows of one prompt.
+#[derive(Default)]
+struct PromptCalls {
+    small: Vec<ResponseRow>,
+    large: Option<ResponseRow>,
+    verifier: Option<ResponseRow>,
+}
+
+struct GradedPrompt {
+    id: String,
+    slice: String,
+    prompt: String,
+    score: f64,
+    small_ok: bool,
+    large_ok: bool,
+    costs: [f64; 3],
+    latencies: [Option<f64>; 5],
+    models: [Option<String>; 3],
+    detail: String,
+}
+
+fn judged(row: &ResponseRow, rubric: &Rubric, reference: Option<&str>) -> (bool, String) {
+    match (&row.error_kind, &row.text) {
+        (None, Some(text)) => {
+            let verdict = rubric.grade(text, reference);
+            (verdict.pass, verdict.detail)
+        }
+        _ => (
+            false,
+            format!(
+                "no answer: {} ({})",
+                row.error_kind.as_deref().unwrap_or("error"),
+                row.error_message.as_deref().unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// The verifier's probability of reject; a verifier that failed or said
+/// nothing parseable escalates, as a production cascade would.
+fn reject_score(row: &ResponseRow) -> (f64, String) {
+    let (Some(text), None) = (&row.text, &row.error_kind) else {
+        return (
+            1.0,
+            format!(
+                "verifier failed ({}), escalated",
+                row.error_kind.as_deref().unwrap_or("error")
+            ),
+        );
+    };
+    let alternatives: Option<Vec<TokenChoice>> = row
+        .verdict_logprobs
+        .as_deref()
+        .and_then(|json| serde_json::from_str::<Vec<(String, f64)>>(json).ok())
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(token, logprob)| TokenChoice { token, logprob })
+                .collect()
+        });
+    match verdict_score(text, alternatives.as_deref()) {
+        Ok(score) => (score, format!("verifier {score:.3}")),
+        Err(problem) => (
+            1.0,
+            format!("verifier answer unreadable ({problem}), escalated"),
+        ),
+    }
+}
+
+fn normalised(text: &str) -> Option<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    (!words.is_empty()).then(|| words.join(" ").to_lowercase())
+}
+
+fn grade_prompt(
+    row: &DatasetRow,
+    calls: PromptCalls,
+    rubric: &Rubric,
+    source: ScoreSource,
+) -> GradedPrompt {
+    let reference = row.reference.as_deref();
+    let first_small = calls.small.first();
+    let (small_ok, small_detail) = first_small.map_or((false, "no row".to_owned()), |small| {
+        judged(small, rubric, reference)
+    });
+    let (large_ok, large_detail) = calls
+        .large
+        .as_ref()
+        .map_or((false, "no row".to_owned()), |large| {
+            judged(large, rubric, reference)
+        });
+    let (score, score_detail, score_cost) = match source {
+        ScoreSource::Verifier => {
+            let verifier = calls
+                .verifier
+                .as_ref()
+                .expect("checked: every prompt has a verifier row");
+            let (score, detail) = reject_score(verifier);
+            (score, detail, verifier.cost_usd.unwrap_or_default())
+        }
+        ScoreSource::SelfConsistency => {
+            let texts: Vec<&str> = calls
+                .small
+                .iter()
+                .filter_map(|call| call.text.as_deref())
+                .collect();
+            let score = if texts.len() == calls.small.len() {
+                self_consistency(&texts, normalised).unwrap_or(1.0)
+            } else {
+                1.0
+            };
+            let extra: f64 = calls
+                .small
+                .iter()
+                .skip(1)
+                .filter_map(|call| call.cost_usd)
+                .sum();
+            (
+                score,
+                format!(
+                    "self-consistency {score:.3} over {} samples",
+                    calls.small.len()
+                ),
+                extra,
+            )
+        }
+        ScoreSource::None => (0.0, String::new(), 0.0),
+    };
+    let prompt = row
+        .messages
+        .iter()
+        .rev()
+        .find(|message| message.role == Role::User)
+        .map(|message| message.content.clone())
+        .unwrap_or_default();
+    let mut detail = format!("small: {small_detail}; large: {large_detail}");
+    if !score_detail.is_empty() {
+        detail.push_str("; ");
+        detail.push_str(&score_detail);
+    }
+    GradedPrompt {
+        id: row.id.clone(),
+        slice: row.slice.clone(),
+        prompt,
+        score,
+        small_ok,
+        large_ok,
+        costs: [
+            first_small
+                .and_then(|small| small.cost_usd)
+                .unwrap_or_default(),
+            calls
+                .large
+                .as_ref()
+                .and_then(|large| large.cost_usd)
+                .unwrap_or_default(),
+            score_cost,
+        ],
+        latencies: [
+            first_small.and_then(|small| small.total_ms),
+            first_small.and_then(|small| small.ttft_ms),
+            calls.large.as_ref().and_then(|large| large.total_ms),
+            calls.large.as_ref().and_then(|large| large.ttft_ms),
+            calls
+                .verifier
+                .as_ref()
+                .and_then(|verifier| verifier.total_ms),
+        ],
+        models: [
+            first_small.and_then(|small| small.model_version.clone()),
+            calls
+                .large
+                .as_ref()
+                .and_then(|large| large.model_version.clone()),
+            calls
+                .verifier
+                .as_ref()
+                .and_then(|verifier| verifier.model_version.clone()),
+        ],
+        detail,
+    }
+}
+
+/// Grades the run in directory `run`. `dataset` overrides the path the
+/// manifest recorded; either way its digest must match.
+pub fn grade_run(
+    run: &Path,
+    dataset: Option<&Path>,
+    rubrics: &BTreeMap<String, Rubric>,
+    out: &Path,
+) -> anyhow::Result<GradedRun> {
+    let manifest_path = run.join(MANIFEST_FILE);
+    let manifest = Manifest::load(&manifest_path)?;
+    let run_error = |problem: String| GradeRunError::Run {
+        path: run.to_owned(),
+        problem,
+    };
+    if !manifest.complete {
+        return Err(run_error(
+            "the run is not complete; run the same `routeval run` again to finish it".to_owned(),
+        )
+        .into());
+    }
+    let dataset = dataset.map_or_else(|| PathBuf::from(&manifest.dataset.path), Path::to_owned);
+    if sha256_file(&dataset)? != manifest.dataset.sha256 {
+        return Err(run_error(format!(
+            "the dataset {} changed since the run (sha256 differs from manifest.json)",
+            dataset.display()
+        ))
+        .into());
+    }
+    let names = rubrics.keys().cloned().collect();
+    let prompts = read_dataset(&dataset, &names)?;
+    let responses = run.join(RESPONSES_FILE);
+    let mut by_prompt: BTreeMap<u64, PromptCalls> = BTreeMap::new();
+    let mut number = 0u64;
+    for batch in read_responses(&responses, 8192)? {
+        for row in batch? {
+            number += 1;
+            let matches = usize::try_from(row.prompt_index)
+                .ok()
+                .and_then(|index| prompts.get(index))
+                .is_some_and(|prompt| prompt.id == row.id);
+            if !matches {
+                return Err(GradeRunError::Response {
+                    path: responses.clone(),
+                    row: number,
+                    problem: format!(
+                        "id {:?} has no matching prompt in {}",
+                        row.id,
+                        dataset.display()
+                    ),
+                }
+                .into());
+            }
+            let calls = by_prompt.entry(row.prompt_index).or_default();
+            match row.tier {
+                Tier::Small => calls.small.push(row),
+                Tier::Large if row.sample == 0 => calls.large = Some(row),
+                Tier::Verifier if row.sample == 0 => calls.verifier = Some(row),
+                Tier::Large | Tier::Verifier => {}
+            }
+        }
+    }
+    let has_verifier = by_prompt.values().any(|calls| calls.verifier.is_some());
+    let source = if has_verifier {
+        ScoreSource::Verifier
+    } else if manifest.samples > 1 {
+        ScoreSource::SelfConsistency
+    } else {
+        ScoreSource::None
+    };
+    let mut graded = Vec::with_capacity(by_prompt.len());
+    for (index, calls) in by_prompt {
+        let prompt = &prompts[usize::try_from(index).expect("checked above")];
+        if calls.small.is_empty()
+            || calls.large.is_none()
+            || (has_verifier && calls.verifier.is_none())
+        {
+            return Err(
+                run_error(format!("prompt {:?} lacks a tier's response", prompt.id)).into(),
+            );
+        }
+        let rubric = &rubrics[&prompt.rubric];
+        graded.push(grade_prompt(prompt, calls, rubric, source));
+    }
+    if graded.is_empty() {
+        return Err(run_error("the run has no responses".to_owned()).into());
+    }
+    let mut slices: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for row in &graded {
+        let counts = slices.entry(row.slice.clone()).or_default();
+        counts.0 += 1;
+        counts.1 += u64::from(row.small_ok);
+        counts.2 += u64::from(row.large_ok);
+    }
+    Ok(GradedRun {
+        table: to_table(&graded, out),
+        score_source: source,
+        slices,
+    })
+}
+
+fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
+    let reals = |value: &dyn Fn(&GradedPrompt) -> f64| {
+        Float64Array::from_iter_values(rows.iter().map(value))
+    };
+    let optional = |index: usize| {
+        Float64Array::from(
+            rows.iter()
+                .map(|row| row.latencies[index])
+                .collect::<Vec<_>>(),
+        )
+    };
+    let models = |index: usize| {
+        StringArray::from(
+            rows.iter()
+                .map(|row| row.models[index].clone())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let has_verifier = rows.iter().any(|row| row.models[2].is_some());
+    let batch = GradedBatch {
+        first_row: 0,
+        lines: None,
+        id: StringArray::from_iter_values(rows.iter().map(|row| row.id.as_str())),
+        slice: StringArray::from_iter_values(rows.iter().map(|row| row.slice.as_str())),
+        score: reals(&|row| row.score),
+        small_ok: BooleanArray::from(rows.iter().map(|row| row.small_ok).collect::<Vec<_>>()),
+        large_ok: BooleanArray::from(rows.iter().map(|row| row.large_ok).collect::<Vec<_>>()),
+        cost_small: reals(&|row| row.costs[0]),
+        cost_large: reals(&|row| row.costs[1]),
+        cost_verifier: reals(&|row| row.costs[2]),
+        cost_router: Float64Array::from(vec![0.0; rows.len()]),
+        latencies: [
+            Some(optional(0)),
+            Some(optional(1)),
+            Some(optional(2)),
+            Some(optional(3)),
+            has_verifier.then(|| optional(4)),
+            None,
+        ],
+        models: [
+            Some(models(0)),
+            Some(models(1)),
+            has_verifier.then(|| models(2)),
+        ],
+        extra: vec![
+            (
+                Arc::new(Field::new("prompt", DataType::Utf8, false)),
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|row| row.prompt.as_str()),
+                )),
+            ),
+            (
+                Arc::new(Field::new("detail", DataType::Utf8, false)),
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|row| row.detail.as_str()),
+                )),
+            ),
+        ],
+    };
+    GradedTable {
+        path: out.to_owned(),
+        batches: vec![batch],
+        present: Present {
+            latencies: [true, true, true, true, has_verifier, false],
+            models: [true, true, has_verifier],
+        },
+    }
+}
