@@ -15,6 +15,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole pipeline on the embedded simulated endpoint, no key and no
+    /// network: run, grade, train the router, calibrate, gate, sign, verify, report.
+    Demo(DemoArgs),
     /// Send labelled prompts to the small tier, the large tier and the
     /// verifier, and record every answer (resumable, cached, rate-limited).
     Run(RunArgs),
@@ -669,4 +672,27 @@ pub struct GradeArgs {
     /// The graded-results table (Parquet).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The demo data set: prompts.jsonl, routeval.toml, faults.toml, routes/.
+    #[arg(long, value_name = "DIR", default_value = "datasets/demo")]
+    pub data: PathBuf,
+
+    /// The rubrics and prompt templates.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// Where the demo's run, tables, keys and configs go (cleared first).
+    #[arg(long, value_name = "DIR", default_value = "runs/demo")]
+    pub out: PathBuf,
+
+    /// Where the report goes.
+    #[arg(long, value_name = "DIR", default_value = "reports/demo")]
+    pub report: PathBuf,
+
+    /// The quality target of every slice.
+    #[arg(long, value_name = "Q", default_value_t = 0.85)]
+    pub target: f64,
 }

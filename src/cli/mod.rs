@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod demo;
 mod drift;
 mod evaluate;
 mod gate;
@@ -22,9 +23,9 @@ use anyhow::Context;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DriftArgs, EvaluateArgs, GateArgs, GradeArgs, ImportArgs,
-    ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand, RunArgs,
-    ServeSimArgs, SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, GateArgs, GradeArgs,
+    ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand,
+    RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
@@ -70,6 +71,7 @@ pub fn main() -> ExitCode {
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::Run(args) => run::run(args),
         Command::Merge(args) => run::merge(args),
         Command::Grade(args) => grade::run(args),

@@ -1,0 +1,256 @@
+//! `routeval demo`: the whole pipeline on the embedded simulated endpoint,
+//! with no key and no network. Each step is the command a user would run,
+//! so the demo shows the workflow as well as the results.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::dataset::read_dataset;
+use crate::exit_codes::Outcome;
+use crate::grade::load_rubrics;
+use crate::sim::{FaultProfile, SimSettings, spawn};
+
+use super::args::{Cli, DemoArgs};
+
+/// Runs one routeval command as the CLI would.
+fn step(title: &str, arguments: &[OsString]) -> anyhow::Result<Outcome> {
+    let _ = writeln!(std::io::stdout(), "\n== {title}");
+    let mut full = vec![OsString::from("routeval")];
+    full.extend_from_slice(arguments);
+    let cli = Cli::try_parse_from(full).with_context(|| format!("demo step {title:?}"))?;
+    let outcome = super::run(cli).with_context(|| format!("demo step {title:?}"))?;
+    let _ = std::io::stdout().flush();
+    Ok(outcome)
+}
+
+fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
+    parts
+        .iter()
+        .map(|part| part.as_ref().to_os_string())
+        .collect()
+}
+
+pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
+    let started = std::time::Instant::now();
+    let data = &args_in.data;
+    let dataset = data.join("prompts.jsonl");
+    let rubrics = args_in.rubrics.clone();
+    let out = &args_in.out;
+    // The demo's own directory: a fresh start each time, because the
+    // simulator's port (part of the run's config) changes between demos.
+    if out.exists() {
+        std::fs::remove_dir_all(out)
+            .with_context(|| format!("{}: cannot clear (--out)", out.display()))?;
+    }
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
+    let names = load_rubrics(&rubrics)?.into_keys().collect();
+    let rows = read_dataset(&dataset, &names)?;
+    let settings = SimSettings {
+        faults: FaultProfile::load(&data.join("faults.toml"))?,
+        ttft_ms: 20,
+        ..SimSettings::default()
+    };
+    let sim = spawn(settings, &rows, "127.0.0.1:0".parse().expect("an address"))?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "serve-sim: {} prompts on http://{}/v1 with {} (20% faults)",
+        rows.len(),
+        sim.address,
+        data.join("faults.toml").display()
+    );
+    let template = std::fs::read_to_string(data.join("routeval.toml"))
+        .with_context(|| format!("{}: cannot read", data.join("routeval.toml").display()))?;
+    let config = out.join("routeval.toml");
+    crate::atomic::write_bytes_atomically(
+        &config,
+        template
+            .replace(
+                "http://127.0.0.1:8089/v1",
+                &format!("http://{}/v1", sim.address),
+            )
+            .as_bytes(),
+    )?;
+    let path = |name: &str| out.join(name);
+    let run_dir = path("run");
+    let graded = path("graded.parquet");
+    let routed = path("graded-router.parquet");
+    step(
+        "run: every prompt to sim-small and sim-large, small answers to sim-verifier",
+        &args(&[
+            &"run",
+            &"--config",
+            &config,
+            &"--dataset",
+            &dataset,
+            &"--rubrics",
+            &rubrics,
+            &"--out",
+            &run_dir,
+            &"--no-cache",
+            &"--quiet",
+        ]),
+    )?;
+    step(
+        "grade: rubrics decide which answers are acceptable",
+        &args(&[
+            &"grade",
+            &"--run",
+            &run_dir,
+            &"--rubrics",
+            &rubrics,
+            &"--out",
+            &graded,
+        ]),
+    )?;
+    step(
+        "router train: cross-fitted scores for predictive routing",
+        &args(&[
+            &"router",
+            &"train",
+            &"--results",
+            &graded,
+            &"--out",
+            &path("router.bin"),
+            &"--scored-out",
+            &routed,
+        ]),
+    )?;
+    let target = args_in.target.to_string();
+    step(
+        "calibrate (predictive, plain): the cheapest router threshold per slice",
+        &args(&[
+            &"calibrate",
+            &"--results",
+            &routed,
+            &"--target",
+            &target,
+            &"--out",
+            &path("calibration-predictive.json"),
+        ]),
+    )?;
+    step(
+        "calibrate (predictive, 90% guarantee)",
+        &args(&[
+            &"calibrate",
+            &"--results",
+            &routed,
+            &"--target",
+            &target,
+            &"--confidence",
+            &"0.9",
+            &"--out",
+            &path("calibration-predictive-certified.json"),
+        ]),
+    )?;
+    step(
+        "calibrate (cascade): the verifier threshold per slice",
+        &args(&[
+            &"calibrate",
+            &"--results",
+            &graded,
+            &"--target",
+            &target,
+            &"--policy",
+            &"cascade",
+            &"--out",
+            &path("calibration.json"),
+        ]),
+    )?;
+    let key = path("keys/demo.key");
+    std::fs::create_dir_all(path("keys"))?;
+    step(
+        "keygen: a throwaway signing key",
+        &args(&[&"keygen", &"--out", &key]),
+    )?;
+    let gate_dir = path("gate");
+    let gated = step(
+        "gate: the route tables of the demo on the same graded results",
+        &args(&[
+            &"gate",
+            &"--candidates",
+            &data.join("routes/cascade.toml"),
+            &data.join("routes/large-only.toml"),
+            &"--results",
+            &graded,
+            &"--calibration",
+            &path("calibration.json"),
+            &"--target",
+            &target,
+            &"--key",
+            &key,
+            &"--out",
+            &gate_dir,
+        ]),
+    )?;
+    let signed = signed_config(&gate_dir)?;
+    if let Some(signed) = &signed {
+        step(
+            "verify: the signed route config, as a deploy would",
+            &args(&[
+                &"verify",
+                signed,
+                &"--pubkey",
+                &key.with_extension("key.pub"),
+            ]),
+        )?;
+    }
+    let report_dir = args_in.report.clone();
+    step(
+        "report: what a reviewer reads",
+        &args(&[
+            &"report",
+            &"--results",
+            &graded,
+            &"--calibration",
+            &path("calibration.json"),
+            &"--gate",
+            &gate_dir.join("gate-report.json"),
+            &"--out",
+            &report_dir,
+        ]),
+    )?;
+    let stats = sim.stats();
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "\nserve-sim received {} requests ({} faults injected)",
+        stats.requests,
+        stats.faults.values().sum::<u64>()
+    );
+    if let Some(signed) = signed {
+        let _ = writeln!(stdout, "signed route config: {}", signed.display());
+    }
+    let _ = writeln!(
+        stdout,
+        "report: {}",
+        report_dir.join("report.html").display()
+    );
+    let _ = writeln!(
+        stdout,
+        "demo finished in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(gated)
+}
+
+/// The route config the gate signed, if it passed a candidate.
+fn signed_config(gate_dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(gate_dir)
+        .with_context(|| format!("{}: cannot list", gate_dir.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name().is_some_and(|name| {
+                let name = name.to_string_lossy();
+                name.starts_with("route-config.v") && name.ends_with(".json")
+            })
+        })
+        .collect();
+    found.sort();
+    Ok(found.pop())
+}
