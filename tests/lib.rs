@@ -7,6 +7,7 @@ mod calibrate_cli;
 mod calibrate_guarantee;
 mod calibrate_json;
 mod ci_workflow;
+mod demo_cli;
 mod demo_dataset;
 mod drift_cli;
 mod gate_cli;

@@ -533,3 +533,102 @@ fn shards_merge_into_what_one_run_produces_and_the_cache_keeps_latencies() {
         assert_eq!(content(first), content(second));
     }
 }
+
+#[test]
+fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 30);
+    let sim = start_sim(&dataset, SimSettings::default());
+    let config = write_config(
+        directory.path(),
+        &format!("http://{}/v1", sim.address),
+        &Tuning {
+            concurrency: 8,
+            deadline_s: 5.0,
+            verifier: true,
+            key_env: None,
+        },
+    );
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .success();
+    let graded = directory.path().join("graded.parquet");
+    routeval()
+        .args(["grade", "--rubrics"])
+        .arg(repo().join("rubrics"))
+        .arg("--run")
+        .arg(&out)
+        .arg("--out")
+        .arg(&graded)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "score: the verifier's reject probability",
+        ));
+    let table = routeval::schema::read_graded(
+        &graded,
+        &routeval::schema::ReadOptions {
+            details: true,
+            carry_extra: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(table.num_rows(), 30);
+    let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let batch = &table.batches[0];
+    for index in 0..30 {
+        let id = batch.id.value(index);
+        let small = responses
+            .iter()
+            .find(|row| row.id == id && row.tier == routeval::routes::Tier::Small)
+            .unwrap();
+        let reference = (0..30)
+            .map(|q| (format!("q{q:04}"), (q + q % 7).to_string()))
+            .find(|(name, _)| name == id)
+            .unwrap()
+            .1;
+        assert_eq!(
+            batch.small_ok.value(index),
+            small.text.as_deref() == Some(reference.as_str()),
+            "{id}"
+        );
+        assert_eq!(batch.cost_small.value(index), small.cost_usd.unwrap());
+        assert!((0.0..=1.0).contains(&batch.score.value(index)));
+    }
+    routeval()
+        .args([
+            "calibrate",
+            "--policy",
+            "cascade",
+            "--target",
+            "0.5",
+            "--results",
+        ])
+        .arg(&graded)
+        .assert()
+        .success();
+
+    // A response whose prompt is not in the dataset.
+    let mut rows = responses.clone();
+    rows[4].id = "stranger".to_owned();
+    let file = std::fs::File::create(out.join("responses.parquet")).unwrap();
+    let mut writer = routeval::run::ResponsesWriter::new(file).unwrap();
+    writer.write(&rows).unwrap();
+    writer.close().unwrap();
+    let stray = directory.path().join("stray.parquet");
+    routeval()
+        .args(["grade", "--rubrics"])
+        .arg(repo().join("rubrics"))
+        .arg("--run")
+        .arg(&out)
+        .arg("--out")
+        .arg(&stray)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "responses.parquet: row 5: id \"stranger\" has no matching prompt",
+        ));
+    assert!(!stray.exists());
+}

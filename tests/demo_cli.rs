@@ -1,0 +1,44 @@
+//! `routeval demo`: the whole pipeline on the embedded endpoint, as README's
+//! first command runs it.
+
+use crate::common::routeval;
+
+#[test]
+fn the_demo_runs_every_stage_and_signs_a_verified_config() {
+    let directory = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = directory.path().join("runs");
+    let report = directory.path().join("report");
+    let assert = routeval()
+        .current_dir(root)
+        .args(["demo", "--out"])
+        .arg(&out)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    for stage in [
+        "== run",
+        "== grade",
+        "== router train",
+        "== calibrate (predictive, 90% guarantee)",
+        "== gate",
+        "== verify",
+        "== report",
+    ] {
+        assert!(stdout.contains(stage), "{stage} missing from:\n{stdout}");
+    }
+    assert!(stdout.contains("verified "), "{stdout}");
+    let responses = routeval::run::read_all_responses(&out.join("run/responses.parquet")).unwrap();
+    assert_eq!(responses.len(), 900, "300 prompts × small, large, verifier");
+    assert!(
+        responses.iter().any(|row| !row.answered()),
+        "the fault profile made no errors"
+    );
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(html.contains("<svg"), "the report has no charts");
+    let gate: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("gate/gate-report.json")).unwrap()).unwrap();
+    assert_eq!(gate["candidates"].as_array().map(Vec::len), Some(2));
+}
