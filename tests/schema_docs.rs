@@ -39,3 +39,33 @@ fn every_column_is_documented_with_its_type() {
         .collect();
     assert_eq!(documented, defined);
 }
+
+#[test]
+fn every_responses_column_is_documented() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema.md")).unwrap();
+    let section = docs
+        .split("## The responses table")
+        .nth(1)
+        .expect("docs/schema.md has a responses section");
+    let documented: Vec<(String, String)> = section
+        .lines()
+        .take_while(|line| !line.starts_with("## "))
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').to_owned(), cells[3].to_owned())
+        })
+        .collect();
+    let defined: Vec<(String, String)> = routeval::run::RESPONSES_SCHEMA
+        .fields()
+        .iter()
+        .map(|field| {
+            (
+                field.name().clone(),
+                if field.is_nullable() { "yes" } else { "no" }.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(documented, defined);
+}
