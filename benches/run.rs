@@ -1,0 +1,176 @@
+//! `routeval run` throughput and memory against `serve-sim` on loopback with
+//! zero latency, and the same work by a Python asyncio runner using the
+//! official `openai` AsyncOpenAI client (`benches/run_openai.py`), with the
+//! same concurrency against the same server, in the same run.
+//!
+//! `ROUTEVAL_BENCH_PROMPTS` (default 100,000) prompts × 2 tiers for routeval;
+//! `ROUTEVAL_BENCH_PEER_PROMPTS` (default 20,000) for the peer, which is
+//! compared by requests per second; a run of a tenth of the prompts shows
+//! whether memory grows with the dataset.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use routeval::dataset::read_dataset;
+use routeval::sim::{SimSettings, spawn};
+
+const CONCURRENCY: usize = 64;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+fn write_dataset(path: &Path, prompts: usize) {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for index in 0..prompts {
+        writeln!(
+            file,
+            r#"{{"id": "p{index}", "slice": "s{}", "prompt": "Question {index}: what is {index} plus one? Answer with the number.", "reference": "{}", "rubric": "exact", "difficulty": {}}}"#,
+            index % 10,
+            index + 1,
+            (index % 100) as f64 / 100.0
+        )
+        .unwrap();
+    }
+}
+
+struct Usage {
+    seconds: f64,
+    cpu_seconds: f64,
+    peak_rss_mib: f64,
+    stdout: String,
+}
+
+#[expect(
+    unsafe_code,
+    reason = "wait4 is how a parent reads a child's CPU time and peak RSS"
+)]
+#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4")]
+fn measure(command: &mut Command) -> Usage {
+    let started = Instant::now();
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; wait4 writes only through the two valid pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "wait4 failed");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "{command:?} failed:\n{stdout}"
+    );
+    let time = |value: libc::timeval| value.tv_sec as f64 + value.tv_usec as f64 / 1e6;
+    Usage {
+        seconds: started.elapsed().as_secs_f64(),
+        cpu_seconds: time(usage.ru_utime) + time(usage.ru_stime),
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        stdout,
+    }
+}
+
+fn main() {
+    let prompts = env_or("ROUTEVAL_BENCH_PROMPTS", 100_000);
+    let peer_prompts = env_or("ROUTEVAL_BENCH_PEER_PROMPTS", 20_000);
+    let directory = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rubrics = root.join("rubrics");
+    let names = routeval::grade::load_rubrics(&rubrics)
+        .unwrap()
+        .into_keys()
+        .collect();
+    let dataset = directory.path().join("prompts.jsonl");
+    write_dataset(&dataset, prompts);
+    let rows = read_dataset(&dataset, &names).unwrap();
+    let sim = spawn(
+        SimSettings::default(),
+        &rows,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    drop(rows);
+    let base_url = format!("http://{}/v1", sim.address);
+    let config = directory.path().join("routeval.toml");
+    let endpoint = |model: &str| {
+        format!(
+            "base_url = \"{base_url}\"\nmodel = \"{model}\"\nprice_input_per_mtok = 0.15\nprice_output_per_mtok = 0.6\nmax_concurrency = {CONCURRENCY}\n"
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[tiers.small]\n{}\n[tiers.large]\n{}\n[run]\nseed = 7\nmax_tokens = 256\n",
+            endpoint("sim-small-2026-11-01"),
+            endpoint("sim-large-2026-11-01")
+        ),
+    )
+    .unwrap();
+
+    let routeval_run = |dataset: &Path, name: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_routeval"));
+        command
+            .args(["run", "--quiet", "--no-cache", "--config"])
+            .arg(&config)
+            .arg("--dataset")
+            .arg(dataset)
+            .arg("--rubrics")
+            .arg(&rubrics)
+            .arg("--out")
+            .arg(directory.path().join(name));
+        measure(&mut command)
+    };
+    let small = directory.path().join("small.jsonl");
+    write_dataset(&small, prompts / 10);
+    let tenth = routeval_run(&small, "tenth");
+    let ours = routeval_run(&dataset, "whole");
+    let requests = 2.0 * prompts as f64;
+    println!(
+        "routeval: {prompts} prompts x 2 tiers in {:.2} s = {:.0} requests/s, {:.1} µs CPU per request, peak RSS {:.1} MiB ({:.1} MiB at a tenth of the prompts)",
+        ours.seconds,
+        requests / ours.seconds,
+        ours.cpu_seconds / requests * 1e6,
+        ours.peak_rss_mib,
+        tenth.peak_rss_mib
+    );
+
+    let peer_dataset = directory.path().join("peer.jsonl");
+    write_dataset(&peer_dataset, peer_prompts);
+    let theirs = measure(
+        Command::new("python3")
+            .arg(root.join("benches/run_openai.py"))
+            .arg(&base_url)
+            .arg(&peer_dataset)
+            .arg(CONCURRENCY.to_string()),
+    );
+    let peer: serde_json::Value = serde_json::from_str(theirs.stdout.trim()).unwrap();
+    let peer_requests = peer["requests"].as_f64().unwrap();
+    assert_eq!(
+        peer_requests,
+        2.0 * peer_prompts as f64,
+        "the peer lost requests"
+    );
+    let peer_rps = peer_requests / theirs.seconds;
+    println!(
+        "python AsyncOpenAI: {peer_prompts} prompts x 2 tiers in {:.2} s = {:.0} requests/s, {:.1} µs CPU per request, peak RSS {:.1} MiB",
+        theirs.seconds,
+        peer_rps,
+        theirs.cpu_seconds / peer_requests * 1e6,
+        theirs.peak_rss_mib
+    );
+    println!(
+        "routeval does {:.1}x the requests per second of the peer, at {:.1}x less CPU per request",
+        (requests / ours.seconds) / peer_rps,
+        (theirs.cpu_seconds / peer_requests) / (ours.cpu_seconds / requests)
+    );
+}
