@@ -63,17 +63,11 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         sim.address,
         data.join("faults.toml").display()
     );
-    let template = std::fs::read_to_string(data.join("routeval.toml"))
-        .with_context(|| format!("{}: cannot read", data.join("routeval.toml").display()))?;
     let config = out.join("routeval.toml");
-    crate::atomic::write_bytes_atomically(
+    point_at(
+        &data.join("routeval.toml"),
+        &format!("http://{}/v1", sim.address),
         &config,
-        template
-            .replace(
-                "http://127.0.0.1:8089/v1",
-                &format!("http://{}/v1", sim.address),
-            )
-            .as_bytes(),
     )?;
     let path = |name: &str| out.join(name);
     let run_dir = path("run");
@@ -236,6 +230,36 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         started.elapsed().as_secs_f64()
     );
     Ok(gated)
+}
+
+/// Writes a copy of the run config at `source` whose endpoints are all `base_url`.
+fn point_at(source: &Path, base_url: &str, destination: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(source)
+        .with_context(|| format!("{}: cannot read", source.display()))?;
+    let mut config: toml::Table = toml::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "{}: {}",
+            source.display(),
+            crate::toml_message::one_line(&error.to_string())
+        )
+    })?;
+    let mut endpoints: Vec<&mut toml::Table> = Vec::new();
+    for (name, section) in &mut config {
+        match (name.as_str(), section) {
+            ("tiers", toml::Value::Table(tiers)) => {
+                endpoints.extend(tiers.iter_mut().filter_map(|(_, tier)| tier.as_table_mut()));
+            }
+            ("verifier" | "judge", toml::Value::Table(endpoint)) => endpoints.push(endpoint),
+            _ => {}
+        }
+    }
+    for endpoint in endpoints {
+        endpoint.insert(
+            "base_url".to_owned(),
+            toml::Value::String(base_url.to_owned()),
+        );
+    }
+    crate::atomic::write_bytes_atomically(destination, toml::to_string(&config)?.as_bytes())
 }
 
 /// The route config the gate signed, if it passed a candidate.

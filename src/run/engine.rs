@@ -19,7 +19,7 @@ use super::limits::{AdaptiveLimit, RetryBudget, TokenBucket, backoff};
 use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 use super::progress::{Progress, TierCounters};
 use super::responses::ResponseRow;
-use super::store::{Done, PartWriter, compact, packed_key, scan};
+use super::store::{Done, PartWriter, compact, packed_key, packed_tier, scan};
 use crate::dataset::{DatasetRow, Message, Role, for_each_row};
 use crate::routes::Tier;
 
@@ -32,21 +32,16 @@ pub struct Shard {
 
 impl Shard {
     pub fn parse(text: &str) -> Result<Shard, String> {
-        let (index, count) = text
-            .split_once('/')
-            .ok_or_else(|| format!("--shard must be K/N, got {text:?}"))?;
-        let index: u32 = index
-            .trim()
-            .parse()
-            .map_err(|_| format!("--shard must be K/N, got {text:?}"))?;
-        let count: u32 = count
-            .trim()
-            .parse()
-            .map_err(|_| format!("--shard must be K/N, got {text:?}"))?;
-        if count == 0 || index == 0 || index > count {
-            return Err(format!("--shard K/N needs 1 <= K <= N, got {text:?}"));
+        let parsed = text.split_once('/').and_then(|(index, count)| {
+            Some((index.trim().parse().ok()?, count.trim().parse().ok()?))
+        });
+        match parsed {
+            None => Err(format!("--shard must be K/N, got {text:?}")),
+            Some((index, count)) if index == 0 || index > count => {
+                Err(format!("--shard K/N needs 1 <= K <= N, got {text:?}"))
+            }
+            Some((index, count)) => Ok(Shard { index, count }),
         }
-        Ok(Shard { index, count })
     }
 
     pub fn takes(&self, id: &str) -> bool {
@@ -156,6 +151,14 @@ fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+fn input_tokens_estimate(request: &CallRequest) -> u64 {
+    request
+        .messages
+        .iter()
+        .map(|message| estimate_tokens(&message.content))
+        .sum()
+}
+
 /// A number in [0, 1) from a call's identity, for backoff jitter.
 fn jitter_unit(key: &str, retry: u32) -> f64 {
     let digest = Sha256::digest(format!("{key}/{retry}").as_bytes());
@@ -253,11 +256,7 @@ impl<E: ChatEndpoint> Context<E> {
             row.cached = true;
             return row;
         }
-        let input_estimate = request
-            .messages
-            .iter()
-            .map(|message| estimate_tokens(&message.content))
-            .sum::<u64>();
+        let input_estimate = input_tokens_estimate(&request);
         state.budget.first_attempt();
         let mut attempts = 0u32;
         let outcome = loop {
@@ -329,11 +328,7 @@ impl<E: ChatEndpoint> Context<E> {
         completion: Completion,
     ) {
         let usage = completion.usage.unwrap_or_else(|| super::endpoint::Usage {
-            input: request
-                .messages
-                .iter()
-                .map(|message| estimate_tokens(&message.content))
-                .sum(),
+            input: input_tokens_estimate(request),
             cached_input: 0,
             output: estimate_tokens(&completion.text),
         });
@@ -459,6 +454,7 @@ pub struct Prepared {
     pub prompts: u64,
     pub manifest: Manifest,
     done: Done,
+    rubrics: std::collections::BTreeSet<String>,
 }
 
 /// Checks everything that can be checked without the network: the dataset
@@ -533,6 +529,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         prompts,
         manifest,
         done,
+        rubrics,
     })
 }
 
@@ -549,15 +546,16 @@ pub async fn execute<E: ChatEndpoint>(
     let Prepared {
         prompts,
         mut manifest,
-        done,
+        mut done,
+        rubrics,
     } = prepared;
     manifest.save(&settings.out.join(MANIFEST_FILE))?;
     let generation = config.run.clone();
     let (row_sender, row_receiver) = mpsc::channel::<ResponseRow>(8192);
-    let awaiting = done.awaiting_verifier.clone();
-    let mut already: BTreeMap<u128, u64> = BTreeMap::new();
+    let awaiting = std::mem::take(&mut done.awaiting_verifier);
+    let mut already: BTreeMap<Tier, u64> = BTreeMap::new();
     for key in &done.completed {
-        *already.entry((key >> 32) & 0xff).or_default() += 1;
+        *already.entry(packed_tier(*key)).or_default() += 1;
     }
     let context = Arc::new(Context {
         small: state(Tier::Small, endpoints.small, &config.small, &generation),
@@ -577,10 +575,7 @@ pub async fn execute<E: ChatEndpoint>(
     });
     let planned_per_tier = prompts * u64::from(generation.samples);
     for tier in context.tiers() {
-        let already = already
-            .get(&(tier.tier as u128))
-            .copied()
-            .unwrap_or_default();
+        let already = already.get(&tier.tier).copied().unwrap_or_default();
         tier.counters
             .planned
             .store(planned_per_tier.saturating_sub(already), Ordering::Relaxed);
@@ -599,13 +594,10 @@ pub async fn execute<E: ChatEndpoint>(
 
     let (job_sender, mut jobs) = mpsc::channel::<Job>(256);
     let dataset = settings.dataset.clone();
-    let rubrics = settings.rubrics.clone();
     let shard = settings.shard;
     let reader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        let names: std::collections::BTreeSet<String> =
-            crate::grade::load_rubrics(&rubrics)?.into_keys().collect();
         let mut index = 0u64;
-        for_each_row(&dataset, &names, |row| {
+        for_each_row(&dataset, &rubrics, |row| {
             let position = index;
             index += 1;
             if shard.is_none_or(|shard| shard.takes(&row.id)) {

@@ -24,6 +24,11 @@ pub fn packed_key(prompt_index: u64, tier: Tier, sample: u32) -> u128 {
     (u128::from(prompt_index) << 40) | ((tier as u128) << 32) | u128::from(sample)
 }
 
+/// The tier of a [`packed_key`].
+pub fn packed_tier(key: u128) -> Tier {
+    Tier::ALL[((key >> 32) & 0xff) as usize]
+}
+
 /// Writes sorted parts into `OUT/parts/`.
 #[derive(Debug)]
 pub struct PartWriter {
@@ -294,6 +299,10 @@ mod tests {
                 row(0, Tier::Small, 0, false),
             ])
             .unwrap();
+        assert_eq!(
+            packed_tier(packed_key(3, Tier::Verifier, 1)),
+            Tier::Verifier
+        );
         let done = scan(out, true, true).unwrap();
         assert_eq!(done.completed.len(), 4);
         assert_eq!(
