@@ -46,11 +46,27 @@ fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
     spawn(settings, &rows, "127.0.0.1:0".parse().unwrap()).unwrap()
 }
 
+fn base_url(sim: &RunningSim) -> String {
+    format!("http://{}/v1", sim.address)
+}
+
+#[derive(Clone, Copy)]
 struct Tuning {
     concurrency: usize,
     deadline_s: f64,
     verifier: bool,
     key_env: Option<&'static str>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            concurrency: 8,
+            deadline_s: 5.0,
+            verifier: true,
+            key_env: None,
+        }
+    }
 }
 
 fn write_config(directory: &Path, base_url: &str, tuning: &Tuning) -> PathBuf {
@@ -150,12 +166,11 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
     );
     let config = write_config(
         directory.path(),
-        &format!("http://{}/v1", sim.address),
+        &base_url(&sim),
         &Tuning {
             concurrency: 16,
             deadline_s: 0.4,
-            verifier: true,
-            key_env: None,
+            ..Tuning::default()
         },
     );
     let out = directory.path().join("run");
@@ -222,17 +237,12 @@ fn a_run_killed_with_sigkill_resumes_to_the_table_of_an_uninterrupted_run() {
     };
     let tuning = Tuning {
         concurrency: 2,
-        deadline_s: 5.0,
         verifier: false,
-        key_env: None,
+        ..Tuning::default()
     };
 
     let interrupted = start_sim(&dataset, slow());
-    let config = write_config(
-        directory.path(),
-        &format!("http://{}/v1", interrupted.address),
-        &tuning,
-    );
+    let config = write_config(directory.path(), &base_url(&interrupted), &tuning);
     let out = directory.path().join("killed");
     let cache = directory.path().join("cache");
     #[allow(deprecated, reason = "the path of the binary under test")]
@@ -295,7 +305,7 @@ fn a_run_killed_with_sigkill_resumes_to_the_table_of_an_uninterrupted_run() {
     std::fs::create_dir_all(&reference_config_directory).unwrap();
     let reference_config = write_config(
         &reference_config_directory,
-        &format!("http://{}/v1", reference_sim.address),
+        &base_url(&reference_sim),
         &Tuning {
             concurrency: 8,
             ..tuning
@@ -321,9 +331,9 @@ fn setup_errors_stop_the_run_before_any_request() {
     let base = format!("http://{}/v1", sim.address);
     let tuning = |key_env| Tuning {
         concurrency: 2,
-        deadline_s: 5.0,
         verifier: false,
         key_env,
+        ..Tuning::default()
     };
     let check = |config: &Path, dataset: &Path, expected: &str| {
         let out = directory.path().join("out");
@@ -397,12 +407,11 @@ fn the_api_key_never_appears_in_any_output() {
     );
     let config = write_config(
         directory.path(),
-        &format!("http://{}/v1", sim.address),
+        &base_url(&sim),
         &Tuning {
             concurrency: 4,
-            deadline_s: 5.0,
-            verifier: true,
             key_env: Some("ROUTEVAL_TEST_KEY"),
+            ..Tuning::default()
         },
     );
     let out = directory.path().join("out");
@@ -459,16 +468,7 @@ fn shards_merge_into_what_one_run_produces_and_the_cache_keeps_latencies() {
     let directory = tempfile::tempdir().unwrap();
     let dataset = write_dataset(directory.path(), 40);
     let sim = start_sim(&dataset, SimSettings::default());
-    let config = write_config(
-        directory.path(),
-        &format!("http://{}/v1", sim.address),
-        &Tuning {
-            concurrency: 8,
-            deadline_s: 5.0,
-            verifier: true,
-            key_env: None,
-        },
-    );
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
     let cache = directory.path().join("cache");
     let path = |name: &str| directory.path().join(name);
     for shard in ["1/3", "2/3", "3/3"] {
@@ -536,16 +536,7 @@ fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused()
     let directory = tempfile::tempdir().unwrap();
     let dataset = write_dataset(directory.path(), 30);
     let sim = start_sim(&dataset, SimSettings::default());
-    let config = write_config(
-        directory.path(),
-        &format!("http://{}/v1", sim.address),
-        &Tuning {
-            concurrency: 8,
-            deadline_s: 5.0,
-            verifier: true,
-            key_env: None,
-        },
-    );
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
     let out = directory.path().join("run");
     run_command(&config, &dataset, &out, &directory.path().join("cache"))
         .assert()

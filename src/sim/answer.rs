@@ -181,9 +181,9 @@ pub fn answer_for(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_verifier_scores_wrong_answers_higher() {
-        let rows: Vec<DatasetRow> = (0..500)
+    /// `question 0` … `question {count − 1}`, each of difficulty 0.5 with reference 42.
+    fn questions(count: u64) -> Vec<DatasetRow> {
+        (0..count)
             .map(|index| DatasetRow {
                 id: format!("p{index}"),
                 slice: "s".to_owned(),
@@ -193,11 +193,18 @@ mod tests {
                 }],
                 reference: Some("42".to_owned()),
                 rubric: "exact".to_owned(),
-                metadata: serde_json::Map::new(),
+                metadata: serde_json::json!({"difficulty": 0.5})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
                 location: crate::schema::RowLocation::Line(index + 1),
             })
-            .collect();
-        let knowledge = Knowledge::new(&rows);
+            .collect()
+    }
+
+    #[test]
+    fn the_verifier_scores_wrong_answers_higher() {
+        let knowledge = Knowledge::new(&questions(500));
         let verifier = &SimModel::defaults()[2];
         let mean_score = |answer: &str| {
             (0..500)
@@ -234,24 +241,7 @@ mod tests {
 
     #[test]
     fn skill_and_difficulty_set_the_rate_of_right_answers() {
-        let rows: Vec<DatasetRow> = (0..4000)
-            .map(|index| DatasetRow {
-                id: format!("p{index}"),
-                slice: "s".to_owned(),
-                messages: vec![crate::dataset::Message {
-                    role: Role::User,
-                    content: format!("question {index}"),
-                }],
-                reference: Some("42".to_owned()),
-                rubric: "exact".to_owned(),
-                metadata: serde_json::json!({"difficulty": 0.5})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-                location: crate::schema::RowLocation::Line(index + 1),
-            })
-            .collect();
-        let knowledge = Knowledge::new(&rows);
+        let knowledge = Knowledge::new(&questions(4000));
         let rate = |skill: f64| {
             let model = SimModel {
                 name: "m".to_owned(),
