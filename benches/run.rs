@@ -13,9 +13,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use routeval::dataset::read_dataset;
-use routeval::sim::{SimSettings, spawn};
-
 const CONCURRENCY: usize = 64;
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -86,21 +83,29 @@ fn main() {
     let directory = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let rubrics = root.join("rubrics");
-    let names = routeval::grade::load_rubrics(&rubrics)
-        .unwrap()
-        .into_keys()
-        .collect();
     let dataset = directory.path().join("prompts.jsonl");
     write_dataset(&dataset, prompts);
-    let rows = read_dataset(&dataset, &names).unwrap();
-    let sim = spawn(
-        SimSettings::default(),
-        &rows,
-        "127.0.0.1:0".parse().unwrap(),
+    // The endpoint runs in its own process, as a real one would, so that the
+    // memory of its answers is nobody's peak but its own.
+    let mut sim = Command::new(env!("CARGO_BIN_EXE_routeval"))
+        .args(["serve-sim", "--listen", "127.0.0.1:0", "--dataset"])
+        .arg(&dataset)
+        .arg("--rubrics")
+        .arg(&rubrics)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(sim.stdout.take().unwrap()),
+        &mut banner,
     )
     .unwrap();
-    drop(rows);
-    let base_url = format!("http://{}/v1", sim.address);
+    let base_url = banner
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_owned();
     let config = directory.path().join("routeval.toml");
     let endpoint = |model: &str| {
         format!(
@@ -168,6 +173,8 @@ fn main() {
         theirs.cpu_seconds / peer_requests * 1e6,
         theirs.peak_rss_mib
     );
+    sim.kill().unwrap();
+    sim.wait().unwrap();
     println!(
         "routeval does {:.1}x the requests per second of the peer, at {:.1}x less CPU per request",
         (requests / ours.seconds) / peer_rps,

@@ -1,6 +1,8 @@
 //! Reading and checking a dataset.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray};
@@ -91,17 +93,28 @@ pub fn for_each_row(
         message,
     };
     let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
-    let mut seen: HashMap<String, RowLocation> = HashMap::new();
+    // Ids by 64-bit hash, so that a million prompts cost megabytes, not the
+    // strings; equal hashes are confirmed against the earlier row's id.
+    let hasher = crate::schema::id_hasher();
+    let mut seen: HashMap<u64, RowLocation> = HashMap::new();
     let mut count = 0u64;
     let mut check = |(location, object): RawRow| -> Result<(), DatasetError> {
         let row = check_row(path, location, object, rubrics)?;
-        if let Some(first) = seen.insert(row.id.clone(), location) {
-            return Err(DatasetError::Invalid {
-                path: path.to_owned(),
-                location,
-                field: "id".to_owned(),
-                problem: format!("duplicate id {:?}, first at {first}", row.id),
-            });
+        match seen.entry(hasher.hash_one(&row.id)) {
+            Entry::Vacant(entry) => {
+                entry.insert(location);
+            }
+            Entry::Occupied(entry) => {
+                let first = *entry.get();
+                if id_at(path, format, first)?.as_deref() == Some(row.id.as_str()) {
+                    return Err(DatasetError::Invalid {
+                        path: path.to_owned(),
+                        location,
+                        field: "id".to_owned(),
+                        problem: format!("duplicate id {:?}, first at {first}", row.id),
+                    });
+                }
+            }
         }
         count += 1;
         visit(row)
@@ -117,6 +130,26 @@ pub fn for_each_row(
         });
     }
     Ok(count)
+}
+
+/// The id of the row at `wanted`, as `check_row` reads it.
+fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<String>, DatasetError> {
+    let mut found = None;
+    let mut visit = |(location, mut object): RawRow| -> Result<(), DatasetError> {
+        if location == wanted {
+            found = object.remove("id").map(|id| match id {
+                Value::String(text) => text,
+                other => other.to_string(),
+            });
+        }
+        Ok(())
+    };
+    match format {
+        Format::JsonLines => json_lines(path, &mut visit)?,
+        Format::Csv => csv_rows(path, &mut visit)?,
+        Format::Parquet => parquet_rows(path, &mut visit)?,
+    }
+    Ok(found)
 }
 
 /// Receives the raw rows of a file, one at a time.

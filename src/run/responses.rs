@@ -213,6 +213,9 @@ fn properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(16 * 1024))
+        // Small pages keep what a merge holds per open input small.
+        .set_data_page_size_limit(64 * 1024)
+        .set_dictionary_page_size_limit(64 * 1024)
         .set_key_value_metadata(Some(vec![KeyValue::new(
             SCHEMA_VERSION_KEY.to_owned(),
             RESPONSES_SCHEMA_VERSION.to_string(),

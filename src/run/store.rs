@@ -236,17 +236,40 @@ pub fn merge_sorted(inputs: &[PathBuf], destination: &Path) -> anyhow::Result<u6
     Ok(written)
 }
 
-/// Folds the parts of `out` into `responses.parquet` and removes them.
-pub fn compact(out: &Path) -> anyhow::Result<u64> {
-    let inputs = sources(out)?;
-    let destination = out.join(RESPONSES_FILE);
-    let written = merge_sorted(&inputs, &destination)?;
-    // Only after the merged file is in place: a crash here leaves parts
+/// Inputs merged at once: each open input holds a page of every column, so
+/// a long run's many parts are merged in rounds of this many.
+const FAN_IN: usize = 16;
+
+fn remove_merged(inputs: &[PathBuf], keep: &Path) -> anyhow::Result<()> {
+    // Only after the merged file is in place: a crash here leaves inputs
     // whose rows the merged file already holds, which the next merge folds.
-    for input in inputs.iter().filter(|input| **input != destination) {
+    for input in inputs.iter().filter(|input| *input != keep) {
         std::fs::remove_file(input)
             .with_context(|| format!("{}: cannot remove a merged part", input.display()))?;
     }
+    Ok(())
+}
+
+/// Folds the parts of `out` into `responses.parquet` and removes them.
+pub fn compact(out: &Path) -> anyhow::Result<u64> {
+    let mut inputs = sources(out)?;
+    let destination = out.join(RESPONSES_FILE);
+    let mut round = 0;
+    while inputs.len() > FAN_IN {
+        let mut merged = Vec::with_capacity(inputs.len().div_ceil(FAN_IN));
+        for (index, group) in inputs.chunks(FAN_IN).enumerate() {
+            let into = out
+                .join(PARTS)
+                .join(format!("merge-{round:02}-{index:06}.parquet"));
+            merge_sorted(group, &into)?;
+            remove_merged(group, &destination)?;
+            merged.push(into);
+        }
+        inputs = merged;
+        round += 1;
+    }
+    let written = merge_sorted(&inputs, &destination)?;
+    remove_merged(&inputs, &destination)?;
     Ok(written)
 }
 
@@ -324,5 +347,30 @@ mod tests {
         );
         assert!(rows.iter().all(ResponseRow::answered));
         assert!(sources(out).unwrap().len() == 1, "parts were left behind");
+    }
+
+    #[test]
+    fn many_parts_merge_in_rounds_into_one_sorted_table() {
+        let directory = tempfile::tempdir().unwrap();
+        let out = directory.path();
+        let mut parts = PartWriter::new(out).unwrap();
+        // 40 parts, each holding every 40th prompt, with one error answered later.
+        for part in 0..40u64 {
+            let mut rows: Vec<ResponseRow> = (0..10)
+                .map(|step| row(step * 40 + part, Tier::Small, 0, false))
+                .collect();
+            if part == 39 {
+                rows.push(row(0, Tier::Large, 0, false));
+            }
+            if part == 0 {
+                rows.push(row(0, Tier::Large, 0, true));
+            }
+            parts.flush(&mut rows).unwrap();
+        }
+        assert_eq!(compact(out).unwrap(), 401);
+        let rows = read_all_responses(&out.join(RESPONSES_FILE)).unwrap();
+        assert!(rows.windows(2).all(|pair| pair[0].key() < pair[1].key()));
+        assert!(rows.iter().all(ResponseRow::answered));
+        assert_eq!(sources(out).unwrap().len(), 1, "parts were left behind");
     }
 }

@@ -27,13 +27,14 @@ struct IdChunk {
     lines: Option<Arc<[u64]>>,
 }
 
-fn hasher() -> foldhash::fast::FixedState {
+/// The hash of ids wherever routeval de-duplicates them.
+pub fn id_hasher() -> foldhash::fast::FixedState {
     foldhash::fast::FixedState::with_seed(0x726f_7574_6576_616c)
 }
 
 impl DuplicateIds {
     pub fn add(&mut self, batch: &GradedBatch) {
-        let hasher = hasher();
+        let hasher = id_hasher();
         self.hashed_rows.reserve(batch.num_rows());
         for (index, id) in batch.id.iter().enumerate() {
             let id = id.expect("ids are validated non-null before de-duplication");

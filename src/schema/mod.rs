@@ -21,7 +21,7 @@ mod write;
 pub use error::ReadError;
 pub use format::Format;
 pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
-pub use ids::DuplicateIds;
+pub use ids::{DuplicateIds, id_hasher};
 pub use read::{
     ColumnNames, FileSummary, GradedTable, ReadOptions, for_each_graded_batch,
     for_each_graded_batch_parallel, read_graded,
