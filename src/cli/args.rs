@@ -595,6 +595,11 @@ pub struct ServeSimArgs {
     #[arg(long, value_name = "RATE", default_value_t = 0.0)]
     pub tokens_per_second: f64,
 
+    /// Spread of time to first token and generation speed: the σ of a
+    /// log-normal factor each request draws around the values above.
+    #[arg(long, value_name = "SIGMA", default_value_t = 0.0)]
+    pub latency_sigma: f64,
+
     /// A fault profile (TOML): rates of 429s, 5xx, resets, slow or stalled or cut streams.
     #[arg(long, value_name = "FILE")]
     pub faults: Option<PathBuf>,

@@ -53,6 +53,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let settings = SimSettings {
         faults: FaultProfile::load(&data.join("faults.toml"))?,
         ttft_ms: 20,
+        latency_sigma: 0.5,
         ..SimSettings::default()
     };
     let sim = spawn(settings, &rows, "127.0.0.1:0".parse().expect("an address"))?;

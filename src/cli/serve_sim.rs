@@ -19,12 +19,19 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
             args.tokens_per_second
         );
     }
+    if !(args.latency_sigma.is_finite() && args.latency_sigma >= 0.0) {
+        bail!(
+            "--latency-sigma must be a non-negative number, got {}",
+            args.latency_sigma
+        );
+    }
     let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
     let rows = read_dataset(&args.dataset, &rubrics)?;
     let settings = SimSettings {
         seed: args.seed,
         ttft_ms: args.ttft_ms,
         tokens_per_second: args.tokens_per_second,
+        latency_sigma: args.latency_sigma,
         faults: match &args.faults {
             Some(path) => FaultProfile::load(path)?,
             None => FaultProfile::default(),

@@ -147,14 +147,38 @@ impl std::fmt::Display for StatusError {
 
 impl std::error::Error for StatusError {}
 
-/// `Retry-After` in seconds (or `retry-after-ms`, which some providers send).
+/// `Retry-After` as seconds or an HTTP date, or `retry-after-ms`, which
+/// some providers send.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    value("retry-after-ms")
+    let text = |name: &str| Some(headers.get(name)?.to_str().ok()?.trim().to_owned());
+    let seconds = text("retry-after-ms")
+        .and_then(|ms| ms.parse::<f64>().ok())
         .map(|ms| ms / 1000.0)
-        .or_else(|| value("retry-after"))
-        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
-        .map(Duration::from_secs_f64)
+        .or_else(|| {
+            let value = text("retry-after")?;
+            value.parse::<f64>().ok().or_else(|| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()?
+                    .as_secs_f64();
+                Some((http_date(&value)? as f64 - now).max(0.0))
+            })
+        })?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+/// Unix seconds of an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`).
+fn http_date(text: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let month = MONTHS.iter().position(|name| name == month)? + 1;
+    let day: u32 = day.parse().ok()?;
+    crate::clock::parse_rfc3339(&format!("{year}-{month:02}-{day:02}T{time}Z"))
 }
 
 #[derive(Clone, Debug)]
@@ -504,6 +528,37 @@ mod tests {
         assert!(!redacted.contains("1234"), "{redacted}");
         assert!(redacted.contains("Incorrect API key provided: [redacted] You can"));
         assert_eq!(redact(&format!("bad {key}!"), key), "bad [redacted]");
+    }
+
+    #[test]
+    fn retry_after_comes_as_seconds_milliseconds_or_a_date() {
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = reqwest::header::HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "2")])),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "2"), ("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            http_date("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(1_445_412_480)
+        );
+        assert_eq!(
+            retry_after(&headers(&[(
+                "retry-after",
+                "Wed, 21 Oct 2015 07:28:00 GMT"
+            )])),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after(&headers(&[("retry-after", "soon")])), None);
     }
 
     #[test]

@@ -21,17 +21,20 @@ use serde_json::{Value, json};
 use crate::dataset::DatasetRow;
 
 use super::answer::{Knowledge, SimModel, answer_for, verdict_for};
-use super::faults::{Fault, FaultProfile};
+use super::faults::{Fault, FaultProfile, request_unit};
 
 #[derive(Debug, Clone)]
 pub struct SimSettings {
     pub models: Vec<SimModel>,
     pub seed: u64,
     pub steepness: f64,
-    /// Time to first token.
+    /// Median time to first token.
     pub ttft_ms: u64,
-    /// Generation speed after the first token; 0 streams at once.
+    /// Median generation speed after the first token; 0 streams at once.
     pub tokens_per_second: f64,
+    /// Spread of both around their medians: each request draws a log-normal
+    /// factor with this σ (0: every request the same).
+    pub latency_sigma: f64,
     pub faults: FaultProfile,
     /// The API key clients must send; none accepts any.
     pub require_key: Option<String>,
@@ -45,6 +48,7 @@ impl Default for SimSettings {
             steepness: 0.05,
             ttft_ms: 0,
             tokens_per_second: 0.0,
+            latency_sigma: 0.0,
             faults: FaultProfile::default(),
             require_key: None,
         }
@@ -261,6 +265,19 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
         .into_response()
 }
 
+/// A factor e^(σz), z standard normal, fixed by the seed, the request's
+/// number and which quantity it scales.
+fn lognormal_factor(seed: u64, request: u64, quantity: u64, sigma: f64) -> f64 {
+    if sigma <= 0.0 {
+        return 1.0;
+    }
+    let unit = |salt: u64| request_unit(seed, request, salt);
+    // Box–Muller; 1 − u keeps the logarithm finite.
+    let z = (-2.0 * (1.0 - unit(2 * quantity + 1)).ln()).sqrt()
+        * (std::f64::consts::TAU * unit(2 * quantity + 2)).cos();
+    (sigma * z).exp()
+}
+
 fn tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4).max(1)
 }
@@ -409,14 +426,18 @@ async fn chat(
     });
     let id = format!("chatcmpl-sim-{number}");
     let completed_key = format!("{}|{}|{seed}", model.name, prompt_id.unwrap_or_default());
-    let first_delay = shared.settings.ttft_ms
+    let sigma = shared.settings.latency_sigma;
+    let first_delay = (shared.settings.ttft_ms as f64
+        * lognormal_factor(shared.settings.seed, number, 0, sigma))
+    .round() as u64
         + if fault == Some(Fault::SlowFirstToken) {
             shared.settings.faults.slow_first_token_ms
         } else {
             0
         };
     let per_token = if shared.settings.tokens_per_second > 0.0 {
-        1.0 / shared.settings.tokens_per_second
+        1.0 / (shared.settings.tokens_per_second
+            * lognormal_factor(shared.settings.seed, number, 1, sigma))
     } else {
         0.0
     };
@@ -548,4 +569,26 @@ async fn chat(
         .header(header::CONTENT_TYPE, content_type)
         .body(Body::from_stream(body))
         .expect("a valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lognormal_factor;
+
+    #[test]
+    fn latencies_spread_log_normally_around_their_median() {
+        assert_eq!(lognormal_factor(1, 7, 0, 0.0), 1.0);
+        let logs: Vec<f64> = (0..20_000)
+            .map(|request| lognormal_factor(3, request, 0, 0.5).ln())
+            .collect();
+        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+        let spread =
+            (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / logs.len() as f64).sqrt();
+        assert!(mean.abs() < 0.02, "median factor e^{mean}");
+        assert!((spread - 0.5).abs() < 0.02, "σ {spread}");
+        assert_ne!(
+            lognormal_factor(3, 5, 0, 0.5),
+            lognormal_factor(3, 5, 1, 0.5)
+        );
+    }
 }
