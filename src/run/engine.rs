@@ -13,9 +13,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::cache::{Cache, CachedCall, cache_key};
+use super::caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 use super::config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
-use super::endpoint::{AttemptError, CallRequest, ChatEndpoint, Completion};
-use super::limits::{AdaptiveLimit, RetryBudget, TokenBucket, backoff};
+use super::endpoint::{CallRequest, ChatEndpoint, Completion};
 use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 use super::progress::{Progress, TierCounters};
 use super::responses::ResponseRow;
@@ -101,12 +101,7 @@ pub struct RunSummary {
 
 struct TierState<E> {
     tier: Tier,
-    endpoint: E,
-    config: EndpointConfig,
-    limit: AdaptiveLimit,
-    rpm: Option<TokenBucket>,
-    tpm: Option<TokenBucket>,
-    budget: RetryBudget,
+    caller: Caller<E>,
     counters: TierCounters,
 }
 
@@ -127,7 +122,7 @@ struct Job {
     row: DatasetRow,
 }
 
-fn state<E>(
+fn state<E: ChatEndpoint>(
     tier: Tier,
     endpoint: E,
     config: &EndpointConfig,
@@ -135,35 +130,9 @@ fn state<E>(
 ) -> TierState<E> {
     TierState {
         tier,
-        endpoint,
-        config: config.clone(),
-        limit: AdaptiveLimit::new(config.max_concurrency),
-        rpm: config
-            .rpm
-            .map(|rpm| TokenBucket::per_minute(f64::from(rpm))),
-        tpm: config.tpm.map(|tpm| TokenBucket::per_minute(tpm as f64)),
-        budget: RetryBudget::new(generation.retry_budget),
+        caller: Caller::new(endpoint, config, generation.retry_budget),
         counters: TierCounters::default(),
     }
-}
-
-fn estimate_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4)
-}
-
-fn input_tokens_estimate(request: &CallRequest) -> u64 {
-    request
-        .messages
-        .iter()
-        .map(|message| estimate_tokens(&message.content))
-        .sum()
-}
-
-/// A number in [0, 1) from a call's identity, for backoff jitter.
-fn jitter_unit(key: &str, retry: u32) -> f64 {
-    let digest = Sha256::digest(format!("{key}/{retry}").as_bytes());
-    (u64::from_le_bytes(digest[..8].try_into().expect("eight bytes")) >> 11) as f64
-        / (1u64 << 53) as f64
 }
 
 impl<E: ChatEndpoint> Context<E> {
@@ -195,7 +164,7 @@ impl<E: ChatEndpoint> Context<E> {
             slice: job.row.slice.clone(),
             tier,
             sample,
-            model: self.tier(tier).config.model.clone(),
+            model: self.tier(tier).caller.config.model.clone(),
             model_version: None,
             text: None,
             finish_reason: None,
@@ -228,11 +197,11 @@ impl<E: ChatEndpoint> Context<E> {
             temperature: self.generation.temperature,
             max_tokens: self.generation.max_tokens,
             seed: self.generation.seed + i64::from(sample),
-            logprobs: tier == Tier::Verifier && state.config.logprobs,
+            logprobs: tier == Tier::Verifier && state.caller.config.logprobs,
         };
         let key = cache_key(
-            &state.config.base_url,
-            &state.config.model,
+            &state.caller.config.base_url,
+            &state.caller.config.model,
             &request,
             sample,
         );
@@ -245,7 +214,7 @@ impl<E: ChatEndpoint> Context<E> {
             row.cached_input_tokens = Some(hit.cached_input_tokens);
             row.output_tokens = Some(hit.output_tokens);
             row.usage_estimated = hit.usage_estimated;
-            row.cost_usd = Some(state.config.cost(
+            row.cost_usd = Some(state.caller.config.cost(
                 hit.input_tokens,
                 hit.cached_input_tokens,
                 hit.output_tokens,
@@ -256,56 +225,13 @@ impl<E: ChatEndpoint> Context<E> {
             row.cached = true;
             return row;
         }
-        let input_estimate = input_tokens_estimate(&request);
-        state.budget.first_attempt();
-        let mut attempts = 0u32;
-        let outcome = loop {
-            attempts += 1;
-            if let Some(rpm) = &state.rpm {
-                rpm.take(1.0).await;
-            }
-            if let Some(tpm) = &state.tpm {
-                tpm.take((input_estimate + u64::from(request.max_tokens)) as f64)
-                    .await;
-            }
-            let slot = state.limit.acquire().await;
-            let outcome = state.endpoint.complete(&request).await;
-            drop(slot);
-            let error = match outcome {
-                Ok(completion) => {
-                    state.limit.succeeded();
-                    break Ok(completion);
-                }
-                Err(error) => error,
-            };
-            if let AttemptError::Status { status: 429, .. } = error {
-                state.limit.overloaded();
-            }
-            if !error.retryable() {
-                break Err((error, "not retryable".to_owned()));
-            }
-            if attempts > state.config.max_retries {
-                break Err((error, format!("gave up after {attempts} attempts")));
-            }
-            if !state.budget.try_retry() {
-                break Err((error, "the retry budget is spent".to_owned()));
-            }
-            state.counters.retries.fetch_add(1, Ordering::Relaxed);
-            let retry_after = match &error {
-                AttemptError::Status { retry_after, .. } => *retry_after,
-                _ => None,
-            };
-            let base = Duration::from_millis(state.config.backoff_base_ms);
-            tokio::time::sleep(backoff(
-                base,
-                attempts,
-                retry_after,
-                jitter_unit(&key, attempts),
-            ))
-            .await;
-        };
+        let CallOutcome { result, attempts } = state.caller.send(&request, &key).await;
+        state
+            .counters
+            .retries
+            .fetch_add(u64::from(attempts.saturating_sub(1)), Ordering::Relaxed);
         row.attempts = attempts;
-        match outcome {
+        match result {
             Ok(completion) => {
                 self.fill(&mut row, state, &request, completion);
                 if let Some(cache) = &self.cache {
@@ -338,11 +264,11 @@ impl<E: ChatEndpoint> Context<E> {
         row.input_tokens = Some(usage.input);
         row.cached_input_tokens = Some(usage.cached_input);
         row.output_tokens = Some(usage.output);
-        row.cost_usd = Some(
-            state
-                .config
-                .cost(usage.input, usage.cached_input, usage.output),
-        );
+        row.cost_usd = Some(state.caller.config.cost(
+            usage.input,
+            usage.cached_input,
+            usage.output,
+        ));
         row.ttft_ms = Some(completion.ttft.as_secs_f64() * 1e3);
         row.total_ms = Some(completion.total.as_secs_f64() * 1e3);
         row.verdict_logprobs = completion
@@ -671,7 +597,7 @@ pub async fn execute<E: ChatEndpoint>(
         .iter()
         .map(|tier| TierSummary {
             tier: tier.tier,
-            model: tier.config.model.clone(),
+            model: tier.caller.config.model.clone(),
             calls: tier.counters.done.load(Ordering::Relaxed),
             errors: tier.counters.errors.load(Ordering::Relaxed),
             cached: tier.counters.cached.load(Ordering::Relaxed),

@@ -5,6 +5,7 @@
 //! `manifest.json` under `--out`.
 
 mod cache;
+mod caller;
 mod config;
 mod endpoint;
 mod engine;
@@ -16,6 +17,7 @@ mod responses;
 mod store;
 
 pub use cache::{Cache, CachedCall, cache_key};
+pub use caller::{CallOutcome, Caller};
 pub use config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
 pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
