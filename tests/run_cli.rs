@@ -620,3 +620,163 @@ fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused()
         ));
     assert!(!stray.exists());
 }
+
+#[test]
+fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = directory.path().join("judged.jsonl");
+    let lines: Vec<String> = (0..40)
+        .map(|index| {
+            serde_json::json!({
+                "id": format!("a{index:02}"),
+                "slice": "account",
+                "prompt": format!("Customer {index} is locked out of the account. What should they do?"),
+                "reference": "Use the reset link we emailed you.",
+                "rubric": "support-reset-judged",
+                "difficulty": f64::from(index % 10) / 10.0,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+    let sim = start_sim(&dataset, SimSettings::default());
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
+    let judge = |model: &str| {
+        format!(
+            "\n[judge]\nbase_url = \"{}\"\nmodel = \"{model}\"\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 2.0\n",
+            base_url(&sim)
+        )
+    };
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}{}", judge("sim-verifier-2026-11-01")),
+    )
+    .unwrap();
+    let out = directory.path().join("run");
+    let cache = directory.path().join("cache");
+    run_command(&config, &dataset, &out, &cache)
+        .assert()
+        .success();
+    let grade = |run: &Path, graded: &Path, extra: &[&str]| {
+        let mut command = routeval();
+        command
+            .args(["grade", "--rubrics"])
+            .arg(repo().join("rubrics"))
+            .arg("--run")
+            .arg(run)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--out")
+            .arg(graded)
+            .args(extra);
+        command
+    };
+    let before = sim.stats().requests;
+    let graded = directory.path().join("graded.parquet");
+    grade(&out, &graded, &[])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("judge: 80 calls (0 cached)"));
+    assert_eq!(
+        sim.stats().requests - before,
+        80,
+        "one judge call per answer"
+    );
+    let read = |path: &Path| {
+        routeval::schema::read_graded(
+            path,
+            &routeval::schema::ReadOptions {
+                carry_extra: true,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let table = read(&graded);
+    let batch = &table.batches[0];
+    let details = batch
+        .extra
+        .iter()
+        .find(|(field, _)| field.name() == "detail")
+        .map(|(_, column)| arrow::array::AsArray::as_string::<i32>(column.as_ref()).clone())
+        .unwrap();
+    let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let mut agreements = 0;
+    for index in 0..batch.num_rows() {
+        let detail = details.value(index);
+        let small = responses
+            .iter()
+            .find(|row| {
+                row.id == batch.id.value(index) && row.tier == routeval::routes::Tier::Small
+            })
+            .unwrap();
+        let right = small.text.as_deref() == Some("Use the reset link we emailed you.");
+        agreements += usize::from(batch.small_ok.value(index) == right);
+        if !batch.small_ok.value(index) && right {
+            assert!(
+                detail.contains("llm_judge"),
+                "only the judge fails a right answer: {detail}"
+            );
+        }
+    }
+    assert!(agreements >= 36, "the judge agreed on {agreements} of 40");
+
+    // The same grading again comes from the cache.
+    let before = sim.stats().requests;
+    grade(&out, &directory.path().join("again.parquet"), &[])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("judge: 80 calls (80 cached)"));
+    assert_eq!(sim.stats().requests, before);
+
+    // A judge that does not answer in the required form fails every judged
+    // check. The config must be the run's, so point a copy at another model.
+    let unreadable = directory.path().join("unreadable.toml");
+    std::fs::write(
+        &unreadable,
+        format!("{text}{}", judge("sim-small-2026-11-01")),
+    )
+    .unwrap();
+    grade(
+        &out,
+        &directory.path().join("x.parquet"),
+        &["--config", unreadable.to_str().unwrap()],
+    )
+    .assert()
+    .code(2)
+    .stderr(predicates::str::contains(
+        "the config changed since the run",
+    ));
+    let rerun = directory.path().join("rerun");
+    run_command(&unreadable, &dataset, &rerun, &cache)
+        .assert()
+        .success();
+    let failed = directory.path().join("failed.parquet");
+    grade(&rerun, &failed, &[])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains(
+            "80 judge calls failed or answered unreadably",
+        ));
+    let table = read(&failed);
+    assert!(
+        (0..40).all(|index| !table.batches[0].small_ok.value(index)
+            && !table.batches[0].large_ok.value(index)),
+        "an unreadable judgement passed"
+    );
+
+    // Without a [judge], grading names what is missing.
+    let bare = directory.path().join("bare.toml");
+    std::fs::write(&bare, &text).unwrap();
+    let bare_run = directory.path().join("bare-run");
+    run_command(&bare, &dataset, &bare_run, &cache)
+        .assert()
+        .success();
+    grade(&bare_run, &directory.path().join("y.parquet"), &[])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "the rubrics use llm_judge, but the config has no [judge]",
+        ));
+}

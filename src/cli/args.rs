@@ -674,6 +674,24 @@ pub struct GradeArgs {
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
 
+    /// The run's config, if it moved since the run (its digest must match);
+    /// its `[judge]` answers `llm_judge` checks.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Where judge answers are cached across runs.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".routeval/cache",
+        env = "ROUTEVAL_CACHE_DIR"
+    )]
+    pub cache_dir: PathBuf,
+
+    /// Send every judge request, reading and writing no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
     /// The graded-results table (Parquet).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

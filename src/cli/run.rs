@@ -16,7 +16,7 @@ use super::args::{MergeArgs, RunArgs};
 use super::clock;
 
 /// The key of an endpoint, from the variable its config names.
-fn api_key(
+pub(super) fn api_key(
     config: &RunConfig,
     section: &str,
     endpoint: &EndpointConfig,

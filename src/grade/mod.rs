@@ -5,14 +5,16 @@
 //! reject scores of cascades, from a verifier's verdict or self-consistency.
 
 mod extract;
+mod judge;
 mod rubric;
 mod run;
 mod verifier;
 
 pub use extract::{ChoiceFinder, final_number};
+pub use judge::{Judging, judge_all, judgement_verdict};
 pub use rubric::{
-    CheckSpec, NumberComparison, Rubric, RubricError, RubricFile, Verdict, WeightedSpec,
+    CheckSpec, Judged, NumberComparison, Rubric, RubricError, RubricFile, Verdict, WeightedSpec,
     load_rubrics,
 };
-pub use run::{GradeRunError, GradedRun, ScoreSource, grade_run};
+pub use run::{GradeRunError, GradedRun, Grading, JudgeRequest, Judgements, ScoreSource};
 pub use verifier::{TokenChoice, self_consistency, verdict_score};

@@ -10,6 +10,11 @@ use regex::Regex;
 use serde::Deserialize;
 
 use super::extract::{ChoiceFinder, final_number, value};
+use crate::dataset::Message;
+use crate::run::PromptTemplate;
+
+/// The judgements of a prompt's `llm_judge` checks, by where they sit.
+pub type Judged<'a> = &'a dyn Fn(&str) -> Option<Verdict>;
 
 /// A rubric file as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -85,6 +90,14 @@ pub enum CheckSpec {
         #[serde(default)]
         case_sensitive: bool,
     },
+    /// A judge model decides, from the question, the answer, the reference
+    /// and `criteria`, with the prompt `rubrics/prompts/<template>.toml`; the
+    /// endpoint is `[judge]` of the run's config (`routeval grade --run`).
+    LlmJudge {
+        #[serde(default = "default_judge_template")]
+        template: String,
+        criteria: String,
+    },
     All {
         checks: Vec<CheckSpec>,
     },
@@ -107,6 +120,10 @@ pub struct WeightedSpec {
 
 fn default_letters() -> String {
     "ABCD".to_owned()
+}
+
+fn default_judge_template() -> String {
+    "judge".to_owned()
 }
 
 fn default_tolerance() -> f64 {
@@ -158,6 +175,12 @@ enum Check {
         case_sensitive: bool,
         negate: bool,
     },
+    Judge {
+        /// Where the check sits in the rubric, which names its judgement.
+        at: String,
+        template: std::sync::Arc<PromptTemplate>,
+        criteria: String,
+    },
     All(Vec<Check>),
     Any(Vec<Check>),
     Weighted {
@@ -194,7 +217,7 @@ pub enum RubricError {
 
 /// The JSON in an answer: the whole text, or the body of its first fenced
 /// code block.
-fn json_of(answer: &str) -> &str {
+pub(super) fn json_of(answer: &str) -> &str {
     let trimmed = answer.trim();
     let Some(start) = trimmed.find("```") else {
         return trimmed;
@@ -216,6 +239,23 @@ fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
             .collect()
     };
     Ok(match spec {
+        CheckSpec::LlmJudge { template, criteria } => {
+            if criteria.trim().is_empty() {
+                return Err(format!("{at}.llm_judge: criteria is empty"));
+            }
+            let template = PromptTemplate::load(base, template)
+                .map_err(|error| format!("{at}.llm_judge: {error:#}"))?;
+            if !template.user.contains("{criteria}") {
+                return Err(format!(
+                    "{at}.llm_judge: the template's user prompt must contain {{criteria}}"
+                ));
+            }
+            Check::Judge {
+                at: at.to_owned(),
+                template: std::sync::Arc::new(template),
+                criteria: criteria.clone(),
+            }
+        }
         CheckSpec::Exact { case_sensitive } => Check::Exact {
             case_sensitive: *case_sensitive,
         },
@@ -354,7 +394,43 @@ fn normalise(text: &str, case_sensitive: bool) -> String {
 }
 
 impl Check {
-    fn grade(&self, answer: &str, reference: Option<&str>) -> Verdict {
+    /// The judge prompts of this check and those nested in it.
+    fn judge_prompts(
+        &self,
+        question: &str,
+        answer: &str,
+        reference: Option<&str>,
+        out: &mut Vec<(String, Vec<Message>)>,
+    ) {
+        match self {
+            Check::Judge {
+                at,
+                template,
+                criteria,
+            } => out.push((
+                at.clone(),
+                template.render(&[
+                    ("{question}", question),
+                    ("{answer}", answer),
+                    ("{reference}", reference.unwrap_or("(none)")),
+                    ("{criteria}", criteria),
+                ]),
+            )),
+            Check::All(checks) | Check::Any(checks) => {
+                for check in checks {
+                    check.judge_prompts(question, answer, reference, out);
+                }
+            }
+            Check::Weighted { checks, .. } => {
+                for (_, check) in checks {
+                    check.judge_prompts(question, answer, reference, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn grade(&self, answer: &str, reference: Option<&str>, judged: Judged<'_>) -> Verdict {
         let reference_missing =
             |kind: &str| Verdict::of(false, format!("{kind}: the prompt has no reference"));
         match self {
@@ -469,9 +545,15 @@ impl Check {
                     ),
                 )
             }
+            Check::Judge { at, .. } => judged(at).unwrap_or_else(|| {
+                Verdict::of(
+                    false,
+                    "llm_judge: not judged (`routeval grade --run` calls the judge)".into(),
+                )
+            }),
             Check::All(checks) => {
                 for check in checks {
-                    let verdict = check.grade(answer, reference);
+                    let verdict = check.grade(answer, reference, judged);
                     if !verdict.pass {
                         return Verdict::of(false, format!("all: {}", verdict.detail));
                     }
@@ -481,7 +563,7 @@ impl Check {
             Check::Any(checks) => {
                 let mut failures = Vec::new();
                 for check in checks {
-                    let verdict = check.grade(answer, reference);
+                    let verdict = check.grade(answer, reference, judged);
                     if verdict.pass {
                         return Verdict::of(true, format!("any: {}", verdict.detail));
                     }
@@ -494,7 +576,7 @@ impl Check {
                 let mut passed = 0.0;
                 let mut failures = Vec::new();
                 for (weight, check) in checks {
-                    let verdict = check.grade(answer, reference);
+                    let verdict = check.grade(answer, reference, judged);
                     if verdict.pass {
                         passed += weight;
                     } else {
@@ -548,9 +630,34 @@ impl Rubric {
         Rubric::from_toml(path, &text)
     }
 
-    /// Grades `answer` against the prompt's `reference`.
+    /// Grades `answer` against the prompt's `reference`; `llm_judge` checks
+    /// fail as not judged.
     pub fn grade(&self, answer: &str, reference: Option<&str>) -> Verdict {
-        let verdict = self.check.grade(answer, reference);
+        self.grade_judged(answer, reference, &|_| None)
+    }
+
+    /// The prompts of the rubric's `llm_judge` checks for one answer, each
+    /// with where its check sits.
+    pub fn judge_prompts(
+        &self,
+        question: &str,
+        answer: &str,
+        reference: Option<&str>,
+    ) -> Vec<(String, Vec<Message>)> {
+        let mut prompts = Vec::new();
+        self.check
+            .judge_prompts(question, answer, reference, &mut prompts);
+        prompts
+    }
+
+    /// Grades `answer`, taking the `llm_judge` checks' verdicts from `judged`.
+    pub fn grade_judged(
+        &self,
+        answer: &str,
+        reference: Option<&str>,
+        judged: Judged<'_>,
+    ) -> Verdict {
+        let verdict = self.check.grade(answer, reference, judged);
         Verdict {
             detail: format!("{}: {}", self.name, verdict.detail),
             ..verdict

@@ -5,16 +5,16 @@
 //! self-consistency over the small tier's samples), and what each rubric
 //! said.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{BooleanArray, Float64Array, StringArray};
 use arrow::datatypes::{DataType, Field};
 
-use super::rubric::Rubric;
+use super::rubric::{Rubric, Verdict};
 use super::verifier::{TokenChoice, self_consistency, verdict_score};
-use crate::dataset::{DatasetRow, Role, read_dataset};
+use crate::dataset::{DatasetRow, Message, Role, read_dataset};
 use crate::routes::Tier;
 use crate::run::{
     MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses, sha256_file,
@@ -51,7 +51,7 @@ pub enum GradeRunError {
 }
 
 /// The rows of one prompt.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct PromptCalls {
     small: Vec<ResponseRow>,
     large: Option<ResponseRow>,
@@ -71,10 +71,20 @@ struct GradedPrompt {
     detail: String,
 }
 
-fn judged(row: &ResponseRow, rubric: &Rubric, reference: Option<&str>) -> (bool, String) {
+fn judged(
+    row: &ResponseRow,
+    rubric: &Rubric,
+    reference: Option<&str>,
+    judgements: &Judgements,
+) -> (bool, String) {
     match (&row.error_kind, &row.text) {
         (None, Some(text)) => {
-            let verdict = rubric.grade(text, reference);
+            let lookup = |at: &str| {
+                judgements
+                    .get(&(row.prompt_index, row.tier, at.to_owned()))
+                    .cloned()
+            };
+            let verdict = rubric.grade_judged(text, reference, &lookup);
             (verdict.pass, verdict.detail)
         }
         _ => (
@@ -129,17 +139,18 @@ fn grade_prompt(
     calls: PromptCalls,
     rubric: &Rubric,
     source: ScoreSource,
+    judgements: &Judgements,
 ) -> GradedPrompt {
     let reference = row.reference.as_deref();
     let first_small = calls.small.first();
     let (small_ok, small_detail) = first_small.map_or((false, "no row".to_owned()), |small| {
-        judged(small, rubric, reference)
+        judged(small, rubric, reference, judgements)
     });
     let (large_ok, large_detail) = calls
         .large
         .as_ref()
         .map_or((false, "no row".to_owned()), |large| {
-            judged(large, rubric, reference)
+            judged(large, rubric, reference, judgements)
         });
     let (score, score_detail, score_cost) = match source {
         ScoreSource::Verifier => {
@@ -178,13 +189,7 @@ fn grade_prompt(
         }
         ScoreSource::None => (0.0, String::new(), 0.0),
     };
-    let prompt = row
-        .messages
-        .iter()
-        .rev()
-        .find(|message| message.role == Role::User)
-        .map(|message| message.content.clone())
-        .unwrap_or_default();
+    let prompt = last_user_message(row);
     let mut detail = format!("small: {small_detail}; large: {large_detail}");
     if !score_detail.is_empty() {
         detail.push_str("; ");
@@ -233,104 +238,178 @@ fn grade_prompt(
     }
 }
 
-/// Grades the run in directory `run`. `dataset` overrides the path the
-/// manifest recorded; either way its digest must match.
-pub fn grade_run(
-    run: &Path,
-    dataset: Option<&Path>,
-    rubrics: &BTreeMap<String, Rubric>,
-    out: &Path,
-) -> anyhow::Result<GradedRun> {
-    let manifest_path = run.join(MANIFEST_FILE);
-    let manifest = Manifest::load(&manifest_path)?;
-    let run_error = |problem: String| GradeRunError::Run {
-        path: run.to_owned(),
-        problem,
-    };
-    if !manifest.complete {
-        return Err(run_error(
-            "the run is not complete; run the same `routeval run` again to finish it".to_owned(),
-        )
-        .into());
-    }
-    let dataset = dataset.map_or_else(|| PathBuf::from(&manifest.dataset.path), Path::to_owned);
-    if sha256_file(&dataset)? != manifest.dataset.sha256 {
-        return Err(run_error(format!(
-            "the dataset {} changed since the run (sha256 differs from manifest.json)",
-            dataset.display()
-        ))
-        .into());
-    }
-    let names = rubrics.keys().cloned().collect();
-    let prompts = read_dataset(&dataset, &names)?;
-    let responses = run.join(RESPONSES_FILE);
-    let mut by_prompt: BTreeMap<u64, PromptCalls> = BTreeMap::new();
-    let mut number = 0u64;
-    for batch in read_responses(&responses, 8192)? {
-        for row in batch? {
-            number += 1;
-            let matches = usize::try_from(row.prompt_index)
-                .ok()
-                .and_then(|index| prompts.get(index))
-                .is_some_and(|prompt| prompt.id == row.id);
-            if !matches {
-                return Err(GradeRunError::Response {
-                    path: responses.clone(),
-                    row: number,
-                    problem: format!(
-                        "id {:?} has no matching prompt in {}",
-                        row.id,
-                        dataset.display()
-                    ),
+/// Verdicts of `llm_judge` checks by (prompt, tier, where the check sits).
+pub type Judgements = HashMap<(u64, Tier, String), Verdict>;
+
+/// A judge call to make: which check of which answer, and the prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeRequest {
+    pub key: (u64, Tier, String),
+    pub messages: Vec<Message>,
+}
+
+/// A run read and matched to its prompts, ready to grade once the judge
+/// calls its `llm_judge` checks need are made.
+#[derive(Debug)]
+pub struct Grading {
+    /// The run's config, whose `[judge]` answers the judge requests.
+    pub config: PathBuf,
+    pub config_sha256: String,
+    prompts: Vec<DatasetRow>,
+    by_prompt: BTreeMap<u64, PromptCalls>,
+    source: ScoreSource,
+}
+
+impl Grading {
+    /// Reads the run in directory `run`. `dataset` overrides the path the
+    /// manifest recorded; either way its digest must match.
+    pub fn read(
+        run: &Path,
+        dataset: Option<&Path>,
+        rubrics: &BTreeMap<String, Rubric>,
+    ) -> anyhow::Result<Grading> {
+        let manifest = Manifest::load(&run.join(MANIFEST_FILE))?;
+        let run_error = |problem: String| GradeRunError::Run {
+            path: run.to_owned(),
+            problem,
+        };
+        if !manifest.complete {
+            return Err(run_error(
+                "the run is not complete; run the same `routeval run` again to finish it"
+                    .to_owned(),
+            )
+            .into());
+        }
+        let dataset = dataset.map_or_else(|| PathBuf::from(&manifest.dataset.path), Path::to_owned);
+        if sha256_file(&dataset)? != manifest.dataset.sha256 {
+            return Err(run_error(format!(
+                "the dataset {} changed since the run (sha256 differs from manifest.json)",
+                dataset.display()
+            ))
+            .into());
+        }
+        let names = rubrics.keys().cloned().collect();
+        let prompts = read_dataset(&dataset, &names)?;
+        let responses = run.join(RESPONSES_FILE);
+        let mut by_prompt: BTreeMap<u64, PromptCalls> = BTreeMap::new();
+        let mut number = 0u64;
+        for batch in read_responses(&responses, 8192)? {
+            for row in batch? {
+                number += 1;
+                let matches = usize::try_from(row.prompt_index)
+                    .ok()
+                    .and_then(|index| prompts.get(index))
+                    .is_some_and(|prompt| prompt.id == row.id);
+                if !matches {
+                    return Err(GradeRunError::Response {
+                        path: responses.clone(),
+                        row: number,
+                        problem: format!(
+                            "id {:?} has no matching prompt in {}",
+                            row.id,
+                            dataset.display()
+                        ),
+                    }
+                    .into());
                 }
-                .into());
-            }
-            let calls = by_prompt.entry(row.prompt_index).or_default();
-            match row.tier {
-                Tier::Small => calls.small.push(row),
-                Tier::Large if row.sample == 0 => calls.large = Some(row),
-                Tier::Verifier if row.sample == 0 => calls.verifier = Some(row),
-                Tier::Large | Tier::Verifier => {}
+                let calls = by_prompt.entry(row.prompt_index).or_default();
+                match row.tier {
+                    Tier::Small => calls.small.push(row),
+                    Tier::Large if row.sample == 0 => calls.large = Some(row),
+                    Tier::Verifier if row.sample == 0 => calls.verifier = Some(row),
+                    Tier::Large | Tier::Verifier => {}
+                }
             }
         }
-    }
-    let has_verifier = by_prompt.values().any(|calls| calls.verifier.is_some());
-    let source = if has_verifier {
-        ScoreSource::Verifier
-    } else if manifest.samples > 1 {
-        ScoreSource::SelfConsistency
-    } else {
-        ScoreSource::None
-    };
-    let mut graded = Vec::with_capacity(by_prompt.len());
-    for (index, calls) in by_prompt {
-        let prompt = &prompts[usize::try_from(index).expect("checked above")];
-        if calls.small.is_empty()
-            || calls.large.is_none()
-            || (has_verifier && calls.verifier.is_none())
-        {
-            return Err(
-                run_error(format!("prompt {:?} lacks a tier's response", prompt.id)).into(),
-            );
+        let has_verifier = by_prompt.values().any(|calls| calls.verifier.is_some());
+        for (index, calls) in &by_prompt {
+            if calls.small.is_empty()
+                || calls.large.is_none()
+                || (has_verifier && calls.verifier.is_none())
+            {
+                let id = &prompts[usize::try_from(*index).expect("checked above")].id;
+                return Err(run_error(format!("prompt {id:?} lacks a tier's response")).into());
+            }
         }
-        let rubric = &rubrics[&prompt.rubric];
-        graded.push(grade_prompt(prompt, calls, rubric, source));
+        if by_prompt.is_empty() {
+            return Err(run_error("the run has no responses".to_owned()).into());
+        }
+        let source = if has_verifier {
+            ScoreSource::Verifier
+        } else if manifest.samples > 1 {
+            ScoreSource::SelfConsistency
+        } else {
+            ScoreSource::None
+        };
+        Ok(Grading {
+            config: PathBuf::from(&manifest.config.path),
+            config_sha256: manifest.config.sha256,
+            prompts,
+            by_prompt,
+            source,
+        })
     }
-    if graded.is_empty() {
-        return Err(run_error("the run has no responses".to_owned()).into());
+
+    /// The judge calls the rubrics' `llm_judge` checks need: one per check
+    /// for each graded answer (the small tier's first sample, the large tier's).
+    pub fn judge_requests(&self, rubrics: &BTreeMap<String, Rubric>) -> Vec<JudgeRequest> {
+        let mut requests = Vec::new();
+        for (index, calls) in &self.by_prompt {
+            let prompt = &self.prompts[usize::try_from(*index).expect("checked on read")];
+            let question = last_user_message(prompt);
+            let rubric = &rubrics[&prompt.rubric];
+            for row in calls.small.first().into_iter().chain(&calls.large) {
+                let (None, Some(answer)) = (&row.error_kind, &row.text) else {
+                    continue;
+                };
+                for (at, messages) in
+                    rubric.judge_prompts(&question, answer, prompt.reference.as_deref())
+                {
+                    requests.push(JudgeRequest {
+                        key: (*index, row.tier, at),
+                        messages,
+                    });
+                }
+            }
+        }
+        requests
     }
-    let mut slices: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-    for row in &graded {
-        let counts = slices.entry(row.slice.clone()).or_default();
-        counts.0 += 1;
-        counts.1 += u64::from(row.small_ok);
-        counts.2 += u64::from(row.large_ok);
+
+    /// Grades every prompt, with the judge's verdicts for `llm_judge` checks.
+    pub fn finish(
+        self,
+        rubrics: &BTreeMap<String, Rubric>,
+        judgements: &Judgements,
+        out: &Path,
+    ) -> GradedRun {
+        let mut graded = Vec::with_capacity(self.by_prompt.len());
+        for (index, calls) in self.by_prompt {
+            let prompt = &self.prompts[usize::try_from(index).expect("checked on read")];
+            let rubric = &rubrics[&prompt.rubric];
+            graded.push(grade_prompt(prompt, calls, rubric, self.source, judgements));
+        }
+        let mut slices: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for row in &graded {
+            let counts = slices.entry(row.slice.clone()).or_default();
+            counts.0 += 1;
+            counts.1 += u64::from(row.small_ok);
+            counts.2 += u64::from(row.large_ok);
+        }
+        GradedRun {
+            table: to_table(&graded, out),
+            score_source: self.source,
+            slices,
+        }
     }
-    Ok(GradedRun {
-        table: to_table(&graded, out),
-        score_source: source,
-        slices,
-    })
+}
+
+fn last_user_message(row: &DatasetRow) -> String {
+    row.messages
+        .iter()
+        .rev()
+        .find(|message| message.role == Role::User)
+        .map(|message| message.content.clone())
+        .unwrap_or_default()
 }
 
 fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {

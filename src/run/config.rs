@@ -172,6 +172,15 @@ pub enum ConfigError {
 }
 
 impl RunConfig {
+    /// The SHA-256 of the file, as the manifest records it.
+    pub fn sha256(&self) -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(&self.bytes)
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
+
     pub fn endpoint(&self, tier: Tier) -> Option<&EndpointConfig> {
         match tier {
             Tier::Small => Some(&self.small),
@@ -318,7 +327,8 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// A verifier prompt: `{question}` and `{answer}` are replaced.
+/// A prompt of the verifier or a judge: `{question}`, `{answer}` and, for
+/// judges, `{reference}` and `{criteria}` are replaced.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptTemplate {
@@ -355,12 +365,14 @@ impl PromptTemplate {
     }
 
     /// The messages that ask the verifier to judge `answer` to `question`.
-    pub fn render(&self, question: &str, answer: &str) -> Vec<crate::dataset::Message> {
+    /// The messages with each `{placeholder}` of `values` replaced.
+    pub fn render(&self, values: &[(&str, &str)]) -> Vec<crate::dataset::Message> {
         use crate::dataset::{Message, Role};
-        let user = self
-            .user
-            .replace("{question}", question)
-            .replace("{answer}", answer);
+        let user = values
+            .iter()
+            .fold(self.user.clone(), |text, (placeholder, value)| {
+                text.replace(placeholder, value)
+            });
         self.system
             .iter()
             .map(|system| Message {

@@ -312,7 +312,7 @@ impl<E: ChatEndpoint> Context<E> {
                     job,
                     Tier::Verifier,
                     sample,
-                    template.render(question, &answer),
+                    template.render(&[("{question}", question), ("{answer}", &answer)]),
                 )
                 .await
             }
@@ -404,10 +404,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
     };
     let config_digest = FileDigest {
         path: config.path.display().to_string(),
-        sha256: Sha256::digest(&config.bytes)
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect(),
+        sha256: config.sha256(),
     };
     std::fs::create_dir_all(&settings.out)
         .with_context(|| format!("{}: cannot create (--out)", settings.out.display()))?;

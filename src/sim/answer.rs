@@ -10,6 +10,9 @@ pub struct SimModel {
     pub name: String,
     pub version: String,
     pub skill: f64,
+    /// Follows the verifier's and the judge's reply formats; other models
+    /// answer those prompts as they answer anything they do not know.
+    pub judges: bool,
 }
 
 impl SimModel {
@@ -18,6 +21,7 @@ impl SimModel {
             name: name.to_owned(),
             version: format!("{name}-2026-11-01"),
             skill,
+            judges: name == "sim-verifier",
         };
         vec![
             model("sim-small", 0.55),
@@ -112,7 +116,8 @@ fn tagged<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
 /// A verifier's judgement of the answer in a prompt that gives the question
 /// and the answer between `<question>` and `<answer>` tags (as the shipped
 /// verifier template does): `{"verdict", "score", "reason"}`, where score is
-/// the probability the answer is wrong. Better verifiers separate right from
+/// the probability the answer is wrong. With a `<reference>` too (the
+/// shipped judge template), a judge's `{"pass", "score", "reason"}`. Better verifiers separate right from
 /// wrong answers more sharply; harder questions look more doubtful to all.
 /// None when the prompt is not a verification request.
 pub fn verdict_for(
@@ -121,6 +126,9 @@ pub fn verdict_for(
     prompt: &str,
     seed: u64,
 ) -> Option<(String, Option<String>)> {
+    if !model.judges {
+        return None;
+    }
     let question = tagged(prompt, "<question>", "</question>")?;
     let answer = tagged(prompt, "<answer>", "</answer>")?;
     let Some((id, reference, difficulty)) = knowledge.by_prompt.get(question) else {
@@ -129,15 +137,41 @@ pub fn verdict_for(
             None,
         ));
     };
-    let right = reference
-        .as_deref()
-        .is_none_or(|reference| reference.trim() == answer);
     let noise = unit(&[
         model.name.as_bytes(),
         id.as_bytes(),
         answer.as_bytes(),
         &seed.to_le_bytes(),
     ]);
+    // A judge's prompt also gives the reference: it grades against that and
+    // errs a quarter as often as its skill falls short of 1.
+    if let Some(given) = tagged(prompt, "<reference>", "</reference>") {
+        let same = |text: &str| {
+            text.split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_lowercase()
+        };
+        let right = same(given) == same(answer);
+        let pass = right != (noise < (1.0 - model.skill) / 4.0);
+        let score = if pass {
+            0.75 + 0.25 * noise
+        } else {
+            0.25 * noise
+        };
+        let reason = if pass {
+            "the answer agrees with the reference"
+        } else {
+            "the answer does not agree with the reference"
+        };
+        return Some((
+            format!(r#"{{"pass": {pass}, "score": {score:.4}, "reason": "{reason}"}}"#),
+            Some(id.clone()),
+        ));
+    }
+    let right = reference
+        .as_deref()
+        .is_none_or(|reference| reference.trim() == answer);
     let signal = if right { -3.0 } else { 3.0 };
     let z = signal * model.skill + 2.0 * (difficulty - 0.5) + 4.0 * (noise - 0.5);
     let reject = 1.0 / (1.0 + (-z).exp());
@@ -222,6 +256,24 @@ mod tests {
         let (right, wrong) = (mean_score("42"), mean_score("43"));
         assert!(right < 0.3 && wrong > 0.7, "right {right}, wrong {wrong}");
         assert_eq!(verdict_for(&knowledge, verifier, "no tags here", 0), None);
+        let tagged_prompt = "<question>question 1</question><answer>42</answer>";
+        assert_eq!(
+            verdict_for(&knowledge, &SimModel::defaults()[0], tagged_prompt, 0),
+            None
+        );
+        let passes = |answer: &str| {
+            (0..500)
+                .filter(|index| {
+                    let prompt = format!(
+                        "<question>question {index}</question><answer>{answer}</answer><reference> 42 </reference>"
+                    );
+                    let (text, _) = verdict_for(&knowledge, verifier, &prompt, 0).unwrap();
+                    crate::grade::judgement_verdict(&text).unwrap().pass
+                })
+                .count()
+        };
+        let (right, wrong) = (passes("42"), passes("43"));
+        assert!(right > 450 && wrong < 50, "right {right}, wrong {wrong}");
     }
 
     #[test]
@@ -247,6 +299,7 @@ mod tests {
                 name: "m".to_owned(),
                 version: "m-1".to_owned(),
                 skill,
+                judges: false,
             };
             (0..4000)
                 .filter(|index| {

@@ -1,0 +1,161 @@
+//! The `llm_judge` check's calls: each judge prompt through the `[judge]`
+//! endpoint (its limits, retries and the response cache, like any call),
+//! and the judge's answer read strictly: `{"pass", "score", "reason"}`. An
+//! answer that cannot be read, or a call that failed, is a failed check with
+//! the reason, never a pass.
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use super::rubric::{Verdict, json_of};
+use super::run::{JudgeRequest, Judgements};
+use crate::run::{
+    Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, GenerationConfig, cache_key,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Judgement {
+    pass: bool,
+    score: f64,
+    reason: String,
+}
+
+/// The verdict a judge's answer states.
+pub fn judgement_verdict(text: &str) -> Result<Verdict, String> {
+    let judgement: Judgement = serde_json::from_str(json_of(text)).map_err(|error| {
+        format!("the judge's answer is not {{\"pass\", \"score\", \"reason\"}}: {error}")
+    })?;
+    if !(0.0..=1.0).contains(&judgement.score) {
+        return Err(format!(
+            "the judge's score {} is not in [0, 1]",
+            judgement.score
+        ));
+    }
+    Ok(Verdict {
+        pass: judgement.pass,
+        score: judgement.score,
+        detail: format!(
+            "llm_judge: {} ({:.2}): {}",
+            if judgement.pass { "pass" } else { "fail" },
+            judgement.score,
+            judgement.reason
+        ),
+    })
+}
+
+/// What judging cost and how it went.
+#[derive(Debug, Default)]
+pub struct Judging {
+    pub verdicts: Judgements,
+    pub calls: u64,
+    pub cached: u64,
+    /// Calls that failed or answered unreadably: failed checks.
+    pub errors: u64,
+    pub cost_usd: f64,
+}
+
+/// Makes every judge call, at most the endpoint's `max_concurrency` at once.
+pub async fn judge_all<E: ChatEndpoint>(
+    caller: &Caller<E>,
+    cache: Option<&Cache>,
+    generation: &GenerationConfig,
+    requests: Vec<JudgeRequest>,
+) -> Judging {
+    let config = &caller.config;
+    let mut judging = Judging::default();
+    let mut answers = futures_util::stream::iter(requests)
+        .map(|request| async move {
+            let call = CallRequest {
+                messages: request.messages,
+                temperature: 0.0,
+                max_tokens: generation.max_tokens,
+                seed: generation.seed,
+                logprobs: false,
+            };
+            let key = cache_key(&config.base_url, &config.model, &call, 0);
+            if let Some(hit) = cache.and_then(|cache| cache.get(&key)) {
+                let cost =
+                    config.cost(hit.input_tokens, hit.cached_input_tokens, hit.output_tokens);
+                return (request.key, Ok(hit.text), true, cost);
+            }
+            let CallOutcome { result, .. } = caller.send(&call, &key).await;
+            match result {
+                Ok(completion) => {
+                    let usage = completion.usage.unwrap_or(crate::run::Usage {
+                        input: 0,
+                        cached_input: 0,
+                        output: 0,
+                    });
+                    if let Some(cache) = cache {
+                        cache.put(
+                            &key,
+                            &CachedCall {
+                                model_version: completion.model_version.clone(),
+                                text: completion.text.clone(),
+                                finish_reason: completion.finish_reason.clone(),
+                                input_tokens: usage.input,
+                                cached_input_tokens: usage.cached_input,
+                                output_tokens: usage.output,
+                                usage_estimated: completion.usage.is_none(),
+                                ttft_ms: completion.ttft.as_secs_f64() * 1e3,
+                                total_ms: completion.total.as_secs_f64() * 1e3,
+                                verdict_logprobs: None,
+                            },
+                        );
+                    }
+                    let cost = config.cost(usage.input, usage.cached_input, usage.output);
+                    (request.key, Ok(completion.text), false, cost)
+                }
+                Err((error, why)) => (
+                    request.key,
+                    Err(format!("the judge failed: {} ({why})", error.message())),
+                    false,
+                    0.0,
+                ),
+            }
+        })
+        .buffer_unordered(config.max_concurrency);
+    while let Some((key, answer, cached, cost)) = answers.next().await {
+        judging.calls += 1;
+        judging.cached += u64::from(cached);
+        judging.cost_usd += cost;
+        let verdict = answer
+            .and_then(|text| judgement_verdict(&text))
+            .unwrap_or_else(|problem| {
+                judging.errors += 1;
+                Verdict {
+                    pass: false,
+                    score: 0.0,
+                    detail: format!("llm_judge: {problem}"),
+                }
+            });
+        judging.verdicts.insert(key, verdict);
+    }
+    judging
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judgements_are_read_strictly() {
+        let verdict =
+            judgement_verdict(r#"{"pass": true, "score": 0.9, "reason": "right"}"#).unwrap();
+        assert!(verdict.pass);
+        assert_eq!(verdict.score, 0.9);
+        assert!(verdict.detail.contains("right"));
+        let fenced = "```json\n{\"pass\": false, \"score\": 0.1, \"reason\": \"wrong\"}\n```";
+        assert!(!judgement_verdict(fenced).unwrap().pass);
+        for unreadable in [
+            "PASS",
+            r#"{"pass": "yes", "score": 0.9, "reason": "r"}"#,
+            r#"{"pass": true, "score": 1.5, "reason": "r"}"#,
+            r#"{"pass": true, "score": 0.9}"#,
+            r#"{"pass": true, "score": 0.9, "reason": "r", "confidence": 1}"#,
+        ] {
+            assert!(judgement_verdict(unreadable).is_err(), "{unreadable}");
+        }
+    }
+}
