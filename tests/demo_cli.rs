@@ -33,8 +33,8 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     let responses = routeval::run::read_all_responses(&out.join("run/responses.parquet")).unwrap();
     assert_eq!(responses.len(), 900, "300 prompts × small, large, verifier");
     assert!(
-        responses.iter().any(|row| !row.answered()),
-        "the fault profile made no errors"
+        responses.iter().any(|row| row.attempts > 1),
+        "the fault profile made no call retry"
     );
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
     assert!(html.contains("<svg"), "the report has no charts");

@@ -74,6 +74,8 @@ struct Shared {
     settings: SimSettings,
     knowledge: Knowledge,
     requests: AtomicU64,
+    /// While set, no response sends its next piece.
+    paused: std::sync::atomic::AtomicBool,
     stats: Mutex<Stats>,
     /// Per request body: when a retry may come (after a 429), or never
     /// (after a 400).
@@ -142,6 +144,12 @@ impl std::fmt::Debug for RunningSim {
 }
 
 impl RunningSim {
+    /// Holds every response where it is (or lets them go on), so a test can
+    /// stop a client while none of its requests is about to complete.
+    pub fn set_paused(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::SeqCst);
+    }
+
     pub fn stats(&self) -> Stats {
         self.shared.stats.lock().expect("unpoisoned").clone()
     }
@@ -175,6 +183,7 @@ pub fn spawn(
         knowledge: Knowledge::new(rows),
         settings,
         requests: AtomicU64::new(0),
+        paused: std::sync::atomic::AtomicBool::new(false),
         stats: Mutex::new(Stats::default()),
         refusals: Mutex::new(HashMap::new()),
     });
@@ -542,6 +551,9 @@ async fn chat(
                         None
                     }
                     Some((delay, piece)) => {
+                        while shared.paused.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                         if !delay.is_zero() {
                             tokio::time::sleep(delay).await;
                         }
