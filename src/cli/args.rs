@@ -627,18 +627,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
 
-    /// Where answers are cached across runs.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = ".routeval/cache",
-        env = "ROUTEVAL_CACHE_DIR"
-    )]
-    pub cache_dir: PathBuf,
-
-    /// Send every request, reading and writing no cache.
-    #[arg(long)]
-    pub no_cache: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 
     /// On resume, send again the calls that ended in an error.
     #[arg(long)]
@@ -679,18 +669,9 @@ pub struct GradeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Where judge answers are cached across runs.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = ".routeval/cache",
-        env = "ROUTEVAL_CACHE_DIR"
-    )]
-    pub cache_dir: PathBuf,
-
-    /// Send every judge request, reading and writing no cache.
-    #[arg(long)]
-    pub no_cache: bool,
+    /// The judge's answers are cached like a run's.
+    #[command(flatten)]
+    pub cache: CacheArgs,
 
     /// The graded-results table (Parquet).
     #[arg(long, value_name = "FILE")]
@@ -718,4 +699,28 @@ pub struct DemoArgs {
     /// The quality target of every slice.
     #[arg(long, value_name = "Q", default_value_t = 0.85)]
     pub target: f64,
+}
+
+/// The response cache of `run` and of the judge in `grade`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Where answers are cached across runs.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".routeval/cache",
+        env = "ROUTEVAL_CACHE_DIR"
+    )]
+    pub cache_dir: PathBuf,
+
+    /// Send every request, reading and writing no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache directory, or none with `--no-cache`.
+    pub fn directory(&self) -> Option<PathBuf> {
+        (!self.no_cache).then(|| self.cache_dir.clone())
+    }
 }

@@ -86,8 +86,10 @@ fn judge(
         );
     };
     let key = api_key(&config, "[judge]", endpoint)?;
-    let cache = (!args.no_cache)
-        .then(|| Cache::open(&args.cache_dir))
+    let cache = args
+        .cache
+        .directory()
+        .map(|directory| Cache::open(&directory))
         .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

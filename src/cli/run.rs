@@ -56,7 +56,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         rubrics: args.rubrics,
         out: args.out,
         shard,
-        cache_dir: (!args.no_cache).then_some(args.cache_dir),
+        cache_dir: args.cache.directory(),
         retry_errors: args.retry_errors,
         show_progress: !args.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         flush_every: Duration::from_secs(2),
