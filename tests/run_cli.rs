@@ -688,16 +688,27 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
             .args(extra);
         command
     };
+    // Two tiers that answered a question alike are judged by one call.
+    let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let distinct_answers: std::collections::HashSet<(&str, Option<&str>)> = responses
+        .iter()
+        .filter(|row| row.tier != routeval::routes::Tier::Verifier)
+        .map(|row| (row.id.as_str(), row.text.as_deref()))
+        .collect();
+    let calls = distinct_answers.len();
+    assert!(calls > 40, "the tiers disagree somewhere");
     let before = sim.stats().requests;
     let graded = directory.path().join("graded.parquet");
     grade(&out, &graded, &[])
         .assert()
         .success()
-        .stdout(predicates::str::contains("judge: 80 calls (0 cached)"));
+        .stdout(predicates::str::contains(format!(
+            "judge: 80 checks, {calls} calls (0 cached)"
+        )));
     assert_eq!(
         sim.stats().requests - before,
-        80,
-        "one judge call per answer"
+        calls as u64,
+        "one judge call per distinct answer"
     );
     let read = |path: &Path| {
         routeval::schema::read_graded(
@@ -717,7 +728,6 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         .find(|(field, _)| field.name() == "detail")
         .map(|(_, column)| arrow::array::AsArray::as_string::<i32>(column.as_ref()).clone())
         .unwrap();
-    let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
     let mut agreements = 0;
     for index in 0..batch.num_rows() {
         let detail = details.value(index);
@@ -743,7 +753,9 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
     grade(&out, &directory.path().join("again.parquet"), &[])
         .assert()
         .success()
-        .stdout(predicates::str::contains("judge: 80 calls (80 cached)"));
+        .stdout(predicates::str::contains(format!(
+            "judge: 80 checks, {calls} calls ({calls} cached)"
+        )));
     assert_eq!(sim.stats().requests, before);
 
     // A judge that does not answer in the required form fails every judged
@@ -773,7 +785,7 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         .assert()
         .success()
         .stderr(predicates::str::contains(
-            "80 judge calls failed or answered unreadably",
+            "80 judged checks failed because the judge failed or answered unreadably",
         ));
     let table = read(&failed);
     assert!(

@@ -47,15 +47,15 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     if judging.calls > 0 {
         let _ = writeln!(
             out,
-            "judge: {} calls ({} cached), ${:.4}",
-            judging.calls, judging.cached, judging.cost_usd
+            "judge: {} checks, {} calls ({} cached), ${:.4}",
+            judging.checks, judging.calls, judging.cached, judging.cost_usd
         );
     }
     let _ = writeln!(out, "wrote {}", args.out.display());
     if judging.errors > 0 {
         let _ = writeln!(
             std::io::stderr(),
-            "warning: {} judge calls failed or answered unreadably; their checks failed (see the detail column)",
+            "warning: {} judged checks failed because the judge failed or answered unreadably (see the detail column)",
             judging.errors
         );
     }

@@ -4,11 +4,13 @@
 //! answer that cannot be read, or a call that failed, is a failed check with
 //! the reason, never a pass.
 
+use std::collections::HashMap;
+
 use futures_util::StreamExt;
 use serde::Deserialize;
 
 use super::rubric::{Verdict, json_of};
-use super::run::{JudgeRequest, Judgements};
+use super::run::{JudgeKey, JudgeRequest, Judgements};
 use crate::run::{
     Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, GenerationConfig, cache_key,
 };
@@ -48,14 +50,18 @@ pub fn judgement_verdict(text: &str) -> Result<Verdict, String> {
 #[derive(Debug, Default)]
 pub struct Judging {
     pub verdicts: Judgements,
+    /// Checks judged; identical judge prompts share one call.
+    pub checks: u64,
     pub calls: u64,
     pub cached: u64,
-    /// Calls that failed or answered unreadably: failed checks.
+    /// Checks whose judge call failed or answered unreadably: failed.
     pub errors: u64,
     pub cost_usd: f64,
 }
 
-/// Makes every judge call, at most the endpoint's `max_concurrency` at once.
+/// Makes one judge call per distinct judge prompt (two tiers that gave the
+/// same answer to the same question are judged once, whatever the timing),
+/// at most the endpoint's `max_concurrency` at once.
 pub async fn judge_all<E: ChatEndpoint>(
     caller: &Caller<E>,
     cache: Option<&Cache>,
@@ -63,21 +69,35 @@ pub async fn judge_all<E: ChatEndpoint>(
     requests: Vec<JudgeRequest>,
 ) -> Judging {
     let config = &caller.config;
-    let mut judging = Judging::default();
-    let mut answers = futures_util::stream::iter(requests)
-        .map(|request| async move {
-            let call = CallRequest {
-                messages: request.messages,
-                temperature: 0.0,
-                max_tokens: generation.max_tokens,
-                seed: generation.seed,
-                logprobs: false,
-            };
-            let key = cache_key(&config.base_url, &config.model, &call, 0);
+    let mut judging = Judging {
+        checks: requests.len() as u64,
+        ..Judging::default()
+    };
+    let mut distinct: Vec<(String, CallRequest, Vec<JudgeKey>)> = Vec::new();
+    let mut position: HashMap<String, usize> = HashMap::new();
+    for request in requests {
+        let call = CallRequest {
+            messages: request.messages,
+            temperature: 0.0,
+            max_tokens: generation.max_tokens,
+            seed: generation.seed,
+            logprobs: false,
+        };
+        let key = cache_key(&config.base_url, &config.model, &call, 0);
+        match position.get(&key) {
+            Some(&at) => distinct[at].2.push(request.key),
+            None => {
+                position.insert(key.clone(), distinct.len());
+                distinct.push((key, call, vec![request.key]));
+            }
+        }
+    }
+    let mut answers = futures_util::stream::iter(distinct)
+        .map(|(key, call, checks)| async move {
             if let Some(hit) = cache.and_then(|cache| cache.get(&key)) {
                 let cost =
                     config.cost(hit.input_tokens, hit.cached_input_tokens, hit.output_tokens);
-                return (request.key, Ok(hit.text), true, cost);
+                return (checks, Ok(hit.text), true, cost);
             }
             let CallOutcome { result, .. } = caller.send(&call, &key).await;
             match result {
@@ -105,10 +125,10 @@ pub async fn judge_all<E: ChatEndpoint>(
                         );
                     }
                     let cost = config.cost(usage.input, usage.cached_input, usage.output);
-                    (request.key, Ok(completion.text), false, cost)
+                    (checks, Ok(completion.text), false, cost)
                 }
                 Err((error, why)) => (
-                    request.key,
+                    checks,
                     Err(format!("the judge failed: {} ({why})", error.message())),
                     false,
                     0.0,
@@ -116,21 +136,23 @@ pub async fn judge_all<E: ChatEndpoint>(
             }
         })
         .buffer_unordered(config.max_concurrency);
-    while let Some((key, answer, cached, cost)) = answers.next().await {
+    while let Some((checks, answer, cached, cost)) = answers.next().await {
         judging.calls += 1;
         judging.cached += u64::from(cached);
         judging.cost_usd += cost;
         let verdict = answer
             .and_then(|text| judgement_verdict(&text))
             .unwrap_or_else(|problem| {
-                judging.errors += 1;
+                judging.errors += checks.len() as u64;
                 Verdict {
                     pass: false,
                     score: 0.0,
                     detail: format!("llm_judge: {problem}"),
                 }
             });
-        judging.verdicts.insert(key, verdict);
+        for check in checks {
+            judging.verdicts.insert(check, verdict.clone());
+        }
     }
     judging
 }

@@ -239,12 +239,16 @@ fn grade_prompt(
 }
 
 /// Verdicts of `llm_judge` checks by (prompt, tier, where the check sits).
-pub type Judgements = HashMap<(u64, Tier, String), Verdict>;
+pub type Judgements = HashMap<JudgeKey, Verdict>;
+
+/// One `llm_judge` check of one answer: the prompt's row, the tier and the
+/// check's place in the rubric.
+pub type JudgeKey = (u64, Tier, String);
 
 /// A judge call to make: which check of which answer, and the prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JudgeRequest {
-    pub key: (u64, Tier, String),
+    pub key: JudgeKey,
     pub messages: Vec<Message>,
 }
 
