@@ -178,9 +178,11 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
 }
 
 /// MMLU: the built-in router's cross-fitted scores on RouteLLM's 14,042
-/// prompts (57 subjects as slices). It measures 0.595, level with a hashed
-/// n-gram logistic regression in scikit-learn (about 0.59) and short of the
-/// 0.60 the router aims for; the test holds it at scikit-learn's level.
+/// prompts (57 subjects as slices) reach an APGR of at least 0.60 (a hashed
+/// n-gram logistic regression in scikit-learn that predicts the small
+/// tier's failure reaches about 0.59). The same router trained to predict
+/// only the small tier's failure, as a peer in the same run, must do worse:
+/// scoring the gain of escalating is what earns the difference.
 #[test]
 fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
@@ -203,32 +205,53 @@ fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     let slices: std::collections::BTreeSet<&str> =
         rows.iter().map(|row| row.slice.as_str()).collect();
     let prompts: Vec<LabelledPrompt> = rows.iter().map(ImportedRow::labelled).collect();
-    let large_ok: Vec<bool> = rows.iter().map(|row| row.large_ok).collect();
     assert_eq!((slices.len(), prompts.len()), (57, 14_042));
+    let scored = |scores: &[f32]| -> Vec<ScoredOutcome> {
+        prompts
+            .iter()
+            .zip(scores)
+            .map(|(prompt, score)| ScoredOutcome {
+                score: f64::from(*score),
+                small_ok: prompt.outcome.small_ok,
+                large_ok: prompt.outcome.large_ok,
+            })
+            .collect()
+    };
     let (scores, _) = cross_fit(&prompts, 5, &Training::default());
-    let outcomes: Vec<ScoredOutcome> = prompts
-        .iter()
-        .zip(&scores)
-        .zip(&large_ok)
-        .map(|((prompt, score), large_ok)| ScoredOutcome {
-            score: f64::from(*score),
-            small_ok: !prompt.small_failed,
-            large_ok: *large_ok,
-        })
-        .collect();
+    let outcomes = scored(&scores);
     let router = routing_quality(&outcomes).unwrap();
     let random = routing_quality(&random_scores(&outcomes, 0)).unwrap();
     let oracle = routing_quality(&oracle_scores(&outcomes)).unwrap();
+
+    // With the large tier labelled always right, the gain is the small
+    // tier's failure: the router the issue first described.
+    let small_only: Vec<LabelledPrompt> = prompts
+        .iter()
+        .cloned()
+        .map(|mut prompt| {
+            prompt.outcome.large_ok = true;
+            prompt
+        })
+        .collect();
+    let (small_only_scores, _) = cross_fit(&small_only, 5, &Training::default());
+    let small_only = routing_quality(&scored(&small_only_scores)).unwrap();
     eprintln!(
-        "MMLU, cross-fitted: APGR router {:.3}, random {:.3}, oracle {:.3}; CPT(50%) {:.3}, CPT(80%) {:.3}",
+        "MMLU, cross-fitted: APGR router {:.3}, small-failure-only router {:.3}, random {:.3}, oracle {:.3}; CPT(50%) {:.3}, CPT(80%) {:.3}",
         router.apgr,
+        small_only.apgr,
         random.apgr,
         oracle.apgr,
         router.cpt50.unwrap(),
         router.cpt80.unwrap()
     );
-    assert!(router.apgr >= 0.59, "APGR {}", router.apgr);
+    assert!(router.apgr >= 0.60, "APGR {}", router.apgr);
     assert!(router.apgr > random.apgr + 0.05);
+    assert!(
+        router.apgr > small_only.apgr + 0.02,
+        "the gain {} against the small tier's failure alone {}",
+        router.apgr,
+        small_only.apgr
+    );
 }
 
 /// The RouteLLM importers on the real files: every row, the subjects as

@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType, Field, Float64Type};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::router::{LabelledPrompt, Training, cross_fit};
+use crate::router::{LabelledPrompt, Outcome, Training, cross_fit};
 use crate::schema::{Format, GradedBatch, GradedTable, Present};
 
 /// One imported prompt and both tiers' outcomes.
@@ -33,7 +33,10 @@ impl ImportedRow {
             id: self.id.clone(),
             slice: self.slice.clone(),
             prompt: self.prompt.clone(),
-            small_failed: !self.small_ok,
+            outcome: Outcome {
+                small_ok: self.small_ok,
+                large_ok: self.large_ok,
+            },
         }
     }
 }

@@ -2,7 +2,7 @@
 //! other folds only, so no prompt is scored by a model that saw its label.
 
 use super::features::{Features, featurise};
-use super::model::{Router, Training};
+use super::model::{Outcome, Router, Training};
 
 /// A labelled prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -10,8 +10,7 @@ pub struct LabelledPrompt {
     pub id: String,
     pub slice: String,
     pub prompt: String,
-    /// The small tier's answer was not acceptable.
-    pub small_failed: bool,
+    pub outcome: Outcome,
 }
 
 /// The fold of a prompt: a fixed hash of its id, so folds survive
@@ -42,19 +41,19 @@ pub fn cross_fit(
         .collect();
     let mut scores = vec![0.0f32; prompts.len()];
     for held_out in 0..folds {
-        let training_set: Vec<(&Features, bool)> = (0..prompts.len())
+        let training_set: Vec<(&Features, Outcome)> = (0..prompts.len())
             .filter(|&index| fold[index] != held_out)
-            .map(|index| (&features[index], prompts[index].small_failed))
+            .map(|index| (&features[index], prompts[index].outcome))
             .collect();
         let router = Router::train(&training_set, training);
         for index in (0..prompts.len()).filter(|&index| fold[index] == held_out) {
             scores[index] = router.score(&features[index]);
         }
     }
-    let everything: Vec<(&Features, bool)> = features
+    let everything: Vec<(&Features, Outcome)> = features
         .iter()
         .zip(prompts)
-        .map(|(features, prompt)| (features, prompt.small_failed))
+        .map(|(features, prompt)| (features, prompt.outcome))
         .collect();
     (scores, Router::train(&everything, training))
 }
@@ -78,15 +77,19 @@ mod tests {
 
     #[test]
     fn out_of_fold_scores_never_see_their_own_label() {
-        // Each prompt is unique noise with a random label: a model that saw
-        // the label would memorise it; out of fold it cannot.
+        // Each prompt is unique noise with a random label (the large tier
+        // always passes, so the gain is the small tier's failure): a model
+        // that saw the label would memorise it; out of fold it cannot.
         let mut random = crate::simulate::Random::new(4);
         let prompts: Vec<LabelledPrompt> = (0..600)
             .map(|index| LabelledPrompt {
                 id: format!("p{index}"),
                 slice: "s".to_owned(),
                 prompt: format!("token{} token{}", random.next_u64(), random.next_u64()),
-                small_failed: random.chance(0.5),
+                outcome: Outcome {
+                    small_ok: random.chance(0.5),
+                    large_ok: true,
+                },
             })
             .collect();
         let (scores, full) = cross_fit(&prompts, 5, &Training::default());
@@ -94,7 +97,7 @@ mod tests {
             scores
                 .iter()
                 .zip(&prompts)
-                .filter(|(score, prompt)| (**score > 0.5) == prompt.small_failed)
+                .filter(|(score, prompt)| (**score > 0.5) != prompt.outcome.small_ok)
                 .count() as f64
                 / prompts.len() as f64
         };

@@ -1,6 +1,7 @@
-//! The built-in learned router for predictive routing: logistic regression
-//! on hashed word n-grams of the prompt plus the slice, predicting that the
-//! small tier's answer is not acceptable. Training cross-fits, so the scores
+//! The built-in learned router for predictive routing: logistic regressions
+//! on hashed word n-grams of the prompt plus the slice, predicting that each
+//! tier's answer is not acceptable, scoring the quality gained by escalating.
+//! Training cross-fits, so the scores
 //! it writes into a graded table never come from a model that saw the row's
 //! label; new prompts are scored by the model trained on every row.
 
@@ -11,5 +12,5 @@ mod table;
 
 pub use crossfit::{LabelledPrompt, cross_fit, fold_of};
 pub use features::{Features, featurise};
-pub use model::{Router, Training};
+pub use model::{Classifier, Outcome, Router, Training};
 pub use table::{PromptError, labelled_prompts, with_scores};

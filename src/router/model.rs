@@ -1,5 +1,10 @@
-//! Logistic regression on hashed features, trained with AdaGrad, and its
-//! file format.
+//! The router: two logistic regressions on hashed features, one for each
+//! tier's chance of failing, trained with AdaGrad; and its file format.
+//!
+//! The score is the expected quality gained by escalating a prompt,
+//! P(small fails) − P(large fails). Ranking by the small tier's failure
+//! alone spends large calls on prompts neither tier answers well; RouteLLM's
+//! routers score the same gain as a preference for the strong model.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -10,11 +15,27 @@ use crate::simulate::Random;
 
 use super::features::{BUCKETS, Features};
 
-/// Predicts the probability that the small tier's answer is unacceptable.
+/// Predicts how much escalating a prompt to the large tier gains.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Router {
+    /// P(the small tier's answer is not acceptable).
+    pub small_fails: Classifier,
+    /// P(the large tier's answer is not acceptable).
+    pub large_fails: Classifier,
+}
+
+/// One logistic regression over the hashed features.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classifier {
     pub bias: f32,
     pub weights: Vec<f32>,
+}
+
+/// What grading said of one prompt's two answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub small_ok: bool,
+    pub large_ok: bool,
 }
 
 /// Training settings.
@@ -42,10 +63,11 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-const MAGIC: &[u8; 8] = b"RVROUTE1";
+const MAGIC: &[u8; 8] = b"RVROUTE2";
+const OLD_MAGIC: &[u8; 8] = b"RVROUTE1";
 
-impl Router {
-    pub fn score(&self, features: &Features) -> f32 {
+impl Classifier {
+    pub fn probability(&self, features: &Features) -> f32 {
         let mut logit = self.bias;
         for (&index, &value) in features.indices.iter().zip(&features.values) {
             logit += self.weights[index as usize] * value;
@@ -53,9 +75,9 @@ impl Router {
         sigmoid(logit)
     }
 
-    /// Fits on `examples` (features, label: true when the small tier failed).
-    pub fn train(examples: &[(&Features, bool)], training: &Training) -> Router {
-        let mut router = Router {
+    /// Fits on `examples` (features, label).
+    pub fn train(examples: &[(&Features, bool)], training: &Training) -> Classifier {
+        let mut classifier = Classifier {
             bias: 0.0,
             weights: vec![0.0; BUCKETS],
         };
@@ -69,31 +91,73 @@ impl Router {
             }
             for &example in &order {
                 let (features, label) = examples[example];
-                let error = router.score(features) - f32::from(u8::from(label));
+                let error = classifier.probability(features) - f32::from(u8::from(label));
                 for (&index, &value) in features.indices.iter().zip(&features.values) {
                     let index = index as usize;
-                    let gradient = error * value + training.l2 * router.weights[index];
+                    let gradient = error * value + training.l2 * classifier.weights[index];
                     squared[index] += gradient * gradient;
-                    router.weights[index] -=
+                    classifier.weights[index] -=
                         training.learning_rate * gradient / (squared[index].sqrt() + 1e-8);
                 }
                 bias_squared += error * error;
-                router.bias -= training.learning_rate * error / (bias_squared.sqrt() + 1e-8);
+                classifier.bias -= training.learning_rate * error / (bias_squared.sqrt() + 1e-8);
             }
         }
-        router
+        classifier
     }
 
-    /// Writes the model: a magic number, the bucket count, the bias and the
-    /// weights, little-endian.
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let mut bytes = Vec::with_capacity(16 + 4 * self.weights.len());
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&(self.weights.len() as u32).to_le_bytes());
+    fn write(&self, bytes: &mut Vec<u8>) {
         bytes.extend_from_slice(&self.bias.to_le_bytes());
         for weight in &self.weights {
             bytes.extend_from_slice(&weight.to_le_bytes());
         }
+    }
+
+    fn read(bytes: &[u8]) -> Classifier {
+        let float = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        Classifier {
+            bias: float(0),
+            weights: (1..bytes.len() / 4).map(|index| float(4 * index)).collect(),
+        }
+    }
+}
+
+impl Router {
+    /// The expected quality gained by escalating: P(small fails) −
+    /// P(large fails), from −1 to 1.
+    pub fn score(&self, features: &Features) -> f32 {
+        self.small_fails.probability(features) - self.large_fails.probability(features)
+    }
+
+    /// Fits both classifiers on `examples`, side by side on two threads.
+    pub fn train(examples: &[(&Features, Outcome)], training: &Training) -> Router {
+        let labelled = |failed: fn(&Outcome) -> bool| -> Vec<(&Features, bool)> {
+            examples
+                .iter()
+                .map(|(features, outcome)| (*features, failed(outcome)))
+                .collect()
+        };
+        let small = labelled(|outcome| !outcome.small_ok);
+        let large = labelled(|outcome| !outcome.large_ok);
+        let (small_fails, large_fails) = std::thread::scope(|scope| {
+            let small = scope.spawn(|| Classifier::train(&small, training));
+            let large_fails = Classifier::train(&large, training);
+            (small.join().expect("training does not panic"), large_fails)
+        });
+        Router {
+            small_fails,
+            large_fails,
+        }
+    }
+
+    /// Writes the model: a magic number, the bucket count, then each
+    /// classifier's bias and weights (small, then large), little-endian.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let mut bytes = Vec::with_capacity(12 + 8 * (1 + self.small_fails.weights.len()));
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&(self.small_fails.weights.len() as u32).to_le_bytes());
+        self.small_fails.write(&mut bytes);
+        self.large_fails.write(&mut bytes);
         crate::atomic::write_atomically(path, |file| Ok(file.write_all(&bytes)?))
             .with_context(|| format!("{}: cannot write the router", path.display()))
     }
@@ -103,20 +167,27 @@ impl Router {
         std::fs::File::open(path)
             .and_then(|mut file| file.read_to_end(&mut bytes))
             .with_context(|| format!("{}: cannot read the router", path.display()))?;
-        if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        if bytes.len() >= 8 && &bytes[..8] == OLD_MAGIC {
+            bail!(
+                "{}: a router from an older routeval, which scored only the small tier; retrain it with `routeval router train`",
+                path.display()
+            );
+        }
+        if bytes.len() < 12 || &bytes[..8] != MAGIC {
             bail!("{}: not a routeval router file", path.display());
         }
         let count = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
-        if count != BUCKETS || bytes.len() != 16 + 4 * count {
+        let classifier_bytes = 4 * (1 + count);
+        if count != BUCKETS || bytes.len() != 12 + 2 * classifier_bytes {
             bail!(
                 "{}: a router of {count} features does not fit this routeval",
                 path.display()
             );
         }
-        let float = |at: usize| f32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let (small, large) = bytes[12..].split_at(classifier_bytes);
         Ok(Router {
-            bias: float(12),
-            weights: (0..count).map(|index| float(16 + 4 * index)).collect(),
+            small_fails: Classifier::read(small),
+            large_fails: Classifier::read(large),
         })
     }
 }
@@ -127,25 +198,32 @@ mod tests {
     use crate::router::features::featurise;
 
     #[test]
-    fn learns_a_separable_signal_and_round_trips_through_a_file() {
-        let examples: Vec<(Features, bool)> = (0..400)
+    fn scores_the_gain_of_escalating_and_round_trips_through_a_file() {
+        // Three kinds of prompt: ones only the large tier answers, ones both
+        // answer, and ones neither answers. Only the first gain anything.
+        let kinds = [
+            ("prove theorem", false, true),
+            ("say hello", true, true),
+            ("predict the lottery", false, false),
+        ];
+        let examples: Vec<(Features, Outcome)> = (0..600)
             .map(|index| {
-                let hard = index % 2 == 0;
-                let prompt = if hard {
-                    format!("prove theorem {index} rigorously")
-                } else {
-                    format!("say hello {index}")
-                };
-                (featurise(&prompt, "s"), hard)
+                let (text, small_ok, large_ok) = kinds[index % 3];
+                let outcome = Outcome { small_ok, large_ok };
+                (featurise(&format!("{text} {index}"), "s"), outcome)
             })
             .collect();
-        let borrowed: Vec<(&Features, bool)> = examples
+        let borrowed: Vec<(&Features, Outcome)> = examples
             .iter()
-            .map(|(features, label)| (features, *label))
+            .map(|(features, outcome)| (features, *outcome))
             .collect();
         let router = Router::train(&borrowed, &Training::default());
-        assert!(router.score(&featurise("prove theorem 9999 rigorously", "s")) > 0.9);
-        assert!(router.score(&featurise("say hello 9999", "s")) < 0.1);
+        let score = |text: &str| router.score(&featurise(text, "s"));
+        assert!(score("prove theorem 9999") > 0.8);
+        assert!(score("say hello 9999").abs() < 0.2);
+        let hopeless = featurise("predict the lottery 9999", "s");
+        assert!(router.small_fails.probability(&hopeless) > 0.9);
+        assert!(router.score(&hopeless).abs() < 0.2);
 
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("router.bin");
@@ -157,6 +235,13 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("not a routeval router file")
+        );
+        std::fs::write(&path, b"RVROUTE1\x00\x00\x10\x00").unwrap();
+        assert!(
+            Router::load(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("retrain it with `routeval router train`")
         );
     }
 }

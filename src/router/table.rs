@@ -8,6 +8,7 @@ use arrow::datatypes::DataType;
 use crate::schema::{GradedTable, RowLocation};
 
 use super::crossfit::LabelledPrompt;
+use super::model::Outcome;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
@@ -21,7 +22,7 @@ pub enum PromptError {
     },
 }
 
-/// The table's rows as labelled prompts (label: the small tier failed).
+/// The table's rows as labelled prompts.
 pub fn labelled_prompts(
     table: &GradedTable,
     prompt_column: &str,
@@ -60,7 +61,10 @@ pub fn labelled_prompts(
                 id: batch.id.value(index).to_owned(),
                 slice: batch.slice.value(index).to_owned(),
                 prompt: text.value(index).to_owned(),
-                small_failed: !batch.small_ok.value(index),
+                outcome: Outcome {
+                    small_ok: batch.small_ok.value(index),
+                    large_ok: batch.large_ok.value(index),
+                },
             });
         }
     }
