@@ -42,3 +42,21 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         serde_json::from_slice(&std::fs::read(out.join("gate/gate-report.json")).unwrap()).unwrap();
     assert_eq!(gate["candidates"].as_array().map(Vec::len), Some(2));
 }
+
+#[test]
+fn the_demo_away_from_the_repository_names_what_it_needs() {
+    let directory = tempfile::tempdir().unwrap();
+    routeval()
+        .current_dir(directory.path())
+        .arg("demo")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "datasets/demo: no such directory (--data); run the demo from the repository root",
+        ));
+    assert_eq!(
+        std::fs::read_dir(directory.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}

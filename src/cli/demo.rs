@@ -37,6 +37,14 @@ fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
 pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let started = std::time::Instant::now();
     let data = &args_in.data;
+    for (directory, flag) in [(data, "--data"), (&args_in.rubrics, "--rubrics")] {
+        if !directory.is_dir() {
+            anyhow::bail!(
+                "{}: no such directory ({flag}); run the demo from the repository root, or point --data and --rubrics at its datasets/demo and rubrics",
+                directory.display()
+            );
+        }
+    }
     let dataset = data.join("prompts.jsonl");
     let rubrics = args_in.rubrics.clone();
     let out = &args_in.out;

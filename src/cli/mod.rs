@@ -63,10 +63,27 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(outcome) => outcome.into(),
         Err(error) => {
-            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", error_line(&error));
             ExitCode::from(USAGE_OR_INPUT)
         }
     }
+}
+
+/// The error and its causes on one line. A cause that the message before it
+/// already quotes (typed errors name their I/O or Parquet cause) is not
+/// repeated.
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
@@ -86,5 +103,28 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Import(command) => import::run(command),
         Command::ServeSim(args) => serve_sim::run(args),
         Command::Evaluate(args) => evaluate::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_line_names_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let typed = crate::grade::RubricError::Io {
+            path: "rubrics".into(),
+            source: io,
+        };
+        let error = anyhow::Error::new(typed).context("grade");
+        assert_eq!(
+            super::error_line(&error),
+            "grade: rubrics: cannot read: no such file"
+        );
+        let io = std::io::Error::other("disk full");
+        let plain = anyhow::Error::new(io).context("out.parquet: cannot write");
+        assert_eq!(
+            super::error_line(&plain),
+            "out.parquet: cannot write: disk full"
+        );
     }
 }
