@@ -22,8 +22,8 @@ fn calibration_json(extra: &[&str]) -> Value {
 #[test]
 fn document_keys_are_pinned() {
     let json = calibration_json(&["--confidence", "0.95", "--holdout", "0.2", "--seed", "3"]);
-    assert_eq!(json["schema_version"], 1);
-    assert_eq!(CALIBRATION_SCHEMA_VERSION, 1);
+    assert_eq!(json["schema_version"], 2);
+    assert_eq!(CALIBRATION_SCHEMA_VERSION, 2);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -31,6 +31,7 @@ fn document_keys_are_pinned() {
             "routeval_version",
             "results",
             "policy",
+            "score_column",
             "target",
             "confidence",
             "scope",
@@ -45,6 +46,7 @@ fn document_keys_are_pinned() {
     );
     assert_eq!(keys(&json["holdout"]), BTreeSet::from(["fraction", "seed"]));
     assert_eq!(json["policy"], "predictive");
+    assert_eq!(json["score_column"], "score");
     assert_eq!(json["scope"], "per_slice");
     let slice = &json["slices"][0];
     assert_eq!(
@@ -119,4 +121,13 @@ fn document_deserializes_strictly() {
     let mut extended = json;
     extended["surprise"] = Value::Bool(true);
     assert!(serde_json::from_value::<CalibrationDocument>(extended).is_err());
+}
+
+#[test]
+fn version_1_documents_read_as_calibrated_on_score() {
+    let mut json = calibration_json(&[]);
+    json["schema_version"] = 1.into();
+    json.as_object_mut().unwrap().remove("score_column");
+    let document: CalibrationDocument = serde_json::from_value(json).unwrap();
+    assert_eq!(document.score_column, "score");
 }

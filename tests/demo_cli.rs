@@ -40,7 +40,22 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     assert!(html.contains("<svg"), "the report has no charts");
     let gate: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("gate/gate-report.json")).unwrap()).unwrap();
-    assert_eq!(gate["candidates"].as_array().map(Vec::len), Some(2));
+    let candidates = gate["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 3);
+    let predictive = candidates
+        .iter()
+        .find(|candidate| candidate["policy"] == "predictive")
+        .unwrap();
+    let cascade = candidates
+        .iter()
+        .find(|candidate| candidate["policy"] == "cascade")
+        .unwrap();
+    // Each policy escalates by its own score: the router's and the
+    // verifier's rank rows differently, so the two escalate different shares.
+    assert_ne!(
+        predictive["overall"]["escalation_rate"],
+        cascade["overall"]["escalation_rate"]
+    );
 }
 
 #[test]

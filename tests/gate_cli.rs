@@ -575,3 +575,182 @@ fn cascade_and_static_metrics_match_a_recomputation() {
     assert!((overall.quality - good / n).abs() < 1e-12);
     assert_eq!(overall.false_accept_rate, None);
 }
+
+/// The example results with a second score, `router_score`, beside `score`
+/// (the reverse ranking, so the two escalate different rows), and the same
+/// rows with that second score moved into `score`.
+fn two_scores(workspace: &Workspace) -> (PathBuf, PathBuf) {
+    let text = std::fs::read_to_string(example_results()).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let score_at = header.split(',').position(|name| name == "score").unwrap();
+    let mut both = format!("{header},router_score\n");
+    let mut moved = format!("{header}\n");
+    for line in lines {
+        let mut fields: Vec<String> = line.split(',').map(str::to_owned).collect();
+        let router = format!("{:.3}", 1.0 - fields[score_at].parse::<f64>().unwrap());
+        both.push_str(&format!("{line},{router}\n"));
+        fields[score_at] = router;
+        moved.push_str(&(fields.join(",") + "\n"));
+    }
+    (
+        workspace.write("both.csv", &both),
+        workspace.write("moved.csv", &moved),
+    )
+}
+
+fn calibrate_into(results: &Path, score_col: &str, policy: &str, out: &Path) {
+    routeval()
+        .args(["calibrate", "--target", "0.9", "--policy", policy])
+        .args(["--score-col", score_col, "--results"])
+        .arg(results)
+        .arg("--out")
+        .arg(out)
+        .assert()
+        .code(0);
+}
+
+fn gate_on(
+    workspace: &Workspace,
+    results: &Path,
+    candidates: &[PathBuf],
+    calibrations: &[PathBuf],
+    out: &str,
+) -> assert_cmd::assert::Assert {
+    routeval()
+        .arg("gate")
+        .arg("--candidates")
+        .args(candidates)
+        .arg("--results")
+        .arg(results)
+        .arg("--calibration")
+        .args(calibrations)
+        .args(["--target", "0.9", "--key"])
+        .arg(workspace.path("routeval.key"))
+        .arg("--out")
+        .arg(workspace.path(out))
+        .env("ROUTEVAL_NOW", "2026-11-29T12:00:00Z")
+        .assert()
+}
+
+#[test]
+fn each_policy_escalates_by_its_own_score_column() {
+    let workspace = Workspace::new();
+    let (both, moved) = two_scores(&workspace);
+    let on_router = workspace.path("on-router.json");
+    let on_score = workspace.path("on-score.json");
+    calibrate_into(&both, "router_score", "predictive", &on_router);
+    calibrate_into(&both, "score", "predictive", &on_score);
+    let by_router = variant(&workspace, "by-router.toml", |text| {
+        text.replace(
+            "[policy.predictive]\n",
+            "[policy.predictive]\nscore = \"router_score\"\n",
+        )
+    });
+    let by_score = example_routes("predictive.toml");
+    gate_on(
+        &workspace,
+        &both,
+        &[by_router.clone(), by_score.clone()],
+        &[on_router.clone(), on_score.clone()],
+        "both",
+    )
+    .code(0);
+    let report = workspace.report("both");
+
+    // The same tables, one score column at a time, in `score`.
+    let moved_calibration = workspace.path("moved.json");
+    calibrate_into(&moved, "score", "predictive", &moved_calibration);
+    gate_on(
+        &workspace,
+        &moved,
+        std::slice::from_ref(&by_score),
+        &[moved_calibration],
+        "moved",
+    )
+    .code(0);
+    gate_on(
+        &workspace,
+        &example_results(),
+        std::slice::from_ref(&by_score),
+        &[workspace.path("calibration.json")],
+        "plain",
+    )
+    .code(0);
+    let overall = |report: &GateReport, index: usize| report.candidates[index].overall.clone();
+    assert_eq!(overall(&report, 0), overall(&workspace.report("moved"), 0));
+    assert_eq!(overall(&report, 1), overall(&workspace.report("plain"), 0));
+    assert_ne!(overall(&report, 0), overall(&report, 1));
+
+    // The emitted config names the score its thresholds apply to.
+    let emitted = report.emitted.unwrap().config;
+    let config: RouteConfig = serde_json::from_slice(&std::fs::read(&emitted).unwrap()).unwrap();
+    let chosen = report.chosen.unwrap();
+    let expected = if chosen.ends_with("by-router.toml") {
+        "router_score"
+    } else {
+        "score"
+    };
+    assert_eq!(config.table.policy.score(), Some(expected));
+    assert_eq!(config.schema, "routeval.route-config/2");
+    // A version-1 config, without the score column, reads as on `score`.
+    let mut old: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&emitted).unwrap()).unwrap();
+    old["table"]["policy"]["predictive"]
+        .as_object_mut()
+        .unwrap()
+        .remove("score");
+    let old: RouteConfig = serde_json::from_value(old).unwrap();
+    assert_eq!(old.table.policy.score(), Some("score"));
+}
+
+#[test]
+fn a_calibration_must_match_the_policy_and_its_score_column() {
+    let workspace = Workspace::new();
+    let (both, _) = two_scores(&workspace);
+    let on_router = workspace.path("on-router.json");
+    calibrate_into(&both, "router_score", "predictive", &on_router);
+    let by_router = variant(&workspace, "by-router.toml", |text| {
+        text.replace(
+            "[policy.predictive]\n",
+            "[policy.predictive]\nscore = \"router_score\"\n",
+        )
+    });
+    // Calibrated on router_score, asked for score.
+    gate_on(
+        &workspace,
+        &both,
+        &[example_routes("predictive.toml")],
+        std::slice::from_ref(&on_router),
+        "missing",
+    )
+    .code(2)
+    .stderr(predicate::str::contains(
+        "predictive.toml: no calibration is for a predictive policy on the score column \"score\" (given: predictive on \"router_score\")",
+    ));
+    // Two calibrations of one policy and column: which one is meant?
+    gate_on(
+        &workspace,
+        &both,
+        std::slice::from_ref(&by_router),
+        &[on_router.clone(), on_router.clone()],
+        "ambiguous",
+    )
+    .code(2)
+    .stderr(predicate::str::contains(
+        "2 calibrations are for a predictive policy on the score column \"router_score\"; pass one",
+    ));
+    // A table whose score column the results do not have.
+    gate_on(
+        &workspace,
+        &example_results(),
+        &[by_router],
+        &[on_router],
+        "absent",
+    )
+    .code(2)
+    .stderr(predicate::str::contains("router_score"));
+    for out in ["missing", "ambiguous", "absent"] {
+        assert!(!workspace.path(out).exists(), "{out} was written");
+    }
+}

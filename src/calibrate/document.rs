@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::options::{Holdout, Policy, Scope};
 
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 1;
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,6 +15,10 @@ pub struct CalibrationDocument {
     pub routeval_version: String,
     pub results: InputFile,
     pub policy: Policy,
+    /// The results' column the thresholds apply to; version 1 documents
+    /// (which had no such field) read the default, `score`.
+    #[serde(default = "default_score_column")]
+    pub score_column: String,
     pub target: f64,
     /// `None` for a plain fit.
     pub confidence: Option<f64>,
@@ -24,6 +28,10 @@ pub struct CalibrationDocument {
     pub feasible: bool,
     /// Sorted by slice name.
     pub slices: Vec<SliceCalibration>,
+}
+
+fn default_score_column() -> String {
+    crate::schema::Column::Score.name().to_owned()
 }
 
 /// The file a document was computed from.

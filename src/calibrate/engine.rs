@@ -87,6 +87,7 @@ pub fn calibrate(
             rows: summary.rows,
         },
         policy: options.policy,
+        score_column: read.names.score.clone(),
         target: options.target,
         confidence: options.confidence,
         scope: options.scope,

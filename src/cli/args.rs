@@ -137,9 +137,10 @@ pub struct GateArgs {
     #[arg(long, value_name = "FILE")]
     pub results: PathBuf,
 
-    /// A calibration document for policies that take their thresholds from it.
-    #[arg(long, value_name = "FILE")]
-    pub calibration: Option<PathBuf>,
+    /// Calibration documents for the policies that take their thresholds
+    /// from one, matched by policy and score column.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub calibration: Vec<PathBuf>,
 
     /// The deployed route config: the new one's parent, and the quality no
     /// slice may fall below by more than --max-regression.
@@ -333,9 +334,9 @@ pub struct DriftArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
-    /// The file's name for the score column.
-    #[arg(long, value_name = "NAME", default_value = "score")]
-    pub score_col: String,
+    /// The score column; defaults to the one the config's policy names.
+    #[arg(long, value_name = "NAME")]
+    pub score_col: Option<String>,
 
     /// The file's name for the slice column.
     #[arg(long, value_name = "NAME", default_value = "slice")]
@@ -368,9 +369,9 @@ pub struct ReportArgs {
     #[arg(long, value_name = "TEXT", default_value = "routeval report")]
     pub title: String,
 
-    /// The file's name for the score column.
-    #[arg(long, value_name = "NAME", default_value = "score")]
-    pub score_col: String,
+    /// The score column; defaults to the calibration's, else `score`.
+    #[arg(long, value_name = "NAME")]
+    pub score_col: Option<String>,
 
     /// The file's name for the slice column.
     #[arg(long, value_name = "NAME", default_value = "slice")]
@@ -395,9 +396,14 @@ pub struct RouterTrainArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 
-    /// Also write the results with out-of-fold scores in `score` (Parquet).
+    /// Also write the results with out-of-fold scores in --into (Parquet).
     #[arg(long, value_name = "FILE")]
     pub scored_out: Option<PathBuf>,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score (a cascade's verifier score) beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
 
     /// Folds for cross-fitting: each row is scored by a model that never saw it.
     #[arg(long, value_name = "K", default_value_t = 5)]
@@ -426,9 +432,14 @@ pub struct RouterScoreArgs {
     #[arg(long, value_name = "FILE")]
     pub results: PathBuf,
 
-    /// The results with the router's scores in `score` (Parquet).
+    /// The results with the router's scores in --into (Parquet).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
 
     /// The column with the prompt text.
     #[arg(long, value_name = "NAME", default_value = "prompt")]

@@ -81,7 +81,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let path = |name: &str| out.join(name);
     let run_dir = path("run");
     let graded = path("graded.parquet");
-    let routed = path("graded-router.parquet");
+    let scored = path("graded-scored.parquet");
     step(
         "run: every prompt to sim-small and sim-large, small answers to sim-verifier",
         &args(&[
@@ -111,7 +111,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         ]),
     )?;
     step(
-        "router train: cross-fitted scores for predictive routing",
+        "router train: cross-fitted router scores beside the verifier's, for predictive routing",
         &args(&[
             &"router",
             &"train",
@@ -120,7 +120,9 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             &"--out",
             &path("router.bin"),
             &"--scored-out",
-            &routed,
+            &scored,
+            &"--into",
+            &"router_score",
         ]),
     )?;
     let target = args_in.target.to_string();
@@ -129,7 +131,9 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &args(&[
             &"calibrate",
             &"--results",
-            &routed,
+            &scored,
+            &"--score-col",
+            &"router_score",
             &"--target",
             &target,
             &"--out",
@@ -141,7 +145,9 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &args(&[
             &"calibrate",
             &"--results",
-            &routed,
+            &scored,
+            &"--score-col",
+            &"router_score",
             &"--target",
             &target,
             &"--confidence",
@@ -155,13 +161,13 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &args(&[
             &"calibrate",
             &"--results",
-            &graded,
+            &scored,
             &"--target",
             &target,
             &"--policy",
             &"cascade",
             &"--out",
-            &path("calibration.json"),
+            &path("calibration-cascade.json"),
         ]),
     )?;
     let key = path("keys/demo.key");
@@ -172,16 +178,18 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     )?;
     let gate_dir = path("gate");
     let gated = step(
-        "gate: the route tables of the demo on the same graded results",
+        "gate: cascade, predictive and large-only on the same graded results",
         &args(&[
             &"gate",
             &"--candidates",
             &data.join("routes/cascade.toml"),
+            &data.join("routes/predictive.toml"),
             &data.join("routes/large-only.toml"),
             &"--results",
-            &graded,
+            &scored,
             &"--calibration",
-            &path("calibration.json"),
+            &path("calibration-cascade.json"),
+            &path("calibration-predictive.json"),
             &"--target",
             &target,
             &"--key",
@@ -208,9 +216,9 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &args(&[
             &"report",
             &"--results",
-            &graded,
+            &scored,
             &"--calibration",
-            &path("calibration.json"),
+            &path("calibration-cascade.json"),
             &"--gate",
             &gate_dir.join("gate-report.json"),
             &"--out",

@@ -22,10 +22,14 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         results: args.results,
         baseline_results: args.baseline_results,
         read: ReadOptions {
-            names: ColumnNames::new(args.score_col, args.slice_col),
+            names: ColumnNames::new(
+                args.score_col.as_deref().unwrap_or_default(),
+                args.slice_col,
+            ),
             carry_extra: false,
             details: true,
         },
+        score_from_config: args.score_col.is_none(),
         target: args.target,
         confidence: args.confidence,
     };

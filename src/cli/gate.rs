@@ -34,7 +34,7 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
             carry_extra: false,
             details: true,
         },
-        calibration: args.calibration,
+        calibrations: args.calibration,
         baseline: args.baseline,
         constraints: args.constraints,
         target: args.target,

@@ -7,10 +7,11 @@ use anyhow::Context;
 use serde::de::DeserializeOwned;
 
 use crate::atomic::write_bytes_atomically;
+use crate::calibrate::CalibrationDocument;
 use crate::exit_codes::Outcome;
 use crate::gate::sha256_hex;
 use crate::report::{ReportInputs, render, slice_curves, summary};
-use crate::schema::{ColumnNames, ReadOptions, read_graded};
+use crate::schema::{Column, ColumnNames, ReadOptions, read_graded};
 
 use super::args::ReportArgs;
 
@@ -28,8 +29,23 @@ fn load<T: DeserializeOwned>(
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
+    let calibration: Option<CalibrationDocument> = load(
+        args.calibration.as_deref(),
+        "--calibration",
+        "a calibration document",
+    )?;
+    // The curves are drawn on the score the calibration's thresholds are for.
+    let score_col = args
+        .score_col
+        .clone()
+        .or_else(|| {
+            calibration
+                .as_ref()
+                .map(|calibration| calibration.score_column.clone())
+        })
+        .unwrap_or_else(|| Column::Score.name().to_owned());
     let read = ReadOptions {
-        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
+        names: ColumnNames::new(score_col, args.slice_col.clone()),
         carry_extra: false,
         details: false,
     };
@@ -38,11 +54,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         &std::fs::read(&args.results)
             .with_context(|| format!("{}: cannot read", args.results.display()))?,
     );
-    let calibration = load(
-        args.calibration.as_deref(),
-        "--calibration",
-        "a calibration document",
-    )?;
     let gate = load(args.gate.as_deref(), "--gate", "a gate report")?;
     let drift = load(args.drift.as_deref(), "--drift", "a drift document")?;
     let curves = slice_curves(&table);

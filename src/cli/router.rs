@@ -7,7 +7,7 @@ use anyhow::bail;
 use crate::evaluate::{ScoredOutcome, routing_quality};
 use crate::exit_codes::Outcome;
 use crate::router::{Router, Training, cross_fit, featurise, labelled_prompts, with_scores};
-use crate::schema::{ColumnNames, ReadOptions, read_graded, write_graded_parquet};
+use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
 
 use super::args::{RouterCommand, RouterScoreArgs, RouterTrainArgs};
 
@@ -26,7 +26,19 @@ fn read_options(slice_col: &str) -> ReadOptions {
     }
 }
 
+/// Refuses an `--into` that would overwrite a column of the table other than
+/// its score.
+fn check_into(into: &str) -> anyhow::Result<()> {
+    match Column::from_name(into) {
+        Some(column) if column != Column::Score => bail!(
+            "--into: \"{into}\" is a column of the graded-results table; name `score` or a new column"
+        ),
+        _ => Ok(()),
+    }
+}
+
 fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
+    check_into(&args.into)?;
     if args.folds < 2 {
         bail!("--folds must be at least 2, got {}", args.folds);
     }
@@ -56,7 +68,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     );
     router.save(&args.out)?;
     if let Some(scored) = &args.scored_out {
-        write_graded_parquet(&with_scores(table, &scores), scored)?;
+        write_graded_parquet(&with_scores(table, &scores, &args.into), scored)?;
     }
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(
@@ -76,6 +88,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
 }
 
 fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
+    check_into(&args.into)?;
     let router = Router::load(&args.router)?;
     let table = read_graded(&args.results, &read_options(&args.slice_col))?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
@@ -83,7 +96,7 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
         .iter()
         .map(|prompt| router.score(&featurise(&prompt.prompt, &prompt.slice)))
         .collect();
-    write_graded_parquet(&with_scores(table, &scores), &args.out)?;
+    write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
     let _ = writeln!(
         std::io::stdout(),
         "scored {} prompts: {}",

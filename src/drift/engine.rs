@@ -7,9 +7,9 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::calibrate::InputFile;
-use crate::gate::{Metrics, RouteConfig, evaluate, sha256_hex};
+use crate::gate::{Metrics, RouteConfig, evaluate, scores_of, sha256_hex};
 use crate::routes::Tier;
-use crate::schema::{GradedTable, ReadOptions, read_graded};
+use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
 
 use super::document::{
@@ -23,6 +23,9 @@ pub struct DriftOptions {
     pub results: PathBuf,
     pub baseline_results: Option<PathBuf>,
     pub read: ReadOptions,
+    /// Read the score from the column the config's policy names, not from
+    /// `read`'s.
+    pub score_from_config: bool,
     /// Overrides the target the gate recorded in the config.
     pub target: Option<f64>,
     /// Overrides the confidence the gate recorded; 0.95 when neither has one.
@@ -121,15 +124,31 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
     let delta = 1.0 - confidence;
     let mut read = options.read.clone();
     read.details = true;
+    if options.score_from_config {
+        read.names.score = config
+            .table
+            .policy
+            .score()
+            .unwrap_or(Column::Score.name())
+            .to_owned();
+    }
     let fresh = read_graded(&options.results, &read)?;
     let baseline = match &options.baseline_results {
         Some(path) => Some(read_graded(path, &read)?),
         None => None,
     };
 
-    let now = evaluate(&config.table, &fresh, Some(confidence));
+    let now = evaluate(&config.table, &fresh, &scores_of(&fresh), Some(confidence));
     let at_calibration: Vec<Metrics> = match &baseline {
-        Some(baseline) => evaluate(&config.table, baseline, Some(confidence)).slices,
+        Some(baseline) => {
+            evaluate(
+                &config.table,
+                baseline,
+                &scores_of(baseline),
+                Some(confidence),
+            )
+            .slices
+        }
         None => config.provenance.metrics.clone(),
     };
     let fresh_scores = scores(&fresh);

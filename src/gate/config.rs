@@ -12,7 +12,7 @@ use crate::routes::ResolvedTable;
 
 use super::evaluate::Metrics;
 
-pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/1";
+pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,7 +15,7 @@ use crate::schema::{ReadOptions, read_graded};
 use super::config::{
     Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_file, sha256_hex, signature_path,
 };
-use super::evaluate::{evaluate, recorded_models};
+use super::evaluate::{evaluate, recorded_models, scores_of};
 use super::keys::{load_secret, sign};
 use super::litellm::litellm_yaml;
 use super::render::markdown;
@@ -29,7 +29,9 @@ pub struct GateOptions {
     pub candidates: Vec<PathBuf>,
     pub results: PathBuf,
     pub read: ReadOptions,
-    pub calibration: Option<PathBuf>,
+    /// Calibrations for the policies that take their thresholds from one,
+    /// matched by policy and score column.
+    pub calibrations: Vec<PathBuf>,
     pub baseline: Option<PathBuf>,
     pub constraints: Option<PathBuf>,
     pub target: f64,
@@ -64,17 +66,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let graded = read_graded(&options.results, &read)?;
     let results_sha256 = sha256_file(&options.results)
         .with_context(|| format!("{}: cannot read", options.results.display()))?;
-    let calibration: Option<CalibrationDocument> = match &options.calibration {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
-            Some(
-                serde_json::from_str(&text)
-                    .with_context(|| format!("{}: not a calibration document", path.display()))?,
-            )
-        }
-        None => None,
-    };
+    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+    for path in &options.calibrations {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
+        calibrations.push(
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a calibration document", path.display()))?,
+        );
+    }
     let constraints = match &options.constraints {
         Some(path) => load_constraints(path)?,
         None => BTreeMap::new(),
@@ -89,21 +89,50 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         }
         None => None,
     };
+    // Each policy reads its own score column: the router's for a predictive
+    // table, the verifier's for a cascade, all on the same rows.
+    let read_as = options.read.names.score.clone();
+    let mut score_columns: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    score_columns.insert(read_as.clone(), scores_of(&graded));
+    let mut scores_for = |table: &crate::routes::ResolvedTable| -> anyhow::Result<Vec<f64>> {
+        let column = table.policy.score().unwrap_or(&read_as);
+        if let Some(scores) = score_columns.get(column) {
+            return Ok(scores.clone());
+        }
+        let mut read = options.read.clone();
+        read.names.score = column.to_owned();
+        read.details = false;
+        let scores = scores_of(&read_graded(&options.results, &read)?);
+        score_columns.insert(column.to_owned(), scores.clone());
+        Ok(scores)
+    };
     let mut tables = Vec::new();
     for path in &options.candidates {
         let table = RouteTable::load(path)?;
         let resolved = table
-            .resolve(calibration.as_ref())
+            .resolve(&calibrations, &options.read.names.score)
             .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
         let sha256 =
             sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        tables.push((path.clone(), sha256, resolved));
+        let scores =
+            scores_for(&resolved).with_context(|| format!("candidate {}", path.display()))?;
+        tables.push((path.clone(), sha256, resolved, scores));
     }
 
     let recorded = recorded_models(&graded);
-    let baseline_evaluation = baseline
-        .as_ref()
-        .map(|(_, _, config)| evaluate(&config.table, &graded, options.confidence));
+    let baseline_evaluation = match &baseline {
+        Some((path, _, config)) => {
+            let scores = scores_for(&config.table)
+                .with_context(|| format!("--baseline {}", path.display()))?;
+            Some(evaluate(
+                &config.table,
+                &graded,
+                &scores,
+                options.confidence,
+            ))
+        }
+        None => None,
+    };
     let context = RuleContext {
         target: options.target,
         confidence: options.confidence,
@@ -113,17 +142,18 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         recorded_models: &recorded,
     };
     let mut shared_warnings = Vec::new();
-    if let Some(calibration) = &calibration
-        && calibration.results.sha256 != results_sha256
-    {
-        shared_warnings.push(format!(
-            "the calibration was computed on other results (sha256 {})",
-            calibration.results.sha256
-        ));
+    for (path, calibration) in options.calibrations.iter().zip(&calibrations) {
+        if calibration.results.sha256 != results_sha256 {
+            shared_warnings.push(format!(
+                "the calibration {} was computed on other results (sha256 {})",
+                path.display(),
+                calibration.results.sha256
+            ));
+        }
     }
     let mut candidates = Vec::new();
-    for (path, sha256, table) in &tables {
-        let evaluation = evaluate(table, &graded, options.confidence);
+    for (path, sha256, table, scores) in &tables {
+        let evaluation = evaluate(table, &graded, scores, options.confidence);
         let (failures, mut warnings) = check(table, &evaluation, &context);
         warnings.extend(shared_warnings.iter().cloned());
         candidates.push(CandidateReport {
@@ -155,7 +185,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
     let emitted = match chosen {
         Some(index) => {
-            let (path, candidate_sha256, table) = &tables[index];
+            let (path, candidate_sha256, table, _) = &tables[index];
             let version = baseline
                 .as_ref()
                 .map_or(1, |(_, _, config)| config.version + 1);

@@ -123,16 +123,30 @@ fn tier_ttft(batch: &GradedBatch, tier: Tier, index: usize) -> Option<f64> {
     }
 }
 
+/// The table's scores in row order.
+pub fn scores_of(graded: &GradedTable) -> Vec<f64> {
+    graded
+        .batches
+        .iter()
+        .flat_map(|batch| batch.score.values().iter().copied())
+        .collect()
+}
+
+/// `table` on the results, with `scores` (in row order, from the policy's
+/// score column) deciding escalations.
 pub fn evaluate(
     table: &ResolvedTable,
     graded: &GradedTable,
+    scores: &[f64],
     confidence: Option<f64>,
 ) -> Evaluation {
     let tier_of = |name: &str| table.route(name).map_or(Tier::Small, |route| route.tier);
     let mut per_slice: BTreeMap<String, Totals> = BTreeMap::new();
     let mut without_threshold: Vec<String> = Vec::new();
+    let mut scores = scores.iter().copied();
     for batch in &graded.batches {
         for index in 0..batch.num_rows() {
+            let score = scores.next().expect("a score per row");
             let slice = batch.slice.value(index);
             let totals = match per_slice.get_mut(slice) {
                 Some(totals) => totals,
@@ -155,8 +169,7 @@ pub fn evaluate(
                     {
                         without_threshold.push(slice.to_owned());
                     }
-                    let escalate = threshold
-                        .is_some_and(|threshold| threshold.escalates(batch.score.value(index)));
+                    let escalate = threshold.is_some_and(|threshold| threshold.escalates(score));
                     let tier = if escalate { Tier::Large } else { Tier::Small };
                     totals.escalated += u64::from(escalate);
                     (
@@ -172,8 +185,7 @@ pub fn evaluate(
                     {
                         without_threshold.push(slice.to_owned());
                     }
-                    let escalate = threshold
-                        .is_some_and(|threshold| threshold.escalates(batch.score.value(index)));
+                    let escalate = threshold.is_some_and(|threshold| threshold.escalates(score));
                     totals.escalated += u64::from(escalate);
                     let small_ok = batch.small_ok.value(index);
                     totals.false_accepts += u64::from(!escalate && !small_ok);

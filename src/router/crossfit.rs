@@ -13,11 +13,12 @@ pub struct LabelledPrompt {
     pub outcome: Outcome,
 }
 
-/// The fold of a prompt: a fixed hash of its id, so folds survive
-/// reordering the file.
-pub fn fold_of(id: &str, folds: usize) -> usize {
+/// The fold of a prompt: a fixed hash of its text, so folds survive
+/// reordering the file, and the same question asked under several ids lands
+/// in one fold (otherwise its copies would teach the model its label).
+pub fn fold_of(prompt: &str, folds: usize) -> usize {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for byte in id.bytes() {
+    for byte in prompt.bytes() {
         hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
     }
     (hash % folds as u64) as usize
@@ -37,7 +38,7 @@ pub fn cross_fit(
         .collect();
     let fold: Vec<usize> = prompts
         .iter()
-        .map(|prompt| fold_of(&prompt.id, folds))
+        .map(|prompt| fold_of(&prompt.prompt, folds))
         .collect();
     let mut scores = vec![0.0f32; prompts.len()];
     for held_out in 0..folds {
@@ -111,5 +112,36 @@ mod tests {
             "out of fold it is chance: {}",
             accuracy(&scores)
         );
+    }
+
+    #[test]
+    fn copies_of_a_prompt_under_other_ids_share_a_fold() {
+        // Every random question is asked three times under three ids. Were
+        // folds by id, the copies in other folds would give its label away.
+        let mut random = crate::simulate::Random::new(9);
+        let mut prompts = Vec::new();
+        for question in 0..300 {
+            let text = format!("token{} token{}", random.next_u64(), random.next_u64());
+            let small_ok = random.chance(0.5);
+            for copy in 0..3 {
+                prompts.push(LabelledPrompt {
+                    id: format!("q{question}-{copy}"),
+                    slice: "s".to_owned(),
+                    prompt: text.clone(),
+                    outcome: Outcome {
+                        small_ok,
+                        large_ok: true,
+                    },
+                });
+            }
+        }
+        let (scores, _) = cross_fit(&prompts, 5, &Training::default());
+        let right = scores
+            .iter()
+            .zip(&prompts)
+            .filter(|(score, prompt)| (**score > 0.5) != prompt.outcome.small_ok)
+            .count();
+        let accuracy = right as f64 / prompts.len() as f64;
+        assert!((accuracy - 0.5).abs() < 0.1, "out of fold: {accuracy}");
     }
 }

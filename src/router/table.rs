@@ -1,11 +1,13 @@
 //! The router on graded-results tables: prompts from a carried text column,
 //! scores written back into the table's `score` column.
 
-use arrow::array::{Array, AsArray, Float64Array, StringArray};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
+use std::sync::Arc;
 
-use crate::schema::{GradedTable, RowLocation};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field};
+
+use crate::schema::{Column, GradedTable, RowLocation};
 
 use super::crossfit::LabelledPrompt;
 use super::model::Outcome;
@@ -71,18 +73,38 @@ pub fn labelled_prompts(
     Ok(prompts)
 }
 
-/// The table with `scores` (in row order) in place of its scores.
-pub fn with_scores(mut table: GradedTable, scores: &[f32]) -> GradedTable {
+/// The table with `scores` (in row order) in its column `column`: the
+/// table's `score`, or a carried column, added or replaced.
+pub fn with_scores(mut table: GradedTable, scores: &[f32], column: &str) -> GradedTable {
     assert_eq!(scores.len(), table.num_rows(), "one score per row");
     let mut offset = 0;
     for batch in &mut table.batches {
         let rows = batch.num_rows();
-        batch.score = Float64Array::from_iter_values(
+        let values = Float64Array::from_iter_values(
             scores[offset..offset + rows]
                 .iter()
                 .map(|&score| f64::from(score)),
         );
         offset += rows;
+        if column == Column::Score.name() {
+            batch.score = values;
+            continue;
+        }
+        let array: ArrayRef = Arc::new(values);
+        match batch
+            .extra
+            .iter_mut()
+            .find(|(field, _)| field.name() == column)
+        {
+            Some((field, carried)) => {
+                *field = Arc::new(Field::new(column, DataType::Float64, false));
+                *carried = array;
+            }
+            None => batch.extra.push((
+                Arc::new(Field::new(column, DataType::Float64, false)),
+                array,
+            )),
+        }
     }
     table
 }

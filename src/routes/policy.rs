@@ -23,10 +23,15 @@ pub enum PolicySpec {
     Predictive {
         small: String,
         large: String,
+        /// The graded-results column holding the router's score; the gate's
+        /// `--score-col` when absent.
+        #[serde(default)]
+        score: Option<String>,
         /// Per-slice thresholds; the key `"*"` covers other slices.
         #[serde(default)]
         thresholds: Option<BTreeMap<String, f64>>,
-        /// Take the thresholds from `--calibration` instead.
+        /// Take the thresholds from the `--calibration` of this policy and
+        /// score column instead.
         #[serde(default)]
         thresholds_from_calibration: bool,
     },
@@ -36,6 +41,9 @@ pub enum PolicySpec {
         small: String,
         verifier: String,
         large: String,
+        /// The graded-results column holding the verifier's reject score.
+        #[serde(default)]
+        score: Option<String>,
         #[serde(default)]
         thresholds: Option<BTreeMap<String, f64>>,
         #[serde(default)]
@@ -73,14 +81,23 @@ pub enum ResolvedPolicy {
     Predictive {
         small: String,
         large: String,
+        /// The score the thresholds apply to (a graded-results column).
+        #[serde(default = "default_score")]
+        score: String,
         thresholds: Thresholds,
     },
     Cascade {
         small: String,
         verifier: String,
         large: String,
+        #[serde(default = "default_score")]
+        score: String,
         thresholds: Thresholds,
     },
+}
+
+fn default_score() -> String {
+    crate::schema::Column::Score.name().to_owned()
 }
 
 impl ResolvedPolicy {
@@ -121,6 +138,16 @@ impl ResolvedPolicy {
                 routes
             }
             other => other.routes_for(""),
+        }
+    }
+
+    /// The graded-results column whose score the thresholds apply to.
+    pub fn score(&self) -> Option<&str> {
+        match self {
+            ResolvedPolicy::Predictive { score, .. } | ResolvedPolicy::Cascade { score, .. } => {
+                Some(score)
+            }
+            _ => None,
         }
     }
 

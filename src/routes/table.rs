@@ -207,6 +207,7 @@ impl RouteTable {
                 large,
                 thresholds,
                 thresholds_from_calibration,
+                ..
             } => {
                 tiered(small, "policy.predictive.small", Tier::Small)?;
                 tiered(large, "policy.predictive.large", Tier::Large)?;
@@ -222,6 +223,7 @@ impl RouteTable {
                 large,
                 thresholds,
                 thresholds_from_calibration,
+                ..
             } => {
                 tiered(small, "policy.cascade.small", Tier::Small)?;
                 tiered(verifier, "policy.cascade.verifier", Tier::Verifier)?;
@@ -246,17 +248,21 @@ impl RouteTable {
         Ok(())
     }
 
-    /// Concrete thresholds, from the table or from `calibration`.
+    /// Concrete thresholds and score column: thresholds from the table, or
+    /// from the one calibration of the table's policy on its score column.
+    /// `default_score` is the column of a policy that names none.
     pub fn resolve(
         &self,
-        calibration: Option<&CalibrationDocument>,
+        calibrations: &[CalibrationDocument],
+        default_score: &str,
     ) -> Result<ResolvedTable, String> {
         let thresholds = |written: &Option<BTreeMap<String, f64>>,
                           from_calibration: bool,
-                          policy: CalibratedPolicy|
+                          policy: CalibratedPolicy,
+                          score: &str|
          -> Result<Thresholds, String> {
+            let mut resolved = Thresholds::default();
             if !from_calibration {
-                let mut resolved = Thresholds::default();
                 for (slice, &value) in written.iter().flatten() {
                     let threshold = Some(Threshold(value));
                     if slice == "*" {
@@ -267,17 +273,7 @@ impl RouteTable {
                 }
                 return Ok(resolved);
             }
-            let calibration = calibration.ok_or_else(|| {
-                "the policy takes its thresholds from a calibration; pass --calibration".to_owned()
-            })?;
-            if calibration.policy != policy {
-                return Err(format!(
-                    "the calibration is for a {} policy, the table's is {}",
-                    calibration.policy.name(),
-                    policy.name()
-                ));
-            }
-            let mut resolved = Thresholds::default();
+            let calibration = match_calibration(calibrations, policy, score)?;
             for slice in &calibration.slices {
                 if let Some(threshold) = slice.threshold {
                     if slice.slice == crate::calibrate::GLOBAL_SLICE {
@@ -289,6 +285,8 @@ impl RouteTable {
             }
             Ok(resolved)
         };
+        let score_of =
+            |score: &Option<String>| score.as_deref().unwrap_or(default_score).to_owned();
         let policy = match &self.policy {
             PolicySpec::Single { route } => ResolvedPolicy::Single {
                 route: route.clone(),
@@ -300,33 +298,45 @@ impl RouteTable {
             PolicySpec::Predictive {
                 small,
                 large,
+                score,
                 thresholds: written,
                 thresholds_from_calibration,
-            } => ResolvedPolicy::Predictive {
-                small: small.clone(),
-                large: large.clone(),
-                thresholds: thresholds(
-                    written,
-                    *thresholds_from_calibration,
-                    CalibratedPolicy::Predictive,
-                )?,
-            },
+            } => {
+                let score = score_of(score);
+                ResolvedPolicy::Predictive {
+                    small: small.clone(),
+                    large: large.clone(),
+                    thresholds: thresholds(
+                        written,
+                        *thresholds_from_calibration,
+                        CalibratedPolicy::Predictive,
+                        &score,
+                    )?,
+                    score,
+                }
+            }
             PolicySpec::Cascade {
                 small,
                 verifier,
                 large,
+                score,
                 thresholds: written,
                 thresholds_from_calibration,
-            } => ResolvedPolicy::Cascade {
-                small: small.clone(),
-                verifier: verifier.clone(),
-                large: large.clone(),
-                thresholds: thresholds(
-                    written,
-                    *thresholds_from_calibration,
-                    CalibratedPolicy::Cascade,
-                )?,
-            },
+            } => {
+                let score = score_of(score);
+                ResolvedPolicy::Cascade {
+                    small: small.clone(),
+                    verifier: verifier.clone(),
+                    large: large.clone(),
+                    thresholds: thresholds(
+                        written,
+                        *thresholds_from_calibration,
+                        CalibratedPolicy::Cascade,
+                        &score,
+                    )?,
+                    score,
+                }
+            }
         };
         Ok(ResolvedTable {
             logical_model: self.logical_model.clone(),
@@ -335,6 +345,48 @@ impl RouteTable {
             fallbacks: self.fallbacks.clone(),
             constraints: self.constraints.clone(),
         })
+    }
+}
+
+/// The one calibration for `policy` whose thresholds apply to `score`.
+fn match_calibration<'a>(
+    calibrations: &'a [CalibrationDocument],
+    policy: CalibratedPolicy,
+    score: &str,
+) -> Result<&'a CalibrationDocument, String> {
+    if calibrations.is_empty() {
+        return Err(
+            "the policy takes its thresholds from a calibration; pass --calibration".to_owned(),
+        );
+    }
+    let fitting: Vec<&CalibrationDocument> = calibrations
+        .iter()
+        .filter(|calibration| calibration.policy == policy && calibration.score_column == score)
+        .collect();
+    match fitting.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let given: Vec<String> = calibrations
+                .iter()
+                .map(|calibration| {
+                    format!(
+                        "{} on \"{}\"",
+                        calibration.policy.name(),
+                        calibration.score_column
+                    )
+                })
+                .collect();
+            Err(format!(
+                "no calibration is for a {} policy on the score column \"{score}\" (given: {})",
+                policy.name(),
+                given.join(", ")
+            ))
+        }
+        _ => Err(format!(
+            "{} calibrations are for a {} policy on the score column \"{score}\"; pass one",
+            fitting.len(),
+            policy.name()
+        )),
     }
 }
 
