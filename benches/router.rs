@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use routeval::evaluate::{ScoredOutcome, routing_quality};
 use routeval::import::{ImportedRow, Prices, mt_bench, routellm_gsm8k, routellm_mmlu};
-use routeval::router::{LabelledPrompt, Router, Training, cross_fit, featurise};
+use routeval::router::{
+    LabelledPrompt, Router, Training, cross_fit, featurise, small_failure_only,
+};
 
 const SMALL: &str = "mistralai/Mixtral-8x7B-Instruct-v0.1";
 const LARGE: &str = "gpt-4-1106-preview";
@@ -103,16 +105,7 @@ fn routing_quality_of(name: &str, rows: &[ImportedRow]) {
             .collect();
         routing_quality(&outcomes).expect("both tiers differ").apgr
     };
-    // Labelled with the large tier always right, the gain is the small
-    // tier's failure.
-    let small_only: Vec<LabelledPrompt> = prompts
-        .iter()
-        .cloned()
-        .map(|mut prompt| {
-            prompt.outcome.large_ok = true;
-            prompt
-        })
-        .collect();
+    let small_only = small_failure_only(&prompts);
     println!(
         "  {name} ({} prompts): {:.3} | {:.3}",
         prompts.len(),

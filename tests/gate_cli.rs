@@ -51,14 +51,32 @@ impl Workspace {
         out: &str,
         extra: &[&str],
     ) -> assert_cmd::assert::Assert {
+        self.gate_on(
+            &example_results(),
+            candidates,
+            &[self.path("calibration.json")],
+            out,
+            extra,
+        )
+    }
+
+    /// `routeval gate` with the key, on `results` with `calibrations`.
+    pub fn gate_on(
+        &self,
+        results: &Path,
+        candidates: &[PathBuf],
+        calibrations: &[PathBuf],
+        out: &str,
+        extra: &[&str],
+    ) -> assert_cmd::assert::Assert {
         routeval()
             .arg("gate")
             .arg("--candidates")
             .args(candidates)
             .arg("--results")
-            .arg(example_results())
+            .arg(results)
             .arg("--calibration")
-            .arg(self.path("calibration.json"))
+            .args(calibrations)
             .arg("--key")
             .arg(self.path("routeval.key"))
             .arg("--out")
@@ -610,29 +628,6 @@ fn calibrate_into(results: &Path, score_col: &str, policy: &str, out: &Path) {
         .code(0);
 }
 
-fn gate_on(
-    workspace: &Workspace,
-    results: &Path,
-    candidates: &[PathBuf],
-    calibrations: &[PathBuf],
-    out: &str,
-) -> assert_cmd::assert::Assert {
-    routeval()
-        .arg("gate")
-        .arg("--candidates")
-        .args(candidates)
-        .arg("--results")
-        .arg(results)
-        .arg("--calibration")
-        .args(calibrations)
-        .args(["--target", "0.9", "--key"])
-        .arg(workspace.path("routeval.key"))
-        .arg("--out")
-        .arg(workspace.path(out))
-        .env("ROUTEVAL_NOW", "2026-11-29T12:00:00Z")
-        .assert()
-}
-
 #[test]
 fn each_policy_escalates_by_its_own_score_column() {
     let workspace = Workspace::new();
@@ -648,35 +643,38 @@ fn each_policy_escalates_by_its_own_score_column() {
         )
     });
     let by_score = example_routes("predictive.toml");
-    gate_on(
-        &workspace,
-        &both,
-        &[by_router.clone(), by_score.clone()],
-        &[on_router.clone(), on_score.clone()],
-        "both",
-    )
-    .code(0);
+    workspace
+        .gate_on(
+            &both,
+            &[by_router.clone(), by_score.clone()],
+            &[on_router.clone(), on_score.clone()],
+            "both",
+            &["--target", "0.9"],
+        )
+        .code(0);
     let report = workspace.report("both");
 
     // The same tables, one score column at a time, in `score`.
     let moved_calibration = workspace.path("moved.json");
     calibrate_into(&moved, "score", "predictive", &moved_calibration);
-    gate_on(
-        &workspace,
-        &moved,
-        std::slice::from_ref(&by_score),
-        &[moved_calibration],
-        "moved",
-    )
-    .code(0);
-    gate_on(
-        &workspace,
-        &example_results(),
-        std::slice::from_ref(&by_score),
-        &[workspace.path("calibration.json")],
-        "plain",
-    )
-    .code(0);
+    workspace
+        .gate_on(
+            &moved,
+            std::slice::from_ref(&by_score),
+            &[moved_calibration],
+            "moved",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    workspace
+        .gate_on(
+            &example_results(),
+            std::slice::from_ref(&by_score),
+            &[workspace.path("calibration.json")],
+            "plain",
+            &["--target", "0.9"],
+        )
+        .code(0);
     let overall = |report: &GateReport, index: usize| report.candidates[index].overall.clone();
     assert_eq!(overall(&report, 0), overall(&workspace.report("moved"), 0));
     assert_eq!(overall(&report, 1), overall(&workspace.report("plain"), 0));
@@ -717,39 +715,40 @@ fn a_calibration_must_match_the_policy_and_its_score_column() {
         )
     });
     // Calibrated on router_score, asked for score.
-    gate_on(
-        &workspace,
+    workspace.gate_on(
         &both,
         &[example_routes("predictive.toml")],
         std::slice::from_ref(&on_router),
         "missing",
+        &["--target", "0.9"],
     )
     .code(2)
     .stderr(predicate::str::contains(
         "predictive.toml: no calibration is for a predictive policy on the score column \"score\" (given: predictive on \"router_score\")",
     ));
     // Two calibrations of one policy and column: which one is meant?
-    gate_on(
-        &workspace,
+    workspace.gate_on(
         &both,
         std::slice::from_ref(&by_router),
         &[on_router.clone(), on_router.clone()],
         "ambiguous",
+        &["--target", "0.9"],
     )
     .code(2)
     .stderr(predicate::str::contains(
         "2 calibrations are for a predictive policy on the score column \"router_score\"; pass one",
     ));
     // A table whose score column the results do not have.
-    gate_on(
-        &workspace,
-        &example_results(),
-        &[by_router],
-        &[on_router],
-        "absent",
-    )
-    .code(2)
-    .stderr(predicate::str::contains("router_score"));
+    workspace
+        .gate_on(
+            &example_results(),
+            &[by_router],
+            &[on_router],
+            "absent",
+            &["--target", "0.9"],
+        )
+        .code(2)
+        .stderr(predicate::str::contains("router_score"));
     for out in ["missing", "ambiguous", "absent"] {
         assert!(!workspace.path(out).exists(), "{out} was written");
     }

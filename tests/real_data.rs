@@ -187,7 +187,7 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
 fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
     use routeval::import::{ImportedRow, Prices, routellm_mmlu};
-    use routeval::router::{LabelledPrompt, Training, cross_fit};
+    use routeval::router::{LabelledPrompt, Training, cross_fit, small_failure_only};
 
     let Some(data) = data_dir("the_built_in_router_reaches_its_apgr_on_mmlu") else {
         return;
@@ -222,17 +222,7 @@ fn the_built_in_router_reaches_its_apgr_on_mmlu() {
     let router = routing_quality(&outcomes).unwrap();
     let random = routing_quality(&random_scores(&outcomes, 0)).unwrap();
     let oracle = routing_quality(&oracle_scores(&outcomes)).unwrap();
-
-    // With the large tier labelled always right, the gain is the small
-    // tier's failure: the router the issue first described.
-    let small_only: Vec<LabelledPrompt> = prompts
-        .iter()
-        .cloned()
-        .map(|mut prompt| {
-            prompt.outcome.large_ok = true;
-            prompt
-        })
-        .collect();
+    let small_only = small_failure_only(&prompts);
     let (small_only_scores, _) = cross_fit(&small_only, 5, &Training::default());
     let small_only = routing_quality(&scored(&small_only_scores)).unwrap();
     eprintln!(

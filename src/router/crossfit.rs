@@ -13,6 +13,20 @@ pub struct LabelledPrompt {
     pub outcome: Outcome,
 }
 
+/// The prompts labelled as if the large tier were always right, so the
+/// router's gain is the small tier's failure alone: the peer the router's
+/// routing quality is measured against.
+pub fn small_failure_only(prompts: &[LabelledPrompt]) -> Vec<LabelledPrompt> {
+    prompts
+        .iter()
+        .cloned()
+        .map(|mut prompt| {
+            prompt.outcome.large_ok = true;
+            prompt
+        })
+        .collect()
+}
+
 /// The fold of a prompt: a fixed hash of its text, so folds survive
 /// reordering the file, and the same question asked under several ids lands
 /// in one fold (otherwise its copies would teach the model its label).

@@ -10,7 +10,7 @@ mod features;
 mod model;
 mod table;
 
-pub use crossfit::{LabelledPrompt, cross_fit, fold_of};
+pub use crossfit::{LabelledPrompt, cross_fit, fold_of, small_failure_only};
 pub use features::{Features, featurise};
 pub use model::{Classifier, Outcome, Router, Training};
 pub use table::{PromptError, labelled_prompts, with_scores};
