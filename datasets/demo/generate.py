@@ -11,14 +11,21 @@ import pathlib
 import random
 
 rng = random.Random(6)
+# Who wrote in, from a generator of its own so the draws above stay as they
+# were: every prompt is a distinct text, as real traffic is, even where two
+# customers ask the same question.
+senders = random.Random(7)
+names = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Goran", "Hana", "Ines", "Jon"]
+tickets = senders.sample(range(10000, 100000), 300)
 rows = []
 
 
 def add(slice_name, index, prompt, reference, rubric, difficulty):
+    sender = f"From {senders.choice(names)}, ticket T-{tickets[len(rows)]}: "
     rows.append({
         "id": f"{slice_name}-{index:03d}",
         "slice": slice_name,
-        "prompt": prompt,
+        "prompt": sender + prompt,
         "reference": reference,
         "rubric": rubric,
         "difficulty": round(difficulty, 3),
@@ -65,7 +72,7 @@ for index in range(60):
     add("orders", index, prompt, reference, "support-order-json", 0.3 + 0.45 * rng.random())
 
 # triage: route a ticket to a team, multiple choice.
-tickets = [
+triage_tickets = [
     ("My invoice shows a charge twice this month.", "A"),
     ("The app crashes when I open settings.", "B"),
     ("I want to delete all my personal data.", "C"),
@@ -76,7 +83,7 @@ tickets = [
     ("Which plan includes single sign-on?", "D"),
 ]
 for index in range(60):
-    ticket, answer = rng.choice(tickets)
+    ticket, answer = rng.choice(triage_tickets)
     prompt = (
         f"Ticket: \"{ticket}\"\nWhich team should handle it?\n"
         "A. Billing\nB. Engineering\nC. Privacy\nD. Sales\nAnswer with the letter."

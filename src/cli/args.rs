@@ -708,7 +708,7 @@ pub struct DemoArgs {
     pub report: PathBuf,
 
     /// The quality target of every slice.
-    #[arg(long, value_name = "Q", default_value_t = 0.85)]
+    #[arg(long, value_name = "Q", default_value_t = 0.8)]
     pub target: f64,
 }
 
