@@ -30,7 +30,10 @@ fn every_reference_passes_its_own_rubric() {
     assert_eq!(per_slice.len(), 5, "{per_slice:?}");
     // serve-sim knows a prompt by its text, and cross-fitting folds by it:
     // two rows with one text would share their draws and their fold.
-    let texts: BTreeSet<&str> = rows.iter().map(|row| row.prompt.as_str()).collect();
+    let texts: BTreeSet<&str> = rows
+        .iter()
+        .map(|row| row.messages.last().unwrap().content.as_str())
+        .collect();
     assert_eq!(texts.len(), rows.len(), "repeated prompt texts");
     // A wrong answer fails: the reference of another row of a different
     // rubric is not accepted.
