@@ -122,3 +122,130 @@ fn a_table_without_prompts_is_an_input_error() {
     );
     assert!(!directory.path().join("router.bin").exists());
 }
+
+fn evaluate_column(path: &std::path::Path, column: &str) -> f64 {
+    let output = routeval()
+        .args(["evaluate", "--json", "--score-col", column, "--results"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    json["router"]["apgr"].as_f64().unwrap()
+}
+
+#[test]
+fn scores_can_go_into_a_column_of_their_own() {
+    let directory = tempfile::tempdir().unwrap();
+    let train = directory.path().join("train.jsonl");
+    write_prompts(&train, 600, 3);
+    let scored = |name: &str, extra: &[&str]| {
+        let out = directory.path().join(name);
+        routeval()
+            .args(["router", "train", "--results"])
+            .arg(&train)
+            .arg("--out")
+            .arg(directory.path().join("router.bin"))
+            .arg("--scored-out")
+            .arg(&out)
+            .args(extra)
+            .assert()
+            .code(0);
+        out
+    };
+    let in_score = scored("in-score.parquet", &[]);
+    let beside = scored("beside.parquet", &["--into", "router_score"]);
+    let router = evaluate_column(&in_score, "score");
+    assert!(router > 0.75);
+    assert_eq!(evaluate_column(&beside, "router_score"), router);
+    // The results' own (constant) score is kept.
+    assert!((evaluate_column(&beside, "score") - 0.5).abs() < 1e-9);
+
+    routeval()
+        .args(["router", "train", "--into", "large_ok", "--results"])
+        .arg(&train)
+        .arg("--out")
+        .arg(directory.path().join("x.bin"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--into: \"large_ok\" is a column of the graded-results table",
+        ));
+    assert!(!directory.path().join("x.bin").exists());
+}
+
+#[test]
+fn an_external_routers_scores_join_by_id() {
+    let directory = tempfile::tempdir().unwrap();
+    let train = directory.path().join("train.jsonl");
+    write_prompts(&train, 400, 4);
+    // The external router knows which prompts are integrals; its file lists
+    // the ids in another order.
+    let rows: Vec<Value> = std::fs::read_to_string(&train)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut external = String::from("id,p_strong\n");
+    for row in rows.iter().rev() {
+        let hard = row["prompt"].as_str().unwrap().contains("integral");
+        external.push_str(&format!(
+            "{},{}\n",
+            row["id"].as_str().unwrap(),
+            if hard { 0.9 } else { 0.1 }
+        ));
+    }
+    let scores = directory.path().join("external.csv");
+    std::fs::write(&scores, &external).unwrap();
+    let join = |scores: &std::path::Path, out: &str| {
+        let mut command = routeval();
+        command
+            .args([
+                "router",
+                "join",
+                "--scores-col",
+                "p_strong",
+                "--into",
+                "external",
+            ])
+            .arg("--results")
+            .arg(&train)
+            .arg("--scores")
+            .arg(scores)
+            .arg("--out")
+            .arg(directory.path().join(out));
+        command
+    };
+    join(&scores, "joined.parquet")
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("joined 400 scores"));
+    let joined = directory.path().join("joined.parquet");
+    assert!(evaluate_column(&joined, "external") > 0.75);
+    assert!((evaluate_column(&joined, "score") - 0.5).abs() < 1e-9);
+
+    // A missing id and a repeated one are named; nothing is written.
+    let short = directory.path().join("short.csv");
+    let without_p7: String = external
+        .lines()
+        .filter(|line| !line.starts_with("p7,"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&short, without_p7).unwrap();
+    join(&short, "short.parquet")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "short.csv: no score for id \"p7\"",
+        ));
+    let twice = directory.path().join("twice.csv");
+    std::fs::write(&twice, format!("{external}p7,0.5\n")).unwrap();
+    join(&twice, "twice.parquet")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "twice.csv: line 402: id \"p7\" has a score already (--scores)",
+        ));
+    assert!(!directory.path().join("short.parquet").exists());
+    assert!(!directory.path().join("twice.parquet").exists());
+}

@@ -384,6 +384,8 @@ pub enum RouterCommand {
     Train(RouterTrainArgs),
     /// Score prompts with a trained model.
     Score(RouterScoreArgs),
+    /// Join an external router's scores into the results by id.
+    Join(RouterJoinArgs),
 }
 
 #[derive(Debug, Args)]
@@ -444,6 +446,34 @@ pub struct RouterScoreArgs {
     /// The column with the prompt text.
     #[arg(long, value_name = "NAME", default_value = "prompt")]
     pub prompt_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterJoinArgs {
+    /// Graded results.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// A table (CSV, JSONL or Parquet) with an `id` column and the scores.
+    #[arg(long, value_name = "FILE")]
+    pub scores: PathBuf,
+
+    /// The column of --scores that holds them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub scores_col: String,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
+
+    /// The results with the joined scores (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 
     /// The file's name for the slice column.
     #[arg(long, value_name = "NAME", default_value = "slice")]

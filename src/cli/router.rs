@@ -6,15 +6,17 @@ use anyhow::bail;
 
 use crate::evaluate::{ScoredOutcome, routing_quality};
 use crate::exit_codes::Outcome;
+use crate::import::{read_scores, score_of};
 use crate::router::{Router, Training, cross_fit, featurise, labelled_prompts, with_scores};
 use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
 
-use super::args::{RouterCommand, RouterScoreArgs, RouterTrainArgs};
+use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
 
 pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
     match command {
         RouterCommand::Train(args) => train(args),
         RouterCommand::Score(args) => score(args),
+        RouterCommand::Join(args) => join(args),
     }
 }
 
@@ -68,6 +70,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     );
     router.save(&args.out)?;
     if let Some(scored) = &args.scored_out {
+        let scores: Vec<f64> = scores.iter().copied().map(f64::from).collect();
         write_graded_parquet(&with_scores(table, &scores, &args.into), scored)?;
     }
     let mut stdout = std::io::stdout().lock();
@@ -92,15 +95,38 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
     let router = Router::load(&args.router)?;
     let table = read_graded(&args.results, &read_options(&args.slice_col))?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
-    let scores: Vec<f32> = prompts
+    let scores: Vec<f64> = prompts
         .iter()
-        .map(|prompt| router.score(&featurise(&prompt.prompt, &prompt.slice)))
+        .map(|prompt| f64::from(router.score(&featurise(&prompt.prompt, &prompt.slice))))
         .collect();
     write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
     let _ = writeln!(
         std::io::stdout(),
         "scored {} prompts: {}",
         prompts.len(),
+        args.out.display()
+    );
+    Ok(Outcome::Passed)
+}
+
+/// An external router's scores, joined by id into the results.
+fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
+    check_into(&args.into)?;
+    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let by_id = read_scores(&args.scores, &args.scores_col)?;
+    let mut scores = Vec::with_capacity(table.num_rows());
+    for batch in &table.batches {
+        for index in 0..batch.num_rows() {
+            scores.push(score_of(&by_id, &args.scores, batch.id.value(index))?);
+        }
+    }
+    let rows = scores.len();
+    write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "joined {rows} scores from {} into \"{}\": {}",
+        args.scores.display(),
+        args.into,
         args.out.display()
     );
     Ok(Outcome::Passed)

@@ -52,10 +52,22 @@ pub enum ScoreSource {
 
 /// `id` → score from any CSV, JSON-lines or Parquet file with an `id`
 /// column and the score column.
-fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>> {
+/// The scores in `column` of the table at `path`, by `id`.
+pub fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>> {
     let missing =
         |name: &str| anyhow::anyhow!("{}: missing column \"{name}\" (--scores)", path.display());
     let mut scores = HashMap::new();
+    // A second score for one id would make the join depend on file order.
+    let mut insert = |id: String, score: f64, location: String| -> anyhow::Result<()> {
+        if scores.contains_key(&id) {
+            bail!(
+                "{}: {location}: id \"{id}\" has a score already (--scores)",
+                path.display()
+            );
+        }
+        scores.insert(id, score);
+        Ok(())
+    };
     match Format::detect(path)? {
         Format::Csv => {
             let mut reader = csv::Reader::from_path(path)
@@ -78,7 +90,7 @@ fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>
                         path.display()
                     )
                 })?;
-                scores.insert(record[id].to_owned(), value);
+                insert(record[id].to_owned(), value, format!("line {line}"))?;
             }
         }
         Format::JsonLines => {
@@ -103,7 +115,7 @@ fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>
                         index + 1
                     )
                 })?;
-                scores.insert(id, score);
+                insert(id, score, format!("line {}", index + 1))?;
             }
         }
         Format::Parquet => {
@@ -121,6 +133,7 @@ fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>
             let (id, score) = (position("id")?, position(column)?);
             let mask = ProjectionMask::roots(builder.parquet_schema(), [id, score]);
             let (id_position, score_position) = if id < score { (0, 1) } else { (1, 0) };
+            let mut row = 0u64;
             for batch in builder.with_projection(mask).build()? {
                 let batch = batch?;
                 let ids = cast(batch.column(id_position), &DataType::Utf8)?;
@@ -130,8 +143,10 @@ fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>
                     })?;
                 let (ids, values) = (ids.as_string::<i32>(), values.as_primitive::<Float64Type>());
                 for index in 0..batch.num_rows() {
+                    row += 1;
                     if ids.is_valid(index) && values.is_valid(index) {
-                        scores.insert(ids.value(index).to_owned(), values.value(index));
+                        let id = ids.value(index).to_owned();
+                        insert(id, values.value(index), format!("row {row}"))?;
                     }
                 }
             }
@@ -143,25 +158,23 @@ fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>
 fn joined_scores(rows: &[ImportedRow], path: &Path, column: &str) -> anyhow::Result<Vec<f64>> {
     let scores = read_scores(path, column)?;
     rows.iter()
-        .map(|row| {
-            let score = scores.get(&row.id).copied().with_context(|| {
-                format!(
-                    "{}: no score for id \"{}\" (--scores)",
-                    path.display(),
-                    row.id
-                )
-            })?;
-            if score.is_finite() {
-                Ok(score)
-            } else {
-                bail!(
-                    "{}: the score of id \"{}\" is {score} (--scores)",
-                    path.display(),
-                    row.id
-                )
-            }
-        })
+        .map(|row| score_of(&scores, path, &row.id))
         .collect()
+}
+
+/// The finite score `scores` (read from `path`) has for `id`.
+pub fn score_of(scores: &HashMap<String, f64>, path: &Path, id: &str) -> anyhow::Result<f64> {
+    let score = scores
+        .get(id)
+        .copied()
+        .with_context(|| format!("{}: no score for id \"{id}\" (--scores)", path.display()))?;
+    if !score.is_finite() {
+        bail!(
+            "{}: the score of id \"{id}\" is {score} (--scores)",
+            path.display()
+        );
+    }
+    Ok(score)
 }
 
 /// The table, scored, with the prompt carried as `prompt` and the models

@@ -75,16 +75,12 @@ pub fn labelled_prompts(
 
 /// The table with `scores` (in row order) in its column `column`: the
 /// table's `score`, or a carried column, added or replaced.
-pub fn with_scores(mut table: GradedTable, scores: &[f32], column: &str) -> GradedTable {
+pub fn with_scores(mut table: GradedTable, scores: &[f64], column: &str) -> GradedTable {
     assert_eq!(scores.len(), table.num_rows(), "one score per row");
     let mut offset = 0;
     for batch in &mut table.batches {
         let rows = batch.num_rows();
-        let values = Float64Array::from_iter_values(
-            scores[offset..offset + rows]
-                .iter()
-                .map(|&score| f64::from(score)),
-        );
+        let values = Float64Array::from_iter_values(scores[offset..offset + rows].iter().copied());
         offset += rows;
         if column == Column::Score.name() {
             batch.score = values;
