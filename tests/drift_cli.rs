@@ -216,3 +216,47 @@ fn document_keys_are_pinned_and_markdown_summarises() {
     assert!(markdown.starts_with("## routeval drift: ok"));
     assert!(markdown.contains("| billing | 900 | ok |"));
 }
+
+#[test]
+fn drift_reads_the_score_column_the_deployed_config_names() {
+    use crate::gate_cli::{calibrate_into, two_scores, variant};
+    let workspace = Workspace::new();
+    let (both, _) = two_scores(&workspace);
+    let calibration = workspace.path("on-router.json");
+    calibrate_into(&both, "router_score", "predictive", &calibration);
+    let by_router = variant(&workspace, "by-router.toml", |text| {
+        text.replace(
+            "[policy.predictive]\n",
+            "[policy.predictive]\nscore = \"router_score\"\n",
+        )
+    });
+    workspace
+        .gate_on(
+            &both,
+            &[by_router],
+            &[calibration],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    let config = workspace.report("dist").emitted.unwrap().config;
+    // The same rows as at the gate: escalation matches the gate's metrics.
+    let (code, document) = run(&config, &both, &[]);
+    assert_eq!(code, Some(0));
+    for slice in &document.slices {
+        assert_eq!(
+            slice.escalation_rate_at_calibration,
+            Some(slice.escalation_rate),
+            "{}",
+            slice.slice
+        );
+    }
+    // Read by the other score, the same thresholds escalate other rows.
+    let (_, other) = run(&config, &both, &["--score-col", "score"]);
+    assert!(
+        other
+            .slices
+            .iter()
+            .any(|slice| slice.escalation_rate_at_calibration != Some(slice.escalation_rate))
+    );
+}

@@ -111,7 +111,7 @@ fn rules_of(report: &GateReport, file_suffix: &str) -> BTreeSet<Rule> {
 }
 
 /// A predictive table like the example's, with `edit` applied to its text.
-fn variant(workspace: &Workspace, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+pub fn variant(workspace: &Workspace, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let text = std::fs::read_to_string(example_routes("predictive.toml")).unwrap();
     workspace.write(name, &edit(text))
 }
@@ -597,7 +597,7 @@ fn cascade_and_static_metrics_match_a_recomputation() {
 /// The example results with a second score, `router_score`, beside `score`
 /// (the reverse ranking, so the two escalate different rows), and the same
 /// rows with that second score moved into `score`.
-fn two_scores(workspace: &Workspace) -> (PathBuf, PathBuf) {
+pub fn two_scores(workspace: &Workspace) -> (PathBuf, PathBuf) {
     let text = std::fs::read_to_string(example_results()).unwrap();
     let mut lines = text.lines();
     let header = lines.next().unwrap();
@@ -617,7 +617,7 @@ fn two_scores(workspace: &Workspace) -> (PathBuf, PathBuf) {
     )
 }
 
-fn calibrate_into(results: &Path, score_col: &str, policy: &str, out: &Path) {
+pub fn calibrate_into(results: &Path, score_col: &str, policy: &str, out: &Path) {
     routeval()
         .args(["calibrate", "--target", "0.9", "--policy", policy])
         .args(["--score-col", score_col, "--results"])

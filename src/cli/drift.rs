@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use crate::atomic::write_bytes_atomically;
 use crate::drift::{DriftOptions, Verdict, drift, markdown, terminal};
 use crate::exit_codes::Outcome;
-use crate::schema::{ColumnNames, ReadOptions};
+use crate::schema::{Column, ColumnNames, ReadOptions};
 
 use super::args::DriftArgs;
 
@@ -22,14 +22,11 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         results: args.results,
         baseline_results: args.baseline_results,
         read: ReadOptions {
-            names: ColumnNames::new(
-                args.score_col.as_deref().unwrap_or_default(),
-                args.slice_col,
-            ),
+            names: ColumnNames::new(Column::Score.name(), args.slice_col),
             carry_extra: false,
             details: true,
         },
-        score_from_config: args.score_col.is_none(),
+        score_col: args.score_col,
         target: args.target,
         confidence: args.confidence,
     };

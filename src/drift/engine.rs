@@ -23,9 +23,9 @@ pub struct DriftOptions {
     pub results: PathBuf,
     pub baseline_results: Option<PathBuf>,
     pub read: ReadOptions,
-    /// Read the score from the column the config's policy names, not from
-    /// `read`'s.
-    pub score_from_config: bool,
+    /// The score column; `None` reads the one the config's policy names.
+    /// It replaces `read`'s.
+    pub score_col: Option<String>,
     /// Overrides the target the gate recorded in the config.
     pub target: Option<f64>,
     /// Overrides the confidence the gate recorded; 0.95 when neither has one.
@@ -124,14 +124,15 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
     let delta = 1.0 - confidence;
     let mut read = options.read.clone();
     read.details = true;
-    if options.score_from_config {
-        read.names.score = config
+    read.names.score = match &options.score_col {
+        Some(column) => column.clone(),
+        None => config
             .table
             .policy
             .score()
             .unwrap_or(Column::Score.name())
-            .to_owned();
-    }
+            .to_owned(),
+    };
     let fresh = read_graded(&options.results, &read)?;
     let baseline = match &options.baseline_results {
         Some(path) => Some(read_graded(path, &read)?),
