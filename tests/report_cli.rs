@@ -164,3 +164,41 @@ fn chromium_draws_the_charts() {
         assert!(count > 500, "only {count} {name} pixels in the screenshot");
     }
 }
+
+#[test]
+fn each_curve_is_drawn_on_its_policys_score_column() {
+    let workspace = Workspace::new();
+    let (both, moved) = crate::gate_cli::two_scores(&workspace);
+    let report = |results: &Path, out: &str, extra: &[&str]| {
+        routeval()
+            .arg("report")
+            .arg("--results")
+            .arg(results)
+            .arg("--out")
+            .arg(workspace.path(out))
+            .args(extra)
+            .assert()
+            .code(0);
+        let html = std::fs::read_to_string(workspace.path(out).join("report.html")).unwrap();
+        // The per-slice sections: the charts and the numbers behind them.
+        html[html.find("<h2>Slice").unwrap()..].to_owned()
+    };
+    let on_router = |extra: &[&str]| {
+        let mut flags = vec!["--predictive-score-col", "router_score"];
+        flags.extend_from_slice(extra);
+        report(&both, "router", &flags)
+    };
+    // Both curves on router_score: as if it were the file's score.
+    assert_eq!(
+        on_router(&["--cascade-score-col", "router_score"]),
+        report(&moved, "moved", &[])
+    );
+    // Only the predictive curve moves to router_score.
+    let split = on_router(&[]);
+    assert_ne!(split, report(&both, "plain", &[]));
+    assert_ne!(split, report(&moved, "moved", &[]));
+    let html = std::fs::read_to_string(workspace.path("router").join("report.html")).unwrap();
+    assert!(html.contains(
+        "predictive curves on <code>router_score</code>, cascade curves on <code>score</code>"
+    ));
+}

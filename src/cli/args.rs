@@ -369,9 +369,18 @@ pub struct ReportArgs {
     #[arg(long, value_name = "TEXT", default_value = "routeval report")]
     pub title: String,
 
-    /// The score column; defaults to the calibration's, else `score`.
+    /// The score column of both curves, unless named by their own flags or
+    /// the calibration; `score` by default.
     #[arg(long, value_name = "NAME")]
     pub score_col: Option<String>,
+
+    /// The router's score column, for the predictive curve.
+    #[arg(long, value_name = "NAME")]
+    pub predictive_score_col: Option<String>,
+
+    /// The verifier's score column, for the cascade curve.
+    #[arg(long, value_name = "NAME")]
+    pub cascade_score_col: Option<String>,
 
     /// The file's name for the slice column.
     #[arg(long, value_name = "NAME", default_value = "slice")]

@@ -219,6 +219,8 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             &scored,
             &"--calibration",
             &path("calibration-cascade.json"),
+            &"--predictive-score-col",
+            &"router_score",
             &"--gate",
             &gate_dir.join("gate-report.json"),
             &"--out",

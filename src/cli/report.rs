@@ -7,9 +7,9 @@ use anyhow::Context;
 use serde::de::DeserializeOwned;
 
 use crate::atomic::write_bytes_atomically;
-use crate::calibrate::CalibrationDocument;
+use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
-use crate::gate::sha256_hex;
+use crate::gate::{scores_of, sha256_hex};
 use crate::report::{ReportInputs, render, slice_curves, summary};
 use crate::schema::{Column, ColumnNames, ReadOptions, read_graded};
 
@@ -34,29 +34,40 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         "--calibration",
         "a calibration document",
     )?;
-    // The curves are drawn on the score the calibration's thresholds are for.
-    let score_col = args
-        .score_col
-        .clone()
-        .or_else(|| {
-            calibration
-                .as_ref()
-                .map(|calibration| calibration.score_column.clone())
-        })
-        .unwrap_or_else(|| Column::Score.name().to_owned());
-    let read = ReadOptions {
-        names: ColumnNames::new(score_col, args.slice_col.clone()),
+    // Each policy's curve is drawn on its own score: the flag naming it, or
+    // the calibration's column when the calibration is of that policy.
+    let column_of = |flag: &Option<String>, policy: Policy| {
+        flag.clone()
+            .or_else(|| {
+                calibration
+                    .as_ref()
+                    .filter(|calibration| calibration.policy == policy)
+                    .map(|calibration| calibration.score_column.clone())
+            })
+            .or_else(|| args.score_col.clone())
+            .unwrap_or_else(|| Column::Score.name().to_owned())
+    };
+    let predictive_column = column_of(&args.predictive_score_col, Policy::Predictive);
+    let cascade_column = column_of(&args.cascade_score_col, Policy::Cascade);
+    let read = |score: &str| ReadOptions {
+        names: ColumnNames::new(score, args.slice_col.clone()),
         carry_extra: false,
         details: false,
     };
-    let table = read_graded(&args.results, &read)?;
+    let table = read_graded(&args.results, &read(&predictive_column))?;
+    let predictive_scores = scores_of(&table);
+    let cascade_scores = if cascade_column == predictive_column {
+        predictive_scores.clone()
+    } else {
+        scores_of(&read_graded(&args.results, &read(&cascade_column))?)
+    };
     let sha256 = sha256_hex(
         &std::fs::read(&args.results)
             .with_context(|| format!("{}: cannot read", args.results.display()))?,
     );
     let gate = load(args.gate.as_deref(), "--gate", "a gate report")?;
     let drift = load(args.drift.as_deref(), "--drift", "a drift document")?;
-    let curves = slice_curves(&table);
+    let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
     let results_path = args.results.display().to_string();
     let inputs = ReportInputs {
         title: &args.title,
@@ -64,6 +75,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         results_sha256: &sha256,
         rows: table.num_rows() as u64,
         curves: &curves,
+        score_columns: [&predictive_column, &cascade_column],
         calibration: calibration.as_ref(),
         gate: gate.as_ref(),
         drift: drift.as_ref(),

@@ -15,17 +15,38 @@ pub struct SliceCurves {
     pub totals: Totals,
 }
 
-pub fn slice_curves(table: &GradedTable) -> Vec<SliceCurves> {
+/// Each slice's curves: the predictive one swept over `predictive_scores`
+/// (a router's), the cascade one over `cascade_scores` (the verifier's),
+/// both in row order.
+pub fn slice_curves(
+    table: &GradedTable,
+    predictive_scores: &[f64],
+    cascade_scores: &[f64],
+) -> Vec<SliceCurves> {
     let mut observations: BTreeMap<String, (SliceObservations, SliceObservations)> =
         BTreeMap::new();
+    let mut scores = predictive_scores.iter().zip(cascade_scores);
     for batch in &table.batches {
         for index in 0..batch.num_rows() {
+            let (&predictive_score, &cascade_score) = scores.next().expect("a score per row");
             let row = GradedRow::from_batch(batch, index);
             let (predictive, cascade) = observations
                 .entry(batch.slice.value(index).to_owned())
                 .or_default();
-            predictive.push(Policy::Predictive, &row);
-            cascade.push(Policy::Cascade, &row);
+            predictive.push(
+                Policy::Predictive,
+                &GradedRow {
+                    score: predictive_score,
+                    ..row
+                },
+            );
+            cascade.push(
+                Policy::Cascade,
+                &GradedRow {
+                    score: cascade_score,
+                    ..row
+                },
+            );
         }
     }
     observations

@@ -30,6 +30,8 @@ pub struct ReportInputs<'a> {
     pub results_sha256: &'a str,
     pub rows: u64,
     pub curves: &'a [SliceCurves],
+    /// The score columns of the predictive and the cascade curves.
+    pub score_columns: [&'a str; 2],
     pub calibration: Option<&'a CalibrationDocument>,
     pub gate: Option<&'a GateReport>,
     pub drift: Option<&'a DriftDocument>,
@@ -110,6 +112,13 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
 
 fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     out.push_str("<h2>Summary</h2>");
+    let [predictive, cascade] = inputs.score_columns;
+    let _ = write!(
+        out,
+        "<p>Scores: predictive curves on <code>{}</code>, cascade curves on <code>{}</code>.</p>",
+        escape(predictive),
+        escape(cascade)
+    );
     if let Some(calibration) = inputs.calibration {
         let _ = write!(
             out,
