@@ -8,7 +8,7 @@ use anyhow::bail;
 use crate::dataset::read_dataset;
 use crate::exit_codes::Outcome;
 use crate::grade::load_rubrics;
-use crate::sim::{FaultProfile, SimSettings, spawn};
+use crate::sim::{FaultProfile, Knowledge, SimSettings, spawn};
 
 use super::args::ServeSimArgs;
 
@@ -27,6 +27,15 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
     }
     let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
     let rows = read_dataset(&args.dataset, &rubrics)?;
+    let ambiguous = Knowledge::ambiguous(&rows);
+    if let Some(first) = ambiguous.first() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: {}: {} rows ask an earlier row's prompt with another reference (first: id \"{first}\"); serve-sim knows prompts by their text and answers each such prompt as its last row",
+            args.dataset.display(),
+            ambiguous.len()
+        );
+    }
     let settings = SimSettings {
         seed: args.seed,
         ttft_ms: args.ttft_ms,

@@ -37,23 +37,49 @@ pub struct Knowledge {
     by_prompt: HashMap<String, (String, Option<String>, f64)>,
 }
 
+/// The last user message of a row: what the simulator knows it by.
+fn asked(row: &DatasetRow) -> Option<&str> {
+    row.messages
+        .iter()
+        .rev()
+        .find(|message| message.role == Role::User)
+        .map(|message| message.content.as_str())
+}
+
 impl Knowledge {
+    /// Ids of rows that ask an earlier row's question but expect another
+    /// answer: the simulator, which knows a prompt by its text, answers all
+    /// of them as the last such row.
+    pub fn ambiguous(rows: &[DatasetRow]) -> Vec<String> {
+        let mut references: HashMap<&str, Option<&str>> = HashMap::new();
+        let mut ambiguous = Vec::new();
+        for row in rows {
+            let Some(text) = asked(row) else { continue };
+            match references.get(text) {
+                Some(reference) if *reference != row.reference.as_deref() => {
+                    ambiguous.push(row.id.clone());
+                }
+                Some(_) => {}
+                None => {
+                    references.insert(text, row.reference.as_deref());
+                }
+            }
+        }
+        ambiguous
+    }
+
     pub fn new(rows: &[DatasetRow]) -> Knowledge {
         let by_prompt = rows
             .iter()
             .filter_map(|row| {
-                let last = row
-                    .messages
-                    .iter()
-                    .rev()
-                    .find(|message| message.role == Role::User)?;
+                let last = asked(row)?;
                 let difficulty = row.metadata.get("difficulty").and_then(|value| {
                     value
                         .as_f64()
                         .or_else(|| value.as_str().and_then(|text| text.parse().ok()))
                 });
                 Some((
-                    last.content.clone(),
+                    last.to_owned(),
                     (
                         row.id.clone(),
                         row.reference.clone(),
@@ -325,5 +351,21 @@ mod tests {
             answer_for(&knowledge, model, "not in the data", 0, 0.05).2,
             None
         );
+    }
+
+    #[test]
+    fn a_prompt_asked_twice_with_two_references_is_ambiguous() {
+        let mut rows = questions(4);
+        assert!(Knowledge::ambiguous(&rows).is_empty());
+        // The same question and answer under another id is fine.
+        let mut copy = rows[1].clone();
+        copy.id = "copy".to_owned();
+        rows.push(copy);
+        assert!(Knowledge::ambiguous(&rows).is_empty());
+        let mut other = rows[2].clone();
+        other.id = "other".to_owned();
+        other.reference = Some("7".to_owned());
+        rows.push(other);
+        assert_eq!(Knowledge::ambiguous(&rows), ["other"]);
     }
 }
