@@ -31,9 +31,9 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
     if let Some(first) = ambiguous.first() {
         let _ = writeln!(
             std::io::stderr(),
-            "warning: {}: {} rows ask an earlier row's prompt with another reference (first: id \"{first}\"); serve-sim knows prompts by their text and answers each such prompt as its last row",
+            "warning: {}: id \"{first}\" (and {} more) asks an earlier row's prompt with another reference; serve-sim knows prompts by their text and answers each such prompt as its last row",
             args.dataset.display(),
-            ambiguous.len()
+            ambiguous.len() - 1
         );
     }
     let settings = SimSettings {
