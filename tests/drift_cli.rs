@@ -219,17 +219,12 @@ fn document_keys_are_pinned_and_markdown_summarises() {
 
 #[test]
 fn drift_reads_the_score_column_the_deployed_config_names() {
-    use crate::gate_cli::{calibrate_into, two_scores, variant};
+    use crate::gate_cli::{by_router, calibrate_into, two_scores};
     let workspace = Workspace::new();
     let (both, _) = two_scores(&workspace);
     let calibration = workspace.path("on-router.json");
     calibrate_into(&both, "router_score", "predictive", &calibration);
-    let by_router = variant(&workspace, "by-router.toml", |text| {
-        text.replace(
-            "[policy.predictive]\n",
-            "[policy.predictive]\nscore = \"router_score\"\n",
-        )
-    });
+    let by_router = by_router(&workspace);
     workspace
         .gate_on(
             &both,

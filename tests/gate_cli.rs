@@ -594,6 +594,16 @@ fn cascade_and_static_metrics_match_a_recomputation() {
     assert_eq!(overall.false_accept_rate, None);
 }
 
+/// The example's predictive table, escalating by `router_score`.
+pub fn by_router(workspace: &Workspace) -> PathBuf {
+    variant(workspace, "by-router.toml", |text| {
+        text.replace(
+            "[policy.predictive]\n",
+            "[policy.predictive]\nscore = \"router_score\"\n",
+        )
+    })
+}
+
 /// The example results with a second score, `router_score`, beside `score`
 /// (the reverse ranking, so the two escalate different rows), and the same
 /// rows with that second score moved into `score`.
@@ -636,12 +646,7 @@ fn each_policy_escalates_by_its_own_score_column() {
     let on_score = workspace.path("on-score.json");
     calibrate_into(&both, "router_score", "predictive", &on_router);
     calibrate_into(&both, "score", "predictive", &on_score);
-    let by_router = variant(&workspace, "by-router.toml", |text| {
-        text.replace(
-            "[policy.predictive]\n",
-            "[policy.predictive]\nscore = \"router_score\"\n",
-        )
-    });
+    let by_router = by_router(&workspace);
     let by_score = example_routes("predictive.toml");
     workspace
         .gate_on(
@@ -708,12 +713,7 @@ fn a_calibration_must_match_the_policy_and_its_score_column() {
     let (both, _) = two_scores(&workspace);
     let on_router = workspace.path("on-router.json");
     calibrate_into(&both, "router_score", "predictive", &on_router);
-    let by_router = variant(&workspace, "by-router.toml", |text| {
-        text.replace(
-            "[policy.predictive]\n",
-            "[policy.predictive]\nscore = \"router_score\"\n",
-        )
-    });
+    let by_router = by_router(&workspace);
     // Calibrated on router_score, asked for score.
     workspace.gate_on(
         &both,
