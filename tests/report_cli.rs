@@ -202,3 +202,48 @@ fn each_curve_is_drawn_on_its_policys_score_column() {
         "predictive curves on <code>router_score</code>, cascade curves on <code>score</code>"
     ));
 }
+
+#[test]
+fn a_calibration_per_policy_marks_each_policys_thresholds() {
+    let workspace = Workspace::new();
+    let (both, _) = crate::gate_cli::two_scores(&workspace);
+    let predictive = workspace.path("predictive.json");
+    let cascade = workspace.path("cascade.json");
+    crate::gate_cli::calibrate_into(&both, "router_score", "predictive", &predictive);
+    crate::gate_cli::calibrate_into(&both, "score", "cascade", &cascade);
+    let report = |calibrations: &[&Path], out: &str| {
+        routeval()
+            .arg("report")
+            .arg("--results")
+            .arg(&both)
+            .arg("--calibration")
+            .args(calibrations)
+            .arg("--out")
+            .arg(workspace.path(out))
+            .assert()
+    };
+    report(&[&cascade, &predictive], "two").code(0);
+    let html = std::fs::read_to_string(workspace.path("two").join("report.html")).unwrap();
+    // The calibrations name the curves' score columns.
+    assert!(html.contains(
+        "predictive curves on <code>router_score</code>, cascade curves on <code>score</code>"
+    ));
+    for policy in ["cascade", "predictive"] {
+        assert!(html.contains(&format!("chosen {policy} t = ")), "{policy}");
+        assert!(
+            html.contains(&format!("<th>{policy} threshold</th>")),
+            "{policy}"
+        );
+        assert!(html.contains(&format!("Quality and escalation by threshold ({policy})")));
+    }
+    let markdown = std::fs::read_to_string(workspace.path("two").join("summary.md")).unwrap();
+    assert!(markdown.contains("**Calibration** (cascade policy"));
+    assert!(markdown.contains("**Calibration** (predictive policy"));
+
+    report(&[&predictive, &predictive], "twice")
+        .code(2)
+        .stderr(predicates::str::contains(
+            "predictive.json: a second calibration of the predictive policy",
+        ));
+    assert!(!workspace.path("twice").exists());
+}

@@ -349,9 +349,10 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub results: PathBuf,
 
-    /// A calibration document: marks the chosen thresholds.
-    #[arg(long, value_name = "FILE")]
-    pub calibration: Option<PathBuf>,
+    /// Calibration documents, at most one per policy: mark the chosen
+    /// thresholds and name each curve's score column.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub calibration: Vec<PathBuf>,
 
     /// A gate report (gate-report.json).
     #[arg(long, value_name = "FILE")]

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
 use crate::atomic::write_bytes_atomically;
@@ -29,19 +29,30 @@ fn load<T: DeserializeOwned>(
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
-    let calibration: Option<CalibrationDocument> = load(
-        args.calibration.as_deref(),
-        "--calibration",
-        "a calibration document",
-    )?;
+    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+    for path in &args.calibration {
+        let calibration: CalibrationDocument =
+            load(Some(path), "--calibration", "a calibration document")?.expect("a path was given");
+        if calibrations
+            .iter()
+            .any(|other| other.policy == calibration.policy)
+        {
+            bail!(
+                "{}: a second calibration of the {} policy (--calibration takes one per policy)",
+                path.display(),
+                calibration.policy.name()
+            );
+        }
+        calibrations.push(calibration);
+    }
     // Each policy's curve is drawn on its own score: the flag naming it, or
-    // the calibration's column when the calibration is of that policy.
+    // the column of that policy's calibration.
     let column_of = |flag: &Option<String>, policy: Policy| {
         flag.clone()
             .or_else(|| {
-                calibration
-                    .as_ref()
-                    .filter(|calibration| calibration.policy == policy)
+                calibrations
+                    .iter()
+                    .find(|calibration| calibration.policy == policy)
                     .map(|calibration| calibration.score_column.clone())
             })
             .or_else(|| args.score_col.clone())
@@ -76,7 +87,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         rows: table.num_rows() as u64,
         curves: &curves,
         score_columns: [&predictive_column, &cascade_column],
-        calibration: calibration.as_ref(),
+        calibrations: &calibrations,
         gate: gate.as_ref(),
         drift: drift.as_ref(),
     };

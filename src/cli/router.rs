@@ -7,7 +7,9 @@ use anyhow::bail;
 use crate::evaluate::{ScoredOutcome, routing_quality};
 use crate::exit_codes::Outcome;
 use crate::import::{read_scores, score_of};
-use crate::router::{Router, Training, cross_fit, featurise, labelled_prompts, with_scores};
+use crate::router::{
+    Router, Training, cross_fit, featurise, labelled_prompts, stored_score, with_scores,
+};
 use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
 
 use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
@@ -70,7 +72,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     );
     router.save(&args.out)?;
     if let Some(scored) = &args.scored_out {
-        let scores: Vec<f64> = scores.iter().copied().map(f64::from).collect();
+        let scores: Vec<f64> = scores.iter().copied().map(stored_score).collect();
         write_graded_parquet(&with_scores(table, &scores, &args.into), scored)?;
     }
     let mut stdout = std::io::stdout().lock();
@@ -97,7 +99,7 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
     let scores: Vec<f64> = prompts
         .iter()
-        .map(|prompt| f64::from(router.score(&featurise(&prompt.prompt, &prompt.slice))))
+        .map(|prompt| stored_score(router.score(&featurise(&prompt.prompt, &prompt.slice))))
         .collect();
     write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
     let _ = writeln!(

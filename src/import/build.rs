@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType, Field, Float64Type};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::router::{LabelledPrompt, Outcome, Training, cross_fit};
+use crate::router::{LabelledPrompt, Outcome, Training, cross_fit, stored_score};
 use crate::schema::{Format, GradedBatch, GradedTable, Present};
 
 /// One imported prompt and both tiers' outcomes.
@@ -195,7 +195,7 @@ pub fn build_table(
             cross_fit(&prompts, *folds, &Training::default())
                 .0
                 .into_iter()
-                .map(f64::from)
+                .map(stored_score)
                 .collect()
         }
         ScoreSource::Join { path, column } => joined_scores(&rows, path, column)?,

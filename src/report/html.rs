@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::calibrate::{CalibrationDocument, Curve, Policy, thin};
+use crate::calibrate::{CalibrationDocument, Curve, Policy, SliceCalibration, Totals, thin};
 use crate::drift::DriftDocument;
 use crate::gate::{GateReport, comparison_rows};
 
@@ -32,7 +32,8 @@ pub struct ReportInputs<'a> {
     pub curves: &'a [SliceCurves],
     /// The score columns of the predictive and the cascade curves.
     pub score_columns: [&'a str; 2],
-    pub calibration: Option<&'a CalibrationDocument>,
+    /// At most one per policy.
+    pub calibrations: &'a [CalibrationDocument],
     pub gate: Option<&'a GateReport>,
     pub drift: Option<&'a DriftDocument>,
 }
@@ -119,11 +120,12 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
         escape(predictive),
         escape(cascade)
     );
-    if let Some(calibration) = inputs.calibration {
+    for calibration in inputs.calibrations {
         let _ = write!(
             out,
-            "<p>Calibration: {} policy, target {}{}.</p>",
+            "<p>Calibration: {} policy on <code>{}</code>, target {}{}.</p>",
             calibration.policy.name(),
+            escape(&calibration.score_column),
             calibration.target,
             calibration
                 .confidence
@@ -131,58 +133,66 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
                 .unwrap_or_default()
         );
     }
+    // One group of threshold columns per calibration, named by its policy
+    // when there are several.
+    let named = inputs.calibrations.len() > 1;
+    let mut header: Vec<String> = ["slice", "n", "always small q", "always large q"]
+        .map(str::to_owned)
+        .into();
+    for calibration in inputs.calibrations {
+        for column in ["threshold", "quality", "$/1k req", "saved vs large"] {
+            header.push(if named {
+                format!("{} {column}", calibration.policy.name())
+            } else {
+                column.to_owned()
+            });
+        }
+    }
+    header.push("drift".to_owned());
+    let dash = || "-".to_owned();
     let rows = inputs.curves.iter().map(|curves| {
         let n = curves.totals.rows as f64;
-        let chosen = inputs.calibration.and_then(|calibration| {
-            calibration
-                .slices
-                .iter()
-                .find(|slice| slice.slice == curves.slice)
-        });
-        let verdict = inputs
-            .drift
-            .and_then(|drift| {
-                drift
-                    .slices
-                    .iter()
-                    .find(|slice| slice.slice == curves.slice)
-            })
-            .map_or_else(|| "-".to_owned(), |slice| slice.verdict.name().to_owned());
-        vec![
+        let mut row = vec![
             curves.slice.clone(),
             curves.totals.rows.to_string(),
             format!("{:.4}", curves.totals.small_ok as f64 / n),
             format!("{:.4}", curves.totals.large_ok as f64 / n),
-            chosen
-                .and_then(|slice| slice.threshold)
-                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
-            chosen
-                .and_then(|slice| slice.quality)
-                .map_or_else(|| "-".to_owned(), |q| format!("{q:.4}")),
-            chosen
-                .and_then(|slice| slice.mean_cost)
-                .map_or_else(|| "-".to_owned(), |c| format!("{:.4}", c * 1000.0)),
-            chosen
-                .and_then(|slice| slice.savings_vs_always_large)
-                .map_or_else(|| "-".to_owned(), |s| format!("{:.1}%", s * 100.0)),
-            verdict,
-        ]
+        ];
+        for calibration in inputs.calibrations {
+            let chosen = calibration
+                .slices
+                .iter()
+                .find(|slice| slice.slice == curves.slice);
+            row.extend([
+                chosen
+                    .and_then(|slice| slice.threshold)
+                    .map_or_else(dash, |t| t.to_string()),
+                chosen
+                    .and_then(|slice| slice.quality)
+                    .map_or_else(dash, |q| format!("{q:.4}")),
+                chosen
+                    .and_then(|slice| slice.mean_cost)
+                    .map_or_else(dash, |c| format!("{:.4}", c * 1000.0)),
+                chosen
+                    .and_then(|slice| slice.savings_vs_always_large)
+                    .map_or_else(dash, |s| format!("{:.1}%", s * 100.0)),
+            ]);
+        }
+        row.push(
+            inputs
+                .drift
+                .and_then(|drift| {
+                    drift
+                        .slices
+                        .iter()
+                        .find(|slice| slice.slice == curves.slice)
+                })
+                .map_or_else(dash, |slice| slice.verdict.name().to_owned()),
+        );
+        row
     });
-    table(
-        out,
-        &[
-            "slice",
-            "n",
-            "always small q",
-            "always large q",
-            "threshold",
-            "quality",
-            "$/1k req",
-            "saved vs large",
-            "drift",
-        ],
-        rows,
-    );
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    table(out, &header, rows);
 }
 
 fn gate_section(out: &mut String, gate: &GateReport) {
@@ -316,18 +326,18 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
     let totals = &curves.totals;
     let n = totals.rows as f64;
     let per_thousand = |picodollars: i128| picodollars as f64 / 1e12 / n * 1000.0;
-    let calibrated = inputs.calibration.and_then(|calibration| {
-        calibration
-            .slices
-            .iter()
-            .find(|slice| slice.slice == curves.slice)
-            .map(|slice| (calibration, slice))
-    });
-    let policy = calibrated.map_or(Policy::Predictive, |(calibration, _)| calibration.policy);
-    let primary = match policy {
-        Policy::Predictive => &curves.predictive,
-        Policy::Cascade => &curves.cascade,
-    };
+    let calibrated: Vec<(&CalibrationDocument, &SliceCalibration)> = inputs
+        .calibrations
+        .iter()
+        .filter_map(|calibration| {
+            calibration
+                .slices
+                .iter()
+                .find(|slice| slice.slice == curves.slice)
+                .map(|slice| (calibration, slice))
+        })
+        .collect();
+    let named = calibrated.len() > 1;
     let _ = write!(
         out,
         "<h2>Slice <code>{}</code></h2><div class=\"charts\">",
@@ -354,17 +364,24 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
             y: totals.either_ok as f64 / n,
         },
     ];
-    let mut rules = Vec::new();
-    if let Some((calibration, slice)) = calibrated {
-        rules.push(Rule {
-            label: format!("target {}", calibration.target),
-            y: calibration.target,
-        });
+    let mut rules: Vec<Rule> = Vec::new();
+    for (calibration, slice) in &calibrated {
+        if !rules.iter().any(|rule| rule.y == calibration.target) {
+            rules.push(Rule {
+                label: format!("target {}", calibration.target),
+                y: calibration.target,
+            });
+        }
         if let (Some(quality), Some(cost), Some(threshold)) =
             (slice.quality, slice.mean_cost, slice.threshold)
         {
+            let policy = if named {
+                format!("{} ", calibration.policy.name())
+            } else {
+                String::new()
+            };
             markers.push(Marker {
-                label: format!("chosen t = {threshold}"),
+                label: format!("chosen {policy}t = {threshold}"),
                 color: ORANGE,
                 x: cost * 1000.0,
                 y: quality,
@@ -402,9 +419,82 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
     };
     out.push_str(&cost_quality.to_svg());
 
+    // The threshold charts and numbers of each calibrated policy, or of the
+    // predictive one when nothing is calibrated.
+    let mut policies: Vec<Policy> = calibrated
+        .iter()
+        .map(|(calibration, _)| calibration.policy)
+        .collect();
+    if policies.is_empty() {
+        policies.push(Policy::Predictive);
+    }
+    let mut numbers = String::new();
+    for policy in policies {
+        let curve = match policy {
+            Policy::Predictive => &curves.predictive,
+            Policy::Cascade => &curves.cascade,
+        };
+        threshold_charts(out, policy, curve, totals, &rules);
+        let named_policy = if named {
+            format!("{}, ", policy.name())
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            numbers,
+            "<details><summary>Numbers behind the charts ({named_policy}{} of {} thresholds)</summary>",
+            curve.candidates.len().min(TABLE_ROWS),
+            curve.candidates.len()
+        );
+        let rows = thin(&curve.candidates, TABLE_ROWS)
+            .into_iter()
+            .map(|candidate| {
+                vec![
+                    threshold_text(candidate.threshold),
+                    format!("{:.4}", candidate.quality(totals.rows)),
+                    format!("{:.4}", candidate.mean_cost(totals.rows) * 1000.0),
+                    format!("{:.1}%", candidate.escalation_rate(totals.rows) * 100.0),
+                ]
+            });
+        table(
+            &mut numbers,
+            &["threshold", "quality", "$/1k req", "escalated"],
+            rows,
+        );
+        table(
+            &mut numbers,
+            &["baseline", "quality", "$/1k req"],
+            [
+                ("always small", totals.small_ok, totals.cost_small),
+                ("always large", totals.large_ok, totals.cost_large),
+                ("oracle", totals.either_ok, totals.oracle_cost),
+            ]
+            .into_iter()
+            .map(|(name, successes, cost)| {
+                vec![
+                    name.to_owned(),
+                    format!("{:.4}", successes as f64 / n),
+                    format!("{:.4}", per_thousand(cost)),
+                ]
+            }),
+        );
+        numbers.push_str("</details>");
+    }
+    out.push_str("</div>");
+    out.push_str(&numbers);
+}
+
+/// Quality, escalation and cost by threshold of one policy's curve.
+fn threshold_charts(
+    out: &mut String,
+    policy: Policy,
+    curve: &Curve,
+    totals: &Totals,
+    rules: &[Rule],
+) {
     let finite = Curve {
-        rows: primary.rows,
-        candidates: primary
+        rows: curve.rows,
+        candidates: curve
             .candidates
             .iter()
             .copied()
@@ -430,7 +520,7 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
             },
         ],
         markers: Vec::new(),
-        rules,
+        rules: rules.to_vec(),
     };
     out.push_str(&by_threshold.to_svg());
     let cost_by_threshold = Chart {
@@ -451,45 +541,4 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
         rules: Vec::new(),
     };
     out.push_str(&cost_by_threshold.to_svg());
-    out.push_str("</div>");
-
-    let _ = write!(
-        out,
-        "<details><summary>Numbers behind the charts ({} of {} thresholds)</summary>",
-        primary.candidates.len().min(TABLE_ROWS),
-        primary.candidates.len()
-    );
-    let rows = thin(&primary.candidates, TABLE_ROWS)
-        .into_iter()
-        .map(|candidate| {
-            vec![
-                threshold_text(candidate.threshold),
-                format!("{:.4}", candidate.quality(totals.rows)),
-                format!("{:.4}", candidate.mean_cost(totals.rows) * 1000.0),
-                format!("{:.1}%", candidate.escalation_rate(totals.rows) * 100.0),
-            ]
-        });
-    table(
-        out,
-        &["threshold", "quality", "$/1k req", "escalated"],
-        rows,
-    );
-    table(
-        out,
-        &["baseline", "quality", "$/1k req"],
-        [
-            ("always small", totals.small_ok, totals.cost_small),
-            ("always large", totals.large_ok, totals.cost_large),
-            ("oracle", totals.either_ok, totals.oracle_cost),
-        ]
-        .into_iter()
-        .map(|(name, successes, cost)| {
-            vec![
-                name.to_owned(),
-                format!("{:.4}", successes as f64 / n),
-                format!("{:.4}", per_thousand(cost)),
-            ]
-        }),
-    );
-    out.push_str("</details>");
 }

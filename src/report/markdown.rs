@@ -12,7 +12,7 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         "`{}`: {} rows. Full report with charts: `{html_path}`.\n",
         inputs.results_path, inputs.rows
     );
-    if let Some(calibration) = inputs.calibration {
+    for calibration in inputs.calibrations {
         let feasible = calibration
             .slices
             .iter()

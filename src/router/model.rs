@@ -59,6 +59,17 @@ impl Default for Training {
     }
 }
 
+/// A score as a table stores it: the shortest decimal that reads back as
+/// the same `f32`, so a threshold taken from it prints as the model's
+/// precision (0.44163698) rather than the binary expansion
+/// (0.44163697957992554).
+pub fn stored_score(score: f32) -> f64 {
+    score
+        .to_string()
+        .parse()
+        .expect("a float's decimal form parses")
+}
+
 fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
@@ -243,5 +254,15 @@ mod tests {
                 .to_string()
                 .contains("retrain it with `routeval router train`")
         );
+    }
+
+    #[test]
+    fn stored_scores_read_back_as_the_same_f32() {
+        for score in [0.441_636_98f32, 1.0 / 3.0, -0.25, 1e-7] {
+            let stored = stored_score(score);
+            assert_eq!(stored as f32, score);
+            assert!(stored.to_string().len() <= score.to_string().len() + 1);
+        }
+        assert_eq!(stored_score(0.441_636_98).to_string(), "0.44163698");
     }
 }
