@@ -42,9 +42,14 @@ fn write_prompts(path: &std::path::Path, count: usize, seed: u64) {
 }
 
 fn evaluate(path: &std::path::Path) -> Value {
+    evaluate_with(path, &[])
+}
+
+fn evaluate_with(path: &std::path::Path, extra: &[&str]) -> Value {
     let output = routeval()
         .args(["evaluate", "--json", "--results"])
         .arg(path)
+        .args(extra)
         .output()
         .unwrap();
     assert_eq!(
@@ -124,14 +129,9 @@ fn a_table_without_prompts_is_an_input_error() {
 }
 
 fn evaluate_column(path: &std::path::Path, column: &str) -> f64 {
-    let output = routeval()
-        .args(["evaluate", "--json", "--score-col", column, "--results"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
-    json["router"]["apgr"].as_f64().unwrap()
+    evaluate_with(path, &["--score-col", column])["router"]["apgr"]
+        .as_f64()
+        .unwrap()
 }
 
 #[test]
