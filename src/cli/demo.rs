@@ -126,49 +126,34 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         ]),
     )?;
     let target = args_in.target.to_string();
-    step(
+    // Each calibration differs from the others only in these flags.
+    let calibrate = |title: &str, flags: &[&str], out: &str| {
+        let mut arguments = args(&[
+            &"calibrate",
+            &"--results",
+            &scored,
+            &"--target",
+            &target,
+            &"--out",
+            &path(out),
+        ]);
+        arguments.extend(flags.iter().map(OsString::from));
+        step(title, &arguments)
+    };
+    calibrate(
         "calibrate (predictive, plain): the cheapest router threshold per slice",
-        &args(&[
-            &"calibrate",
-            &"--results",
-            &scored,
-            &"--score-col",
-            &"router_score",
-            &"--target",
-            &target,
-            &"--out",
-            &path("calibration-predictive.json"),
-        ]),
+        &["--score-col", "router_score"],
+        "calibration-predictive.json",
     )?;
-    step(
+    calibrate(
         "calibrate (predictive, 90% guarantee)",
-        &args(&[
-            &"calibrate",
-            &"--results",
-            &scored,
-            &"--score-col",
-            &"router_score",
-            &"--target",
-            &target,
-            &"--confidence",
-            &"0.9",
-            &"--out",
-            &path("calibration-predictive-certified.json"),
-        ]),
+        &["--score-col", "router_score", "--confidence", "0.9"],
+        "calibration-predictive-certified.json",
     )?;
-    step(
+    calibrate(
         "calibrate (cascade): the verifier threshold per slice",
-        &args(&[
-            &"calibrate",
-            &"--results",
-            &scored,
-            &"--target",
-            &target,
-            &"--policy",
-            &"cascade",
-            &"--out",
-            &path("calibration-cascade.json"),
-        ]),
+        &["--policy", "cascade"],
+        "calibration-cascade.json",
     )?;
     let key = path("keys/demo.key");
     std::fs::create_dir_all(path("keys"))?;
