@@ -15,24 +15,17 @@ use crate::schema::{Column, ColumnNames, ReadOptions, read_graded};
 
 use super::args::ReportArgs;
 
-fn load<T: DeserializeOwned>(
-    path: Option<&Path>,
-    flag: &str,
-    what: &str,
-) -> anyhow::Result<Option<T>> {
-    let Some(path) = path else { return Ok(None) };
+fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read ({flag})", path.display()))?;
-    let document = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not {what} ({flag})", path.display()))?;
-    Ok(Some(document))
+    serde_json::from_str(&text).with_context(|| format!("{}: not {what} ({flag})", path.display()))
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
     for path in &args.calibration {
         let calibration: CalibrationDocument =
-            load(Some(path), "--calibration", "a calibration document")?.expect("a path was given");
+            load(path, "--calibration", "a calibration document")?;
         if calibrations
             .iter()
             .any(|other| other.policy == calibration.policy)
@@ -76,8 +69,16 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         &std::fs::read(&args.results)
             .with_context(|| format!("{}: cannot read", args.results.display()))?,
     );
-    let gate = load(args.gate.as_deref(), "--gate", "a gate report")?;
-    let drift = load(args.drift.as_deref(), "--drift", "a drift document")?;
+    let gate = args
+        .gate
+        .as_deref()
+        .map(|path| load(path, "--gate", "a gate report"))
+        .transpose()?;
+    let drift = args
+        .drift
+        .as_deref()
+        .map(|path| load(path, "--drift", "a drift document"))
+        .transpose()?;
     let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
     let results_path = args.results.display().to_string();
     let inputs = ReportInputs {
