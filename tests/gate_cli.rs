@@ -82,7 +82,7 @@ impl Workspace {
             .arg("--out")
             .arg(self.path(out))
             .args(extra)
-            .env("ROUTEVAL_NOW", "2026-11-29T12:00:00Z")
+            .args(["--at", "2026-11-29T12:00:00Z"])
             .assert()
     }
 
@@ -167,7 +167,7 @@ fn picks_the_cheapest_passing_candidate_and_emits_a_verified_config() {
         .arg(&emitted.config)
         .arg("--pubkey")
         .arg(workspace.path("routeval.key.pub"))
-        .env("ROUTEVAL_NOW", "2026-12-01T00:00:00Z")
+        .args(["--at", "2026-12-01T00:00:00Z"])
         .assert()
         .code(0)
         .stdout(predicate::str::contains("version 1"));
@@ -368,7 +368,7 @@ fn a_regression_against_the_deployed_config_is_rejected_and_versions_chain() {
             workspace.path("routeval.key.pub").to_str().unwrap(),
         ])
         .args(["--previous", deployed.config.as_str()])
-        .env("ROUTEVAL_NOW", "2026-11-30T00:00:00Z")
+        .args(["--at", "2026-11-30T00:00:00Z"])
         .assert()
         .code(0);
 }

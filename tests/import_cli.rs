@@ -9,6 +9,7 @@ fn read_all(path: &std::path::Path) -> routeval::schema::GradedTable {
         names: ColumnNames::default(),
         carry_extra: true,
         details: true,
+        score_optional: false,
     };
     read_graded(path, &options).unwrap()
 }

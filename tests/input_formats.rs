@@ -16,6 +16,7 @@ fn carry_all() -> ReadOptions {
         names: ColumnNames::default(),
         carry_extra: true,
         details: true,
+        score_optional: false,
     }
 }
 

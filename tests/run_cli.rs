@@ -174,10 +174,16 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
         },
     );
     let out = directory.path().join("run");
+    // Requests the server refused (400) are never retried, so some calls
+    // fail for good: a run with failed calls is a failed check.
     run_command(&config, &dataset, &out, &directory.path().join("cache"))
         .assert()
-        .success();
+        .code(1)
+        .stderr(predicates::str::contains(
+            "calls ended in an error (see error_kind",
+        ));
     let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    assert!(rows.iter().any(|row| !row.answered()));
     assert_eq!(rows.len(), 450, "one row per prompt and tier");
     let keys: BTreeSet<_> = rows.iter().map(ResponseRow::key).collect();
     assert_eq!(keys.len(), 450, "a (prompt, tier, sample) twice");

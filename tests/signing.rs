@@ -158,7 +158,7 @@ fn replays_wrong_parents_expiry_and_wrong_keys_each_fail_distinctly() {
         .arg(&v2)
         .arg("--pubkey")
         .arg(workspace.path("routeval.key.pub"))
-        .env("ROUTEVAL_NOW", "2027-01-01T00:00:00Z")
+        .args(["--at", "2027-01-01T00:00:00Z"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
@@ -309,7 +309,7 @@ fn routeval_verifies_minisign_signatures_and_refuses_legacy_ones() {
             .arg(&config)
             .arg("--pubkey")
             .arg(&public)
-            .env("ROUTEVAL_NOW", "2026-11-30T00:00:00Z")
+            .args(["--at", "2026-11-30T00:00:00Z"])
             .output()
             .unwrap()
     };

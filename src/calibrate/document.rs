@@ -11,6 +11,7 @@ pub const CALIBRATION_SCHEMA_VERSION: u32 = 2;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CalibrationDocument {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, CALIBRATION_SCHEMA_VERSION>")]
     pub schema_version: u32,
     pub routeval_version: String,
     pub results: InputFile,

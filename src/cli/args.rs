@@ -171,13 +171,24 @@ pub struct GateArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Days until the emitted config expires.
+    /// Days until the emitted config expires, from 1 to 3650.
     #[arg(long, value_name = "DAYS", default_value_t = 30)]
     pub ttl_days: u64,
 
-    /// sha256 of the labelled dataset behind the results, for provenance.
+    /// sha256 of the labelled dataset behind the results, for provenance
+    /// (64 hexadecimal digits).
     #[arg(long, value_name = "HEX")]
     pub dataset_sha256: Option<String>,
+
+    /// Accept constraints that name slices the results do not have (they
+    /// cannot apply to any row).
+    #[arg(long)]
+    pub allow_unknown_slices: bool,
+
+    /// Sign as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of now; the
+    /// gate says so on stderr. For reproducible tests.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
 
     /// The file's name for the score column.
     #[arg(long, value_name = "NAME", default_value = "score")]
@@ -214,6 +225,11 @@ pub struct VerifyArgs {
     /// sha256 must be the new one's parent.
     #[arg(long, value_name = "FILE")]
     pub previous: Option<PathBuf>,
+
+    /// Check expiry as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of
+    /// now; verify says so in its output.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
 }
 
 /// The generative model's parameters; the defaults are the documented pair.
@@ -724,6 +740,11 @@ pub struct GradeArgs {
     #[command(flatten)]
     pub cache: CacheArgs,
 
+    /// Grade without the prompts whose small or large call failed (counted
+    /// in the output) instead of refusing the run.
+    #[arg(long)]
+    pub allow_missing: bool,
+
     /// The graded-results table (Parquet).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -739,7 +760,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "DIR", default_value = "rubrics")]
     pub rubrics: PathBuf,
 
-    /// Where the demo's run, tables, keys and configs go (cleared first).
+    /// Where the demo's run, tables, keys and configs go: a new or empty
+    /// directory, or one an earlier demo made (which it clears).
     #[arg(long, value_name = "DIR", default_value = "runs/demo")]
     pub out: PathBuf,
 

@@ -1,18 +1,23 @@
 //! `routeval calibrate`: flags to options, then the table or JSON out.
 
-use std::io::Write;
-
 use anyhow::{Context, bail};
 
-use crate::atomic::write_bytes_atomically;
+use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::calibrate::{CalibrateOptions, Holdout, Policy, Scope, calibrate, render_table};
 use crate::exit_codes::Outcome;
 use crate::schema::{ColumnNames, ReadOptions};
 
 use super::args::{CalibrateArgs, PolicyArg};
+use super::print::print;
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let (read, options) = options(&args)?;
+    if let Some(out) = &args.out {
+        check_outputs(
+            &[Named::new(out, "--out")],
+            &[Named::new(&args.results, "--results")],
+        )?;
+    }
     let document = calibrate(&args.results, &read, &options)?;
     let json =
         serde_json::to_string_pretty(&document).context("cannot encode the calibration")? + "\n";
@@ -20,17 +25,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         write_bytes_atomically(out, json.as_bytes())
             .with_context(|| format!("{}: cannot write the calibration (--out)", out.display()))?;
     }
-    let mut stdout = std::io::stdout().lock();
-    let printed = if args.json {
-        stdout.write_all(json.as_bytes())
+    if args.json {
+        print(&json)?;
     } else {
-        stdout.write_all(render_table(&document).as_bytes())
-    };
-    // A closed pipe (`| head`) is not the user's error.
-    if let Err(error) = printed
-        && error.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return Err(error).context("cannot write to stdout");
+        print(&render_table(&document))?;
     }
     Ok(if document.feasible {
         Outcome::Passed
@@ -59,6 +57,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
         carry_extra: false,
         details: false,
+        score_optional: false,
     };
     let options = CalibrateOptions {
         policy: match args.policy {

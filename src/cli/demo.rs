@@ -3,7 +3,6 @@
 //! so the demo shows the workflow as well as the results.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -15,16 +14,15 @@ use crate::grade::load_rubrics;
 use crate::sim::{FaultProfile, SimSettings, spawn};
 
 use super::args::{Cli, DemoArgs};
+use super::print::println;
 
 /// Runs one routeval command as the CLI would.
 fn step(title: &str, arguments: &[OsString]) -> anyhow::Result<Outcome> {
-    let _ = writeln!(std::io::stdout(), "\n== {title}");
+    println(&format!("\n== {title}"))?;
     let mut full = vec![OsString::from("routeval")];
     full.extend_from_slice(arguments);
     let cli = Cli::try_parse_from(full).with_context(|| format!("demo step {title:?}"))?;
-    let outcome = super::run(cli).with_context(|| format!("demo step {title:?}"))?;
-    let _ = std::io::stdout().flush();
-    Ok(outcome)
+    super::run(cli).with_context(|| format!("demo step {title:?}"))
 }
 
 fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
@@ -48,14 +46,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let dataset = data.join("prompts.jsonl");
     let rubrics = args_in.rubrics.clone();
     let out = &args_in.out;
-    // The demo's own directory: a fresh start each time, because the
-    // simulator's port (part of the run's config) changes between demos.
-    if out.exists() {
-        std::fs::remove_dir_all(out)
-            .with_context(|| format!("{}: cannot clear (--out)", out.display()))?;
-    }
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
+    prepare_out(out, &[(data, "--data"), (&args_in.rubrics, "--rubrics")])?;
     let names = load_rubrics(&rubrics)?.into_keys().collect();
     let rows = read_dataset(&dataset, &names)?;
     let settings = SimSettings {
@@ -65,13 +56,12 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         ..SimSettings::default()
     };
     let sim = spawn(settings, &rows, "127.0.0.1:0".parse().expect("an address"))?;
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "serve-sim: {} prompts on http://{}/v1 with {} (20% faults)",
         rows.len(),
         sim.address,
         data.join("faults.toml").display()
-    );
+    ))?;
     let config = out.join("routeval.toml");
     point_at(
         &data.join("routeval.toml"),
@@ -82,22 +72,35 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let run_dir = path("run");
     let graded = path("graded.parquet");
     let scored = path("graded-scored.parquet");
-    step(
+    let mut run = args(&[
+        &"run",
+        &"--config",
+        &config,
+        &"--dataset",
+        &dataset,
+        &"--rubrics",
+        &rubrics,
+        &"--out",
+        &run_dir,
+        &"--no-cache",
+        &"--quiet",
+    ]);
+    let mut ran = step(
         "run: every prompt to sim-small and sim-large, small answers to sim-verifier",
-        &args(&[
-            &"run",
-            &"--config",
-            &config,
-            &"--dataset",
-            &dataset,
-            &"--rubrics",
-            &rubrics,
-            &"--out",
-            &run_dir,
-            &"--no-cache",
-            &"--quiet",
-        ]),
+        &run,
     )?;
+    // Calls that exhausted their retries under the faults are sent again,
+    // as a user would, rather than graded as holes.
+    if ran == Outcome::CheckFailed {
+        run.push("--retry-errors".into());
+        ran = step("run --retry-errors: the calls that failed, sent again", &run)?;
+    }
+    if ran == Outcome::CheckFailed {
+        anyhow::bail!(
+            "the demo's run still has failed calls (see {}); the demo stops before grading a table with holes",
+            run_dir.display()
+        );
+    }
     step(
         "grade: rubrics decide which answers are acceptable",
         &args(&[
@@ -212,27 +215,94 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         ]),
     )?;
     let stats = sim.stats();
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(
-        stdout,
+    println(&format!(
         "\nserve-sim received {} requests ({} faults injected)",
         stats.requests,
         stats.faults.values().sum::<u64>()
-    );
+    ))?;
     if let Some(signed) = signed {
-        let _ = writeln!(stdout, "signed route config: {}", signed.display());
+        println(&format!("signed route config: {}", signed.display()))?;
     }
-    let _ = writeln!(
-        stdout,
+    println(&format!(
         "report: {}",
         report_dir.join("report.html").display()
-    );
-    let _ = writeln!(
-        stdout,
+    ))?;
+    println(&format!(
         "demo finished in {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    ))?;
     Ok(gated)
+}
+
+/// The file that marks a directory as the demo's own, so that a later demo
+/// may clear it and nothing else.
+pub const DEMO_MARKER: &str = ".routeval-demo";
+
+/// Makes `out` an empty directory the demo owns: a fresh start each time,
+/// because the simulator's port (part of the run's config) changes between
+/// demos. Only a directory the demo created (it holds [`DEMO_MARKER`]) is
+/// cleared; any other non-empty directory is refused, and so is one that
+/// holds the demo's inputs or the current directory.
+fn prepare_out(out: &Path, inputs: &[(&PathBuf, &str)]) -> anyhow::Result<()> {
+    let refuse =
+        |why: String| -> anyhow::Result<()> { anyhow::bail!("{}: {why} (--out)", out.display()) };
+    let metadata = match std::fs::symlink_metadata(out) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(out)
+                .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
+            return mark(out);
+        }
+        Err(error) => {
+            return Err(error)
+                .with_context(|| format!("{}: cannot inspect (--out)", out.display()));
+        }
+    };
+    if !metadata.is_dir() {
+        return refuse("exists and is not a directory".to_owned());
+    }
+    let canonical = std::fs::canonicalize(out)
+        .with_context(|| format!("{}: cannot resolve (--out)", out.display()))?;
+    let current = std::env::current_dir().context("cannot read the current directory")?;
+    if current.starts_with(&canonical) {
+        return refuse(
+            "holds the current directory; give the demo a directory of its own".to_owned(),
+        );
+    }
+    for (input, flag) in inputs {
+        if let Ok(input) = std::fs::canonicalize(input)
+            && input.starts_with(&canonical)
+        {
+            return refuse(format!(
+                "holds the demo's input {} ({flag}); give the demo a directory of its own",
+                input.display()
+            ));
+        }
+    }
+    let mut entries = std::fs::read_dir(out)
+        .with_context(|| format!("{}: cannot list (--out)", out.display()))?
+        .peekable();
+    if entries.peek().is_none() {
+        return mark(out);
+    }
+    if std::fs::symlink_metadata(out.join(DEMO_MARKER)).is_ok_and(|marker| marker.is_file()) {
+        std::fs::remove_dir_all(out)
+            .with_context(|| format!("{}: cannot clear (--out)", out.display()))?;
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
+        return mark(out);
+    }
+    refuse(format!(
+        "is not empty and was not made by the demo (no {DEMO_MARKER}); the demo clears only its own directory: give a new or empty --out"
+    ))
+}
+
+fn mark(out: &Path) -> anyhow::Result<()> {
+    crate::atomic::write_bytes_atomically(
+        &out.join(DEMO_MARKER),
+        b"made by routeval demo; the next demo with this --out clears this directory\n",
+    )
+    .with_context(|| format!("{}: cannot write the demo marker", out.display()))
 }
 
 /// Writes a copy of the run config at `source` whose endpoints are all `base_url`.

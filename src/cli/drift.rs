@@ -1,15 +1,14 @@
 //! `routeval drift`.
 
-use std::io::Write;
-
 use anyhow::{Context, bail};
 
-use crate::atomic::write_bytes_atomically;
+use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::drift::{DriftOptions, Verdict, drift, markdown, terminal};
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
 
 use super::args::DriftArgs;
+use super::print::print;
 
 pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
     if let Some(confidence) = args.confidence
@@ -25,11 +24,22 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
             names: ColumnNames::new(Column::Score.name(), args.slice_col),
             carry_extra: false,
             details: true,
+            score_optional: false,
         },
         score_col: args.score_col,
         target: args.target,
         confidence: args.confidence,
     };
+    if let Some(out) = &args.out {
+        let mut inputs = vec![
+            Named::new(&options.config, "--config"),
+            Named::new(&options.results, "--results"),
+        ];
+        if let Some(baseline) = &options.baseline_results {
+            inputs.push(Named::new(baseline, "--baseline-results"));
+        }
+        check_outputs(&[Named::new(out, "--out")], &inputs)?;
+    }
     let document = drift(&options)?;
     let json =
         serde_json::to_string_pretty(&document).context("cannot encode the drift document")? + "\n";
@@ -45,7 +55,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
     } else {
         terminal(&document)
     };
-    let _ = std::io::stdout().lock().write_all(printed.as_bytes());
+    print(&printed)?;
     Ok(if document.verdict == Verdict::Recalibrate {
         Outcome::CheckFailed
     } else {

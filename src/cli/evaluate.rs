@@ -1,7 +1,5 @@
 //! `routeval evaluate`.
 
-use std::io::Write;
-
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use tabled::builder::Builder;
@@ -17,6 +15,7 @@ use crate::gate::sha256_hex;
 use crate::schema::{ColumnNames, ReadOptions, read_graded};
 
 use super::args::EvaluateArgs;
+use super::print::print;
 
 pub const EVALUATION_SCHEMA_VERSION: u32 = 1;
 
@@ -36,6 +35,7 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
         names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
         carry_extra: false,
         details: false,
+        score_optional: false,
     };
     let table = read_graded(&args.results, &read)?;
     let mut outcomes = Vec::with_capacity(table.num_rows());
@@ -93,6 +93,6 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
             .modify(Columns::new(1..), Alignment::right());
         format!("{table}\n")
     };
-    let _ = std::io::stdout().lock().write_all(printed.as_bytes());
+    print(&printed)?;
     Ok(Outcome::Passed)
 }

@@ -1,25 +1,53 @@
 //! `routeval grade`.
 
-use std::io::Write;
-
 use anyhow::bail;
 
+use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all, load_rubrics};
-use crate::run::{Cache, Caller, OpenAiEndpoint, RunConfig, http_client, preflight};
+use crate::run::{
+    Cache, Caller, MANIFEST_FILE, OpenAiEndpoint, RESPONSES_FILE, RunConfig, http_client, preflight,
+};
 use crate::schema::write_graded_parquet;
 
 use super::args::GradeArgs;
+use super::print::println;
 use super::run::api_key;
 
 pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
+    let (responses, manifest) = (args.run.join(RESPONSES_FILE), args.run.join(MANIFEST_FILE));
+    let mut inputs = vec![
+        Named::new(&args.run, "--run"),
+        Named::new(&responses, "--run"),
+        Named::new(&manifest, "--run"),
+    ];
+    inputs.extend(
+        args.dataset
+            .iter()
+            .map(|path| Named::new(path, "--dataset")),
+    );
+    inputs.extend(args.config.iter().map(|path| Named::new(path, "--config")));
+    check_outputs(&[Named::new(&args.out, "--out")], &inputs)?;
     let rubrics = load_rubrics(&args.rubrics)?;
-    let grading = Grading::read(&args.run, args.dataset.as_deref(), &rubrics)?;
+    let grading = Grading::read(
+        &args.run,
+        args.dataset.as_deref(),
+        &rubrics,
+        args.allow_missing,
+    )?;
+    let config = match &args.config {
+        Some(path) => Some(run_config(&grading, path)?),
+        None => None,
+    };
     let requests = grading.judge_requests(&rubrics);
     let judging = if requests.is_empty() {
         Judging::default()
     } else {
-        judge(&grading, requests, &args)?
+        let config = match config {
+            Some(config) => config,
+            None => run_config(&grading, &grading.config)?,
+        };
+        judge(&config, requests, &args)?
     };
     let graded = grading.finish(&rubrics, &judging.verdicts, &args.out);
     write_graded_parquet(&graded.table, &args.out)?;
@@ -39,22 +67,27 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     let source = match graded.score_source {
         ScoreSource::Verifier => "the verifier's reject probability",
         ScoreSource::SelfConsistency => "self-consistency of the small tier's samples",
-        ScoreSource::None => "none (0); `routeval router train --scored-out` fills it",
+        ScoreSource::None => {
+            "none (null): the run had no verifier and one sample; `routeval router train --scored-out` fills it"
+        }
     };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{table}");
-    let _ = writeln!(out, "score: {source}");
+    println(&table.to_string())?;
+    println(&format!("score: {source}"))?;
     if judging.calls > 0 {
-        let _ = writeln!(
-            out,
+        println(&format!(
             "judge: {} checks, {} calls ({} cached), ${:.4}",
             judging.checks, judging.calls, judging.cached, judging.cost_usd
-        );
+        ))?;
     }
-    let _ = writeln!(out, "wrote {}", args.out.display());
+    if graded.dropped > 0 {
+        println(&format!(
+            "dropped {} prompts whose small or large call failed (--allow-missing)",
+            graded.dropped
+        ))?;
+    }
+    println(&format!("wrote {}", args.out.display()))?;
     if judging.errors > 0 {
-        let _ = writeln!(
-            std::io::stderr(),
+        eprintln!(
             "warning: {} judged checks failed because the judge failed or answered unreadably (see the detail column)",
             judging.errors
         );
@@ -62,30 +95,32 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// Calls the run config's `[judge]` for every `llm_judge` check.
-fn judge(
-    grading: &Grading,
-    requests: Vec<JudgeRequest>,
-    args: &GradeArgs,
-) -> anyhow::Result<Judging> {
-    let path = args
-        .config
-        .clone()
-        .unwrap_or_else(|| grading.config.clone());
-    let config = RunConfig::load(&path)?;
+/// The run's config at `path`, which must be the one the run was made with.
+fn run_config(grading: &Grading, path: &std::path::Path) -> anyhow::Result<RunConfig> {
+    let config = RunConfig::load(path)?;
     if config.sha256() != grading.config_sha256 {
         bail!(
             "{}: the config changed since the run (sha256 differs from manifest.json)",
             path.display()
         );
     }
+    Ok(config)
+}
+
+/// Calls the run config's `[judge]` for every `llm_judge` check.
+fn judge(
+    config: &RunConfig,
+    requests: Vec<JudgeRequest>,
+    args: &GradeArgs,
+) -> anyhow::Result<Judging> {
+    let path = &config.path;
     let Some(endpoint) = &config.judge else {
         bail!(
             "{}: the rubrics use llm_judge, but the config has no [judge]",
             path.display()
         );
     };
-    let key = api_key(&config, "[judge]", endpoint)?;
+    let key = api_key(config, "[judge]", endpoint)?;
     let cache = args
         .cache
         .directory()

@@ -1,12 +1,12 @@
 //! `routeval import`.
 
-use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
+use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::grade::Rubric;
-use std::path::PathBuf;
 
 use crate::import::{
     ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,
@@ -16,6 +16,7 @@ use crate::schema::{
 };
 
 use super::args::{ImportArgs, ImportCommand};
+use super::print::println;
 
 fn prices(args: &ImportArgs) -> anyhow::Result<Prices> {
     match (&args.prices, args.cost_small, args.cost_large) {
@@ -33,9 +34,7 @@ fn prices(args: &ImportArgs) -> anyhow::Result<Prices> {
 }
 
 fn scores(args: &ImportArgs) -> anyhow::Result<ScoreSource> {
-    if args.folds < 2 {
-        bail!("--folds must be at least 2, got {}", args.folds);
-    }
+    super::router::check_folds(args.folds)?;
     Ok(match &args.scores {
         Some(path) => ScoreSource::Join {
             path: path.clone(),
@@ -47,7 +46,10 @@ fn scores(args: &ImportArgs) -> anyhow::Result<ScoreSource> {
 
 /// `score=p,small_ok=weak` as graded column → file column.
 fn parse_map(map: &str) -> anyhow::Result<ColumnNames> {
-    let mut names = ColumnNames::default();
+    let mut names = ColumnNames {
+        from_map: true,
+        ..ColumnNames::default()
+    };
     for pair in map
         .split(',')
         .map(str::trim)
@@ -80,13 +82,69 @@ fn scored(rows: Vec<ImportedRow>, common: ImportArgs) -> anyhow::Result<(GradedT
     Ok((table, common.out))
 }
 
+/// The files an import reads, each with its flag.
+fn inputs(command: &ImportCommand) -> Vec<Named<'_>> {
+    let mut inputs = Vec::new();
+    let common = match command {
+        ImportCommand::Generic { input, .. } => {
+            inputs.push(Named::new(input, "--input"));
+            None
+        }
+        ImportCommand::RoutellmMmlu { dir, common } => {
+            inputs.push(Named::new(dir, "--dir"));
+            Some(common)
+        }
+        ImportCommand::RoutellmGsm8k {
+            responses,
+            questions,
+            rubric,
+            common,
+        } => {
+            inputs.push(Named::new(responses, "--responses"));
+            inputs.push(Named::new(questions, "--questions"));
+            inputs.push(Named::new(rubric, "--rubric"));
+            Some(common)
+        }
+        ImportCommand::MtBench {
+            judgments,
+            questions,
+            common,
+            ..
+        } => {
+            inputs.push(Named::new(judgments, "--judgments"));
+            inputs.push(Named::new(questions, "--questions"));
+            Some(common)
+        }
+    };
+    if let Some(common) = common {
+        if let Some(prices) = &common.prices {
+            inputs.push(Named::new(prices, "--prices"));
+        }
+        if let Some(scores) = &common.scores {
+            inputs.push(Named::new(scores, "--scores"));
+        }
+    }
+    inputs
+}
+
+fn out(command: &ImportCommand) -> &Path {
+    match command {
+        ImportCommand::Generic { out, .. } => out,
+        ImportCommand::RoutellmMmlu { common, .. }
+        | ImportCommand::RoutellmGsm8k { common, .. }
+        | ImportCommand::MtBench { common, .. } => &common.out,
+    }
+}
+
 pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
+    check_outputs(&[Named::new(out(&command), "--out")], &inputs(&command))?;
     let (table, out) = match command {
         ImportCommand::Generic { input, map, out } => {
             let options = ReadOptions {
                 names: parse_map(&map)?,
                 carry_extra: true,
                 details: true,
+                score_optional: true,
             };
             (read_graded(&input, &options)?, out)
         }
@@ -134,11 +192,10 @@ pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
         }
     };
     write_graded_parquet(&table, &out)?;
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "imported {} rows: {}",
         table.num_rows(),
         out.display()
-    );
+    ))?;
     Ok(Outcome::Passed)
 }

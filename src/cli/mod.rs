@@ -10,6 +10,7 @@ mod evaluate;
 mod gate;
 mod grade;
 mod import;
+mod print;
 mod report;
 mod router;
 mod run;
@@ -19,7 +20,6 @@ mod simulate;
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 
 pub use args::{
@@ -28,20 +28,7 @@ pub use args::{
     RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
-use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
-
-/// The clock, which tests may stop with `ROUTEVAL_NOW` (RFC 3339).
-fn clock() -> anyhow::Result<Box<dyn Clock>> {
-    match std::env::var("ROUTEVAL_NOW") {
-        Ok(text) => {
-            let now = parse_rfc3339(&text)
-                .with_context(|| format!("ROUTEVAL_NOW: {text:?} is not YYYY-MM-DDTHH:MM:SSZ"))?;
-            Ok(Box::new(FixedClock(now)))
-        }
-        Err(_) => Ok(Box::new(SystemClock)),
-    }
-}
 
 /// Parses the process arguments, runs the command, and reports errors as one
 /// line on stderr.

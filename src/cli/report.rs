@@ -1,12 +1,11 @@
 //! `routeval report`.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
-use crate::atomic::write_bytes_atomically;
+use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
 use crate::gate::{scores_of, sha256_hex};
@@ -14,6 +13,7 @@ use crate::report::{ReportInputs, render, slice_curves, summary};
 use crate::schema::{Column, ColumnNames, ReadOptions, read_graded};
 
 use super::args::ReportArgs;
+use super::print::println;
 
 fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(path)
@@ -22,6 +22,23 @@ fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Res
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
+    let html_path = args.out.join("report.html");
+    let markdown_path = args.out.join("summary.md");
+    let mut inputs = vec![Named::new(&args.results, "--results")];
+    inputs.extend(
+        args.calibration
+            .iter()
+            .map(|path| Named::new(path, "--calibration")),
+    );
+    inputs.extend(args.gate.iter().map(|path| Named::new(path, "--gate")));
+    inputs.extend(args.drift.iter().map(|path| Named::new(path, "--drift")));
+    check_outputs(
+        &[
+            Named::new(&html_path, "--out"),
+            Named::new(&markdown_path, "--out"),
+        ],
+        &inputs,
+    )?;
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
     for path in &args.calibration {
         let calibration: CalibrationDocument =
@@ -57,6 +74,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         names: ColumnNames::new(score, args.slice_col.clone()),
         carry_extra: false,
         details: false,
+        score_optional: false,
     };
     let table = read_graded(&args.results, &read(&predictive_column))?;
     let predictive_scores = scores_of(&table);
@@ -94,18 +112,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-    let html_path = args.out.join("report.html");
-    let markdown_path = args.out.join("summary.md");
     write_bytes_atomically(&html_path, render(&inputs).as_bytes())?;
     write_bytes_atomically(
         &markdown_path,
         summary(&inputs, &html_path.display().to_string()).as_bytes(),
     )?;
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "report: {}\nsummary: {}",
         html_path.display(),
         markdown_path.display()
-    );
+    ))?;
     Ok(Outcome::Passed)
 }

@@ -1,18 +1,20 @@
 //! `routeval router train` and `routeval router score`.
 
-use std::io::Write;
+use anyhow::{Context, bail};
 
-use anyhow::bail;
-
+use crate::atomic::{Named, check_outputs, commit_all};
 use crate::evaluate::{ScoredOutcome, routing_quality};
 use crate::exit_codes::Outcome;
 use crate::import::{read_scores, score_of};
 use crate::router::{
     Router, Training, cross_fit, featurise, labelled_prompts, stored_score, with_scores,
 };
-use crate::schema::{Column, ColumnNames, ReadOptions, read_graded, write_graded_parquet};
+use crate::schema::{
+    Column, ColumnNames, ReadOptions, read_graded, stage_graded_parquet, write_graded_parquet,
+};
 
 use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
+use super::print::println;
 
 pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
     match command {
@@ -27,12 +29,27 @@ fn read_options(slice_col: &str) -> ReadOptions {
         names: ColumnNames::new("score", slice_col),
         carry_extra: true,
         details: true,
+        score_optional: true,
     }
 }
 
-/// Refuses an `--into` that would overwrite a column of the table other than
-/// its score.
+/// The most folds a cross-fit may have: each fold trains a model, so more
+/// than this is a typo, not a plan.
+pub const MAX_FOLDS: usize = 100;
+
+pub(super) fn check_folds(folds: usize) -> anyhow::Result<()> {
+    if !(2..=MAX_FOLDS).contains(&folds) {
+        bail!("--folds must be from 2 to {MAX_FOLDS}, got {folds}");
+    }
+    Ok(())
+}
+
+/// Refuses an `--into` that is empty or would overwrite a column of the
+/// table other than its score.
 fn check_into(into: &str) -> anyhow::Result<()> {
+    if into.trim().is_empty() {
+        bail!("--into: a column name cannot be empty");
+    }
     match Column::from_name(into) {
         Some(column) if column != Column::Score => bail!(
             "--into: \"{into}\" is a column of the graded-results table; name `score` or a new column"
@@ -43,9 +60,12 @@ fn check_into(into: &str) -> anyhow::Result<()> {
 
 fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
-    if args.folds < 2 {
-        bail!("--folds must be at least 2, got {}", args.folds);
+    check_folds(args.folds)?;
+    let mut outputs = vec![Named::new(&args.out, "--out")];
+    if let Some(scored) = &args.scored_out {
+        outputs.push(Named::new(scored, "--scored-out"));
     }
+    check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
     let table = read_graded(&args.results, &read_options(&args.slice_col))?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
     let training = Training {
@@ -70,30 +90,40 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
             })
             .collect::<Vec<_>>(),
     );
-    router.save(&args.out)?;
+    // Both outputs or neither: a scored table whose model was not written
+    // (or the other way round) would not match.
+    let mut staged = vec![router.stage(&args.out)?];
     if let Some(scored) = &args.scored_out {
         let scores: Vec<f64> = scores.iter().copied().map(stored_score).collect();
-        write_graded_parquet(&with_scores(table, &scores, &args.into), scored)?;
+        staged.push(
+            stage_graded_parquet(&with_scores(table, &scores, &args.into), scored)
+                .with_context(|| format!("{}: cannot write (--scored-out)", scored.display()))?,
+        );
     }
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(
-        stdout,
+    commit_all(staged)?;
+    println(&format!(
         "trained on {} prompts; model: {}",
         prompts.len(),
         args.out.display()
-    );
+    ))?;
     if let Some(quality) = quality {
-        let _ = writeln!(
-            stdout,
+        println(&format!(
             "cross-fitted ({} folds) APGR {:.3}",
             args.folds, quality.apgr
-        );
+        ))?;
     }
     Ok(Outcome::Passed)
 }
 
 fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
+    check_outputs(
+        &[Named::new(&args.out, "--out")],
+        &[
+            Named::new(&args.router, "--router"),
+            Named::new(&args.results, "--results"),
+        ],
+    )?;
     let router = Router::load(&args.router)?;
     let table = read_graded(&args.results, &read_options(&args.slice_col))?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
@@ -102,18 +132,24 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
         .map(|prompt| stored_score(router.score(&featurise(&prompt.prompt, &prompt.slice))))
         .collect();
     write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "scored {} prompts: {}",
         prompts.len(),
         args.out.display()
-    );
+    ))?;
     Ok(Outcome::Passed)
 }
 
 /// An external router's scores, joined by id into the results.
 fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
+    check_outputs(
+        &[Named::new(&args.out, "--out")],
+        &[
+            Named::new(&args.results, "--results"),
+            Named::new(&args.scores, "--scores"),
+        ],
+    )?;
     let table = read_graded(&args.results, &read_options(&args.slice_col))?;
     let by_id = read_scores(&args.scores, &args.scores_col)?;
     let mut scores = Vec::with_capacity(table.num_rows());
@@ -124,12 +160,11 @@ fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
     }
     let rows = scores.len();
     write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "joined {rows} scores from {} into \"{}\": {}",
         args.scores.display(),
         args.into,
         args.out.display()
-    );
+    ))?;
     Ok(Outcome::Passed)
 }

@@ -1,11 +1,10 @@
 //! `routeval run` and `routeval merge`.
 
-use std::io::Write;
 use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::clock::format_rfc3339;
+use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::exit_codes::Outcome;
 use crate::run::{
     EndpointConfig, Endpoints, OpenAiEndpoint, PromptTemplate, RESPONSES_FILE, RunConfig,
@@ -13,7 +12,7 @@ use crate::run::{
 };
 
 use super::args::{MergeArgs, RunArgs};
-use super::clock;
+use super::print::println;
 
 /// The key of an endpoint, from the variable its config names.
 pub(super) fn api_key(
@@ -61,8 +60,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         show_progress: !args.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         flush_every: Duration::from_secs(2),
     };
-    let clock = clock()?;
+    let clock = SystemClock;
     let prepared = prepare(&config, &settings, &format_rfc3339(clock.now()))?;
+    if prepared.recovered.rows > 0 || prepared.recovered.torn > 0 {
+        eprintln!(
+            "resuming: {} calls recovered from the journal of an interrupted run ({} cut short by the interruption will be sent again)",
+            prepared.recovered.rows, prepared.recovered.torn
+        );
+    }
+    for (path, why) in prepared.quarantined() {
+        eprintln!(
+            "warning: {}: unreadable ({why}); moved aside, its calls will be sent again",
+            path.display()
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -101,11 +112,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     })?;
     // Dropping the runtime would wait for requests abandoned by an interrupt.
     runtime.shutdown_background();
-    print_summary(&summary, &settings.out.join(RESPONSES_FILE));
-    Ok(Outcome::Passed)
+    print_summary(&summary, &settings.out.join(RESPONSES_FILE))
 }
 
-fn print_summary(summary: &RunSummary, responses: &std::path::Path) {
+/// Prints the run's table; a run with failed calls is a failed check (exit
+/// 1), so that CI notices before grading a table with holes.
+fn print_summary(summary: &RunSummary, responses: &std::path::Path) -> anyhow::Result<Outcome> {
     let rows = summary.tiers.iter().map(|tier| {
         vec![
             tier.tier.name().to_owned(),
@@ -123,33 +135,37 @@ fn print_summary(summary: &RunSummary, responses: &std::path::Path) {
         ],
         rows,
     );
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{table}");
-    let _ = writeln!(
-        out,
+    println(&table.to_string())?;
+    println(&format!(
         "{} rows in {} ({:.1} s)",
         summary.rows,
         responses.display(),
         summary.elapsed.as_secs_f64()
-    );
-    let errors: u64 = summary.tiers.iter().map(|tier| tier.errors).sum();
+    ))?;
+    let errors: u64 = summary
+        .manifest
+        .tiers
+        .values()
+        .map(|tier| tier.errors)
+        .sum();
     if errors > 0 {
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: {errors} calls ended in an error (see error_kind); rerun with --retry-errors to send them again"
+        eprintln!(
+            "error: {errors} calls ended in an error (see error_kind in {}); run the same command with --retry-errors to send them again",
+            responses.display()
         );
+        return Ok(Outcome::CheckFailed);
     }
+    Ok(Outcome::Passed)
 }
 
 pub fn merge(args: MergeArgs) -> anyhow::Result<Outcome> {
     let manifest = merge_runs(&args.runs, &args.out)?;
     let rows: u64 = manifest.tiers.values().map(|tier| tier.rows).sum();
-    let _ = writeln!(
-        std::io::stdout(),
+    println(&format!(
         "merged {} shards: {} prompts, {rows} rows in {}",
         args.runs.len(),
         manifest.prompts,
         args.out.join(RESPONSES_FILE).display()
-    );
+    ))?;
     Ok(Outcome::Passed)
 }

@@ -53,14 +53,12 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
         .map(|model| model.name.clone())
         .collect();
     let running = spawn(settings, &rows, args.listen)?;
-    let _ = writeln!(
-        std::io::stdout(),
+    super::print::println(&format!(
         "serving {} prompts on http://{}/v1 (models: {})",
         rows.len(),
         running.address,
         models.join(", ")
-    );
-    let _ = std::io::stdout().flush();
+    ))?;
     running.wait();
     Ok(Outcome::Passed)
 }

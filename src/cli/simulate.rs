@@ -1,14 +1,14 @@
 //! `routeval simulate`.
 
-use std::io::Write;
-
 use anyhow::bail;
 
+use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::schema::write_graded_parquet;
 use crate::simulate::{Simulation, compare, render_comparison, to_table};
 
 use super::args::SimulateArgs;
+use super::print::print;
 
 pub fn simulation(args: &SimulateArgs) -> Simulation {
     Simulation {
@@ -46,13 +46,16 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     }
     let simulation = simulation(&args);
     simulation.check()?;
+    if let Some(out) = &args.out {
+        check_outputs(&[Named::new(out, "--out")], &[])?;
+    }
     let rows = simulation.rows();
     if let Some(out) = &args.out {
         write_graded_parquet(&to_table(&simulation, &rows, out.clone()), out)?;
     }
     if args.compare {
         let table = render_comparison(&compare(&simulation, &rows), simulation.requests);
-        let _ = std::io::stdout().lock().write_all(table.as_bytes());
+        print(&table)?;
     }
     Ok(Outcome::Passed)
 }

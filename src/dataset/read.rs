@@ -257,23 +257,27 @@ fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetErro
     };
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let mut line = String::new();
+    let mut bytes = Vec::new();
     let mut number = 0u64;
     loop {
-        line.clear();
-        if reader.read_line(&mut line).map_err(unreadable)? == 0 {
+        bytes.clear();
+        if reader.read_until(b'\n', &mut bytes).map_err(unreadable)? == 0 {
             return Ok(());
         }
         number += 1;
+        let location = RowLocation::Line(number);
+        let malformed = |problem: String| DatasetError::Malformed {
+            path: path.to_owned(),
+            location,
+            problem,
+        };
+        let line = std::str::from_utf8(&bytes)
+            .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
         if line.trim().is_empty() {
             continue;
         }
-        let location = RowLocation::Line(number);
-        let object = serde_json::from_str(&line).map_err(|error| DatasetError::Malformed {
-            path: path.to_owned(),
-            location,
-            problem: format!("not a JSON object: {error}"),
-        })?;
+        let object = serde_json::from_str(line)
+            .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
         visit((location, object))?;
     }
 }

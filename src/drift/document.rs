@@ -28,6 +28,7 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriftDocument {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, DRIFT_SCHEMA_VERSION>")]
     pub schema_version: u32,
     pub routeval_version: String,
     pub config: ConfigRef,

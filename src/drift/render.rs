@@ -7,6 +7,8 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
+use crate::markdown::{code, text};
+
 use super::document::{DriftDocument, SliceDrift};
 
 fn cells(slice: &SliceDrift) -> Vec<String> {
@@ -76,18 +78,20 @@ pub fn terminal(document: &DriftDocument) -> String {
 
 pub fn markdown(document: &DriftDocument) -> String {
     let mut out = format!(
-        "## routeval drift: {}\n\nRoute config `{}` version {} on `{}` ({} rows), target {}.\n\n",
+        "## routeval drift: {}\n\nRoute config {} version {} on {} ({} rows), target {}.\n\n",
         document.verdict.name(),
-        document.config.config_id,
+        code(&document.config.config_id),
         document.config.version,
-        document.results.path,
+        code(&document.results.path),
         document.results.rows,
         document.target
     );
     let _ = writeln!(out, "| {} |", HEADER.join(" | "));
     let _ = writeln!(out, "|---|{}", "---:|".repeat(HEADER.len() - 1));
     for slice in &document.slices {
-        let _ = writeln!(out, "| {} |", cells(slice).join(" | "));
+        let mut cells = cells(slice);
+        cells[0] = text(&slice.slice);
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     let flagged: Vec<&SliceDrift> = document
         .slices
@@ -100,9 +104,10 @@ pub fn markdown(document: &DriftDocument) -> String {
             for reason in &slice.reasons {
                 let _ = writeln!(
                     out,
-                    "- **{}** `{}`: {reason}",
+                    "- **{}** {}: {}",
                     slice.verdict.name(),
-                    slice.slice
+                    code(&slice.slice),
+                    text(reason)
                 );
             }
         }

@@ -14,9 +14,26 @@ use super::evaluate::Metrics;
 
 pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 
+/// Every route-config schema this build reads: /1 configs carry no per-policy
+/// score column and read as `score`.
+const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 2] = ["routeval.route-config/1", ROUTE_CONFIG_SCHEMA];
+
+fn known_schema<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let schema = String::deserialize(deserializer)?;
+    if KNOWN_ROUTE_CONFIG_SCHEMAS.contains(&schema.as_str()) {
+        Ok(schema)
+    } else {
+        Err(serde::de::Error::custom(crate::version::unknown(
+            &format!("{schema:?}"),
+            &KNOWN_ROUTE_CONFIG_SCHEMAS.join(", "),
+        )))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
+    #[serde(deserialize_with = "known_schema")]
     pub schema: String,
     pub config_id: String,
     /// One more than the config it replaces; 1 for the first.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::atomic::write_bytes_atomically;
+use crate::atomic::{Named, Staged, check_outputs, commit_all};
 use crate::calibrate::{CalibrationDocument, InputFile};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
@@ -41,6 +41,28 @@ pub struct GateOptions {
     pub out: PathBuf,
     pub ttl_days: u64,
     pub dataset_sha256: Option<String>,
+    /// Constraints may name slices the results do not have.
+    pub allow_unknown_slices: bool,
+}
+
+/// The longest a signed config may live, in days: ten years keeps
+/// `expires_at` a date every reader parses.
+pub const MAX_TTL_DAYS: u64 = 3650;
+
+/// Refuses constraints that name a slice the results do not have: a typo in
+/// a residency rule would otherwise never apply.
+fn check_constraint_slices<'a>(
+    constraints: impl IntoIterator<Item = (&'a String, String)>,
+    slices: &std::collections::BTreeSet<&str>,
+) -> anyhow::Result<()> {
+    for (slice, source) in constraints {
+        if slice != "*" && !slices.contains(slice.as_str()) {
+            anyhow::bail!(
+                "{source}: constraints name slice {slice:?}, which the results do not have; fix the name or pass --allow-unknown-slices"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Org-wide constraints: a TOML table of slice (or `"*"`) to constraint.
@@ -60,6 +82,17 @@ fn load_constraints(path: &Path) -> anyhow::Result<BTreeMap<String, Constraint>>
 
 pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateReport> {
     // Everything that can be refused is read before anything is written.
+    if !(1..=MAX_TTL_DAYS).contains(&options.ttl_days) {
+        anyhow::bail!(
+            "--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {}",
+            options.ttl_days
+        );
+    }
+    if let Some(sha256) = &options.dataset_sha256
+        && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
+    {
+        anyhow::bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
+    }
     let secret = load_secret(&options.key)?;
     let mut read = options.read.clone();
     read.details = true;
@@ -79,6 +112,21 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         Some(path) => load_constraints(path)?,
         None => BTreeMap::new(),
     };
+    let slices: std::collections::BTreeSet<&str> = graded
+        .batches
+        .iter()
+        .flat_map(|batch| batch.slice.iter().flatten())
+        .collect();
+    if !options.allow_unknown_slices
+        && let Some(path) = &options.constraints
+    {
+        check_constraint_slices(
+            constraints
+                .keys()
+                .map(|slice| (slice, format!("{} (--constraints)", path.display()))),
+            &slices,
+        )?;
+    }
     let baseline = match &options.baseline {
         Some(path) => {
             let bytes = std::fs::read(path)
@@ -109,6 +157,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let mut tables = Vec::new();
     for path in &options.candidates {
         let table = RouteTable::load(path)?;
+        if !options.allow_unknown_slices {
+            check_constraint_slices(
+                table
+                    .constraints
+                    .keys()
+                    .map(|slice| (slice, path.display().to_string())),
+                &slices,
+            )?;
+        }
         let resolved = table
             .resolve(&calibrations, &options.read.names.score)
             .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
@@ -181,14 +238,73 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         })
         .map(|(index, _)| index);
 
+    let version = baseline
+        .as_ref()
+        .map_or(1, |(_, _, config)| config.version + 1);
+    let report_json = options.out.join("gate-report.json");
+    let report_markdown = options.out.join("gate-report.md");
+    let config_path = options.out.join(RouteConfig::file_name(version));
+    let signature_file = signature_path(&config_path);
+    let litellm_path = options
+        .out
+        .join(format!("route-config.v{version}.litellm.yaml"));
+    let mut outputs = vec![
+        Named::new(&report_json, "--out"),
+        Named::new(&report_markdown, "--out"),
+    ];
+    if chosen.is_some() {
+        // A signed config is never replaced: a second v1 with other content
+        // would make "version 1" mean two things.
+        for path in [&config_path, &signature_file, &litellm_path] {
+            if std::fs::symlink_metadata(path).is_ok() {
+                anyhow::bail!(
+                    "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
+                    path.display()
+                );
+            }
+        }
+        outputs.extend([
+            Named::new(&config_path, "--out"),
+            Named::new(&signature_file, "--out"),
+            Named::new(&litellm_path, "--out"),
+        ]);
+    }
+    let mut inputs = vec![
+        Named::new(&options.results, "--results"),
+        Named::new(&options.key, "--key"),
+    ];
+    inputs.extend(
+        options
+            .candidates
+            .iter()
+            .map(|path| Named::new(path, "--candidates")),
+    );
+    inputs.extend(
+        options
+            .calibrations
+            .iter()
+            .map(|path| Named::new(path, "--calibration")),
+    );
+    inputs.extend(
+        options
+            .baseline
+            .iter()
+            .map(|path| Named::new(path, "--baseline")),
+    );
+    inputs.extend(
+        options
+            .constraints
+            .iter()
+            .map(|path| Named::new(path, "--constraints")),
+    );
+    check_outputs(&outputs, &inputs)?;
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    // Every output is staged, then all are committed: a failure leaves none.
+    let mut staged = Vec::new();
     let emitted = match chosen {
         Some(index) => {
             let (path, candidate_sha256, table, _) = &tables[index];
-            let version = baseline
-                .as_ref()
-                .map_or(1, |(_, _, config)| config.version + 1);
             let now = clock.now();
             let mut metrics = vec![candidates[index].overall.clone()];
             metrics.extend(candidates[index].slices.iter().cloned());
@@ -222,19 +338,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             let sha256 = sha256_hex(&bytes);
             let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
             let name = RouteConfig::file_name(version);
-            let config_path = options.out.join(&name);
-            let litellm_path = options
-                .out
-                .join(format!("route-config.v{version}.litellm.yaml"));
-            write_bytes_atomically(&config_path, &bytes)?;
-            write_bytes_atomically(&signature_path(&config_path), signature.as_bytes())?;
-            write_bytes_atomically(
+            staged.push(stage_bytes(&config_path, &bytes)?);
+            staged.push(stage_bytes(&signature_file, signature.as_bytes())?);
+            staged.push(stage_bytes(
                 &litellm_path,
                 litellm_yaml(&config, &name, &sha256).as_bytes(),
-            )?;
+            )?);
             Some(Emitted {
                 config: config_path.display().to_string(),
-                signature: signature_path(&config_path).display().to_string(),
+                signature: signature_file.display().to_string(),
                 litellm: litellm_path.display().to_string(),
                 version,
                 sha256,
@@ -264,12 +376,16 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     };
     let json =
         serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n";
-    write_bytes_atomically(&options.out.join("gate-report.json"), json.as_bytes())?;
-    write_bytes_atomically(
-        &options.out.join("gate-report.md"),
-        markdown(&report).as_bytes(),
-    )?;
+    staged.push(stage_bytes(&report_json, json.as_bytes())?);
+    staged.push(stage_bytes(&report_markdown, markdown(&report).as_bytes())?);
+    commit_all(staged)?;
     Ok(report)
+}
+
+fn stage_bytes(path: &Path, bytes: &[u8]) -> anyhow::Result<Staged> {
+    use std::io::Write;
+    Staged::new(path, |file| Ok(file.write_all(bytes)?))
+        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// The commit of the repository holding the candidate, when there is one.

@@ -14,7 +14,7 @@ use minisign::{KeyPair, PublicKey, PublicKeyBox, SecretKey, SecretKeyBox, Signat
 pub fn generate(secret: &Path) -> anyhow::Result<PathBuf> {
     let public = public_key_path(secret);
     for path in [secret, public.as_path()] {
-        if path.exists() {
+        if std::fs::symlink_metadata(path).is_ok() {
             bail!(
                 "{}: already exists; refusing to overwrite a key",
                 path.display()
@@ -36,7 +36,11 @@ pub fn generate(secret: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("{}: cannot create the secret key", secret.display()))?;
     file.write_all(secret_box.to_string().as_bytes())
         .with_context(|| format!("{}: cannot write the secret key", secret.display()))?;
-    std::fs::write(&public, public_box.to_string())
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&public)
+        .and_then(|mut file| file.write_all(public_box.to_string().as_bytes()))
         .with_context(|| format!("{}: cannot write the public key", public.display()))?;
     Ok(public)
 }

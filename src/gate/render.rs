@@ -7,6 +7,8 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
+use crate::markdown::{code, text};
+
 use super::evaluate::Metrics;
 use super::report::{CandidateReport, GateReport};
 
@@ -128,13 +130,14 @@ pub fn markdown(report: &GateReport) -> String {
     }
     let _ = writeln!(
         out,
-        " on `{}` ({} rows).\n",
-        report.results.path, report.results.rows
+        " on {} ({} rows).\n",
+        code(&report.results.path),
+        report.results.rows
     );
     let mut header = String::from("| |");
     let mut rule = String::from("|---|");
     for candidate in &report.candidates {
-        let _ = write!(header, " `{}` |", file_name(&candidate.file));
+        let _ = write!(header, " {} |", code(&file_name(&candidate.file)));
         rule.push_str("---:|");
     }
     let _ = writeln!(out, "{header}\n{rule}");
@@ -146,9 +149,9 @@ pub fn markdown(report: &GateReport) -> String {
         (Some(chosen), Some(emitted)) => {
             let _ = writeln!(
                 out,
-                "**Chosen:** `{}`, emitted as `{}` (version {}, sha256 `{}`).\n",
-                file_name(chosen),
-                emitted.config,
+                "**Chosen:** {}, emitted as {} (version {}, sha256 `{}`).\n",
+                code(&file_name(chosen)),
+                code(&emitted.config),
                 emitted.version,
                 emitted.sha256
             );
@@ -162,16 +165,21 @@ pub fn markdown(report: &GateReport) -> String {
     {
         let _ = writeln!(
             out,
-            "### Why `{}` was rejected\n",
-            file_name(&candidate.file)
+            "### Why {} was rejected\n",
+            code(&file_name(&candidate.file))
         );
         for failure in &candidate.failures {
             let slice = failure
                 .slice
                 .as_deref()
-                .map(|slice| format!(" (slice `{slice}`)"))
+                .map(|slice| format!(" (slice {})", code(slice)))
                 .unwrap_or_default();
-            let _ = writeln!(out, "- {:?}{slice}: {}", failure.rule, failure.message);
+            let _ = writeln!(
+                out,
+                "- {:?}{slice}: {}",
+                failure.rule,
+                text(&failure.message)
+            );
         }
         out.push('\n');
     }
@@ -180,13 +188,13 @@ pub fn markdown(report: &GateReport) -> String {
         .iter()
         .find(|candidate| report.chosen.as_deref() == Some(candidate.file.as_str()))
     {
-        let _ = writeln!(out, "### `{}` per slice\n", file_name(&chosen.file));
+        let _ = writeln!(out, "### {} per slice\n", code(&file_name(&chosen.file)));
         out.push_str("| slice | n | quality | lower bound | $/1k req | p95 ms | escalated |\n|---|---:|---:|---:|---:|---:|---:|\n");
         for m in &chosen.slices {
             let _ = writeln!(
                 out,
                 "| {} | {} | {:.4} | {} | {:.4} | {} | {:.1}% |",
-                m.slice,
+                text(&m.slice),
                 m.n,
                 m.quality,
                 optional(m.quality_lower_bound, |v| format!("{v:.4}")),

@@ -13,6 +13,7 @@ pub const GATE_REPORT_SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateReport {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, GATE_REPORT_SCHEMA_VERSION>")]
     pub schema_version: u32,
     pub routeval_version: String,
     pub results: InputFile,

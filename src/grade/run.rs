@@ -26,7 +26,8 @@ use crate::schema::{GradedBatch, GradedTable, Present};
 pub enum ScoreSource {
     Verifier,
     SelfConsistency,
-    /// Neither: `routeval router train --scored-out` fills the score column.
+    /// Neither: the score column is null until `routeval router train
+    /// --scored-out` (or `router join`) fills it.
     None,
 }
 
@@ -36,6 +37,8 @@ pub struct GradedRun {
     pub score_source: ScoreSource,
     /// Per slice: prompts, small acceptable, large acceptable.
     pub slices: BTreeMap<String, (u64, u64, u64)>,
+    /// Prompts left out because a tier's call failed (`--allow-missing`).
+    pub dropped: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +65,7 @@ struct GradedPrompt {
     id: String,
     slice: String,
     prompt: String,
-    score: f64,
+    score: Option<f64>,
     small_ok: bool,
     large_ok: bool,
     costs: [f64; 3],
@@ -159,7 +162,7 @@ fn grade_prompt(
                 .as_ref()
                 .expect("checked: every prompt has a verifier row");
             let (score, detail) = reject_score(verifier);
-            (score, detail, verifier.cost_usd.unwrap_or_default())
+            (Some(score), detail, verifier.cost_usd.unwrap_or_default())
         }
         ScoreSource::SelfConsistency => {
             let texts: Vec<&str> = calls
@@ -179,7 +182,7 @@ fn grade_prompt(
                 .filter_map(|call| call.cost_usd)
                 .sum();
             (
-                score,
+                Some(score),
                 format!(
                     "self-consistency {score:.3} over {} samples",
                     calls.small.len()
@@ -187,7 +190,7 @@ fn grade_prompt(
                 extra,
             )
         }
-        ScoreSource::None => (0.0, String::new(), 0.0),
+        ScoreSource::None => (None, String::new(), 0.0),
     };
     let prompt = last_user_message(row);
     let mut detail = format!("small: {small_detail}; large: {large_detail}");
@@ -262,15 +265,20 @@ pub struct Grading {
     prompts: Vec<DatasetRow>,
     by_prompt: BTreeMap<u64, PromptCalls>,
     source: ScoreSource,
+    dropped: u64,
 }
 
 impl Grading {
     /// Reads the run in directory `run`. `dataset` overrides the path the
-    /// manifest recorded; either way its digest must match.
+    /// manifest recorded; either way its digest must match. A prompt whose
+    /// small or large call failed has no answer to grade: grading it as
+    /// unacceptable would bias quality, so the run is refused unless
+    /// `allow_missing`, which drops such prompts.
     pub fn read(
         run: &Path,
         dataset: Option<&Path>,
         rubrics: &BTreeMap<String, Rubric>,
+        allow_missing: bool,
     ) -> anyhow::Result<Grading> {
         let manifest = Manifest::load(&run.join(MANIFEST_FILE))?;
         let run_error = |problem: String| GradeRunError::Run {
@@ -338,6 +346,46 @@ impl Grading {
         if by_prompt.is_empty() {
             return Err(run_error("the run has no responses".to_owned()).into());
         }
+        let failed_call = |calls: &PromptCalls| -> Option<(Tier, String)> {
+            calls
+                .small
+                .first()
+                .into_iter()
+                .chain(&calls.large)
+                .find(|row| !row.answered())
+                .map(|row| {
+                    (
+                        row.tier,
+                        row.error_kind.clone().unwrap_or_else(|| "error".to_owned()),
+                    )
+                })
+        };
+        let holes: Vec<u64> = by_prompt
+            .iter()
+            .filter(|(_, calls)| failed_call(calls).is_some())
+            .map(|(index, _)| *index)
+            .collect();
+        if let Some(first) = holes.first() {
+            if !allow_missing {
+                let (tier, kind) = failed_call(&by_prompt[first]).expect("a hole");
+                let id = &prompts[usize::try_from(*first).expect("checked above")].id;
+                return Err(run_error(format!(
+                    "{} prompts have no answer from a tier (first: id {id:?}, {} tier: {kind}); resend them with `routeval run --retry-errors`, or pass --allow-missing to grade without them",
+                    holes.len(),
+                    tier.name()
+                ))
+                .into());
+            }
+            for index in &holes {
+                by_prompt.remove(index);
+            }
+            if by_prompt.is_empty() {
+                return Err(run_error(
+                    "every prompt has a failed call; nothing is left to grade".to_owned(),
+                )
+                .into());
+            }
+        }
         let source = if has_verifier {
             ScoreSource::Verifier
         } else if manifest.samples > 1 {
@@ -351,6 +399,7 @@ impl Grading {
             prompts,
             by_prompt,
             source,
+            dropped: holes.len() as u64,
         })
     }
 
@@ -403,6 +452,7 @@ impl Grading {
             table: to_table(&graded, out),
             score_source: self.source,
             slices,
+            dropped: self.dropped,
         }
     }
 }
@@ -440,7 +490,7 @@ fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
         lines: None,
         id: StringArray::from_iter_values(rows.iter().map(|row| row.id.as_str())),
         slice: StringArray::from_iter_values(rows.iter().map(|row| row.slice.as_str())),
-        score: reals(&|row| row.score),
+        score: rows.iter().map(|row| row.score).collect(),
         small_ok: BooleanArray::from(rows.iter().map(|row| row.small_ok).collect::<Vec<_>>()),
         large_ok: BooleanArray::from(rows.iter().map(|row| row.large_ok).collect::<Vec<_>>()),
         cost_small: reals(&|row| row.costs[0]),

@@ -54,6 +54,18 @@ pub enum ScoreSource {
 /// column and the score column.
 /// The scores in `column` of the table at `path`, by `id`.
 pub fn read_scores(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>> {
+    // Every error names the file, whichever reader it came from.
+    read_scores_of(path, column).map_err(|error| {
+        let shown = path.display().to_string();
+        if format!("{error:#}").contains(&shown) {
+            error
+        } else {
+            error.context(format!("{shown}: cannot read the scores (--scores)"))
+        }
+    })
+}
+
+fn read_scores_of(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f64>> {
     let missing =
         |name: &str| anyhow::anyhow!("{}: missing column \"{name}\" (--scores)", path.display());
     let mut scores = HashMap::new();

@@ -4,13 +4,16 @@
 use std::fmt::Write;
 
 use super::html::ReportInputs;
+use crate::markdown::{code, text};
 
 pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
-    let mut out = format!("## {}\n\n", inputs.title);
+    let mut out = format!("## {}\n\n", text(inputs.title));
     let _ = writeln!(
         out,
-        "`{}`: {} rows. Full report with charts: `{html_path}`.\n",
-        inputs.results_path, inputs.rows
+        "{}: {} rows. Full report with charts: {}.\n",
+        code(inputs.results_path),
+        inputs.rows,
+        code(html_path)
     );
     for calibration in inputs.calibrations {
         let feasible = calibration
@@ -35,7 +38,7 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} |",
-                slice.slice,
+                text(&slice.slice),
                 slice.n,
                 slice
                     .threshold
@@ -59,7 +62,8 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             (Some(chosen), Some(emitted)) => {
                 let _ = writeln!(
                     out,
-                    "**Gate:** chose `{chosen}` of {} candidates; emitted version {} (sha256 `{}`).\n",
+                    "**Gate:** chose {} of {} candidates; emitted version {} (sha256 `{}`).\n",
+                    code(chosen),
                     gate.candidates.len(),
                     emitted.version,
                     emitted.sha256
@@ -79,7 +83,7 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             .slices
             .iter()
             .filter(|slice| slice.verdict != crate::drift::Verdict::Ok)
-            .map(|slice| format!("`{}` ({})", slice.slice, slice.verdict.name()))
+            .map(|slice| format!("{} ({})", code(&slice.slice), slice.verdict.name()))
             .collect();
         let _ = writeln!(
             out,

@@ -164,12 +164,20 @@ impl Router {
     /// Writes the model: a magic number, the bucket count, then each
     /// classifier's bias and weights (small, then large), little-endian.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        self.stage(path)?
+            .commit()
+            .with_context(|| format!("{}: cannot write the router", path.display()))
+    }
+
+    /// The model written under a temporary name, committed with the
+    /// command's other outputs.
+    pub fn stage(&self, path: &Path) -> anyhow::Result<crate::atomic::Staged> {
         let mut bytes = Vec::with_capacity(12 + 8 * (1 + self.small_fails.weights.len()));
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&(self.small_fails.weights.len() as u32).to_le_bytes());
         self.small_fails.write(&mut bytes);
         self.large_fails.write(&mut bytes);
-        crate::atomic::write_atomically(path, |file| Ok(file.write_all(&bytes)?))
+        crate::atomic::Staged::new(path, |file| Ok(file.write_all(&bytes)?))
             .with_context(|| format!("{}: cannot write the router", path.display()))
     }
 

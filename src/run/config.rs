@@ -272,7 +272,7 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
     if !(endpoint.base_url.starts_with("http://") || endpoint.base_url.starts_with("https://")) {
         return Err(format!(
             "base_url must start with http:// or https://, got {:?}",
-            endpoint.base_url
+            super::endpoint::redact_url(&endpoint.base_url)
         ));
     }
     if let Some(alias) = floating_alias(&endpoint.model) {

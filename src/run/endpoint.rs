@@ -235,6 +235,7 @@ impl tower_service::Service<HttpRequestFactory> for Transport {
 /// `message` without the key or any recognisable part of it (providers echo
 /// a masked key such as `sk-abc***wxyz` when they refuse it).
 pub fn redact(message: &str, key: &str) -> String {
+    let message = &redact_url(message);
     if key.len() < 8 {
         return message.to_owned();
     }
@@ -491,34 +492,117 @@ pub async fn preflight(
     key: Option<&str>,
 ) -> Result<(), String> {
     let url = format!("{}/models", endpoint.base_url.trim_end_matches('/'));
-    let mut request = http.get(&url).timeout(Duration::from_secs(15));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
+    let shown = redact_url(&endpoint.base_url);
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let mut request = http.get(&url).timeout(Duration::from_secs(15));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = match request.send().await {
+            Err(error) if error.is_connect() || error.is_timeout() => {
+                return Err(format!(
+                    "cannot reach {shown}: {}",
+                    redact(&source_chain(&error), key.unwrap_or_default())
+                ));
+            }
+            Err(error) => {
+                return Err(format!(
+                    "{shown}: {}",
+                    redact(&source_chain(&error), key.unwrap_or_default())
+                ));
+            }
+            Ok(response) => response,
+        };
+        let status = response.status().as_u16();
+        match status {
+            401 | 403 => {
+                return Err(format!(
+                    "{shown} refused the API key in ${} (HTTP {status})",
+                    endpoint.api_key_env.as_deref().unwrap_or("(none)"),
+                ));
+            }
+            // The same politeness as every call: wait at least Retry-After,
+            // back off, and give up after the endpoint's retries.
+            429 | 502 | 503 | 504 => {
+                if attempt > endpoint.max_retries {
+                    return Err(format!(
+                        "{shown} answered HTTP {status} to {attempt} checks (GET /models); it is overloaded or the key is out of quota"
+                    ));
+                }
+                let wait = super::limits::backoff(
+                    Duration::from_millis(endpoint.backoff_base_ms),
+                    attempt,
+                    retry_after(response.headers()),
+                    0.5,
+                );
+                tokio::time::sleep(wait).await;
+            }
+            _ => return Ok(()),
+        }
     }
-    match request.send().await {
-        Err(error) if error.is_connect() || error.is_timeout() => Err(format!(
-            "cannot reach {}: {}",
-            endpoint.base_url,
-            redact(&source_chain(&error), key.unwrap_or_default())
-        )),
-        Err(error) => Err(format!(
-            "{}: {}",
-            endpoint.base_url,
-            redact(&source_chain(&error), key.unwrap_or_default())
-        )),
-        Ok(response) if matches!(response.status().as_u16(), 401 | 403) => Err(format!(
-            "{} refused the API key in ${} (HTTP {})",
-            endpoint.base_url,
-            endpoint.api_key_env.as_deref().unwrap_or("(none)"),
-            response.status().as_u16()
-        )),
-        Ok(_) => Ok(()),
+}
+
+/// A URL with any credentials it carries (`user:password@`, a query string)
+/// masked, so a key embedded in `base_url` never reaches a message.
+pub fn redact_url(text: &str) -> String {
+    let mut redacted = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("://") {
+        let (before, after) = rest.split_at(start + 3);
+        redacted.push_str(before);
+        let end = after
+            .find(|character: char| {
+                character.is_whitespace() || character == '"' || character == ')'
+            })
+            .unwrap_or(after.len());
+        let (url, tail) = after.split_at(end);
+        let (authority_end, query) = match url.find('?') {
+            Some(index) => (index, true),
+            None => (url.len(), false),
+        };
+        let (head, _) = url.split_at(authority_end);
+        let head = match head.split_once('/') {
+            Some((authority, path)) => format!("{}/{path}", mask_userinfo(authority)),
+            None => mask_userinfo(head),
+        };
+        redacted.push_str(&head);
+        if query {
+            redacted.push_str("?[redacted]");
+        }
+        rest = tail;
+    }
+    redacted.push_str(rest);
+    redacted
+}
+
+fn mask_userinfo(authority: &str) -> String {
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("[redacted]@{host}"),
+        None => authority.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_masked() {
+        assert_eq!(
+            redact_url("cannot reach https://user:sk-secret@api.example.com/v1: refused"),
+            "cannot reach https://[redacted]@api.example.com/v1: refused"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/v1/models?key=sk-secret"),
+            "http://127.0.0.1:9/v1/models?[redacted]"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/v1 is fine"),
+            "http://127.0.0.1:9/v1 is fine"
+        );
+    }
 
     #[test]
     fn redaction_removes_the_key_and_masked_echoes() {

@@ -16,6 +16,7 @@ use super::cache::{Cache, CachedCall, cache_key};
 use super::caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 use super::config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
 use super::endpoint::{CallRequest, ChatEndpoint, Completion};
+use super::journal::{Journal, Recovered, recover};
 use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 use super::progress::{Progress, TierCounters};
 use super::responses::ResponseRow;
@@ -381,6 +382,44 @@ pub struct Prepared {
     pub manifest: Manifest,
     done: Done,
     rubrics: std::collections::BTreeSet<String>,
+    /// Held until the run ends: one process writes a run directory at a time.
+    lock: std::fs::File,
+    /// What a killed run's journals held, now folded into a part.
+    pub recovered: Recovered,
+}
+
+impl Prepared {
+    /// Stored files that could not be read, moved to `OUT/quarantine/`, with
+    /// the reason; their calls will be sent again.
+    pub fn quarantined(&self) -> &[(PathBuf, String)] {
+        &self.done.quarantined
+    }
+}
+
+/// The lock file of a run directory.
+const LOCK_FILE: &str = ".lock";
+
+/// Takes the run directory's exclusive lock, or says who holds it. The
+/// operating system releases it when the process ends, however it ends.
+fn lock_run(out: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = out.join(LOCK_FILE);
+    crate::atomic::check_destination(&path, "--out")?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("{}: cannot open the run's lock", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another routeval run is writing to this directory (it holds {LOCK_FILE}); wait for it to finish or give another --out",
+            out.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("{}: cannot lock", path.display()))
+        }
+    }
 }
 
 /// Checks everything that can be checked without the network: the dataset
@@ -406,8 +445,17 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         path: config.path.display().to_string(),
         sha256: config.sha256(),
     };
+    crate::atomic::check_destination(&settings.out, "--out").or_else(|error| {
+        // An existing run directory is what a resume writes into.
+        if settings.out.is_dir() && !settings.out.is_symlink() {
+            Ok(())
+        } else {
+            Err(error)
+        }
+    })?;
     std::fs::create_dir_all(&settings.out)
         .with_context(|| format!("{}: cannot create (--out)", settings.out.display()))?;
+    let lock = lock_run(&settings.out)?;
     let manifest_path = settings.out.join(MANIFEST_FILE);
     let shard = settings.shard.map(|shard| shard.to_string());
     let mut started_at = now.to_owned();
@@ -430,6 +478,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         }
         started_at = earlier.started_at;
     }
+    let recovered = recover(&settings.out)?;
     let done = scan(
         &settings.out,
         settings.retry_errors,
@@ -453,6 +502,8 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         manifest,
         done,
         rubrics,
+        lock,
+        recovered,
     })
 }
 
@@ -471,6 +522,8 @@ pub async fn execute<E: ChatEndpoint>(
         mut manifest,
         mut done,
         rubrics,
+        lock,
+        recovered: _,
     } = prepared;
     manifest.save(&settings.out.join(MANIFEST_FILE))?;
     let generation = config.run.clone();
@@ -581,10 +634,20 @@ pub async fn execute<E: ChatEndpoint>(
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     };
+    // SIGTERM is what CI runners and Kubernetes send: treat it as Ctrl-C.
+    let terminated = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
     let interrupted = tokio::select! {
         () = dispatch => false,
         () = ticker => unreachable!("the ticker never ends"),
         _ = tokio::signal::ctrl_c() => true,
+        () = terminated => true,
     };
     progress.update(&counters);
     progress.finish();
@@ -639,6 +702,7 @@ pub async fn execute<E: ChatEndpoint>(
     manifest.finished_at = Some(finished_at());
     manifest.tiers = tiers_counts;
     manifest.save(&settings.out.join(MANIFEST_FILE))?;
+    drop(lock);
     Ok(RunSummary {
         tiers: summaries,
         rows,
@@ -647,37 +711,60 @@ pub async fn execute<E: ChatEndpoint>(
     })
 }
 
-/// Buffers rows and writes them as sorted parts every `flush_every`.
+/// Journals every row as it arrives, and writes the buffered rows as sorted
+/// parts every `flush_every`; each synced part empties the journal.
 async fn write_rows(
     out: PathBuf,
     mut rows: mpsc::Receiver<ResponseRow>,
     flush_every: Duration,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<()> {
+    const PART_ROWS: usize = 65_536;
     let mut parts = PartWriter::new(&out)?;
+    let mut journal = Journal::create(&out, parts.tag())?;
     let mut buffer: Vec<ResponseRow> = Vec::new();
     let mut tick = tokio::time::interval(flush_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let flush = |parts: &mut PartWriter,
+                 journal: &mut Journal,
+                 buffer: &mut Vec<ResponseRow>|
+     -> anyhow::Result<()> {
+        tokio::task::block_in_place(|| {
+            journal.write()?;
+            parts.flush(buffer)?;
+            journal.truncate()
+        })
+    };
     loop {
         tokio::select! {
             row = rows.recv() => match row {
                 Some(row) => {
+                    journal.append(&row)?;
                     buffer.push(row);
-                    if buffer.len() >= 65_536 {
-                        tokio::task::block_in_place(|| parts.flush(&mut buffer))?;
+                    // Whatever else has arrived goes in the same write.
+                    while buffer.len() < PART_ROWS {
+                        let Ok(row) = rows.try_recv() else { break };
+                        journal.append(&row)?;
+                        buffer.push(row);
+                    }
+                    journal.write()?;
+                    if buffer.len() >= PART_ROWS {
+                        flush(&mut parts, &mut journal, &mut buffer)?;
                     }
                 }
                 None => break,
             },
-            _ = tick.tick() => tokio::task::block_in_place(|| parts.flush(&mut buffer))?,
+            _ = tick.tick() => flush(&mut parts, &mut journal, &mut buffer)?,
             _ = &mut stop => {
                 // Interrupted: keep what arrived, including rows already queued.
                 while let Ok(row) = rows.try_recv() {
+                    journal.append(&row)?;
                     buffer.push(row);
                 }
                 break;
             }
         }
     }
-    tokio::task::block_in_place(|| parts.flush(&mut buffer))
+    flush(&mut parts, &mut journal, &mut buffer)?;
+    journal.close()
 }

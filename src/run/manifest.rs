@@ -13,6 +13,7 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, MANIFEST_SCHEMA_VERSION>")]
     pub schema_version: u32,
     pub routeval_version: String,
     pub dataset: FileDigest,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::engine::Shard;
 use super::manifest::{MANIFEST_FILE, Manifest};
 use super::store::{RESPONSES_FILE, merge_sorted};
+use crate::atomic::{Named, check_outputs};
 
 /// Merges the shard runs `inputs` into `out`; returns the merged manifest.
 pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
@@ -66,6 +67,29 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
     if !missing.is_empty() {
         anyhow::bail!("shards {} are missing", missing.join(", "));
     }
+    if std::fs::symlink_metadata(out.join(MANIFEST_FILE)).is_ok() {
+        anyhow::bail!(
+            "{}: already holds a run (manifest.json); merge into a new --out",
+            out.display()
+        );
+    }
+    let input_files: Vec<(PathBuf, PathBuf)> = inputs
+        .iter()
+        .map(|input| (input.join(RESPONSES_FILE), input.join(MANIFEST_FILE)))
+        .collect();
+    let mut named_inputs = Vec::new();
+    for (responses, manifest) in &input_files {
+        named_inputs.push(Named::new(responses, "--runs"));
+        named_inputs.push(Named::new(manifest, "--runs"));
+    }
+    let (merged_responses, merged_manifest) = (out.join(RESPONSES_FILE), out.join(MANIFEST_FILE));
+    check_outputs(
+        &[
+            Named::new(&merged_responses, "--out"),
+            Named::new(&merged_manifest, "--out"),
+        ],
+        &named_inputs,
+    )?;
     std::fs::create_dir_all(out)
         .map_err(|error| anyhow::anyhow!("{}: cannot create (--out): {error}", out.display()))?;
     let sources: Vec<PathBuf> = inputs

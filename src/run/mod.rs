@@ -9,6 +9,7 @@ mod caller;
 mod config;
 mod endpoint;
 mod engine;
+mod journal;
 mod limits;
 mod manifest;
 mod merge;

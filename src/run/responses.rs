@@ -23,7 +23,8 @@ pub const RESPONSES_SCHEMA_VERSION: u32 = 1;
 const SCHEMA_VERSION_KEY: &str = "routeval.responses.schema_version";
 
 /// One call's outcome.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ResponseRow {
     /// The prompt's position in the dataset (0-based): the table's order.
     pub prompt_index: u64,

@@ -56,6 +56,11 @@ impl PartWriter {
         })
     }
 
+    /// Names this writer's parts apart from every other run's.
+    pub fn tag(&self) -> &str {
+        &self.run_tag
+    }
+
     /// Sorts `rows` and writes them as one part, atomically.
     pub fn flush(&mut self, rows: &mut Vec<ResponseRow>) -> anyhow::Result<()> {
         if rows.is_empty() {
@@ -111,23 +116,58 @@ pub struct Done {
     pub completed: HashSet<u128>,
     /// Small-tier answers whose verifier call is still to make, by (prompt, sample).
     pub awaiting_verifier: HashMap<(u64, u32), String>,
+    /// Unreadable files moved aside, with why they could not be read.
+    pub quarantined: Vec<(PathBuf, String)>,
 }
 
-/// Scans what is on disk under `out`. Failed calls count as done unless
-/// `retry_errors`.
-pub fn scan(out: &Path, retry_errors: bool, verifier: bool) -> anyhow::Result<Done> {
-    let mut done = Done::default();
-    let sources = sources(out)?;
-    for source in &sources {
-        for batch in read_responses(source, 8192)? {
-            for row in batch? {
-                if row.answered() || !retry_errors {
-                    done.completed
-                        .insert(packed_key(row.prompt_index, row.tier, row.sample));
-                }
+/// The keys of the calls a stored file holds, all or nothing: a file that
+/// cannot be read to its end yields an error and no keys.
+fn stored_keys(source: &Path, retry_errors: bool) -> anyhow::Result<Vec<u128>> {
+    let mut keys = Vec::new();
+    for batch in read_responses(source, 8192)? {
+        for row in batch? {
+            if row.answered() || !retry_errors {
+                keys.push(packed_key(row.prompt_index, row.tier, row.sample));
             }
         }
     }
+    Ok(keys)
+}
+
+const QUARANTINE: &str = "quarantine";
+
+/// Scans what is on disk under `out`. Failed calls count as done unless
+/// `retry_errors`. A stored file that cannot be read (cut short by a full
+/// disk or a crash of the file system) is moved to `OUT/quarantine/` and
+/// its calls are sent again; the paths moved are returned in
+/// [`Done::quarantined`].
+pub fn scan(out: &Path, retry_errors: bool, verifier: bool) -> anyhow::Result<Done> {
+    let mut done = Done::default();
+    let mut sources = sources(out)?;
+    let mut readable = Vec::with_capacity(sources.len());
+    for source in sources.drain(..) {
+        match stored_keys(&source, retry_errors) {
+            Ok(keys) => {
+                done.completed.extend(keys);
+                readable.push(source);
+            }
+            Err(error) => {
+                let directory = out.join(QUARANTINE);
+                std::fs::create_dir_all(&directory)
+                    .with_context(|| format!("{}: cannot create", directory.display()))?;
+                let name = source.file_name().expect("a stored file has a name");
+                let moved = directory.join(name);
+                std::fs::rename(&source, &moved).with_context(|| {
+                    format!(
+                        "{}: unreadable ({error:#}) and cannot be moved aside",
+                        source.display()
+                    )
+                })?;
+                done.quarantined.push((moved, format!("{error:#}")));
+            }
+        }
+    }
+    let sources = readable;
     if verifier {
         for source in &sources {
             for batch in read_responses(source, 8192)? {

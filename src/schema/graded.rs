@@ -167,8 +167,12 @@ impl Column {
         Column::ALL.into_iter().find(|column| column.name() == name)
     }
 
+    /// The column's Arrow field. The score is required as a column but may
+    /// be null: `grade` of a run with no verifier leaves it empty for a
+    /// router to fill, and stages that need it refuse the nulls.
     pub fn field(self) -> Field {
-        Field::new(self.name(), self.kind().data_type(), !self.required())
+        let nullable = !self.required() || self == Column::Score;
+        Field::new(self.name(), self.kind().data_type(), nullable)
     }
 }
 

@@ -23,7 +23,7 @@ pub use format::Format;
 pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
 pub use ids::{DuplicateIds, id_hasher};
 pub use read::{
-    ColumnNames, FileSummary, GradedTable, ReadOptions, for_each_graded_batch,
+    ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,
     for_each_graded_batch_parallel, read_graded,
 };
-pub use write::write_graded_parquet;
+pub use write::{stage_graded_parquet, write_graded_parquet};

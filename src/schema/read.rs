@@ -30,6 +30,8 @@ pub struct ColumnNames {
     pub score: String,
     pub slice: String,
     pub mapped: Vec<(Column, String)>,
+    /// The names came from `--map`, so every rename is blamed on it.
+    pub from_map: bool,
 }
 
 impl Default for ColumnNames {
@@ -44,6 +46,7 @@ impl ColumnNames {
             score: score.into(),
             slice: slice.into(),
             mapped: Vec::new(),
+            from_map: false,
         }
     }
 
@@ -61,6 +64,9 @@ impl ColumnNames {
     }
 
     fn flag(&self, column: Column) -> Option<&'static str> {
+        if self.from_map {
+            return (self.source(column) != column.name()).then_some("--map");
+        }
         match column {
             Column::Score if self.score != Column::Score.name() => Some("--score-col"),
             Column::Slice if self.slice != Column::Slice.name() => Some("--slice-col"),
@@ -78,6 +84,9 @@ pub struct ReadOptions {
     pub carry_extra: bool,
     /// Read the optional detail columns: latencies and model versions.
     pub details: bool,
+    /// Accept rows without a score: for stages that fill the score column
+    /// (the router) or only carry it (import).
+    pub score_optional: bool,
 }
 
 /// A whole graded-results file, validated.
@@ -132,7 +141,7 @@ pub fn for_each_graded_batch(
     let mut duplicate_ids = DuplicateIds::default();
     let mut rows = 0u64;
     let mut on_batch = |batch: GradedBatch| -> Result<(), ReadError> {
-        validate(&batch, path, &options.names)?;
+        validate(&batch, path, options)?;
         duplicate_ids.add(&batch);
         rows += batch.num_rows() as u64;
         consume(&batch);
@@ -187,7 +196,7 @@ pub fn for_each_graded_batch_parallel<S: Send>(
                     let mut duplicate_ids = DuplicateIds::default();
                     let mut rows = 0u64;
                     let result = read_parquet::read(path, options, Some(part), &mut |batch| {
-                        validate(&batch, path, &options.names)?;
+                        validate(&batch, path, options)?;
                         duplicate_ids.add(&batch);
                         rows += batch.num_rows() as u64;
                         consume(&mut state, &batch);
@@ -332,12 +341,14 @@ impl ColumnMap {
         self.known[column_position(column)]
     }
 
-    /// The known columns to read: all but the details unless asked for.
+    /// The known columns to read: all but the model versions unless details
+    /// are asked for. Latencies are always read where the file has them, so
+    /// that every stage refuses the same bad values.
     pub fn wanted(&self, options: &ReadOptions) -> impl Iterator<Item = (Column, usize)> + '_ {
         let details = options.details;
         Column::ALL
             .into_iter()
-            .filter(move |column| details || !column.is_detail())
+            .filter(move |column| details || !Column::MODELS.contains(column))
             .filter_map(|column| self.index(column).map(|index| (column, index)))
     }
 
@@ -403,7 +414,9 @@ pub(super) fn assemble(
 }
 
 /// Checks the row-level rules every stage relies on.
-fn validate(batch: &GradedBatch, path: &Path, names: &ColumnNames) -> Result<(), ReadError> {
+fn validate(batch: &GradedBatch, path: &Path, options: &ReadOptions) -> Result<(), ReadError> {
+    let names = &options.names;
+    let score_optional = options.score_optional;
     let invalid = |index: usize, column: Column, problem: String| ReadError::InvalidValue {
         path: path.to_owned(),
         location: batch.location(index),
@@ -428,14 +441,20 @@ fn validate(batch: &GradedBatch, path: &Path, names: &ColumnNames) -> Result<(),
             return Err(missing(index, column));
         }
     }
-    if let Some(index) = first_null(&batch.score) {
-        return Err(missing(index, Column::Score));
+    if let Some(index) = first_null(&batch.score)
+        && !score_optional
+    {
+        let problem = if batch.score.null_count() == batch.num_rows() {
+            "no score (the column is empty: `routeval grade` leaves it null when the run had no verifier and one sample; fill it with `routeval router train --scored-out` or `routeval router join`)".to_owned()
+        } else {
+            "missing value".to_owned()
+        };
+        return Err(invalid(index, Column::Score, problem));
     }
     if let Some(index) = batch
         .score
-        .values()
         .iter()
-        .position(|score| !score.is_finite())
+        .position(|score| score.is_some_and(|score| !score.is_finite()))
     {
         let score = batch.score.value(index);
         return Err(invalid(

@@ -92,25 +92,69 @@ fn for_each_object(
     path: &Path,
     mut visit: impl FnMut(u64, &serde_json::Map<String, Value>) -> Result<(), ReadError>,
 ) -> Result<(), ReadError> {
-    let reader = BufReader::new(open(path)?);
-    for (index, line) in reader.lines().enumerate() {
-        let number = index as u64 + 1;
-        let line = line.map_err(|source| ReadError::Io {
+    let mut reader = BufReader::new(open(path)?);
+    let mut bytes = Vec::new();
+    let mut number = 0u64;
+    loop {
+        bytes.clear();
+        let read = reader
+            .read_until(b'\n', &mut bytes)
+            .map_err(|source| ReadError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let malformed = |problem: String| ReadError::Malformed {
             path: path.to_owned(),
-            source,
-        })?;
+            location: RowLocation::Line(number),
+            problem,
+        };
+        let line = std::str::from_utf8(&bytes)
+            .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
         if line.trim().is_empty() {
             continue;
         }
-        let object: serde_json::Map<String, Value> =
-            serde_json::from_str(&line).map_err(|error| ReadError::Malformed {
-                path: path.to_owned(),
-                location: RowLocation::Line(number),
-                problem: format!("not a JSON object: {error}"),
-            })?;
+        let UniqueKeys(object) = serde_json::from_str(line)
+            .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
         visit(number, &object)?;
     }
-    Ok(())
+}
+
+/// A JSON object that refuses a key given twice, as the CSV and Parquet
+/// readers refuse a repeated column: "last one wins" would hide a mistake.
+struct UniqueKeys(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = UniqueKeys;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut object = serde_json::Map::new();
+                while let Some((key, value)) = access.next_entry::<String, Value>()? {
+                    if object.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "key \"{key}\" appears more than once"
+                        )));
+                    }
+                    object.insert(key, value);
+                }
+                Ok(UniqueKeys(object))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 fn open(path: &Path) -> Result<File, ReadError> {

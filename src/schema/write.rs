@@ -12,9 +12,17 @@ use parquet::file::properties::WriterProperties;
 
 use super::graded::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use super::read::GradedTable;
-use crate::atomic::write_atomically;
+use crate::atomic::Staged;
 
 pub fn write_graded_parquet(table: &GradedTable, path: &Path) -> anyhow::Result<()> {
+    stage_graded_parquet(table, path)?
+        .commit()
+        .with_context(|| format!("{}: cannot write graded results", path.display()))
+}
+
+/// The table written under a temporary name, for a command that commits
+/// several outputs together.
+pub fn stage_graded_parquet(table: &GradedTable, path: &Path) -> anyhow::Result<Staged> {
     let batches = table.record_batches();
     let schema = match batches.first() {
         Some(batch) => batch.schema(),
@@ -27,7 +35,7 @@ pub fn write_graded_parquet(table: &GradedTable, path: &Path) -> anyhow::Result<
             SCHEMA_VERSION.to_string(),
         )]))
         .build();
-    write_atomically(path, |file: &mut File| {
+    Staged::new(path, |file: &mut File| {
         let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(properties))?;
         for batch in &batches {
             writer.write(batch)?;

@@ -99,6 +99,7 @@ pub struct SimulatedRow {
 impl Simulation {
     /// Refuses parameters outside their meaning, naming the flag.
     pub fn check(&self) -> Result<(), SimulationError> {
+        const MAX_SECONDS: f64 = 86_400.0;
         let error = |flag, problem, value| {
             Err(SimulationError {
                 flag,
@@ -168,6 +169,35 @@ impl Simulation {
         }
         if !self.router_threshold.is_finite() {
             return error("router-threshold", "must be finite", self.router_threshold);
+        }
+        // The table must be one every reader accepts: no call may cost more
+        // than the per-call limit the graded-results readers enforce.
+        let limit = crate::schema::MAX_COST_USD;
+        let costs = [
+            ("input-tokens", "small", self.small_cost()),
+            ("input-tokens", "large", self.large_cost()),
+            ("verifier-cost", "verifier", self.verifier_cost),
+            ("router-cost", "router", self.router_cost),
+        ];
+        for (flag, _, cost) in costs {
+            if !(cost <= limit) {
+                return error(
+                    flag,
+                    "makes a call cost more than 1e6 USD, the per-call limit",
+                    cost,
+                );
+            }
+        }
+        let seconds = [
+            ("small-total", self.small_total),
+            ("large-total", self.large_total),
+            ("verifier-latency", self.verifier_latency),
+            ("router-latency", self.router_latency),
+        ];
+        for (flag, value) in seconds {
+            if value > MAX_SECONDS {
+                return error(flag, "must be at most 86400 s", value);
+            }
         }
         Ok(())
     }
