@@ -56,6 +56,26 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         predictive["overall"]["escalation_rate"],
         cascade["overall"]["escalation_rate"]
     );
+    // Routes on an OpenAI-compatible endpoint export as such.
+    let export = out.join("gate/route-config.v1.litellm.yaml");
+    let text = std::fs::read_to_string(&export).unwrap();
+    assert!(
+        text.contains("api_base: \"http://127.0.0.1:8089/v1\""),
+        "{text}"
+    );
+    assert!(!text.contains("routeval-sim/"), "{text}");
+    crate::litellm_export::loads_into_litellm(&export);
+
+    // The demo's own directory is cleared and reused by the next demo.
+    assert!(out.join(".routeval-demo").is_file());
+    routeval()
+        .current_dir(root)
+        .args(["demo", "--out"])
+        .arg(&out)
+        .arg("--report")
+        .arg(&report)
+        .assert()
+        .success();
 }
 
 #[test]

@@ -12,12 +12,12 @@ use routeval::sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
 use crate::common::routeval;
 
-fn repo() -> PathBuf {
+pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// `count` prompts with distinct texts, references and difficulties.
-fn write_dataset(directory: &Path, count: usize) -> PathBuf {
+pub fn write_dataset(directory: &Path, count: usize) -> PathBuf {
     let path = directory.join("prompts.jsonl");
     let lines: Vec<String> = (0..count)
         .map(|index| {
@@ -37,7 +37,7 @@ fn write_dataset(directory: &Path, count: usize) -> PathBuf {
     path
 }
 
-fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
+pub fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
     let names: BTreeSet<String> = routeval::grade::load_rubrics(&repo().join("rubrics"))
         .unwrap()
         .into_keys()
@@ -46,16 +46,16 @@ fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
     spawn(settings, &rows, "127.0.0.1:0".parse().unwrap()).unwrap()
 }
 
-fn base_url(sim: &RunningSim) -> String {
+pub fn base_url(sim: &RunningSim) -> String {
     format!("http://{}/v1", sim.address)
 }
 
 #[derive(Clone, Copy)]
-struct Tuning {
-    concurrency: usize,
-    deadline_s: f64,
-    verifier: bool,
-    key_env: Option<&'static str>,
+pub struct Tuning {
+    pub concurrency: usize,
+    pub deadline_s: f64,
+    pub verifier: bool,
+    pub key_env: Option<&'static str>,
 }
 
 impl Default for Tuning {
@@ -69,7 +69,7 @@ impl Default for Tuning {
     }
 }
 
-fn write_config(directory: &Path, base_url: &str, tuning: &Tuning) -> PathBuf {
+pub fn write_config(directory: &Path, base_url: &str, tuning: &Tuning) -> PathBuf {
     let key = tuning
         .key_env
         .map(|name| format!("api_key_env = \"{name}\"\n"))
@@ -98,7 +98,12 @@ fn write_config(directory: &Path, base_url: &str, tuning: &Tuning) -> PathBuf {
     path
 }
 
-fn run_args(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> Vec<std::ffi::OsString> {
+pub fn run_args(
+    config: &Path,
+    dataset: &Path,
+    out: &Path,
+    cache: &Path,
+) -> Vec<std::ffi::OsString> {
     let rubrics = repo().join("rubrics");
     let arguments: [&std::ffi::OsStr; 12] = [
         "run".as_ref(),
@@ -120,7 +125,7 @@ fn run_args(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> Vec<std:
         .collect()
 }
 
-fn run_command(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> assert_cmd::Command {
+pub fn run_command(config: &Path, dataset: &Path, out: &Path, cache: &Path) -> assert_cmd::Command {
     let mut command = routeval();
     command.args(run_args(config, dataset, out, cache));
     command

@@ -93,7 +93,10 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     // as a user would, rather than graded as holes.
     if ran == Outcome::CheckFailed {
         run.push("--retry-errors".into());
-        ran = step("run --retry-errors: the calls that failed, sent again", &run)?;
+        ran = step(
+            "run --retry-errors: the calls that failed, sent again",
+            &run,
+        )?;
     }
     if ran == Outcome::CheckFailed {
         anyhow::bail!(

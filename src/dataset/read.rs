@@ -62,6 +62,9 @@ pub enum DatasetError {
     },
     #[error("{}: the dataset has no rows", path.display())]
     Empty { path: PathBuf },
+    /// The file could not be opened as a table at all; the message names it.
+    #[error(transparent)]
+    Format(#[from] crate::schema::ReadError),
 }
 
 /// A row before checking: where it is, and its fields.
@@ -92,7 +95,10 @@ pub fn for_each_row(
         path: path.to_owned(),
         message,
     };
-    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    if path.is_dir() {
+        return Err(unreadable("is a directory, not a dataset file".to_owned()));
+    }
+    let format = Format::detect(path)?;
     // Ids by 64-bit hash, so that a million prompts cost megabytes, not the
     // strings; equal hashes are confirmed against the earlier row's id.
     let hasher = crate::schema::id_hasher();

@@ -1,6 +1,10 @@
 //! The LiteLLM proxy `config.yaml` for a signed route config: one deployment
 //! per route under `<logical model>/<route>`, the logical model itself served
 //! by the policy's first route, and the fallback chains in `router_settings`.
+//! Every deployment has its own `model_info.id` (LiteLLM keeps cooldowns and
+//! spend per id). A route with a `base_url` is an OpenAI-compatible endpoint
+//! and exports as `openai/<model>` with that `api_base`; a route's
+//! `api_key_env` becomes `api_key: os.environ/<NAME>`.
 //!
 //! LiteLLM has no confidence-based escalation: a predictive or cascade
 //! policy's thresholds cannot be expressed here and travel in the routeval
@@ -29,29 +33,42 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
     }
     out.push_str("model_list:\n");
     let primary = table.policy.routes()[0];
-    let mut entries: Vec<(String, &crate::routes::Route)> = Vec::new();
+    // (model name, deployment id, route): the logical model's own entry is a
+    // deployment of its own, apart from the route it shares a model with.
+    let mut entries: Vec<(String, String, &crate::routes::Route)> = Vec::new();
     if let Some(route) = table.route(primary) {
-        entries.push((table.logical_model.clone(), route));
+        entries.push((
+            table.logical_model.clone(),
+            format!("{}#{}", table.logical_model, route.name),
+            route,
+        ));
     }
     for route in &table.routes {
-        entries.push((format!("{}/{}", table.logical_model, route.name), route));
+        let name = format!("{}/{}", table.logical_model, route.name);
+        entries.push((name.clone(), name, route));
     }
-    for (model_name, route) in entries {
+    for (model_name, id, route) in entries {
         let _ = writeln!(out, "  - model_name: {}", quote(&model_name));
         out.push_str("    litellm_params:\n");
-        let _ = writeln!(
-            out,
-            "      model: {}",
-            quote(&format!("{}/{}", route.provider, route.model))
-        );
+        let model = match &route.base_url {
+            Some(_) => format!("openai/{}", route.model),
+            None => format!("{}/{}", route.provider, route.model),
+        };
+        let _ = writeln!(out, "      model: {}", quote(&model));
+        if let Some(base_url) = &route.base_url {
+            let _ = writeln!(out, "      api_base: {}", quote(base_url));
+        }
+        if let Some(variable) = &route.api_key_env {
+            let _ = writeln!(
+                out,
+                "      api_key: {}",
+                quote(&format!("os.environ/{variable}"))
+            );
+        }
         let _ = writeln!(out, "      rpm: {}", route.rpm);
         let _ = writeln!(out, "      tpm: {}", route.tpm);
         out.push_str("    model_info:\n");
-        let _ = writeln!(
-            out,
-            "      id: {}",
-            quote(&format!("{}/{}", table.logical_model, route.name))
-        );
+        let _ = writeln!(out, "      id: {}", quote(&id));
         let _ = writeln!(out, "      region: {}", quote(&route.region));
         let _ = writeln!(
             out,

@@ -197,10 +197,18 @@ impl Router {
         }
         let count = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
         let classifier_bytes = 4 * (1 + count);
-        if count != BUCKETS || bytes.len() != 12 + 2 * classifier_bytes {
+        if count != BUCKETS {
             bail!(
                 "{}: a router of {count} features does not fit this routeval",
                 path.display()
+            );
+        }
+        let expected = 12 + 2 * classifier_bytes;
+        if bytes.len() != expected {
+            bail!(
+                "{}: the router file is cut short or padded ({} bytes, a router has {expected}); train it again with `routeval router train`",
+                path.display(),
+                bytes.len()
             );
         }
         let (small, large) = bytes[12..].split_at(classifier_bytes);

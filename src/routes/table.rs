@@ -53,6 +53,14 @@ pub struct Route {
     pub price_output_per_mtok: f64,
     pub rpm: u64,
     pub tpm: u64,
+    /// The OpenAI-compatible endpoint serving the route (a self-hosted pool,
+    /// serve-sim); none for the provider's own API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the route's API key; the key itself
+    /// never enters a route table or a signed config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
 }
 
 /// Where a route's traffic goes when it fails before its first token.
@@ -147,6 +155,42 @@ impl RouteTable {
                     "route \"{}\": model \"{}\" uses {alias}; pin a version",
                     route.name, route.model
                 ));
+            }
+            if let Some(base_url) = &route.base_url {
+                let Some((_, rest)) = base_url
+                    .strip_prefix("http://")
+                    .map(|rest| ("http", rest))
+                    .or_else(|| {
+                        base_url
+                            .strip_prefix("https://")
+                            .map(|rest| ("https", rest))
+                    })
+                else {
+                    return Err(format!(
+                        "route \"{}\": base_url must start with http:// or https://",
+                        route.name
+                    ));
+                };
+                let authority = rest.split('/').next().unwrap_or_default();
+                if authority.contains('@') || rest.contains('?') || authority.is_empty() {
+                    return Err(format!(
+                        "route \"{}\": base_url must be a plain URL, with no credentials or query (name the key's variable in api_key_env)",
+                        route.name
+                    ));
+                }
+            }
+            if let Some(variable) = &route.api_key_env {
+                let valid = variable.bytes().enumerate().all(|(index, byte)| {
+                    byte == b'_'
+                        || byte.is_ascii_uppercase()
+                        || (index > 0 && byte.is_ascii_digit())
+                });
+                if variable.is_empty() || !valid {
+                    return Err(format!(
+                        "route \"{}\": api_key_env must name an environment variable (A-Z, 0-9, _), got {variable:?}",
+                        route.name
+                    ));
+                }
             }
             let prices = [
                 Some(route.price_input_per_mtok),

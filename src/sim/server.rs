@@ -38,6 +38,9 @@ pub struct SimSettings {
     pub faults: FaultProfile,
     /// The API key clients must send; none accepts any.
     pub require_key: Option<String>,
+    /// How many `GET /v1/models` are refused with 429 and `Retry-After`
+    /// (the fault profile's) before one is answered.
+    pub models_rate_limited: u64,
 }
 
 impl Default for SimSettings {
@@ -51,6 +54,7 @@ impl Default for SimSettings {
             latency_sigma: 0.0,
             faults: FaultProfile::default(),
             require_key: None,
+            models_rate_limited: 0,
         }
     }
 }
@@ -80,6 +84,8 @@ struct Shared {
     /// Per request body: when a retry may come (after a 429), or never
     /// (after a 400).
     refusals: Mutex<HashMap<u64, Option<Instant>>>,
+    /// `GET /v1/models` refused so far.
+    models_refusals: AtomicU64,
 }
 
 impl Shared {
@@ -186,6 +192,7 @@ pub fn spawn(
         paused: std::sync::atomic::AtomicBool::new(false),
         stats: Mutex::new(Stats::default()),
         refusals: Mutex::new(HashMap::new()),
+        models_refusals: AtomicU64::new(0),
     });
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -250,8 +257,27 @@ fn refuse_key(shared: &Shared, headers: &axum::http::HeaderMap) -> Option<Respon
 }
 
 async fn models(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    // Every listing is one request body, for the early-retry count.
+    const LISTING: u64 = u64::MAX;
     if let Some(refusal) = refuse_key(&shared, &headers) {
         return refusal;
+    }
+    shared.check_repeat(LISTING);
+    if shared.models_refusals.fetch_add(1, Ordering::Relaxed) < shared.settings.models_rate_limited
+    {
+        shared.record(StatusCode::TOO_MANY_REQUESTS, Some(Fault::RateLimit));
+        let wait = shared.settings.faults.retry_after_s;
+        shared.refused(LISTING, Some(Duration::from_secs(wait)));
+        let mut response = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "rate limit reached",
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_str(&wait.to_string()).expect("digits"),
+        );
+        return response;
     }
     let data: Vec<Value> = shared
         .settings

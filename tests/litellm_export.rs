@@ -1,0 +1,56 @@
+//! The LiteLLM export is deployable as written: each export is loaded into a
+//! real LiteLLM `Router` (from `ROUTEVAL_LITELLM_PYTHON`, a Python with
+//! `litellm` and `pyyaml`, which `.ci/run` sets up) and a mock completion is
+//! routed through every model name and every fallback chain.
+
+use std::path::Path;
+
+use crate::gate_cli::{Workspace, example_routes};
+
+/// Loads `export` into LiteLLM; skipped without `ROUTEVAL_LITELLM_PYTHON`,
+/// a failure under CI.
+pub fn loads_into_litellm(export: &Path) {
+    let Some(python) = std::env::var_os("ROUTEVAL_LITELLM_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ROUTEVAL_LITELLM_PYTHON is not set; .ci/run sets it"
+        );
+        eprintln!(
+            "skipped loading {} into LiteLLM: ROUTEVAL_LITELLM_PYTHON is not set",
+            export.display()
+        );
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/litellm_load.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(export)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "LiteLLM refused {}:\n{stdout}\n{stderr}",
+        export.display()
+    );
+    assert!(stdout.contains("model names"), "{stdout}");
+}
+
+#[test]
+fn the_example_export_routes_every_model_and_fallback_in_litellm() {
+    let workspace = Workspace::new();
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    let export = workspace.path("dist").join("route-config.v1.litellm.yaml");
+    let text = std::fs::read_to_string(&export).unwrap();
+    assert!(text.contains("api_base: \"https://example-eu.openai.azure.com/openai/v1\""));
+    assert!(text.contains("api_key: \"os.environ/OPENAI_API_KEY\""));
+    assert!(!text.contains("sk-"), "a key in the export");
+    loads_into_litellm(&export);
+}

@@ -1,0 +1,468 @@
+//! The safety pass of `routeval run` and `routeval grade`, against serve-sim
+//! on loopback with responses flowing: a kill loses only the calls in
+//! flight, a cut part is quarantined, SIGTERM is an orderly stop, one run
+//! directory has one writer, failed calls fail the run and leave no silent
+//! holes in grading, and the preflight is as polite as every call.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use predicates::prelude::*;
+use routeval::run::read_all_responses;
+use routeval::sim::{FaultProfile, SimSettings};
+
+use crate::common::routeval;
+use crate::run_cli::{
+    Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
+};
+
+pub fn binary() -> PathBuf {
+    #[allow(deprecated, reason = "the path of the binary under test")]
+    assert_cmd::cargo::cargo_bin("routeval")
+}
+
+fn spawn_run(config: &Path, dataset: &Path, out: &Path, extra: &[&str]) -> std::process::Child {
+    std::process::Command::new(binary())
+        .args(run_args(config, dataset, out, &out.with_extension("cache")))
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `ready` holds, for at most 30 s.
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn journal_bytes(out: &Path) -> u64 {
+    std::fs::read_dir(out.join("journal")).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| entry.metadata().ok())
+            .map(|metadata| metadata.len())
+            .sum()
+    })
+}
+
+fn parts(out: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(out.join("parts")).map_or_else(
+        |_| Vec::new(),
+        |entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| !path.file_name().unwrap().to_string_lossy().starts_with('.'))
+                .collect()
+        },
+    )
+}
+
+#[cfg(unix)]
+#[test]
+fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 600);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 40,
+            tokens_per_second: 400.0,
+            ..SimSettings::default()
+        },
+    );
+    let tuning = Tuning {
+        concurrency: 8,
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let out = directory.path().join("killed");
+    let mut child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
+    // Killed between two part flushes (every 2 s), with calls completing
+    // all the while.
+    wait_for("no part was written", || !parts(&out).is_empty());
+    std::thread::sleep(Duration::from_millis(1200));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let completed_before_the_kill = sim.stats().completed;
+    assert!(
+        !out.join("responses.parquet").exists(),
+        "the run finished before the kill"
+    );
+    assert!(
+        journal_bytes(&out) > 0,
+        "the kill came after a flush: nothing was in the journal only"
+    );
+
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .arg("--no-cache")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "calls recovered from the journal of an interrupted run",
+        ));
+    let stats = sim.stats();
+    let resent: Vec<&String> = completed_before_the_kill
+        .keys()
+        .filter(|key| stats.completed[*key] > 1)
+        .collect();
+    // At most the calls in flight: 8 per tier, 2 tiers.
+    assert!(
+        resent.len() <= 16,
+        "{} calls completed before the kill were paid again: {resent:?}",
+        resent.len()
+    );
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    assert_eq!(rows.len(), 1200, "one row per prompt and tier");
+    assert!(
+        std::fs::read_dir(out.join("journal"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "the journal is removed once its rows are in the table"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_part_cut_short_is_quarantined_and_its_calls_sent_again() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 200);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 30,
+            ..SimSettings::default()
+        },
+    );
+    let tuning = Tuning {
+        concurrency: 4,
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let out = directory.path().join("run");
+    let mut child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
+    wait_for("no part was written", || !parts(&out).is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let part = parts(&out).remove(0);
+    let bytes = std::fs::read(&part).unwrap();
+    std::fs::write(&part, &bytes[..bytes.len() / 2]).unwrap();
+
+    let assert = run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .arg("--no-cache")
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr);
+    assert!(
+        stderr.contains("unreadable") && stderr.contains("its calls will be sent again"),
+        "{stderr}"
+    );
+    let quarantined = out.join("quarantine").join(part.file_name().unwrap());
+    assert_eq!(std::fs::read(&quarantined).unwrap().len(), bytes.len() / 2);
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    assert_eq!(rows.len(), 400);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_a_run_like_ctrl_c_and_a_second_writer_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 300);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 50,
+            ..SimSettings::default()
+        },
+    );
+    let tuning = Tuning {
+        concurrency: 2,
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let out = directory.path().join("run");
+    let child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
+    wait_for("the run did not start", || sim.stats().requests > 10);
+
+    // A second process on the same directory sends nothing.
+    let before = sim.stats().requests;
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .arg("--no-cache")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "another routeval run is writing to this directory",
+        ));
+    let second_sent = sim.stats().requests - before;
+    // The first run keeps going at its own pace: 2 calls per tier at 50 ms.
+    assert!(second_sent < 200, "{second_sent}");
+
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("interrupted; the calls that finished are saved"),
+        "{stderr}"
+    );
+    let saved: usize = parts(&out)
+        .iter()
+        .map(|part| read_all_responses(part).unwrap().len())
+        .sum();
+    assert!(saved > 0, "SIGTERM flushed nothing");
+
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .arg("--no-cache")
+        .assert()
+        .success();
+    assert_eq!(
+        read_all_responses(&out.join("responses.parquet"))
+            .unwrap()
+            .len(),
+        600
+    );
+}
+
+#[test]
+fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 60);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            faults: FaultProfile {
+                bad_request: 0.1,
+                ..FaultProfile::default()
+            },
+            seed: 4,
+            ..SimSettings::default()
+        },
+    );
+    let tuning = Tuning {
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .arg("--no-cache")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("calls ended in an error"));
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let failed_prompts: std::collections::BTreeSet<u64> = rows
+        .iter()
+        .filter(|row| !row.answered())
+        .map(|row| row.prompt_index)
+        .collect();
+    assert!(!failed_prompts.is_empty());
+
+    let graded = directory.path().join("graded.parquet");
+    let grade = || {
+        let mut command = routeval();
+        command
+            .args(["grade", "--rubrics"])
+            .arg(repo().join("rubrics"))
+            .arg("--run")
+            .arg(&out)
+            .arg("--out")
+            .arg(&graded);
+        command
+    };
+    let refused = grade().assert().code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} prompts have no answer from a tier",
+            failed_prompts.len()
+        )) && stderr.contains("--allow-missing"),
+        "{stderr}"
+    );
+    assert!(!graded.exists());
+
+    grade()
+        .arg("--allow-missing")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "dropped {} prompts whose small or large call failed",
+            failed_prompts.len()
+        )))
+        // No verifier and one sample: no score yet, and it says so.
+        .stdout(predicate::str::contains("score: none (null)"));
+    let table = routeval::schema::read_graded(
+        &graded,
+        &routeval::schema::ReadOptions {
+            score_optional: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(table.num_rows(), 60 - failed_prompts.len());
+    assert_eq!(
+        arrow::array::Array::null_count(&table.batches[0].score),
+        table.num_rows()
+    );
+
+    // calibrate names the empty score column instead of reading zeros.
+    let output = routeval()
+        .args(["calibrate", "--target", "0.8", "--results"])
+        .arg(&graded)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("column \"score\": no score (the column is empty"),
+        "{stderr}"
+    );
+    // The router fills it.
+    let scored = directory.path().join("scored.parquet");
+    routeval()
+        .args(["router", "train", "--folds", "2", "--results"])
+        .arg(&graded)
+        .arg("--out")
+        .arg(directory.path().join("router.bin"))
+        .arg("--scored-out")
+        .arg(&scored)
+        .assert()
+        .success();
+    routeval()
+        .args(["calibrate", "--target", "0.5", "--results"])
+        .arg(&scored)
+        .assert()
+        .code(predicate::in_iter([0, 1]));
+
+    // A config other than the run's is refused, judge or no judge.
+    let other = directory.path().join("other.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&other, text.replace("seed = 3", "seed = 4")).unwrap();
+    let output = grade()
+        .arg("--allow-missing")
+        .arg("--config")
+        .arg(&other)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the config changed since the run"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_preflight_waits_out_retry_after() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 5);
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            models_rate_limited: 2,
+            faults: FaultProfile {
+                retry_after_s: 1,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let tuning = Tuning {
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let started = Instant::now();
+    run_command(
+        &config,
+        &dataset,
+        &directory.path().join("run"),
+        &directory.path().join("cache"),
+    )
+    .assert()
+    .success();
+    let stats = sim.stats();
+    assert_eq!(stats.by_status.get(&429), Some(&2));
+    assert_eq!(stats.early_retries, 0, "a check came before Retry-After");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+
+    // An endpoint that never lets the check through is an input error.
+    let refusing = start_sim(
+        &dataset,
+        SimSettings {
+            models_rate_limited: u64::MAX,
+            faults: FaultProfile {
+                retry_after_s: 0,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let config = write_config(directory.path(), &base_url(&refusing), &tuning);
+    run_command(
+        &config,
+        &dataset,
+        &directory.path().join("refused"),
+        &directory.path().join("cache"),
+    )
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains("answered HTTP 429 to 5 checks"));
+    assert_eq!(refusing.stats().requests, 5, "only the checks were sent");
+}
+
+#[test]
+fn setup_messages_name_each_cause_once_and_never_a_key_in_a_url() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 5);
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let with_key = format!("http://user:sk-urlsecret123456@{closed_port}/v1");
+    let config = write_config(directory.path(), &with_key, &Tuning::default());
+    let output = run_command(
+        &config,
+        &dataset,
+        &directory.path().join("out"),
+        &directory.path().join("cache"),
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("sk-urlsecret"), "{stderr}");
+    assert!(stderr.contains("[redacted]@127.0.0.1"), "{stderr}");
+
+    let sim = start_sim(&dataset, SimSettings::default());
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
+    let output = run_command(
+        &config,
+        directory.path(),
+        &directory.path().join("out2"),
+        &directory.path().join("cache"),
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("is a directory, not a dataset file")
+            && stderr.matches("cannot read").count() == 1,
+        "{stderr}"
+    );
+}
