@@ -3,10 +3,14 @@
 //! official `openai` AsyncOpenAI client (`benches/run_openai.py`), with the
 //! same concurrency against the same server, in the same run.
 //!
-//! `ROUTEVAL_BENCH_PROMPTS` (default 100,000) prompts × 2 tiers for routeval;
-//! `ROUTEVAL_BENCH_PEER_PROMPTS` (default 20,000) for the peer, which is
-//! compared by requests per second; a run of a tenth of the prompts shows
-//! whether memory grows with the dataset.
+//! The comparison is equal work: both runners send the same
+//! `ROUTEVAL_BENCH_PEER_PROMPTS` (default 5,000) prompts × 2 tiers,
+//! alternating, `ROUTEVAL_BENCH_RUNS` (default 3) times each; the medians
+//! and the spread (min–max) are printed, and the ratio of the medians.
+//! Scale and memory are routeval's alone: `ROUTEVAL_BENCH_PROMPTS` (default
+//! 100,000) prompts, and a run of a tenth of them shows whether memory grows
+//! with the dataset. `ROUTEVAL_BENCH_PYTHON` names the Python with `openai`
+//! (default `python3`).
 
 use std::io::Write;
 use std::path::Path;
@@ -141,7 +145,7 @@ fn main() {
     let ours = routeval_run(&dataset, "whole");
     let requests = 2.0 * prompts as f64;
     println!(
-        "routeval: {prompts} prompts x 2 tiers in {:.2} s = {:.0} requests/s, {:.1} µs CPU per request, peak RSS {:.1} MiB ({:.1} MiB at a tenth of the prompts)",
+        "routeval at scale: {prompts} prompts x 2 tiers in {:.2} s = {:.0} requests/s, {:.1} µs CPU per request, peak RSS {:.1} MiB ({:.1} MiB at a tenth of the prompts)",
         ours.seconds,
         requests / ours.seconds,
         ours.cpu_seconds / requests * 1e6,
@@ -149,35 +153,64 @@ fn main() {
         tenth.peak_rss_mib
     );
 
+    // Equal work: the same prompts through both runners, alternating.
+    let runs = env_or("ROUTEVAL_BENCH_RUNS", 3).max(1);
     let peer_dataset = directory.path().join("peer.jsonl");
     write_dataset(&peer_dataset, peer_prompts);
-    let theirs = measure(
-        Command::new("python3")
-            .arg(root.join("benches/run_openai.py"))
-            .arg(&base_url)
-            .arg(&peer_dataset)
-            .arg(CONCURRENCY.to_string()),
-    );
-    let peer: serde_json::Value = serde_json::from_str(theirs.stdout.trim()).unwrap();
-    let peer_requests = peer["requests"].as_f64().unwrap();
-    assert_eq!(
-        peer_requests,
-        2.0 * peer_prompts as f64,
-        "the peer lost requests"
-    );
-    let peer_rps = peer_requests / theirs.seconds;
-    println!(
-        "python AsyncOpenAI: {peer_prompts} prompts x 2 tiers in {:.2} s = {:.0} requests/s, {:.1} µs CPU per request, peak RSS {:.1} MiB",
-        theirs.seconds,
-        peer_rps,
-        theirs.cpu_seconds / peer_requests * 1e6,
-        theirs.peak_rss_mib
-    );
+    let python = std::env::var("ROUTEVAL_BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let equal_requests = 2.0 * peer_prompts as f64;
+    let (mut our_rps, mut our_cpu, mut peer_rps, mut peer_cpu) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        let ours = routeval_run(&peer_dataset, &format!("equal-{run}"));
+        our_rps.push(equal_requests / ours.seconds);
+        our_cpu.push(ours.cpu_seconds / equal_requests * 1e6);
+        let theirs = measure(
+            Command::new(&python)
+                .arg(root.join("benches/run_openai.py"))
+                .arg(&base_url)
+                .arg(&peer_dataset)
+                .arg(CONCURRENCY.to_string()),
+        );
+        let peer: serde_json::Value = serde_json::from_str(theirs.stdout.trim()).unwrap();
+        assert_eq!(
+            peer["requests"].as_f64().unwrap(),
+            equal_requests,
+            "the peer lost requests"
+        );
+        peer_rps.push(equal_requests / theirs.seconds);
+        peer_cpu.push(theirs.cpu_seconds / equal_requests * 1e6);
+    }
     sim.kill().unwrap();
     sim.wait().unwrap();
+    for (name, rps, cpu) in [
+        ("routeval", &mut our_rps, &mut our_cpu),
+        ("python AsyncOpenAI", &mut peer_rps, &mut peer_cpu),
+    ] {
+        println!(
+            "{name}: {peer_prompts} prompts x 2 tiers, {runs} runs: median {:.0} requests/s [{:.0}–{:.0}], median {:.1} µs CPU per request [{:.1}–{:.1}]",
+            median(rps),
+            rps[0],
+            rps[rps.len() - 1],
+            median(cpu),
+            cpu[0],
+            cpu[cpu.len() - 1]
+        );
+    }
     println!(
-        "routeval does {:.1}x the requests per second of the peer, at {:.1}x less CPU per request",
-        (requests / ours.seconds) / peer_rps,
-        (theirs.cpu_seconds / peer_requests) / (ours.cpu_seconds / requests)
+        "equal work: routeval does {:.1}x the peer's requests per second (ratio of medians), at {:.1}x less CPU per request",
+        median(&mut our_rps) / median(&mut peer_rps),
+        median(&mut peer_cpu) / median(&mut our_cpu)
     );
+}
+
+/// Sorts `values` and returns their median.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
 }

@@ -347,7 +347,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
         workspace.gate_on(
             &example_results(),
             &[example_routes("predictive.toml")],
-            &[future.clone()],
+            std::slice::from_ref(&future),
             "dist",
             &["--target", "0.9"],
         ),
