@@ -112,6 +112,11 @@ fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
         .keys()
         .filter(|key| stats.completed[*key] > 1)
         .collect();
+    eprintln!(
+        "{} calls completed before the kill; {} of them were sent again",
+        completed_before_the_kill.len(),
+        resent.len()
+    );
     // At most the calls in flight: 8 per tier, 2 tiers.
     assert!(
         resent.len() <= 16,
@@ -347,6 +352,23 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         .assert()
         .code(predicate::in_iter([0, 1]));
 
+    // A manifest of a version this build does not know is refused.
+    let manifest_path = out.join("manifest.json");
+    let manifest = std::fs::read_to_string(&manifest_path).unwrap();
+    std::fs::write(
+        &manifest_path,
+        manifest.replacen("\"schema_version\": 1", "\"schema_version\": 9", 1),
+    )
+    .unwrap();
+    let output = grade().arg("--allow-missing").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("schema_version 9 is not one this routeval reads"),
+        "{stderr}"
+    );
+    std::fs::write(&manifest_path, manifest).unwrap();
+
     // A config other than the run's is refused, judge or no judge.
     let other = directory.path().join("other.toml");
     let text = std::fs::read_to_string(&config).unwrap();
@@ -465,4 +487,29 @@ fn setup_messages_name_each_cause_once_and_never_a_key_in_a_url() {
             && stderr.matches("cannot read").count() == 1,
         "{stderr}"
     );
+
+    // A dataset line that gives a field twice is refused, as in graded results.
+    let twice = directory.path().join("twice.jsonl");
+    std::fs::write(
+        &twice,
+        "{\"id\": \"a\", \"slice\": \"s\", \"prompt\": \"p\", \"prompt\": \"q\", \"rubric\": \"exact\"}\n",
+    )
+    .unwrap();
+    let output = run_command(
+        &config,
+        &twice,
+        &directory.path().join("out3"),
+        &directory.path().join("cache"),
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "twice.jsonl: line 1: not a JSON object: key \"prompt\" appears more than once"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(sim.stats().requests, 0, "a request was sent");
 }

@@ -282,7 +282,7 @@ fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetErro
         if line.trim().is_empty() {
             continue;
         }
-        let object = serde_json::from_str(line)
+        let crate::schema::UniqueKeys(object) = serde_json::from_str(line)
             .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
         visit((location, object))?;
     }

@@ -26,4 +26,5 @@ pub use read::{
     ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,
     for_each_graded_batch_parallel, read_graded,
 };
+pub use read_text::UniqueKeys;
 pub use write::{stage_graded_parquet, write_graded_parquet};

@@ -125,7 +125,8 @@ fn for_each_object(
 
 /// A JSON object that refuses a key given twice, as the CSV and Parquet
 /// readers refuse a repeated column: "last one wins" would hide a mistake.
-struct UniqueKeys(serde_json::Map<String, Value>);
+#[derive(Debug)]
+pub struct UniqueKeys(pub serde_json::Map<String, Value>);
 
 impl<'de> serde::Deserialize<'de> for UniqueKeys {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
