@@ -33,6 +33,14 @@ fn results_copy(directory: &Path) -> (PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
+/// `routeval calibrate` of `results`, printing to stdout.
+fn calibrate(results: &Path) -> assert_cmd::assert::Assert {
+    routeval()
+        .args(["calibrate", "--target", "0.5", "--results"])
+        .arg(results)
+        .assert()
+}
+
 fn calibrate_into(results: &Path, out: &Path) -> assert_cmd::assert::Assert {
     routeval()
         .args(["calibrate", "--target", "0.9", "--results"])
@@ -578,10 +586,7 @@ fn validation_is_the_same_in_every_stage() {
     let negative = directory.path().join("negative.csv");
     std::fs::write(&negative, lines.join("\n") + "\n").unwrap();
     refused(
-        routeval()
-            .args(["calibrate", "--target", "0.9", "--results"])
-            .arg(&negative)
-            .assert(),
+        calibrate(&negative),
         "line 4, column \"small_ms\": latency must be a finite, non-negative number of ms, found -5",
     );
     // A key given twice in a JSON line, as a column twice in CSV.
@@ -592,10 +597,7 @@ fn validation_is_the_same_in_every_stage() {
     )
     .unwrap();
     refused(
-        routeval()
-            .args(["calibrate", "--target", "0.5", "--results"])
-            .arg(&twice)
-            .assert(),
+        calibrate(&twice),
         "line 2: not a JSON object: key \"score\" appears more than once",
     );
     // Bytes that are not UTF-8 are named by line.
@@ -605,13 +607,7 @@ fn validation_is_the_same_in_every_stage() {
         b"{\"id\":\"a\",\"slice\":\"s\",\"score\":0.1,\"small_ok\":true,\"large_ok\":true,\"cost_small\":1,\"cost_large\":2}\n{\"id\":\"\xff\"}\n",
     )
     .unwrap();
-    refused(
-        routeval()
-            .args(["calibrate", "--target", "0.5", "--results"])
-            .arg(&binary)
-            .assert(),
-        "binary.jsonl: line 2: not UTF-8 text",
-    );
+    refused(calibrate(&binary), "binary.jsonl: line 2: not UTF-8 text");
     let results = example_results();
     let train = |extra: &[&str]| {
         routeval()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 use routeval::run::read_all_responses;
-use routeval::sim::{FaultProfile, SimSettings};
+use routeval::sim::{FaultProfile, RunningSim, SimSettings};
 
 use crate::common::routeval;
 use crate::run_cli::{
@@ -63,25 +63,39 @@ fn parts(out: &Path) -> Vec<PathBuf> {
     )
 }
 
-#[cfg(unix)]
-#[test]
-fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
-    let directory = tempfile::tempdir().unwrap();
-    let dataset = write_dataset(directory.path(), 600);
+/// `prompts` prompts served by a sim answering after `ttft_ms` (at
+/// `tokens_per_second`, 0 for at once), and a config with `concurrency` per
+/// tier and no verifier: (the sim, the dataset, the config).
+fn flowing(
+    directory: &Path,
+    prompts: usize,
+    ttft_ms: u64,
+    tokens_per_second: f64,
+    concurrency: usize,
+) -> (RunningSim, PathBuf, PathBuf) {
+    let dataset = write_dataset(directory, prompts);
     let sim = start_sim(
         &dataset,
         SimSettings {
-            ttft_ms: 40,
-            tokens_per_second: 400.0,
+            ttft_ms,
+            tokens_per_second,
             ..SimSettings::default()
         },
     );
     let tuning = Tuning {
-        concurrency: 8,
+        concurrency,
         verifier: false,
         ..Tuning::default()
     };
-    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let config = write_config(directory, &base_url(&sim), &tuning);
+    (sim, dataset, config)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
+    let directory = tempfile::tempdir().unwrap();
+    let (sim, dataset, config) = flowing(directory.path(), 600, 40, 400.0, 8);
     let out = directory.path().join("killed");
     let mut child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
     // Killed between two part flushes (every 2 s), with calls completing
@@ -138,20 +152,7 @@ fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
 #[test]
 fn a_part_cut_short_is_quarantined_and_its_calls_sent_again() {
     let directory = tempfile::tempdir().unwrap();
-    let dataset = write_dataset(directory.path(), 200);
-    let sim = start_sim(
-        &dataset,
-        SimSettings {
-            ttft_ms: 30,
-            ..SimSettings::default()
-        },
-    );
-    let tuning = Tuning {
-        concurrency: 4,
-        verifier: false,
-        ..Tuning::default()
-    };
-    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let (_sim, dataset, config) = flowing(directory.path(), 200, 30, 0.0, 4);
     let out = directory.path().join("run");
     let mut child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
     wait_for("no part was written", || !parts(&out).is_empty());
@@ -180,20 +181,7 @@ fn a_part_cut_short_is_quarantined_and_its_calls_sent_again() {
 #[test]
 fn sigterm_stops_a_run_like_ctrl_c_and_a_second_writer_is_refused() {
     let directory = tempfile::tempdir().unwrap();
-    let dataset = write_dataset(directory.path(), 300);
-    let sim = start_sim(
-        &dataset,
-        SimSettings {
-            ttft_ms: 50,
-            ..SimSettings::default()
-        },
-    );
-    let tuning = Tuning {
-        concurrency: 2,
-        verifier: false,
-        ..Tuning::default()
-    };
-    let config = write_config(directory.path(), &base_url(&sim), &tuning);
+    let (sim, dataset, config) = flowing(directory.path(), 300, 50, 0.0, 2);
     let out = directory.path().join("run");
     let child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
     wait_for("the run did not start", || sim.stats().requests > 10);
