@@ -476,6 +476,22 @@ fn setup_messages_name_each_cause_once_and_never_a_key_in_a_url() {
         "{stderr}"
     );
 
+    // A run directory is never reached through a symbolic link.
+    let elsewhere = directory.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let link = directory.path().join("linked-out");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    let output = run_command(&config, &dataset, &link, &directory.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("exists and is not a directory (--out)"),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+
     // A dataset line that gives a field twice is refused, as in graded results.
     let twice = directory.path().join("twice.jsonl");
     std::fs::write(

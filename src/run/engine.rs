@@ -445,14 +445,15 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         path: config.path.display().to_string(),
         sha256: config.sha256(),
     };
-    crate::atomic::check_destination(&settings.out, "--out").or_else(|error| {
-        // An existing run directory is what a resume writes into.
-        if settings.out.is_dir() && !settings.out.is_symlink() {
-            Ok(())
-        } else {
-            Err(error)
-        }
-    })?;
+    // A run directory is new, or the real directory of an earlier run.
+    if let Ok(metadata) = std::fs::symlink_metadata(&settings.out)
+        && !metadata.is_dir()
+    {
+        anyhow::bail!(
+            "{}: exists and is not a directory (--out)",
+            settings.out.display()
+        );
+    }
     std::fs::create_dir_all(&settings.out)
         .with_context(|| format!("{}: cannot create (--out)", settings.out.display()))?;
     let lock = lock_run(&settings.out)?;
