@@ -4,7 +4,7 @@
 //! same concurrency against the same server, in the same run.
 //!
 //! The comparison is equal work: both runners send the same
-//! `ROUTEVAL_BENCH_PEER_PROMPTS` (default 5,000) prompts × 2 tiers,
+//! `ROUTEVAL_BENCH_PEER_PROMPTS` (default 20,000) prompts × 2 tiers,
 //! alternating, `ROUTEVAL_BENCH_RUNS` (default 3) times each; the medians
 //! and the spread (min–max) are printed, and the ratio of the medians.
 //! Scale and memory are routeval's alone: `ROUTEVAL_BENCH_PROMPTS` (default

@@ -721,6 +721,9 @@ async fn write_rows(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<()> {
     const PART_ROWS: usize = 65_536;
+    // Rows per journal write: enough to batch a burst into one system call,
+    // few enough that the encoded batch stays small.
+    const JOURNAL_BATCH: usize = 512;
     let mut parts = PartWriter::new(&out)?;
     let mut journal = Journal::create(&out, parts.tag())?;
     let mut buffer: Vec<ResponseRow> = Vec::new();
@@ -743,7 +746,10 @@ async fn write_rows(
                     journal.append(&row)?;
                     buffer.push(row);
                     // Whatever else has arrived goes in the same write.
-                    while buffer.len() < PART_ROWS {
+                    for _ in 1..JOURNAL_BATCH {
+                        if buffer.len() >= PART_ROWS {
+                            break;
+                        }
                         let Ok(row) = rows.try_recv() else { break };
                         journal.append(&row)?;
                         buffer.push(row);
