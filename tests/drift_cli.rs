@@ -9,7 +9,7 @@ use crate::common::{example_results, keys, routeval};
 use crate::gate_cli::{Workspace, example_routes};
 
 /// A deployed config for the example data, gated at target 0.9.
-fn deployed() -> (Workspace, String) {
+pub fn deployed() -> (Workspace, String) {
     let workspace = Workspace::new();
     workspace
         .gate(

@@ -5,8 +5,6 @@
 
 use std::path::Path;
 
-use crate::gate_cli::{Workspace, example_routes};
-
 /// Loads `export` into LiteLLM; skipped without `ROUTEVAL_LITELLM_PYTHON`,
 /// a failure under CI.
 pub fn loads_into_litellm(export: &Path) {
@@ -39,15 +37,8 @@ pub fn loads_into_litellm(export: &Path) {
 
 #[test]
 fn the_example_export_routes_every_model_and_fallback_in_litellm() {
-    let workspace = Workspace::new();
-    workspace
-        .gate(
-            &[example_routes("predictive.toml")],
-            "dist",
-            &["--target", "0.9"],
-        )
-        .code(0);
-    let export = workspace.path("dist").join("route-config.v1.litellm.yaml");
+    let (_workspace, config) = crate::drift_cli::deployed();
+    let export = Path::new(&config).with_file_name("route-config.v1.litellm.yaml");
     let text = std::fs::read_to_string(&export).unwrap();
     assert!(text.contains("api_base: \"https://example-eu.openai.azure.com/openai/v1\""));
     assert!(text.contains("api_key: \"os.environ/OPENAI_API_KEY\""));

@@ -424,14 +424,7 @@ fn a_stdout_that_cannot_be_written_is_an_error() {
         eprintln!("skipped: no /dev/full");
         return;
     }
-    let workspace = Workspace::new();
-    workspace
-        .gate(
-            &[example_routes("predictive.toml")],
-            "dist",
-            &["--target", "0.9"],
-        )
-        .code(0);
+    let (workspace, config) = crate::drift_cli::deployed();
     let results = example_results();
     let commands: Vec<Vec<std::ffi::OsString>> = vec![
         vec![
@@ -457,13 +450,13 @@ fn a_stdout_that_cannot_be_written_is_an_error() {
             "drift".into(),
             "--json".into(),
             "--config".into(),
-            workspace.path("dist").join("route-config.v1.json").into(),
+            config.clone().into(),
             "--results".into(),
             results.clone().into(),
         ],
         vec![
             "verify".into(),
-            workspace.path("dist").join("route-config.v1.json").into(),
+            config.into(),
             "--pubkey".into(),
             workspace.path("routeval.key.pub").into(),
         ],
