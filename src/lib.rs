@@ -10,6 +10,8 @@
 //! - [`grade`]: rubrics that decide whether an answer was acceptable.
 //! - [`router`] and [`evaluate`]: the built-in learned router and how well a
 //!   score separates the prompts that need the large tier.
+//! - [`policy`]: the kernel every stage calls for what a policy does to a
+//!   row: the tier that serves it, its cost, its outcome, its latency.
 //! - [`calibrate`]: graded results in, per-slice thresholds out.
 //! - [`gate`]: candidate [`routes`] tables scored on graded results; the
 //!   cheapest that passes every rule becomes a signed route config.
@@ -33,6 +35,7 @@ pub mod gate;
 pub mod grade;
 pub mod import;
 pub mod markdown;
+pub mod policy;
 pub mod report;
 pub mod router;
 pub mod routes;

@@ -14,6 +14,7 @@ mod gate_cli;
 mod import_cli;
 mod input_errors;
 mod input_formats;
+mod kernel_consistency;
 mod litellm_export;
 mod real_data;
 mod report_cli;

@@ -123,7 +123,7 @@ pub struct Threshold(pub f64);
 
 impl Threshold {
     pub fn escalates(&self, score: f64) -> bool {
-        score >= self.0
+        crate::policy::escalates(score, self.0)
     }
 }
 

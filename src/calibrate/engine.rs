@@ -12,14 +12,15 @@ use sha2::{Digest, Sha256};
 use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
-use super::curve::{Candidate, Curve};
 use super::document::{
     Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
     InputFile, Point, SliceCalibration, Threshold,
 };
-use super::ingest::{Ingest, SliceData, Totals, to_usd};
+use super::ingest::{Ingest, SliceData};
 use super::options::CalibrateOptions;
 use super::select::{Selection, frontier, select};
+use crate::policy::{Candidate, Curve};
+use crate::policy::{Totals, to_usd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {

@@ -18,7 +18,6 @@
 //!   exact binomial tests (walked from escalate-all upwards, stopping at the
 //!   first failure) are eligible.
 
-mod curve;
 mod document;
 mod engine;
 mod ingest;
@@ -28,14 +27,15 @@ mod terminal;
 #[cfg(test)]
 mod tests;
 
-pub use curve::{Candidate, Curve};
+pub use crate::policy::{
+    Candidate, Curve, GradedRow, Observation, SliceObservations, Totals, to_picodollars,
+};
 pub use document::{
     Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
     InputFile, Point, SliceCalibration, Threshold,
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;
-pub use ingest::{GradedRow, Observation, SliceObservations, Totals, to_picodollars};
 pub use options::{CalibrateOptions, Holdout, Policy, Scope};
 pub use select::{Selection, select};
 pub use terminal::render_table;

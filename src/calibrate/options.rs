@@ -2,26 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How the large tier comes to answer a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Policy {
-    /// A router scores the prompt first; escalated prompts go only to the
-    /// large tier.
-    Predictive,
-    /// The small tier answers, a verifier scores the answer, and rejected
-    /// answers are escalated: they pay for all three calls.
-    Cascade,
-}
-
-impl Policy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Predictive => "predictive",
-            Policy::Cascade => "cascade",
-        }
-    }
-}
+pub use crate::policy::Policy;
 
 /// Whether each slice gets its own threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

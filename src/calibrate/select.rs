@@ -3,7 +3,7 @@
 
 use crate::stats::max_certifiable_failures;
 
-use super::curve::{Candidate, Curve};
+use crate::policy::{Candidate, Curve};
 
 /// Which candidate a slice gets, and why.
 #[derive(Debug, Clone, PartialEq)]

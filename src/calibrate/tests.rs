@@ -3,10 +3,10 @@
 
 use proptest::prelude::*;
 
-use super::curve::Curve;
-use super::ingest::{GradedRow, SliceObservations, to_picodollars};
 use super::options::Policy;
 use super::select::{frontier, select};
+use crate::policy::Curve;
+use crate::policy::{GradedRow, SliceObservations, to_picodollars};
 use crate::stats::certifies;
 
 /// What the brute force chooses: (threshold, successes, cost, escalated).

@@ -309,7 +309,7 @@ pub struct SimulateArgs {
     pub router_cost: f64,
     #[arg(long, value_name = "S", default_value_t = 0.02)]
     pub router_latency: f64,
-    /// In --compare, the router escalates when its score exceeds this.
+    /// In --compare, the router escalates when its score reaches this (score >= T).
     #[arg(long, value_name = "T", default_value_t = 0.5)]
     pub router_threshold: f64,
 }

@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::calibrate::InputFile;
-use crate::gate::{Metrics, RouteConfig, evaluate, scores_of, sha256_hex};
+use crate::gate::{RouteConfig, evaluate, scores_of, sha256_hex};
+use crate::policy::Metrics;
 use crate::routes::Tier;
 use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
@@ -165,18 +166,25 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
     let mut tier_drift = tier_drift(&fresh, &pinned);
     let thresholds = config.table.policy.thresholds();
 
+    // Counts recorded as rates (a config's provenance) are k / n in f64,
+    // from which k is recovered exactly.
+    let count_of = |rate: f64, n: u64| (rate * n as f64).round() as u64;
     let mut slices = Vec::new();
-    for metrics in &now.slices {
-        let n = metrics.n;
-        let successes = (metrics.quality * n as f64).round() as u64;
-        let escalated = (metrics.escalation_rate * n as f64).round() as u64;
+    for (metrics, counts) in now.slices.iter().zip(&now.counts) {
+        let n = counts.n;
+        let successes = counts.successes;
+        let escalated = counts.escalated;
         let threshold = thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
         let before = at_calibration
             .iter()
             .find(|before| before.slice == metrics.slice);
         let escalation_test = before.filter(|_| threshold.is_some()).and_then(|before| {
-            let escalated_before = (before.escalation_rate * before.n as f64).round() as u64;
-            two_proportion_z(escalated, n, escalated_before, before.n)
+            two_proportion_z(
+                escalated,
+                n,
+                count_of(before.escalation_rate, before.n),
+                before.n,
+            )
         });
         let quality_p_value = binomial_cdf(n, target, successes);
         let score_shift = baseline_scores.as_ref().and_then(|baseline| {

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{Curve, GradedRow, Policy, SliceObservations};
 use crate::simulate::Random;
 
 /// One prompt: its score and whether each tier's answer was acceptable.
@@ -22,26 +23,45 @@ pub struct RoutingQuality {
 }
 
 /// The PGR curve's points (share escalated, PGR); `None` when the tiers are
-/// equally good, so there is no gap to recover.
+/// equally good, so there is no gap to recover. The points are the policy
+/// kernel's sweep: one per distinct score, escalating at or above it.
 fn curve(outcomes: &[ScoredOutcome]) -> Option<Vec<(f64, f64)>> {
-    let n = outcomes.len() as f64;
-    let small = outcomes.iter().filter(|outcome| outcome.small_ok).count() as f64;
-    let large = outcomes.iter().filter(|outcome| outcome.large_ok).count() as f64;
+    let mut observations = SliceObservations::default();
+    for outcome in outcomes {
+        let row = GradedRow {
+            score: outcome.score,
+            small_ok: outcome.small_ok,
+            large_ok: outcome.large_ok,
+            cost_small: 0.0,
+            cost_large: 0.0,
+            cost_verifier: 0.0,
+            cost_router: 0.0,
+        };
+        observations.push(Policy::Predictive, &row);
+    }
+    let totals = observations.totals;
+    let (n, small, large) = (
+        totals.rows as f64,
+        totals.small_ok as f64,
+        totals.large_ok as f64,
+    );
     if n == 0.0 || large == small {
         return None;
     }
-    let mut sorted = outcomes.to_vec();
-    sorted.sort_by(|a, b| b.score.total_cmp(&a.score));
-    let mut points = vec![(0.0, 0.0)];
-    let (mut escalated, mut good) = (0usize, small);
-    for group in sorted.chunk_by(|a, b| a.score == b.score) {
-        for outcome in group {
-            escalated += 1;
-            good += f64::from(u8::from(outcome.large_ok)) - f64::from(u8::from(outcome.small_ok));
-        }
-        points.push((escalated as f64 / n, (good - small) / (large - small)));
-    }
-    Some(points)
+    let curve = Curve::sweep(&mut observations);
+    Some(
+        curve
+            .candidates
+            .iter()
+            .rev()
+            .map(|candidate| {
+                (
+                    candidate.escalated as f64 / n,
+                    (candidate.successes as f64 - small) / (large - small),
+                )
+            })
+            .collect(),
+    )
 }
 
 pub fn routing_quality(outcomes: &[ScoredOutcome]) -> Option<RoutingQuality> {

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::routes::ResolvedTable;
 
-use super::evaluate::Metrics;
+use crate::policy::Metrics;
 
 pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 

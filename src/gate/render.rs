@@ -9,8 +9,8 @@ use tabled::settings::{Alignment, Style};
 
 use crate::markdown::{code, text};
 
-use super::evaluate::Metrics;
 use super::report::{CandidateReport, GateReport};
+use crate::policy::Metrics;
 
 fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "-".to_owned(), format)

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::calibrate::InputFile;
 
-use super::evaluate::Metrics;
 use super::rules::Failure;
+use crate::policy::Metrics;
 
 pub const GATE_REPORT_SCHEMA_VERSION: u32 = 1;
 

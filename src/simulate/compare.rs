@@ -6,6 +6,10 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
 use super::model::{SimulatedRow, Simulation};
+use crate::policy::{
+    GradedRow, Latencies, Policy, Tally, escalates, first_token_alone_ms, first_token_ms, serve,
+    serve_alone,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicySummary {
@@ -19,70 +23,74 @@ pub struct PolicySummary {
 
 /// Always-large, always-small, the cascade (escalate what the verifier
 /// rejects, after the small model's whole answer and the verifier) and the
-/// predictive router (escalate when its score exceeds the threshold).
+/// predictive router (escalate when its score reaches the threshold), each
+/// served by the policy kernel exactly as `calibrate` and `gate` serve the
+/// simulated table.
 pub fn compare(simulation: &Simulation, rows: &[SimulatedRow]) -> Vec<PolicySummary> {
-    let small_cost = simulation.small_cost();
-    let large_cost = simulation.large_cost();
-    let ms = |seconds: f64| seconds * 1000.0;
-    let summarise = |policy: &'static str,
-                     serve: &dyn Fn(&SimulatedRow) -> (bool, bool, f64, f64)| {
-        let mut good = 0usize;
-        let mut large = 0usize;
-        let mut cost = 0.0;
-        let mut ttft = Vec::with_capacity(rows.len());
+    let ms = |seconds: f64| Some(seconds * 1000.0);
+    let latencies = Latencies {
+        small_total: ms(simulation.small_total),
+        small_first_token: ms(simulation.small_ttft),
+        large_first_token: ms(simulation.large_ttft),
+        verifier: ms(simulation.verifier_latency),
+        router: ms(simulation.router_latency),
+    };
+    let graded = |row: &SimulatedRow, score: f64| GradedRow {
+        score,
+        small_ok: row.small_ok,
+        large_ok: row.large_ok,
+        cost_small: simulation.small_cost(),
+        cost_large: simulation.large_cost(),
+        cost_verifier: simulation.verifier_cost,
+        cost_router: simulation.router_cost,
+    };
+    let summarise = |name: &'static str, serve_row: &dyn Fn(&SimulatedRow, &mut Tally)| {
+        let mut tally = Tally::default();
         for row in rows {
-            let (ok, escalated, row_cost, row_ttft) = serve(row);
-            good += usize::from(ok);
-            large += usize::from(escalated);
-            cost += row_cost;
-            ttft.push(row_ttft);
+            serve_row(row, &mut tally);
         }
-        ttft.sort_by(f64::total_cmp);
-        let n = rows.len() as f64;
-        let rank = ((0.95 * n).ceil() as usize).clamp(1, rows.len());
+        let metrics = tally.metrics(name.to_owned(), false, None);
         PolicySummary {
-            policy,
-            dollars_per_1k: cost / n * 1000.0,
-            quality: good as f64 / n,
-            large_share: large as f64 / n,
-            p95_ttft_ms: ttft[rank - 1],
+            policy: name,
+            dollars_per_1k: metrics.mean_cost * 1000.0,
+            quality: metrics.quality,
+            large_share: metrics.escalation_rate,
+            p95_ttft_ms: metrics.p95_ms.unwrap_or(0.0),
         }
     };
-    let verified = ms(simulation.small_total + simulation.verifier_latency);
-    vec![
-        summarise("always large", &|row| {
-            (row.large_ok, true, large_cost, ms(simulation.large_ttft))
-        }),
-        summarise("always small", &|row| {
-            (row.small_ok, false, small_cost, ms(simulation.small_ttft))
-        }),
-        summarise("cascade", &|row| {
-            let cost = small_cost + simulation.verifier_cost;
-            if row.verifier_rejects {
-                (
-                    row.large_ok,
-                    true,
-                    cost + large_cost,
-                    verified + ms(simulation.large_ttft),
-                )
-            } else {
-                (row.small_ok, false, cost, verified)
-            }
-        }),
-        summarise("predictive", &|row| {
-            let escalate = row.router_score > simulation.router_threshold;
-            let (ok, cost, ttft) = if escalate {
-                (row.large_ok, large_cost, simulation.large_ttft)
-            } else {
-                (row.small_ok, small_cost, simulation.small_ttft)
+    let alone = |large: bool| {
+        move |row: &SimulatedRow, tally: &mut Tally| {
+            tally.add(
+                serve_alone(&graded(row, 0.0), large),
+                large,
+                first_token_alone_ms(&latencies, large),
+            );
+        }
+    };
+    // The verifier's verdict is its score (1 = reject), as in the simulated
+    // table's `verifier_score`; a cascade escalates at threshold 1.
+    let policy = |policy: Policy, threshold: f64| {
+        move |row: &SimulatedRow, tally: &mut Tally| {
+            let score = match policy {
+                Policy::Predictive => row.router_score,
+                Policy::Cascade => f64::from(u8::from(row.verifier_rejects)),
             };
-            (
-                ok,
+            let escalate = escalates(score, threshold);
+            tally.add(
+                serve(policy, &graded(row, score), escalate),
                 escalate,
-                cost + simulation.router_cost,
-                ms(simulation.router_latency + ttft),
-            )
-        }),
+                first_token_ms(policy, &latencies, escalate),
+            );
+        }
+    };
+    vec![
+        summarise("always large", &alone(true)),
+        summarise("always small", &alone(false)),
+        summarise("cascade", &policy(Policy::Cascade, 1.0)),
+        summarise(
+            "predictive",
+            &policy(Policy::Predictive, simulation.router_threshold),
+        ),
     ]
 }
 

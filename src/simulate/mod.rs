@@ -13,7 +13,8 @@
 //! - a verifier of the small answer ($0.0002, 0.4 s) that accepts 10% of
 //!   wrong answers and rejects 8% of right ones;
 //! - a predictive router ($0.00002, 0.02 s) that sees d plus Gaussian noise
-//!   (σ 0.10) and, in `--compare`, escalates when that exceeds 0.5.
+//!   (σ 0.10) and, in `--compare`, escalates when that reaches 0.5 (score
+//!   >= 0.5, the rule every stage shares).
 
 mod compare;
 mod model;

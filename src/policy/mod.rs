@@ -1,0 +1,25 @@
+//! The policy kernel: the one copy of what a tier-routing policy does to
+//! graded rows. Which tier serves a row (escalated when its score is at or
+//! above the threshold), what the row then costs in exact picodollars,
+//! whether the served answer was acceptable, whether a cascade's verifier
+//! accepted a wrong answer, and when the first token arrived; the integer
+//! counts of many rows and the rates rendered from them; and the threshold
+//! sweep over a slice. `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
+//! and `report` all call it; none keeps its own copy.
+
+mod kind;
+mod money;
+mod row;
+mod serve;
+mod sweep;
+mod tally;
+
+pub use kind::{Policy, escalates};
+pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
+pub use row::GradedRow;
+pub use serve::{
+    Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
+    serve_priced,
+};
+pub use sweep::{Candidate, Curve, Observation, SliceObservations, Totals};
+pub use tally::{Counts, Metrics, Tally, percentile};

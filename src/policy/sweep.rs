@@ -1,0 +1,194 @@
+//! A slice's rows as what escalating each would change, and the
+//! quality–cost curve over every candidate threshold from one sort and
+//! running sums: the sweep `calibrate`, `evaluate` and `report` share.
+
+use super::kind::{Policy, escalates};
+use super::money::to_usd;
+use super::row::GradedRow;
+use super::serve::{Priced, serve_priced};
+
+/// What escalating one row changes, relative to escalating nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observation {
+    pub score: f64,
+    /// Extra picodollars the row costs when escalated.
+    pub escalation_cost: i64,
+    pub small_ok: bool,
+    pub large_ok: bool,
+}
+
+/// Sums over a slice's rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub rows: u64,
+    pub small_ok: u64,
+    pub large_ok: u64,
+    /// Rows where at least one tier was acceptable: what an oracle router gets.
+    pub either_ok: u64,
+    pub cost_small: i128,
+    pub cost_large: i128,
+    /// The policy's cost when nothing is escalated.
+    pub policy_base: i128,
+    /// Cost of the oracle, which escalates exactly the rows the small tier
+    /// fails and the large tier gets right, and pays for no router.
+    pub oracle_cost: i128,
+}
+
+/// The rows of one slice (or of its held-out part) under one policy.
+#[derive(Debug, Clone, Default)]
+pub struct SliceObservations {
+    pub rows: Vec<Observation>,
+    pub totals: Totals,
+}
+
+impl SliceObservations {
+    pub fn push(&mut self, policy: Policy, row: &GradedRow) {
+        let priced = Priced::of(row);
+        let (cost_small, cost_large) = (priced.small, priced.large);
+        let base = serve_priced(policy, row, &priced, false).cost;
+        let escalation_cost = serve_priced(policy, row, &priced, true).cost - base;
+        let totals = &mut self.totals;
+        totals.rows += 1;
+        totals.small_ok += u64::from(row.small_ok);
+        totals.large_ok += u64::from(row.large_ok);
+        totals.either_ok += u64::from(row.small_ok || row.large_ok);
+        totals.cost_small += i128::from(cost_small);
+        totals.cost_large += i128::from(cost_large);
+        totals.policy_base += i128::from(base);
+        let oracle_escalates = !row.small_ok && row.large_ok;
+        totals.oracle_cost += i128::from(if oracle_escalates {
+            cost_large
+        } else {
+            cost_small
+        });
+        self.rows.push(Observation {
+            // Adding zero folds -0.0 into 0.0, which `>=` treats as equal.
+            score: row.score + 0.0,
+            escalation_cost,
+            small_ok: row.small_ok,
+            large_ok: row.large_ok,
+        });
+    }
+
+    /// Takes in another set of rows of the same slice.
+    pub fn absorb(&mut self, other: SliceObservations) {
+        if self.rows.is_empty() {
+            self.rows = other.rows;
+        } else {
+            self.rows.extend(other.rows);
+        }
+        let (totals, more) = (&mut self.totals, other.totals);
+        totals.rows += more.rows;
+        totals.small_ok += more.small_ok;
+        totals.large_ok += more.large_ok;
+        totals.either_ok += more.either_ok;
+        totals.cost_small += more.cost_small;
+        totals.cost_large += more.cost_large;
+        totals.policy_base += more.policy_base;
+        totals.oracle_cost += more.oracle_cost;
+    }
+
+    /// Escalated rows, successes and total cost at threshold `threshold`, by
+    /// a direct scan: for rows that were not swept, such as held-out ones.
+    pub fn evaluate_at(&self, threshold: f64) -> (u64, u64, i128) {
+        let mut escalated = 0u64;
+        let mut successes = self.totals.small_ok;
+        let mut cost = self.totals.policy_base;
+        for row in self
+            .rows
+            .iter()
+            .filter(|row| escalates(row.score, threshold))
+        {
+            escalated += 1;
+            successes = successes + u64::from(row.large_ok) - u64::from(row.small_ok);
+            cost += i128::from(row.escalation_cost);
+        }
+        (escalated, successes, cost)
+    }
+}
+
+/// One candidate threshold and what it does to the slice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// Rows with `score >= threshold` are escalated; `+inf` escalates none.
+    pub threshold: f64,
+    pub escalated: u64,
+    /// Rows whose served answer was acceptable.
+    pub successes: u64,
+    /// Total cost in picodollars.
+    pub cost: i128,
+}
+
+impl Candidate {
+    pub fn quality(&self, rows: u64) -> f64 {
+        self.successes as f64 / rows as f64
+    }
+
+    pub fn failures(&self, rows: u64) -> u64 {
+        rows - self.successes
+    }
+
+    pub fn mean_cost(&self, rows: u64) -> f64 {
+        to_usd(self.cost) / rows as f64
+    }
+
+    pub fn escalation_rate(&self, rows: u64) -> f64 {
+        self.escalated as f64 / rows as f64
+    }
+
+    /// The selection order: cheaper first, then higher quality, then the
+    /// lower threshold.
+    pub fn preferred_over(&self, other: &Candidate) -> bool {
+        (self.cost, std::cmp::Reverse(self.successes))
+            .cmp(&(other.cost, std::cmp::Reverse(other.successes)))
+            .then(self.threshold.total_cmp(&other.threshold))
+            .is_lt()
+    }
+}
+
+/// Every candidate of a slice, in ascending threshold order: escalate-all
+/// first, `+inf` (escalate none) last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    pub rows: u64,
+    pub candidates: Vec<Candidate>,
+}
+
+impl Curve {
+    /// Sorts the observations by descending score (in place) and sweeps the
+    /// threshold down through them, one candidate per distinct score.
+    pub fn sweep(observations: &mut SliceObservations) -> Curve {
+        let rows = &mut observations.rows;
+        rows.sort_unstable_by(|a, b| b.score.total_cmp(&a.score));
+        let totals = observations.totals;
+        let mut candidates = Vec::with_capacity(rows.len() / 2 + 2);
+        let mut current = Candidate {
+            threshold: f64::INFINITY,
+            escalated: 0,
+            successes: totals.small_ok,
+            cost: totals.policy_base,
+        };
+        candidates.push(current);
+        for group in rows.chunk_by(|a, b| a.score == b.score) {
+            for row in group {
+                current.escalated += 1;
+                current.successes =
+                    current.successes + u64::from(row.large_ok) - u64::from(row.small_ok);
+                current.cost += i128::from(row.escalation_cost);
+            }
+            current.threshold = group[0].score;
+            candidates.push(current);
+        }
+        candidates.reverse();
+        Curve {
+            rows: totals.rows,
+            candidates,
+        }
+    }
+
+    pub fn escalate_all(&self) -> &Candidate {
+        self.candidates
+            .first()
+            .expect("a curve has at least the +inf candidate")
+    }
+}

@@ -1,0 +1,127 @@
+//! Counts of a policy over rows, kept as integers (picodollars for cost)
+//! until they are rendered as the rates of [`Metrics`].
+
+use serde::{Deserialize, Serialize};
+
+use super::money::to_usd;
+use super::serve::Served;
+use crate::stats::clopper_pearson_lower;
+
+/// How a route table does on one slice (or on all rows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    pub slice: String,
+    pub n: u64,
+    pub quality: f64,
+    /// One-sided Clopper–Pearson bound at the gate's confidence.
+    pub quality_lower_bound: Option<f64>,
+    /// Mean USD per request.
+    pub mean_cost: f64,
+    /// Time to the served answer's first token, where the results have the
+    /// latencies it needs.
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub escalation_rate: f64,
+    /// Cascades: the share of requests whose wrong small answer the verifier
+    /// accepted, which escalation can never repair.
+    pub false_accept_rate: Option<f64>,
+}
+
+/// The integer counts of a [`Tally`], without its latencies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub n: u64,
+    pub successes: u64,
+    /// Picodollars.
+    pub cost: i128,
+    pub escalated: u64,
+    pub false_accepts: u64,
+}
+
+/// Rows served under one policy: integer counts and the first-token times.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub n: u64,
+    pub successes: u64,
+    /// Picodollars.
+    pub cost: i128,
+    pub escalated: u64,
+    pub false_accepts: u64,
+    /// Time to first token of each row that has it, in milliseconds.
+    pub latencies: Vec<f64>,
+}
+
+impl Tally {
+    pub fn counts(&self) -> Counts {
+        Counts {
+            n: self.n,
+            successes: self.successes,
+            cost: self.cost,
+            escalated: self.escalated,
+            false_accepts: self.false_accepts,
+        }
+    }
+
+    /// Counts one served row.
+    pub fn add(&mut self, served: Served, escalated: bool, first_token_ms: Option<f64>) {
+        self.n += 1;
+        self.successes += u64::from(served.ok);
+        self.cost += i128::from(served.cost);
+        self.escalated += u64::from(escalated);
+        self.false_accepts += u64::from(served.false_accept);
+        if let Some(ms) = first_token_ms {
+            self.latencies.push(ms);
+        }
+    }
+
+    pub fn absorb(&mut self, other: &Tally) {
+        self.n += other.n;
+        self.successes += other.successes;
+        self.cost += other.cost;
+        self.escalated += other.escalated;
+        self.false_accepts += other.false_accepts;
+        self.latencies.extend_from_slice(&other.latencies);
+    }
+
+    pub fn metrics(mut self, slice: String, cascade: bool, confidence: Option<f64>) -> Metrics {
+        let n = self.n.max(1) as f64;
+        self.latencies.sort_by(f64::total_cmp);
+        Metrics {
+            quality: self.successes as f64 / n,
+            quality_lower_bound: confidence
+                .filter(|_| self.n > 0)
+                .map(|confidence| clopper_pearson_lower(self.successes, self.n, 1.0 - confidence)),
+            mean_cost: to_usd(self.cost) / n,
+            p50_ms: percentile(&self.latencies, 0.50),
+            p95_ms: percentile(&self.latencies, 0.95),
+            escalation_rate: self.escalated as f64 / n,
+            false_accept_rate: cascade.then(|| self.false_accepts as f64 / n),
+            slice,
+            n: self.n,
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], fraction: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (fraction * sorted.len() as f64).ceil().max(1.0) as usize;
+    Some(sorted[rank.min(sorted.len()) - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let values: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&values, 0.5), Some(10.0));
+        assert_eq!(percentile(&values, 0.95), Some(19.0));
+        assert_eq!(percentile(&[7.0], 0.95), Some(7.0));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+}
