@@ -3,7 +3,8 @@
 //! threshold whose quality meets the target, optionally certified at a
 //! confidence level. Writes a versioned [`CalibrationDocument`].
 //!
-//! The semantics, which `tests` pin against a brute-force twin:
+//! The semantics, which `tests` pin against a brute-force twin (the row
+//! arithmetic and the sweep are the policy kernel's, [`crate::policy`]):
 //! - a row is escalated to the large tier when `score >= t`; the candidate
 //!   thresholds are every distinct score of the slice plus `+inf`;
 //! - quality(t) is the share of rows whose served answer (large if escalated,
