@@ -177,3 +177,84 @@ fn mt_bench_judgments_with_a_price_file_and_joined_scores() {
     );
     assert!(!path("partial.parquet").exists());
 }
+
+#[test]
+fn outcomes_without_a_score_import_and_train_a_router_before_calibration() {
+    let directory = tempfile::tempdir().unwrap();
+    // The example outcomes with prompts and without any score column: the
+    // usual state before a router is trained.
+    let text = std::fs::read_to_string(crate::common::example_results()).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| {
+            let mut cells: Vec<&str> = line.split(',').collect();
+            cells.remove(2);
+            let prompt = if index == 0 {
+                "prompt".to_owned()
+            } else {
+                format!("question about {}", cells[0])
+            };
+            format!("{},{prompt}", cells.join(","))
+        })
+        .collect();
+    assert!(lines[0].starts_with("id,slice,small_ok"));
+    let outcomes = directory.path().join("outcomes.csv");
+    std::fs::write(&outcomes, lines.join("\n") + "\n").unwrap();
+    let imported = directory.path().join("imported.parquet");
+    routeval()
+        .args(["import", "generic", "--input"])
+        .arg(&outcomes)
+        .arg("--out")
+        .arg(&imported)
+        .assert()
+        .success();
+    // A stage that needs the score names the empty column.
+    let output = routeval()
+        .args(["calibrate", "--target", "0.9", "--results"])
+        .arg(&imported)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("column \"score\": no score (the column is empty"),
+        "{stderr}"
+    );
+    // A renamed score column must exist.
+    let output = routeval()
+        .args(["import", "generic", "--map", "score=p_hard", "--input"])
+        .arg(&outcomes)
+        .arg("--out")
+        .arg(directory.path().join("renamed.parquet"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("missing column \"p_hard\" (named by --map)")
+    );
+    // The router fills a score column, and calibration reads it.
+    let scored = directory.path().join("scored.parquet");
+    routeval()
+        .args(["router", "train", "--into", "router_score", "--results"])
+        .arg(&imported)
+        .arg("--out")
+        .arg(directory.path().join("router.bin"))
+        .arg("--scored-out")
+        .arg(&scored)
+        .assert()
+        .success();
+    routeval()
+        .args([
+            "calibrate",
+            "--target",
+            "0.9",
+            "--score-col",
+            "router_score",
+            "--results",
+        ])
+        .arg(&scored)
+        .assert()
+        .code(predicates::ord::lt(2));
+}

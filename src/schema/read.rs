@@ -313,7 +313,15 @@ impl ColumnMap {
                 }
             }
         }
-        for column in Column::ALL.into_iter().filter(|column| column.required()) {
+        // A stage that fills or carries the score reads a table without one.
+        // A renamed score (`--score-col`, `--map`) must exist all the same.
+        let needed = |column: &Column| {
+            let optional = options.score_optional
+                && *column == Column::Score
+                && options.names.flag(Column::Score).is_none();
+            column.required() && !optional
+        };
+        for column in Column::ALL.into_iter().filter(needed) {
             if known[column_position(column)].is_none() {
                 let source = options.names.source(column);
                 let hint = match options.names.flag(column) {
@@ -399,7 +407,8 @@ pub(super) fn assemble(
         lines,
         id: strings(take(Column::Id)),
         slice: strings(take(Column::Slice)),
-        score: floats(take(Column::Score)).expect("required column"),
+        // Absent only where the reader was told the score is optional.
+        score: floats(take(Column::Score)).unwrap_or_else(|| Float64Array::new_null(rows)),
         small_ok: booleans(take(Column::SmallOk)),
         large_ok: booleans(take(Column::LargeOk)),
         cost_small: floats(take(Column::CostSmall)).expect("required column"),
@@ -445,7 +454,7 @@ fn validate(batch: &GradedBatch, path: &Path, options: &ReadOptions) -> Result<(
         && !score_optional
     {
         let problem = if batch.score.null_count() == batch.num_rows() {
-            "no score (the column is empty: `routeval grade` leaves it null when the run had no verifier and one sample; fill it with `routeval router train --scored-out` or `routeval router join`)".to_owned()
+            "no score (the column is empty: outcomes without a router's or verifier's score yet; fill it with `routeval router train --scored-out` or `routeval router join`)".to_owned()
         } else {
             "missing value".to_owned()
         };
