@@ -194,3 +194,18 @@ pub fn keys(value: &serde_json::Value) -> std::collections::BTreeSet<&str> {
         .map(String::as_str)
         .collect()
 }
+
+/// The Python with `litellm`, `pyyaml` and `scipy` that checks routeval
+/// against other implementations (`ROUTEVAL_TEST_PYTHON`, which `.ci/run`
+/// sets); `None` after saying `what` was skipped, and a failure under CI.
+pub fn test_python(what: &str) -> Option<std::ffi::OsString> {
+    let python = std::env::var_os("ROUTEVAL_TEST_PYTHON");
+    if python.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what}: ROUTEVAL_TEST_PYTHON is not set; .ci/run sets it"
+        );
+        eprintln!("skipped {what}: ROUTEVAL_TEST_PYTHON is not set");
+    }
+    python
+}

@@ -11,6 +11,7 @@ mod demo_cli;
 mod demo_dataset;
 mod drift_cli;
 mod gate_cli;
+mod gate_regression;
 mod import_cli;
 mod input_errors;
 mod input_formats;

@@ -1,22 +1,16 @@
 //! The LiteLLM export is deployable as written: each export is loaded into a
-//! real LiteLLM `Router` (from `ROUTEVAL_LITELLM_PYTHON`, a Python with
-//! `litellm` and `pyyaml`, which `.ci/run` sets up) and a mock completion is
+//! real LiteLLM `Router` (from `ROUTEVAL_TEST_PYTHON`, a Python with
+//! `litellm`, `pyyaml` and `scipy`, which `.ci/run` sets up) and a mock completion is
 //! routed through every model name and every fallback chain.
 
 use std::path::Path;
 
-/// Loads `export` into LiteLLM; skipped without `ROUTEVAL_LITELLM_PYTHON`,
+/// Loads `export` into LiteLLM; skipped without `ROUTEVAL_TEST_PYTHON`,
 /// a failure under CI.
 pub fn loads_into_litellm(export: &Path) {
-    let Some(python) = std::env::var_os("ROUTEVAL_LITELLM_PYTHON") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ROUTEVAL_LITELLM_PYTHON is not set; .ci/run sets it"
-        );
-        eprintln!(
-            "skipped loading {} into LiteLLM: ROUTEVAL_LITELLM_PYTHON is not set",
-            export.display()
-        );
+    let Some(python) =
+        crate::common::test_python(&format!("loading {} into LiteLLM", export.display()))
+    else {
         return;
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/litellm_load.py");

@@ -159,7 +159,9 @@ pub struct GateArgs {
     #[arg(long, value_name = "C")]
     pub confidence: Option<f64>,
 
-    /// Largest quality drop on any slice against --baseline.
+    /// The margin of the paired regression test against --baseline: a slice
+    /// fails when the data show its quality more than D below the deployed
+    /// config's (at --confidence, 0.95 without it).
     #[arg(long, value_name = "D", default_value_t = 0.01)]
     pub max_regression: f64,
 

@@ -22,7 +22,10 @@ use super::render::markdown;
 use super::report::{
     BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
 };
-use super::rules::{RuleContext, check};
+use super::rules::{RuleContext, check, regressions};
+
+/// The confidence of the regression test when the gate is given none.
+pub const DEFAULT_REGRESSION_CONFIDENCE: f64 = 0.95;
 
 #[derive(Debug, Clone)]
 pub struct GateOptions {
@@ -194,7 +197,6 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         target: options.target,
         confidence: options.confidence,
         constraints: &constraints,
-        baseline: baseline_evaluation.as_ref(),
         max_regression: options.max_regression,
         recorded_models: &recorded,
     };
@@ -211,7 +213,16 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let mut candidates = Vec::new();
     for (path, sha256, table, scores) in &tables {
         let evaluation = evaluate(table, &graded, scores, options.confidence);
-        let (failures, mut warnings) = check(table, &evaluation, &context);
+        let regressions = match &baseline_evaluation {
+            Some(baseline) => regressions(
+                &evaluation,
+                baseline,
+                options.max_regression,
+                1.0 - options.confidence.unwrap_or(DEFAULT_REGRESSION_CONFIDENCE),
+            ),
+            None => Vec::new(),
+        };
+        let (failures, mut warnings) = check(table, &evaluation, &regressions, &context);
         warnings.extend(shared_warnings.iter().cloned());
         candidates.push(CandidateReport {
             file: path.display().to_string(),
@@ -223,6 +234,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             warnings,
             overall: evaluation.overall,
             slices: evaluation.slices,
+            regressions,
         });
     }
     let chosen = candidates

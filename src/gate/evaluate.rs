@@ -19,6 +19,10 @@ pub struct Evaluation {
     pub slices: Vec<Metrics>,
     /// The integer counts behind each of `slices`, in the same order.
     pub counts: Vec<Counts>,
+    /// Each slice's rows in file order: whether the served answer was
+    /// acceptable, and its picodollars. Two tables scored on the same
+    /// results pair up row by row.
+    pub outcomes: Vec<Vec<(bool, i64)>>,
     pub overall: Metrics,
     pub slices_without_threshold: Vec<String>,
 }
@@ -60,15 +64,15 @@ pub fn evaluate(
     confidence: Option<f64>,
 ) -> Evaluation {
     let tier_of = |name: &str| table.route(name).map_or(Tier::Small, |route| route.tier);
-    let mut per_slice: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut per_slice: BTreeMap<String, (Tally, Vec<(bool, i64)>)> = BTreeMap::new();
     let mut without_threshold: Vec<String> = Vec::new();
     let mut scores = scores.iter().copied();
     for batch in &graded.batches {
         for index in 0..batch.num_rows() {
             let score = scores.next().expect("a score per row");
             let slice = batch.slice.value(index);
-            let tally = match per_slice.get_mut(slice) {
-                Some(tally) => tally,
+            let (tally, outcomes) = match per_slice.get_mut(slice) {
+                Some(entry) => entry,
                 None => per_slice.entry(slice.to_owned()).or_default(),
             };
             let row = GradedRow {
@@ -79,11 +83,9 @@ pub fn evaluate(
             let (policy, thresholds) = match &table.policy {
                 ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => {
                     let large = tier_of(table.policy.routes_for(slice)[0]) == Tier::Large;
-                    tally.add(
-                        serve_alone(&row, large),
-                        false,
-                        first_token_alone_ms(&latencies, large),
-                    );
+                    let served = serve_alone(&row, large);
+                    outcomes.push((served.ok, served.cost));
+                    tally.add(served, false, first_token_alone_ms(&latencies, large));
                     continue;
                 }
                 ResolvedPolicy::Predictive { thresholds, .. } => (Policy::Predictive, thresholds),
@@ -94,8 +96,10 @@ pub fn evaluate(
                 without_threshold.push(slice.to_owned());
             }
             let escalate = threshold.is_some_and(|threshold| threshold.escalates(score));
+            let served = serve(policy, &row, escalate);
+            outcomes.push((served.ok, served.cost));
             tally.add(
-                serve(policy, &row, escalate),
+                served,
                 escalate,
                 first_token_ms(policy, &latencies, escalate),
             );
@@ -103,15 +107,22 @@ pub fn evaluate(
     }
     let cascade = matches!(table.policy, ResolvedPolicy::Cascade { .. });
     let mut all = Tally::default();
-    for tally in per_slice.values() {
+    for (tally, _) in per_slice.values() {
         all.absorb(tally);
     }
     without_threshold.sort();
     Evaluation {
-        counts: per_slice.values().map(Tally::counts).collect(),
+        counts: per_slice
+            .values()
+            .map(|(tally, _)| tally.counts())
+            .collect(),
+        outcomes: per_slice
+            .values_mut()
+            .map(|(_, outcomes)| std::mem::take(outcomes))
+            .collect(),
         slices: per_slice
             .into_iter()
-            .map(|(slice, tally)| tally.metrics(slice, cascade, confidence))
+            .map(|(slice, (tally, _))| tally.metrics(slice, cascade, confidence))
             .collect(),
         overall: all.metrics("*".to_owned(), cascade, confidence),
         slices_without_threshold: without_threshold,

@@ -9,8 +9,9 @@ use tabled::settings::{Alignment, Style};
 
 use crate::markdown::{code, text};
 
-use super::report::{CandidateReport, GateReport};
+use super::report::{CandidateReport, GateReport, SliceRegression};
 use crate::policy::Metrics;
+use crate::stats::PairedVerdict;
 
 fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "-".to_owned(), format)
@@ -61,6 +62,49 @@ pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
     ]
 }
 
+/// The cells of one slice's paired comparison with the deployed config:
+/// slice, rows, right only before, right only now, difference [interval],
+/// p-value, cost difference per 1k requests [interval], verdict.
+fn regression_cells(regression: &SliceRegression) -> [String; 8] {
+    let verdict = match regression.verdict {
+        PairedVerdict::Regressed => "regressed",
+        PairedVerdict::NotWorse => "not worse",
+        PairedVerdict::TooSmallToTell => "not enough rows to tell",
+    };
+    let [low, high] = regression.difference_interval;
+    let [cost_low, cost_high] = regression.cost_difference_interval;
+    [
+        regression.slice.clone(),
+        regression.n.to_string(),
+        regression.baseline_only.to_string(),
+        regression.candidate_only.to_string(),
+        format!("{:+.4} [{low:+.4}, {high:+.4}]", regression.difference),
+        if regression.p_value >= 0.001 {
+            format!("{:.3}", regression.p_value)
+        } else {
+            format!("{:.1e}", regression.p_value)
+        },
+        format!(
+            "{:+.4} [{:+.4}, {:+.4}]",
+            regression.cost_difference * 1000.0,
+            cost_low * 1000.0,
+            cost_high * 1000.0
+        ),
+        verdict.to_owned(),
+    ]
+}
+
+const REGRESSION_HEADER: [&str; 8] = [
+    "slice",
+    "rows",
+    "right only before",
+    "right only now",
+    "quality change",
+    "p",
+    "$/1k change",
+    "verdict",
+];
+
 fn file_name(path: &str) -> String {
     std::path::Path::new(path).file_name().map_or_else(
         || path.to_owned(),
@@ -89,6 +133,27 @@ pub fn terminal(report: &GateReport) -> String {
         .modify(Columns::new(1..), Alignment::right());
     let mut out = table.to_string();
     out.push('\n');
+    for candidate in report
+        .candidates
+        .iter()
+        .filter(|candidate| !candidate.regressions.is_empty())
+    {
+        let mut builder = Builder::default();
+        builder.push_record(REGRESSION_HEADER);
+        for regression in &candidate.regressions {
+            builder.push_record(regression_cells(regression));
+        }
+        let mut table = builder.build();
+        table
+            .with(Style::sharp())
+            .modify(Columns::new(1..7), Alignment::right());
+        let _ = writeln!(
+            out,
+            "{} against the deployed config (paired, margin {}):\n{table}",
+            file_name(&candidate.file),
+            report.max_regression
+        );
+    }
     for candidate in &report.candidates {
         for failure in &candidate.failures {
             let slice = failure
@@ -180,6 +245,26 @@ pub fn markdown(report: &GateReport) -> String {
                 failure.rule,
                 text(&failure.message)
             );
+        }
+        out.push('\n');
+    }
+    for candidate in report
+        .candidates
+        .iter()
+        .filter(|candidate| !candidate.regressions.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "### {} against the deployed config\n\nPaired on the same rows; a slice fails when the data show its quality more than {} below the deployed config's.\n",
+            code(&file_name(&candidate.file)),
+            report.max_regression
+        );
+        let _ = writeln!(out, "| {} |", REGRESSION_HEADER.join(" | "));
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---|\n");
+        for regression in &candidate.regressions {
+            let mut cells = regression_cells(regression);
+            cells[0] = text(&cells[0]);
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
         out.push('\n');
     }

@@ -7,8 +7,10 @@ use crate::calibrate::InputFile;
 
 use super::rules::Failure;
 use crate::policy::Metrics;
+use crate::stats::PairedVerdict;
 
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 1;
+/// Version 2 added each candidate's `regressions` against `--baseline`.
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +49,37 @@ pub struct CandidateReport {
     pub warnings: Vec<String>,
     pub overall: Metrics,
     pub slices: Vec<Metrics>,
+    /// With `--baseline`: per slice, the paired test against the deployed
+    /// config on the same rows. Empty without a baseline (and in version 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regressions: Vec<SliceRegression>,
+}
+
+/// A candidate against the deployed config on one slice's rows
+/// (`crate::stats::worse_by_more_than` documents the test).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceRegression {
+    pub slice: String,
+    pub n: u64,
+    /// Rows the deployed config served acceptably and the candidate did not.
+    pub baseline_only: u64,
+    /// Rows the candidate served acceptably and the deployed config did not.
+    pub candidate_only: u64,
+    /// Candidate quality minus deployed quality, and its interval.
+    pub difference: f64,
+    pub difference_interval: [f64; 2],
+    /// One-sided p-value of "worse by more than --max-regression".
+    pub p_value: f64,
+    /// θ0 of the test: the baseline's share of the discordant rows on the
+    /// boundary of the null hypothesis.
+    pub boundary_share: f64,
+    /// Power against a regression of the margin plus max(margin, 0.02).
+    pub power: f64,
+    pub verdict: PairedVerdict,
+    /// Candidate minus deployed mean USD per request, and its interval.
+    pub cost_difference: f64,
+    pub cost_difference_interval: [f64; 2],
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

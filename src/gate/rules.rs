@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::routes::{Constraint, ResolvedTable, Tier};
 
 use super::evaluate::Evaluation;
+use super::report::SliceRegression;
+use crate::policy::to_usd;
+use crate::stats::{Paired, PairedVerdict, mean_difference_interval, worse_by_more_than};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,15 +39,16 @@ pub struct RuleContext<'a> {
     pub confidence: Option<f64>,
     /// Organisation-wide constraints, applied on top of the candidate's own.
     pub constraints: &'a BTreeMap<String, Constraint>,
-    pub baseline: Option<&'a Evaluation>,
     pub max_regression: f64,
     pub recorded_models: &'a BTreeMap<Tier, BTreeMap<String, u64>>,
 }
 
-/// Checks every rule; returns failures and warnings.
+/// Checks every rule, with the candidate's `regressions` against the
+/// baseline (empty without one); returns failures and warnings.
 pub fn check(
     table: &ResolvedTable,
     evaluation: &Evaluation,
+    regressions: &[SliceRegression],
     context: &RuleContext<'_>,
 ) -> (Vec<Failure>, Vec<String>) {
     let mut failures = Vec::new();
@@ -223,24 +227,79 @@ pub fn check(
                 ),
             );
         }
-        if let Some(baseline) = context.baseline
-            && let Some(before) = baseline
-                .slices
-                .iter()
-                .find(|before| before.slice == metrics.slice)
-            && metrics.quality < before.quality - context.max_regression
-        {
-            fail(
+    }
+    for regression in regressions {
+        match regression.verdict {
+            PairedVerdict::Regressed => fail(
                 Rule::Regression,
-                Some(&metrics.slice),
+                Some(&regression.slice),
                 format!(
-                    "quality {:.4} regresses from the deployed {:.4} by more than {}",
-                    metrics.quality, before.quality, context.max_regression
+                    "quality is {:.4} below the deployed config's, more than the margin {} (paired test on {} rows: {} right only before, {} right only now, p = {:.2e})",
+                    -regression.difference,
+                    context.max_regression,
+                    regression.n,
+                    regression.baseline_only,
+                    regression.candidate_only,
+                    regression.p_value
                 ),
-            );
+            ),
+            PairedVerdict::TooSmallToTell => warnings.push(format!(
+                "slice {}: not enough rows to tell whether quality fell more than {} below the deployed config's ({} rows, power {:.0}%)",
+                regression.slice,
+                context.max_regression,
+                regression.n,
+                regression.power * 100.0
+            )),
+            PairedVerdict::NotWorse => {}
         }
     }
     (failures, warnings)
+}
+
+/// Per slice, the candidate against the deployed config on the same rows:
+/// the paired test of "worse by more than `margin`" at level `delta`, and
+/// the paired cost difference.
+pub fn regressions(
+    evaluation: &Evaluation,
+    baseline: &Evaluation,
+    margin: f64,
+    delta: f64,
+) -> Vec<SliceRegression> {
+    let mut found = Vec::new();
+    for (metrics, outcomes) in evaluation.slices.iter().zip(&evaluation.outcomes) {
+        let Some(position) = baseline
+            .slices
+            .iter()
+            .position(|before| before.slice == metrics.slice)
+        else {
+            continue;
+        };
+        let before = &baseline.outcomes[position];
+        let mut paired = Paired::default();
+        let mut cost_differences = Vec::with_capacity(outcomes.len());
+        for (&(now_ok, now_cost), &(before_ok, before_cost)) in outcomes.iter().zip(before) {
+            paired.add(before_ok, now_ok);
+            cost_differences.push(to_usd(i128::from(now_cost) - i128::from(before_cost)));
+        }
+        let test = worse_by_more_than(paired, margin, delta);
+        let (cost_difference, cost_interval) =
+            mean_difference_interval(&cost_differences, delta).unwrap_or((0.0, (0.0, 0.0)));
+        found.push(SliceRegression {
+            slice: metrics.slice.clone(),
+            n: paired.n,
+            baseline_only: paired.baseline_only,
+            candidate_only: paired.candidate_only,
+            difference: test.difference,
+            difference_interval: [test.interval.0, test.interval.1],
+            p_value: test.p_value,
+            boundary_share: test.boundary_share,
+            power: test.power,
+            verdict: test.verdict,
+            cost_difference,
+            cost_difference_interval: [cost_interval.0, cost_interval.1],
+        });
+    }
+    found
 }
 
 /// Without recorded versions, a tier's rows measure the policy's route of

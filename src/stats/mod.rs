@@ -1,9 +1,15 @@
 //! Exact binomial statistics shared by the stages that certify quality:
-//! one-sided binomial tests and Clopper–Pearson bounds.
+//! one-sided binomial tests and Clopper–Pearson bounds, and the paired test
+//! of a candidate against the deployed baseline on the same rows.
 
 mod binomial;
+mod paired;
 
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_lower, max_certifiable_failures,
     min_rows_to_certify,
+};
+pub use paired::{
+    Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
+    mean_difference_interval, worse_by_more_than,
 };

@@ -1,0 +1,244 @@
+//! Two policies scored on the same rows: is the candidate worse than the
+//! deployed baseline by more than a margin? The comparison is paired, so
+//! only the discordant rows carry evidence: `b` rows the baseline got right
+//! and the candidate wrong, `c` rows the other way round.
+//!
+//! **The test.** H0: the candidate's quality is at most `margin` below the
+//! baseline's (p_b − p_c ≤ Δ); H1: it is more than `margin` below. Given the
+//! m = b + c discordant rows, b ~ Bin(m, θ) with θ = p10 / (p10 + p01), and
+//! on the boundary of H0, θ0 = (ψ + Δ) / (2ψ), where ψ = p10 + p01 is the
+//! share of discordant rows, estimated by m / n. The p-value is the exact
+//! upper tail P(Bin(m, θ0) ≥ b). With Δ = 0, θ0 = ½ and this is McNemar's
+//! exact test; with Δ > 0 it is exact conditionally on the observed
+//! discordance. When m / n ≤ Δ no split of the discordant rows can put the
+//! candidate more than Δ below, and the p-value is 1.
+//!
+//! **Power.** A slice is *too small to tell* when the test would detect a
+//! regression of Δ + max(Δ, 2 points) beyond the baseline less than 80% of
+//! the time at the observed discordance (at least that regression's size).
+//! Then a p-value above δ is no evidence that the candidate is fine.
+//!
+//! **Intervals.** The quality difference p_c − p_b gets Bonett and Price's
+//! adjusted Wald interval for paired proportions (2012); the mean cost
+//! difference gets a normal interval from the paired per-row differences.
+//! Both are two-sided at 1 − δ.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::function::beta::beta_reg;
+
+/// The outcomes of the same rows under the baseline and the candidate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Paired {
+    pub n: u64,
+    /// Rows the baseline served acceptably and the candidate did not.
+    pub baseline_only: u64,
+    /// Rows the candidate served acceptably and the baseline did not.
+    pub candidate_only: u64,
+}
+
+impl Paired {
+    pub fn add(&mut self, baseline_ok: bool, candidate_ok: bool) {
+        self.n += 1;
+        self.baseline_only += u64::from(baseline_ok && !candidate_ok);
+        self.candidate_only += u64::from(candidate_ok && !baseline_ok);
+    }
+
+    fn discordant(&self) -> u64 {
+        self.baseline_only + self.candidate_only
+    }
+}
+
+/// What the data say about one slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Worse by more than the margin, with p < δ.
+    Regressed,
+    /// No evidence of a regression beyond the margin, with power to see one.
+    NotWorse,
+    /// No evidence either way: too few rows for the test to have power.
+    TooSmallToTell,
+}
+
+/// The test's result for one slice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairedTest {
+    pub p_value: f64,
+    /// θ0: the share of discordant rows the baseline wins on the boundary
+    /// of H0.
+    pub boundary_share: f64,
+    /// The power at the detectable regression, in [0, 1].
+    pub power: f64,
+    pub verdict: Verdict,
+    /// p_c − p_b and its interval.
+    pub difference: f64,
+    pub interval: (f64, f64),
+}
+
+/// P(Bin(m, θ) ≥ k), from the regularised incomplete beta function, which
+/// stays accurate far into the tail.
+pub fn binomial_upper_tail(m: u64, theta: f64, k: u64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > m {
+        return 0.0;
+    }
+    if theta >= 1.0 {
+        return 1.0;
+    }
+    if theta <= 0.0 {
+        return 0.0;
+    }
+    beta_reg(k as f64, (m - k) as f64 + 1.0, theta)
+}
+
+/// θ0 for `discordance` (ψ) and `margin` (Δ); 1 when ψ ≤ Δ.
+fn boundary_share(discordance: f64, margin: f64) -> f64 {
+    if discordance <= margin || discordance <= 0.0 {
+        1.0
+    } else {
+        ((discordance + margin) / (2.0 * discordance)).min(1.0)
+    }
+}
+
+/// The power of a level-δ test on `m` discordant rows with boundary share
+/// `null` against a true share `alternative`.
+fn power(m: u64, null: f64, alternative: f64, delta: f64) -> f64 {
+    if m == 0 || null >= 1.0 {
+        return 0.0;
+    }
+    // The smallest count whose tail under H0 is at most δ.
+    let critical = (0..=m).find(|&k| binomial_upper_tail(m, null, k) <= delta);
+    critical.map_or(0.0, |k| binomial_upper_tail(m, alternative, k))
+}
+
+/// The smallest regression beyond the margin the power is judged against.
+pub fn detectable_regression(margin: f64) -> f64 {
+    margin + margin.max(0.02)
+}
+
+/// Tests H1 "the candidate is worse than the baseline by more than
+/// `margin`" at level `delta`.
+pub fn worse_by_more_than(paired: Paired, margin: f64, delta: f64) -> PairedTest {
+    let n = paired.n.max(1) as f64;
+    let m = paired.discordant();
+    let observed = m as f64 / n;
+    let null = boundary_share(observed, margin);
+    let p_value = if m == 0 {
+        1.0
+    } else {
+        binomial_upper_tail(m, null, paired.baseline_only)
+    };
+    let regression = detectable_regression(margin);
+    // Power at the observed discordance, but never below what the
+    // detectable regression itself needs.
+    let discordance = observed.max(regression);
+    let expected = (discordance * n).round() as u64;
+    let power = power(
+        expected,
+        boundary_share(discordance, margin),
+        ((discordance + regression) / (2.0 * discordance)).min(1.0),
+        delta,
+    );
+    let verdict = if crate::stats::certifies(p_value, delta) {
+        Verdict::Regressed
+    } else if power >= 0.8 {
+        Verdict::NotWorse
+    } else {
+        Verdict::TooSmallToTell
+    };
+    let (b, c) = (paired.baseline_only as f64, paired.candidate_only as f64);
+    let difference = (c - b) / n;
+    PairedTest {
+        p_value,
+        boundary_share: null,
+        power,
+        verdict,
+        difference,
+        interval: bonett_price(b, c, n, delta),
+    }
+}
+
+/// Bonett and Price's adjusted Wald interval for p_c − p_b.
+fn bonett_price(b: f64, c: f64, n: f64, delta: f64) -> (f64, f64) {
+    let z = normal_quantile(1.0 - delta / 2.0);
+    let (p10, p01) = ((b + 1.0) / (n + 2.0), (c + 1.0) / (n + 2.0));
+    let center = p01 - p10;
+    let spread = z * ((p10 + p01 - center * center) / (n + 2.0)).sqrt();
+    ((center - spread).max(-1.0), (center + spread).min(1.0))
+}
+
+/// The mean of paired per-row differences and its two-sided 1 − δ normal
+/// interval; `None` without rows.
+pub fn mean_difference_interval(differences: &[f64], delta: f64) -> Option<(f64, (f64, f64))> {
+    if differences.is_empty() {
+        return None;
+    }
+    let n = differences.len() as f64;
+    let mean = differences.iter().sum::<f64>() / n;
+    let variance = if differences.len() > 1 {
+        differences
+            .iter()
+            .map(|difference| (difference - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1.0)
+    } else {
+        0.0
+    };
+    let spread = normal_quantile(1.0 - delta / 2.0) * (variance / n).sqrt();
+    Some((mean, (mean - spread, mean + spread)))
+}
+
+fn normal_quantile(probability: f64) -> f64 {
+    Normal::standard().inverse_cdf(probability)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paired(n: u64, baseline_only: u64, candidate_only: u64) -> Paired {
+        Paired {
+            n,
+            baseline_only,
+            candidate_only,
+        }
+    }
+
+    #[test]
+    fn without_a_margin_it_is_mcnemars_exact_test() {
+        // 9 of 10 discordant rows won by the baseline: 11 / 1024 in the tail.
+        let test = worse_by_more_than(paired(1000, 9, 1), 0.0, 0.05);
+        assert_eq!(test.boundary_share, 0.5);
+        assert!((test.p_value - 11.0 / 1024.0).abs() < 1e-15);
+        assert_eq!(test.verdict, Verdict::Regressed);
+        assert!((test.difference + 0.008).abs() < 1e-15);
+    }
+
+    #[test]
+    fn a_margin_wider_than_the_discordance_can_never_be_exceeded() {
+        let test = worse_by_more_than(paired(1000, 5, 0), 0.01, 0.05);
+        assert_eq!(test.p_value, 1.0);
+        assert_ne!(test.verdict, Verdict::Regressed);
+    }
+
+    #[test]
+    fn small_slices_are_too_small_to_tell_and_large_ones_are_not() {
+        let small = worse_by_more_than(paired(20, 1, 1), 0.01, 0.05);
+        assert_eq!(small.verdict, Verdict::TooSmallToTell);
+        let large = worse_by_more_than(paired(5000, 60, 55), 0.01, 0.05);
+        assert_eq!(large.verdict, Verdict::NotWorse, "{large:?}");
+        assert!(large.interval.0 < large.difference && large.difference < large.interval.1);
+    }
+
+    #[test]
+    fn the_tail_is_accurate_far_out() {
+        // P(Bin(200, 0.5) >= 200) = 2^-200.
+        let tail = binomial_upper_tail(200, 0.5, 200);
+        assert!((tail / 0.5f64.powi(200) - 1.0).abs() < 1e-9);
+        assert_eq!(binomial_upper_tail(10, 0.3, 0), 1.0);
+        assert_eq!(binomial_upper_tail(10, 0.3, 11), 0.0);
+    }
+}

@@ -1,0 +1,215 @@
+//! The gate's paired regression test against the deployed config: a slice
+//! fails only on evidence, a slice too small to tell says so, and the
+//! p-values agree with SciPy's exact binomial test.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use routeval::gate::{GateReport, Rule, SliceRegression};
+use routeval::stats::PairedVerdict;
+
+use crate::common::{Row, keys, routeval, synthetic_rows, write_csv};
+use crate::gate_cli::example_routes;
+
+/// Results with a large slice whose small tier fails often (a predictive
+/// table that escalates little regresses there against always-large), a
+/// large slice where the small tier is as good as the large one, and a tiny
+/// slice.
+fn results(directory: &Path) -> std::path::PathBuf {
+    let mut rows: Vec<Row> = Vec::new();
+    for (slice, count, small_good) in [
+        ("hard", 2000, false),
+        ("easy", 2000, true),
+        ("tiny", 12, false),
+    ] {
+        for row in synthetic_rows(&[slice], count, 17) {
+            rows.push(Row {
+                score: if small_good { 0.0 } else { row.score },
+                small_ok: if small_good {
+                    row.large_ok
+                } else {
+                    row.small_ok
+                },
+                ..row
+            });
+        }
+    }
+    let path = directory.join("results.csv");
+    write_csv(&path, &rows);
+    path
+}
+
+fn gate(
+    directory: &Path,
+    results: &Path,
+    candidate: &Path,
+    out: &str,
+    extra: &[&str],
+) -> GateReport {
+    let key = directory.join("k.key");
+    if !key.exists() {
+        routeval()
+            .arg("keygen")
+            .arg("--out")
+            .arg(&key)
+            .assert()
+            .code(0);
+    }
+    routeval()
+        .args([
+            "gate",
+            "--target",
+            "0.5",
+            "--allow-unknown-slices",
+            "--candidates",
+        ])
+        .arg(candidate)
+        .arg("--results")
+        .arg(results)
+        .arg("--key")
+        .arg(&key)
+        .arg("--out")
+        .arg(directory.join(out))
+        .args(extra)
+        .assert()
+        .code(predicates::ord::lt(2));
+    serde_json::from_str(
+        &std::fs::read_to_string(directory.join(out).join("gate-report.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = results(directory.path());
+    let deployed = gate(
+        directory.path(),
+        &results,
+        &example_routes("always-large.toml"),
+        "v1",
+        &[],
+    );
+    let config = deployed.emitted.expect("always-large passes").config;
+    // Escalates only the top tenth of router scores.
+    let candidate = directory.path().join("cheap.toml");
+    let text = std::fs::read_to_string(example_routes("predictive.toml"))
+        .unwrap()
+        .replace(
+            "thresholds_from_calibration = true",
+            "[policy.predictive.thresholds]\n\"*\" = 0.9",
+        );
+    std::fs::write(&candidate, text).unwrap();
+    let report = gate(
+        directory.path(),
+        &results,
+        &candidate,
+        "v2",
+        &["--baseline", &config, "--max-regression", "0.01"],
+    );
+    let candidate = &report.candidates[0];
+    let by_slice = |name: &str| -> &SliceRegression {
+        candidate
+            .regressions
+            .iter()
+            .find(|regression| regression.slice == name)
+            .unwrap()
+    };
+    let hard = by_slice("hard");
+    assert_eq!(hard.verdict, PairedVerdict::Regressed, "{hard:?}");
+    assert!(hard.baseline_only > hard.candidate_only);
+    assert!(hard.difference_interval[1] < -0.01, "{hard:?}");
+    assert!(hard.cost_difference < 0.0 && hard.cost_difference_interval[1] < 0.0);
+    let easy = by_slice("easy");
+    assert_eq!(easy.verdict, PairedVerdict::NotWorse, "{easy:?}");
+    let tiny = by_slice("tiny");
+    assert_eq!(tiny.verdict, PairedVerdict::TooSmallToTell, "{tiny:?}");
+    let failed: BTreeSet<Option<&str>> = candidate
+        .failures
+        .iter()
+        .filter(|failure| failure.rule == Rule::Regression)
+        .map(|failure| failure.slice.as_deref())
+        .collect();
+    assert_eq!(failed, BTreeSet::from([Some("hard")]));
+    assert!(
+        candidate
+            .warnings
+            .iter()
+            .any(|warning| warning.starts_with("slice tiny: not enough rows to tell")),
+        "{:?}",
+        candidate.warnings
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(directory.path().join("v2").join("gate-report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        keys(&json["candidates"][0]["regressions"][0]),
+        BTreeSet::from([
+            "slice",
+            "n",
+            "baseline_only",
+            "candidate_only",
+            "difference",
+            "difference_interval",
+            "p_value",
+            "boundary_share",
+            "power",
+            "verdict",
+            "cost_difference",
+            "cost_difference_interval"
+        ])
+    );
+    let markdown =
+        std::fs::read_to_string(directory.path().join("v2").join("gate-report.md")).unwrap();
+    assert!(
+        markdown.contains("against the deployed config"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| hard | 2000 |"), "{markdown}");
+    assert!(markdown.contains("not enough rows to tell"), "{markdown}");
+
+    // The p-values, recomputed by SciPy's exact binomial test.
+    let Some(python) = crate::common::test_python("checking p-values against SciPy") else {
+        return;
+    };
+    let cases: Vec<String> = candidate
+        .regressions
+        .iter()
+        .map(|regression| {
+            format!(
+                "({}, {}, {:?})",
+                regression.baseline_only,
+                regression.baseline_only + regression.candidate_only,
+                regression.boundary_share
+            )
+        })
+        .collect();
+    let script = format!(
+        "from scipy.stats import binomtest\nfor k, m, theta in [{}]:\n    print(1.0 if m == 0 or theta >= 1 else binomtest(k, m, theta, alternative='greater').pvalue)\n",
+        cases.join(", ")
+    );
+    let output = std::process::Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected: Vec<f64> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| line.parse().unwrap())
+        .collect();
+    for (regression, expected) in candidate.regressions.iter().zip(expected) {
+        let close = (regression.p_value - expected).abs() <= 1e-9 * expected.max(1e-300)
+            || (regression.p_value - expected).abs() < 1e-14;
+        assert!(
+            close,
+            "{}: routeval {} against SciPy {expected}",
+            regression.slice, regression.p_value
+        );
+    }
+}
