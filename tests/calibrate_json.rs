@@ -22,8 +22,8 @@ fn calibration_json(extra: &[&str]) -> Value {
 #[test]
 fn document_keys_are_pinned() {
     let json = calibration_json(&["--confidence", "0.95", "--holdout", "0.2", "--seed", "3"]);
-    assert_eq!(json["schema_version"], 2);
-    assert_eq!(CALIBRATION_SCHEMA_VERSION, 2);
+    assert_eq!(json["schema_version"], 3);
+    assert_eq!(CALIBRATION_SCHEMA_VERSION, 3);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -34,6 +34,8 @@ fn document_keys_are_pinned() {
             "score_column",
             "target",
             "confidence",
+            "guarantee",
+            "slice_confidence",
             "scope",
             "holdout",
             "feasible",
@@ -48,6 +50,8 @@ fn document_keys_are_pinned() {
     assert_eq!(json["policy"], "predictive");
     assert_eq!(json["score_column"], "score");
     assert_eq!(json["scope"], "per_slice");
+    assert_eq!(json["guarantee"], "per_slice");
+    assert_eq!(json["slice_confidence"], 0.95);
     let slice = &json["slices"][0];
     assert_eq!(
         keys(slice),
@@ -121,6 +125,17 @@ fn document_deserializes_strictly() {
     let mut extended = json;
     extended["surprise"] = Value::Bool(true);
     assert!(serde_json::from_value::<CalibrationDocument>(extended).is_err());
+}
+
+#[test]
+fn version_2_documents_read_as_per_slice_guarantees() {
+    let mut json = calibration_json(&["--confidence", "0.95"]);
+    json["schema_version"] = 2.into();
+    let object = json.as_object_mut().unwrap();
+    object.remove("guarantee");
+    object.remove("slice_confidence");
+    let document: CalibrationDocument = serde_json::from_value(json).unwrap();
+    assert_eq!(document.guarantee, routeval::calibrate::Guarantee::PerSlice);
 }
 
 #[test]

@@ -459,6 +459,7 @@ fn report_keys_are_pinned() {
             "target",
             "confidence",
             "max_regression",
+            "familywise",
             "baseline",
             "candidates",
             "chosen",

@@ -10,6 +10,7 @@ mod ci_workflow;
 mod demo_cli;
 mod demo_dataset;
 mod drift_cli;
+mod familywise;
 mod gate_cli;
 mod gate_regression;
 mod import_cli;

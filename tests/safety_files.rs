@@ -348,7 +348,14 @@ fn documents_of_unknown_schema_versions_are_refused() {
     let text = std::fs::read_to_string(workspace.path("calibration.json")).unwrap();
     let future = workspace.write(
         "future.json",
-        &text.replacen("\"schema_version\": 2", "\"schema_version\": 99", 1),
+        &text.replacen(
+            &format!(
+                "\"schema_version\": {}",
+                routeval::calibrate::CALIBRATION_SCHEMA_VERSION
+            ),
+            "\"schema_version\": 99",
+            1,
+        ),
     );
     assert_ne!(text, std::fs::read_to_string(&future).unwrap());
     refused(
@@ -359,7 +366,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
             "dist",
             &["--target", "0.9"],
         ),
-        "schema_version 99 is not one this routeval reads (1 to 2)",
+        "schema_version 99 is not one this routeval reads (1 to 3)",
     );
     refused(
         routeval()

@@ -4,9 +4,11 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::options::{Holdout, Policy, Scope};
+use super::options::{Guarantee, Holdout, Policy, Scope};
 
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 2;
+/// Version 3 added `guarantee` and `slice_confidence`; versions 1 and 2
+/// read as per-slice guarantees at `confidence`.
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +25,13 @@ pub struct CalibrationDocument {
     pub target: f64,
     /// `None` for a plain fit.
     pub confidence: Option<f64>,
+    /// Whether `confidence` holds for each slice or for all slices jointly.
+    #[serde(default)]
+    pub guarantee: Guarantee,
+    /// The confidence each slice was certified at: `confidence` per slice,
+    /// or 1 − (1 − confidence) / slices for a family-wise guarantee.
+    #[serde(default)]
+    pub slice_confidence: Option<f64>,
     pub scope: Scope,
     pub holdout: Option<Holdout>,
     /// Whether every slice has a threshold.

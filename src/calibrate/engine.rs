@@ -17,7 +17,7 @@ use super::document::{
     InputFile, Point, SliceCalibration, Threshold,
 };
 use super::ingest::{Ingest, SliceData};
-use super::options::CalibrateOptions;
+use super::options::{CalibrateOptions, Guarantee};
 use super::select::{Selection, frontier, select};
 use crate::policy::{Candidate, Curve};
 use crate::policy::{Totals, to_usd};
@@ -78,7 +78,20 @@ pub fn calibrate(
             fraction: options.holdout.map_or(0.0, |holdout| holdout.fraction),
         });
     }
-    let slices = in_parallel(slices, |slice| calibrate_slice(slice, options));
+    // A family-wise guarantee spends δ across the slices (Bonferroni): the
+    // chance that any slice misses is at most the sum of their chances.
+    let slice_confidence = options.confidence.map(|confidence| {
+        if options.familywise {
+            1.0 - (1.0 - confidence) / slices.len() as f64
+        } else {
+            confidence
+        }
+    });
+    let per_slice = CalibrateOptions {
+        confidence: slice_confidence,
+        ..options.clone()
+    };
+    let slices = in_parallel(slices, |slice| calibrate_slice(slice, &per_slice));
     Ok(CalibrationDocument {
         schema_version: CALIBRATION_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -91,6 +104,12 @@ pub fn calibrate(
         score_column: read.names.score.clone(),
         target: options.target,
         confidence: options.confidence,
+        guarantee: if options.familywise && options.confidence.is_some() {
+            Guarantee::Familywise
+        } else {
+            Guarantee::PerSlice
+        },
+        slice_confidence,
         scope: options.scope,
         holdout: options.holdout,
         feasible: slices.iter().all(|slice| slice.feasible),

@@ -37,7 +37,7 @@ pub use document::{
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;
-pub use options::{CalibrateOptions, Holdout, Policy, Scope};
+pub use options::{CalibrateOptions, Guarantee, Holdout, Policy, Scope};
 pub use select::{Selection, select};
 pub use terminal::render_table;
 pub(crate) use terminal::table;

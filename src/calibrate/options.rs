@@ -54,6 +54,22 @@ pub struct CalibrateOptions {
     pub scope: Scope,
     /// Most frontier points per slice in the document; 0 keeps all.
     pub frontier_points: usize,
+    /// With a confidence: hold the guarantee for all slices jointly
+    /// (Bonferroni: each slice certified at δ / slices) rather than for each.
+    pub familywise: bool,
+}
+
+/// Which guarantee a certified calibration gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guarantee {
+    /// Each slice on its own misses its target with probability at most δ
+    /// (also the reading of a plain fit, which gives none).
+    #[default]
+    PerSlice,
+    /// All slices together: the probability that any slice misses is at
+    /// most δ.
+    Familywise,
 }
 
 #[cfg(test)]

@@ -82,6 +82,11 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "C")]
     pub confidence: Option<f64>,
 
+    /// With --confidence, hold it for all slices jointly: each slice is
+    /// certified at 1 − (1 − C) / slices (Bonferroni).
+    #[arg(long)]
+    pub familywise: bool,
+
     /// Hold out this fraction of each slice and report the chosen threshold's
     /// quality on it.
     #[arg(long, value_name = "F")]
@@ -158,6 +163,11 @@ pub struct GateArgs {
     /// Hold each slice's quality lower bound at this confidence to the target.
     #[arg(long, value_name = "C")]
     pub confidence: Option<f64>,
+
+    /// With --confidence, certify the target for all slices jointly (Holm's
+    /// step-down over the slices' exact binomial tests).
+    #[arg(long)]
+    pub familywise: bool,
 
     /// The margin of the paired regression test against --baseline: a slice
     /// fails when the data show its quality more than D below the deployed

@@ -48,6 +48,9 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
     {
         bail!("--confidence must be in (0, 1), got {confidence}");
     }
+    if args.familywise && args.confidence.is_none() {
+        bail!("--familywise needs --confidence: a plain fit guarantees nothing to share");
+    }
     if let Some(fraction) = args.holdout
         && !(fraction > 0.0 && fraction < 1.0)
     {
@@ -76,6 +79,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
             Scope::PerSlice
         },
         frontier_points: args.frontier_points,
+        familywise: args.familywise,
     };
     Ok((read, options))
 }
@@ -107,10 +111,11 @@ mod tests {
                     holdout: None,
                     scope: Scope::PerSlice,
                     frontier_points: 256,
+                    familywise: false,
                 },
             ),
             (
-                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0",
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise",
                 CalibrateOptions {
                     policy: Policy::Cascade,
                     target: 1.0,
@@ -121,6 +126,7 @@ mod tests {
                     }),
                     scope: Scope::Global,
                     frontier_points: 0,
+                    familywise: true,
                 },
             ),
         ];

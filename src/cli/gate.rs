@@ -21,6 +21,9 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     {
         bail!("--confidence must be in (0, 1), got {confidence}");
     }
+    if args.familywise && args.confidence.is_none() {
+        bail!("--familywise needs --confidence: a point estimate guarantees nothing to share");
+    }
     if !(args.max_regression >= 0.0 && args.max_regression <= 1.0) {
         bail!(
             "--max-regression must be in [0, 1], got {}",
@@ -47,6 +50,7 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
         ttl_days: args.ttl_days,
         dataset_sha256: args.dataset_sha256,
         allow_unknown_slices: args.allow_unknown_slices,
+        familywise: args.familywise,
     };
     let clock = clock_at(args.at.as_deref())?;
     let report = gate(&options, clock.as_ref())?;

@@ -46,6 +46,8 @@ pub struct GateOptions {
     pub dataset_sha256: Option<String>,
     /// Constraints may name slices the results do not have.
     pub allow_unknown_slices: bool,
+    /// With a confidence, certify the target for all slices jointly (Holm).
+    pub familywise: bool,
 }
 
 /// The longest a signed config may live, in days: ten years keeps
@@ -198,6 +200,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         confidence: options.confidence,
         constraints: &constraints,
         max_regression: options.max_regression,
+        familywise: options.familywise,
         recorded_models: &recorded,
     };
     let mut shared_warnings = Vec::new();
@@ -377,6 +380,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         target: options.target,
         confidence: options.confidence,
         max_regression: options.max_regression,
+        familywise: options.familywise,
         baseline: baseline.map(|(path, sha256, config)| BaselineRef {
             path: path.display().to_string(),
             version: config.version,

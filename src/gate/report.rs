@@ -22,6 +22,10 @@ pub struct GateReport {
     pub target: f64,
     pub confidence: Option<f64>,
     pub max_regression: f64,
+    /// Whether `confidence` held for all slices jointly (Holm) rather than
+    /// for each slice.
+    #[serde(default)]
+    pub familywise: bool,
     pub baseline: Option<BaselineRef>,
     pub candidates: Vec<CandidateReport>,
     /// The file of the cheapest candidate that passed.

@@ -10,7 +10,9 @@ use crate::routes::{Constraint, ResolvedTable, Tier};
 use super::evaluate::Evaluation;
 use super::report::SliceRegression;
 use crate::policy::to_usd;
-use crate::stats::{Paired, PairedVerdict, mean_difference_interval, worse_by_more_than};
+use crate::stats::{
+    Paired, PairedVerdict, binomial_cdf, certifies, mean_difference_interval, worse_by_more_than,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -40,6 +42,7 @@ pub struct RuleContext<'a> {
     /// Organisation-wide constraints, applied on top of the candidate's own.
     pub constraints: &'a BTreeMap<String, Constraint>,
     pub max_regression: f64,
+    pub familywise: bool,
     pub recorded_models: &'a BTreeMap<Tier, BTreeMap<String, u64>>,
 }
 
@@ -209,7 +212,25 @@ pub fn check(
         );
     }
 
-    for metrics in &evaluation.slices {
+    let jointly = context
+        .confidence
+        .filter(|_| context.familywise)
+        .map(|confidence| holm(evaluation, context.target, 1.0 - confidence));
+    for (index, metrics) in evaluation.slices.iter().enumerate() {
+        if let Some(jointly) = &jointly {
+            let (p_value, level, certified) = jointly[index];
+            if !certified {
+                fail(
+                    Rule::BelowTarget,
+                    Some(&metrics.slice),
+                    format!(
+                        "quality {:.4} on {} rows does not certify the target {} for all slices jointly (Holm: p = {p_value:.2e}, level {level:.2e})",
+                        metrics.quality, metrics.n, context.target
+                    ),
+                );
+            }
+            continue;
+        }
         let (measure, value) = match (context.confidence, metrics.quality_lower_bound) {
             (Some(confidence), Some(bound)) => (
                 format!("quality lower bound at confidence {confidence}"),
@@ -254,6 +275,31 @@ pub fn check(
         }
     }
     (failures, warnings)
+}
+
+/// Holm's step-down over the slices' exact tests of "quality ≥ target"
+/// (p = P(Bin(n, 1 − target) ≤ failures)): per slice, in the evaluation's
+/// order, the p-value, the level it was held to, and whether it certified.
+/// The chance that any uncertified-in-truth slice is certified is at most
+/// `delta`, whatever the slices' dependence.
+fn holm(evaluation: &Evaluation, target: f64, delta: f64) -> Vec<(f64, f64, bool)> {
+    let alpha = 1.0 - target;
+    let p_values: Vec<f64> = evaluation
+        .counts
+        .iter()
+        .map(|counts| binomial_cdf(counts.n, alpha, counts.n - counts.successes))
+        .collect();
+    let mut order: Vec<usize> = (0..p_values.len()).collect();
+    order.sort_by(|&a, &b| p_values[a].total_cmp(&p_values[b]));
+    let slices = p_values.len();
+    let mut result = vec![(1.0, 0.0, false); slices];
+    let mut still_rejecting = true;
+    for (rank, &index) in order.iter().enumerate() {
+        let level = delta / (slices - rank) as f64;
+        still_rejecting = still_rejecting && certifies(p_values[index], level);
+        result[index] = (p_values[index], level, still_rejecting);
+    }
+    result
 }
 
 /// Per slice, the candidate against the deployed config on the same rows:
@@ -323,5 +369,51 @@ fn measure_mismatch(
             route.name,
             route.tier.name()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Counts;
+
+    fn evaluation(counts: &[(u64, u64)]) -> Evaluation {
+        let counts: Vec<Counts> = counts
+            .iter()
+            .map(|&(n, successes)| Counts {
+                n,
+                successes,
+                ..Counts::default()
+            })
+            .collect();
+        let metrics = |slice: String| crate::policy::Tally::default().metrics(slice, false, None);
+        Evaluation {
+            slices: (0..counts.len())
+                .map(|index| metrics(format!("s{index}")))
+                .collect(),
+            outcomes: vec![Vec::new(); counts.len()],
+            counts,
+            overall: metrics("*".to_owned()),
+            slices_without_threshold: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn holm_steps_down_through_the_slices_p_values() {
+        // Target 0.9. p-values P(Bin(n, 0.1) <= failures): 0 failures of 60
+        // rows gives 0.9^60 = 1.8e-3; 1 of 60 gives 0.0138; 0 of 25 gives
+        // 0.9^25 = 0.0718.
+        let slices = evaluation(&[(60, 59), (60, 60), (25, 25)]);
+        let held = holm(&slices, 0.9, 0.05);
+        let p = |failures: u64, n: u64| binomial_cdf(n, 0.1, failures);
+        assert!((held[1].0 - p(0, 60)).abs() < 1e-15);
+        // Smallest first, against δ/3, then δ/2, then δ.
+        assert_eq!(held[1], (p(0, 60), 0.05 / 3.0, true));
+        assert_eq!(held[0], (p(1, 60), 0.05 / 2.0, true));
+        assert_eq!(held[2], (p(0, 25), 0.05, false));
+        // Once one fails, every larger p-value fails too.
+        let stopped = holm(&evaluation(&[(25, 25), (60, 60), (30, 30)]), 0.9, 0.05);
+        assert!(stopped[1].2);
+        assert!(!stopped[2].2 && !stopped[0].2);
     }
 }
