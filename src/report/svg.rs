@@ -50,7 +50,12 @@ const WIDTH: f64 = 560.0;
 const HEIGHT: f64 = 340.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 16.0;
-const TOP: f64 = 36.0;
+/// Room for the title, and below it the legend's row.
+const TOP: f64 = 50.0;
+/// Baseline of the legend's row, between the title and the plot.
+const LEGEND_Y: f64 = 38.0;
+/// Width of one character of 11px chart text, generously, for layout.
+const CHAR_WIDTH: f64 = 6.4;
 const BOTTOM: f64 = 52.0;
 
 /// Escapes text for HTML and SVG.
@@ -219,39 +224,108 @@ impl Chart {
                 }
             }
         }
-        for marker in &self.markers {
-            let (x, y) = (x_of(marker.x), y_of(marker.y));
-            // Labels of markers near the right edge go to their left.
-            let (label_x, anchor) = if x > LEFT + plot_width * 0.7 {
-                (x - 9.0, "end")
-            } else {
-                (x + 9.0, "start")
-            };
+        let centres: Vec<(f64, f64)> = self
+            .markers
+            .iter()
+            .map(|marker| (x_of(marker.x), y_of(marker.y)))
+            .collect();
+        let labels: Vec<&str> = self
+            .markers
+            .iter()
+            .map(|marker| marker.label.as_str())
+            .collect();
+        let placed = place_labels(&centres, &labels, LEFT + plot_width * 0.7);
+        for ((marker, &(x, y)), label) in self.markers.iter().zip(&centres).zip(&placed) {
             let _ = write!(
                 svg,
-                r##"<circle cx="{x:.1}" cy="{y:.1}" r="6" fill="{}" stroke="#222222"/><text x="{label_x:.1}" y="{:.1}" text-anchor="{anchor}" class="marker">{}</text>"##,
+                r##"<circle cx="{x:.1}" cy="{y:.1}" r="6" fill="{}" stroke="#222222"/><text x="{:.1}" y="{:.1}" text-anchor="{}" class="marker">{}</text>"##,
                 marker.color,
-                y - 8.0,
+                label.x,
+                label.y,
+                label.anchor,
                 escape(&marker.label)
             );
         }
-        // Legend, above the plot on the right.
-        for (index, series) in self.series.iter().enumerate() {
-            let y = 14.0 + index as f64 * 13.0;
-            let x = WIDTH - RIGHT - 120.0;
+        // Legend: one row between the title and the plot, so it never
+        // covers either.
+        let mut x = LEFT;
+        for series in &self.series {
             let _ = write!(
                 svg,
                 r#"<rect x="{x:.1}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{:.1}" y="{:.1}" class="tick">{}</text>"#,
-                y - 4.0,
+                LEGEND_Y - 4.0,
                 series.color,
-                x + 18.0,
-                y + 1.0,
+                x + 16.0,
+                LEGEND_Y + 1.0,
                 escape(&series.name)
             );
+            x += 16.0 + series.name.chars().count() as f64 * CHAR_WIDTH + 14.0;
         }
         svg.push_str("</svg>");
         svg
     }
+}
+
+/// Where a marker's label goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LabelPlace {
+    x: f64,
+    y: f64,
+    anchor: &'static str,
+}
+
+impl LabelPlace {
+    /// The label's box: (left, top, right, bottom).
+    fn bounds(&self, text: &str) -> (f64, f64, f64, f64) {
+        let width = text.chars().count() as f64 * CHAR_WIDTH;
+        let left = if self.anchor == "end" {
+            self.x - width
+        } else {
+            self.x
+        };
+        (left, self.y - 11.0, left + width, self.y + 3.0)
+    }
+}
+
+/// Places each marker's label beside its marker, above or below and
+/// further out in turn, at the first spot that overlaps no label placed
+/// before it. Labels of markers right of `right_side` go to their left.
+fn place_labels(centres: &[(f64, f64)], labels: &[&str], right_side: f64) -> Vec<LabelPlace> {
+    let overlaps = |a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)| {
+        a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    };
+    let mut placed: Vec<(LabelPlace, (f64, f64, f64, f64))> = Vec::new();
+    for (&(x, y), label) in centres.iter().zip(labels) {
+        let (label_x, anchor) = if x > right_side {
+            (x - 9.0, "end")
+        } else {
+            (x + 9.0, "start")
+        };
+        let offsets = [-8.0, 18.0, -22.0, 32.0, -36.0, 46.0];
+        let candidates = offsets.iter().map(|dy| LabelPlace {
+            x: label_x,
+            y: y + dy,
+            anchor,
+        });
+        let mut chosen = None;
+        for candidate in candidates {
+            let bounds = candidate.bounds(label);
+            if placed.iter().all(|(_, other)| !overlaps(bounds, *other)) {
+                chosen = Some((candidate, bounds));
+                break;
+            }
+        }
+        let place = chosen.unwrap_or_else(|| {
+            let fallback = LabelPlace {
+                x: label_x,
+                y: y - 8.0,
+                anchor,
+            };
+            (fallback, fallback.bounds(label))
+        });
+        placed.push(place);
+    }
+    placed.into_iter().map(|(place, _)| place).collect()
 }
 
 /// Horizontal bars, one per label, for per-slice comparisons.
@@ -342,6 +416,73 @@ mod tests {
         assert_eq!(wide, [2.0, 4.0, 6.0, 8.0]);
         assert_eq!(format_tick(0.30000000000000004), "0.3");
         assert_eq!(format_tick(-0.0), "0");
+    }
+
+    #[test]
+    fn marker_labels_at_one_point_do_not_overlap() {
+        // Two policies choosing points at the same quality, close in cost:
+        // the demo's report drew their labels on top of each other.
+        let centres = [(180.0, 200.0), (215.0, 200.0), (400.0, 60.0)];
+        let labels = [
+            "chosen cascade t = 0.965",
+            "chosen predictive t = 0.44163698",
+            "always large",
+        ];
+        let placed = place_labels(&centres, &labels, 392.0);
+        let boxes: Vec<_> = placed
+            .iter()
+            .zip(labels)
+            .map(|(place, label)| place.bounds(label))
+            .collect();
+        for (index, a) in boxes.iter().enumerate() {
+            for b in &boxes[index + 1..] {
+                let overlap = a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3;
+                assert!(!overlap, "{a:?} overlaps {b:?}");
+            }
+        }
+        assert_eq!(
+            placed[2].anchor, "end",
+            "labels near the right edge go left"
+        );
+    }
+
+    #[test]
+    fn the_legend_sits_below_the_title() {
+        let chart = Chart {
+            title: "Quality and escalation by threshold (cascade)".to_owned(),
+            series: vec![
+                Series {
+                    name: "quality".to_owned(),
+                    color: "#1f77b4",
+                    style: Style::Line,
+                    points: vec![(0.0, 1.0), (1.0, 0.7)],
+                },
+                Series {
+                    name: "escalation rate".to_owned(),
+                    color: "#ff7f0e",
+                    style: Style::Line,
+                    points: vec![(0.0, 1.0), (1.0, 0.0)],
+                },
+            ],
+            ..Chart::default()
+        };
+        let svg = chart.to_svg();
+        // The title's baseline is y = 22; every legend entry is on its own
+        // row below it and above the plot.
+        let entries: Vec<&str> = svg
+            .split("<rect x=")
+            .filter(|entry| entry.contains("width=\"12\""))
+            .collect();
+        assert_eq!(entries.len(), 2);
+        for entry in entries {
+            let y: f64 = entry
+                .split("y=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .and_then(|value| value.parse().ok())
+                .unwrap();
+            assert!(y > 22.0 && y < TOP, "a legend entry at y = {y}");
+        }
     }
 
     #[test]
