@@ -28,3 +28,4 @@ mod schema_docs;
 mod signing;
 mod sim_cli;
 mod simulate_cli;
+mod snapshots;

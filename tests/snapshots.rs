@@ -1,0 +1,148 @@
+//! The Markdown a reviewer reads, pinned: `summary.md` and `gate-report.md`
+//! for the example results, compared with `tests/fixtures/snapshots/`.
+//! Paths under the test's directory read as `<dir>`, the repository as
+//! `<repo>`, and sha256 digests (which cover the checkout's path and git
+//! commit) as `<sha256>`. After a deliberate
+//! change, `ROUTEVAL_UPDATE_SNAPSHOTS=1 cargo test -- snapshots` rewrites the
+//! files; review their diff like code.
+
+use std::path::Path;
+
+use crate::common::{example_results, routeval};
+use crate::gate_cli::example_routes;
+
+fn check(name: &str, rendered: &str, directory: &Path) {
+    let normalised = without_digests(
+        &rendered
+            .replace(&directory.display().to_string(), "<dir>")
+            .replace(env!("CARGO_MANIFEST_DIR"), "<repo>"),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/snapshots")
+        .join(name);
+    if std::env::var_os("ROUTEVAL_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &normalised).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{}: no snapshot; set ROUTEVAL_UPDATE_SNAPSHOTS=1",
+            path.display()
+        )
+    });
+    if normalised != expected {
+        let first = normalised
+            .lines()
+            .zip(expected.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        panic!(
+            "{name} differs from its snapshot at line {}:\n  now:      {}\n  snapshot: {}",
+            first + 1,
+            normalised.lines().nth(first).unwrap_or(""),
+            expected.lines().nth(first).unwrap_or("")
+        );
+    }
+}
+
+/// `text` with every run of exactly 64 hexadecimal digits as `<sha256>`.
+fn without_digests(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    for character in text.chars().chain(std::iter::once('\n')) {
+        if character.is_ascii_hexdigit() {
+            run.push(character);
+            continue;
+        }
+        if run.len() == 64 {
+            out.push_str("<sha256>");
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(character);
+    }
+    out.pop();
+    out
+}
+
+#[test]
+fn the_summary_and_the_gate_markdown_are_pinned() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = |name: &str| directory.path().join(name);
+    routeval()
+        .args([
+            "calibrate",
+            "--target",
+            "0.9",
+            "--confidence",
+            "0.95",
+            "--results",
+        ])
+        .arg(example_results())
+        .arg("--out")
+        .arg(path("calibration.json"))
+        .assert()
+        .code(0);
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(path("k.key"))
+        .assert()
+        .code(0);
+    let gate = |out: &str, candidates: &[&str], extra: &[&str]| {
+        let mut command = routeval();
+        command.args(["gate", "--target", "0.9", "--candidates"]);
+        for candidate in candidates {
+            command.arg(example_routes(candidate));
+        }
+        command
+            .arg("--results")
+            .arg(example_results())
+            .arg("--calibration")
+            .arg(path("calibration.json"))
+            .arg("--key")
+            .arg(path("k.key"))
+            .args(["--at", "2026-11-29T12:00:00Z", "--out"])
+            .arg(path(out))
+            .args(extra)
+            .assert()
+    };
+    gate("deployed", &["always-large.toml"], &[]).code(0);
+    let deployed = path("deployed").join("route-config.v1.json");
+    gate(
+        "gate",
+        &["always-large.toml", "predictive.toml"],
+        &[
+            "--baseline",
+            deployed.to_str().unwrap(),
+            "--max-regression",
+            "0.1",
+        ],
+    )
+    .code(predicates::ord::lt(2));
+    routeval()
+        .arg("report")
+        .arg("--results")
+        .arg(example_results())
+        .arg("--calibration")
+        .arg(path("calibration.json"))
+        .arg("--gate")
+        .arg(path("gate").join("gate-report.json"))
+        .arg("--out")
+        .arg(path("report"))
+        .assert()
+        .code(0);
+    let read = |file: &Path| std::fs::read_to_string(file).unwrap();
+    check(
+        "summary.md",
+        &read(&path("report").join("summary.md")),
+        directory.path(),
+    );
+    check(
+        "gate-report.md",
+        &read(&path("gate").join("gate-report.md")),
+        directory.path(),
+    );
+}
