@@ -105,6 +105,56 @@ const REGRESSION_HEADER: [&str; 8] = [
     "verdict",
 ];
 
+/// With a baseline, the change leads: for the chosen candidate (or each
+/// candidate when none was chosen), one line per slice with quality and
+/// cost before and after, the paired intervals, and the verdict.
+fn change_first(out: &mut String, report: &GateReport) {
+    let Some(baseline) = &report.baseline else {
+        return;
+    };
+    let chosen: Vec<&CandidateReport> = report
+        .candidates
+        .iter()
+        .filter(|candidate| {
+            report.chosen.is_none() || report.chosen.as_deref() == Some(candidate.file.as_str())
+        })
+        .filter(|candidate| !candidate.regressions.is_empty())
+        .collect();
+    for candidate in chosen {
+        let _ = writeln!(
+            out,
+            "**The change:** {} against the deployed version {} (paired on the same rows, margin {}):\n",
+            code(&file_name(&candidate.file)),
+            baseline.version,
+            report.max_regression
+        );
+        for regression in &candidate.regressions {
+            let Some(after) = candidate
+                .slices
+                .iter()
+                .find(|metrics| metrics.slice == regression.slice)
+            else {
+                continue;
+            };
+            let before_quality = after.quality - regression.difference;
+            let before_cost = after.mean_cost - regression.cost_difference;
+            let cells = regression_cells(regression);
+            let _ = writeln!(
+                out,
+                "- {}: quality {before_quality:.4} → {:.4} ({}), $/1k {:.4} → {:.4} ({}): **{}**",
+                code(&regression.slice),
+                after.quality,
+                cells[4],
+                before_cost * 1000.0,
+                after.mean_cost * 1000.0,
+                cells[6],
+                cells[7]
+            );
+        }
+        out.push('\n');
+    }
+}
+
 fn file_name(path: &str) -> String {
     std::path::Path::new(path).file_name().map_or_else(
         || path.to_owned(),
@@ -199,6 +249,7 @@ pub fn markdown(report: &GateReport) -> String {
         code(&report.results.path),
         report.results.rows
     );
+    change_first(&mut out, report);
     let mut header = String::from("| |");
     let mut rule = String::from("|---|");
     for candidate in &report.candidates {
