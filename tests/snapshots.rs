@@ -134,7 +134,50 @@ fn the_summary_and_the_gate_markdown_are_pinned() {
         .arg(path("report"))
         .assert()
         .code(0);
+    // The change from the deployed always-large config to the predictive
+    // one the gate emitted leads the summary.
+    routeval()
+        .arg("report")
+        .arg("--results")
+        .arg(example_results())
+        .arg("--calibration")
+        .arg(path("calibration.json"))
+        .arg("--gate")
+        .arg(path("gate").join("gate-report.json"))
+        .arg("--baseline")
+        .arg(&deployed)
+        .arg("--out")
+        .arg(path("change"))
+        .assert()
+        .code(0);
     let read = |file: &Path| std::fs::read_to_string(file).unwrap();
+    let html = read(&path("change").join("report.html"));
+    assert!(html.contains("<h2>The change</h2>"));
+    // A single-route deployed config has no thresholds a calibration could
+    // replace: without the gate's config there is nothing to compare.
+    let refused = routeval()
+        .arg("report")
+        .arg("--results")
+        .arg(example_results())
+        .arg("--calibration")
+        .arg(path("calibration.json"))
+        .arg("--baseline")
+        .arg(&deployed)
+        .arg("--out")
+        .arg(path("refused"))
+        .assert()
+        .code(2);
+    assert!(
+        String::from_utf8_lossy(&refused.get_output().stderr).contains("nothing to compare with")
+    );
+    assert!(!path("refused").exists());
+    // Each slice's cost–quality chart draws the move as an arrow.
+    assert_eq!(html.matches("class=\"change\"").count(), 4);
+    check(
+        "summary-change.md",
+        &read(&path("change").join("summary.md")),
+        directory.path(),
+    );
     check(
         "summary.md",
         &read(&path("report").join("summary.md")),

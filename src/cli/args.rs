@@ -386,6 +386,20 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub gate: Option<PathBuf>,
 
+    /// The deployed route config: the report leads with the change from it
+    /// to the proposal (the gate's emitted config with --gate, else the
+    /// deployed table with the thresholds of the matching --calibration).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// The margin of the paired comparison with --baseline.
+    #[arg(long, value_name = "D", default_value_t = 0.01)]
+    pub max_regression: f64,
+
+    /// The confidence of the paired comparison with --baseline.
+    #[arg(long, value_name = "C", default_value_t = 0.95)]
+    pub confidence: f64,
+
     /// A drift document (from `routeval drift --out`).
     #[arg(long, value_name = "FILE")]
     pub drift: Option<PathBuf>,

@@ -8,9 +8,12 @@ use serde::de::DeserializeOwned;
 use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
+use crate::gate::{GateReport, RouteConfig};
 use crate::gate::{scores_of, sha256_hex};
-use crate::report::{ReportInputs, render, slice_curves, summary};
-use crate::schema::{Column, ColumnNames, ReadOptions, read_graded};
+use crate::report::{
+    Change, ReportInputs, change, proposed_from_calibration, render, slice_curves, summary,
+};
+use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 
 use super::args::ReportArgs;
 use super::print::println;
@@ -32,6 +35,20 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     );
     inputs.extend(args.gate.iter().map(|path| Named::new(path, "--gate")));
     inputs.extend(args.drift.iter().map(|path| Named::new(path, "--drift")));
+    inputs.extend(
+        args.baseline
+            .iter()
+            .map(|path| Named::new(path, "--baseline")),
+    );
+    if !(args.confidence > 0.0 && args.confidence < 1.0) {
+        bail!("--confidence must be in (0, 1), got {}", args.confidence);
+    }
+    if !(0.0..=1.0).contains(&args.max_regression) {
+        bail!(
+            "--max-regression must be in [0, 1], got {}",
+            args.max_regression
+        );
+    }
     check_outputs(
         &[
             Named::new(&html_path, "--out"),
@@ -97,6 +114,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         .as_deref()
         .map(|path| load(path, "--drift", "a drift document"))
         .transpose()?;
+    let change = match &args.baseline {
+        Some(path) => Some(the_change(path, gate.as_ref(), &calibrations, &args)?),
+        None => None,
+    };
     let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
     let results_path = args.results.display().to_string();
     let inputs = ReportInputs {
@@ -109,6 +130,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         calibrations: &calibrations,
         gate: gate.as_ref(),
         drift: drift.as_ref(),
+        change: change.as_ref(),
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
@@ -123,4 +145,55 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         markdown_path.display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+/// The deployed config at `path` against the proposal: the gate's emitted
+/// config when the gate report has one, else the deployed table with the
+/// thresholds of the calibration of its policy and score column.
+fn the_change(
+    path: &Path,
+    gate: Option<&GateReport>,
+    calibrations: &[CalibrationDocument],
+    args: &ReportArgs,
+) -> anyhow::Result<Change> {
+    let deployed: RouteConfig = load(path, "--baseline", "a route config")?;
+    let (proposed, proposal) = match gate.and_then(|gate| gate.emitted.as_ref()) {
+        Some(emitted) => {
+            let config: RouteConfig = load(
+                Path::new(&emitted.config),
+                "--gate",
+                "the route config the gate emitted",
+            )?;
+            (
+                config.table,
+                format!("the gate's version {}", config.version),
+            )
+        }
+        None => {
+            let proposed = proposed_from_calibration(&deployed.table, calibrations).with_context(|| {
+                format!(
+                    "{}: nothing to compare with: give --gate with an emitted config, or the --calibration of the deployed policy and score column",
+                    path.display()
+                )
+            })?;
+            (proposed, "the calibrated thresholds".to_owned())
+        }
+    };
+    let results_for = |column: &str| -> anyhow::Result<GradedTable> {
+        let read = ReadOptions {
+            names: ColumnNames::new(column, args.slice_col.clone()),
+            carry_extra: false,
+            details: true,
+            score_optional: false,
+        };
+        Ok(read_graded(&args.results, &read)?)
+    };
+    change(
+        &deployed,
+        &proposed,
+        proposal,
+        &results_for,
+        args.max_regression,
+        1.0 - args.confidence,
+    )
 }

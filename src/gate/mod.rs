@@ -28,5 +28,5 @@ pub use render::{comparison_rows, markdown, terminal};
 pub use report::{
     BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport, SliceRegression,
 };
-pub use rules::{Failure, Rule};
+pub use rules::{Failure, Rule, regressions};
 pub use verify::{Verified, VerifyError, check as check_config, verify_config};

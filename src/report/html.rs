@@ -6,9 +6,11 @@ use std::fmt::Write;
 use crate::calibrate::{CalibrationDocument, Curve, Policy, SliceCalibration, Totals, thin};
 use crate::drift::DriftDocument;
 use crate::gate::{GateReport, comparison_rows};
+use crate::stats::PairedVerdict;
 
+use super::change::Change;
 use super::curves::SliceCurves;
-use super::svg::{Chart, Marker, Rule, Series, Style, bars, escape};
+use super::svg::{Arrow, Chart, Marker, Rule, Series, Style, bars, escape};
 
 const BLUE: &str = "#1f77b4";
 const ORANGE: &str = "#ff7f0e";
@@ -36,6 +38,8 @@ pub struct ReportInputs<'a> {
     pub calibrations: &'a [CalibrationDocument],
     pub gate: Option<&'a GateReport>,
     pub drift: Option<&'a DriftDocument>,
+    /// With `--baseline`: the deployed config against the proposal.
+    pub change: Option<&'a Change>,
 }
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}\
@@ -97,6 +101,9 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
         escape(inputs.results_sha256),
         env!("CARGO_PKG_VERSION")
     );
+    if let Some(change) = inputs.change {
+        change_section(&mut out, change);
+    }
     summary(&mut out, inputs);
     if let Some(gate) = inputs.gate {
         gate_section(&mut out, gate);
@@ -109,6 +116,49 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// The change leads: per slice, threshold, quality, cost and escalation
+/// before and after, the paired intervals, and a verdict.
+fn change_section(out: &mut String, change: &Change) {
+    let _ = write!(
+        out,
+        "<h2>The change</h2><p>The deployed config (version {}) against {}, on the same rows. A slice regressed when the paired test shows its quality more than {} below the deployed one's.</p><table><tr><th>slice</th><th>threshold</th><th>quality</th><th>quality change</th><th>$/1k req</th><th>$/1k change</th><th>escalated</th><th>verdict</th></tr>",
+        change.deployed_version,
+        escape(&change.proposal),
+        change.margin
+    );
+    let threshold = |value: Option<crate::calibrate::Threshold>| {
+        value.map_or_else(|| "-".to_owned(), |threshold| threshold.to_string())
+    };
+    for slice in &change.slices {
+        let test = &slice.test;
+        let (class, verdict) = match test.verdict {
+            PairedVerdict::Regressed => ("rejected", "regressed"),
+            PairedVerdict::NotWorse => ("ok", "not worse"),
+            PairedVerdict::TooSmallToTell => ("watch", "not enough rows to tell"),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{} → {}</td><td>{:.4} → {:.4}</td><td>{:+.4} [{:+.4}, {:+.4}]</td><td>{:.4} → {:.4}</td><td>{:+.4} [{:+.4}, {:+.4}]</td><td>{:.1}% → {:.1}%</td><td class=\"{class}\">{verdict}</td></tr>",
+            escape(&slice.slice),
+            threshold(slice.threshold_before),
+            threshold(slice.threshold_after),
+            slice.before.quality,
+            slice.after.quality,
+            test.difference,
+            test.difference_interval[0],
+            test.difference_interval[1],
+            slice.before.mean_cost * 1000.0,
+            slice.after.mean_cost * 1000.0,
+            test.cost_difference * 1000.0,
+            test.cost_difference_interval[0] * 1000.0,
+            test.cost_difference_interval[1] * 1000.0,
+            slice.before.escalation_rate * 100.0,
+            slice.after.escalation_rate * 100.0
+        );
+    }
+    out.push_str("</table>");
 }
 
 fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
@@ -388,6 +438,32 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
             });
         }
     }
+    // The deployed config's point and the proposal's, joined by an arrow.
+    let mut arrows = Vec::new();
+    if let Some(moved) = inputs.change.and_then(|change| {
+        change
+            .slices
+            .iter()
+            .find(|slice| slice.slice == curves.slice)
+            .map(|slice| (change.deployed_version, slice))
+    }) {
+        let (version, slice) = moved;
+        let from = (slice.before.mean_cost * 1000.0, slice.before.quality);
+        let to = (slice.after.mean_cost * 1000.0, slice.after.quality);
+        markers.push(Marker {
+            label: format!("deployed v{version}"),
+            color: BLUE,
+            x: from.0,
+            y: from.1,
+        });
+        markers.push(Marker {
+            label: "proposed".to_owned(),
+            color: ORANGE,
+            x: to.0,
+            y: to.1,
+        });
+        arrows.push(Arrow { from, to });
+    }
     let cost_quality = Chart {
         title: "Cost and quality over every threshold".to_owned(),
         x_label: "$ per 1,000 requests".to_owned(),
@@ -416,6 +492,7 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
         ],
         markers,
         rules: rules.clone(),
+        arrows,
     };
     out.push_str(&cost_quality.to_svg());
 
@@ -521,6 +598,7 @@ fn threshold_charts(
         ],
         markers: Vec::new(),
         rules: rules.to_vec(),
+        arrows: Vec::new(),
     };
     out.push_str(&by_threshold.to_svg());
     let cost_by_threshold = Chart {
@@ -539,6 +617,7 @@ fn threshold_charts(
         }],
         markers: Vec::new(),
         rules: Vec::new(),
+        arrows: Vec::new(),
     };
     out.push_str(&cost_by_threshold.to_svg());
 }

@@ -4,13 +4,16 @@
 //! slice: the cost–quality curve with always-small, always-large, the oracle
 //! and the chosen threshold; quality, cost and escalation by threshold;
 //! cascade against predictive; drift) and the tables behind them, plus a
-//! Markdown summary for the pull request.
+//! Markdown summary for the pull request. With the deployed config
+//! (`--baseline`), both lead with the change: per slice, before and after.
 
+mod change;
 mod curves;
 mod html;
 mod markdown;
 mod svg;
 
+pub use change::{Change, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
 pub use html::{ReportInputs, render};
 pub use markdown::summary;

@@ -36,6 +36,14 @@ pub struct Rule {
     pub y: f64,
 }
 
+/// An arrow from one point to another, such as from the deployed config's
+/// point to the proposed one; both ends should also be markers.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrow {
+    pub from: (f64, f64),
+    pub to: (f64, f64),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Chart {
     pub title: String,
@@ -44,6 +52,7 @@ pub struct Chart {
     pub series: Vec<Series>,
     pub markers: Vec<Marker>,
     pub rules: Vec<Rule>,
+    pub arrows: Vec<Arrow>,
 }
 
 const WIDTH: f64 = 560.0;
@@ -223,6 +232,20 @@ impl Chart {
                     }
                 }
             }
+        }
+        for arrow in &self.arrows {
+            let (x1, y1) = (x_of(arrow.from.0), y_of(arrow.from.1));
+            let (x2, y2) = (x_of(arrow.to.0), y_of(arrow.to.1));
+            // Stop short of the target marker's circle, so the head shows.
+            let length = (x2 - x1).hypot(y2 - y1);
+            if length < 12.0 {
+                continue;
+            }
+            let (x2, y2) = (x2 - (x2 - x1) * 9.0 / length, y2 - (y2 - y1) * 9.0 / length);
+            let _ = write!(
+                svg,
+                r##"<defs><marker id="arrowhead" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#222222"/></marker></defs><line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="#222222" stroke-width="1.5" marker-end="url(#arrowhead)" class="change"/>"##
+            );
         }
         let centres: Vec<(f64, f64)> = self
             .markers
