@@ -16,6 +16,7 @@ mod gate_regression;
 mod import_cli;
 mod input_errors;
 mod input_formats;
+mod judge_error;
 mod kernel_consistency;
 mod litellm_export;
 mod real_data;

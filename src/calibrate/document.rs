@@ -82,6 +82,35 @@ pub struct SliceCalibration {
     /// The Pareto frontier, cheapest first; thinned to evenly spaced points
     /// (both ends kept) when it has more than the calibration's limit.
     pub frontier: Vec<FrontierPoint>,
+    /// With `audited_ok_small`/`audited_ok_large` in the results: how the
+    /// grader did against the humans, and the corrected quality.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditSummary>,
+}
+
+/// The grader against the human verdicts on a slice's audited rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSummary {
+    /// Rows with both answers audited.
+    pub rows: u64,
+    /// Share of audited answers (both tiers) where grader and human agree.
+    pub agreement: f64,
+    /// Of the answers the human rejected, the share the grader accepted.
+    pub grader_false_accept: Option<f64>,
+    /// Of the answers the human accepted, the share the grader rejected.
+    pub grader_false_reject: Option<f64>,
+    /// At the chosen threshold: the grader's quality corrected by the
+    /// audited rows (prediction-powered), and its lower bound at the
+    /// document's confidence.
+    pub corrected_quality: Option<f64>,
+    pub corrected_lower_bound: Option<f64>,
+    /// The half-width the next field is for (`--audit-width`).
+    pub half_width: f64,
+    /// Audited rows that would bring the corrected bound within
+    /// `half_width` of the estimate; null when the grader's share alone is
+    /// wider, or there is no chosen threshold.
+    pub rows_for_half_width: Option<u64>,
 }
 
 /// Policies that need no threshold, for comparison.

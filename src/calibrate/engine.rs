@@ -13,8 +13,8 @@ use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
 use super::document::{
-    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
-    InputFile, Point, SliceCalibration, Threshold,
+    AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
+    HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
 use super::ingest::{Ingest, SliceData};
 use super::options::{CalibrateOptions, Guarantee};
@@ -237,7 +237,11 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
         threshold: chosen.map(|chosen| Threshold(chosen.threshold)),
         quality: chosen.map(|chosen| chosen.quality(rows)),
         quality_lower_bound: chosen.zip(options.confidence).map(|(chosen, confidence)| {
-            clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
+            if selection.corrected {
+                curve.corrected(&chosen).lower_bound(1.0 - confidence)
+            } else {
+                clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
+            }
         }),
         mean_cost,
         escalation_rate: chosen.map(|chosen| chosen.escalation_rate(rows)),
@@ -249,7 +253,52 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
         holdout,
         frontier_points,
         frontier,
+        audit: audit_summary(&data.calibration, &curve, chosen.as_ref(), options),
     }
+}
+
+/// The grader against the humans on the slice's audited rows, and the
+/// corrected quality at the chosen threshold; `None` without audits.
+fn audit_summary(
+    observations: &crate::policy::SliceObservations,
+    curve: &Curve,
+    chosen: Option<&Candidate>,
+    options: &CalibrateOptions,
+) -> Option<AuditSummary> {
+    if curve.audited == 0 {
+        return None;
+    }
+    let (mut agree, mut human_no, mut false_accept, mut human_yes, mut false_reject) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    for row in &observations.rows {
+        let Some((small, large)) = row.audit.verdicts() else {
+            continue;
+        };
+        for (human, grader) in [(small, row.small_ok), (large, row.large_ok)] {
+            agree += u64::from(human == grader);
+            if human {
+                human_yes += 1;
+                false_reject += u64::from(!grader);
+            } else {
+                human_no += 1;
+                false_accept += u64::from(grader);
+            }
+        }
+    }
+    let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    let delta = 1.0 - options.confidence.unwrap_or(0.95);
+    let corrected = chosen.map(|chosen| curve.corrected(chosen));
+    Some(AuditSummary {
+        rows: curve.audited,
+        agreement: agree as f64 / (2 * curve.audited) as f64,
+        grader_false_accept: share(false_accept, human_no),
+        grader_false_reject: share(false_reject, human_yes),
+        corrected_quality: corrected.map(|corrected| corrected.estimate()),
+        corrected_lower_bound: corrected.map(|corrected| corrected.lower_bound(delta)),
+        half_width: options.audit_width,
+        rows_for_half_width: corrected
+            .and_then(|corrected| corrected.audited_rows_for(options.audit_width, delta)),
+    })
 }
 
 /// At most `limit` of `items` (all when `limit` is 0), evenly spaced along
@@ -296,6 +345,20 @@ fn infeasibility(
             max_successes as f64 / rows as f64
         );
     };
+    if selection.corrected {
+        return if curve.audited < super::select::MIN_AUDITED_ROWS {
+            format!(
+                "{} audited rows are too few for the corrected bound (at least {}); audit more rows, or none",
+                curve.audited,
+                super::select::MIN_AUDITED_ROWS
+            )
+        } else {
+            format!(
+                "no threshold's corrected lower bound reaches {target} at confidence {confidence} (the grader's labels corrected by {} audited rows)",
+                curve.audited
+            )
+        };
+    }
     match selection.max_certifiable_failures {
         None => match min_rows_to_certify(target, 1.0 - confidence) {
             Some(needed) => format!(

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::policy::{GradedRow, SliceObservations};
+use arrow::array::Array;
+
+use crate::policy::{Audit, GradedRow, SliceObservations};
 use crate::schema::GradedBatch;
 
 use super::options::{Holdout, Policy, Scope};
@@ -69,7 +71,7 @@ impl Ingest {
             } else {
                 &mut data.calibration
             };
-            target.push(self.policy, &row);
+            target.push_audited(self.policy, &row, audit_of(batch, index));
         }
     }
 
@@ -100,5 +102,17 @@ impl Ingest {
     pub fn finish(mut self) -> Vec<SliceData> {
         self.slices.sort_by(|a, b| a.name.cmp(&b.name));
         self.slices
+    }
+}
+
+/// The human verdicts on row `index`, when both of its answers were audited.
+fn audit_of(batch: &GradedBatch, index: usize) -> Audit {
+    let [Some(small), Some(large)] = &batch.audited else {
+        return Audit::NONE;
+    };
+    if small.is_valid(index) && large.is_valid(index) {
+        Audit::of(Some((small.value(index), large.value(index))))
+    } else {
+        Audit::NONE
     }
 }

@@ -32,12 +32,12 @@ pub use crate::policy::{
     Candidate, Curve, GradedRow, Observation, SliceObservations, Totals, to_picodollars,
 };
 pub use document::{
-    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, HoldoutResult,
-    InputFile, Point, SliceCalibration, Threshold,
+    AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
+    HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;
 pub use options::{CalibrateOptions, Guarantee, Holdout, Policy, Scope};
 pub use select::{Selection, select};
-pub use terminal::render_table;
 pub(crate) use terminal::table;
+pub use terminal::{AUDIT_HEADER, audit_rows, render_table};

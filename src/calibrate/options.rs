@@ -57,6 +57,9 @@ pub struct CalibrateOptions {
     /// With a confidence: hold the guarantee for all slices jointly
     /// (Bonferroni: each slice certified at δ / slices) rather than for each.
     pub familywise: bool,
+    /// The half-width of the corrected bound the audit summary sizes the
+    /// audited sample for.
+    pub audit_width: f64,
 }
 
 /// Which guarantee a certified calibration gives.

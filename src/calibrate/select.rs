@@ -14,7 +14,14 @@ pub struct Selection {
     /// With a confidence level: the most failures that certify the target on
     /// this slice, `None` when even a flawless slice of this size does not.
     pub max_certifiable_failures: Option<u64>,
+    /// The slice has audited rows, so certification used the corrected
+    /// (prediction-powered) bound rather than the grader's labels alone.
+    pub corrected: bool,
 }
+
+/// Fewest audited rows a slice needs before its corrected bound is used:
+/// the bound is normal-approximate, and its variance estimate needs rows.
+pub const MIN_AUDITED_ROWS: u64 = 30;
 
 /// Picks the cheapest eligible candidate. Without `confidence`, eligible means
 /// measured quality ≥ `target`. With it, candidates are tested in order from
@@ -36,6 +43,23 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
             .map(|(index, _)| index)
     };
     match confidence {
+        Some(confidence) if curve.audited > 0 => {
+            // The grader's labels are corrected by the audited rows; too few
+            // of them certify nothing rather than trust the grader.
+            let delta = 1.0 - confidence;
+            let chosen = (curve.audited >= MIN_AUDITED_ROWS)
+                .then(|| {
+                    cheapest(&mut curve.candidates.iter().enumerate().take_while(
+                        |(_, candidate)| curve.corrected(candidate).lower_bound(delta) >= target,
+                    ))
+                })
+                .flatten();
+            Selection {
+                chosen,
+                max_certifiable_failures: None,
+                corrected: true,
+            }
+        }
         None => Selection {
             chosen: cheapest(
                 &mut curve
@@ -45,6 +69,7 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
                     .filter(|(_, candidate)| candidate.quality(rows) >= target),
             ),
             max_certifiable_failures: None,
+            corrected: false,
         },
         Some(confidence) => {
             let limit = max_certifiable_failures(rows, 1.0 - target, 1.0 - confidence);
@@ -60,6 +85,7 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
             Selection {
                 chosen,
                 max_certifiable_failures: limit,
+                corrected: false,
             }
         }
     }

@@ -69,7 +69,57 @@ pub fn render_table(document: &CalibrationDocument) -> String {
         }
     }
     let _ = writeln!(out, "\nbaselines ($ per 1,000 requests):\n{baselines}");
+    if let Some(audits) = audit_table(document) {
+        let _ = writeln!(
+            out,
+            "\nthe grader against the humans' verdicts (audited rows; quality corrected by them):\n{audits}"
+        );
+    }
     out
+}
+
+/// The columns of the audit table, every rendering's.
+pub const AUDIT_HEADER: [&str; 8] = [
+    "slice",
+    "audited",
+    "agreement",
+    "grader false accepts",
+    "grader false rejects",
+    "corrected q",
+    "corrected bound",
+    "audited rows for ±W",
+];
+
+/// One row per audited slice, or `None` when no slice has audits.
+pub fn audit_rows(document: &CalibrationDocument) -> Vec<Vec<String>> {
+    let percent =
+        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}"));
+    document
+        .slices
+        .iter()
+        .filter_map(|slice| {
+            let audit = slice.audit.as_ref()?;
+            Some(vec![
+                slice.slice.clone(),
+                audit.rows.to_string(),
+                percent(Some(audit.agreement)),
+                percent(audit.grader_false_accept),
+                percent(audit.grader_false_reject),
+                number(audit.corrected_quality),
+                number(audit.corrected_lower_bound),
+                audit.rows_for_half_width.map_or_else(
+                    || "-".to_owned(),
+                    |rows| format!("{rows} (±{})", audit.half_width),
+                ),
+            ])
+        })
+        .collect()
+}
+
+fn audit_table(document: &CalibrationDocument) -> Option<String> {
+    let rows = audit_rows(document);
+    (!rows.is_empty()).then(|| table(AUDIT_HEADER.to_vec(), rows.into_iter()))
 }
 
 pub(crate) fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {

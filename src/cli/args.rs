@@ -87,6 +87,11 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub familywise: bool,
 
+    /// With audited rows (`audited_ok_small`/`audited_ok_large`): the
+    /// half-width of the corrected bound to size the audit for.
+    #[arg(long, value_name = "W", default_value_t = 0.02)]
+    pub audit_width: f64,
+
     /// Hold out this fraction of each slice and report the chosen threshold's
     /// quality on it.
     #[arg(long, value_name = "F")]

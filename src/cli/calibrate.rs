@@ -51,6 +51,9 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
     if args.familywise && args.confidence.is_none() {
         bail!("--familywise needs --confidence: a plain fit guarantees nothing to share");
     }
+    if !(args.audit_width > 0.0 && args.audit_width < 1.0) {
+        bail!("--audit-width must be in (0, 1), got {}", args.audit_width);
+    }
     if let Some(fraction) = args.holdout
         && !(fraction > 0.0 && fraction < 1.0)
     {
@@ -80,6 +83,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         },
         frontier_points: args.frontier_points,
         familywise: args.familywise,
+        audit_width: args.audit_width,
     };
     Ok((read, options))
 }
@@ -112,6 +116,7 @@ mod tests {
                     scope: Scope::PerSlice,
                     frontier_points: 256,
                     familywise: false,
+                    audit_width: 0.02,
                 },
             ),
             (
@@ -127,6 +132,7 @@ mod tests {
                     scope: Scope::Global,
                     frontier_points: 0,
                     familywise: true,
+                    audit_width: 0.02,
                 },
             ),
         ];

@@ -510,6 +510,7 @@ fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
             Some(models(1)),
             has_verifier.then(|| models(2)),
         ],
+        audited: Default::default(),
         extra: vec![
             (
                 Arc::new(Field::new("prompt", DataType::Utf8, false)),
@@ -531,6 +532,7 @@ fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
         present: Present {
             latencies: [true, true, true, true, has_verifier, false],
             models: [true, true, has_verifier],
+            audited: [false; 2],
         },
     }
 }

@@ -228,6 +228,7 @@ pub fn build_table(
         cost_router: Float64Array::from(vec![0.0; n]),
         latencies: Default::default(),
         models: [Some(text(small_model)), Some(text(large_model)), None],
+        audited: Default::default(),
         extra: vec![(
             Arc::new(Field::new("prompt", DataType::Utf8, false)),
             Arc::new(StringArray::from_iter_values(
@@ -240,6 +241,7 @@ pub fn build_table(
         batches: vec![batch],
         present: Present {
             latencies: [false; 6],
+            audited: [false; 2],
             models: [true, true, false],
         },
     })

@@ -21,5 +21,5 @@ pub use serve::{
     Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
     serve_priced,
 };
-pub use sweep::{Candidate, Curve, Observation, SliceObservations, Totals};
+pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals};
 pub use tally::{Counts, Metrics, Tally, percentile};

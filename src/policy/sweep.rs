@@ -15,6 +15,42 @@ pub struct Observation {
     pub escalation_cost: i64,
     pub small_ok: bool,
     pub large_ok: bool,
+    /// A human's verdicts on the row's two answers, where audited.
+    pub audit: Audit,
+}
+
+/// A human's verdicts on one row's small and large answers, packed: bit 0
+/// audited, bit 1 the small answer acceptable, bit 2 the large one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Audit(u8);
+
+impl Audit {
+    pub const NONE: Audit = Audit(0);
+
+    pub fn of(verdicts: Option<(bool, bool)>) -> Audit {
+        verdicts.map_or(Audit::NONE, |(small, large)| {
+            Audit(1 | u8::from(small) << 1 | u8::from(large) << 2)
+        })
+    }
+
+    pub fn verdicts(self) -> Option<(bool, bool)> {
+        (self.0 & 1 == 1).then_some((self.0 & 2 != 0, self.0 & 4 != 0))
+    }
+
+    /// Human minus grader on the served answer: −1, 0 or 1.
+    fn error(self, served_large: bool, small_ok: bool, large_ok: bool) -> i64 {
+        match self.verdicts() {
+            None => 0,
+            Some((small, large)) => {
+                let (human, grader) = if served_large {
+                    (large, large_ok)
+                } else {
+                    (small, small_ok)
+                };
+                i64::from(human) - i64::from(grader)
+            }
+        }
+    }
 }
 
 /// Sums over a slice's rows.
@@ -32,6 +68,12 @@ pub struct Totals {
     /// Cost of the oracle, which escalates exactly the rows the small tier
     /// fails and the large tier gets right, and pays for no router.
     pub oracle_cost: i128,
+    /// Rows with a human's verdicts.
+    pub audited: u64,
+    /// Over the audited rows with nothing escalated: the sum of human minus
+    /// grader on the served answer, and of its absolute value.
+    pub audit_error: i64,
+    pub audit_disagreements: u64,
 }
 
 /// The rows of one slice (or of its held-out part) under one policy.
@@ -43,6 +85,11 @@ pub struct SliceObservations {
 
 impl SliceObservations {
     pub fn push(&mut self, policy: Policy, row: &GradedRow) {
+        self.push_audited(policy, row, Audit::NONE);
+    }
+
+    /// [`SliceObservations::push`] with a human's verdicts on the row.
+    pub fn push_audited(&mut self, policy: Policy, row: &GradedRow, audit: Audit) {
         let priced = Priced::of(row);
         let (cost_small, cost_large) = (priced.small, priced.large);
         let base = serve_priced(policy, row, &priced, false).cost;
@@ -61,12 +108,19 @@ impl SliceObservations {
         } else {
             cost_small
         });
+        if audit.verdicts().is_some() {
+            let error = audit.error(false, row.small_ok, row.large_ok);
+            totals.audited += 1;
+            totals.audit_error += error;
+            totals.audit_disagreements += error.unsigned_abs();
+        }
         self.rows.push(Observation {
             // Adding zero folds -0.0 into 0.0, which `>=` treats as equal.
             score: row.score + 0.0,
             escalation_cost,
             small_ok: row.small_ok,
             large_ok: row.large_ok,
+            audit,
         });
     }
 
@@ -86,6 +140,9 @@ impl SliceObservations {
         totals.cost_large += more.cost_large;
         totals.policy_base += more.policy_base;
         totals.oracle_cost += more.oracle_cost;
+        totals.audited += more.audited;
+        totals.audit_error += more.audit_error;
+        totals.audit_disagreements += more.audit_disagreements;
     }
 
     /// Escalated rows, successes and total cost at threshold `threshold`, by
@@ -117,6 +174,10 @@ pub struct Candidate {
     pub successes: u64,
     /// Total cost in picodollars.
     pub cost: i128,
+    /// Over the audited rows: the sum of human minus grader on the served
+    /// answer, and the number of rows where they disagree.
+    pub audit_error: i64,
+    pub audit_disagreements: u64,
 }
 
 impl Candidate {
@@ -151,6 +212,8 @@ impl Candidate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     pub rows: u64,
+    /// Rows with a human's verdicts.
+    pub audited: u64,
     pub candidates: Vec<Candidate>,
 }
 
@@ -167,6 +230,8 @@ impl Curve {
             escalated: 0,
             successes: totals.small_ok,
             cost: totals.policy_base,
+            audit_error: totals.audit_error,
+            audit_disagreements: totals.audit_disagreements,
         };
         candidates.push(current);
         for group in rows.chunk_by(|a, b| a.score == b.score) {
@@ -175,6 +240,13 @@ impl Curve {
                 current.successes =
                     current.successes + u64::from(row.large_ok) - u64::from(row.small_ok);
                 current.cost += i128::from(row.escalation_cost);
+                if row.audit.verdicts().is_some() {
+                    let before = row.audit.error(false, row.small_ok, row.large_ok);
+                    let after = row.audit.error(true, row.small_ok, row.large_ok);
+                    current.audit_error += after - before;
+                    current.audit_disagreements =
+                        current.audit_disagreements + after.unsigned_abs() - before.unsigned_abs();
+                }
             }
             current.threshold = group[0].score;
             candidates.push(current);
@@ -182,7 +254,20 @@ impl Curve {
         candidates.reverse();
         Curve {
             rows: totals.rows,
+            audited: totals.audited,
             candidates,
+        }
+    }
+
+    /// `candidate`'s quality as the grader measured it and as the audited
+    /// rows correct it.
+    pub fn corrected(&self, candidate: &Candidate) -> crate::stats::Corrected {
+        crate::stats::Corrected {
+            rows: self.rows,
+            graded_ok: candidate.successes,
+            audited: self.audited,
+            error_sum: candidate.audit_error,
+            disagreements: candidate.audit_disagreements,
         }
     }
 

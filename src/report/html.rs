@@ -571,6 +571,7 @@ fn threshold_charts(
 ) {
     let finite = Curve {
         rows: curve.rows,
+        audited: curve.audited,
         candidates: curve
             .candidates
             .iter()

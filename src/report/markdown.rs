@@ -97,6 +97,17 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             );
         }
         out.push('\n');
+        let audits = crate::calibrate::audit_rows(calibration);
+        if !audits.is_empty() {
+            out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
+            let _ = writeln!(out, "| {} |", crate::calibrate::AUDIT_HEADER.join(" | "));
+            out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+            for mut row in audits {
+                row[0] = text(&row[0]);
+                let _ = writeln!(out, "| {} |", row.join(" | "));
+            }
+            out.push('\n');
+        }
     }
     if let Some(gate) = inputs.gate {
         match (&gate.chosen, &gate.emitted) {

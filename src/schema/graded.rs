@@ -60,11 +60,13 @@ pub enum Column {
     SmallModel,
     LargeModel,
     VerifierModel,
+    AuditedOkSmall,
+    AuditedOkLarge,
 }
 
 impl Column {
     /// Every known column, in the table's canonical order.
-    pub const ALL: [Column; 18] = [
+    pub const ALL: [Column; 20] = [
         Column::Id,
         Column::Slice,
         Column::Score,
@@ -83,7 +85,13 @@ impl Column {
         Column::SmallModel,
         Column::LargeModel,
         Column::VerifierModel,
+        Column::AuditedOkSmall,
+        Column::AuditedOkLarge,
     ];
+
+    /// A human's verdict on each tier's answer, for the rows someone
+    /// audited (null elsewhere): what corrects the grader's own error.
+    pub const AUDITS: [Column; 2] = [Column::AuditedOkSmall, Column::AuditedOkLarge];
 
     pub const LATENCIES: [Column; 6] = [
         Column::SmallMs,
@@ -126,6 +134,8 @@ impl Column {
             Column::SmallModel => "small_model",
             Column::LargeModel => "large_model",
             Column::VerifierModel => "verifier_model",
+            Column::AuditedOkSmall => "audited_ok_small",
+            Column::AuditedOkLarge => "audited_ok_large",
         }
     }
 
@@ -136,7 +146,9 @@ impl Column {
             | Column::SmallModel
             | Column::LargeModel
             | Column::VerifierModel => ColumnKind::Utf8,
-            Column::SmallOk | Column::LargeOk => ColumnKind::Boolean,
+            Column::SmallOk | Column::LargeOk | Column::AuditedOkSmall | Column::AuditedOkLarge => {
+                ColumnKind::Boolean
+            }
             _ => ColumnKind::Float64,
         }
     }
@@ -211,6 +223,9 @@ pub struct GradedBatch {
     pub latencies: [Option<Float64Array>; 6],
     /// The model-version columns in [`Column::MODELS`] order, likewise.
     pub models: [Option<StringArray>; 3],
+    /// The human verdicts in [`Column::AUDITS`] order, where the file has
+    /// them (null on rows nobody audited).
+    pub audited: [Option<BooleanArray>; 2],
     /// Columns routeval does not know, carried through unchanged.
     pub extra: Vec<(FieldRef, ArrayRef)>,
 }
@@ -270,6 +285,18 @@ impl GradedBatch {
                 push(column, Arc::new(array));
             }
         }
+        for ((column, audited), include) in Column::AUDITS
+            .into_iter()
+            .zip(&self.audited)
+            .zip(present.audited)
+        {
+            if include {
+                let array = audited
+                    .clone()
+                    .unwrap_or_else(|| BooleanArray::new_null(self.num_rows()));
+                push(column, Arc::new(array));
+            }
+        }
         for (field, array) in &self.extra {
             fields.push(field.clone());
             arrays.push(array.clone());
@@ -284,6 +311,7 @@ impl GradedBatch {
 pub struct Present {
     pub latencies: [bool; 6],
     pub models: [bool; 3],
+    pub audited: [bool; 2],
 }
 
 /// Where a row sits in its source file.
@@ -327,6 +355,7 @@ pub(crate) mod tests {
             cost_router: floats(),
             latencies: Default::default(),
             models: Default::default(),
+            audited: Default::default(),
             extra: Vec::new(),
         }
     }
@@ -349,6 +378,7 @@ pub(crate) mod tests {
         let present = Present {
             latencies: [true, false, false, false, false, false],
             models: [false, true, false],
+            audited: [false, false],
         };
         let record = batch.to_record_batch(&present);
         let names: Vec<_> = record

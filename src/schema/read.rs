@@ -365,6 +365,8 @@ impl ColumnMap {
         Present {
             latencies: Column::LATENCIES.map(has),
             models: Column::MODELS.map(has),
+            // Audits travel with the rows whatever the stage asked for.
+            audited: Column::AUDITS.map(|column| self.index(column).is_some()),
         }
     }
 }
@@ -418,6 +420,7 @@ pub(super) fn assemble(
         latencies: Column::LATENCIES.map(|column| floats(take(column))),
         models: Column::MODELS
             .map(|column| take(column).map(|array| array.as_string::<i32>().clone())),
+        audited: Column::AUDITS.map(|column| take(column).map(|array| array.as_boolean().clone())),
         extra,
     }
 }

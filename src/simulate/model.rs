@@ -272,6 +272,7 @@ pub fn to_table(simulation: &Simulation, rows: &[SimulatedRow], path: PathBuf) -
             Some(constant(simulation.router_latency * 1000.0)),
         ],
         models: Default::default(),
+        audited: Default::default(),
         extra: vec![
             (
                 Arc::new(Field::new("verifier_score", DataType::Float64, false)),
@@ -289,6 +290,7 @@ pub fn to_table(simulation: &Simulation, rows: &[SimulatedRow], path: PathBuf) -
         present: Present {
             latencies: [true; 6],
             models: [false; 3],
+            audited: [false; 2],
         },
     }
 }

@@ -4,6 +4,7 @@
 
 mod binomial;
 mod paired;
+mod ppi;
 
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_lower, max_certifiable_failures,
@@ -13,3 +14,4 @@ pub use paired::{
     Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
     mean_difference_interval, worse_by_more_than,
 };
+pub use ppi::Corrected;
