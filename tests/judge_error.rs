@@ -139,6 +139,41 @@ fn corrected_certification_holds_where_the_judges_labels_do_not() {
                 assert_eq!(audit.corrected_lower_bound, slice.quality_lower_bound);
             }
         }
+        if file == 0 {
+            // The report says how the grader did and how many audited rows
+            // a tighter bound needs.
+            let calibration = directory.path().join("calibration.json");
+            routeval()
+                .args([
+                    "calibrate",
+                    "--target",
+                    "0.85",
+                    "--confidence",
+                    "0.9",
+                    "--results",
+                ])
+                .arg(&audited_path)
+                .arg("--out")
+                .arg(&calibration)
+                .assert()
+                .code(predicates::ord::lt(2));
+            routeval()
+                .arg("report")
+                .arg("--results")
+                .arg(&audited_path)
+                .arg("--calibration")
+                .arg(&calibration)
+                .arg("--out")
+                .arg(directory.path().join("report"))
+                .assert()
+                .code(0);
+            for name in ["summary.md", "report.html"] {
+                let text =
+                    std::fs::read_to_string(directory.path().join("report").join(name)).unwrap();
+                assert!(text.contains("grader false accepts"), "{name}");
+                assert!(text.contains("audited rows for ±W"), "{name}");
+            }
+        }
         let (missed, chosen) = misses(&on_judge);
         judged = (judged.0 + missed, judged.1 + chosen);
         let (missed, chosen) = misses(&with_audit);

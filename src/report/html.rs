@@ -243,6 +243,17 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     });
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     table(out, &header, rows);
+    for calibration in inputs.calibrations {
+        let audits = crate::calibrate::audit_rows(calibration);
+        if !audits.is_empty() {
+            let _ = write!(
+                out,
+                "<p>The grader against the humans' verdicts on the audited rows ({} policy): the quality corrected by them, and the audited rows that would bring its bound within ±W.</p>",
+                calibration.policy.name()
+            );
+            table(out, &crate::calibrate::AUDIT_HEADER, audits.into_iter());
+        }
+    }
 }
 
 fn gate_section(out: &mut String, gate: &GateReport) {
