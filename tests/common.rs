@@ -209,3 +209,40 @@ pub fn test_python(what: &str) -> Option<std::ffi::OsString> {
     }
     python
 }
+
+fn logistic(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// One request of a population where a target of 0.85 sits at the edge of
+/// what a router can reach: difficulty uniform, each tier solving it with a
+/// probability that falls with difficulty, and the router seeing difficulty
+/// through noise. Returns (score, small_ok, large_ok).
+pub fn edge_request(random: &mut Random) -> (f64, bool, bool) {
+    let difficulty = random.unit();
+    (
+        ((difficulty + 0.1 * random.normal()) * 1000.0).round() / 1000.0,
+        random.unit() < logistic((0.55 - difficulty) / 0.05),
+        random.unit() < logistic((0.97 - difficulty) / 0.05),
+    )
+}
+
+/// `rows` fresh requests of [`edge_request`]'s population as predictive
+/// observations: the truth a threshold is judged against.
+pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::calibrate::SliceObservations {
+    let mut truth = routeval::calibrate::SliceObservations::default();
+    for _ in 0..rows {
+        let (score, small_ok, large_ok) = edge_request(random);
+        let row = routeval::calibrate::GradedRow {
+            score,
+            small_ok,
+            large_ok,
+            cost_small: 0.0004,
+            cost_large: 0.008,
+            cost_verifier: 0.0,
+            cost_router: 0.00002,
+        };
+        truth.push(routeval::calibrate::Policy::Predictive, &row);
+    }
+    truth
+}

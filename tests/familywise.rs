@@ -5,31 +5,15 @@
 
 use std::path::Path;
 
-use routeval::calibrate::{CalibrationDocument, GradedRow, Guarantee, Policy, SliceObservations};
+use routeval::calibrate::{CalibrationDocument, Guarantee};
 
-use crate::common::{Random, Row, routeval, write_csv};
+use crate::common::{Random, Row, edge_request, edge_truth, routeval, write_csv};
 
 const SLICES: usize = 10;
 const ROWS: usize = 600;
 const TRIALS: usize = 100;
 const TARGET: f64 = 0.85;
 const CONFIDENCE: f64 = 0.9;
-
-fn logistic(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// One request of the population every slice shares: difficulty uniform,
-/// each tier solving it with a probability that falls with difficulty, and
-/// the router seeing difficulty through noise.
-fn request(random: &mut Random) -> (f64, bool, bool) {
-    let difficulty = random.unit();
-    (
-        ((difficulty + 0.1 * random.normal()) * 1000.0).round() / 1000.0,
-        random.unit() < logistic((0.55 - difficulty) / 0.05),
-        random.unit() < logistic((0.97 - difficulty) / 0.05),
-    )
-}
 
 fn calibrate(results: &Path, familywise: bool) -> CalibrationDocument {
     let mut command = routeval();
@@ -62,20 +46,7 @@ fn the_familywise_guarantee_holds_for_all_slices_together() {
     let mut random = Random::new(41);
     // The truth: the population's quality at any threshold, from a large
     // fresh sample of it.
-    let mut fresh = SliceObservations::default();
-    for _ in 0..100_000 {
-        let (score, small_ok, large_ok) = request(&mut random);
-        let row = GradedRow {
-            score,
-            small_ok,
-            large_ok,
-            cost_small: 0.0004,
-            cost_large: 0.008,
-            cost_verifier: 0.0,
-            cost_router: 0.00002,
-        };
-        fresh.push(Policy::Predictive, &row);
-    }
+    let fresh = edge_truth(&mut random, 100_000);
     let misses = |document: &CalibrationDocument| -> Vec<bool> {
         document
             .slices
@@ -92,7 +63,7 @@ fn the_familywise_guarantee_holds_for_all_slices_together() {
     for trial in 0..TRIALS {
         let rows: Vec<Row> = (0..SLICES * ROWS)
             .map(|index| {
-                let (score, small_ok, large_ok) = request(&mut random);
+                let (score, small_ok, large_ok) = edge_request(&mut random);
                 Row {
                     id: format!("t{trial}-{index}"),
                     slice: format!("s{:02}", index % SLICES),

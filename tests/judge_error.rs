@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use routeval::calibrate::{CalibrationDocument, GradedRow, Policy, SliceObservations};
+use routeval::calibrate::CalibrationDocument;
 
-use crate::common::{Random, routeval};
+use crate::common::{Random, edge_request, edge_truth, routeval};
 
 const SLICES: usize = 10;
 const ROWS: usize = 2_000;
@@ -19,20 +19,6 @@ const TARGET: f64 = 0.85;
 const JUDGE_FALSE_ACCEPT: f64 = 0.25;
 const JUDGE_FALSE_REJECT: f64 = 0.02;
 const AUDITED: f64 = 0.15;
-
-fn logistic(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// A request: the router's score and the humans' verdicts on both tiers.
-fn request(random: &mut Random) -> (f64, bool, bool) {
-    let difficulty = random.unit();
-    (
-        ((difficulty + 0.1 * random.normal()) * 1000.0).round() / 1000.0,
-        random.unit() < logistic((0.55 - difficulty) / 0.05),
-        random.unit() < logistic((0.97 - difficulty) / 0.05),
-    )
-}
 
 fn judge(random: &mut Random, human: bool) -> bool {
     if human {
@@ -69,20 +55,7 @@ fn corrected_certification_holds_where_the_judges_labels_do_not() {
     let directory = tempfile::tempdir().unwrap();
     let mut random = Random::new(77);
     // The truth, by the humans' verdicts, at any threshold.
-    let mut truth = SliceObservations::default();
-    for _ in 0..100_000 {
-        let (score, small_ok, large_ok) = request(&mut random);
-        let row = GradedRow {
-            score,
-            small_ok,
-            large_ok,
-            cost_small: 0.0004,
-            cost_large: 0.008,
-            cost_verifier: 0.0,
-            cost_router: 0.00002,
-        };
-        truth.push(Policy::Predictive, &row);
-    }
+    let truth = edge_truth(&mut random, 100_000);
     let misses = |document: &CalibrationDocument| -> (usize, usize) {
         let chosen: Vec<f64> = document
             .slices
@@ -105,7 +78,7 @@ fn corrected_certification_holds_where_the_judges_labels_do_not() {
         let mut plain = vec![header.to_owned()];
         let mut audited = vec![format!("{header},audited_ok_small,audited_ok_large")];
         for index in 0..SLICES * ROWS {
-            let (score, small, large) = request(&mut random);
+            let (score, small, large) = edge_request(&mut random);
             let (small_judged, large_judged) =
                 (judge(&mut random, small), judge(&mut random, large));
             let line = format!(

@@ -10,6 +10,7 @@ use crate::gate::{Evaluation, RouteConfig, SliceRegression, evaluate, regression
 use crate::policy::Metrics;
 use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds};
 use crate::schema::GradedTable;
+use crate::stats::PairedVerdict;
 
 /// One slice before and after.
 #[derive(Debug, Clone)]
@@ -20,6 +21,59 @@ pub struct SliceChange {
     pub before: Metrics,
     pub after: Metrics,
     pub test: SliceRegression,
+}
+
+/// One slice's change as text, shared by the HTML and the Markdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeText {
+    pub threshold: String,
+    pub quality: String,
+    pub quality_change: String,
+    pub cost: String,
+    pub cost_change: String,
+    pub escalated: String,
+    pub verdict: &'static str,
+}
+
+impl SliceChange {
+    pub fn text(&self) -> ChangeText {
+        let threshold = |value: Option<Threshold>| {
+            value.map_or_else(|| "-".to_owned(), |threshold| threshold.to_string())
+        };
+        let test = &self.test;
+        let [low, high] = test.difference_interval;
+        let [cost_low, cost_high] = test.cost_difference_interval;
+        ChangeText {
+            threshold: format!(
+                "{} → {}",
+                threshold(self.threshold_before),
+                threshold(self.threshold_after)
+            ),
+            quality: format!("{:.4} → {:.4}", self.before.quality, self.after.quality),
+            quality_change: format!("{:+.4} [{low:+.4}, {high:+.4}]", test.difference),
+            cost: format!(
+                "{:.4} → {:.4}",
+                self.before.mean_cost * 1000.0,
+                self.after.mean_cost * 1000.0
+            ),
+            cost_change: format!(
+                "{:+.4} [{:+.4}, {:+.4}]",
+                test.cost_difference * 1000.0,
+                cost_low * 1000.0,
+                cost_high * 1000.0
+            ),
+            escalated: format!(
+                "{:.1}% → {:.1}%",
+                self.before.escalation_rate * 100.0,
+                self.after.escalation_rate * 100.0
+            ),
+            verdict: match test.verdict {
+                PairedVerdict::Regressed => "regressed",
+                PairedVerdict::NotWorse => "not worse",
+                PairedVerdict::TooSmallToTell => "not enough rows to tell",
+            },
+        }
+    }
 }
 
 /// The deployed config against the proposal.

@@ -128,34 +128,24 @@ fn change_section(out: &mut String, change: &Change) {
         escape(&change.proposal),
         change.margin
     );
-    let threshold = |value: Option<crate::calibrate::Threshold>| {
-        value.map_or_else(|| "-".to_owned(), |threshold| threshold.to_string())
-    };
     for slice in &change.slices {
-        let test = &slice.test;
-        let (class, verdict) = match test.verdict {
-            PairedVerdict::Regressed => ("rejected", "regressed"),
-            PairedVerdict::NotWorse => ("ok", "not worse"),
-            PairedVerdict::TooSmallToTell => ("watch", "not enough rows to tell"),
+        let text = slice.text();
+        let class = match slice.test.verdict {
+            PairedVerdict::Regressed => "rejected",
+            PairedVerdict::NotWorse => "ok",
+            PairedVerdict::TooSmallToTell => "watch",
         };
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{} → {}</td><td>{:.4} → {:.4}</td><td>{:+.4} [{:+.4}, {:+.4}]</td><td>{:.4} → {:.4}</td><td>{:+.4} [{:+.4}, {:+.4}]</td><td>{:.1}% → {:.1}%</td><td class=\"{class}\">{verdict}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
             escape(&slice.slice),
-            threshold(slice.threshold_before),
-            threshold(slice.threshold_after),
-            slice.before.quality,
-            slice.after.quality,
-            test.difference,
-            test.difference_interval[0],
-            test.difference_interval[1],
-            slice.before.mean_cost * 1000.0,
-            slice.after.mean_cost * 1000.0,
-            test.cost_difference * 1000.0,
-            test.cost_difference_interval[0] * 1000.0,
-            test.cost_difference_interval[1] * 1000.0,
-            slice.before.escalation_rate * 100.0,
-            slice.after.escalation_rate * 100.0
+            text.threshold,
+            text.quality,
+            text.quality_change,
+            text.cost,
+            text.cost_change,
+            text.escalated,
+            text.verdict
         );
     }
     out.push_str("</table>");

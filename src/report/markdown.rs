@@ -5,7 +5,6 @@ use std::fmt::Write;
 
 use super::html::ReportInputs;
 use crate::markdown::{code, text};
-use crate::stats::PairedVerdict;
 
 pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
     let mut out = format!("## {}\n\n", text(inputs.title));
@@ -24,34 +23,19 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             text(&change.proposal),
             change.margin
         );
-        let threshold = |value: Option<crate::calibrate::Threshold>| {
-            value.map_or_else(|| "-".to_owned(), |threshold| threshold.to_string())
-        };
         for slice in &change.slices {
-            let test = &slice.test;
-            let verdict = match test.verdict {
-                PairedVerdict::Regressed => "regressed",
-                PairedVerdict::NotWorse => "not worse",
-                PairedVerdict::TooSmallToTell => "not enough rows to tell",
-            };
+            let change = slice.text();
             let _ = writeln!(
                 out,
-                "- {}: threshold {} → {}; quality {:.4} → {:.4} ({:+.4} [{:+.4}, {:+.4}]); $/1k {:.4} → {:.4} ({:+.4} [{:+.4}, {:+.4}]); escalated {:.1}% → {:.1}%: **{verdict}**",
+                "- {}: threshold {}; quality {} ({}); $/1k {} ({}); escalated {}: **{}**",
                 code(&slice.slice),
-                threshold(slice.threshold_before),
-                threshold(slice.threshold_after),
-                slice.before.quality,
-                slice.after.quality,
-                test.difference,
-                test.difference_interval[0],
-                test.difference_interval[1],
-                slice.before.mean_cost * 1000.0,
-                slice.after.mean_cost * 1000.0,
-                test.cost_difference * 1000.0,
-                test.cost_difference_interval[0] * 1000.0,
-                test.cost_difference_interval[1] * 1000.0,
-                slice.before.escalation_rate * 100.0,
-                slice.after.escalation_rate * 100.0
+                change.threshold,
+                change.quality,
+                change.quality_change,
+                change.cost,
+                change.cost_change,
+                change.escalated,
+                change.verdict
             );
         }
         out.push('\n');
