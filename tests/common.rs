@@ -246,3 +246,54 @@ pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::calibrate::Slic
     }
     truth
 }
+
+/// `routeval gate` of `candidate` on `results` into `directory/out`, with a
+/// key made once in `directory` and `flags`; the check may pass or fail, but
+/// the command must run. Returns the gate report.
+pub fn gate_report(
+    directory: &Path,
+    results: &Path,
+    candidate: &Path,
+    out: &str,
+    flags: &[&str],
+) -> routeval::gate::GateReport {
+    let key = directory.join("k.key");
+    if !key.exists() {
+        routeval()
+            .arg("keygen")
+            .arg("--out")
+            .arg(&key)
+            .assert()
+            .code(0);
+    }
+    routeval()
+        .args(["gate", "--candidates"])
+        .arg(candidate)
+        .arg("--results")
+        .arg(results)
+        .arg("--key")
+        .arg(&key)
+        .arg("--out")
+        .arg(directory.join(out))
+        .args(flags)
+        .assert()
+        .code(predicates::ord::lt(2));
+    let text = std::fs::read_to_string(directory.join(out).join("gate-report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `routeval calibrate --json` of `results` with `flags`, feasible or not.
+pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::calibrate::CalibrationDocument {
+    let output = routeval()
+        .args(["calibrate", "--json", "--results"])
+        .arg(results)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}

@@ -3,42 +3,16 @@
 //! often than δ, and more often the more slices there are; the family-wise
 //! guarantee holds the chance that any slice misses near δ.
 
-use std::path::Path;
-
 use routeval::calibrate::{CalibrationDocument, Guarantee};
 
-use crate::common::{Random, Row, edge_request, edge_truth, routeval, write_csv};
+use crate::common::{Random, Row, calibration_of, edge_request, edge_truth, routeval, write_csv};
 
 const SLICES: usize = 10;
 const ROWS: usize = 600;
 const TRIALS: usize = 100;
 const TARGET: f64 = 0.85;
 const CONFIDENCE: f64 = 0.9;
-
-fn calibrate(results: &Path, familywise: bool) -> CalibrationDocument {
-    let mut command = routeval();
-    command
-        .args([
-            "calibrate",
-            "--json",
-            "--target",
-            "0.85",
-            "--confidence",
-            "0.9",
-        ])
-        .arg("--results")
-        .arg(results);
-    if familywise {
-        command.arg("--familywise");
-    }
-    let output = command.output().unwrap();
-    assert!(
-        output.status.code() == Some(0) || output.status.code() == Some(1),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
+const FLAGS: [&str; 4] = ["--target", "0.85", "--confidence", "0.9"];
 
 #[test]
 fn the_familywise_guarantee_holds_for_all_slices_together() {
@@ -79,12 +53,12 @@ fn the_familywise_guarantee_holds_for_all_slices_together() {
             .collect();
         let results = directory.path().join(format!("trial-{trial}.csv"));
         write_csv(&results, &rows);
-        let per_slice = calibrate(&results, false);
+        let per_slice = calibration_of(&results, &FLAGS);
         assert_eq!(per_slice.guarantee, Guarantee::PerSlice);
         let missed = misses(&per_slice);
         per_slice_any += usize::from(missed.iter().any(|&miss| miss));
         per_slice_first_two += usize::from(missed[..2].iter().any(|&miss| miss));
-        let familywise = calibrate(&results, true);
+        let familywise = calibration_of(&results, &[&FLAGS[..], &["--familywise"]].concat());
         assert_eq!(familywise.guarantee, Guarantee::Familywise);
         let slice_confidence = familywise.slice_confidence.unwrap();
         assert!((slice_confidence - (1.0 - (1.0 - CONFIDENCE) / SLICES as f64)).abs() < 1e-12);

@@ -5,10 +5,14 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use routeval::gate::{GateReport, Rule, SliceRegression};
+use routeval::gate::{Rule, SliceRegression};
+
+/// Every gate here: a low target, so only regressions decide; the example
+/// tables name slices these results do not have.
+const FLAGS: [&str; 3] = ["--target", "0.5", "--allow-unknown-slices"];
 use routeval::stats::PairedVerdict;
 
-use crate::common::{Row, keys, routeval, synthetic_rows, write_csv};
+use crate::common::{Row, gate_report, keys, synthetic_rows, write_csv};
 use crate::gate_cli::example_routes;
 
 /// Results with a large slice whose small tier fails often (a predictive
@@ -39,56 +43,16 @@ fn results(directory: &Path) -> std::path::PathBuf {
     path
 }
 
-fn gate(
-    directory: &Path,
-    results: &Path,
-    candidate: &Path,
-    out: &str,
-    extra: &[&str],
-) -> GateReport {
-    let key = directory.join("k.key");
-    if !key.exists() {
-        routeval()
-            .arg("keygen")
-            .arg("--out")
-            .arg(&key)
-            .assert()
-            .code(0);
-    }
-    routeval()
-        .args([
-            "gate",
-            "--target",
-            "0.5",
-            "--allow-unknown-slices",
-            "--candidates",
-        ])
-        .arg(candidate)
-        .arg("--results")
-        .arg(results)
-        .arg("--key")
-        .arg(&key)
-        .arg("--out")
-        .arg(directory.join(out))
-        .args(extra)
-        .assert()
-        .code(predicates::ord::lt(2));
-    serde_json::from_str(
-        &std::fs::read_to_string(directory.join(out).join("gate-report.json")).unwrap(),
-    )
-    .unwrap()
-}
-
 #[test]
 fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
     let directory = tempfile::tempdir().unwrap();
     let results = results(directory.path());
-    let deployed = gate(
+    let deployed = gate_report(
         directory.path(),
         &results,
         &example_routes("always-large.toml"),
         "v1",
-        &[],
+        &FLAGS,
     );
     let config = deployed.emitted.expect("always-large passes").config;
     // Escalates only the top tenth of router scores.
@@ -100,12 +64,16 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
             "[policy.predictive.thresholds]\n\"*\" = 0.9",
         );
     std::fs::write(&candidate, text).unwrap();
-    let report = gate(
+    let report = gate_report(
         directory.path(),
         &results,
         &candidate,
         "v2",
-        &["--baseline", &config, "--max-regression", "0.01"],
+        &[
+            &FLAGS[..],
+            &["--baseline", &config, "--max-regression", "0.01"],
+        ]
+        .concat(),
     );
     let candidate = &report.candidates[0];
     let by_slice = |name: &str| -> &SliceRegression {

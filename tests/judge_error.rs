@@ -4,11 +4,9 @@
 //! more often than δ, and thresholds certified with the audited rows'
 //! correction (prediction-powered) miss it near δ. Through the CLI.
 
-use std::path::Path;
-
 use routeval::calibrate::CalibrationDocument;
 
-use crate::common::{Random, edge_request, edge_truth, routeval};
+use crate::common::{Random, calibration_of, edge_request, edge_truth, routeval};
 
 const SLICES: usize = 10;
 const ROWS: usize = 2_000;
@@ -19,6 +17,7 @@ const TARGET: f64 = 0.85;
 const JUDGE_FALSE_ACCEPT: f64 = 0.25;
 const JUDGE_FALSE_REJECT: f64 = 0.02;
 const AUDITED: f64 = 0.15;
+const FLAGS: [&str; 4] = ["--target", "0.85", "--confidence", "0.9"];
 
 fn judge(random: &mut Random, human: bool) -> bool {
     if human {
@@ -26,28 +25,6 @@ fn judge(random: &mut Random, human: bool) -> bool {
     } else {
         random.unit() < JUDGE_FALSE_ACCEPT
     }
-}
-
-fn calibrate(results: &Path) -> CalibrationDocument {
-    let output = routeval()
-        .args([
-            "calibrate",
-            "--json",
-            "--target",
-            "0.85",
-            "--confidence",
-            "0.9",
-        ])
-        .arg("--results")
-        .arg(results)
-        .output()
-        .unwrap();
-    assert!(
-        matches!(output.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]
@@ -99,8 +76,8 @@ fn corrected_certification_holds_where_the_judges_labels_do_not() {
         );
         std::fs::write(&plain_path, plain.join("\n") + "\n").unwrap();
         std::fs::write(&audited_path, audited.join("\n") + "\n").unwrap();
-        let on_judge = calibrate(&plain_path);
-        let with_audit = calibrate(&audited_path);
+        let on_judge = calibration_of(&plain_path, &FLAGS);
+        let with_audit = calibration_of(&audited_path, &FLAGS);
         for slice in &with_audit.slices {
             let audit = slice.audit.as_ref().expect("an audit summary");
             assert!(audit.rows > 200, "{}", audit.rows);

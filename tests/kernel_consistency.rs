@@ -2,12 +2,9 @@
 //! measured it, and `simulate --compare` serves the simulated traffic exactly
 //! as the gate serves the simulated table.
 
-use std::path::Path;
-
 use routeval::calibrate::CalibrationDocument;
-use routeval::gate::GateReport;
 
-use crate::common::{example_results, routeval};
+use crate::common::{example_results, gate_report, routeval};
 
 /// Routes for the small, large and (for cascades) verifier tiers, with the
 /// given models, and `policy` as written.
@@ -23,40 +20,6 @@ fn table(models: [&str; 3], policy: &str) -> String {
         route("large", "large", models[1]),
         route("verifier", "verifier", models[2]),
     )
-}
-
-fn gate(
-    directory: &Path,
-    results: &Path,
-    candidate: &Path,
-    calibration: Option<&Path>,
-    out: &str,
-) -> GateReport {
-    let key = directory.join("k.key");
-    if !key.exists() {
-        routeval()
-            .arg("keygen")
-            .arg("--out")
-            .arg(&key)
-            .assert()
-            .code(0);
-    }
-    let mut command = routeval();
-    command
-        .args(["gate", "--target", "0.01", "--candidates"])
-        .arg(candidate)
-        .arg("--results")
-        .arg(results)
-        .arg("--key")
-        .arg(&key)
-        .arg("--out")
-        .arg(directory.join(out));
-    if let Some(calibration) = calibration {
-        command.arg("--calibration").arg(calibration);
-    }
-    command.assert().code(predicates::ord::lt(2));
-    let text = std::fs::read_to_string(directory.join(out).join("gate-report.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
 }
 
 #[test]
@@ -101,12 +64,17 @@ fn the_gate_measures_a_calibrated_table_exactly_as_calibration_did() {
             ),
         )
         .unwrap();
-        let report = gate(
+        let report = gate_report(
             directory.path(),
             &example_results(),
             &candidate,
-            Some(&calibration),
             &format!("gate-{policy}"),
+            &[
+                "--target",
+                "0.01",
+                "--calibration",
+                calibration.to_str().unwrap(),
+            ],
         );
         let measured = &report.candidates[0].slices;
         assert_eq!(measured.len(), document.slices.len(), "{policy}");
@@ -174,12 +142,12 @@ fn simulate_compare_serves_the_simulated_table_as_the_gate_does() {
             .path()
             .join(format!("{}.toml", name.replace(' ', "-")));
         std::fs::write(&candidate, table(models, policy)).unwrap();
-        let report = gate(
+        let report = gate_report(
             directory.path(),
             &simulated,
             &candidate,
-            None,
             &format!("gate-{}", name.replace(' ', "-")),
+            &["--target", "0.01"],
         );
         let gated = &report.candidates[0].overall;
         let compared = summaries

@@ -492,6 +492,20 @@ fn setup_messages_name_each_cause_once_and_never_a_key_in_a_url() {
     );
     assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
 
+    // Nor is its lock followed through a symbolic link planted in it.
+    let planted = directory.path().join("planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    let target = directory.path().join("precious.txt");
+    std::fs::write(&target, "keep").unwrap();
+    std::os::unix::fs::symlink(&target, planted.join(".lock")).unwrap();
+    let output = run_command(&config, &dataset, &planted, &directory.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(".lock: is a symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+
     // A dataset line that gives a field twice is refused, as in graded results.
     let twice = directory.path().join("twice.jsonl");
     std::fs::write(
