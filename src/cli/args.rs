@@ -53,6 +53,136 @@ pub enum Command {
     /// Generate graded results from a documented generative model, and
     /// compare ways to serve them.
     Simulate(SimulateArgs),
+    /// Replay recorded traffic through a simulated serving layer.
+    #[command(subcommand)]
+    Replay(ReplayCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReplayCommand {
+    /// Replay a request trace through a pool of replicas under each
+    /// replica-routing policy, side by side; with --calibrate, choose the
+    /// cache-aware router's thresholds and the scorer's weights on the trace.
+    Replicas(ReplicasArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectiveArg {
+    /// The 95th percentile of time to first token (lower is better).
+    P95Ttft,
+    /// The share of prompt tokens served from cache (higher is better).
+    HitRate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayTierArg {
+    Small,
+    Large,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplicasArgs {
+    /// The trace: Mooncake's JSON lines (timestamp ms, input_length,
+    /// output_length, hash_ids), or the same columns in CSV or Parquet.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "from_run",
+        conflicts_with = "from_run"
+    )]
+    pub trace: Option<PathBuf>,
+
+    /// Replay a routeval run's prompts instead: each prompt's text cut into
+    /// 512-token-equivalent blocks (2,048 characters).
+    #[arg(long, value_name = "DIR")]
+    pub from_run: Option<PathBuf>,
+
+    /// With --from-run: the dataset, when it moved since the run.
+    #[arg(long, value_name = "FILE", requires = "from_run")]
+    pub dataset: Option<PathBuf>,
+
+    /// With --from-run: the tier whose answers give the output lengths.
+    #[arg(long, value_enum, default_value_t = ReplayTierArg::Small, requires = "from_run")]
+    pub tier: ReplayTierArg,
+
+    /// With --from-run: requests per second, arriving as a Poisson process.
+    #[arg(long, value_name = "R", default_value_t = 4.0, requires = "from_run")]
+    pub arrival_rate: f64,
+
+    /// Replicas in the pool.
+    #[arg(long, value_name = "N")]
+    pub replicas: usize,
+
+    /// Prefix-cache capacity per replica, in blocks, or `inf`.
+    #[arg(long, value_name = "B|inf", default_value = "inf")]
+    pub cache_blocks: String,
+
+    /// Tokens per cache block (Mooncake's traces use 512).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub block_tokens: u32,
+
+    /// Prefill speed of one replica, uncached prompt tokens per second.
+    #[arg(long, value_name = "N", default_value_t = 10_000.0)]
+    pub prefill_tokens_per_s: f64,
+
+    /// Decode time per output token, milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    pub decode_ms_per_token: f64,
+
+    /// Requests a replica runs at once; more wait in its queue.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_batch: u32,
+
+    /// How often the router's view of load is refreshed, milliseconds; 0
+    /// means it always sees the true load.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub scrape_ms: f64,
+
+    /// Prompts per replica the router's approximate prefix index remembers.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub index_history: usize,
+
+    /// Wipe the router's prefix index at this trace time (`90s`, `30m`,
+    /// `1h`, `500ms`; a bare number is seconds).
+    #[arg(long, value_name = "T")]
+    pub index_loss_at: Option<String>,
+
+    /// KV-cache tokens per replica, for the scorer's KV-use signal
+    /// (default: the cache's capacity, or 1,048,576 when unbounded).
+    #[arg(long, value_name = "N")]
+    pub kv_tokens: Option<u64>,
+
+    /// Width of the windows of the timeline (`60s`, `5m`, ...).
+    #[arg(long, value_name = "T", default_value = "60s")]
+    pub window: String,
+
+    /// A policy to replay, `NAME[:key=value,...]`, repeatable: round-robin,
+    /// least-load, session, prefix-hash, cache-aware, sglang, scorer
+    /// (default: all, with their default parameters).
+    #[arg(long = "policy", value_name = "NAME[:k=v,...]")]
+    pub policies: Vec<String>,
+
+    /// Choose the cache-aware thresholds and the scorer's weights on the
+    /// first half of the trace and check them on the second.
+    #[arg(long)]
+    pub calibrate: bool,
+
+    /// What --calibrate optimises.
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::P95Ttft)]
+    pub objective: ObjectiveArg,
+
+    /// Print the versioned JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the versioned JSON document here (for `routeval report --replay`).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Seed for hashing and drawn arrivals; a seed gives the same replay on
+    /// every machine.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -378,9 +508,13 @@ pub struct DriftArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Graded results to chart.
+    /// Graded results to chart (optional with --replay).
+    #[arg(long, value_name = "FILE", required_unless_present = "replay")]
+    pub results: Option<PathBuf>,
+
+    /// A replica-routing replay (from `routeval replay replicas --out`).
     #[arg(long, value_name = "FILE")]
-    pub results: PathBuf,
+    pub replay: Option<PathBuf>,
 
     /// Calibration documents, at most one per policy: mark the chosen
     /// thresholds and name each curve's score column.

@@ -11,6 +11,7 @@ mod gate;
 mod grade;
 mod import;
 mod print;
+mod replay;
 mod report;
 mod router;
 mod run;
@@ -24,8 +25,8 @@ use clap::Parser;
 
 pub use args::{
     CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, GateArgs, GradeArgs,
-    ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReportArgs, RouterCommand,
-    RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
+    ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReplayCommand, ReplicasArgs,
+    ReportArgs, RouterCommand, RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -90,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Import(command) => import::run(command),
         Command::ServeSim(args) => serve_sim::run(args),
         Command::Evaluate(args) => evaluate::run(args),
+        Command::Replay(command) => replay::run(command),
     }
 }
 

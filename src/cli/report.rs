@@ -10,8 +10,11 @@ use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateReport, RouteConfig};
 use crate::gate::{scores_of, sha256_hex};
+use crate::markdown::{code, text};
+use crate::replay::ReplayDocument;
 use crate::report::{
-    Change, ReportInputs, change, proposed_from_calibration, render, slice_curves, summary,
+    Change, ReportInputs, change, proposed_from_calibration, render, replay_page, replay_summary,
+    slice_curves, summary,
 };
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 
@@ -27,7 +30,13 @@ fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Res
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     let html_path = args.out.join("report.html");
     let markdown_path = args.out.join("summary.md");
-    let mut inputs = vec![Named::new(&args.results, "--results")];
+    let mut inputs = Vec::new();
+    inputs.extend(
+        args.results
+            .iter()
+            .map(|path| Named::new(path, "--results")),
+    );
+    inputs.extend(args.replay.iter().map(|path| Named::new(path, "--replay")));
     inputs.extend(
         args.calibration
             .iter()
@@ -56,6 +65,41 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         ],
         &inputs,
     )?;
+    let replay: Option<ReplayDocument> = args
+        .replay
+        .as_deref()
+        .map(|path| load(path, "--replay", "a replay document"))
+        .transpose()?;
+    let Some(results) = &args.results else {
+        let replay = replay
+            .as_ref()
+            .expect("clap requires --results or --replay");
+        if !args.calibration.is_empty()
+            || args.gate.is_some()
+            || args.drift.is_some()
+            || args.baseline.is_some()
+        {
+            bail!(
+                "--calibration, --gate, --drift and --baseline describe graded results: give --results too"
+            );
+        }
+        let mut markdown = format!(
+            "## {}\n\nFull report with charts: {}.\n\n",
+            text(&args.title),
+            code(&html_path.display().to_string())
+        );
+        replay_summary(&mut markdown, replay);
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
+        write_bytes_atomically(&html_path, replay_page(&args.title, replay).as_bytes())?;
+        write_bytes_atomically(&markdown_path, markdown.as_bytes())?;
+        println(&format!(
+            "report: {}\nsummary: {}",
+            html_path.display(),
+            markdown_path.display()
+        ))?;
+        return Ok(Outcome::Passed);
+    };
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
     for path in &args.calibration {
         let calibration: CalibrationDocument =
@@ -93,16 +137,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         details: false,
         score_optional: false,
     };
-    let table = read_graded(&args.results, &read(&predictive_column))?;
+    let table = read_graded(results, &read(&predictive_column))?;
     let predictive_scores = scores_of(&table);
     let cascade_scores = if cascade_column == predictive_column {
         predictive_scores.clone()
     } else {
-        scores_of(&read_graded(&args.results, &read(&cascade_column))?)
+        scores_of(&read_graded(results, &read(&cascade_column))?)
     };
     let sha256 = sha256_hex(
-        &std::fs::read(&args.results)
-            .with_context(|| format!("{}: cannot read", args.results.display()))?,
+        &std::fs::read(results).with_context(|| format!("{}: cannot read", results.display()))?,
     );
     let gate = args
         .gate
@@ -115,11 +158,17 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         .map(|path| load(path, "--drift", "a drift document"))
         .transpose()?;
     let change = match &args.baseline {
-        Some(path) => Some(the_change(path, gate.as_ref(), &calibrations, &args)?),
+        Some(path) => Some(the_change(
+            path,
+            results,
+            gate.as_ref(),
+            &calibrations,
+            &args,
+        )?),
         None => None,
     };
     let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
-    let results_path = args.results.display().to_string();
+    let results_path = results.display().to_string();
     let inputs = ReportInputs {
         title: &args.title,
         results_path: &results_path,
@@ -131,6 +180,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         gate: gate.as_ref(),
         drift: drift.as_ref(),
         change: change.as_ref(),
+        replay: replay.as_ref(),
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
@@ -152,6 +202,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
 /// thresholds of the calibration of its policy and score column.
 fn the_change(
     path: &Path,
+    results: &Path,
     gate: Option<&GateReport>,
     calibrations: &[CalibrationDocument],
     args: &ReportArgs,
@@ -186,7 +237,7 @@ fn the_change(
             details: true,
             score_optional: false,
         };
-        Ok(read_graded(&args.results, &read)?)
+        Ok(read_graded(results, &read)?)
     };
     change(
         &deployed,

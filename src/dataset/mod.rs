@@ -6,4 +6,6 @@
 
 mod read;
 
-pub use read::{DatasetError, DatasetRow, Message, Role, for_each_row, read_dataset};
+pub use read::{
+    DatasetError, DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset,
+};

@@ -89,6 +89,23 @@ pub fn read_dataset(
 pub fn for_each_row(
     path: &Path,
     rubrics: &BTreeSet<String>,
+    visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
+    for_each_checked_row(path, Some(rubrics), visit)
+}
+
+/// [`for_each_row`] for readers that need only the prompts, such as a
+/// replay of their prefixes: any rubric name is accepted.
+pub fn for_each_prompt(
+    path: &Path,
+    visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
+    for_each_checked_row(path, None, visit)
+}
+
+fn for_each_checked_row(
+    path: &Path,
+    rubrics: Option<&BTreeSet<String>>,
     mut visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
 ) -> Result<u64, DatasetError> {
     let unreadable = |message: String| DatasetError::Unreadable {
@@ -165,7 +182,7 @@ fn check_row(
     path: &Path,
     location: RowLocation,
     mut object: Map<String, Value>,
-    rubrics: &BTreeSet<String>,
+    rubrics: Option<&BTreeSet<String>>,
 ) -> Result<DatasetRow, DatasetError> {
     let invalid = |field: &str, problem: String| DatasetError::Invalid {
         path: path.to_owned(),
@@ -237,7 +254,9 @@ fn check_row(
             }
         }
     };
-    if !rubrics.contains(&rubric) {
+    if let Some(rubrics) = rubrics
+        && !rubrics.contains(&rubric)
+    {
         let known: Vec<&str> = rubrics.iter().map(String::as_str).collect();
         return Err(invalid(
             "rubric",

@@ -6,18 +6,19 @@ use std::fmt::Write;
 use crate::calibrate::{CalibrationDocument, Curve, Policy, SliceCalibration, Totals, thin};
 use crate::drift::DriftDocument;
 use crate::gate::{GateReport, comparison_rows};
+use crate::replay::ReplayDocument;
 use crate::stats::PairedVerdict;
 
 use super::change::Change;
 use super::curves::SliceCurves;
 use super::svg::{Arrow, Chart, Marker, Rule, Series, Style, bars, escape};
 
-const BLUE: &str = "#1f77b4";
-const ORANGE: &str = "#ff7f0e";
-const GREEN: &str = "#2ca02c";
-const PURPLE: &str = "#9467bd";
-const GREY: &str = "#7f7f7f";
-const RED: &str = "#d62728";
+pub(super) const BLUE: &str = "#1f77b4";
+pub(super) const ORANGE: &str = "#ff7f0e";
+pub(super) const GREEN: &str = "#2ca02c";
+pub(super) const PURPLE: &str = "#9467bd";
+pub(super) const GREY: &str = "#7f7f7f";
+pub(super) const RED: &str = "#d62728";
 
 /// Points per plotted curve.
 const CURVE_POINTS: usize = 400;
@@ -40,9 +41,11 @@ pub struct ReportInputs<'a> {
     pub drift: Option<&'a DriftDocument>,
     /// With `--baseline`: the deployed config against the proposal.
     pub change: Option<&'a Change>,
+    /// A replica-routing replay (`routeval replay replicas --out`).
+    pub replay: Option<&'a ReplayDocument>,
 }
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}\
+pub(super) const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}\
 h1{font-size:1.6rem}h2{margin-top:2.5rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}\
 table{border-collapse:collapse;margin:.8rem 0;font-size:.9rem}th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}\
 th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}\
@@ -61,7 +64,7 @@ fn curve_points(
         .collect()
 }
 
-fn table(out: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+pub(super) fn table(out: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>) {
     out.push_str("<table><tr>");
     for cell in header {
         let _ = write!(out, "<th>{}</th>", escape(cell));
@@ -110,6 +113,9 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
     }
     if let Some(drift) = inputs.drift {
         drift_section(&mut out, drift);
+    }
+    if let Some(replay) = inputs.replay {
+        super::replay::replay_section(&mut out, replay);
     }
     for curves in inputs.curves {
         slice_section(&mut out, inputs, curves);

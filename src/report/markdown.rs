@@ -114,6 +114,9 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             }
         }
     }
+    if let Some(replay) = inputs.replay {
+        super::replay::replay_summary(&mut out, replay);
+    }
     if let Some(drift) = inputs.drift {
         let flagged: Vec<String> = drift
             .slices

@@ -4,17 +4,20 @@
 //! slice: the cost–quality curve with always-small, always-large, the oracle
 //! and the chosen threshold; quality, cost and escalation by threshold;
 //! cascade against predictive; drift) and the tables behind them, plus a
-//! Markdown summary for the pull request. With the deployed config
+//! Markdown summary for the pull request. A replica-routing replay
+//! (`--replay`) adds its own section, or makes a report on its own. With the deployed config
 //! (`--baseline`), both lead with the change: per slice, before and after.
 
 mod change;
 mod curves;
 mod html;
 mod markdown;
+mod replay;
 mod svg;
 
 pub use change::{Change, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
 pub use html::{ReportInputs, render};
 pub use markdown::summary;
+pub use replay::{replay_page, replay_summary};
 pub use svg::{Chart, Marker, Rule, Series, Style, escape};

@@ -367,7 +367,13 @@ pub fn bars(
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.1;
-    let left = 140.0;
+    // Room for the longest label, up to half the chart.
+    let longest = rows
+        .iter()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let left = (longest as f64 * CHAR_WIDTH + 12.0).clamp(140.0, WIDTH / 2.0);
     let plot_width = WIDTH - left - RIGHT;
     let x_of = |x: f64| left + x / high * plot_width;
     let mut svg = String::new();

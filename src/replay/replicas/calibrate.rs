@@ -1,0 +1,271 @@
+//! The cache-aware router's thresholds and the endpoint picker's weights,
+//! chosen on the trace: every point of a fixed grid is replayed on the first
+//! half of the trace (by request count), the best point for the objective is
+//! chosen there, and it is checked on the later half it never saw against
+//! SGLang's defaults and every fixed policy.
+
+use super::document::{Calibration, Chosen, Grid, Headline, Scored};
+use super::metrics::ratio;
+use super::policy::{PolicySpec, SGLANG_ABS_GAP, SGLANG_CACHE_THRESHOLD, SGLANG_REL_GAP, Strategy};
+use super::pool::{Pool, Simulation};
+use super::{Lane, Source, run_lanes};
+
+pub const CACHE_THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+pub const ABS_GAPS: [f64; 5] = [4.0, 8.0, 16.0, 32.0, 64.0];
+pub const REL_GAPS: [f64; 5] = [1.1, 1.25, 1.5, 2.0, 3.0];
+pub const WEIGHTS: [f64; 5] = [0.0, 1.0, 2.0, 3.0, 4.0];
+
+/// Simulations run together in one pass over the trace; passes are
+/// repeated so memory holds this many pools, not the whole grid.
+const LANES_PER_PASS: usize = 64;
+
+/// What the calibration optimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    /// The 95th percentile of time to first token: lower is better.
+    P95Ttft,
+    /// The share of prompt tokens served from cache: higher is better.
+    HitRate,
+}
+
+impl Objective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::P95Ttft => "p95-ttft",
+            Objective::HitRate => "hit-rate",
+        }
+    }
+
+    fn value(self, simulation: &Simulation) -> f64 {
+        let totals = &simulation.totals;
+        match self {
+            Objective::P95Ttft => totals.ttft.quantile(0.95),
+            Objective::HitRate => ratio(totals.cached_tokens, totals.prompt_tokens),
+        }
+    }
+
+    /// Whether `a` is strictly better than `b`.
+    fn better(self, a: f64, b: f64) -> bool {
+        match self {
+            Objective::P95Ttft => a < b,
+            Objective::HitRate => a > b,
+        }
+    }
+
+    /// Whether `a` beats `b` on the objective, or ties it and beats it on
+    /// the other figure (hit rate for latency, p95 TTFT for hit rate).
+    fn ranks_above(self, a: &Headline, b: &Headline) -> bool {
+        if a.objective != b.objective {
+            return self.better(a.objective, b.objective);
+        }
+        match self {
+            Objective::P95Ttft => a.hit_rate > b.hit_rate,
+            Objective::HitRate => a.ttft_p95_ms < b.ttft_p95_ms,
+        }
+    }
+}
+
+fn headline(objective: Objective, simulation: &Simulation) -> Headline {
+    let totals = &simulation.totals;
+    Headline {
+        objective: objective.value(simulation),
+        hit_rate: ratio(totals.cached_tokens, totals.prompt_tokens),
+        ttft_p95_ms: totals.ttft.quantile(0.95),
+        herding_s: totals.herding_us as f64 / 1e6,
+    }
+}
+
+/// Searches both grids on the first half of the source and checks the
+/// chosen points on the second half against `baselines` (SGLang's defaults
+/// are added when missing).
+pub fn calibrate(
+    source: &Source<'_>,
+    pool: &Pool,
+    baselines: &[PolicySpec],
+    objective: Objective,
+) -> anyhow::Result<Calibration> {
+    pool.check()?;
+    let requests = source.for_each(|_| {})?;
+    if requests < 2 {
+        anyhow::bail!(
+            "{}: --calibrate needs at least 2 requests, one to search on and one to hold out",
+            source.describe()
+        );
+    }
+    let split = requests / 2;
+    let mut cache_aware = Vec::new();
+    for &threshold in &CACHE_THRESHOLDS {
+        for &abs_gap in &ABS_GAPS {
+            for &rel_gap in &REL_GAPS {
+                cache_aware.push(PolicySpec::cache_aware(threshold, abs_gap, rel_gap));
+            }
+        }
+    }
+    let mut scorers = Vec::new();
+    for &prefix in &WEIGHTS {
+        for &queue in &WEIGHTS {
+            for &kv in &WEIGHTS {
+                if prefix + queue + kv > 0.0 {
+                    scorers.push(PolicySpec::scorer(prefix, queue, kv));
+                }
+            }
+        }
+    }
+    let mut baselines = baselines.to_vec();
+    let sglang = Strategy::CacheAware {
+        threshold: SGLANG_CACHE_THRESHOLD,
+        abs_gap: SGLANG_ABS_GAP,
+        rel_gap: SGLANG_REL_GAP,
+    };
+    if !baselines
+        .iter()
+        .any(|policy| policy.strategy == sglang && !policy.count_dispatched)
+    {
+        baselines.push(PolicySpec::parse("sglang").expect("the preset parses"));
+    }
+    let specs: Vec<&PolicySpec> = cache_aware
+        .iter()
+        .chain(&scorers)
+        .chain(&baselines)
+        .collect();
+    // Lane 2i replays spec i on the first half, lane 2i + 1 on the second.
+    let mut headlines: Vec<Headline> = Vec::with_capacity(specs.len() * 2);
+    let all: Vec<(usize, bool)> = (0..specs.len())
+        .flat_map(|index| [(index, false), (index, true)])
+        .collect();
+    for pass in all.chunks(LANES_PER_PASS) {
+        let lanes = pass
+            .iter()
+            .map(|&(index, held_out)| Lane {
+                simulation: Simulation::new(pool, specs[index].clone()),
+                range: if held_out { split..u64::MAX } else { 0..split },
+            })
+            .collect();
+        let (lanes, _) = run_lanes(source, lanes, &mut |_| {})?;
+        headlines.extend(
+            lanes
+                .iter()
+                .map(|lane| headline(objective, &lane.simulation)),
+        );
+    }
+    let scored = |index: usize| Scored {
+        name: specs[index].name.clone(),
+        params: specs[index].params(),
+        train: headlines[2 * index],
+        holdout: headlines[2 * index + 1],
+    };
+    // Full ties go to the preset (SGLang's defaults, the scorer's default
+    // weights): a calibration moves a default only for a measured gain.
+    let presets = [
+        PolicySpec::parse("sglang")
+            .expect("the preset parses")
+            .strategy,
+        PolicySpec::parse("scorer")
+            .expect("the preset parses")
+            .strategy,
+    ];
+    let best = |range: std::ops::Range<usize>, held_out: bool| {
+        let preset = range
+            .clone()
+            .find(|&index| presets.contains(&specs[index].strategy))
+            .unwrap_or(range.start);
+        std::iter::once(preset)
+            .chain(range)
+            .reduce(|best, index| {
+                let headline = |index: usize| &headlines[2 * index + usize::from(held_out)];
+                if objective.ranks_above(headline(index), headline(best)) {
+                    index
+                } else {
+                    best
+                }
+            })
+            .expect("a non-empty grid")
+    };
+    let (scorer_start, baseline_start) = (cache_aware.len(), cache_aware.len() + scorers.len());
+    let chosen = |range: std::ops::Range<usize>| {
+        let index = best(range.clone(), false);
+        let holdout = headlines[2 * index + 1].objective;
+        let wins_on_holdout = (baseline_start..specs.len())
+            .all(|other| !objective.better(headlines[2 * other + 1].objective, holdout));
+        let choice = Chosen {
+            policy: scored(index),
+            wins_on_holdout,
+            best_on_holdout: scored(best(range, true)),
+        };
+        (choice, specs[index].strategy)
+    };
+    let (cache_aware_choice, guard) = chosen(0..scorer_start);
+    let (scorer_choice, weights) = chosen(scorer_start..baseline_start);
+    let Strategy::CacheAware {
+        threshold,
+        abs_gap,
+        rel_gap,
+    } = guard
+    else {
+        unreachable!("the cache-aware grid holds cache-aware policies")
+    };
+    let sglang_flags = format!(
+        "--cache-threshold {threshold} --balance-abs-threshold {abs_gap} --balance-rel-threshold {rel_gap}"
+    );
+    let Strategy::Scorer { prefix, queue, kv } = weights else {
+        unreachable!("the scorer grid holds scorers")
+    };
+    let endpoint_picker = endpoint_picker_config(prefix, queue, kv);
+    Ok(Calibration {
+        objective: objective.name().to_owned(),
+        train_requests: split,
+        holdout_requests: requests - split,
+        grid: Grid {
+            cache_threshold: CACHE_THRESHOLDS.to_vec(),
+            abs_gap: ABS_GAPS.to_vec(),
+            rel_gap: REL_GAPS.to_vec(),
+            prefix_weight: WEIGHTS.to_vec(),
+            queue_weight: WEIGHTS.to_vec(),
+            kv_weight: WEIGHTS.to_vec(),
+            points: 2 * (cache_aware.len() + scorers.len()),
+        },
+        cache_aware: cache_aware_choice,
+        scorer: scorer_choice,
+        baselines: (baseline_start..specs.len()).map(scored).collect(),
+        sglang_flags,
+        endpoint_picker,
+    })
+}
+
+/// The scorer as a Gateway API Inference Extension endpoint-picker
+/// configuration; a zero weight leaves its scorer out.
+pub fn endpoint_picker_config(prefix: f64, queue: f64, kv: f64) -> String {
+    let scorers: Vec<(&str, f64)> = [
+        ("prefix-cache-scorer", prefix),
+        ("queue-scorer", queue),
+        ("kv-cache-utilization-scorer", kv),
+    ]
+    .into_iter()
+    .filter(|&(_, weight)| weight > 0.0)
+    .collect();
+    let mut yaml = String::from(
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n",
+    );
+    for (name, _) in &scorers {
+        yaml.push_str(&format!("- type: {name}\n"));
+    }
+    yaml.push_str("- type: max-score-picker\nschedulingProfiles:\n- name: default\n  plugins:\n");
+    for (name, weight) in &scorers {
+        yaml.push_str(&format!("  - pluginRef: {name}\n    weight: {weight}\n"));
+    }
+    yaml.push_str("  - pluginRef: max-score-picker\n");
+    yaml
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_weight_leaves_its_scorer_out_of_the_picker_config() {
+        let yaml = endpoint_picker_config(3.0, 0.0, 2.0);
+        assert!(yaml.contains("pluginRef: prefix-cache-scorer\n    weight: 3\n"));
+        assert!(yaml.contains("pluginRef: kv-cache-utilization-scorer\n    weight: 2\n"));
+        assert!(!yaml.contains("queue-scorer"));
+    }
+}

@@ -1,0 +1,368 @@
+//! The replica-routing policies a replay compares, each a named strategy
+//! with its parameters, written `NAME[:key=value,...]` on the command line.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// SGLang's router defaults as DOMAIN.md quotes them; they have changed
+/// between releases, so they are one preset (`sglang`), not truth.
+pub const SGLANG_CACHE_THRESHOLD: f64 = 0.5;
+pub const SGLANG_ABS_GAP: f64 = 32.0;
+pub const SGLANG_REL_GAP: f64 = 1.5;
+
+/// How a policy picks a replica.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Strategy {
+    RoundRobin,
+    /// The replica with the fewest running plus queued requests.
+    LeastLoad,
+    /// Affinity by session: a request continues the session of the earlier
+    /// request sharing its longest leading run of blocks, when that run is
+    /// at least `min_blocks` long.
+    Session {
+        min_blocks: usize,
+    },
+    /// A hash of the first `blocks` blocks picks the replica; with `bound`,
+    /// consistent hashing with bounded loads moves on from a replica whose
+    /// load exceeds `bound` times the mean.
+    PrefixHash {
+        blocks: usize,
+        bound: Option<f64>,
+    },
+    /// SGLang-style: the load guard first, then the longest prefix match if
+    /// it covers more than `threshold` of the prompt, else least load.
+    CacheAware {
+        threshold: f64,
+        abs_gap: f64,
+        rel_gap: f64,
+    },
+    /// An endpoint-picker-style weighted sum of prefix match, queue depth and
+    /// KV-cache use; the highest score wins.
+    Scorer {
+        prefix: f64,
+        queue: f64,
+        kv: f64,
+    },
+}
+
+/// A strategy, the name it was asked for by, and how the router sees load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySpec {
+    pub name: String,
+    pub strategy: Strategy,
+    /// Add the requests the router dispatched since the last metrics scrape
+    /// to the scraped load, so bursts do not overrun a stale signal.
+    pub count_dispatched: bool,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PolicyError {
+    #[error(
+        "--policy {given}: unknown policy {name:?}; known: round-robin, least-load, session, prefix-hash, cache-aware, sglang, scorer"
+    )]
+    Unknown { given: String, name: String },
+    #[error("--policy {given}: {problem}")]
+    Parameter { given: String, problem: String },
+}
+
+impl PolicySpec {
+    /// The policies a replay compares when none is named.
+    pub fn defaults(scraped: bool) -> Vec<PolicySpec> {
+        let mut names = vec![
+            "round-robin",
+            "least-load",
+            "session",
+            "prefix-hash",
+            "prefix-hash:bound=1.25",
+            "cache-aware:abs-gap=inf",
+            "sglang",
+            "scorer",
+        ];
+        if scraped {
+            names.extend([
+                "least-load:count-dispatched=true",
+                "sglang:count-dispatched=true",
+            ]);
+        }
+        names
+            .into_iter()
+            .map(|name| PolicySpec::parse(name).expect("the defaults parse"))
+            .collect()
+    }
+
+    pub fn cache_aware(threshold: f64, abs_gap: f64, rel_gap: f64) -> PolicySpec {
+        let strategy = Strategy::CacheAware {
+            threshold,
+            abs_gap,
+            rel_gap,
+        };
+        PolicySpec {
+            name: describe("cache-aware", &strategy_params(&strategy)),
+            strategy,
+            count_dispatched: false,
+        }
+    }
+
+    pub fn scorer(prefix: f64, queue: f64, kv: f64) -> PolicySpec {
+        let strategy = Strategy::Scorer { prefix, queue, kv };
+        PolicySpec {
+            name: describe("scorer", &strategy_params(&strategy)),
+            strategy,
+            count_dispatched: false,
+        }
+    }
+
+    /// `NAME[:key=value,...]`.
+    pub fn parse(given: &str) -> Result<PolicySpec, PolicyError> {
+        let (name, rest) = given.split_once(':').unwrap_or((given, ""));
+        let parameter = |problem: String| PolicyError::Parameter {
+            given: given.to_owned(),
+            problem,
+        };
+        let mut values: BTreeMap<&str, &str> = BTreeMap::new();
+        for pair in rest.split(',').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| parameter(format!("expected key=value, found {pair:?}")))?;
+            if values.insert(key.trim(), value.trim()).is_some() {
+                return Err(parameter(format!("{key} given twice")));
+            }
+        }
+        let count_dispatched = match values.remove("count-dispatched") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(parameter(format!(
+                    "count-dispatched={other}: expected true or false"
+                )));
+            }
+        };
+        let mut take = |key: &str, default: f64, allow_inf: bool| -> Result<f64, PolicyError> {
+            let Some(text) = values.remove(key) else {
+                return Ok(default);
+            };
+            let value = if text == "inf" {
+                f64::INFINITY
+            } else {
+                text.parse::<f64>()
+                    .map_err(|_| parameter(format!("{key}={text}: not a number")))?
+            };
+            if value.is_nan() || value < 0.0 || (value.is_infinite() && !allow_inf) {
+                return Err(parameter(format!(
+                    "{key}={text}: must be a non-negative number{}",
+                    if allow_inf { " or inf" } else { "" }
+                )));
+            }
+            Ok(value)
+        };
+        let whole = |value: f64, key: &str| -> Result<usize, PolicyError> {
+            if value.fract() != 0.0 || value < 1.0 {
+                return Err(parameter(format!(
+                    "{key}={value}: must be a whole number ≥ 1"
+                )));
+            }
+            Ok(value as usize)
+        };
+        let strategy = match name {
+            "round-robin" => Strategy::RoundRobin,
+            "least-load" => Strategy::LeastLoad,
+            "session" => Strategy::Session {
+                min_blocks: whole(take("min-blocks", 2.0, false)?, "min-blocks")?,
+            },
+            "prefix-hash" => {
+                let blocks = whole(take("blocks", 2.0, false)?, "blocks")?;
+                let bound = take("bound", f64::INFINITY, true)?;
+                if bound < 1.0 {
+                    return Err(parameter(format!("bound={bound}: must be at least 1")));
+                }
+                Strategy::PrefixHash {
+                    blocks,
+                    bound: bound.is_finite().then_some(bound),
+                }
+            }
+            "cache-aware" | "sglang" => {
+                let threshold = take("threshold", SGLANG_CACHE_THRESHOLD, false)?;
+                if threshold > 1.0 {
+                    return Err(parameter(format!(
+                        "threshold={threshold}: a share of the prompt, at most 1"
+                    )));
+                }
+                Strategy::CacheAware {
+                    threshold,
+                    abs_gap: take("abs-gap", SGLANG_ABS_GAP, true)?,
+                    rel_gap: take("rel-gap", SGLANG_REL_GAP, true)?,
+                }
+            }
+            "scorer" => {
+                let strategy = Strategy::Scorer {
+                    prefix: take("prefix", 3.0, false)?,
+                    queue: take("queue", 2.0, false)?,
+                    kv: take("kv", 2.0, false)?,
+                };
+                if let Strategy::Scorer {
+                    prefix: 0.0,
+                    queue: 0.0,
+                    kv: 0.0,
+                } = strategy
+                {
+                    return Err(parameter("every weight is zero".to_owned()));
+                }
+                strategy
+            }
+            _ => {
+                return Err(PolicyError::Unknown {
+                    given: given.to_owned(),
+                    name: name.to_owned(),
+                });
+            }
+        };
+        if let Some(key) = values.keys().next() {
+            return Err(parameter(format!("{name} takes no parameter {key:?}")));
+        }
+        Ok(PolicySpec {
+            name: given.to_owned(),
+            strategy,
+            count_dispatched,
+        })
+    }
+
+    /// Every parameter, defaults included, for the JSON document.
+    pub fn params(&self) -> BTreeMap<String, Value> {
+        let mut params = strategy_params(&self.strategy);
+        params.insert(
+            "count_dispatched".to_owned(),
+            Value::Bool(self.count_dispatched),
+        );
+        params
+    }
+}
+
+fn number(value: f64) -> Value {
+    if value.is_finite() {
+        serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
+    } else {
+        Value::String("inf".to_owned())
+    }
+}
+
+fn strategy_params(strategy: &Strategy) -> BTreeMap<String, Value> {
+    let pairs: Vec<(&str, Value)> = match *strategy {
+        Strategy::RoundRobin | Strategy::LeastLoad => vec![],
+        Strategy::Session { min_blocks } => vec![("min_blocks", Value::from(min_blocks))],
+        Strategy::PrefixHash { blocks, bound } => vec![
+            ("blocks", Value::from(blocks)),
+            ("bound", bound.map_or(Value::Null, number)),
+        ],
+        Strategy::CacheAware {
+            threshold,
+            abs_gap,
+            rel_gap,
+        } => vec![
+            ("cache_threshold", number(threshold)),
+            ("abs_gap", number(abs_gap)),
+            ("rel_gap", number(rel_gap)),
+        ],
+        Strategy::Scorer { prefix, queue, kv } => vec![
+            ("prefix_weight", number(prefix)),
+            ("queue_weight", number(queue)),
+            ("kv_weight", number(kv)),
+        ],
+    };
+    pairs
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect()
+}
+
+/// `name:key=value,...` from the JSON parameters, as a user would type it.
+fn describe(name: &str, params: &BTreeMap<String, Value>) -> String {
+    let flag = |key: &str| match key {
+        "cache_threshold" => "threshold".to_owned(),
+        other => other.trim_end_matches("_weight").replace('_', "-"),
+    };
+    let pairs: Vec<String> = params
+        .iter()
+        .map(|(key, value)| {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                Value::Number(number) => {
+                    number.as_f64().map_or_else(String::new, |n| n.to_string())
+                }
+                other => other.to_string(),
+            };
+            format!("{}={text}", flag(key))
+        })
+        .collect();
+    format!("{name}:{}", pairs.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sglang_preset_is_cache_aware_with_its_defaults() {
+        let preset = PolicySpec::parse("sglang").unwrap();
+        assert_eq!(
+            preset.strategy,
+            Strategy::CacheAware {
+                threshold: 0.5,
+                abs_gap: 32.0,
+                rel_gap: 1.5
+            }
+        );
+        assert_eq!(
+            PolicySpec::parse("cache-aware:abs-gap=inf")
+                .unwrap()
+                .strategy,
+            Strategy::CacheAware {
+                threshold: 0.5,
+                abs_gap: f64::INFINITY,
+                rel_gap: 1.5
+            }
+        );
+    }
+
+    #[test]
+    fn a_generated_name_parses_back_to_its_policy() {
+        let policy = PolicySpec::cache_aware(0.7, 16.0, 1.25);
+        assert_eq!(
+            policy.name,
+            "cache-aware:abs-gap=16,threshold=0.7,rel-gap=1.25"
+        );
+        assert_eq!(
+            PolicySpec::parse(&policy.name).unwrap().strategy,
+            policy.strategy
+        );
+        let scorer = PolicySpec::scorer(1.0, 0.0, 4.0);
+        assert_eq!(
+            PolicySpec::parse(&scorer.name).unwrap().strategy,
+            scorer.strategy
+        );
+    }
+
+    #[test]
+    fn bad_policies_name_the_flag_and_the_parameter() {
+        let cases = [
+            ("fastest", "unknown policy \"fastest\""),
+            ("sglang:threshold=2", "threshold=2: a share of the prompt"),
+            (
+                "session:min-blocks=0",
+                "min-blocks=0: must be a whole number",
+            ),
+            (
+                "round-robin:blocks=2",
+                "round-robin takes no parameter \"blocks\"",
+            ),
+            ("scorer:prefix=0,queue=0,kv=0", "every weight is zero"),
+            ("least-load:count-dispatched=yes", "expected true or false"),
+            ("prefix-hash:bound=0.5", "must be at least 1"),
+        ];
+        for (given, expected) in cases {
+            let error = PolicySpec::parse(given).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("--policy {given}: ")), "{error}");
+            assert!(error.contains(expected), "{given}: {error}");
+        }
+    }
+}

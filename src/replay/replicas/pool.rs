@@ -1,0 +1,536 @@
+//! The pool of replicas as a discrete-event simulation: arrivals from the
+//! trace, a router that sees (possibly stale) load and its own prefix index,
+//! and replicas that batch, prefill and decode. One [`Simulation`] per
+//! policy; every simulation sees the same requests in the same order, so
+//! their differences are the policies' alone.
+//!
+//! The model (docs/replay.md): a replica runs up to `max_batch` requests at
+//! once and queues the rest first come, first served. An admitted request's
+//! uncached prompt tokens are prefilled at `prefill_tokens_per_s`, one
+//! prefill at a time per replica (prefill is compute-bound and shares the
+//! replica); its first token arrives when its prefill ends; then it decodes
+//! `output_length` tokens at `decode_ms_per_token` and leaves. Its prompt's
+//! blocks enter the replica's cache when it is admitted.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use super::cache::{BlockCache, PrefixIndex};
+use super::metrics::{Histogram, WindowSums};
+use super::policy::{PolicySpec, Strategy};
+use crate::replay::trace::Request;
+
+/// The pool's constants; each is a flag with a documented default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub replicas: usize,
+    /// Prefix-cache capacity per replica in blocks; `None` is unbounded.
+    pub cache_blocks: Option<usize>,
+    pub block_tokens: u32,
+    pub prefill_tokens_per_s: f64,
+    pub decode_ms_per_token: f64,
+    pub max_batch: u32,
+    /// How often the router's view of load is refreshed; 0 means it always
+    /// sees the true load.
+    pub scrape_ms: f64,
+    /// Prompts per replica the router's prefix index remembers.
+    pub index_history: usize,
+    /// Trace time at which the router loses its prefix index.
+    pub index_loss_at_ms: Option<f64>,
+    /// Tokens of KV cache per replica, for the scorer's KV-use signal.
+    pub kv_tokens: u64,
+    pub window_ms: f64,
+    pub seed: u64,
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool {
+            replicas: 8,
+            cache_blocks: None,
+            block_tokens: 512,
+            prefill_tokens_per_s: 10_000.0,
+            decode_ms_per_token: 20.0,
+            max_batch: 32,
+            scrape_ms: 0.0,
+            index_history: 512,
+            index_loss_at_ms: None,
+            kv_tokens: 1 << 20,
+            window_ms: 60_000.0,
+            seed: 0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PoolError {
+    #[error("--replicas: must be at least 1")]
+    NoReplicas,
+    #[error("--{flag}: {problem}")]
+    Invalid { flag: &'static str, problem: String },
+}
+
+impl Pool {
+    pub fn check(&self) -> Result<(), PoolError> {
+        let invalid = |flag: &'static str, problem: &str| {
+            Err(PoolError::Invalid {
+                flag,
+                problem: problem.to_owned(),
+            })
+        };
+        if self.replicas == 0 {
+            return Err(PoolError::NoReplicas);
+        }
+        if self.replicas > 4096 {
+            return invalid("replicas", "at most 4096");
+        }
+        if self.block_tokens == 0 {
+            return invalid("block-tokens", "must be at least 1");
+        }
+        if !(self.prefill_tokens_per_s.is_finite() && self.prefill_tokens_per_s > 0.0) {
+            return invalid("prefill-tokens-per-s", "must be a positive number");
+        }
+        if !(self.decode_ms_per_token.is_finite() && self.decode_ms_per_token >= 0.0) {
+            return invalid("decode-ms-per-token", "must be a non-negative number");
+        }
+        if self.max_batch == 0 {
+            return invalid("max-batch", "must be at least 1");
+        }
+        if !(self.scrape_ms.is_finite() && self.scrape_ms >= 0.0) {
+            return invalid("scrape-ms", "must be a non-negative number");
+        }
+        if self.kv_tokens == 0 {
+            return invalid("kv-tokens", "must be at least 1");
+        }
+        if !(self.window_ms.is_finite() && self.window_ms > 0.0) {
+            return invalid("window", "must be a positive duration");
+        }
+        Ok(())
+    }
+}
+
+/// A request waiting for a slot on its replica.
+#[derive(Debug, Clone)]
+struct Waiting {
+    arrival: u64,
+    input_tokens: u32,
+    output_tokens: u32,
+    blocks: Arc<[u64]>,
+    /// Blocks the router believed cached when it sent the request here
+    /// because of them.
+    expected_blocks: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Replica {
+    running: u32,
+    waiting: VecDeque<Waiting>,
+    prefill_free_at: u64,
+    /// Prompt and output tokens of the running requests: their KV use.
+    running_tokens: u64,
+    cache: BlockCache,
+    index: PrefixIndex,
+    /// The load, queue depth and KV tokens at the last scrape, and the
+    /// requests dispatched here since.
+    scraped_load: u32,
+    scraped_waiting: u32,
+    scraped_tokens: u64,
+    dispatched: u32,
+}
+
+impl Replica {
+    fn load(&self) -> u32 {
+        self.running + self.waiting.len() as u32
+    }
+}
+
+/// Sums over the whole replay of one policy.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub prefill_tokens: u64,
+    pub ttft: Histogram,
+    pub queue: Histogram,
+    /// Time-weighted sum of max/min running requests, and the time it covers.
+    pub imbalance_weighted: f64,
+    pub busy_us: u64,
+    /// Replica-microseconds spent above twice the mean load.
+    pub herding_us: u64,
+    pub index_drift_misses: u64,
+    pub windows: Vec<WindowSums>,
+    pub first_arrival_us: Option<u64>,
+}
+
+/// One policy's replay of the pool.
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    pub policy: PolicySpec,
+    pool: Pool,
+    replicas: Vec<Replica>,
+    /// Completions: (time, replica, tokens it held).
+    completions: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    next_scrape: u64,
+    scrape_us: u64,
+    observed_at: u64,
+    index_lost: bool,
+    cursor: usize,
+    pub totals: Totals,
+}
+
+fn micros(milliseconds: f64) -> u64 {
+    (milliseconds * 1000.0).round() as u64
+}
+
+impl Simulation {
+    pub fn new(pool: &Pool, policy: PolicySpec) -> Simulation {
+        let replica = Replica {
+            running: 0,
+            waiting: VecDeque::new(),
+            prefill_free_at: 0,
+            running_tokens: 0,
+            cache: BlockCache::new(pool.cache_blocks),
+            index: PrefixIndex::new(pool.index_history),
+            scraped_load: 0,
+            scraped_waiting: 0,
+            scraped_tokens: 0,
+            dispatched: 0,
+        };
+        Simulation {
+            policy,
+            replicas: vec![replica; pool.replicas],
+            completions: BinaryHeap::new(),
+            scrape_us: micros(pool.scrape_ms),
+            next_scrape: 0,
+            observed_at: 0,
+            index_lost: false,
+            cursor: 0,
+            totals: Totals::default(),
+            pool: pool.clone(),
+        }
+    }
+
+    /// Routes and serves one request; requests come in arrival order.
+    pub fn offer(&mut self, request: &Request) {
+        let now = micros(request.arrival_ms);
+        self.totals.first_arrival_us.get_or_insert(now);
+        self.advance(now);
+        if let Some(loss) = self.pool.index_loss_at_ms
+            && !self.index_lost
+            && request.arrival_ms >= loss
+        {
+            self.index_lost = true;
+            for replica in &mut self.replicas {
+                replica.index.clear();
+            }
+        }
+        let (target, expected_blocks) = self.route(request);
+        let replica = &mut self.replicas[target];
+        replica.index.remember(&request.blocks);
+        replica.dispatched += 1;
+        let waiting = Waiting {
+            arrival: now,
+            input_tokens: request.input_tokens,
+            output_tokens: request.output_tokens,
+            blocks: Arc::clone(&request.blocks),
+            expected_blocks,
+        };
+        if replica.running < self.pool.max_batch && replica.waiting.is_empty() {
+            self.admit(target, waiting, now);
+        } else {
+            replica.waiting.push_back(waiting);
+        }
+    }
+
+    /// Serves every request still in the pool.
+    pub fn finish(&mut self) {
+        self.advance(u64::MAX);
+    }
+
+    /// Processes completions and scrapes up to `now`, in time order.
+    fn advance(&mut self, now: u64) {
+        loop {
+            let completion = self.completions.peek().map(|Reverse(event)| event.0);
+            let scrape = (self.scrape_us > 0).then_some(self.next_scrape);
+            let next = match (completion, scrape) {
+                (Some(completion), Some(scrape)) => completion.min(scrape),
+                (Some(completion), None) => completion,
+                (None, Some(scrape)) if now != u64::MAX => scrape,
+                (None, _) => break,
+            };
+            if next > now {
+                break;
+            }
+            self.observe(next);
+            if scrape == Some(next) {
+                for replica in &mut self.replicas {
+                    replica.scraped_load = replica.load();
+                    replica.scraped_waiting = replica.waiting.len() as u32;
+                    replica.scraped_tokens = replica.running_tokens;
+                    replica.dispatched = 0;
+                }
+                // Nothing changes between events, so the scrapes up to the
+                // next one are taken in one step.
+                let quiet = now.min(completion.unwrap_or(now)) - next;
+                self.next_scrape = next + (quiet / self.scrape_us).max(1) * self.scrape_us;
+                continue;
+            }
+            let Reverse((_, index, tokens)) = self.completions.pop().expect("peeked");
+            let replica = &mut self.replicas[index as usize];
+            replica.running -= 1;
+            replica.running_tokens -= tokens;
+            if let Some(waiting) = replica.waiting.pop_front() {
+                self.admit(index as usize, waiting, next);
+            }
+        }
+        if now != u64::MAX {
+            self.observe(now);
+        }
+    }
+
+    fn admit(&mut self, index: usize, request: Waiting, now: u64) {
+        self.observe(now);
+        let pool = &self.pool;
+        let replica = &mut self.replicas[index];
+        let hits = replica.cache.leading_hits(&request.blocks);
+        if hits < request.expected_blocks {
+            self.totals.index_drift_misses += 1;
+        }
+        replica.cache.insert(&request.blocks);
+        let input = u64::from(request.input_tokens);
+        let cached = (hits as u64 * u64::from(pool.block_tokens)).min(input);
+        let prefill = input - cached;
+        let start = now.max(replica.prefill_free_at);
+        let first_token = start + (prefill as f64 / pool.prefill_tokens_per_s * 1e6).round() as u64;
+        replica.prefill_free_at = first_token;
+        let done =
+            first_token + micros(f64::from(request.output_tokens) * pool.decode_ms_per_token);
+        let tokens = input + u64::from(request.output_tokens);
+        replica.running += 1;
+        replica.running_tokens += tokens;
+        self.completions.push(Reverse((done, index as u32, tokens)));
+
+        let ttft_ms = (first_token - request.arrival) as f64 / 1000.0;
+        let totals = &mut self.totals;
+        totals.requests += 1;
+        totals.prompt_tokens += input;
+        totals.cached_tokens += cached;
+        totals.prefill_tokens += prefill;
+        totals.ttft.record(ttft_ms);
+        totals
+            .queue
+            .record((start - request.arrival) as f64 / 1000.0);
+        let origin = totals.first_arrival_us.unwrap_or(0);
+        let window = ((request.arrival - origin) as f64 / (pool.window_ms * 1000.0)) as usize;
+        if window >= totals.windows.len() {
+            totals.windows.resize(window + 1, WindowSums::default());
+        }
+        let sums = &mut totals.windows[window];
+        sums.requests += 1;
+        sums.prompt_tokens += input;
+        sums.cached_tokens += cached;
+        sums.ttft_ms += ttft_ms;
+    }
+
+    /// Accounts for the load between the last observation and `now`.
+    fn observe(&mut self, now: u64) {
+        if now <= self.observed_at {
+            return;
+        }
+        let elapsed = now - self.observed_at;
+        self.observed_at = now;
+        let (mut most, mut least, mut total) = (0u32, u32::MAX, 0u64);
+        for replica in &self.replicas {
+            most = most.max(replica.running);
+            least = least.min(replica.running);
+            total += u64::from(replica.load());
+        }
+        if most == 0 {
+            return;
+        }
+        let totals = &mut self.totals;
+        totals.busy_us += elapsed;
+        totals.imbalance_weighted += elapsed as f64 * f64::from(most) / f64::from(least.max(1));
+        let twice_mean = 2.0 * total as f64 / self.replicas.len() as f64;
+        let herding = self
+            .replicas
+            .iter()
+            .filter(|replica| f64::from(replica.load()) > twice_mean)
+            .count() as u64;
+        totals.herding_us += herding * elapsed;
+    }
+
+    /// The load the router believes replica `index` has.
+    fn seen_load(&self, index: usize) -> u32 {
+        let replica = &self.replicas[index];
+        if self.scrape_us == 0 {
+            return replica.load();
+        }
+        replica.scraped_load
+            + if self.policy.count_dispatched {
+                replica.dispatched
+            } else {
+                0
+            }
+    }
+
+    fn seen_waiting(&self, index: usize) -> u32 {
+        let replica = &self.replicas[index];
+        if self.scrape_us == 0 {
+            return replica.waiting.len() as u32;
+        }
+        replica.scraped_waiting
+            + if self.policy.count_dispatched {
+                replica.dispatched
+            } else {
+                0
+            }
+    }
+
+    fn seen_tokens(&self, index: usize) -> u64 {
+        let replica = &self.replicas[index];
+        if self.scrape_us == 0 {
+            replica.running_tokens
+        } else {
+            replica.scraped_tokens
+        }
+    }
+
+    /// The replica for `request`, and the blocks the router expects it to
+    /// find cached there when affinity chose it (0 otherwise).
+    fn route(&mut self, request: &Request) -> (usize, usize) {
+        let count = self.replicas.len();
+        match self.policy.strategy {
+            Strategy::RoundRobin => {
+                let target = self.cursor % count;
+                self.cursor += 1;
+                (target, 0)
+            }
+            Strategy::LeastLoad => (self.least_loaded(false), 0),
+            Strategy::Session { min_blocks } => {
+                let (target, matched) = self.longest_match(&request.blocks);
+                if matched >= min_blocks {
+                    (target, matched)
+                } else {
+                    (self.least_loaded(false), 0)
+                }
+            }
+            Strategy::PrefixHash { blocks, bound } => {
+                let key = &request.blocks[..blocks.min(request.blocks.len())];
+                let hash = foldhash::fast::FixedState::with_seed(self.pool.seed);
+                let mut target =
+                    (std::hash::BuildHasher::hash_one(&hash, key) % count as u64) as usize;
+                if let Some(bound) = bound {
+                    let total: u64 = (0..count)
+                        .map(|index| u64::from(self.seen_load(index)))
+                        .sum();
+                    let cap = (bound * (total + 1) as f64 / count as f64).ceil() as u32;
+                    while self.seen_load(target) >= cap {
+                        target = (target + 1) % count;
+                    }
+                }
+                (target, 0)
+            }
+            Strategy::CacheAware {
+                threshold,
+                abs_gap,
+                rel_gap,
+            } => {
+                let loads: Vec<u32> = (0..count).map(|index| self.seen_load(index)).collect();
+                let most = *loads.iter().max().expect("a replica");
+                let least = *loads.iter().min().expect("a replica");
+                let gap = f64::from(most - least);
+                if gap > abs_gap && f64::from(most) > rel_gap * f64::from(least.max(1)) {
+                    return (self.least_loaded(true), 0);
+                }
+                let (target, matched) = self.longest_match(&request.blocks);
+                if self.covered(request, matched) > threshold {
+                    (target, matched)
+                } else {
+                    (self.least_loaded(true), 0)
+                }
+            }
+            Strategy::Scorer { prefix, queue, kv } => {
+                let queues: Vec<u32> = (0..count).map(|index| self.seen_waiting(index)).collect();
+                let (deepest, shallowest) = (
+                    *queues.iter().max().expect("a replica"),
+                    *queues.iter().min().expect("a replica"),
+                );
+                let mut best = (f64::NEG_INFINITY, u32::MAX, 0usize, 0usize);
+                for offset in 0..count {
+                    let index = (self.cursor + offset) % count;
+                    let matched = self.replicas[index].index.leading_matches(&request.blocks);
+                    let queue_score = if deepest == shallowest {
+                        1.0
+                    } else {
+                        f64::from(deepest - queues[index]) / f64::from(deepest - shallowest)
+                    };
+                    let kv_use =
+                        (self.seen_tokens(index) as f64 / self.pool.kv_tokens as f64).min(1.0);
+                    let score = prefix * self.covered(request, matched)
+                        + queue * queue_score
+                        + kv * (1.0 - kv_use);
+                    let load = self.seen_load(index);
+                    if score > best.0 || (score == best.0 && load < best.1) {
+                        best = (score, load, index, matched);
+                    }
+                }
+                self.cursor = (best.2 + 1) % count;
+                (best.2, best.3)
+            }
+        }
+    }
+
+    /// The share of the prompt that `blocks` leading blocks cover.
+    fn covered(&self, request: &Request, blocks: usize) -> f64 {
+        if request.input_tokens == 0 {
+            return 0.0;
+        }
+        let tokens = (blocks as u64 * u64::from(self.pool.block_tokens))
+            .min(u64::from(request.input_tokens));
+        tokens as f64 / f64::from(request.input_tokens)
+    }
+
+    /// The replica whose index shares the longest prefix with `blocks`
+    /// (ties to the lower load, then the first after the cursor), and the
+    /// length of that prefix.
+    fn longest_match(&self, blocks: &[u64]) -> (usize, usize) {
+        let count = self.replicas.len();
+        let mut best = (0usize, u32::MAX, self.cursor % count);
+        for offset in 0..count {
+            let index = (self.cursor + offset) % count;
+            let matched = self.replicas[index].index.leading_matches(blocks);
+            let load = self.seen_load(index);
+            if matched > best.0 || (matched == best.0 && load < best.1) {
+                best = (matched, load, index);
+            }
+        }
+        (best.2, best.0)
+    }
+
+    /// The least-loaded replica as the router sees it. Ties go to the
+    /// replica with the least cached content when `by_cache`, then to the
+    /// first after the previous choice, so an idle pool is not filled from
+    /// replica 0 up.
+    fn least_loaded(&mut self, by_cache: bool) -> usize {
+        let count = self.replicas.len();
+        let start = self.cursor % count;
+        let mut best = (u32::MAX, usize::MAX, start);
+        for offset in 0..count {
+            let index = (start + offset) % count;
+            let cached = if by_cache {
+                self.replicas[index].index.blocks()
+            } else {
+                0
+            };
+            let key = (self.seen_load(index), cached);
+            if key < (best.0, best.1) {
+                best = (key.0, key.1, index);
+            }
+        }
+        self.cursor = best.2 + 1;
+        best.2
+    }
+}

@@ -1,0 +1,110 @@
+//! The replay on the terminal: one row per policy, and the calibration's
+//! choice against the defaults on both parts of the trace.
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use super::document::{Calibration, ReplayDocument, Scored};
+
+fn table(builder: Builder) -> String {
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    table.to_string()
+}
+
+pub fn render_policies(document: &ReplayDocument) -> String {
+    let (trace, pool) = (&document.trace, &document.pool);
+    let cache = pool.cache_blocks.map_or_else(
+        || "unbounded caches".to_owned(),
+        |blocks| format!("{blocks} cache blocks each"),
+    );
+    let mut builder = Builder::default();
+    builder.push_record([
+        "policy",
+        "hit rate",
+        "prefill Mtok",
+        "TTFT p50 ms",
+        "p95",
+        "p99",
+        "queue p95 ms",
+        "imbalance",
+        "herding s",
+        "drift misses",
+    ]);
+    for policy in &document.policies {
+        builder.push_record([
+            policy.name.clone(),
+            format!("{:.1}%", policy.hit_rate * 100.0),
+            format!("{:.2}", policy.prefill_tokens as f64 / 1e6),
+            format!("{:.0}", policy.ttft_ms.p50),
+            format!("{:.0}", policy.ttft_ms.p95),
+            format!("{:.0}", policy.ttft_ms.p99),
+            format!("{:.0}", policy.queue_ms.p95),
+            format!("{:.2}", policy.imbalance),
+            format!("{:.0}", policy.herding_s),
+            policy.index_drift_misses.to_string(),
+        ]);
+    }
+    format!(
+        "{}: {} requests over {:.0} s, {} replicas, {cache}; one replica holding every cache would hit {:.1}%\n{}\n",
+        trace.path,
+        trace.requests,
+        trace.duration_s,
+        pool.replicas,
+        trace.ceiling_hit_rate * 100.0,
+        table(builder)
+    )
+}
+
+pub fn render_calibration(calibration: &Calibration) -> String {
+    let unit = if calibration.objective == "hit-rate" {
+        "hit rate"
+    } else {
+        "p95 TTFT ms"
+    };
+    let value = |objective: f64| {
+        if calibration.objective == "hit-rate" {
+            format!("{:.1}%", objective * 100.0)
+        } else {
+            format!("{objective:.0}")
+        }
+    };
+    let mut builder = Builder::default();
+    builder.push_record([
+        "policy".to_owned(),
+        format!("first {} requests: {unit}", calibration.train_requests),
+        format!("held-out {}: {unit}", calibration.holdout_requests),
+    ]);
+    let mut row = |label: &str, scored: &Scored| {
+        builder.push_record([
+            format!("{label}{}", scored.name),
+            value(scored.train.objective),
+            value(scored.holdout.objective),
+        ]);
+    };
+    row("chosen ", &calibration.cache_aware.policy);
+    row("chosen ", &calibration.scorer.policy);
+    for baseline in &calibration.baselines {
+        row("", baseline);
+    }
+    let verdict = |wins: bool| {
+        if wins {
+            "holds on the held-out part"
+        } else {
+            "does NOT beat every baseline on the held-out part"
+        }
+    };
+    format!(
+        "calibration for {} over {} grid points\n{}\ncache-aware choice {}; scorer choice {}\nSGLang router: {}\nendpoint picker:\n{}",
+        calibration.objective,
+        calibration.grid.points,
+        table(builder),
+        verdict(calibration.cache_aware.wins_on_holdout),
+        verdict(calibration.scorer.wins_on_holdout),
+        calibration.sglang_flags,
+        calibration.endpoint_picker
+    )
+}
