@@ -113,6 +113,11 @@ pub struct ReplicasArgs {
     #[arg(long, value_name = "N")]
     pub replicas: usize,
 
+    /// Replay the arrivals this many times faster than recorded: the same
+    /// traffic at a higher rate.
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub speedup: f64,
+
     /// Prefix-cache capacity per replica, in blocks, or `inf`.
     #[arg(long, value_name = "B|inf", default_value = "inf")]
     pub cache_blocks: String,

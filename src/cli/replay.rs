@@ -50,6 +50,7 @@ pub fn pool(args: &ReplicasArgs) -> anyhow::Result<Pool> {
     let window_ms = milliseconds("--window", &args.window)?;
     let pool = Pool {
         replicas: args.replicas,
+        speedup: args.speedup,
         cache_blocks,
         block_tokens: args.block_tokens,
         prefill_tokens_per_s: args.prefill_tokens_per_s,

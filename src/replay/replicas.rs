@@ -170,6 +170,7 @@ pub fn replay(
 fn summarize_pool(pool: &Pool) -> PoolSummary {
     PoolSummary {
         replicas: pool.replicas,
+        speedup: pool.speedup,
         cache_blocks: pool.cache_blocks,
         block_tokens: pool.block_tokens,
         prefill_tokens_per_s: pool.prefill_tokens_per_s,

@@ -23,17 +23,27 @@ pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
     );
     let _ = write!(
         out,
-        "<h2>Replica routing: replay of <code>{}</code></h2><p>{} requests over {:.0} s through {} replicas ({}), prefill {} tokens/s, decode {} ms/token, batches of {}, load scraped every {} ms. One replica holding every cache would serve {:.1}% of prompt tokens from cache: no routing can do better.</p>",
+        "<h2>Replica routing: replay of <code>{}</code></h2><p>{} requests over {:.0} s{} through {} replicas ({}), prefill {} tokens/s, decode {} ms/token, batches of {}, load scraped every {} ms. One replica holding every cache would serve {:.1}% of prompt tokens from cache{}.</p>",
         escape(&trace.path),
         trace.requests,
         trace.duration_s,
+        if pool.speedup == 1.0 {
+            String::new()
+        } else {
+            format!(", replayed {}x faster", pool.speedup)
+        },
         pool.replicas,
         escape(&cache),
         pool.prefill_tokens_per_s,
         pool.decode_ms_per_token,
         pool.max_batch,
         pool.scrape_ms,
-        trace.ceiling_hit_rate * 100.0
+        trace.ceiling_hit_rate * 100.0,
+        if pool.cache_blocks.is_none() {
+            ": with unbounded caches no routing can do better"
+        } else {
+            ""
+        }
     );
     out.push_str("<div class=\"charts\">");
     let hit_rates: Vec<(String, Vec<(f64, &'static str)>)> = replay
@@ -192,7 +202,7 @@ pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
         let verdict = |wins: bool| if wins { "holds" } else { "does not hold" };
         let _ = write!(
             out,
-            "<p>On the held-out part the cache-aware choice {} and the scorer choice {} against SGLang's defaults and every fixed policy.</p><p>SGLang router flags: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
+            "<p>On the held-out part the cache-aware choice {} against SGLang's defaults and every fixed policy, and the scorer choice {} against the default weights and every fixed policy.</p><p>SGLang router flags: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
             verdict(calibration.cache_aware.wins_on_holdout),
             verdict(calibration.scorer.wins_on_holdout),
             escape(&calibration.sglang_flags),

@@ -117,11 +117,16 @@ pub fn calibrate(
         abs_gap: SGLANG_ABS_GAP,
         rel_gap: SGLANG_REL_GAP,
     };
-    if !baselines
-        .iter()
-        .any(|policy| policy.strategy == sglang && !policy.count_dispatched)
-    {
-        baselines.push(PolicySpec::parse("sglang").expect("the preset parses"));
+    let default_scorer = PolicySpec::parse("scorer")
+        .expect("the preset parses")
+        .strategy;
+    for (preset, name) in [(sglang, "sglang"), (default_scorer, "scorer")] {
+        if !baselines
+            .iter()
+            .any(|policy| policy.strategy == preset && !policy.count_dispatched)
+        {
+            baselines.push(PolicySpec::parse(name).expect("the preset parses"));
+        }
     }
     let specs: Vec<&PolicySpec> = cache_aware
         .iter()
@@ -182,10 +187,20 @@ pub fn calibrate(
             .expect("a non-empty grid")
     };
     let (scorer_start, baseline_start) = (cache_aware.len(), cache_aware.len() + scorers.len());
-    let chosen = |range: std::ops::Range<usize>| {
+    // A choice must beat its own family's preset and every fixed policy on
+    // the held-out part; the other family is shown beside it, not required.
+    let chosen = |range: std::ops::Range<usize>, preset: Strategy| {
         let index = best(range.clone(), false);
         let holdout = headlines[2 * index + 1].objective;
         let wins_on_holdout = (baseline_start..specs.len())
+            .filter(|&other| {
+                let strategy = specs[other].strategy;
+                let tunable = matches!(
+                    strategy,
+                    Strategy::CacheAware { .. } | Strategy::Scorer { .. }
+                );
+                !tunable || (strategy == preset && !specs[other].count_dispatched)
+            })
             .all(|other| !objective.better(headlines[2 * other + 1].objective, holdout));
         let choice = Chosen {
             policy: scored(index),
@@ -194,8 +209,8 @@ pub fn calibrate(
         };
         (choice, specs[index].strategy)
     };
-    let (cache_aware_choice, guard) = chosen(0..scorer_start);
-    let (scorer_choice, weights) = chosen(scorer_start..baseline_start);
+    let (cache_aware_choice, guard) = chosen(0..scorer_start, presets[0]);
+    let (scorer_choice, weights) = chosen(scorer_start..baseline_start, presets[1]);
     let Strategy::CacheAware {
         threshold,
         abs_gap,

@@ -30,8 +30,9 @@ pub struct TraceSummary {
     pub requests: u64,
     pub duration_s: f64,
     pub prompt_tokens: u64,
-    /// The hit rate of one replica holding all the pool's cache: what no
-    /// routing can beat.
+    /// The hit rate of one replica holding all the pool's cache. With
+    /// unbounded caches no routing can beat it; with bounded ones it is a
+    /// reference, since LRU over one big cache is not the best placement.
     pub ceiling_hit_rate: f64,
 }
 
@@ -39,6 +40,8 @@ pub struct TraceSummary {
 #[serde(deny_unknown_fields)]
 pub struct PoolSummary {
     pub replicas: usize,
+    /// Arrivals replayed this many times faster than recorded.
+    pub speedup: f64,
     /// Blocks per replica; null is unbounded.
     pub cache_blocks: Option<usize>,
     pub block_tokens: u32,
@@ -89,7 +92,7 @@ pub struct Calibration {
     pub cache_aware: Chosen,
     /// The scorer weights with the best objective on the first part.
     pub scorer: Chosen,
-    /// Every fixed policy and SGLang's defaults on both parts.
+    /// The replayed policies and both presets on both parts.
     pub baselines: Vec<Scored>,
     /// The chosen cache-aware point as SGLang router flags.
     pub sglang_flags: String,
@@ -114,8 +117,9 @@ pub struct Grid {
 #[serde(deny_unknown_fields)]
 pub struct Chosen {
     pub policy: Scored,
-    /// Whether the chosen point also beats SGLang's defaults and every fixed
-    /// policy on the held-out part.
+    /// Whether the chosen point also beats its family's preset (SGLang's
+    /// defaults, or the scorer's default weights) and every fixed policy
+    /// on the held-out part.
     pub wins_on_holdout: bool,
     /// The best point of the grid on the held-out part, for comparison.
     pub best_on_holdout: Scored,

@@ -25,6 +25,9 @@ use crate::replay::trace::Request;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
     pub replicas: usize,
+    /// Arrivals come this many times faster than the trace recorded them:
+    /// the same traffic at a higher rate.
+    pub speedup: f64,
     /// Prefix-cache capacity per replica in blocks; `None` is unbounded.
     pub cache_blocks: Option<usize>,
     pub block_tokens: u32,
@@ -48,6 +51,7 @@ impl Default for Pool {
     fn default() -> Pool {
         Pool {
             replicas: 8,
+            speedup: 1.0,
             cache_blocks: None,
             block_tokens: 512,
             prefill_tokens_per_s: 10_000.0,
@@ -84,6 +88,9 @@ impl Pool {
         }
         if self.replicas > 4096 {
             return invalid("replicas", "at most 4096");
+        }
+        if !(self.speedup.is_finite() && self.speedup > 0.0) {
+            return invalid("speedup", "must be a positive number");
         }
         if self.block_tokens == 0 {
             return invalid("block-tokens", "must be at least 1");
@@ -214,12 +221,13 @@ impl Simulation {
 
     /// Routes and serves one request; requests come in arrival order.
     pub fn offer(&mut self, request: &Request) {
-        let now = micros(request.arrival_ms);
+        let arrival_ms = request.arrival_ms / self.pool.speedup;
+        let now = micros(arrival_ms);
         self.totals.first_arrival_us.get_or_insert(now);
         self.advance(now);
         if let Some(loss) = self.pool.index_loss_at_ms
             && !self.index_lost
-            && request.arrival_ms >= loss
+            && arrival_ms >= loss
         {
             self.index_lost = true;
             for replica in &mut self.replicas {

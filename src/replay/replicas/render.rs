@@ -48,8 +48,13 @@ pub fn render_policies(document: &ReplayDocument) -> String {
             policy.index_drift_misses.to_string(),
         ]);
     }
+    let speedup = if pool.speedup == 1.0 {
+        String::new()
+    } else {
+        format!(" replayed {}x faster", pool.speedup)
+    };
     format!(
-        "{}: {} requests over {:.0} s, {} replicas, {cache}; one replica holding every cache would hit {:.1}%\n{}\n",
+        "{}: {} requests over {:.0} s{speedup}, {} replicas, {cache}; one replica holding every cache would hit {:.1}%\n{}\n",
         trace.path,
         trace.requests,
         trace.duration_s,
@@ -92,13 +97,13 @@ pub fn render_calibration(calibration: &Calibration) -> String {
     }
     let verdict = |wins: bool| {
         if wins {
-            "holds on the held-out part"
+            "holds on the held-out part (beats its preset and every fixed policy)"
         } else {
-            "does NOT beat every baseline on the held-out part"
+            "does NOT hold on the held-out part (its preset or a fixed policy does better): keep the preset"
         }
     };
     format!(
-        "calibration for {} over {} grid points\n{}\ncache-aware choice {}; scorer choice {}\nSGLang router: {}\nendpoint picker:\n{}",
+        "calibration for {} over {} grid points\n{}\ncache-aware choice {}\nscorer choice {}\nSGLang router: {}\nendpoint picker:\n{}",
         calibration.objective,
         calibration.grid.points,
         table(builder),
