@@ -782,3 +782,49 @@ fn the_load_guard_stops_a_popular_prefix_from_herding_onto_one_replica() {
         "the guard pays in cache hits"
     );
 }
+
+#[test]
+fn docs_schema_names_every_field_of_the_replay_document() {
+    let directory = tempfile::tempdir().unwrap();
+    let trace = directory.path().join("trace.jsonl");
+    write_trace(&trace, &conversations(200, 100, 9));
+    let output = routeval()
+        .args(["replay", "replicas", "--replicas", "2", "--calibrate", "--json", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema.md")).unwrap();
+    let section = docs
+        .split("## replay.json")
+        .nth(1)
+        .expect("docs/schema.md documents replay.json");
+    let mut missing = Vec::new();
+    let mut visit = |object: &serde_json::Value| {
+        for key in crate::common::keys(object) {
+            if !section.contains(&format!("`{key}`")) && !section.contains(&format!("{key},")) && !section.contains(&format!("{{{key}")) && !section.contains(&format!("{key}}}")) {
+                missing.push(key.to_owned());
+            }
+        }
+    };
+    let calibration = &document["calibration"];
+    for object in [
+        &document,
+        &document["trace"],
+        &document["pool"],
+        &document["policies"][0],
+        &document["policies"][0]["ttft_ms"],
+        &document["policies"][0]["queue_ms"],
+        &document["policies"][0]["windows"][0],
+        calibration,
+        &calibration["grid"],
+        &calibration["cache_aware"],
+        &calibration["cache_aware"]["policy"],
+        &calibration["cache_aware"]["policy"]["train"],
+    ] {
+        visit(object);
+    }
+    assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
+}
