@@ -789,7 +789,15 @@ fn docs_schema_names_every_field_of_the_replay_document() {
     let trace = directory.path().join("trace.jsonl");
     write_trace(&trace, &conversations(200, 100, 9));
     let output = routeval()
-        .args(["replay", "replicas", "--replicas", "2", "--calibrate", "--json", "--trace"])
+        .args([
+            "replay",
+            "replicas",
+            "--replicas",
+            "2",
+            "--calibrate",
+            "--json",
+            "--trace",
+        ])
         .arg(&trace)
         .output()
         .unwrap();
@@ -804,7 +812,11 @@ fn docs_schema_names_every_field_of_the_replay_document() {
     let mut missing = Vec::new();
     let mut visit = |object: &serde_json::Value| {
         for key in crate::common::keys(object) {
-            if !section.contains(&format!("`{key}`")) && !section.contains(&format!("{key},")) && !section.contains(&format!("{{{key}")) && !section.contains(&format!("{key}}}")) {
+            if !section.contains(&format!("`{key}`"))
+                && !section.contains(&format!("{key},"))
+                && !section.contains(&format!("{{{key}"))
+                && !section.contains(&format!("{key}}}"))
+            {
                 missing.push(key.to_owned());
             }
         }
