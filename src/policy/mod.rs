@@ -10,9 +10,11 @@
 mod kind;
 mod money;
 mod row;
+mod search;
 mod serve;
 mod sweep;
 mod tally;
+mod tiers;
 
 pub use kind::{Policy, escalates};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
@@ -21,5 +23,7 @@ pub use serve::{
     Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
     serve_priced,
 };
+pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals};
 pub use tally::{Counts, Metrics, Tally, percentile};
+pub use tiers::{TieredOutcomes, cascade_stage, predictive_tier, serve_tier};

@@ -5,6 +5,7 @@
 use super::kind::Policy;
 use super::money::to_picodollars;
 use super::row::GradedRow;
+use super::tiers::{TieredOutcomes, serve_tier};
 
 /// One row served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,21 +47,16 @@ pub fn serve(policy: Policy, row: &GradedRow, escalate: bool) -> Served {
     serve_priced(policy, row, &Priced::of(row), escalate)
 }
 
-/// [`serve`] with the row's costs already in picodollars.
+/// [`serve`] with the row's costs already in picodollars: the two-tier case
+/// of [`serve_tier`].
 pub fn serve_priced(policy: Policy, row: &GradedRow, priced: &Priced, escalate: bool) -> Served {
-    let ok = if escalate { row.large_ok } else { row.small_ok };
-    match policy {
-        Policy::Predictive => Served {
-            ok,
-            cost: priced.router + if escalate { priced.large } else { priced.small },
-            false_accept: false,
-        },
-        Policy::Cascade => Served {
-            ok,
-            cost: priced.small + priced.verifier + if escalate { priced.large } else { 0 },
-            false_accept: !escalate && !row.small_ok,
-        },
-    }
+    let outcomes = TieredOutcomes {
+        ok: &[row.small_ok, row.large_ok],
+        cost: &[priced.small, priced.large],
+        router: priced.router,
+        verifier: &[priced.verifier],
+    };
+    serve_tier(policy, &outcomes, usize::from(escalate))
 }
 
 /// `row` served by one tier alone, with no router or verifier.
