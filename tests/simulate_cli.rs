@@ -83,3 +83,58 @@ fn bad_parameters_are_one_line_usage_errors() {
         assert!(stderr.contains(expected), "{stderr}");
     }
 }
+
+#[test]
+fn with_a_mid_model_three_tiers_reach_the_target_for_less_than_any_two() {
+    let simulation = routeval::simulate::Simulation::default();
+    let rows = simulation.rows();
+    let target = 0.95;
+    let summaries = routeval::simulate::compare_tiers(&simulation, &rows, target);
+    assert_eq!(summaries.len(), 8);
+    let three = summaries
+        .iter()
+        .find(|summary| summary.policy == "predictive small→mid→large")
+        .unwrap();
+    let thresholds = three
+        .thresholds
+        .as_ref()
+        .expect("three tiers reach the target");
+    assert!(thresholds[0] <= thresholds[1]);
+    assert!(three.quality >= target);
+    let best_two = summaries
+        .iter()
+        .filter(|summary| summary.tiers.len() == 2 && summary.thresholds.is_some())
+        .map(|summary| summary.dollars_per_1k)
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        three.dollars_per_1k < best_two,
+        "three tiers {} against the best two {best_two}",
+        three.dollars_per_1k
+    );
+    for summary in &summaries {
+        assert!(
+            (summary.shares.iter().sum::<f64>() - 1.0).abs() < 1e-12,
+            "{}",
+            summary.policy
+        );
+        if summary.thresholds.is_some() {
+            assert!(summary.quality >= target, "{}", summary.policy);
+        }
+    }
+    routeval()
+        .args([
+            "simulate",
+            "--compare",
+            "--requests",
+            "2000",
+            "--target",
+            "0.9",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "cheapest thresholds reaching quality 0.9",
+        ))
+        .stdout(predicate::str::contains("predictive small→mid→large"))
+        .stdout(predicate::str::contains("cascade small→mid→large"));
+}

@@ -416,6 +416,9 @@ pub struct SimulateArgs {
     pub small_skill: f64,
     #[arg(long, value_name = "SKILL", default_value_t = 0.92)]
     pub large_skill: f64,
+    /// The mid-price model of the three-tier policies in --compare.
+    #[arg(long, value_name = "SKILL", default_value_t = 0.75)]
+    pub mid_skill: f64,
 
     /// Prices, USD per million tokens.
     #[arg(long, value_name = "USD", default_value_t = 0.15)]
@@ -426,6 +429,10 @@ pub struct SimulateArgs {
     pub large_input_price: f64,
     #[arg(long, value_name = "USD", default_value_t = 15.0)]
     pub large_output_price: f64,
+    #[arg(long, value_name = "USD", default_value_t = 0.6)]
+    pub mid_input_price: f64,
+    #[arg(long, value_name = "USD", default_value_t = 2.4)]
+    pub mid_output_price: f64,
 
     /// Tokens per request.
     #[arg(long, value_name = "N", default_value_t = 1500.0)]
@@ -442,6 +449,10 @@ pub struct SimulateArgs {
     pub large_ttft: f64,
     #[arg(long, value_name = "S", default_value_t = 6.0)]
     pub large_total: f64,
+    #[arg(long, value_name = "S", default_value_t = 0.5)]
+    pub mid_ttft: f64,
+    #[arg(long, value_name = "S", default_value_t = 4.0)]
+    pub mid_total: f64,
 
     /// Share of wrong small answers the verifier accepts.
     #[arg(long, value_name = "P", default_value_t = 0.10)]
@@ -464,6 +475,11 @@ pub struct SimulateArgs {
     /// In --compare, the router escalates when its score reaches this (score >= T).
     #[arg(long, value_name = "T", default_value_t = 0.5)]
     pub router_threshold: f64,
+
+    /// In --compare, also the cheapest thresholds of each two- and
+    /// three-tier policy that reach this quality on the simulated requests.
+    #[arg(long, value_name = "Q", default_value_t = 0.95)]
+    pub target: f64,
 }
 
 #[derive(Debug, Args)]

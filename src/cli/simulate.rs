@@ -5,7 +5,9 @@ use anyhow::bail;
 use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::schema::write_graded_parquet;
-use crate::simulate::{Simulation, compare, render_comparison, to_table};
+use crate::simulate::{
+    Simulation, compare, compare_tiers, render_comparison, render_tiered, to_table,
+};
 
 use super::args::SimulateArgs;
 use super::print::print;
@@ -19,16 +21,21 @@ pub fn simulation(args: &SimulateArgs) -> Simulation {
         steepness: args.steepness,
         small_skill: args.small_skill,
         large_skill: args.large_skill,
+        mid_skill: args.mid_skill,
         small_input_price: args.small_input_price,
         small_output_price: args.small_output_price,
         large_input_price: args.large_input_price,
         large_output_price: args.large_output_price,
+        mid_input_price: args.mid_input_price,
+        mid_output_price: args.mid_output_price,
         input_tokens: args.input_tokens,
         output_tokens: args.output_tokens,
         small_ttft: args.small_ttft,
         small_total: args.small_total,
         large_ttft: args.large_ttft,
         large_total: args.large_total,
+        mid_ttft: args.mid_ttft,
+        mid_total: args.mid_total,
         verifier_false_accept: args.verifier_false_accept,
         verifier_false_reject: args.verifier_false_reject,
         verifier_cost: args.verifier_cost,
@@ -46,6 +53,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     }
     let simulation = simulation(&args);
     simulation.check()?;
+    if !(args.target > 0.0 && args.target <= 1.0) {
+        bail!("--target must be in (0, 1], got {}", args.target);
+    }
     if let Some(out) = &args.out {
         check_outputs(&[Named::new(out, "--out")], &[])?;
     }
@@ -56,6 +66,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     if args.compare {
         let table = render_comparison(&compare(&simulation, &rows), simulation.requests);
         print(&table)?;
+        print(&render_tiered(
+            &compare_tiers(&simulation, &rows, args.target),
+            args.target,
+        ))?;
     }
     Ok(Outcome::Passed)
 }

@@ -19,11 +19,13 @@ mod tiers;
 pub use kind::{Policy, escalates};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use row::GradedRow;
+pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use serve::{
     Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
     serve_priced,
 };
-pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals};
 pub use tally::{Counts, Metrics, Tally, percentile};
-pub use tiers::{TieredOutcomes, cascade_stage, predictive_tier, serve_tier};
+pub use tiers::{
+    TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_tier,
+};

@@ -57,9 +57,19 @@ impl TieredSlice {
     /// Adds a row: its scores (one, or one per non-final stage), each tier's
     /// outcome and cost, the router's cost and each non-final stage's
     /// verifier cost, in picodollars.
-    pub fn push(&mut self, scores: &[f64], ok: &[bool], cost: &[i64], router: i64, verifier: &[i64]) {
+    pub fn push(
+        &mut self,
+        scores: &[f64],
+        ok: &[bool],
+        cost: &[i64],
+        router: i64,
+        verifier: &[i64],
+    ) {
         debug_assert_eq!(scores.len(), self.dims);
-        debug_assert_eq!((ok.len(), cost.len(), verifier.len()), (self.tiers, self.tiers, self.tiers - 1));
+        debug_assert_eq!(
+            (ok.len(), cost.len(), verifier.len()),
+            (self.tiers, self.tiers, self.tiers - 1)
+        );
         // Adding zero folds -0.0 into 0.0, which `>=` treats as equal.
         self.scores.extend(scores.iter().map(|score| score + 0.0));
         self.ok.extend_from_slice(ok);
@@ -143,10 +153,17 @@ pub fn search_tiers(
         let found: Vec<(Vec<f64>, bool)> = (0..dims)
             .map(|dim| cuts((0..rows).map(|row| slice.scores[row * dims + dim]), grid))
             .collect();
-        let count = candidate_count(policy, k, &found.iter().map(|(cuts, _)| cuts.len()).collect::<Vec<_>>());
+        let count = candidate_count(
+            policy,
+            k,
+            &found.iter().map(|(cuts, _)| cuts.len()).collect::<Vec<_>>(),
+        );
         if count <= MAX_CANDIDATES || grid == 1 {
             let exact = found.iter().all(|(_, exact)| *exact);
-            break (found.into_iter().map(|(cuts, _)| cuts).collect::<Vec<_>>(), exact);
+            break (
+                found.into_iter().map(|(cuts, _)| cuts).collect::<Vec<_>>(),
+                exact,
+            );
         }
         grid /= 2;
     };
@@ -199,18 +216,16 @@ impl<'a, F: Fn(u64, u64) -> bool> Best<'a, F> {
     /// of thresholds, so a tie keeps the earlier one.
     fn offer(&mut self, successes: u64, cost: i128, make: impl Fn() -> TieredCandidate) {
         if (self.acceptable)(successes, self.family)
-            && self
-                .chosen
-                .as_ref()
-                .is_none_or(|chosen| (cost, std::cmp::Reverse(successes)) < (chosen.cost, std::cmp::Reverse(chosen.successes)))
+            && self.chosen.as_ref().is_none_or(|chosen| {
+                (cost, std::cmp::Reverse(successes))
+                    < (chosen.cost, std::cmp::Reverse(chosen.successes))
+            })
         {
             self.chosen = Some(make());
         }
-        if self
-            .best_quality
-            .as_ref()
-            .is_none_or(|best| (std::cmp::Reverse(successes), cost) < (std::cmp::Reverse(best.successes), best.cost))
-        {
+        if self.best_quality.as_ref().is_none_or(|best| {
+            (std::cmp::Reverse(successes), cost) < (std::cmp::Reverse(best.successes), best.cost)
+        }) {
             self.best_quality = Some(make());
         }
     }
@@ -260,10 +275,15 @@ fn predictive<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, cuts: &[f64], best: 
             total += cost[tier * width + to] - cost[tier * width + from];
         }
         best.offer(successes, total, || TieredCandidate {
-            thresholds: options.iter().map(|&option| threshold(cuts, option)).collect(),
+            thresholds: options
+                .iter()
+                .map(|&option| threshold(cuts, option))
+                .collect(),
             successes,
             cost: total,
-            served: (0..k).map(|tier| count[edge(tier + 1)] - count[edge(tier)]).collect(),
+            served: (0..k)
+                .map(|tier| count[edge(tier + 1)] - count[edge(tier)])
+                .collect(),
             false_accepts: 0,
         });
         // The next non-decreasing tuple, in lexicographic order.
@@ -278,7 +298,11 @@ fn predictive<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, cuts: &[f64], best: 
     }
 }
 
-fn cascade<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, all_cuts: &[Vec<f64>], best: &mut Best<'_, F>) {
+fn cascade<F: Fn(u64, u64) -> bool>(
+    slice: &TieredSlice,
+    all_cuts: &[Vec<f64>],
+    best: &mut Best<'_, F>,
+) {
     let k = slice.tiers;
     let dims = k - 1;
     // Suffix-sum tables over the stages' buckets: index x_d in 0..=m_d + 1
@@ -301,7 +325,11 @@ fn cascade<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, all_cuts: &[Vec<f64>], 
         table[at] += 1;
         for tier in 0..k {
             table[at + 1 + tier] += i128::from(slice.ok[row * k + tier]);
-            let verifier = if tier + 1 < k { slice.verifier[row * dims + tier] } else { 0 };
+            let verifier = if tier + 1 < k {
+                slice.verifier[row * dims + tier]
+            } else {
+                0
+            };
             table[at + 1 + k + tier] += i128::from(slice.cost[row * k + tier] + verifier);
         }
     }
@@ -335,7 +363,8 @@ fn cascade<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, all_cuts: &[Vec<f64>], 
         let (mut successes, mut total, mut false_accepts) = (0i128, 0i128, 0i128);
         let mut served = Vec::with_capacity(k);
         for stage in 0..k {
-            let stopped = |value: usize| reach(&options, stage, value) - reach(&options, stage + 1, value);
+            let stopped =
+                |value: usize| reach(&options, stage, value) - reach(&options, stage + 1, value);
             let ok = stopped(1 + stage);
             successes += ok;
             total += reach(&options, stage, 1 + k + stage);
@@ -357,7 +386,10 @@ fn cascade<F: Fn(u64, u64) -> bool>(slice: &TieredSlice, all_cuts: &[Vec<f64>], 
             served: served.clone(),
             false_accepts: false_accepts as u64,
         });
-        let Some(position) = (0..dims).rev().find(|&dim| options[dim] < all_cuts[dim].len()) else {
+        let Some(position) = (0..dims)
+            .rev()
+            .find(|&dim| options[dim] < all_cuts[dim].len())
+        else {
             break;
         };
         options[position] += 1;
@@ -376,11 +408,17 @@ mod tests {
 
     /// Every assignment of thresholds drawn from the distinct scores and
     /// `+inf`, served row by row through the kernel.
-    fn brute_force(slice: &TieredSlice, policy: Policy, target_successes: u64) -> Option<TieredCandidate> {
+    fn brute_force(
+        slice: &TieredSlice,
+        policy: Policy,
+        target_successes: u64,
+    ) -> Option<TieredCandidate> {
         let (k, dims) = (slice.tiers, slice.dims);
         let options: Vec<Vec<f64>> = (0..dims)
             .map(|dim| {
-                let mut values: Vec<f64> = (0..slice.rows()).map(|row| slice.scores[row * dims + dim]).collect();
+                let mut values: Vec<f64> = (0..slice.rows())
+                    .map(|row| slice.scores[row * dims + dim])
+                    .collect();
                 values.sort_unstable_by(f64::total_cmp);
                 values.dedup();
                 values.push(f64::INFINITY);
@@ -393,14 +431,20 @@ mod tests {
             Policy::Cascade => dims,
         };
         for position in 0..positions {
-            let dim = if policy == Policy::Predictive { 0 } else { position };
+            let dim = if policy == Policy::Predictive {
+                0
+            } else {
+                position
+            };
             tuples = tuples
                 .into_iter()
                 .flat_map(|tuple| {
                     let last = tuple.last().copied();
                     options[dim]
                         .iter()
-                        .filter(|&&value| policy == Policy::Cascade || last.is_none_or(|last| value >= last))
+                        .filter(|&&value| {
+                            policy == Policy::Cascade || last.is_none_or(|last| value >= last)
+                        })
                         .map(|&value| {
                             let mut next = tuple.clone();
                             next.push(value);
@@ -436,7 +480,8 @@ mod tests {
                 served[tier] += 1;
             }
             let better = best.as_ref().is_none_or(|best| {
-                (cost, std::cmp::Reverse(successes)) < (best.cost, std::cmp::Reverse(best.successes))
+                (cost, std::cmp::Reverse(successes))
+                    < (best.cost, std::cmp::Reverse(best.successes))
             });
             if successes >= target_successes && better {
                 best = Some(TieredCandidate {
@@ -497,16 +542,32 @@ mod tests {
         let mut slice = TieredSlice::new(Policy::Predictive, 3);
         for row in 0..10_000 {
             let score = f64::from(row) / 10_000.0;
-            slice.push(&[score], &[score < 0.3, score < 0.7, true], &[1, 10, 100], 0, &[0, 0]);
+            slice.push(
+                &[score],
+                &[score < 0.3, score < 0.7, true],
+                &[1, 10, 100],
+                0,
+                &[0, 0],
+            );
         }
-        let search = search_tiers(&slice, Policy::Predictive, 100, |successes, _| successes == 10_000);
+        let search = search_tiers(&slice, Policy::Predictive, 100, |successes, _| {
+            successes == 10_000
+        });
         assert!(!search.exact);
         assert_eq!(search.grid, vec![100]);
         assert_eq!(search.candidates, 101 * 102 / 2);
         let chosen = search.chosen.expect("everything right is reachable");
         // The cheapest perfect assignment on the grid: tier 0 below 0.3,
         // tier 1 below 0.7, within one grid step of each.
-        assert!((chosen.thresholds[0] - 0.3).abs() <= 0.01, "{:?}", chosen.thresholds);
-        assert!((chosen.thresholds[1] - 0.7).abs() <= 0.01, "{:?}", chosen.thresholds);
+        assert!(
+            (chosen.thresholds[0] - 0.3).abs() <= 0.01,
+            "{:?}",
+            chosen.thresholds
+        );
+        assert!(
+            (chosen.thresholds[1] - 0.7).abs() <= 0.01,
+            "{:?}",
+            chosen.thresholds
+        );
     }
 }

@@ -62,15 +62,105 @@ pub fn serve_tier(policy: Policy, row: &TieredOutcomes<'_>, tier: usize) -> Serv
     }
 }
 
+/// One tier's recorded times, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TierLatency {
+    pub first_token: f64,
+    pub total: f64,
+}
+
+/// Time to the first token of the answer served at `tier`: the router and
+/// that tier's first token (predictive); or every earlier stage's whole
+/// answer and verification, then this stage's first token if it is the
+/// last, else its whole answer and verification, since a cascade releases
+/// an answer only once it is verified (DOMAIN.md's cascade latency).
+pub fn first_token_tier_ms(
+    policy: Policy,
+    tiers: &[TierLatency],
+    verifier_ms: f64,
+    router_ms: f64,
+    tier: usize,
+) -> f64 {
+    match policy {
+        Policy::Predictive => router_ms + tiers[tier].first_token,
+        Policy::Cascade => {
+            let earlier: f64 = tiers[..tier]
+                .iter()
+                .map(|stage| stage.total + verifier_ms)
+                .sum();
+            let last = tier + 1 == tiers.len();
+            earlier
+                + if last {
+                    tiers[tier].first_token
+                } else {
+                    tiers[tier].total + verifier_ms
+                }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn two_tier_latency_is_the_k_tier_algebra_with_k_2() {
+        use crate::policy::{Latencies, first_token_ms};
+        let latencies = Latencies {
+            small_total: Some(3000.0),
+            small_first_token: Some(250.0),
+            large_first_token: Some(900.0),
+            verifier: Some(400.0),
+            router: Some(20.0),
+        };
+        let tiers = [
+            TierLatency {
+                first_token: 250.0,
+                total: 3000.0,
+            },
+            TierLatency {
+                first_token: 900.0,
+                total: 6000.0,
+            },
+        ];
+        for policy in [Policy::Predictive, Policy::Cascade] {
+            for escalate in [false, true] {
+                assert_eq!(
+                    first_token_ms(policy, &latencies, escalate),
+                    Some(first_token_tier_ms(
+                        policy,
+                        &tiers,
+                        400.0,
+                        20.0,
+                        usize::from(escalate)
+                    )),
+                    "{policy:?} {escalate}"
+                );
+            }
+        }
+        let three = [
+            tiers[0],
+            TierLatency {
+                first_token: 500.0,
+                total: 4000.0,
+            },
+            tiers[1],
+        ];
+        assert_eq!(
+            first_token_tier_ms(Policy::Cascade, &three, 400.0, 20.0, 2),
+            3400.0 + 4400.0 + 900.0
+        );
+    }
+
+    #[test]
     fn ordered_thresholds_split_the_score_into_tiers() {
         let thresholds = [0.3, 0.7];
         assert_eq!(predictive_tier(0.1, &thresholds), 0);
-        assert_eq!(predictive_tier(0.3, &thresholds), 1, "at a threshold escalates");
+        assert_eq!(
+            predictive_tier(0.3, &thresholds),
+            1,
+            "at a threshold escalates"
+        );
         assert_eq!(predictive_tier(0.69, &thresholds), 1);
         assert_eq!(predictive_tier(0.7, &thresholds), 2);
         assert_eq!(predictive_tier(0.9, &[f64::INFINITY, f64::INFINITY]), 0);
@@ -85,9 +175,15 @@ mod tests {
             verifier: &[2, 3],
         };
         let first = serve_tier(Policy::Cascade, &row, 0);
-        assert_eq!((first.cost, first.ok, first.false_accept), (12, false, true));
+        assert_eq!(
+            (first.cost, first.ok, first.false_accept),
+            (12, false, true)
+        );
         let second = serve_tier(Policy::Cascade, &row, 1);
-        assert_eq!((second.cost, second.ok, second.false_accept), (115, true, false));
+        assert_eq!(
+            (second.cost, second.ok, second.false_accept),
+            (115, true, false)
+        );
         let third = serve_tier(Policy::Cascade, &row, 2);
         assert_eq!(third.cost, 1115, "the last stage has no verifier");
         assert_eq!(serve_tier(Policy::Predictive, &row, 1).cost, 101);

@@ -22,11 +22,15 @@ pub struct Simulation {
     pub steepness: f64,
     pub small_skill: f64,
     pub large_skill: f64,
+    /// The mid-price model between them, for three-tier policies.
+    pub mid_skill: f64,
     /// USD per million tokens.
     pub small_input_price: f64,
     pub small_output_price: f64,
     pub large_input_price: f64,
     pub large_output_price: f64,
+    pub mid_input_price: f64,
+    pub mid_output_price: f64,
     pub input_tokens: f64,
     pub output_tokens: f64,
     /// Seconds.
@@ -34,6 +38,8 @@ pub struct Simulation {
     pub small_total: f64,
     pub large_ttft: f64,
     pub large_total: f64,
+    pub mid_ttft: f64,
+    pub mid_total: f64,
     pub verifier_false_accept: f64,
     pub verifier_false_reject: f64,
     pub verifier_cost: f64,
@@ -54,16 +60,21 @@ impl Default for Simulation {
             steepness: 0.05,
             small_skill: 0.55,
             large_skill: 0.92,
+            mid_skill: 0.75,
             small_input_price: 0.15,
             small_output_price: 0.60,
             large_input_price: 3.0,
             large_output_price: 15.0,
+            mid_input_price: 0.6,
+            mid_output_price: 2.4,
             input_tokens: 1500.0,
             output_tokens: 300.0,
             small_ttft: 0.25,
             small_total: 3.0,
             large_ttft: 0.9,
             large_total: 6.0,
+            mid_ttft: 0.5,
+            mid_total: 4.0,
             verifier_false_accept: 0.10,
             verifier_false_reject: 0.08,
             verifier_cost: 0.0002,
@@ -94,6 +105,9 @@ pub struct SimulatedRow {
     pub large_ok: bool,
     /// Whether the verifier rejects the small answer.
     pub verifier_rejects: bool,
+    pub mid_ok: bool,
+    /// Whether the verifier rejects the mid model's answer.
+    pub mid_verifier_rejects: bool,
 }
 
 impl Simulation {
@@ -132,6 +146,11 @@ impl Simulation {
         let non_negative = [
             ("small-skill", self.small_skill),
             ("large-skill", self.large_skill),
+            ("mid-skill", self.mid_skill),
+            ("mid-input-price", self.mid_input_price),
+            ("mid-output-price", self.mid_output_price),
+            ("mid-ttft", self.mid_ttft),
+            ("mid-total", self.mid_total),
             ("small-input-price", self.small_input_price),
             ("small-output-price", self.small_output_price),
             ("large-input-price", self.large_input_price),
@@ -160,6 +179,9 @@ impl Simulation {
                 self.small_total,
             );
         }
+        if self.mid_total < self.mid_ttft {
+            return error("mid-total", "must be at least --mid-ttft", self.mid_total);
+        }
         if self.large_total < self.large_ttft {
             return error(
                 "large-total",
@@ -176,6 +198,7 @@ impl Simulation {
         let costs = [
             ("input-tokens", self.small_cost()),
             ("input-tokens", self.large_cost()),
+            ("input-tokens", self.mid_cost()),
             ("verifier-cost", self.verifier_cost),
             ("router-cost", self.router_cost),
         ];
@@ -191,6 +214,7 @@ impl Simulation {
         let seconds = [
             ("small-total", self.small_total),
             ("large-total", self.large_total),
+            ("mid-total", self.mid_total),
             ("verifier-latency", self.verifier_latency),
             ("router-latency", self.router_latency),
         ];
@@ -216,9 +240,17 @@ impl Simulation {
             / 1e6
     }
 
-    /// The requests, deterministic for a seed.
+    pub fn mid_cost(&self) -> f64 {
+        (self.input_tokens * self.mid_input_price + self.output_tokens * self.mid_output_price)
+            / 1e6
+    }
+
+    /// The requests, deterministic for a seed. The mid model draws from its
+    /// own stream, so the small and large models' rows are those of the
+    /// two-model simulation with the same seed.
     pub fn rows(&self) -> Vec<SimulatedRow> {
         let mut random = Random::new(self.seed);
+        let mut mid_random = Random::new(self.seed ^ 0x6d69_645f_7469_6572);
         (0..self.requests)
             .map(|_| {
                 let difficulty = random.beta(self.difficulty_alpha, self.difficulty_beta);
@@ -230,12 +262,20 @@ impl Simulation {
                 } else {
                     !random.chance(self.verifier_false_accept)
                 };
+                let mid_ok = mid_random.chance(self.solve_probability(self.mid_skill, difficulty));
+                let mid_verifier_rejects = if mid_ok {
+                    mid_random.chance(self.verifier_false_reject)
+                } else {
+                    !mid_random.chance(self.verifier_false_accept)
+                };
                 SimulatedRow {
                     difficulty,
                     router_score,
                     small_ok,
                     large_ok,
                     verifier_rejects,
+                    mid_ok,
+                    mid_verifier_rejects,
                 }
             })
             .collect()
