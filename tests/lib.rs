@@ -31,3 +31,4 @@ mod signing;
 mod sim_cli;
 mod simulate_cli;
 mod snapshots;
+mod tiers_cli;

@@ -6,9 +6,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::options::{Guarantee, Holdout, Policy, Scope};
 
-/// Version 3 added `guarantee` and `slice_confidence`; versions 1 and 2
-/// read as per-slice guarantees at `confidence`.
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 3;
+/// Version 4 added `tiers` and per-slice `tiered` for calibrations of more
+/// than two tiers (absent for two); version 3 added `guarantee` and
+/// `slice_confidence`; versions 1 and 2 read as per-slice guarantees at
+/// `confidence`.
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,8 +38,28 @@ pub struct CalibrationDocument {
     pub holdout: Option<Holdout>,
     /// Whether every slice has a threshold.
     pub feasible: bool,
+    /// More than two tiers: their names, cheapest first. Absent for the
+    /// two-tier `small`, `large`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<String>>,
     /// Sorted by slice name.
     pub slices: Vec<SliceCalibration>,
+}
+
+impl CalibrationDocument {
+    /// Refuses a calibration of more than two tiers in a stage that reads
+    /// two, naming the file and the flag.
+    pub fn two_tiers(&self, path: &std::path::Path, flag: &str) -> Result<(), String> {
+        match &self.tiers {
+            Some(tiers) if tiers.len() > 2 => Err(format!(
+                "{}: a calibration of {} tiers ({}); {flag} reads two-tier calibrations",
+                path.display(),
+                tiers.len(),
+                tiers.join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn default_score_column() -> String {
@@ -86,6 +108,42 @@ pub struct SliceCalibration {
     /// grader did against the humans, and the corrected quality.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditSummary>,
+    /// More than two tiers: the chosen thresholds and what they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiered: Option<TieredChoice>,
+}
+
+/// A slice's calibration over k tiers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieredChoice {
+    /// Predictive: k − 1 ascending thresholds on the router's score (below
+    /// the first → the first tier, at or above the last → the last);
+    /// cascade: one per non-final stage on that stage's verifier score.
+    /// Empty when the slice is infeasible.
+    pub thresholds: Vec<Threshold>,
+    /// Share of rows each tier serves at the chosen thresholds.
+    pub served: Vec<f64>,
+    /// Cascade: share of rows whose wrong answer a verifier accepted.
+    pub false_accept_rate: Option<f64>,
+    /// Candidate assignments searched: the family `--confidence` divides δ
+    /// by.
+    pub candidates: u64,
+    /// Cut values per threshold.
+    pub grid: Vec<usize>,
+    /// Every distinct score was a candidate.
+    pub exact: bool,
+    /// The cost–quality frontier, cheapest first (thinned like `frontier`).
+    pub frontier: Vec<TieredPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TieredPoint {
+    pub thresholds: Vec<Threshold>,
+    pub quality: f64,
+    pub mean_cost: f64,
+    pub served: Vec<f64>,
 }
 
 /// The grader against the human verdicts on a slice's audited rows.

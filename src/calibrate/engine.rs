@@ -113,11 +113,12 @@ pub fn calibrate(
         scope: options.scope,
         holdout: options.holdout,
         feasible: slices.iter().all(|slice| slice.feasible),
+        tiers: None,
         slices,
     })
 }
 
-fn sha256_of(path: &Path) -> std::io::Result<String> {
+pub(super) fn sha256_of(path: &Path) -> std::io::Result<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
@@ -132,7 +133,7 @@ fn sha256_of(path: &Path) -> std::io::Result<String> {
 }
 
 /// Maps `work` over `items` on every available core, keeping their order.
-fn in_parallel<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub(super) fn in_parallel<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R + Sync) -> Vec<R> {
     let count = items.len();
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
@@ -254,6 +255,7 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
         frontier_points,
         frontier,
         audit: audit_summary(&data.calibration, &curve, chosen.as_ref(), options),
+        tiered: None,
     }
 }
 
@@ -317,7 +319,7 @@ pub fn thin<T: Clone>(items: &[T], limit: usize) -> Vec<T> {
         .collect()
 }
 
-fn baselines(totals: &Totals) -> Baselines {
+pub(super) fn baselines(totals: &Totals) -> Baselines {
     let rows = totals.rows as f64;
     let point = |successes: u64, cost: i128| Point {
         quality: successes as f64 / rows,

@@ -27,13 +27,14 @@ mod select;
 mod terminal;
 #[cfg(test)]
 mod tests;
+mod tiered;
 
 pub use crate::policy::{
     Candidate, Curve, GradedRow, Observation, SliceObservations, Totals, to_picodollars,
 };
 pub use document::{
     AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
-    HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
+    HoldoutResult, InputFile, Point, SliceCalibration, Threshold, TieredChoice, TieredPoint,
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;
@@ -41,3 +42,4 @@ pub use options::{CalibrateOptions, Guarantee, Holdout, Policy, Scope};
 pub use select::{Selection, select};
 pub(crate) use terminal::table;
 pub use terminal::{AUDIT_HEADER, audit_rows, render_table};
+pub use tiered::{DEFAULT_GRID, acceptable, calibrate_tiered};

@@ -14,11 +14,26 @@ pub fn render_table(document: &CalibrationDocument) -> String {
     let certified = document.confidence.is_some();
     let holdout = document.holdout.is_some();
 
-    let mut header = vec!["slice", "n", "threshold", "quality"];
+    let tiers = document.tiers.as_ref();
+    let served = tiers.map(|tiers| format!("served {}", tiers.join(" / ")));
+    let mut header = vec![
+        "slice",
+        "n",
+        if tiers.is_some() {
+            "thresholds"
+        } else {
+            "threshold"
+        },
+        "quality",
+    ];
     if certified {
         header.push("lower bound");
     }
-    header.extend(["$/1k req", "escalated", "saved vs large"]);
+    header.extend([
+        "$/1k req",
+        served.as_deref().unwrap_or("escalated"),
+        "saved vs large",
+    ]);
     if holdout {
         header.extend(["holdout n", "holdout q"]);
     }
@@ -29,12 +44,16 @@ pub fn render_table(document: &CalibrationDocument) -> String {
             .iter()
             .map(|slice| chosen_row(slice, certified, holdout)),
     );
+    let (first, last) = tiers.map_or(("small".to_owned(), "large".to_owned()), |tiers| {
+        (tiers[0].clone(), tiers[tiers.len() - 1].clone())
+    });
+    let (always_first, always_last) = (format!("always {first} q"), format!("always {last} q"));
     let baselines = table(
         vec![
             "slice",
-            "always small q",
+            &always_first,
             "$/1k",
-            "always large q",
+            &always_last,
             "$/1k",
             "oracle q",
             "$/1k",
@@ -148,21 +167,41 @@ fn percent(value: Option<f64>) -> String {
 }
 
 fn chosen_row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<String> {
-    let mut cells = vec![
-        slice.slice.clone(),
-        slice.n.to_string(),
-        slice.threshold.map_or_else(
+    let thresholds = match &slice.tiered {
+        Some(tiered) if slice.feasible => tiered
+            .thresholds
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(_) => "infeasible".to_owned(),
+        None => slice.threshold.map_or_else(
             || "infeasible".to_owned(),
             |threshold| threshold.to_string(),
         ),
+    };
+    let mut cells = vec![
+        slice.slice.clone(),
+        slice.n.to_string(),
+        thresholds,
         quality(slice.quality),
     ];
     if certified {
         cells.push(quality(slice.quality_lower_bound));
     }
+    let served = match &slice.tiered {
+        Some(tiered) if slice.feasible => tiered
+            .served
+            .iter()
+            .map(|share| format!("{:.1}%", share * 100.0))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        Some(_) => "-".to_owned(),
+        None => percent(slice.escalation_rate),
+    };
     cells.extend([
         per_thousand(slice.mean_cost),
-        percent(slice.escalation_rate),
+        served,
         percent(slice.savings_vs_always_large),
     ]);
     if holdout {

@@ -270,6 +270,19 @@ pub struct CalibrateArgs {
         env = "ROUTEVAL_SLICE_COL"
     )]
     pub slice_col: String,
+
+    /// The tiers, cheapest first (`mini,mid,large`): each has NAME_ok and
+    /// cost_NAME columns, and for --policy cascade each non-final stage a
+    /// score_NAME verifier score. Default: the file's metadata, else
+    /// small,large.
+    #[arg(long, value_name = "A,B,...")]
+    pub tiers: Option<String>,
+
+    /// With more than two tiers: candidate thresholds per tier boundary;
+    /// every distinct score when a slice has at most this many, else this
+    /// many quantiles.
+    #[arg(long, value_name = "N", default_value_t = crate::calibrate::DEFAULT_GRID)]
+    pub grid: usize,
 }
 
 #[derive(Debug, Args)]

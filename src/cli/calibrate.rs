@@ -3,9 +3,11 @@
 use anyhow::{Context, bail};
 
 use crate::atomic::{Named, check_outputs, write_bytes_atomically};
-use crate::calibrate::{CalibrateOptions, Holdout, Policy, Scope, calibrate, render_table};
+use crate::calibrate::{
+    CalibrateOptions, Holdout, Policy, Scope, calibrate, calibrate_tiered, render_table,
+};
 use crate::exit_codes::Outcome;
-use crate::schema::{ColumnNames, ReadOptions};
+use crate::schema::{ColumnNames, ReadOptions, Tiers, tiers_in_metadata};
 
 use super::args::{CalibrateArgs, PolicyArg};
 use super::print::print;
@@ -18,7 +20,29 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
             &[Named::new(&args.results, "--results")],
         )?;
     }
-    let document = calibrate(&args.results, &read, &options)?;
+    let tiers = match &args.tiers {
+        Some(text) => {
+            Some(Tiers::parse(text).map_err(|problem| anyhow::anyhow!("--tiers {problem}"))?)
+        }
+        None => tiers_in_metadata(&args.results)?,
+    };
+    if args.grid < 2 {
+        bail!("--grid must be at least 2, got {}", args.grid);
+    }
+    let document = match tiers {
+        Some(tiers) if tiers.len() > 2 => {
+            calibrate_tiered(&args.results, &read, &tiers, args.grid, &options)?
+        }
+        // Two tiers by other names are today's table with its columns renamed.
+        Some(tiers) => {
+            let read = ReadOptions {
+                names: tiers.column_names(read.names.clone()),
+                ..read
+            };
+            calibrate(&args.results, &read, &options)?
+        }
+        None => calibrate(&args.results, &read, &options)?,
+    };
     let json =
         serde_json::to_string_pretty(&document).context("cannot encode the calibration")? + "\n";
     if let Some(out) = &args.out {

@@ -104,6 +104,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     for path in &args.calibration {
         let calibration: CalibrationDocument =
             load(path, "--calibration", "a calibration document")?;
+        calibration
+            .two_tiers(path, "report")
+            .map_err(anyhow::Error::msg)?;
         if calibrations
             .iter()
             .any(|other| other.policy == calibration.policy)

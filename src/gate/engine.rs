@@ -108,10 +108,12 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     for path in &options.calibrations {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
-        calibrations.push(
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a calibration document", path.display()))?,
-        );
+        let calibration: CalibrationDocument = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a calibration document", path.display()))?;
+        calibration
+            .two_tiers(path, "gate")
+            .map_err(anyhow::Error::msg)?;
+        calibrations.push(calibration);
     }
     let constraints = match &options.constraints {
         Some(path) => load_constraints(path)?,

@@ -54,6 +54,28 @@ impl TieredSlice {
         self.tiers
     }
 
+    /// Row `row`: its scores, outcomes, costs, router cost and verifier
+    /// costs.
+    pub fn row(&self, row: usize) -> (&[f64], &[bool], &[i64], i64, &[i64]) {
+        let (k, dims) = (self.tiers, self.dims);
+        (
+            &self.scores[row * dims..(row + 1) * dims],
+            &self.ok[row * k..(row + 1) * k],
+            &self.cost[row * k..(row + 1) * k],
+            self.router[row],
+            &self.verifier[row * (k - 1)..(row + 1) * (k - 1)],
+        )
+    }
+
+    /// Takes in another set of rows of the same slice.
+    pub fn absorb(&mut self, other: TieredSlice) {
+        self.scores.extend(other.scores);
+        self.ok.extend(other.ok);
+        self.cost.extend(other.cost);
+        self.router.extend(other.router);
+        self.verifier.extend(other.verifier);
+    }
+
     /// Adds a row: its scores (one, or one per non-final stage), each tier's
     /// outcome and cost, the router's cost and each non-final stage's
     /// verifier cost, in picodollars.
@@ -109,6 +131,9 @@ pub struct TieredSearch {
     pub chosen: Option<TieredCandidate>,
     /// The candidate with the most successes (cheapest among them).
     pub best_quality: TieredCandidate,
+    /// The candidates no other beats on both cost and successes, cheapest
+    /// first (the first in threshold order where two tie on both).
+    pub frontier: Vec<TieredCandidate>,
 }
 
 /// Sorted cut values of one score, and each row's bucket: how many cut
@@ -181,6 +206,7 @@ pub fn search_tiers(
         exact,
         chosen: best.chosen,
         best_quality: best.best_quality.expect("at least one candidate"),
+        frontier: best.frontier.into_values().collect(),
     }
 }
 
@@ -200,6 +226,8 @@ struct Best<'a, F> {
     family: u64,
     chosen: Option<TieredCandidate>,
     best_quality: Option<TieredCandidate>,
+    /// By cost; successes strictly increase with cost.
+    frontier: std::collections::BTreeMap<i128, TieredCandidate>,
 }
 
 impl<'a, F: Fn(u64, u64) -> bool> Best<'a, F> {
@@ -209,6 +237,7 @@ impl<'a, F: Fn(u64, u64) -> bool> Best<'a, F> {
             family,
             chosen: None,
             best_quality: None,
+            frontier: std::collections::BTreeMap::new(),
         }
     }
 
@@ -227,6 +256,23 @@ impl<'a, F: Fn(u64, u64) -> bool> Best<'a, F> {
             (std::cmp::Reverse(successes), cost) < (std::cmp::Reverse(best.successes), best.cost)
         }) {
             self.best_quality = Some(make());
+        }
+        let dominated = self
+            .frontier
+            .range(..=cost)
+            .next_back()
+            .is_some_and(|(_, point)| point.successes >= successes);
+        if !dominated {
+            let beaten: Vec<i128> = self
+                .frontier
+                .range(cost..)
+                .take_while(|(_, point)| point.successes <= successes)
+                .map(|(&cost, _)| cost)
+                .collect();
+            for cost in beaten {
+                self.frontier.remove(&cost);
+            }
+            self.frontier.insert(cost, make());
         }
     }
 }
@@ -526,6 +572,15 @@ mod tests {
             let search = search_tiers(&slice, Policy::Predictive, 64, |successes, _| successes >= target);
             prop_assert!(search.exact);
             prop_assert_eq!(search.chosen, brute_force(&slice, Policy::Predictive, target));
+            // The frontier: strictly better quality for strictly more cost,
+            // and every point the cheapest reaching its own quality.
+            for pair in search.frontier.windows(2) {
+                prop_assert!(pair[0].cost < pair[1].cost && pair[0].successes < pair[1].successes);
+            }
+            for point in &search.frontier {
+                let cheapest = brute_force(&slice, Policy::Predictive, point.successes).unwrap();
+                prop_assert_eq!(cheapest.cost, point.cost);
+            }
         }
 
         #[test]

@@ -16,6 +16,7 @@ mod ids;
 mod read;
 mod read_parquet;
 mod read_text;
+mod tiered;
 mod write;
 
 pub use error::ReadError;
@@ -27,4 +28,5 @@ pub use read::{
     for_each_graded_batch_parallel, read_graded,
 };
 pub use read_text::UniqueKeys;
+pub use tiered::{TIERS_KEY, TieredColumns, Tiers, tiered_columns, tiers_in_metadata};
 pub use write::{stage_graded_parquet, write_graded_parquet};

@@ -32,6 +32,8 @@ pub struct ColumnNames {
     pub mapped: Vec<(Column, String)>,
     /// The names came from `--map`, so every rename is blamed on it.
     pub from_map: bool,
+    /// The flag that put the entries of `mapped` there.
+    pub mapped_by: &'static str,
 }
 
 impl Default for ColumnNames {
@@ -47,6 +49,7 @@ impl ColumnNames {
             slice: slice.into(),
             mapped: Vec::new(),
             from_map: false,
+            mapped_by: "--map",
         }
     }
 
@@ -70,7 +73,7 @@ impl ColumnNames {
         match column {
             Column::Score if self.score != Column::Score.name() => Some("--score-col"),
             Column::Slice if self.slice != Column::Slice.name() => Some("--slice-col"),
-            other if self.mapped.iter().any(|(mapped, _)| *mapped == other) => Some("--map"),
+            other if self.mapped.iter().any(|(mapped, _)| *mapped == other) => Some(self.mapped_by),
             _ => None,
         }
     }

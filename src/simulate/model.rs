@@ -322,6 +322,30 @@ pub fn to_table(simulation: &Simulation, rows: &[SimulatedRow], path: PathBuf) -
                 Arc::new(Field::new("difficulty", DataType::Float64, false)),
                 Arc::new(floats(|row| row.difficulty)),
             ),
+            // The mid model, for `--tiers small,mid,large`: its outcome and
+            // cost, and each cascade stage's verifier score and cost.
+            (
+                Arc::new(Field::new("mid_ok", DataType::Boolean, false)),
+                Arc::new(BooleanArray::from(
+                    rows.iter().map(|row| row.mid_ok).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                Arc::new(Field::new("cost_mid", DataType::Float64, false)),
+                Arc::new(constant(simulation.mid_cost())),
+            ),
+            (
+                Arc::new(Field::new("score_small", DataType::Float64, false)),
+                Arc::new(floats(|row| f64::from(u8::from(row.verifier_rejects)))),
+            ),
+            (
+                Arc::new(Field::new("score_mid", DataType::Float64, false)),
+                Arc::new(floats(|row| f64::from(u8::from(row.mid_verifier_rejects)))),
+            ),
+            (
+                Arc::new(Field::new("cost_verifier_mid", DataType::Float64, false)),
+                Arc::new(constant(simulation.verifier_cost)),
+            ),
         ],
     };
     GradedTable {

@@ -1,0 +1,422 @@
+//! Calibration over k tiers: per slice, the cheapest assignment of
+//! thresholds (k − 1 ordered ones on the router's score, or one per
+//! non-final cascade stage) whose quality meets the target, found by the
+//! policy kernel's search. With `--confidence` the search's candidates are
+//! one family, Bonferroni-corrected (Learn then Test): each is tested at
+//! δ / candidates, so the chance that any assignment whose true quality
+//! misses the target passes is at most δ, whichever passing one is chosen.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::policy::{
+    Policy, TieredCandidate, TieredOutcomes, TieredSearch, TieredSlice, cascade_stage,
+    predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
+};
+use crate::schema::{
+    ReadError, ReadOptions, Tiers, for_each_graded_batch_parallel, tiered_columns,
+};
+use crate::stats::{clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify};
+
+use super::document::{
+    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, HoldoutResult, InputFile, Point,
+    SliceCalibration, Threshold, TieredChoice, TieredPoint,
+};
+use super::engine::{CalibrateError, in_parallel, sha256_of, thin};
+use super::ingest::GLOBAL_SLICE;
+use super::options::{CalibrateOptions, Guarantee, Scope};
+
+/// Default cut values per threshold: exact below this many distinct
+/// scores, a quantile grid above.
+pub const DEFAULT_GRID: usize = 256;
+
+/// One slice's rows, calibration and held out.
+#[derive(Debug, Clone)]
+struct SliceRows {
+    name: String,
+    calibration: TieredSlice,
+    holdout: TieredSlice,
+}
+
+/// What one reading worker collected.
+#[derive(Debug, Default)]
+struct Part {
+    slices: Vec<SliceRows>,
+    index: HashMap<String, usize>,
+    error: Option<ReadError>,
+}
+
+/// Calibrates every slice of the k-tier graded results at `path`.
+pub fn calibrate_tiered(
+    path: &Path,
+    read: &ReadOptions,
+    tiers: &Tiers,
+    grid: usize,
+    options: &CalibrateOptions,
+) -> Result<CalibrationDocument, CalibrateError> {
+    let policy = options.policy;
+    let cascade = policy == Policy::Cascade;
+    let k = tiers.len();
+    let read = ReadOptions {
+        names: tiers.column_names(read.names.clone()),
+        carry_extra: true,
+        details: true,
+        score_optional: cascade,
+    };
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let new_slice = |name: &str| SliceRows {
+        name: name.to_owned(),
+        calibration: TieredSlice::new(policy, k),
+        holdout: TieredSlice::new(policy, k),
+    };
+    let (read_result, sha256) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| sha256_of(path));
+        let result = for_each_graded_batch_parallel(
+            path,
+            &read,
+            workers,
+            Part::default,
+            |part, batch| {
+                if part.error.is_some() {
+                    return;
+                }
+                if batch.audited.iter().any(Option::is_some) {
+                    part.error = Some(ReadError::InvalidValue {
+                    path: path.to_owned(),
+                    location: batch.location(0),
+                    column: "audited_ok_*".to_owned(),
+                    problem: "human audits correct two-tier calibrations only; calibrate more tiers without the audited columns".to_owned(),
+                });
+                    return;
+                }
+                let columns = match tiered_columns(batch, tiers, cascade, path) {
+                    Ok(columns) => columns,
+                    Err(error) => {
+                        part.error = Some(error);
+                        return;
+                    }
+                };
+                let (mut scores, mut ok, mut cost, mut verifier) =
+                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for row in 0..batch.num_rows() {
+                    let name = match options.scope {
+                        Scope::PerSlice => batch.slice.value(row),
+                        Scope::Global => GLOBAL_SLICE,
+                    };
+                    let slice = match part.index.get(name) {
+                        Some(&slice) => slice,
+                        None => {
+                            part.index.insert(name.to_owned(), part.slices.len());
+                            part.slices.push(new_slice(name));
+                            part.slices.len() - 1
+                        }
+                    };
+                    scores.clear();
+                    scores.extend(columns.scores.iter().map(|column| column.value(row)));
+                    ok.clear();
+                    ok.extend(columns.ok.iter().map(|column| column.value(row)));
+                    cost.clear();
+                    cost.extend(
+                        columns
+                            .cost
+                            .iter()
+                            .map(|column| to_picodollars(column.value(row))),
+                    );
+                    verifier.clear();
+                    if cascade {
+                        verifier.extend(
+                            columns
+                                .verifier_cost
+                                .iter()
+                                .map(|column| to_picodollars(column.value(row))),
+                        );
+                    } else {
+                        verifier.resize(k - 1, 0);
+                    }
+                    let held_out = options
+                        .holdout
+                        .is_some_and(|holdout| holdout.holds_out(batch.id.value(row)));
+                    let rows = &mut part.slices[slice];
+                    let target = if held_out {
+                        &mut rows.holdout
+                    } else {
+                        &mut rows.calibration
+                    };
+                    target.push(
+                        &scores,
+                        &ok,
+                        &cost,
+                        to_picodollars(batch.cost_router.value(row)),
+                        &verifier,
+                    );
+                }
+            },
+        );
+        (
+            result,
+            hashing.join().expect("the hashing thread does not panic"),
+        )
+    });
+    let (summary, parts) = read_result?;
+    let mut merged: Vec<SliceRows> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for part in parts {
+        if let Some(error) = part.error {
+            return Err(error.into());
+        }
+        for rows in part.slices {
+            match index.get(&rows.name) {
+                Some(&at) => {
+                    merged[at].calibration.absorb(rows.calibration);
+                    merged[at].holdout.absorb(rows.holdout);
+                }
+                None => {
+                    index.insert(rows.name.clone(), merged.len());
+                    merged.push(rows);
+                }
+            }
+        }
+    }
+    merged.sort_by(|a, b| a.name.cmp(&b.name));
+    let sha256 = sha256.map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if let Some(empty) = merged.iter().find(|rows| rows.calibration.rows() == 0) {
+        return Err(CalibrateError::NothingToCalibrate {
+            path: PathBuf::from(path),
+            slice: empty.name.clone(),
+            fraction: options.holdout.map_or(0.0, |holdout| holdout.fraction),
+        });
+    }
+    let slice_confidence = options.confidence.map(|confidence| {
+        if options.familywise {
+            1.0 - (1.0 - confidence) / merged.len() as f64
+        } else {
+            confidence
+        }
+    });
+    let slices = in_parallel(merged, |rows| {
+        calibrate_slice(rows, policy, grid, slice_confidence, options)
+    });
+    Ok(CalibrationDocument {
+        schema_version: CALIBRATION_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        results: InputFile {
+            path: path.display().to_string(),
+            sha256,
+            rows: summary.rows,
+        },
+        policy,
+        score_column: if cascade {
+            tiers.stage_columns(0).0
+        } else {
+            read.names.score.clone()
+        },
+        target: options.target,
+        confidence: options.confidence,
+        guarantee: if options.familywise && options.confidence.is_some() {
+            Guarantee::Familywise
+        } else {
+            Guarantee::PerSlice
+        },
+        slice_confidence,
+        scope: options.scope,
+        holdout: options.holdout,
+        feasible: slices.iter().all(|slice| slice.feasible),
+        tiers: Some(tiers.names().to_vec()),
+        slices,
+    })
+}
+
+/// Which candidates of a slice of `n` rows may be chosen, given their
+/// successes and the size of the family searched: quality at least
+/// `target`; with a confidence, certified by the exact binomial test at
+/// δ / family (Bonferroni over the candidates).
+pub fn acceptable(n: u64, target: f64, confidence: Option<f64>) -> impl Fn(u64, u64) -> bool {
+    move |successes, family| match confidence {
+        None => successes as f64 / n as f64 >= target,
+        Some(confidence) => {
+            max_certifiable_failures(n, 1.0 - target, (1.0 - confidence) / family as f64)
+                .is_some_and(|limit| n - successes <= limit)
+        }
+    }
+}
+
+/// Serves every row of `slice` at `thresholds`: successes, cost, rows per
+/// tier; for rows the search did not see, such as held-out ones.
+fn serve_all(slice: &TieredSlice, policy: Policy, thresholds: &[f64]) -> (u64, i128, Vec<u64>) {
+    let k = slice.tiers();
+    let (mut successes, mut cost) = (0u64, 0i128);
+    let mut served = vec![0u64; k];
+    for row in 0..slice.rows() {
+        let (scores, ok, costs, router, verifier) = slice.row(row);
+        let tier = match policy {
+            Policy::Predictive => predictive_tier(scores[0], thresholds),
+            Policy::Cascade => cascade_stage(scores, thresholds),
+        };
+        let outcome = serve_tier(
+            policy,
+            &TieredOutcomes {
+                ok,
+                cost: costs,
+                router,
+                verifier,
+            },
+            tier,
+        );
+        successes += u64::from(outcome.ok);
+        cost += i128::from(outcome.cost);
+        served[tier] += 1;
+    }
+    (successes, cost, served)
+}
+
+fn calibrate_slice(
+    rows: SliceRows,
+    policy: Policy,
+    grid: usize,
+    confidence: Option<f64>,
+    options: &CalibrateOptions,
+) -> SliceCalibration {
+    let slice = &rows.calibration;
+    let n = slice.rows() as u64;
+    let target = options.target;
+    let search: TieredSearch = search_tiers(slice, policy, grid, acceptable(n, target, confidence));
+    let share = |count: u64| count as f64 / n as f64;
+    let mean = |cost: i128| to_usd(cost) / n as f64;
+    let k = slice.tiers();
+    let baselines = tier_baselines(slice);
+    let chosen = search.chosen.as_ref();
+    let point = |candidate: &TieredCandidate| TieredPoint {
+        thresholds: candidate
+            .thresholds
+            .iter()
+            .map(|&threshold| Threshold(threshold))
+            .collect(),
+        quality: share(candidate.successes),
+        mean_cost: mean(candidate.cost),
+        served: candidate.served.iter().map(|&count| share(count)).collect(),
+    };
+    let holdout = options.holdout.map(|_| {
+        let held = &rows.holdout;
+        let held_n = held.rows() as u64;
+        match chosen {
+            Some(chosen) if held_n > 0 => {
+                let (successes, cost, served) = serve_all(held, policy, &chosen.thresholds);
+                let quality = successes as f64 / held_n as f64;
+                HoldoutResult {
+                    n: held_n,
+                    quality: Some(quality),
+                    mean_cost: Some(to_usd(cost) / held_n as f64),
+                    escalation_rate: Some((held_n - served[0]) as f64 / held_n as f64),
+                    meets_target: Some(quality >= target),
+                }
+            }
+            _ => HoldoutResult {
+                n: held_n,
+                quality: None,
+                mean_cost: None,
+                escalation_rate: None,
+                meets_target: None,
+            },
+        }
+    });
+    let frontier: Vec<TieredPoint> = thin(&search.frontier, options.frontier_points)
+        .iter()
+        .map(point)
+        .collect();
+    let mean_cost = chosen.map(|chosen| mean(chosen.cost));
+    let reason = chosen.is_none().then(|| {
+        let best = share(search.best_quality.successes);
+        match confidence {
+            Some(confidence) if max_certifiable_failures(n, 1.0 - target, (1.0 - confidence) / search.candidates as f64).is_none() => {
+                format!(
+                    "{n} rows cannot certify {target} at confidence {confidence} over {} candidate assignments (a flawless slice needs {} rows)",
+                    search.candidates,
+                    min_rows_to_certify(target, (1.0 - confidence) / search.candidates as f64).map_or_else(|| "more".to_owned(), |rows| rows.to_string())
+                )
+            }
+            Some(confidence) => format!(
+                "no assignment of thresholds is certified to reach {target} at confidence {confidence} over {} candidates (the best reaches {best:.4} on these rows)",
+                search.candidates
+            ),
+            None => format!("no assignment of thresholds reaches {target}; the best reaches {best:.4}"),
+        }
+    });
+    SliceCalibration {
+        slice: rows.name,
+        n,
+        feasible: chosen.is_some(),
+        reason,
+        threshold: None,
+        quality: chosen.map(|chosen| share(chosen.successes)),
+        quality_lower_bound: chosen.zip(confidence).map(|(chosen, confidence)| {
+            clopper_pearson_lower(
+                chosen.successes,
+                n,
+                (1.0 - confidence) / search.candidates as f64,
+            )
+        }),
+        mean_cost,
+        escalation_rate: chosen.map(|chosen| share(n - chosen.served[0])),
+        savings_vs_always_large: mean_cost
+            .filter(|_| baselines.always_large.mean_cost > 0.0)
+            .map(|cost| 1.0 - cost / baselines.always_large.mean_cost),
+        max_quality: share(search.best_quality.successes),
+        baselines,
+        holdout,
+        frontier_points: search.frontier.len() as u64,
+        frontier: Vec::new(),
+        audit: None,
+        tiered: Some(TieredChoice {
+            thresholds: chosen
+                .map(|chosen| {
+                    chosen
+                        .thresholds
+                        .iter()
+                        .map(|&threshold| Threshold(threshold))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            served: chosen
+                .map(|chosen| chosen.served.iter().map(|&count| share(count)).collect())
+                .unwrap_or_else(|| vec![0.0; k]),
+            false_accept_rate: chosen
+                .filter(|_| policy == Policy::Cascade)
+                .map(|chosen| share(chosen.false_accepts)),
+            candidates: search.candidates,
+            grid: search.grid.clone(),
+            exact: search.exact,
+            frontier,
+        }),
+    }
+}
+
+/// The first tier alone, the last tier alone, and the oracle that sends
+/// each row to the cheapest tier that answers it acceptably (the first tier
+/// when none does), at no router cost.
+fn tier_baselines(slice: &TieredSlice) -> Baselines {
+    let n = slice.rows() as f64;
+    let k = slice.tiers();
+    let (mut first, mut last, mut oracle) = ((0u64, 0i128), (0u64, 0i128), (0u64, 0i128));
+    for row in 0..slice.rows() {
+        let (_, ok, cost, _, _) = slice.row(row);
+        first.0 += u64::from(ok[0]);
+        first.1 += i128::from(cost[0]);
+        last.0 += u64::from(ok[k - 1]);
+        last.1 += i128::from(cost[k - 1]);
+        let tier = (0..k).find(|&tier| ok[tier]).unwrap_or(0);
+        oracle.0 += u64::from(ok[tier]);
+        oracle.1 += i128::from(cost[tier]);
+    }
+    let point = |(successes, cost): (u64, i128)| Point {
+        quality: successes as f64 / n,
+        mean_cost: to_usd(cost) / n,
+    };
+    Baselines {
+        always_small: point(first),
+        always_large: point(last),
+        oracle: point(oracle),
+    }
+}

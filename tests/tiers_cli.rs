@@ -1,0 +1,359 @@
+//! Three tiers through `calibrate`: the simulated three-model population,
+//! where three tiers reach the target for less than any two; the same
+//! numbers as `simulate --compare`; a certified calibration that rarely
+//! misses on fresh traffic; and bad input.
+
+use std::path::Path;
+
+use routeval::calibrate::{CalibrationDocument, acceptable};
+use routeval::policy::{Policy, TieredSlice, predictive_tier, search_tiers, to_picodollars};
+use routeval::simulate::{Simulation, compare_tiers};
+
+use crate::common::routeval;
+
+fn simulated(directory: &Path, requests: usize, seed: u64) -> std::path::PathBuf {
+    let path = directory.join(format!("simulated-{seed}.parquet"));
+    routeval()
+        .args([
+            "simulate",
+            "--requests",
+            &requests.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--out",
+        ])
+        .arg(&path)
+        .assert()
+        .code(0);
+    path
+}
+
+fn calibrated(results: &Path, flags: &[&str]) -> (CalibrationDocument, String) {
+    let output = routeval()
+        .args(["calibrate", "--json", "--results"])
+        .arg(results)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    (
+        serde_json::from_str(&text).expect("a calibration document"),
+        text,
+    )
+}
+
+#[test]
+fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 20_000, 0);
+    let simulation = Simulation::default();
+    let compared = compare_tiers(&simulation, &simulation.rows(), 0.95);
+    for (policy, name) in [
+        ("predictive", "predictive small→mid→large"),
+        ("cascade", "cascade small→mid→large"),
+    ] {
+        let (document, _) = calibrated(
+            &results,
+            &[
+                "--target",
+                "0.95",
+                "--tiers",
+                "small,mid,large",
+                "--grid",
+                "512",
+                "--policy",
+                policy,
+            ],
+        );
+        assert_eq!(document.schema_version, 4);
+        assert_eq!(
+            document.tiers.as_deref(),
+            Some(&["small".to_owned(), "mid".to_owned(), "large".to_owned()][..])
+        );
+        let slice = &document.slices[0];
+        let tiered = slice.tiered.as_ref().unwrap();
+        let summary = compared
+            .iter()
+            .find(|summary| summary.policy == name)
+            .unwrap();
+        let thresholds: Vec<f64> = tiered
+            .thresholds
+            .iter()
+            .map(|threshold| threshold.0)
+            .collect();
+        assert_eq!(Some(thresholds), summary.thresholds, "{name}");
+        assert_eq!(slice.quality, Some(summary.quality), "{name}");
+        assert!(
+            (slice.mean_cost.unwrap() * 1000.0 - summary.dollars_per_1k).abs() < 1e-12,
+            "{name}"
+        );
+        assert_eq!(tiered.served, summary.shares, "{name}");
+        assert!(
+            slice.threshold.is_none(),
+            "a three-tier slice has no single threshold"
+        );
+        if policy == "predictive" {
+            assert!(tiered.thresholds[0].0 <= tiered.thresholds[1].0);
+        }
+    }
+    // The two-tier policies of the same table: three tiers are cheaper
+    // than the best of them at the same target.
+    let (three, _) = calibrated(
+        &results,
+        &["--target", "0.95", "--tiers", "small,mid,large"],
+    );
+    let best_two = [["small", "large"], ["small", "mid"], ["mid", "large"]]
+        .iter()
+        .filter_map(|pair| {
+            let (document, _) =
+                calibrated(&results, &["--target", "0.95", "--tiers", &pair.join(",")]);
+            document.slices[0].mean_cost
+        })
+        .fold(f64::INFINITY, f64::min);
+    let three_cost = three.slices[0].mean_cost.unwrap();
+    assert!(
+        three_cost < best_two,
+        "three tiers {three_cost} against the best two {best_two}"
+    );
+}
+
+#[test]
+fn two_tiers_named_small_and_large_are_todays_calibration() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 3000, 1);
+    let (plain, plain_text) = calibrated(&results, &["--target", "0.9"]);
+    let (named, named_text) = calibrated(&results, &["--target", "0.9", "--tiers", "small,large"]);
+    assert_eq!(plain, named);
+    assert_eq!(plain_text, named_text);
+    assert!(
+        !plain_text.contains("\"tiers\""),
+        "two-tier documents keep their keys"
+    );
+    // The k-tier search with k = 2 chooses what the two-tier sweep chooses.
+    let simulation = Simulation {
+        requests: 3000,
+        seed: 1,
+        ..Simulation::default()
+    };
+    let mut slice = TieredSlice::new(Policy::Predictive, 2);
+    for row in simulation.rows() {
+        slice.push(
+            &[row.router_score],
+            &[row.small_ok, row.large_ok],
+            &[
+                to_picodollars(simulation.small_cost()),
+                to_picodollars(simulation.large_cost()),
+            ],
+            to_picodollars(simulation.router_cost),
+            &[0],
+        );
+    }
+    let search = search_tiers(
+        &slice,
+        Policy::Predictive,
+        1 << 20,
+        acceptable(3000, 0.9, None),
+    );
+    assert!(search.exact);
+    let chosen = search.chosen.unwrap();
+    assert_eq!(
+        Some(chosen.thresholds[0]),
+        plain.slices[0].threshold.map(|threshold| threshold.0)
+    );
+    assert_eq!(
+        Some(chosen.successes as f64 / 3000.0),
+        plain.slices[0].quality
+    );
+}
+
+#[test]
+fn certified_three_tier_thresholds_rarely_miss_on_fresh_traffic() {
+    const TRIALS: u64 = 60;
+    const TARGET: f64 = 0.95;
+    let population = Simulation {
+        requests: 100_000,
+        seed: 9_999,
+        ..Simulation::default()
+    };
+    let fresh = population.rows();
+    let quality_on_fresh = |thresholds: &[f64]| {
+        let ok = fresh
+            .iter()
+            .filter(|row| match predictive_tier(row.router_score, thresholds) {
+                0 => row.small_ok,
+                1 => row.mid_ok,
+                _ => row.large_ok,
+            })
+            .count();
+        ok as f64 / fresh.len() as f64
+    };
+    let costs = [
+        population.small_cost(),
+        population.mid_cost(),
+        population.large_cost(),
+    ]
+    .map(to_picodollars);
+    let (mut plain_misses, mut certified_misses, mut certified_found) = (0, 0, 0);
+    for trial in 0..TRIALS {
+        let sample = Simulation {
+            requests: 3000,
+            seed: trial,
+            ..Simulation::default()
+        };
+        let mut slice = TieredSlice::new(Policy::Predictive, 3);
+        for row in sample.rows() {
+            slice.push(
+                &[row.router_score],
+                &[row.small_ok, row.mid_ok, row.large_ok],
+                &costs,
+                0,
+                &[0, 0],
+            );
+        }
+        let plain = search_tiers(
+            &slice,
+            Policy::Predictive,
+            64,
+            acceptable(3000, TARGET, None),
+        );
+        plain_misses += usize::from(quality_on_fresh(&plain.chosen.unwrap().thresholds) < TARGET);
+        let certified = search_tiers(
+            &slice,
+            Policy::Predictive,
+            64,
+            acceptable(3000, TARGET, Some(0.9)),
+        );
+        if let Some(chosen) = certified.chosen {
+            certified_found += 1;
+            certified_misses += usize::from(quality_on_fresh(&chosen.thresholds) < TARGET);
+        }
+    }
+    let plain_rate = plain_misses as f64 / TRIALS as f64;
+    let certified_rate = certified_misses as f64 / f64::from(certified_found);
+    eprintln!(
+        "missed {TARGET} on fresh traffic: plain {plain_rate:.3}, certified {certified_rate:.3} ({certified_found} of {TRIALS} certified)"
+    );
+    assert!(
+        certified_found as u64 >= TRIALS * 9 / 10,
+        "certification is possible here"
+    );
+    assert!(plain_rate > 0.2, "the plain fit misses often: {plain_rate}");
+    assert!(
+        certified_rate <= 0.1,
+        "held-out misses stay under δ: {certified_rate}"
+    );
+}
+
+#[test]
+fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 500, 2);
+    let out = directory.path().join("calibration.json");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--tiers", "small,xl,large"], "missing column \"xl_ok\""),
+        (
+            &["--tiers", "small,mid,huge"],
+            "column \"large_ok\" collides with the column renamed by --tiers",
+        ),
+        (
+            &["--tiers", "small"],
+            "--tiers \"small\": name at least two tiers",
+        ),
+        (
+            &["--tiers", "small,mid,large,largest"],
+            "tier \"large\" can only be the last",
+        ),
+        (
+            &["--tiers", "small,xl,large"],
+            "missing column \"xl_ok\" (a tier named by --tiers",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let output = routeval()
+            .args(["calibrate", "--target", "0.9", "--results"])
+            .arg(&results)
+            .args(flags)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(stderr.contains(expected), "{flags:?}: {stderr}");
+        assert!(!out.exists(), "{flags:?}: nothing written");
+    }
+    // A cascade stage without its verifier's score.
+    let csv = directory.path().join("abc.csv");
+    std::fs::write(
+        &csv,
+        "id,slice,a_ok,b_ok,c_ok,cost_a,cost_b,cost_c,score_a\nq1,s,true,false,true,0.1,0.2,0.3,0.5\nq2,s,false,true,true,0.1,0.2,0.3,0.9\n",
+    )
+    .unwrap();
+    let output = routeval()
+        .args([
+            "calibrate",
+            "--target",
+            "0.9",
+            "--tiers",
+            "a,b,c",
+            "--policy",
+            "cascade",
+            "--results",
+        ])
+        .arg(&csv)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("missing column \"score_b\" (the verifier score of a cascade stage)"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    // The same file is a predictive table when `score_a` is the router's.
+    let (document, _) = calibrated(
+        &csv,
+        &[
+            "--target",
+            "0.5",
+            "--tiers",
+            "a,b,c",
+            "--score-col",
+            "score_a",
+        ],
+    );
+    assert_eq!(document.slices[0].n, 2);
+    assert!(document.slices[0].feasible);
+
+    // A three-tier calibration in a stage that reads two.
+    let (_, text) = calibrated(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
+    let three = directory.path().join("three.json");
+    std::fs::write(&three, text).unwrap();
+    let output = routeval()
+        .args(["report", "--results"])
+        .arg(&results)
+        .arg("--calibration")
+        .arg(&three)
+        .arg("--out")
+        .arg(directory.path().join("report"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr.contains(
+            "a calibration of 3 tiers (small, mid, large); report reads two-tier calibrations"
+        ),
+        "{stderr}"
+    );
+    assert!(!directory.path().join("report").exists());
+}
