@@ -27,14 +27,23 @@ const TARGET: &str = "0.9";
 fn main() {
     let rows: usize = env_or("ROUTEVAL_BENCH_ROWS", 1_000_000);
     let runs: usize = env_or("ROUTEVAL_BENCH_RUNS", 3);
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-tiers-{rows}.parquet"));
+    let path =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-tiers-{rows}.parquet"));
     if !path.exists() {
         write_table(&path, rows);
     }
     let routeval = || {
         let mut command = Command::new(env!("CARGO_BIN_EXE_routeval"));
         command
-            .args(["calibrate", "--target", TARGET, "--tiers", "small,mid,large", "--json", "--results"])
+            .args([
+                "calibrate",
+                "--target",
+                TARGET,
+                "--tiers",
+                "small,mid,large",
+                "--json",
+                "--results",
+            ])
             .arg(&path);
         command
     };
@@ -67,7 +76,9 @@ fn main() {
         times[times.len() / 2]
     };
     let our_median = median(&mut ours);
-    println!("{rows} rows, {SLICES} slices, 3 tiers: routeval median {our_median:.2} s ({ours:.2?})");
+    println!(
+        "{rows} rows, {SLICES} slices, 3 tiers: routeval median {our_median:.2} s ({ours:.2?})"
+    );
     if !peer {
         println!("numpy peer skipped: `pip install numpy pyarrow` to compare");
         return;
@@ -84,20 +95,30 @@ fn main() {
         let name = slice["slice"].as_str().unwrap();
         let chosen = &slice["tiered"]["thresholds"];
         let peer = &theirs["slices"][name];
-        let expected = if peer.is_null() { serde_json::json!([]) } else { peer.clone() };
+        let expected = if peer.is_null() {
+            serde_json::json!([])
+        } else {
+            peer.clone()
+        };
         assert_eq!(chosen, &expected, "slice {name}");
     }
     println!("both chose the same thresholds in all {SLICES} slices");
 }
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
 }
 
 fn time(mut command: Command) -> (f64, Vec<u8>) {
     let start = Instant::now();
     let output = command.stderr(Stdio::inherit()).output().unwrap();
-    assert!(output.status.success() || output.status.code() == Some(1), "{command:?}");
+    assert!(
+        output.status.success() || output.status.code() == Some(1),
+        "{command:?}"
+    );
     (start.elapsed().as_secs_f64(), output.stdout)
 }
 
@@ -111,14 +132,20 @@ fn write_table(path: &Path, rows: usize) {
     for start in (0..rows).step_by(1 << 18) {
         let end = rows.min(start + (1 << 18));
         let (mut id, mut slice, mut score) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut ok, mut cost) = ([Vec::new(), Vec::new(), Vec::new()], [Vec::new(), Vec::new(), Vec::new()]);
+        let (mut ok, mut cost) = (
+            [Vec::new(), Vec::new(), Vec::new()],
+            [Vec::new(), Vec::new(), Vec::new()],
+        );
         for row in start..end {
             let tenant = (random.next_u64() % SLICES as u64) as usize;
             let difficulty = random.unit() * (0.6 + 0.4 * tenant as f64 / SLICES as f64);
             id.push(format!("req-{row:09}"));
             slice.push(format!("tenant-{tenant:02}"));
             score.push((difficulty + 0.15 * (random.unit() - 0.5)).clamp(0.0, 1.0));
-            for (tier, (reach, base)) in [(1.2, 0.0002), (0.6, 0.001), (0.08, 0.006)].into_iter().enumerate() {
+            for (tier, (reach, base)) in [(1.2, 0.0002), (0.6, 0.001), (0.08, 0.006)]
+                .into_iter()
+                .enumerate()
+            {
                 ok[tier].push(random.unit() > difficulty * reach);
                 cost[tier].push(base * (1.0 + random.unit()));
             }
@@ -133,11 +160,17 @@ fn write_table(path: &Path, rows: usize) {
             ("cost_small", Arc::new(Float64Array::from(cost[0].clone()))),
             ("cost_mid", Arc::new(Float64Array::from(cost[1].clone()))),
             ("cost_large", Arc::new(Float64Array::from(cost[2].clone()))),
-            ("cost_router", Arc::new(Float64Array::from(vec![0.00002; end - start]))),
+            (
+                "cost_router",
+                Arc::new(Float64Array::from(vec![0.00002; end - start])),
+            ),
         ];
         let batch = RecordBatch::try_from_iter(columns).unwrap();
         writer
-            .get_or_insert_with(|| ArrowWriter::try_new(File::create(&temporary).unwrap(), batch.schema(), None).unwrap())
+            .get_or_insert_with(|| {
+                ArrowWriter::try_new(File::create(&temporary).unwrap(), batch.schema(), None)
+                    .unwrap()
+            })
             .write(&batch)
             .unwrap();
     }

@@ -49,6 +49,7 @@ pub fn serve(policy: Policy, row: &GradedRow, escalate: bool) -> Served {
 
 /// [`serve`] with the row's costs already in picodollars: the two-tier case
 /// of [`serve_tier`].
+#[inline]
 pub fn serve_priced(policy: Policy, row: &GradedRow, priced: &Priced, escalate: bool) -> Served {
     let outcomes = TieredOutcomes {
         ok: &[row.small_ok, row.large_ok],

@@ -42,6 +42,7 @@ pub fn cascade_stage(stage_scores: &[f64], thresholds: &[f64]) -> usize {
 /// - cascade: every stage up to and including `tier`, each non-final one
 ///   followed by its verifier; a wrong answer accepted before the last
 ///   stage is a false accept, which no later stage can repair.
+#[inline]
 pub fn serve_tier(policy: Policy, row: &TieredOutcomes<'_>, tier: usize) -> Served {
     let ok = row.ok[tier];
     match policy {

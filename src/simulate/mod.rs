@@ -5,8 +5,11 @@
 //! The model, every number a parameter:
 //! - a request's difficulty d ~ Beta(2, 3);
 //! - a model of skill s solves it with probability 1 / (1 + e^(−(s − d)/0.05));
-//!   the small model has s = 0.55, the large s = 0.92;
-//! - prices per million input/output tokens: small $0.15/$0.60, large $3/$15,
+//!   the small model has s = 0.55, the large s = 0.92, and a mid-price model
+//!   between them s = 0.75 (its outcomes drawn from a stream of their own,
+//!   so the two-model rows of a seed do not change);
+//! - prices per million input/output tokens: small $0.15/$0.60, mid
+//!   $0.60/$2.40, large $3/$15,
 //!   with 1,500 input and 300 output tokens per request;
 //! - latencies: small TTFT 0.25 s and full answer 3 s, large TTFT 0.9 s and
 //!   full answer 6 s;
