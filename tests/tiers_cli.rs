@@ -334,26 +334,112 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
     assert_eq!(document.slices[0].n, 2);
     assert!(document.slices[0].feasible);
 
-    // A three-tier calibration in a stage that reads two.
+    // A three-tier calibration in a stage that reads two: the gate.
     let (_, text) = calibrated(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
     let three = directory.path().join("three.json");
     std::fs::write(&three, text).unwrap();
+    let key = directory.path().join("k.key");
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .assert()
+        .code(0);
+    let table = directory.path().join("predictive.toml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/example/routes/predictive.toml"),
+        &table,
+    )
+    .unwrap();
     let output = routeval()
-        .args(["report", "--results"])
+        .args(["gate", "--candidates"])
+        .arg(&table)
+        .arg("--results")
         .arg(&results)
         .arg("--calibration")
         .arg(&three)
+        .args(["--target", "0.9", "--key"])
+        .arg(&key)
         .arg("--out")
-        .arg(directory.path().join("report"))
+        .arg(directory.path().join("dist"))
         .output()
         .unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(
-            "a calibration of 3 tiers (small, mid, large); report reads two-tier calibrations"
+            "a calibration of 3 tiers (small, mid, large); gate reads two-tier calibrations"
         ),
         "{stderr}"
     );
-    assert!(!directory.path().join("report").exists());
+    assert!(
+        !directory
+            .path()
+            .join("dist")
+            .join("gate-report.json")
+            .exists()
+    );
+}
+
+#[test]
+fn the_report_draws_the_three_tier_frontier_against_the_two_tier_curves() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 4000, 3);
+    let mut paths = Vec::new();
+    for (name, flags) in [
+        ("two.json", vec!["--target", "0.95"]),
+        (
+            "three.json",
+            vec!["--target", "0.95", "--tiers", "small,mid,large"],
+        ),
+    ] {
+        let (_, text) = calibrated(&results, &flags);
+        let path = directory.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        paths.push(path);
+    }
+    let out = directory.path().join("report");
+    routeval()
+        .args(["report", "--results"])
+        .arg(&results)
+        .arg("--calibration")
+        .args(&paths)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("Calibration of 3 tiers: predictive small→mid→large, target 0.95"),
+        "summary"
+    );
+    assert!(
+        html.contains("chosen predictive small→mid→large"),
+        "the chosen point is marked"
+    );
+    let (three, _) = calibrated(
+        &results,
+        &["--target", "0.95", "--tiers", "small,mid,large"],
+    );
+    let thresholds: Vec<String> = three.slices[0]
+        .tiered
+        .as_ref()
+        .unwrap()
+        .thresholds
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        html.contains(&format!("<td>{}</td>", thresholds.join(", "))),
+        "the thresholds are tabled"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("**Calibration of 3 tiers** (predictive small→mid→large, target 0.95)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("| {} |", thresholds.join(", "))),
+        "{summary}"
+    );
 }

@@ -101,12 +101,24 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Passed);
     };
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+    let mut tiered: Vec<CalibrationDocument> = Vec::new();
     for path in &args.calibration {
         let calibration: CalibrationDocument =
             load(path, "--calibration", "a calibration document")?;
-        calibration
-            .two_tiers(path, "report")
-            .map_err(anyhow::Error::msg)?;
+        if calibration.two_tiers(path, "report").is_err() {
+            if tiered
+                .iter()
+                .any(|other| other.policy == calibration.policy)
+            {
+                bail!(
+                    "{}: a second calibration of more than two tiers for the {} policy (--calibration takes one per policy and kind)",
+                    path.display(),
+                    calibration.policy.name()
+                );
+            }
+            tiered.push(calibration);
+            continue;
+        }
         if calibrations
             .iter()
             .any(|other| other.policy == calibration.policy)
@@ -184,6 +196,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         drift: drift.as_ref(),
         change: change.as_ref(),
         replay: replay.as_ref(),
+        tiered: &tiered,
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;

@@ -19,6 +19,8 @@ pub(super) const GREEN: &str = "#2ca02c";
 pub(super) const PURPLE: &str = "#9467bd";
 pub(super) const GREY: &str = "#7f7f7f";
 pub(super) const RED: &str = "#d62728";
+/// Calibrations of more than two tiers.
+const TEAL: &str = "#17becf";
 
 /// Points per plotted curve.
 const CURVE_POINTS: usize = 400;
@@ -43,6 +45,9 @@ pub struct ReportInputs<'a> {
     pub change: Option<&'a Change>,
     /// A replica-routing replay (`routeval replay replicas --out`).
     pub replay: Option<&'a ReplayDocument>,
+    /// Calibrations of more than two tiers, at most one per policy: their
+    /// frontiers are drawn against the two-tier curves.
+    pub tiered: &'a [CalibrationDocument],
 }
 
 pub(super) const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}\
@@ -157,6 +162,52 @@ fn change_section(out: &mut String, change: &Change) {
     out.push_str("</table>");
 }
 
+/// The tier names of a k-tier calibration, joined by arrows.
+pub(super) fn tier_path(calibration: &CalibrationDocument) -> String {
+    calibration.tiers.as_deref().unwrap_or_default().join("→")
+}
+
+/// A k-tier calibration's choice per slice, as table rows.
+pub(super) fn tiered_rows(calibration: &CalibrationDocument) -> Vec<Vec<String>> {
+    calibration
+        .slices
+        .iter()
+        .map(|slice| {
+            let tiered = slice.tiered.as_ref();
+            let join = |values: Vec<String>| values.join(", ");
+            vec![
+                slice.slice.clone(),
+                slice.n.to_string(),
+                if slice.feasible {
+                    join(tiered.map_or_else(Vec::new, |tiered| {
+                        tiered.thresholds.iter().map(ToString::to_string).collect()
+                    }))
+                } else {
+                    "infeasible".to_owned()
+                },
+                slice
+                    .quality
+                    .map_or_else(|| "-".to_owned(), |q| format!("{q:.4}")),
+                slice
+                    .mean_cost
+                    .map_or_else(|| "-".to_owned(), |cost| format!("{:.4}", cost * 1000.0)),
+                if slice.feasible {
+                    tiered.map_or_else(String::new, |tiered| {
+                        tiered
+                            .served
+                            .iter()
+                            .map(|share| format!("{:.1}%", share * 100.0))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                    })
+                } else {
+                    "-".to_owned()
+                },
+            ]
+        })
+        .collect()
+}
+
 fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     out.push_str("<h2>Summary</h2>");
     let [predictive, cascade] = inputs.score_columns;
@@ -166,6 +217,35 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
         escape(predictive),
         escape(cascade)
     );
+    for calibration in inputs.tiered {
+        let _ = write!(
+            out,
+            "<p>Calibration of {} tiers: {} {}, target {}{}; {} candidate assignments per slice at most.</p>",
+            calibration.tiers.as_ref().map_or(0, Vec::len),
+            calibration.policy.name(),
+            escape(&tier_path(calibration)),
+            calibration.target,
+            calibration
+                .confidence
+                .map(|c| format!(", certified at confidence {c} (Bonferroni over the candidates)"))
+                .unwrap_or_default(),
+            calibration
+                .slices
+                .iter()
+                .filter_map(|slice| slice.tiered.as_ref().map(|tiered| tiered.candidates))
+                .max()
+                .unwrap_or(0)
+        );
+        let served = format!(
+            "served {}",
+            calibration.tiers.as_deref().unwrap_or_default().join(" / ")
+        );
+        table(
+            out,
+            &["slice", "n", "thresholds", "quality", "$/1k req", &served],
+            tiered_rows(calibration).into_iter(),
+        );
+    }
     for calibration in inputs.calibrations {
         let _ = write!(
             out,
@@ -471,6 +551,47 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
         });
         arrows.push(Arrow { from, to });
     }
+    let mut tiered_series = Vec::new();
+    for calibration in inputs.tiered {
+        let Some(slice) = calibration
+            .slices
+            .iter()
+            .find(|slice| slice.slice == curves.slice)
+        else {
+            continue;
+        };
+        let Some(tiered) = &slice.tiered else {
+            continue;
+        };
+        if !rules.iter().any(|rule| rule.y == calibration.target) {
+            rules.push(Rule {
+                label: format!("target {}", calibration.target),
+                y: calibration.target,
+            });
+        }
+        let name = format!("{} {}", calibration.policy.name(), tier_path(calibration));
+        tiered_series.push(Series {
+            name: name.clone(),
+            color: TEAL,
+            style: match calibration.policy {
+                Policy::Predictive => Style::Line,
+                Policy::Cascade => Style::Dashed,
+            },
+            points: tiered
+                .frontier
+                .iter()
+                .map(|point| (point.mean_cost * 1000.0, point.quality))
+                .collect(),
+        });
+        if let (Some(quality), Some(cost)) = (slice.quality, slice.mean_cost) {
+            markers.push(Marker {
+                label: format!("chosen {name}"),
+                color: TEAL,
+                x: cost * 1000.0,
+                y: quality,
+            });
+        }
+    }
     let cost_quality = Chart {
         title: "Cost and quality over every threshold".to_owned(),
         x_label: "$ per 1,000 requests".to_owned(),
@@ -496,7 +617,10 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
                     |c| c.quality(totals.rows),
                 ),
             },
-        ],
+        ]
+        .into_iter()
+        .chain(tiered_series)
+        .collect(),
         markers,
         rules: rules.clone(),
         arrows,

@@ -40,6 +40,31 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         }
         out.push('\n');
     }
+    for calibration in inputs.tiered {
+        let tiers = calibration.tiers.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "**Calibration of {} tiers** ({} {}, target {}{}):\n",
+            tiers.len(),
+            calibration.policy.name(),
+            text(&super::html::tier_path(calibration)),
+            calibration.target,
+            calibration
+                .confidence
+                .map(|c| format!(" at confidence {c}"))
+                .unwrap_or_default(),
+        );
+        let _ = writeln!(
+            out,
+            "| slice | n | thresholds | quality | $/1k req | served {} |\n|---|---:|---:|---:|---:|---:|",
+            text(&tiers.join(" / "))
+        );
+        for row in super::html::tiered_rows(calibration) {
+            let cells: Vec<String> = row.iter().map(|cell| text(cell)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        out.push('\n');
+    }
     for calibration in inputs.calibrations {
         let feasible = calibration
             .slices
