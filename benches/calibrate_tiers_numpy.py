@@ -10,7 +10,6 @@ Usage: python3 benches/calibrate_tiers_numpy.py FILE TARGET
 Prints one JSON line: the chosen thresholds per slice.
 """
 
-import hashlib
 import json
 import sys
 
@@ -18,18 +17,12 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from calibrate_numpy import sha256
+
 TIERS = ["small", "mid", "large"]
 COLUMNS = ["id", "slice", "score", "cost_router"] + [f"{t}_ok" for t in TIERS] + [f"cost_{t}" for t in TIERS]
 PICO = 1e12
 GRID = 256
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cuts(scores):

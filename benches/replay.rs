@@ -7,10 +7,9 @@
 //! `cargo bench --bench replay`; `ROUTEVAL_BENCH_RUNS` sets the runs.
 
 use std::fmt::Write as _;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 #[allow(dead_code)]
 #[path = "../tests/common.rs"]
@@ -18,7 +17,14 @@ mod common;
 
 use common::Random;
 
-const MIB: f64 = 1024.0 * 1024.0;
+#[path = "measure.rs"]
+mod measure;
+
+use measure::{Measurement, median_seconds, peak_mib};
+
+fn measure(command: Command) -> Measurement {
+    measure::measure(command).0
+}
 
 fn main() {
     let runs: usize = std::env::var("ROUTEVAL_BENCH_RUNS")
@@ -149,56 +155,10 @@ fn streaming(runs: usize) {
     );
 }
 
-struct Measurement {
-    wall: Duration,
-    peak_rss_bytes: u64,
-}
-
-#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4")]
-fn measure(mut command: Command) -> Measurement {
-    let start = Instant::now();
-    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
-    let mut output = Vec::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut output)
-        .unwrap();
-    let (status, peak_rss_bytes) = wait_with_peak_rss(child.id());
-    let wall = start.elapsed();
-    assert!(status == 0, "{command:?} exited with status {status}");
-    Measurement {
-        wall,
-        peak_rss_bytes,
-    }
-}
-
-#[expect(unsafe_code, reason = "wait4 is how a parent reads a child's peak RSS")]
-fn wait_with_peak_rss(pid: u32) -> (i32, u64) {
-    let mut status = 0;
-    // SAFETY: rusage is plain old data, and wait4 writes only through the two
-    // valid pointers it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid as i32, "wait4 failed");
-    (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024)
-}
-
-fn median_seconds(measurements: &[Measurement]) -> f64 {
-    let mut seconds: Vec<f64> = measurements.iter().map(|m| m.wall.as_secs_f64()).collect();
-    seconds.sort_by(f64::total_cmp);
-    seconds[seconds.len() / 2]
-}
-
 fn seconds_list(measurements: &[Measurement]) -> String {
     measurements
         .iter()
         .map(|m| format!("{:.3}", m.wall.as_secs_f64()))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn peak_mib(measurements: &[Measurement]) -> f64 {
-    measurements.iter().map(|m| m.peak_rss_bytes).max().unwrap() as f64 / MIB
 }

@@ -284,6 +284,14 @@ pub fn gate_report(
 
 /// `routeval calibrate --json` of `results` with `flags`, feasible or not.
 pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::calibrate::CalibrationDocument {
+    calibration_and_text(results, flags).0
+}
+
+/// [`calibration_of`], and the document's text as printed.
+pub fn calibration_and_text(
+    results: &Path,
+    flags: &[&str],
+) -> (routeval::calibrate::CalibrationDocument, String) {
     let output = routeval()
         .args(["calibrate", "--json", "--results"])
         .arg(results)
@@ -295,5 +303,9 @@ pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::calibrate::Ca
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).unwrap()
+    let text = String::from_utf8(output.stdout).unwrap();
+    (
+        serde_json::from_str(&text).expect("a calibration document"),
+        text,
+    )
 }

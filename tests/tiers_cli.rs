@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use routeval::calibrate::{CalibrationDocument, acceptable};
+use routeval::calibrate::acceptable;
 use routeval::policy::{Policy, TieredSlice, predictive_tier, search_tiers, to_picodollars};
 use routeval::simulate::{Simulation, compare_tiers};
 
-use crate::common::routeval;
+use crate::common::{calibration_and_text, routeval};
 
 fn simulated(directory: &Path, requests: usize, seed: u64) -> std::path::PathBuf {
     let path = directory.join(format!("simulated-{seed}.parquet"));
@@ -28,25 +28,6 @@ fn simulated(directory: &Path, requests: usize, seed: u64) -> std::path::PathBuf
     path
 }
 
-fn calibrated(results: &Path, flags: &[&str]) -> (CalibrationDocument, String) {
-    let output = routeval()
-        .args(["calibrate", "--json", "--results"])
-        .arg(results)
-        .args(flags)
-        .output()
-        .unwrap();
-    assert!(
-        matches!(output.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).unwrap();
-    (
-        serde_json::from_str(&text).expect("a calibration document"),
-        text,
-    )
-}
-
 #[test]
 fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
     let directory = tempfile::tempdir().unwrap();
@@ -57,7 +38,7 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
         ("predictive", "predictive small→mid→large"),
         ("cascade", "cascade small→mid→large"),
     ] {
-        let (document, _) = calibrated(
+        let (document, _) = calibration_and_text(
             &results,
             &[
                 "--target",
@@ -103,7 +84,7 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
     }
     // The two-tier policies of the same table: three tiers are cheaper
     // than the best of them at the same target.
-    let (three, _) = calibrated(
+    let (three, _) = calibration_and_text(
         &results,
         &["--target", "0.95", "--tiers", "small,mid,large"],
     );
@@ -111,7 +92,7 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
         .iter()
         .filter_map(|pair| {
             let (document, _) =
-                calibrated(&results, &["--target", "0.95", "--tiers", &pair.join(",")]);
+                calibration_and_text(&results, &["--target", "0.95", "--tiers", &pair.join(",")]);
             document.slices[0].mean_cost
         })
         .fold(f64::INFINITY, f64::min);
@@ -126,8 +107,9 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
 fn two_tiers_named_small_and_large_are_todays_calibration() {
     let directory = tempfile::tempdir().unwrap();
     let results = simulated(directory.path(), 3000, 1);
-    let (plain, plain_text) = calibrated(&results, &["--target", "0.9"]);
-    let (named, named_text) = calibrated(&results, &["--target", "0.9", "--tiers", "small,large"]);
+    let (plain, plain_text) = calibration_and_text(&results, &["--target", "0.9"]);
+    let (named, named_text) =
+        calibration_and_text(&results, &["--target", "0.9", "--tiers", "small,large"]);
     assert_eq!(plain, named);
     assert_eq!(plain_text, named_text);
     assert!(
@@ -320,7 +302,7 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
     );
     assert!(!out.exists());
     // The same file is a predictive table when `score_a` is the router's.
-    let (document, _) = calibrated(
+    let (document, _) = calibration_and_text(
         &csv,
         &[
             "--target",
@@ -335,7 +317,8 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
     assert!(document.slices[0].feasible);
 
     // A three-tier calibration in a stage that reads two: the gate.
-    let (_, text) = calibrated(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
+    let (_, text) =
+        calibration_and_text(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
     let three = directory.path().join("three.json");
     std::fs::write(&three, text).unwrap();
     let key = directory.path().join("k.key");
@@ -393,7 +376,7 @@ fn the_report_draws_the_three_tier_frontier_against_the_two_tier_curves() {
             vec!["--target", "0.95", "--tiers", "small,mid,large"],
         ),
     ] {
-        let (_, text) = calibrated(&results, &flags);
+        let (_, text) = calibration_and_text(&results, &flags);
         let path = directory.path().join(name);
         std::fs::write(&path, text).unwrap();
         paths.push(path);
@@ -417,7 +400,7 @@ fn the_report_draws_the_three_tier_frontier_against_the_two_tier_curves() {
         html.contains("chosen predictive small→mid→large"),
         "the chosen point is marked"
     );
-    let (three, _) = calibrated(
+    let (three, _) = calibration_and_text(
         &results,
         &["--target", "0.95", "--tiers", "small,mid,large"],
     );

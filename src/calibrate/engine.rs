@@ -78,30 +78,62 @@ pub fn calibrate(
             fraction: options.holdout.map_or(0.0, |holdout| holdout.fraction),
         });
     }
-    // A family-wise guarantee spends δ across the slices (Bonferroni): the
-    // chance that any slice misses is at most the sum of their chances.
-    let slice_confidence = options.confidence.map(|confidence| {
-        if options.familywise {
-            1.0 - (1.0 - confidence) / slices.len() as f64
-        } else {
-            confidence
-        }
-    });
+    let slice_confidence = slice_confidence(options, slices.len());
     let per_slice = CalibrateOptions {
         confidence: slice_confidence,
         ..options.clone()
     };
     let slices = in_parallel(slices, |slice| calibrate_slice(slice, &per_slice));
-    Ok(CalibrationDocument {
+    Ok(document(
+        path,
+        sha256,
+        summary.rows,
+        read.names.score.clone(),
+        options,
+        slice_confidence,
+        None,
+        slices,
+    ))
+}
+
+/// The confidence each of `slices` slices is certified at: a family-wise
+/// guarantee spends δ across the slices (Bonferroni: the chance that any
+/// slice misses is at most the sum of their chances).
+pub(super) fn slice_confidence(options: &CalibrateOptions, slices: usize) -> Option<f64> {
+    options.confidence.map(|confidence| {
+        if options.familywise {
+            1.0 - (1.0 - confidence) / slices as f64
+        } else {
+            confidence
+        }
+    })
+}
+
+/// The document around calibrated slices.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one per field the calibrations differ in"
+)]
+pub(super) fn document(
+    path: &Path,
+    sha256: String,
+    rows: u64,
+    score_column: String,
+    options: &CalibrateOptions,
+    slice_confidence: Option<f64>,
+    tiers: Option<Vec<String>>,
+    slices: Vec<SliceCalibration>,
+) -> CalibrationDocument {
+    CalibrationDocument {
         schema_version: CALIBRATION_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         results: InputFile {
             path: path.display().to_string(),
             sha256,
-            rows: summary.rows,
+            rows,
         },
         policy: options.policy,
-        score_column: read.names.score.clone(),
+        score_column,
         target: options.target,
         confidence: options.confidence,
         guarantee: if options.familywise && options.confidence.is_some() {
@@ -113,9 +145,9 @@ pub fn calibrate(
         scope: options.scope,
         holdout: options.holdout,
         feasible: slices.iter().all(|slice| slice.feasible),
-        tiers: None,
+        tiers,
         slices,
-    })
+    }
 }
 
 pub(super) fn sha256_of(path: &Path) -> std::io::Result<String> {

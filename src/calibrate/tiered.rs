@@ -19,12 +19,12 @@ use crate::schema::{
 use crate::stats::{clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify};
 
 use super::document::{
-    Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, HoldoutResult, InputFile, Point,
-    SliceCalibration, Threshold, TieredChoice, TieredPoint,
+    Baselines, CalibrationDocument, HoldoutResult, Point, SliceCalibration, Threshold,
+    TieredChoice, TieredPoint,
 };
-use super::engine::{CalibrateError, in_parallel, sha256_of, thin};
+use super::engine::{CalibrateError, document, in_parallel, sha256_of, slice_confidence, thin};
 use super::ingest::GLOBAL_SLICE;
-use super::options::{CalibrateOptions, Guarantee, Scope};
+use super::options::{CalibrateOptions, Scope};
 
 /// Default cut values per threshold: exact below this many distinct
 /// scores, a quantile grid above.
@@ -189,44 +189,25 @@ pub fn calibrate_tiered(
             fraction: options.holdout.map_or(0.0, |holdout| holdout.fraction),
         });
     }
-    let slice_confidence = options.confidence.map(|confidence| {
-        if options.familywise {
-            1.0 - (1.0 - confidence) / merged.len() as f64
-        } else {
-            confidence
-        }
-    });
+    let slice_confidence = slice_confidence(options, merged.len());
     let slices = in_parallel(merged, |rows| {
         calibrate_slice(rows, policy, grid, slice_confidence, options)
     });
-    Ok(CalibrationDocument {
-        schema_version: CALIBRATION_SCHEMA_VERSION,
-        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        results: InputFile {
-            path: path.display().to_string(),
-            sha256,
-            rows: summary.rows,
-        },
-        policy,
-        score_column: if cascade {
-            tiers.stage_columns(0).0
-        } else {
-            read.names.score.clone()
-        },
-        target: options.target,
-        confidence: options.confidence,
-        guarantee: if options.familywise && options.confidence.is_some() {
-            Guarantee::Familywise
-        } else {
-            Guarantee::PerSlice
-        },
+    let score_column = if cascade {
+        tiers.stage_columns(0).0
+    } else {
+        read.names.score.clone()
+    };
+    Ok(document(
+        path,
+        sha256,
+        summary.rows,
+        score_column,
+        options,
         slice_confidence,
-        scope: options.scope,
-        holdout: options.holdout,
-        feasible: slices.iter().all(|slice| slice.feasible),
-        tiers: Some(tiers.names().to_vec()),
+        Some(tiers.names().to_vec()),
         slices,
-    })
+    ))
 }
 
 /// Which candidates of a slice of `n` rows may be chosen, given their
