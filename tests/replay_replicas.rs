@@ -840,3 +840,22 @@ fn docs_schema_names_every_field_of_the_replay_document() {
     }
     assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
 }
+
+#[test]
+fn the_replay_never_writes_over_its_trace() {
+    let directory = tempfile::tempdir().unwrap();
+    let trace = directory.path().join("trace.jsonl");
+    write_trace(&trace, &conversations(50, 100, 10));
+    let before = std::fs::read(&trace).unwrap();
+    let output = routeval()
+        .args(["replay", "replicas", "--replicas", "2", "--trace"])
+        .arg(&trace)
+        .arg("--out")
+        .arg(directory.path().join(".").join("trace.jsonl"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is also an input (--trace)"), "{stderr}");
+    assert_eq!(std::fs::read(&trace).unwrap(), before);
+}
