@@ -316,7 +316,7 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
     assert_eq!(document.slices[0].n, 2);
     assert!(document.slices[0].feasible);
 
-    // A three-tier calibration in a stage that reads two: the gate.
+    // A three-tier calibration cannot give a two-tier table its thresholds.
     let (_, text) =
         calibration_and_text(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
     let three = directory.path().join("three.json");
@@ -329,9 +329,9 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
         .assert()
         .code(0);
     let table = directory.path().join("predictive.toml");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/example/routes/predictive.toml"),
+    std::fs::write(
         &table,
+        three_tier_table("[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\nthresholds_from_calibration = true"),
     )
     .unwrap();
     let output = routeval()
@@ -351,7 +351,7 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(
-            "a calibration of 3 tiers (small, mid, large); gate reads two-tier calibrations"
+            "no calibration is for a predictive policy on the score column \"score\" (given: predictive on \"score\" over small, mid, large)"
         ),
         "{stderr}"
     );
@@ -425,4 +425,229 @@ fn the_report_draws_the_three_tier_frontier_against_the_two_tier_curves() {
         summary.contains(&format!("| {} |", thresholds.join(", "))),
         "{summary}"
     );
+}
+
+/// A table of small, mid and large routes (and a verifier) with `policy`.
+fn three_tier_table(policy: &str) -> String {
+    let route = |name: &str, tier: &str, price: f64| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nprovider = \"openai\"\nmodel = \"{name}-2026-01-01\"\nregion = \"eu-west-1\"\ntier = \"{tier}\"\nprompt_variant = \"v1\"\nprice_input_per_mtok = {price}\nprice_output_per_mtok = {price}\nrpm = 100000\ntpm = 100000000\n\n"
+        )
+    };
+    format!(
+        "logical_model = \"support\"\n\n{}{}{}{}{policy}\n",
+        route("mini", "small", 0.15),
+        route("mid", "mid", 0.6),
+        route("frontier", "large", 3.0),
+        route("judge", "verifier", 0.1),
+    )
+}
+
+#[test]
+fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 6000, 4);
+    let mut calibrations = Vec::new();
+    for (name, flags) in [
+        ("two.json", vec!["--target", "0.95"]),
+        (
+            "three.json",
+            vec!["--target", "0.95", "--tiers", "small,mid,large"],
+        ),
+        (
+            "stages.json",
+            vec![
+                "--target",
+                "0.95",
+                "--tiers",
+                "small,mid,large",
+                "--policy",
+                "cascade",
+            ],
+        ),
+    ] {
+        let (_, text) = calibration_and_text(&results, &flags);
+        let path = directory.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        calibrations.push(path);
+    }
+    let tables = [
+        (
+            "two.toml",
+            "[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\nthresholds_from_calibration = true",
+        ),
+        (
+            "three.toml",
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\nthresholds_from_calibration = true",
+        ),
+        (
+            "stages.toml",
+            "[policy.cascade]\nstages = [\"mini\", \"mid\", \"frontier\"]\nverifier = \"judge\"\nthresholds_from_calibration = true",
+        ),
+    ];
+    let mut candidates = Vec::new();
+    for (name, policy) in tables {
+        let path = directory.path().join(name);
+        std::fs::write(&path, three_tier_table(policy)).unwrap();
+        candidates.push(path);
+    }
+    let key = directory.path().join("k.key");
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .assert()
+        .code(0);
+    let out = directory.path().join("dist");
+    let output = routeval()
+        .args(["gate", "--json", "--target", "0.95", "--candidates"])
+        .args(&candidates)
+        .arg("--results")
+        .arg(&results)
+        .arg("--calibration")
+        .args(&calibrations)
+        .arg("--key")
+        .arg(&key)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: routeval::gate::GateReport =
+        serde_json::from_str(&std::fs::read_to_string(out.join("gate-report.json")).unwrap())
+            .unwrap();
+    // Each k-tier candidate measures what its calibration measured, exactly.
+    for (index, calibration) in [(1, &calibrations[1]), (2, &calibrations[2])] {
+        let document: routeval::calibrate::CalibrationDocument =
+            serde_json::from_str(&std::fs::read_to_string(calibration).unwrap()).unwrap();
+        let slice = &document.slices[0];
+        let gated = &report.candidates[index].slices[0];
+        assert_eq!(
+            Some(gated.quality),
+            slice.quality,
+            "{}",
+            report.candidates[index].file
+        );
+        assert_eq!(
+            Some(gated.mean_cost),
+            slice.mean_cost,
+            "{}",
+            report.candidates[index].file
+        );
+        assert_eq!(
+            Some(gated.escalation_rate),
+            slice.escalation_rate,
+            "{}",
+            report.candidates[index].file
+        );
+    }
+    // Three tiers reach the target for less than two: the gate emits them.
+    let two = report.candidates[0].overall.mean_cost;
+    let three = report.candidates[1].overall.mean_cost;
+    assert!(three < two, "three tiers {three} against two {two}");
+    let emitted = report.emitted.as_ref().expect("a candidate passed");
+    assert!(
+        emitted.config.ends_with("route-config.v1.json"),
+        "{}",
+        emitted.config
+    );
+    let config = std::fs::read_to_string(&emitted.config).unwrap();
+    assert!(config.contains("\"predictive_tiers\""), "{config}");
+    routeval()
+        .arg("verify")
+        .arg(&emitted.config)
+        .arg("--pubkey")
+        .arg(directory.path().join("k.key.pub"))
+        .assert()
+        .code(0);
+    let litellm = std::fs::read_to_string(out.join("route-config.v1.litellm.yaml")).unwrap();
+    assert!(
+        litellm.contains("over 3 tiers (mini, mid, frontier)"),
+        "{litellm}"
+    );
+    assert!(litellm.contains("support/mid"), "{litellm}");
+    crate::litellm_export::loads_into_litellm(&out.join("route-config.v1.litellm.yaml"));
+    // Drift re-evaluates two-tier configs and says so of this one.
+    let drifted = routeval()
+        .args(["drift", "--config"])
+        .arg(&emitted.config)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(drifted.stderr).unwrap();
+    assert_eq!(drifted.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the config routes over 3 tiers (mini, mid, frontier); drift re-evaluates two-tier configs"), "{stderr}");
+}
+
+#[test]
+fn bad_three_tier_tables_are_one_line_exit_2() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 300, 5);
+    let key = directory.path().join("k.key");
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .assert()
+        .code(0);
+    let cases = [
+        (
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\n[policy.predictive.thresholds]\n\"*\" = [0.3]",
+            "policy.predictive.thresholds.*: 1 thresholds, expected 2",
+        ),
+        (
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\n[policy.predictive.thresholds]\n\"*\" = [0.8, 0.3]",
+            "must ascend",
+        ),
+        (
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\n[policy.predictive.thresholds]\n\"*\" = 0.5",
+            "a list of 2 thresholds, found one number",
+        ),
+        (
+            "[policy.predictive]\ntiers = [\"mid\", \"mini\", \"frontier\"]\nthresholds_from_calibration = true",
+            "route \"mid\" is measured by the tier \"mid\"; position 1 needs the small tier",
+        ),
+        (
+            "[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\ntiers = [\"mini\", \"frontier\"]\nthresholds_from_calibration = true",
+            "give small and large, or tiers, not both",
+        ),
+        (
+            "[policy.single]\nroute = \"mid\"",
+            "measured by the tier \"mid\", which only a tiers or stages policy can use",
+        ),
+        (
+            "[policy.cascade]\nstages = [\"mini\", \"mid\", \"frontier\"]\nverifier = \"judge\"\n[policy.cascade.thresholds]\n\"*\" = [1.0, 1.0, 1.0]",
+            "3 thresholds, expected 2",
+        ),
+    ];
+    for (policy, expected) in cases {
+        let table = directory.path().join("bad.toml");
+        std::fs::write(&table, three_tier_table(policy)).unwrap();
+        let out = directory.path().join("dist");
+        let output = routeval()
+            .args(["gate", "--target", "0.9", "--candidates"])
+            .arg(&table)
+            .arg("--results")
+            .arg(&results)
+            .arg("--key")
+            .arg(&key)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(2), "{policy}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{policy}: {stderr}");
+        assert!(stderr.contains(expected), "{policy}: {stderr}");
+        assert!(
+            !out.join("gate-report.json").exists(),
+            "{policy}: nothing written"
+        );
+    }
 }

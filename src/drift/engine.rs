@@ -123,6 +123,13 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         bail!("--target must be in (0, 1], got {target}");
     }
     let delta = 1.0 - confidence;
+    if let Some(routes) = config.table.policy.tier_routes() {
+        anyhow::bail!(
+            "the config routes over {} tiers ({}); drift re-evaluates two-tier configs",
+            routes.len(),
+            routes.join(", ")
+        );
+    }
     let mut read = options.read.clone();
     read.details = true;
     read.names.score = match &options.score_col {
@@ -140,7 +147,13 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         None => None,
     };
 
-    let now = evaluate(&config.table, &fresh, &scores_of(&fresh), Some(confidence));
+    let now = evaluate(
+        &config.table,
+        &fresh,
+        &scores_of(&fresh),
+        Some(confidence),
+        None,
+    );
     let at_calibration: Vec<Metrics> = match &baseline {
         Some(baseline) => {
             evaluate(
@@ -148,6 +161,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
                 baseline,
                 &scores_of(baseline),
                 Some(confidence),
+                None,
             )
             .slices
         }
@@ -161,7 +175,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         .routes()
         .into_iter()
         .filter_map(|name| config.table.route(name))
-        .map(|route| (route.tier, route.model.clone()))
+        .filter_map(|route| route.tier.known().map(|tier| (tier, route.model.clone())))
         .collect();
     let mut tier_drift = tier_drift(&fresh, &pinned);
     let thresholds = config.table.policy.thresholds();

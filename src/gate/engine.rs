@@ -15,7 +15,7 @@ use crate::schema::{ReadOptions, read_graded};
 use super::config::{
     Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_file, sha256_hex, signature_path,
 };
-use super::evaluate::{evaluate, recorded_models, scores_of};
+use super::evaluate::{evaluate, recorded_models, scores_of, tiered_rows};
 use super::keys::{load_secret, sign};
 use super::litellm::litellm_yaml;
 use super::render::markdown;
@@ -110,9 +110,6 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
         let calibration: CalibrationDocument = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a calibration document", path.display()))?;
-        calibration
-            .two_tiers(path, "gate")
-            .map_err(anyhow::Error::msg)?;
         calibrations.push(calibration);
     }
     let constraints = match &options.constraints {
@@ -180,7 +177,9 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let scores =
             scores_for(&resolved).with_context(|| format!("candidate {}", path.display()))?;
-        tables.push((path.clone(), sha256, resolved, scores));
+        let tiered = tiered_rows(&options.results, &options.read, &resolved)
+            .with_context(|| format!("candidate {}", path.display()))?;
+        tables.push((path.clone(), sha256, resolved, scores, tiered));
     }
 
     let recorded = recorded_models(&graded);
@@ -188,11 +187,14 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         Some((path, _, config)) => {
             let scores = scores_for(&config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
+            let tiered = tiered_rows(&options.results, &options.read, &config.table)
+                .with_context(|| format!("--baseline {}", path.display()))?;
             Some(evaluate(
                 &config.table,
                 &graded,
                 &scores,
                 options.confidence,
+                tiered.as_ref(),
             ))
         }
         None => None,
@@ -216,8 +218,8 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         }
     }
     let mut candidates = Vec::new();
-    for (path, sha256, table, scores) in &tables {
-        let evaluation = evaluate(table, &graded, scores, options.confidence);
+    for (path, sha256, table, scores, tiered) in &tables {
+        let evaluation = evaluate(table, &graded, scores, options.confidence, tiered.as_ref());
         let regressions = match &baseline_evaluation {
             Some(baseline) => regressions(
                 &evaluation,
@@ -321,7 +323,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let mut staged = Vec::new();
     let emitted = match chosen {
         Some(index) => {
-            let (path, candidate_sha256, table, _) = &tables[index];
+            let (path, candidate_sha256, table, _, _) = &tables[index];
             let now = clock.now();
             let mut metrics = vec![candidates[index].overall.clone()];
             metrics.extend(candidates[index].slices.iter().cloned());

@@ -6,12 +6,17 @@ use std::collections::BTreeMap;
 
 use arrow::array::{Array, Float64Array};
 
+use std::path::Path;
+
 use crate::policy::{
-    Counts, GradedRow, Latencies, Metrics, Policy, Tally, first_token_alone_ms, first_token_ms,
-    serve, serve_alone,
+    Counts, GradedRow, Latencies, Metrics, Policy, Tally, TieredOutcomes, TieredSlice,
+    cascade_stage, first_token_alone_ms, first_token_ms, predictive_tier, serve, serve_alone,
+    serve_tier, to_picodollars,
 };
-use crate::routes::{ResolvedPolicy, ResolvedTable, Tier};
-use crate::schema::{GradedBatch, GradedTable};
+use crate::routes::{ResolvedPolicy, ResolvedTable, Tier, TierThresholds};
+use crate::schema::{
+    GradedBatch, GradedTable, ReadError, ReadOptions, Tiers, read_graded, tiered_columns,
+};
 
 /// A table's metrics, and the slices its policy has no threshold for.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,15 +60,104 @@ pub fn scores_of(graded: &GradedTable) -> Vec<f64> {
         .collect()
 }
 
+/// A k-tier table's rows in file order, read for its tiers: each row's
+/// scores, tiers' outcomes and costs.
+pub fn tiered_rows(
+    path: &Path,
+    read: &ReadOptions,
+    table: &ResolvedTable,
+) -> Result<Option<TieredSlice>, ReadError> {
+    let Some(routes) = table.policy.tier_routes() else {
+        return Ok(None);
+    };
+    let names: Vec<&str> = routes
+        .iter()
+        .filter_map(|name| table.route(name))
+        .map(|route| route.tier.name())
+        .collect();
+    let tiers = Tiers::parse(&names.join(",")).map_err(|problem| ReadError::MissingColumn {
+        path: path.to_owned(),
+        column: names.join(","),
+        hint: format!(" ({problem})"),
+    })?;
+    let cascade = matches!(table.policy, ResolvedPolicy::CascadeStages { .. });
+    let policy = if cascade {
+        Policy::Cascade
+    } else {
+        Policy::Predictive
+    };
+    let mut names = tiers.column_names(read.names.clone());
+    if let Some(score) = table.policy.score() {
+        names.score = score.to_owned();
+    }
+    let read = ReadOptions {
+        names,
+        carry_extra: true,
+        details: false,
+        score_optional: cascade,
+    };
+    let graded = read_graded(path, &read)?;
+    let k = tiers.len();
+    let mut rows = TieredSlice::new(policy, k);
+    for batch in &graded.batches {
+        let columns = tiered_columns(batch, &tiers, cascade, path)?;
+        let price = |column: &Float64Array, index: usize| to_picodollars(column.value(index));
+        for index in 0..batch.num_rows() {
+            let scores: Vec<f64> = columns
+                .scores
+                .iter()
+                .map(|column| column.value(index))
+                .collect();
+            let ok: Vec<bool> = columns
+                .ok
+                .iter()
+                .map(|column| column.value(index))
+                .collect();
+            let cost: Vec<i64> = columns
+                .cost
+                .iter()
+                .map(|column| price(column, index))
+                .collect();
+            let verifier: Vec<i64> = if cascade {
+                columns
+                    .verifier_cost
+                    .iter()
+                    .map(|column| price(column, index))
+                    .collect()
+            } else {
+                vec![0; k - 1]
+            };
+            rows.push(
+                &scores,
+                &ok,
+                &cost,
+                price(&batch.cost_router, index),
+                &verifier,
+            );
+        }
+    }
+    Ok(Some(rows))
+}
+
 /// `table` on the results, with `scores` (in row order, from the policy's
-/// score column) deciding escalations.
+/// score column) deciding escalations; a k-tier table takes its rows from
+/// `tiered` ([`tiered_rows`]).
 pub fn evaluate(
     table: &ResolvedTable,
     graded: &GradedTable,
     scores: &[f64],
     confidence: Option<f64>,
+    tiered: Option<&TieredSlice>,
 ) -> Evaluation {
-    let tier_of = |name: &str| table.route(name).map_or(Tier::Small, |route| route.tier);
+    if let (Some(thresholds), Some(rows)) = (table.policy.tier_thresholds(), tiered) {
+        return evaluate_tiers(table, graded, thresholds, rows, confidence);
+    }
+    let tier_of = |name: &str| {
+        table
+            .route(name)
+            .and_then(|route| route.tier.known())
+            .unwrap_or(Tier::Small)
+    };
     let mut per_slice: BTreeMap<String, (Tally, Vec<(bool, i64)>)> = BTreeMap::new();
     let mut without_threshold: Vec<String> = Vec::new();
     let mut scores = scores.iter().copied();
@@ -90,6 +184,9 @@ pub fn evaluate(
                 }
                 ResolvedPolicy::Predictive { thresholds, .. } => (Policy::Predictive, thresholds),
                 ResolvedPolicy::Cascade { thresholds, .. } => (Policy::Cascade, thresholds),
+                ResolvedPolicy::PredictiveTiers { .. } | ResolvedPolicy::CascadeStages { .. } => {
+                    unreachable!("a k-tier table is scored with its tiered rows")
+                }
             };
             let threshold = thresholds.for_slice(slice);
             if threshold.is_none() && !without_threshold.iter().any(|known| known == slice) {
@@ -106,6 +203,82 @@ pub fn evaluate(
         }
     }
     let cascade = matches!(table.policy, ResolvedPolicy::Cascade { .. });
+    let mut all = Tally::default();
+    for (tally, _) in per_slice.values() {
+        all.absorb(tally);
+    }
+    without_threshold.sort();
+    Evaluation {
+        counts: per_slice
+            .values()
+            .map(|(tally, _)| tally.counts())
+            .collect(),
+        outcomes: per_slice
+            .values_mut()
+            .map(|(_, outcomes)| std::mem::take(outcomes))
+            .collect(),
+        slices: per_slice
+            .into_iter()
+            .map(|(slice, (tally, _))| tally.metrics(slice, cascade, confidence))
+            .collect(),
+        overall: all.metrics("*".to_owned(), cascade, confidence),
+        slices_without_threshold: without_threshold,
+    }
+}
+
+/// A k-tier table: each row served at the tier its thresholds choose.
+fn evaluate_tiers(
+    table: &ResolvedTable,
+    graded: &GradedTable,
+    thresholds: &TierThresholds,
+    rows: &TieredSlice,
+    confidence: Option<f64>,
+) -> Evaluation {
+    let cascade = matches!(table.policy, ResolvedPolicy::CascadeStages { .. });
+    let policy = if cascade {
+        Policy::Cascade
+    } else {
+        Policy::Predictive
+    };
+    let mut per_slice: BTreeMap<String, (Tally, Vec<(bool, i64)>)> = BTreeMap::new();
+    let mut without_threshold: Vec<String> = Vec::new();
+    let mut row = 0;
+    for batch in &graded.batches {
+        for index in 0..batch.num_rows() {
+            let slice = batch.slice.value(index);
+            let (tally, outcomes) = match per_slice.get_mut(slice) {
+                Some(entry) => entry,
+                None => per_slice.entry(slice.to_owned()).or_default(),
+            };
+            let (scores, ok, cost, router, verifier) = rows.row(row);
+            row += 1;
+            let chosen = thresholds.for_slice(slice);
+            if chosen.is_none() && !without_threshold.iter().any(|known| known == slice) {
+                without_threshold.push(slice.to_owned());
+            }
+            let values: Vec<f64> = chosen
+                .map(|chosen| chosen.iter().map(|threshold| threshold.0).collect())
+                .unwrap_or_else(|| vec![f64::INFINITY; ok.len() - 1]);
+            let tier = match policy {
+                Policy::Predictive => predictive_tier(scores[0], &values),
+                Policy::Cascade => cascade_stage(scores, &values),
+            };
+            let served = serve_tier(
+                policy,
+                &TieredOutcomes {
+                    ok,
+                    cost,
+                    router,
+                    verifier,
+                },
+                tier,
+            );
+            outcomes.push((served.ok, served.cost));
+            // Latencies of the tiers between are not in the two-tier
+            // columns; k-tier candidates report none yet.
+            tally.add(served, tier > 0, None);
+        }
+    }
     let mut all = Tally::default();
     for (tally, _) in per_slice.values() {
         all.absorb(tally);

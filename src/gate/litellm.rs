@@ -7,8 +7,9 @@
 //! `api_key_env` becomes `api_key: os.environ/<NAME>`.
 //!
 //! LiteLLM has no confidence-based escalation: a predictive or cascade
-//! policy's thresholds cannot be expressed here and travel in the routeval
-//! config, whose sha256 every entry carries.
+//! policy's thresholds, and a policy over more than two tiers, cannot be
+//! expressed here and travel in the routeval config, whose sha256 every
+//! entry carries; each tier's route is a deployment of its own.
 
 use std::fmt::Write;
 
@@ -29,6 +30,15 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
             out,
             "# The {} policy's thresholds cannot be expressed in LiteLLM; they are in the signed config.",
             table.policy.kind()
+        );
+    }
+    if let Some(routes) = config.table.policy.tier_routes() {
+        let _ = writeln!(
+            out,
+            "# The {} policy over {} tiers ({}) and its thresholds cannot be expressed in LiteLLM; they are in the signed config, and each tier's route is a deployment below.",
+            table.policy.kind(),
+            routes.len(),
+            routes.join(", ")
         );
     }
     out.push_str("model_list:\n");

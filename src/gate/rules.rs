@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::routes::{Constraint, ResolvedTable, Tier};
+use crate::routes::{Constraint, ResolvedTable, RouteTier, Tier};
 
 use super::evaluate::Evaluation;
 use super::report::SliceRegression;
@@ -117,11 +117,11 @@ pub fn check(
 
     // Every route that may answer, fallbacks included, needs evaluation rows.
     let policy_routes = table.policy.routes();
-    let measured_by = |tier: Tier| -> Option<&crate::routes::Route> {
+    let measured_by = |tier: &RouteTier| -> Option<&crate::routes::Route> {
         policy_routes
             .iter()
             .filter_map(|name| table.route(name))
-            .find(|route| route.tier == tier)
+            .find(|route| route.tier == *tier)
     };
     let mut checked: Vec<&str> = Vec::new();
     let fallback_targets = table
@@ -136,7 +136,11 @@ pub fn check(
         let Some(route) = table.route(name) else {
             continue;
         };
-        match context.recorded_models.get(&route.tier) {
+        match route
+            .tier
+            .known()
+            .and_then(|tier| context.recorded_models.get(&tier))
+        {
             Some(recorded) => {
                 let matching = recorded.get(&route.model).copied().unwrap_or(0);
                 let others: Vec<String> = recorded
@@ -168,7 +172,7 @@ pub fn check(
                 }
             }
             None => {
-                if let Some(measured) = measure_mismatch(measured_by(route.tier), route) {
+                if let Some(measured) = measure_mismatch(measured_by(&route.tier), route) {
                     fail(Rule::Unevaluated, None, measured);
                 }
                 if policy_routes.contains(&name) {

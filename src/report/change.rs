@@ -95,7 +95,10 @@ pub fn proposed_from_calibration(
     let (kind, score) = match &deployed.policy {
         ResolvedPolicy::Predictive { score, .. } => (Policy::Predictive, score),
         ResolvedPolicy::Cascade { score, .. } => (Policy::Cascade, score),
-        ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => return None,
+        ResolvedPolicy::Single { .. }
+        | ResolvedPolicy::Static { .. }
+        | ResolvedPolicy::PredictiveTiers { .. }
+        | ResolvedPolicy::CascadeStages { .. } => return None,
     };
     let calibration = calibrations
         .iter()
@@ -120,7 +123,10 @@ pub fn proposed_from_calibration(
         | ResolvedPolicy::Cascade {
             thresholds: slot, ..
         } => *slot = thresholds,
-        ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => {}
+        ResolvedPolicy::Single { .. }
+        | ResolvedPolicy::Static { .. }
+        | ResolvedPolicy::PredictiveTiers { .. }
+        | ResolvedPolicy::CascadeStages { .. } => {}
     }
     Some(proposed)
 }
@@ -142,11 +148,16 @@ pub fn change(
     margin: f64,
     delta: f64,
 ) -> anyhow::Result<Change> {
+    if deployed.table.policy.tier_routes().is_some() || proposed.policy.tier_routes().is_some() {
+        anyhow::bail!(
+            "--baseline: the change is drawn between two-tier configs; this one routes over more tiers"
+        );
+    }
     let score = |table: &ResolvedTable| -> anyhow::Result<Evaluation> {
         let column = table.policy.score().unwrap_or("score");
         let graded = results_for(column)
             .with_context(|| format!("the score column {column:?} of a compared config"))?;
-        Ok(evaluate(table, &graded, &scores_of(&graded), None))
+        Ok(evaluate(table, &graded, &scores_of(&graded), None, None))
     };
     let before = score(&deployed.table)?;
     let after = score(proposed)?;

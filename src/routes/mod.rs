@@ -12,5 +12,5 @@ mod table;
 
 pub use error::RouteError;
 pub use pin::floating_alias;
-pub use policy::{PolicySpec, ResolvedPolicy, Thresholds};
-pub use table::{Constraint, Fallback, ResolvedTable, Route, RouteTable, Tier};
+pub use policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
+pub use table::{Constraint, Fallback, ResolvedTable, Route, RouteTable, RouteTier, Tier};

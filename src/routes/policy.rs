@@ -19,36 +19,114 @@ pub enum PolicySpec {
         slices: BTreeMap<String, String>,
     },
     /// A router score at or above the slice's threshold sends the request to
-    /// `large`, otherwise to `small`.
+    /// `large`, otherwise to `small`; or, with `tiers` (route names,
+    /// cheapest first) instead of `small` and `large`, k − 1 ascending
+    /// thresholds per slice split the score into the k tiers.
     Predictive {
-        small: String,
-        large: String,
+        #[serde(default)]
+        small: Option<String>,
+        #[serde(default)]
+        large: Option<String>,
+        #[serde(default)]
+        tiers: Option<Vec<String>>,
         /// The graded-results column holding the router's score; the gate's
         /// `--score-col` when absent.
         #[serde(default)]
         score: Option<String>,
-        /// Per-slice thresholds; the key `"*"` covers other slices.
+        /// Per-slice thresholds (a number, or with `tiers` a list of
+        /// k − 1); the key `"*"` covers other slices.
         #[serde(default)]
-        thresholds: Option<BTreeMap<String, f64>>,
+        thresholds: Option<BTreeMap<String, WrittenThreshold>>,
         /// Take the thresholds from the `--calibration` of this policy and
         /// score column instead.
         #[serde(default)]
         thresholds_from_calibration: bool,
     },
     /// `small` answers, `verifier` scores the answer, and a score at or above
-    /// the slice's threshold escalates to `large`.
+    /// the slice's threshold escalates to `large`; or, with `stages` (route
+    /// names, cheapest first), each non-final stage's answer is escalated
+    /// when its verifier score (`score_NAME` of the stage's tier) reaches
+    /// that stage's threshold.
     Cascade {
-        small: String,
+        #[serde(default)]
+        small: Option<String>,
         verifier: String,
-        large: String,
+        #[serde(default)]
+        large: Option<String>,
+        #[serde(default)]
+        stages: Option<Vec<String>>,
         /// The graded-results column holding the verifier's reject score.
         #[serde(default)]
         score: Option<String>,
         #[serde(default)]
-        thresholds: Option<BTreeMap<String, f64>>,
+        thresholds: Option<BTreeMap<String, WrittenThreshold>>,
         #[serde(default)]
         thresholds_from_calibration: bool,
     },
+}
+
+/// A slice's threshold as a table writes it: one number for two tiers, a
+/// list for `tiers` and `stages`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum WrittenThreshold {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+impl<'de> Deserialize<'de> for WrittenThreshold {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = WrittenThreshold;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a threshold, or a list of thresholds")
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Self::Value, E> {
+                Ok(WrittenThreshold::One(value))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Self::Value, E> {
+                Ok(WrittenThreshold::One(value as f64))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Self::Value, E> {
+                Ok(WrittenThreshold::One(value as f64))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut sequence: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut values = Vec::new();
+                while let Some(value) = sequence.next_element::<f64>()? {
+                    values.push(value);
+                }
+                Ok(WrittenThreshold::Many(values))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// Per-slice lists of thresholds: k − 1 ascending ones for a `tiers`
+/// policy, one per non-final stage for a `stages` cascade.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierThresholds {
+    pub default: Option<Vec<Threshold>>,
+    pub slices: BTreeMap<String, Vec<Threshold>>,
+}
+
+impl TierThresholds {
+    pub fn for_slice(&self, slice: &str) -> Option<&[Threshold]> {
+        self.slices
+            .get(slice)
+            .or(self.default.as_ref())
+            .map(Vec::as_slice)
+    }
 }
 
 /// Per-slice thresholds, concrete.
@@ -94,6 +172,20 @@ pub enum ResolvedPolicy {
         score: String,
         thresholds: Thresholds,
     },
+    /// k tiers on one router score.
+    PredictiveTiers {
+        /// Route names, cheapest first.
+        tiers: Vec<String>,
+        score: String,
+        thresholds: TierThresholds,
+    },
+    /// k stages, each non-final one's answer verified.
+    CascadeStages {
+        /// Route names, cheapest first.
+        stages: Vec<String>,
+        verifier: String,
+        thresholds: TierThresholds,
+    },
 }
 
 fn default_score() -> String {
@@ -105,8 +197,10 @@ impl ResolvedPolicy {
         match self {
             ResolvedPolicy::Single { .. } => "single",
             ResolvedPolicy::Static { .. } => "static",
-            ResolvedPolicy::Predictive { .. } => "predictive",
-            ResolvedPolicy::Cascade { .. } => "cascade",
+            ResolvedPolicy::Predictive { .. } | ResolvedPolicy::PredictiveTiers { .. } => {
+                "predictive"
+            }
+            ResolvedPolicy::Cascade { .. } | ResolvedPolicy::CascadeStages { .. } => "cascade",
         }
     }
 
@@ -124,6 +218,33 @@ impl ResolvedPolicy {
                 large,
                 ..
             } => vec![small, verifier, large],
+            ResolvedPolicy::PredictiveTiers { tiers, .. } => {
+                tiers.iter().map(String::as_str).collect()
+            }
+            ResolvedPolicy::CascadeStages {
+                stages, verifier, ..
+            } => {
+                let mut routes: Vec<&str> = stages.iter().map(String::as_str).collect();
+                routes.insert(1, verifier);
+                routes
+            }
+        }
+    }
+
+    /// The answering routes of a k-tier policy, cheapest first.
+    pub fn tier_routes(&self) -> Option<&[String]> {
+        match self {
+            ResolvedPolicy::PredictiveTiers { tiers, .. } => Some(tiers),
+            ResolvedPolicy::CascadeStages { stages, .. } => Some(stages),
+            _ => None,
+        }
+    }
+
+    pub fn tier_thresholds(&self) -> Option<&TierThresholds> {
+        match self {
+            ResolvedPolicy::PredictiveTiers { thresholds, .. }
+            | ResolvedPolicy::CascadeStages { thresholds, .. } => Some(thresholds),
+            _ => None,
         }
     }
 
@@ -144,9 +265,9 @@ impl ResolvedPolicy {
     /// The graded-results column whose score the thresholds apply to.
     pub fn score(&self) -> Option<&str> {
         match self {
-            ResolvedPolicy::Predictive { score, .. } | ResolvedPolicy::Cascade { score, .. } => {
-                Some(score)
-            }
+            ResolvedPolicy::Predictive { score, .. }
+            | ResolvedPolicy::Cascade { score, .. }
+            | ResolvedPolicy::PredictiveTiers { score, .. } => Some(score),
             _ => None,
         }
     }

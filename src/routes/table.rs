@@ -9,7 +9,7 @@ use crate::calibrate::{CalibrationDocument, Policy as CalibratedPolicy, Threshol
 
 use super::error::RouteError;
 use super::pin::floating_alias;
-use super::policy::{PolicySpec, ResolvedPolicy, Thresholds};
+use super::policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 
 /// Which tier of the graded results measures a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -36,6 +36,35 @@ impl Tier {
     }
 }
 
+/// The graded-results tier that measures a route: `small`, `large`,
+/// `verifier`, or a tier between them named in the results (`mid`: its
+/// `mid_ok` and `cost_mid` columns), which only a `tiers` or `stages`
+/// policy can use.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RouteTier(String);
+
+impl RouteTier {
+    pub fn new(name: impl Into<String>) -> RouteTier {
+        RouteTier(name.into())
+    }
+
+    /// The two-tier tier this is, if it is one.
+    pub fn known(&self) -> Option<Tier> {
+        Tier::parse(&self.0)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Tier> for RouteTier {
+    fn from(tier: Tier) -> RouteTier {
+        RouteTier(tier.name().to_owned())
+    }
+}
+
 /// One way to serve requests: a provider's model in a region.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +74,7 @@ pub struct Route {
     /// A pinned model version; floating aliases are refused.
     pub model: String,
     pub region: String,
-    pub tier: Tier,
+    pub tier: RouteTier,
     pub prompt_variant: String,
     pub price_input_per_mtok: f64,
     #[serde(default)]
@@ -217,7 +246,7 @@ impl RouteTable {
         let known = |name: &str, role: &str| defined(name, role).map(|_| ());
         let tiered = |name: &str, role: &str, tier: Tier| -> Result<(), String> {
             let route = defined(name, role)?;
-            if route.tier == tier {
+            if route.tier.known() == Some(tier) {
                 Ok(())
             } else {
                 Err(format!(
@@ -227,16 +256,73 @@ impl RouteTable {
                 ))
             }
         };
+        for route in &self.routes {
+            let name = route.tier.name();
+            let valid = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid {
+                return Err(format!(
+                    "route \"{}\": tier {name:?} is not a tier name (letters, digits, - and _)",
+                    route.name
+                ));
+            }
+        }
         // A verifier scores answers; it does not give them.
         let answering = |name: &str, role: &str| -> Result<(), String> {
             let route = defined(name, role)?;
-            if route.tier == Tier::Verifier {
-                Err(format!(
+            match route.tier.known() {
+                Some(Tier::Verifier) => Err(format!(
                     "{role} route \"{name}\" is a verifier and cannot answer requests"
-                ))
-            } else {
-                Ok(())
+                )),
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "{role} route \"{name}\" is measured by the tier \"{}\", which only a tiers or stages policy can use",
+                    route.tier.name()
+                )),
             }
+        };
+        // A k-tier policy's routes, cheapest first: the first measured by the
+        // small tier and the last by the large one (their columns are the
+        // two-tier table's), the ones between by tiers of their own.
+        let tier_routes = |names: &[String], role: &str| -> Result<(), String> {
+            if names.len() < 2 {
+                return Err(format!("{role}: name at least two routes, cheapest first"));
+            }
+            let mut seen: Vec<&str> = Vec::new();
+            for (index, name) in names.iter().enumerate() {
+                let route = defined(name, role)?;
+                let expected = match index {
+                    0 => Some(Tier::Small),
+                    last if last + 1 == names.len() => Some(Tier::Large),
+                    _ => None,
+                };
+                let tier = route.tier.known();
+                let fits = match expected {
+                    Some(expected) => tier == Some(expected),
+                    None => tier.is_none(),
+                };
+                if !fits {
+                    let wanted = expected.map_or_else(
+                        || "a tier of its own between small and large".to_owned(),
+                        |tier| format!("the {} tier", tier.name()),
+                    );
+                    return Err(format!(
+                        "{role}: route \"{name}\" is measured by the tier \"{}\"; position {} needs {wanted}",
+                        route.tier.name(),
+                        index + 1
+                    ));
+                }
+                if seen.contains(&route.tier.name()) {
+                    return Err(format!(
+                        "{role}: two routes are measured by the tier \"{}\"",
+                        route.tier.name()
+                    ));
+                }
+                seen.push(route.tier.name());
+            }
+            Ok(())
         };
         match &self.policy {
             PolicySpec::Single { route } => answering(route, "policy.single")?,
@@ -249,30 +335,62 @@ impl RouteTable {
             PolicySpec::Predictive {
                 small,
                 large,
+                tiers,
                 thresholds,
                 thresholds_from_calibration,
                 ..
-            } => {
-                tiered(small, "policy.predictive.small", Tier::Small)?;
-                tiered(large, "policy.predictive.large", Tier::Large)?;
-                check_thresholds(
-                    thresholds.as_ref(),
-                    *thresholds_from_calibration,
-                    "predictive",
-                )?;
-            }
+            } => match two_or_more(small, large, tiers, "predictive", "tiers")? {
+                Form::Two(small, large) => {
+                    tiered(small, "policy.predictive.small", Tier::Small)?;
+                    tiered(large, "policy.predictive.large", Tier::Large)?;
+                    check_thresholds(
+                        thresholds.as_ref(),
+                        *thresholds_from_calibration,
+                        "predictive",
+                        None,
+                    )?;
+                }
+                Form::Many(tiers) => {
+                    tier_routes(tiers, "policy.predictive.tiers")?;
+                    check_thresholds(
+                        thresholds.as_ref(),
+                        *thresholds_from_calibration,
+                        "predictive",
+                        Some((tiers.len() - 1, true)),
+                    )?;
+                }
+            },
             PolicySpec::Cascade {
                 small,
                 verifier,
                 large,
+                stages,
                 thresholds,
                 thresholds_from_calibration,
                 ..
             } => {
-                tiered(small, "policy.cascade.small", Tier::Small)?;
                 tiered(verifier, "policy.cascade.verifier", Tier::Verifier)?;
-                tiered(large, "policy.cascade.large", Tier::Large)?;
-                check_thresholds(thresholds.as_ref(), *thresholds_from_calibration, "cascade")?;
+                match two_or_more(small, large, stages, "cascade", "stages")? {
+                    Form::Two(small, large) => {
+                        tiered(small, "policy.cascade.small", Tier::Small)?;
+                        tiered(large, "policy.cascade.large", Tier::Large)?;
+                        check_thresholds(
+                            thresholds.as_ref(),
+                            *thresholds_from_calibration,
+                            "cascade",
+                            None,
+                        )?;
+                    }
+                    Form::Many(stages) => {
+                        tier_routes(stages, "policy.cascade.stages")?;
+                        check_thresholds(
+                            thresholds.as_ref(),
+                            *thresholds_from_calibration,
+                            "cascade",
+                            Some((stages.len() - 1, false)),
+                        )?;
+                    }
+                }
             }
         }
         for fallback in &self.fallbacks {
@@ -300,24 +418,26 @@ impl RouteTable {
         calibrations: &[CalibrationDocument],
         default_score: &str,
     ) -> Result<ResolvedTable, String> {
-        let thresholds = |written: &Option<BTreeMap<String, f64>>,
+        let thresholds = |written: &Option<BTreeMap<String, WrittenThreshold>>,
                           from_calibration: bool,
                           policy: CalibratedPolicy,
                           score: &str|
          -> Result<Thresholds, String> {
             let mut resolved = Thresholds::default();
             if !from_calibration {
-                for (slice, &value) in written.iter().flatten() {
-                    let threshold = Some(Threshold(value));
+                for (slice, value) in written.iter().flatten() {
+                    let WrittenThreshold::One(value) = *value else {
+                        unreachable!("checked when the table was loaded")
+                    };
                     if slice == "*" {
-                        resolved.default = threshold;
+                        resolved.default = Some(Threshold(value));
                     } else {
                         resolved.slices.insert(slice.clone(), Threshold(value));
                     }
                 }
                 return Ok(resolved);
             }
-            let calibration = match_calibration(calibrations, policy, score)?;
+            let calibration = match_calibration(calibrations, policy, Some(score), None)?;
             for slice in &calibration.slices {
                 if let Some(threshold) = slice.threshold {
                     if slice.slice == crate::calibrate::GLOBAL_SLICE {
@@ -325,6 +445,50 @@ impl RouteTable {
                     } else {
                         resolved.slices.insert(slice.slice.clone(), threshold);
                     }
+                }
+            }
+            Ok(resolved)
+        };
+        // A k-tier policy's lists, written or from the calibration of the
+        // same policy over the same tiers.
+        let tier_thresholds = |routes: &[String],
+                               written: &Option<BTreeMap<String, WrittenThreshold>>,
+                               from_calibration: bool,
+                               policy: CalibratedPolicy,
+                               score: Option<&str>|
+         -> Result<TierThresholds, String> {
+            let mut resolved = TierThresholds::default();
+            if !from_calibration {
+                for (slice, value) in written.iter().flatten() {
+                    let WrittenThreshold::Many(values) = value else {
+                        unreachable!("checked when the table was loaded")
+                    };
+                    let values: Vec<Threshold> =
+                        values.iter().map(|&value| Threshold(value)).collect();
+                    if slice == "*" {
+                        resolved.default = Some(values);
+                    } else {
+                        resolved.slices.insert(slice.clone(), values);
+                    }
+                }
+                return Ok(resolved);
+            }
+            let tiers: Vec<String> = routes
+                .iter()
+                .filter_map(|name| self.routes.iter().find(|route| route.name == *name))
+                .map(|route| route.tier.name().to_owned())
+                .collect();
+            let calibration = match_calibration(calibrations, policy, score, Some(&tiers))?;
+            for slice in &calibration.slices {
+                let Some(tiered) = slice.tiered.as_ref().filter(|_| slice.feasible) else {
+                    continue;
+                };
+                if slice.slice == crate::calibrate::GLOBAL_SLICE {
+                    resolved.default = Some(tiered.thresholds.clone());
+                } else {
+                    resolved
+                        .slices
+                        .insert(slice.slice.clone(), tiered.thresholds.clone());
                 }
             }
             Ok(resolved)
@@ -342,45 +506,78 @@ impl RouteTable {
             PolicySpec::Predictive {
                 small,
                 large,
+                tiers,
                 score,
                 thresholds: written,
                 thresholds_from_calibration,
             } => {
                 let score = score_of(score);
-                ResolvedPolicy::Predictive {
-                    small: small.clone(),
-                    large: large.clone(),
-                    thresholds: thresholds(
-                        written,
-                        *thresholds_from_calibration,
-                        CalibratedPolicy::Predictive,
-                        &score,
-                    )?,
-                    score,
+                match two_or_more(small, large, tiers, "predictive", "tiers")? {
+                    Form::Two(small, large) => ResolvedPolicy::Predictive {
+                        small: small.to_owned(),
+                        large: large.to_owned(),
+                        thresholds: thresholds(
+                            written,
+                            *thresholds_from_calibration,
+                            CalibratedPolicy::Predictive,
+                            &score,
+                        )?,
+                        score,
+                    },
+                    Form::Many(tiers) => ResolvedPolicy::PredictiveTiers {
+                        tiers: tiers.to_vec(),
+                        thresholds: tier_thresholds(
+                            tiers,
+                            written,
+                            *thresholds_from_calibration,
+                            CalibratedPolicy::Predictive,
+                            Some(&score),
+                        )?,
+                        score,
+                    },
                 }
             }
             PolicySpec::Cascade {
                 small,
                 verifier,
                 large,
+                stages,
                 score,
                 thresholds: written,
                 thresholds_from_calibration,
-            } => {
-                let score = score_of(score);
-                ResolvedPolicy::Cascade {
-                    small: small.clone(),
-                    verifier: verifier.clone(),
-                    large: large.clone(),
-                    thresholds: thresholds(
-                        written,
-                        *thresholds_from_calibration,
-                        CalibratedPolicy::Cascade,
-                        &score,
-                    )?,
-                    score,
+            } => match two_or_more(small, large, stages, "cascade", "stages")? {
+                Form::Two(small, large) => {
+                    let score = score_of(score);
+                    ResolvedPolicy::Cascade {
+                        small: small.to_owned(),
+                        verifier: verifier.clone(),
+                        large: large.to_owned(),
+                        thresholds: thresholds(
+                            written,
+                            *thresholds_from_calibration,
+                            CalibratedPolicy::Cascade,
+                            &score,
+                        )?,
+                        score,
+                    }
                 }
-            }
+                Form::Many(stages) => {
+                    if score.is_some() {
+                        return Err("policy.cascade: with stages, each stage's verifier score is its tier's score_NAME column; drop score".to_owned());
+                    }
+                    ResolvedPolicy::CascadeStages {
+                        stages: stages.to_vec(),
+                        verifier: verifier.clone(),
+                        thresholds: tier_thresholds(
+                            stages,
+                            written,
+                            *thresholds_from_calibration,
+                            CalibratedPolicy::Cascade,
+                            None,
+                        )?,
+                    }
+                }
+            },
         };
         Ok(ResolvedTable {
             logical_model: self.logical_model.clone(),
@@ -392,21 +589,50 @@ impl RouteTable {
     }
 }
 
-/// The one calibration for `policy` whose thresholds apply to `score`.
+/// The one calibration for `policy` whose thresholds apply to `score` (any
+/// score column when `None`) over `tiers` (two-tier calibrations when
+/// `None`).
 fn match_calibration<'a>(
     calibrations: &'a [CalibrationDocument],
     policy: CalibratedPolicy,
-    score: &str,
+    score: Option<&str>,
+    tiers: Option<&[String]>,
 ) -> Result<&'a CalibrationDocument, String> {
     if calibrations.is_empty() {
         return Err(
             "the policy takes its thresholds from a calibration; pass --calibration".to_owned(),
         );
     }
+    let fits_tiers = |calibration: &CalibrationDocument| match (tiers, &calibration.tiers) {
+        (None, None) => true,
+        (None, Some(theirs)) => theirs.len() == 2,
+        (Some(ours), Some(theirs)) => ours == theirs.as_slice(),
+        (Some(_), None) => false,
+    };
     let fitting: Vec<&CalibrationDocument> = calibrations
         .iter()
-        .filter(|calibration| calibration.policy == policy && calibration.score_column == score)
+        .filter(|calibration| {
+            calibration.policy == policy
+                && score.is_none_or(|score| calibration.score_column == score)
+                && fits_tiers(calibration)
+        })
         .collect();
+    let wanted = match (score, tiers) {
+        (Some(score), None) => {
+            format!("a {} policy on the score column \"{score}\"", policy.name())
+        }
+        (Some(score), Some(tiers)) => format!(
+            "a {} policy over the tiers {} on the score column \"{score}\"",
+            policy.name(),
+            tiers.join(", ")
+        ),
+        (None, Some(tiers)) => format!(
+            "a {} policy over the tiers {}",
+            policy.name(),
+            tiers.join(", ")
+        ),
+        (None, None) => format!("a {} policy", policy.name()),
+    };
     match fitting.as_slice() {
         [one] => Ok(one),
         [] => {
@@ -414,30 +640,59 @@ fn match_calibration<'a>(
                 .iter()
                 .map(|calibration| {
                     format!(
-                        "{} on \"{}\"",
+                        "{} on \"{}\"{}",
                         calibration.policy.name(),
-                        calibration.score_column
+                        calibration.score_column,
+                        calibration
+                            .tiers
+                            .as_ref()
+                            .map(|tiers| format!(" over {}", tiers.join(", ")))
+                            .unwrap_or_default()
                     )
                 })
                 .collect();
             Err(format!(
-                "no calibration is for a {} policy on the score column \"{score}\" (given: {})",
-                policy.name(),
+                "no calibration is for {wanted} (given: {})",
                 given.join(", ")
             ))
         }
         _ => Err(format!(
-            "{} calibrations are for a {} policy on the score column \"{score}\"; pass one",
-            fitting.len(),
-            policy.name()
+            "{} calibrations are for {wanted}; pass one",
+            fitting.len()
         )),
     }
 }
 
+/// A policy's answering routes as written: `small` and `large`, or a list.
+enum Form<'a> {
+    Two(&'a str, &'a str),
+    Many(&'a [String]),
+}
+
+fn two_or_more<'a>(
+    small: &'a Option<String>,
+    large: &'a Option<String>,
+    list: &'a Option<Vec<String>>,
+    policy: &str,
+    key: &str,
+) -> Result<Form<'a>, String> {
+    match (small, large, list) {
+        (Some(small), Some(large), None) => Ok(Form::Two(small, large)),
+        (None, None, Some(list)) => Ok(Form::Many(list)),
+        (_, _, Some(_)) => Err(format!(
+            "policy.{policy}: give small and large, or {key}, not both"
+        )),
+        _ => Err(format!("policy.{policy}: needs small and large, or {key}")),
+    }
+}
+
+/// `lists`: for a k-tier policy, how many thresholds each slice needs and
+/// whether they must ascend.
 fn check_thresholds(
-    written: Option<&BTreeMap<String, f64>>,
+    written: Option<&BTreeMap<String, WrittenThreshold>>,
     from_calibration: bool,
     policy: &str,
+    lists: Option<(usize, bool)>,
 ) -> Result<(), String> {
     match (written, from_calibration) {
         (Some(_), true) => Err(format!(
@@ -447,12 +702,43 @@ fn check_thresholds(
             "policy.{policy}: needs thresholds or thresholds_from_calibration = true"
         )),
         (Some(thresholds), false) => {
-            match thresholds.iter().find(|(_, value)| !value.is_finite()) {
-                Some((slice, value)) => Err(format!(
-                    "policy.{policy}.thresholds.{slice}: {value} is not finite"
-                )),
-                None => Ok(()),
+            for (slice, value) in thresholds {
+                let at = format!("policy.{policy}.thresholds.{slice}");
+                let values: &[f64] = match (value, lists) {
+                    (WrittenThreshold::One(value), None) => std::slice::from_ref(value),
+                    (WrittenThreshold::Many(values), Some((length, ascending))) => {
+                        if values.len() != length {
+                            return Err(format!(
+                                "{at}: {} thresholds, expected {length} (one per tier boundary{})",
+                                values.len(),
+                                if ascending {
+                                    ""
+                                } else {
+                                    ": one per non-final stage"
+                                }
+                            ));
+                        }
+                        if ascending && values.windows(2).any(|pair| pair[0] > pair[1]) {
+                            return Err(format!("{at}: {values:?} must ascend"));
+                        }
+                        values
+                    }
+                    (WrittenThreshold::Many(_), None) => {
+                        return Err(format!(
+                            "{at}: one threshold per slice for two tiers, found a list"
+                        ));
+                    }
+                    (WrittenThreshold::One(_), Some((length, _))) => {
+                        return Err(format!(
+                            "{at}: a list of {length} thresholds, found one number"
+                        ));
+                    }
+                };
+                if let Some(value) = values.iter().find(|value| !value.is_finite()) {
+                    return Err(format!("{at}: {value} is not finite"));
+                }
             }
+            Ok(())
         }
         (None, true) => Ok(()),
     }
