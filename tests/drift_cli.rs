@@ -167,7 +167,7 @@ fn document_keys_are_pinned_and_markdown_summarises() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
     assert_eq!(
         keys(&json),
         BTreeSet::from([

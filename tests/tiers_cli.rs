@@ -572,17 +572,53 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
     );
     assert!(litellm.contains("support/mid"), "{litellm}");
     crate::litellm_export::loads_into_litellm(&out.join("route-config.v1.litellm.yaml"));
-    // Drift re-evaluates two-tier configs and says so of this one.
-    let drifted = routeval()
-        .args(["drift", "--config"])
-        .arg(&emitted.config)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(drifted.stderr).unwrap();
-    assert_eq!(drifted.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("the config routes over 3 tiers (mini, mid, frontier); drift re-evaluates two-tier configs"), "{stderr}");
+    // Drift re-evaluates the three-tier config: fine on the rows it was
+    // gated on, and a slice to recalibrate once the mid model gets worse.
+    let drift = |results: &Path| {
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&emitted.config)
+            .arg("--results")
+            .arg(results)
+            .output()
+            .unwrap();
+        let document: routeval::drift::DriftDocument = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        (output.status.code(), document)
+    };
+    let (code, same) = drift(&results);
+    assert_eq!(code, Some(0));
+    let slice = &same.slices[0];
+    assert_eq!(
+        slice.verdict,
+        routeval::drift::Verdict::Ok,
+        "{:?}",
+        slice.reasons
+    );
+    assert_eq!(slice.thresholds.as_ref().map(Vec::len), Some(2));
+    let worse = directory.path().join("worse.parquet");
+    routeval()
+        .args([
+            "simulate",
+            "--requests",
+            "6000",
+            "--seed",
+            "5",
+            "--mid-skill",
+            "0.6",
+            "--out",
+        ])
+        .arg(&worse)
+        .assert()
+        .code(0);
+    let (code, shifted) = drift(&worse);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        shifted.slices[0].verdict,
+        routeval::drift::Verdict::Recalibrate,
+        "{:?}",
+        shifted.slices[0].reasons
+    );
 }
 
 #[test]

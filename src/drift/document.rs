@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::calibrate::{InputFile, Threshold};
 
-pub const DRIFT_SCHEMA_VERSION: u32 = 1;
+/// Version 2 added per-slice `thresholds` for configs over more than two
+/// tiers; version 1 documents read as two-tier ones.
+pub const DRIFT_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,6 +62,10 @@ pub struct SliceDrift {
     pub reasons: Vec<String>,
     /// The deployed threshold; `None` for policies without one.
     pub threshold: Option<Threshold>,
+    /// A config over more than two tiers: the slice's deployed thresholds
+    /// (escalation is then leaving the first tier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<Vec<Threshold>>,
     pub escalation_rate: f64,
     pub escalation_rate_at_calibration: Option<f64>,
     /// Two-sided p-value of the two-proportion z-test.

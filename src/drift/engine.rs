@@ -7,9 +7,10 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::calibrate::InputFile;
-use crate::gate::{RouteConfig, evaluate, scores_of, sha256_hex};
+use crate::calibrate::Threshold;
+use crate::gate::{RouteConfig, evaluate, scores_of, sha256_hex, tiered_rows};
 use crate::policy::Metrics;
-use crate::routes::Tier;
+use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
 
@@ -123,13 +124,6 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         bail!("--target must be in (0, 1], got {target}");
     }
     let delta = 1.0 - confidence;
-    if let Some(routes) = config.table.policy.tier_routes() {
-        anyhow::bail!(
-            "the config routes over {} tiers ({}); drift re-evaluates two-tier configs",
-            routes.len(),
-            routes.join(", ")
-        );
-    }
     let mut read = options.read.clone();
     read.details = true;
     read.names.score = match &options.score_col {
@@ -141,9 +135,18 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             .unwrap_or(Column::Score.name())
             .to_owned(),
     };
+    // A k-tier cascade's stage scores are its tiers' own columns; the
+    // score-shift check follows the router's score only.
+    let stages = matches!(config.table.policy, ResolvedPolicy::CascadeStages { .. });
+    read.score_optional = stages;
     let fresh = read_graded(&options.results, &read)?;
     let baseline = match &options.baseline_results {
         Some(path) => Some(read_graded(path, &read)?),
+        None => None,
+    };
+    let tiered_fresh = tiered_rows(&options.results, &read, &config.table)?;
+    let tiered_baseline = match &options.baseline_results {
+        Some(path) => tiered_rows(path, &read, &config.table)?,
         None => None,
     };
 
@@ -152,7 +155,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         &fresh,
         &scores_of(&fresh),
         Some(confidence),
-        None,
+        tiered_fresh.as_ref(),
     );
     let at_calibration: Vec<Metrics> = match &baseline {
         Some(baseline) => {
@@ -161,14 +164,14 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
                 baseline,
                 &scores_of(baseline),
                 Some(confidence),
-                None,
+                tiered_baseline.as_ref(),
             )
             .slices
         }
         None => config.provenance.metrics.clone(),
     };
     let fresh_scores = scores(&fresh);
-    let baseline_scores = baseline.as_ref().map(scores);
+    let baseline_scores = baseline.as_ref().filter(|_| !stages).map(scores);
     let pinned: BTreeMap<Tier, String> = config
         .table
         .policy
@@ -179,6 +182,8 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         .collect();
     let mut tier_drift = tier_drift(&fresh, &pinned);
     let thresholds = config.table.policy.thresholds();
+    let tier_thresholds = config.table.policy.tier_thresholds();
+    let has_thresholds = thresholds.is_some() || tier_thresholds.is_some();
 
     // Counts recorded as rates (a config's provenance) are k / n in f64,
     // from which k is recovered exactly.
@@ -189,10 +194,13 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         let successes = counts.successes;
         let escalated = counts.escalated;
         let threshold = thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
+        let tier_threshold =
+            tier_thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
+        let thresholded = threshold.is_some() || tier_threshold.is_some();
         let before = at_calibration
             .iter()
             .find(|before| before.slice == metrics.slice);
-        let escalation_test = before.filter(|_| threshold.is_some()).and_then(|before| {
+        let escalation_test = before.filter(|_| thresholded).and_then(|before| {
             two_proportion_z(
                 escalated,
                 n,
@@ -272,7 +280,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
                 );
             }
         }
-        if threshold.is_none() && thresholds.is_some() {
+        if !thresholded && has_thresholds {
             flag(
                 Verdict::Recalibrate,
                 "the deployed config has no threshold for this slice".to_owned(),
@@ -284,9 +292,10 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             verdict,
             reasons,
             threshold,
+            thresholds: tier_threshold.map(<[Threshold]>::to_vec),
             escalation_rate: metrics.escalation_rate,
             escalation_rate_at_calibration: before
-                .filter(|_| threshold.is_some())
+                .filter(|_| thresholded)
                 .map(|before| before.escalation_rate),
             escalation_p_value: escalation_test.map(|(_, p)| p),
             quality: metrics.quality,

@@ -17,9 +17,15 @@ fn cells(slice: &SliceDrift) -> Vec<String> {
         slice.slice.clone(),
         slice.n.to_string(),
         slice.verdict.name().to_owned(),
-        slice
-            .threshold
-            .map_or_else(|| "-".to_owned(), |threshold| threshold.to_string()),
+        match (&slice.thresholds, slice.threshold) {
+            (Some(thresholds), _) => thresholds
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            (None, Some(threshold)) => threshold.to_string(),
+            (None, None) => "-".to_owned(),
+        },
         percent(slice.escalation_rate),
         slice
             .escalation_rate_at_calibration
