@@ -546,6 +546,36 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
             report.candidates[index].file
         );
     }
+    // Time to first token, from the simulated tiers' constant latencies: a
+    // predictive row waits the router (20 ms) and its tier's first token
+    // (250, 500, 900 ms); a cascade row every verified stage (small 3,000 +
+    // 400 ms, mid 4,000 + 400 ms) before the one it is served by, which it
+    // waits whole and verified, or the large tier's first token (900 ms).
+    for (index, path, waits) in [
+        (1, &calibrations[1], [270.0, 520.0, 920.0]),
+        (2, &calibrations[2], [3400.0, 7800.0, 8700.0]),
+    ] {
+        let document: routeval::calibrate::CalibrationDocument =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let served = &document.slices[0].tiered.as_ref().unwrap().served;
+        let n = document.slices[0].n as f64;
+        // The nearest-rank 95th percentile of the rows' waits.
+        let rank = (0.95 * n).ceil();
+        let mut below = 0.0;
+        let expected = waits
+            .iter()
+            .zip(served)
+            .find(|(_, share)| {
+                below += (*share * n).round();
+                below >= rank
+            })
+            .map(|(wait, _)| *wait);
+        assert_eq!(
+            report.candidates[index].overall.p95_ms, expected,
+            "{}",
+            report.candidates[index].file
+        );
+    }
     // Three tiers reach the target for less than two: the gate emits them.
     let two = report.candidates[0].overall.mean_cost;
     let three = report.candidates[1].overall.mean_cost;

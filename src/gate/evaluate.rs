@@ -8,10 +8,13 @@ use arrow::array::{Array, Float64Array};
 
 use std::path::Path;
 
+use arrow::array::{ArrayRef, AsArray};
+use arrow::datatypes::Float64Type;
+
 use crate::policy::{
-    Counts, GradedRow, Latencies, Metrics, Policy, Tally, TieredOutcomes, TieredSlice,
-    cascade_stage, first_token_alone_ms, first_token_ms, predictive_tier, serve, serve_alone,
-    serve_tier, to_picodollars,
+    Counts, GradedRow, Latencies, Metrics, Policy, Tally, TierLatency, TieredOutcomes, TieredSlice,
+    cascade_stage, first_token_alone_ms, first_token_ms, first_token_tier_ms, predictive_tier,
+    serve, serve_alone, serve_tier, to_picodollars,
 };
 use crate::routes::{ResolvedPolicy, ResolvedTable, Tier, TierThresholds};
 use crate::schema::{
@@ -61,12 +64,57 @@ pub fn scores_of(graded: &GradedTable) -> Vec<f64> {
 }
 
 /// A k-tier table's rows in file order, read for its tiers: each row's
-/// scores, tiers' outcomes and costs.
+/// scores, tiers' outcomes and costs, and the latencies the results record
+/// (the first and last tiers' in the two-tier places, the others'
+/// `NAME_ms` and `NAME_ttft_ms`).
+#[derive(Debug, Clone)]
+pub struct TieredRows {
+    pub outcomes: TieredSlice,
+    /// Per row, per tier: first token and total, where both are recorded.
+    latencies: Vec<Option<TierLatency>>,
+    verifier_ms: Vec<Option<f64>>,
+    router_ms: Vec<Option<f64>>,
+}
+
+impl TieredRows {
+    /// Row `row`'s time to the first token when served at `tier`, where
+    /// the results record every latency on that path: the kernel's algebra,
+    /// with the stages after `tier` never reached.
+    fn first_token_ms(&self, policy: Policy, row: usize, tier: usize) -> Option<f64> {
+        let k = self.outcomes.tiers();
+        let recorded = &self.latencies[row * k..(row + 1) * k];
+        let unreached = TierLatency {
+            first_token: 0.0,
+            total: 0.0,
+        };
+        let waited = |stage: usize| match policy {
+            Policy::Predictive => stage == tier,
+            Policy::Cascade => stage <= tier,
+        };
+        let path: Option<Vec<TierLatency>> = recorded
+            .iter()
+            .enumerate()
+            .map(|(stage, latency)| {
+                if waited(stage) {
+                    *latency
+                } else {
+                    Some(unreached)
+                }
+            })
+            .collect();
+        let (verifier, router) = match policy {
+            Policy::Predictive => (0.0, self.router_ms[row].unwrap_or(0.0)),
+            Policy::Cascade => (self.verifier_ms[row]?, 0.0),
+        };
+        Some(first_token_tier_ms(policy, &path?, verifier, router, tier))
+    }
+}
+
 pub fn tiered_rows(
     path: &Path,
     read: &ReadOptions,
     table: &ResolvedTable,
-) -> Result<Option<TieredSlice>, ReadError> {
+) -> Result<Option<TieredRows>, ReadError> {
     let Some(routes) = table.policy.tier_routes() else {
         return Ok(None);
     };
@@ -93,15 +141,46 @@ pub fn tiered_rows(
     let read = ReadOptions {
         names,
         carry_extra: true,
-        details: false,
+        details: true,
         score_optional: cascade,
     };
     let graded = read_graded(path, &read)?;
     let k = tiers.len();
-    let mut rows = TieredSlice::new(policy, k);
+    let mut rows = TieredRows {
+        outcomes: TieredSlice::new(policy, k),
+        latencies: Vec::new(),
+        verifier_ms: Vec::new(),
+        router_ms: Vec::new(),
+    };
     for batch in &graded.batches {
         let columns = tiered_columns(batch, &tiers, cascade, path)?;
+        let carried = |name: String| {
+            batch
+                .extra
+                .iter()
+                .find(|(field, _)| *field.name() == name)
+                .and_then(|(_, array)| {
+                    arrow::compute::cast(array, &arrow::datatypes::DataType::Float64).ok()
+                })
+        };
+        let middle: Vec<(Option<ArrayRef>, Option<ArrayRef>)> = tiers.names()[1..k - 1]
+            .iter()
+            .map(|name| {
+                (
+                    carried(format!("{name}_ttft_ms")),
+                    carried(format!("{name}_ms")),
+                )
+            })
+            .collect();
         let price = |column: &Float64Array, index: usize| to_picodollars(column.value(index));
+        let at = |array: &Option<ArrayRef>, index: usize| {
+            array
+                .as_ref()
+                .map(AsArray::as_primitive::<Float64Type>)
+                .filter(|array| array.is_valid(index))
+                .map(|array| array.value(index))
+                .filter(|value| value.is_finite() && *value >= 0.0)
+        };
         for index in 0..batch.num_rows() {
             let scores: Vec<f64> = columns
                 .scores
@@ -127,13 +206,32 @@ pub fn tiered_rows(
             } else {
                 vec![0; k - 1]
             };
-            rows.push(
+            rows.outcomes.push(
                 &scores,
                 &ok,
                 &cost,
                 price(&batch.cost_router, index),
                 &verifier,
             );
+            let recorded = latencies(batch, index);
+            let pair = |first_token: Option<f64>, total: Option<f64>| {
+                first_token
+                    .zip(total)
+                    .map(|(first_token, total)| TierLatency { first_token, total })
+            };
+            rows.latencies
+                .push(pair(recorded.small_first_token, recorded.small_total));
+            for (first_token, total) in &middle {
+                rows.latencies
+                    .push(pair(at(first_token, index), at(total, index)));
+            }
+            let large_total = value(batch.latencies[2].as_ref(), index);
+            rows.latencies.push(pair(
+                recorded.large_first_token,
+                large_total.or(recorded.large_first_token),
+            ));
+            rows.verifier_ms.push(recorded.verifier);
+            rows.router_ms.push(recorded.router);
         }
     }
     Ok(Some(rows))
@@ -147,7 +245,7 @@ pub fn evaluate(
     graded: &GradedTable,
     scores: &[f64],
     confidence: Option<f64>,
-    tiered: Option<&TieredSlice>,
+    tiered: Option<&TieredRows>,
 ) -> Evaluation {
     if let (Some(thresholds), Some(rows)) = (table.policy.tier_thresholds(), tiered) {
         return evaluate_tiers(table, graded, thresholds, rows, confidence);
@@ -231,7 +329,7 @@ fn evaluate_tiers(
     table: &ResolvedTable,
     graded: &GradedTable,
     thresholds: &TierThresholds,
-    rows: &TieredSlice,
+    rows: &TieredRows,
     confidence: Option<f64>,
 ) -> Evaluation {
     let cascade = matches!(table.policy, ResolvedPolicy::CascadeStages { .. });
@@ -250,8 +348,7 @@ fn evaluate_tiers(
                 Some(entry) => entry,
                 None => per_slice.entry(slice.to_owned()).or_default(),
             };
-            let (scores, ok, cost, router, verifier) = rows.row(row);
-            row += 1;
+            let (scores, ok, cost, router, verifier) = rows.outcomes.row(row);
             let chosen = thresholds.for_slice(slice);
             if chosen.is_none() && !without_threshold.iter().any(|known| known == slice) {
                 without_threshold.push(slice.to_owned());
@@ -274,9 +371,8 @@ fn evaluate_tiers(
                 tier,
             );
             outcomes.push((served.ok, served.cost));
-            // Latencies of the tiers between are not in the two-tier
-            // columns; k-tier candidates report none yet.
-            tally.add(served, tier > 0, None);
+            tally.add(served, tier > 0, rows.first_token_ms(policy, row, tier));
+            row += 1;
         }
     }
     let mut all = Tally::default();

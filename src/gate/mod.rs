@@ -18,7 +18,7 @@ mod verify;
 pub use crate::policy::Metrics;
 pub use config::{Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_hex, signature_path};
 pub use engine::{GateOptions, gate};
-pub use evaluate::{Evaluation, evaluate, recorded_models, scores_of, tiered_rows};
+pub use evaluate::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 pub use keys::{
     SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,
     verify as verify_signature,

@@ -335,6 +335,14 @@ pub fn to_table(simulation: &Simulation, rows: &[SimulatedRow], path: PathBuf) -
                 Arc::new(constant(simulation.mid_cost())),
             ),
             (
+                Arc::new(Field::new("mid_ms", DataType::Float64, false)),
+                Arc::new(constant(simulation.mid_total * 1000.0)),
+            ),
+            (
+                Arc::new(Field::new("mid_ttft_ms", DataType::Float64, false)),
+                Arc::new(constant(simulation.mid_ttft * 1000.0)),
+            ),
+            (
                 Arc::new(Field::new("score_small", DataType::Float64, false)),
                 Arc::new(floats(|row| f64::from(u8::from(row.verifier_rejects)))),
             ),
