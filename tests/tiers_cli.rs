@@ -588,6 +588,21 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
     );
     let config = std::fs::read_to_string(&emitted.config).unwrap();
     assert!(config.contains("\"predictive_tiers\""), "{config}");
+    assert!(
+        config.contains("\"schema\":\"routeval.route-config/3\""),
+        "{config}"
+    );
+    // The gate reports each tier's share, as the calibration does.
+    let three_calibration: routeval::calibrate::CalibrationDocument =
+        serde_json::from_str(&std::fs::read_to_string(&calibrations[1]).unwrap()).unwrap();
+    assert_eq!(
+        report.candidates[1].slices[0].served.as_ref(),
+        Some(&three_calibration.slices[0].tiered.as_ref().unwrap().served)
+    );
+    assert_eq!(
+        report.candidates[0].overall.served, None,
+        "two tiers keep their keys"
+    );
     routeval()
         .arg("verify")
         .arg(&emitted.config)
@@ -626,6 +641,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         slice.reasons
     );
     assert_eq!(slice.thresholds.as_ref().map(Vec::len), Some(2));
+    assert_eq!(slice.served.as_ref().map(Vec::len), Some(3));
     let worse = directory.path().join("worse.parquet");
     routeval()
         .args([

@@ -66,6 +66,9 @@ pub struct SliceDrift {
     /// (escalation is then leaving the first tier).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<Vec<Threshold>>,
+    /// With `thresholds`: the share of the fresh rows each tier served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Vec<f64>>,
     pub escalation_rate: f64,
     pub escalation_rate_at_calibration: Option<f64>,
     /// Two-sided p-value of the two-proportion z-test.

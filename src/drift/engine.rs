@@ -293,6 +293,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             reasons,
             threshold,
             thresholds: tier_threshold.map(<[Threshold]>::to_vec),
+            served: metrics.served.clone(),
             escalation_rate: metrics.escalation_rate,
             escalation_rate_at_calibration: before
                 .filter(|_| thresholded)

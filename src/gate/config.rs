@@ -14,9 +14,18 @@ use crate::policy::Metrics;
 
 pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 
+/// The schema of a config whose policy spans more than two tiers
+/// (`predictive_tiers`, `cascade_stages`, and `served` in its metrics): a
+/// reader of /2 cannot read it, so it says /3. Two-tier configs stay /2.
+pub const TIERED_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/3";
+
 /// Every route-config schema this build reads: /1 configs carry no per-policy
 /// score column and read as `score`.
-const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 2] = ["routeval.route-config/1", ROUTE_CONFIG_SCHEMA];
+const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 3] = [
+    "routeval.route-config/1",
+    ROUTE_CONFIG_SCHEMA,
+    TIERED_ROUTE_CONFIG_SCHEMA,
+];
 
 fn known_schema<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     let schema = String::deserialize(deserializer)?;

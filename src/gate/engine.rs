@@ -13,7 +13,8 @@ use crate::routes::{Constraint, RouteTable};
 use crate::schema::{ReadOptions, read_graded};
 
 use super::config::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, sha256_file, sha256_hex, signature_path,
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, sha256_file,
+    sha256_hex, signature_path,
 };
 use super::evaluate::{evaluate, recorded_models, scores_of, tiered_rows};
 use super::keys::{load_secret, sign};
@@ -328,7 +329,12 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             let mut metrics = vec![candidates[index].overall.clone()];
             metrics.extend(candidates[index].slices.iter().cloned());
             let mut config = RouteConfig {
-                schema: ROUTE_CONFIG_SCHEMA.to_owned(),
+                schema: if table.policy.tier_routes().is_some() {
+                    TIERED_ROUTE_CONFIG_SCHEMA
+                } else {
+                    ROUTE_CONFIG_SCHEMA
+                }
+                .to_owned(),
                 config_id: String::new(),
                 version,
                 parent_sha256: baseline.as_ref().map(|(_, sha256, _)| sha256.clone()),

@@ -371,11 +371,17 @@ fn evaluate_tiers(
                 tier,
             );
             outcomes.push((served.ok, served.cost));
-            tally.add(served, tier > 0, rows.first_token_ms(policy, row, tier));
+            tally.add_at(served, tier, rows.first_token_ms(policy, row, tier));
             row += 1;
         }
     }
+    // Every tier has a share, also in slices where it served nobody.
+    let k = rows.outcomes.tiers();
+    for (tally, _) in per_slice.values_mut() {
+        tally.served.resize(k, 0);
+    }
     let mut all = Tally::default();
+    all.served.resize(k, 0);
     for (tally, _) in per_slice.values() {
         all.absorb(tally);
     }

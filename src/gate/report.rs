@@ -9,8 +9,9 @@ use super::rules::Failure;
 use crate::policy::Metrics;
 use crate::stats::PairedVerdict;
 
-/// Version 2 added each candidate's `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 2;
+/// Version 3 added `served` to the metrics of candidates over more than two
+/// tiers; version 2 added each candidate's `regressions` against `--baseline`.
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

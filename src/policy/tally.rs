@@ -26,6 +26,10 @@ pub struct Metrics {
     /// Cascades: the share of requests whose wrong small answer the verifier
     /// accepted, which escalation can never repair.
     pub false_accept_rate: Option<f64>,
+    /// Policies over more than two tiers: the share of requests each tier
+    /// served, cheapest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Vec<f64>>,
 }
 
 /// The integer counts of a [`Tally`], without its latencies.
@@ -50,6 +54,8 @@ pub struct Tally {
     pub false_accepts: u64,
     /// Time to first token of each row that has it, in milliseconds.
     pub latencies: Vec<f64>,
+    /// Rows each tier served, for policies over more than two tiers.
+    pub served: Vec<u64>,
 }
 
 impl Tally {
@@ -75,7 +81,23 @@ impl Tally {
         }
     }
 
+    /// Counts one row served at `tier` of a policy over several tiers;
+    /// leaving the first tier counts as escalating.
+    pub fn add_at(&mut self, served: Served, tier: usize, first_token_ms: Option<f64>) {
+        if self.served.len() <= tier {
+            self.served.resize(tier + 1, 0);
+        }
+        self.served[tier] += 1;
+        self.add(served, tier > 0, first_token_ms);
+    }
+
     pub fn absorb(&mut self, other: &Tally) {
+        if self.served.len() < other.served.len() {
+            self.served.resize(other.served.len(), 0);
+        }
+        for (mine, theirs) in self.served.iter_mut().zip(&other.served) {
+            *mine += theirs;
+        }
         self.n += other.n;
         self.successes += other.successes;
         self.cost += other.cost;
@@ -97,6 +119,8 @@ impl Tally {
             p95_ms: percentile(&self.latencies, 0.95),
             escalation_rate: self.escalated as f64 / n,
             false_accept_rate: cascade.then(|| self.false_accepts as f64 / n),
+            served: (!self.served.is_empty())
+                .then(|| self.served.iter().map(|&count| count as f64 / n).collect()),
             slice,
             n: self.n,
         }
