@@ -301,7 +301,25 @@ pub fn evaluate(
         }
     }
     let cascade = matches!(table.policy, ResolvedPolicy::Cascade { .. });
+    finish(per_slice, without_threshold, cascade, confidence, None)
+}
+
+/// The per-slice tallies as an [`Evaluation`]; with `tiers`, every slice
+/// reports a share for each of them, also where one served nobody.
+fn finish(
+    mut per_slice: BTreeMap<String, (Tally, Vec<(bool, i64)>)>,
+    mut without_threshold: Vec<String>,
+    cascade: bool,
+    confidence: Option<f64>,
+    tiers: Option<usize>,
+) -> Evaluation {
     let mut all = Tally::default();
+    if let Some(tiers) = tiers {
+        all.served.resize(tiers, 0);
+        for (tally, _) in per_slice.values_mut() {
+            tally.served.resize(tiers, 0);
+        }
+    }
     for (tally, _) in per_slice.values() {
         all.absorb(tally);
     }
@@ -375,33 +393,13 @@ fn evaluate_tiers(
             row += 1;
         }
     }
-    // Every tier has a share, also in slices where it served nobody.
-    let k = rows.outcomes.tiers();
-    for (tally, _) in per_slice.values_mut() {
-        tally.served.resize(k, 0);
-    }
-    let mut all = Tally::default();
-    all.served.resize(k, 0);
-    for (tally, _) in per_slice.values() {
-        all.absorb(tally);
-    }
-    without_threshold.sort();
-    Evaluation {
-        counts: per_slice
-            .values()
-            .map(|(tally, _)| tally.counts())
-            .collect(),
-        outcomes: per_slice
-            .values_mut()
-            .map(|(_, outcomes)| std::mem::take(outcomes))
-            .collect(),
-        slices: per_slice
-            .into_iter()
-            .map(|(slice, (tally, _))| tally.metrics(slice, cascade, confidence))
-            .collect(),
-        overall: all.metrics("*".to_owned(), cascade, confidence),
-        slices_without_threshold: without_threshold,
-    }
+    finish(
+        per_slice,
+        without_threshold,
+        cascade,
+        confidence,
+        Some(rows.outcomes.tiers()),
+    )
 }
 
 /// The model versions the results record for each tier, with row counts.

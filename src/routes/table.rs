@@ -258,11 +258,7 @@ impl RouteTable {
         };
         for route in &self.routes {
             let name = route.tier.name();
-            let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid {
+            if !crate::schema::is_tier_name(name) {
                 return Err(format!(
                     "route \"{}\": tier {name:?} is not a tier name (letters, digits, - and _)",
                     route.name

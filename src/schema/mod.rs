@@ -28,5 +28,7 @@ pub use read::{
     for_each_graded_batch_parallel, read_graded,
 };
 pub use read_text::UniqueKeys;
-pub use tiered::{TIERS_KEY, TieredColumns, Tiers, tiered_columns, tiers_in_metadata};
+pub use tiered::{
+    TIERS_KEY, TieredColumns, Tiers, is_tier_name, tiered_columns, tiers_in_metadata,
+};
 pub use write::{stage_graded_parquet, write_graded_parquet};

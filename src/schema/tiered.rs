@@ -28,6 +28,14 @@ pub const TIERS_KEY: &str = "routeval.graded.tiers";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tiers(Vec<String>);
 
+/// Whether `name` can name a tier: letters, digits, `-` and `_`.
+pub fn is_tier_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 impl Tiers {
     /// `a,b,c`: at least two distinct names of letters, digits, `-` and `_`.
     pub fn parse(text: &str) -> Result<Tiers, String> {
@@ -36,11 +44,7 @@ impl Tiers {
             return Err(format!("{text:?}: name at least two tiers, cheapest first"));
         }
         for (index, name) in names.iter().enumerate() {
-            let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid {
+            if !is_tier_name(name) {
                 return Err(format!(
                     "{name:?} is not a tier name (letters, digits, - and _)"
                 ));
