@@ -17,6 +17,22 @@ fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
     value.map_or_else(|| "-".to_owned(), format)
 }
 
+/// The share escalated past the first tier, and with more than two tiers
+/// each tier's share: `60.3% (39.7 / 55.6 / 4.7)`.
+fn escalated(m: &Metrics) -> String {
+    let rate = format!("{:.1}%", m.escalation_rate * 100.0);
+    match &m.served {
+        Some(served) => {
+            let shares: Vec<String> = served
+                .iter()
+                .map(|share| format!("{:.1}", share * 100.0))
+                .collect();
+            format!("{rate} ({})", shares.join(" / "))
+        }
+        None => rate,
+    }
+}
+
 /// The rows every rendering shares: a label and one cell per candidate.
 pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
     let metric = |label: &str, cell: &dyn Fn(&Metrics) -> String| -> (String, Vec<String>) {
@@ -53,9 +69,7 @@ pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
         metric("$/1k req", &|m| format!("{:.4}", m.mean_cost * 1000.0)),
         metric("p50 ms", &|m| optional(m.p50_ms, |v| format!("{v:.0}"))),
         metric("p95 ms", &|m| optional(m.p95_ms, |v| format!("{v:.0}"))),
-        metric("escalated", &|m| {
-            format!("{:.1}%", m.escalation_rate * 100.0)
-        }),
+        metric("escalated", &escalated),
         metric("false accepts", &|m| {
             optional(m.false_accept_rate, |v| format!("{:.1}%", v * 100.0))
         }),
@@ -329,14 +343,14 @@ pub fn markdown(report: &GateReport) -> String {
         for m in &chosen.slices {
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.4} | {} | {:.4} | {} | {:.1}% |",
+                "| {} | {} | {:.4} | {} | {:.4} | {} | {} |",
                 text(&m.slice),
                 m.n,
                 m.quality,
                 optional(m.quality_lower_bound, |v| format!("{v:.4}")),
                 m.mean_cost * 1000.0,
                 optional(m.p95_ms, |v| format!("{v:.0}")),
-                m.escalation_rate * 100.0
+                escalated(m)
             );
         }
     }
