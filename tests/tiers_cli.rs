@@ -733,3 +733,77 @@ fn bad_three_tier_tables_are_one_line_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_file_naming_its_tiers_in_metadata_calibrates_them_without_the_flag() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+
+    let directory = tempfile::tempdir().unwrap();
+    let simulation = Simulation {
+        requests: 2000,
+        seed: 6,
+        ..Simulation::default()
+    };
+    let rows = simulation.rows();
+    let floats = |value: &dyn Fn(&routeval::simulate::SimulatedRow) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(value)))
+    };
+    let flags = |value: &dyn Fn(&routeval::simulate::SimulatedRow) -> bool| -> ArrayRef {
+        Arc::new(BooleanArray::from(
+            rows.iter().map(value).collect::<Vec<_>>(),
+        ))
+    };
+    let batch = RecordBatch::try_from_iter([
+        (
+            "id",
+            Arc::new(StringArray::from_iter_values(
+                (0..rows.len()).map(|i| format!("r{i}")),
+            )) as ArrayRef,
+        ),
+        (
+            "slice",
+            Arc::new(StringArray::from(vec!["s"; rows.len()])) as ArrayRef,
+        ),
+        ("score", floats(&|row| row.router_score)),
+        ("mini_ok", flags(&|row| row.small_ok)),
+        ("mid_ok", flags(&|row| row.mid_ok)),
+        ("frontier_ok", flags(&|row| row.large_ok)),
+        ("cost_mini", floats(&|_| simulation.small_cost())),
+        ("cost_mid", floats(&|_| simulation.mid_cost())),
+        ("cost_frontier", floats(&|_| simulation.large_cost())),
+    ])
+    .unwrap();
+    let properties = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            routeval::schema::TIERS_KEY.to_owned(),
+            "mini,mid,frontier".to_owned(),
+        )]))
+        .build();
+    let path = directory.path().join("named.parquet");
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        batch.schema(),
+        Some(properties),
+    )
+    .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+
+    let (from_metadata, _) = calibration_and_text(&path, &["--target", "0.9"]);
+    assert_eq!(
+        from_metadata.tiers.as_deref(),
+        Some(&["mini".to_owned(), "mid".to_owned(), "frontier".to_owned()][..])
+    );
+    let (from_flag, _) =
+        calibration_and_text(&path, &["--target", "0.9", "--tiers", "mini,mid,frontier"]);
+    assert_eq!(from_metadata, from_flag);
+    // The flag overrides the metadata: two of the three tiers.
+    let (two, _) = calibration_and_text(&path, &["--target", "0.9", "--tiers", "mini,frontier"]);
+    assert_eq!(two.tiers, None);
+    assert!(two.slices[0].threshold.is_some());
+}
