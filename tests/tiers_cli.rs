@@ -807,3 +807,65 @@ fn a_file_naming_its_tiers_in_metadata_calibrates_them_without_the_flag() {
     assert_eq!(two.tiers, None);
     assert!(two.slices[0].threshold.is_some());
 }
+
+#[test]
+fn the_gate_checks_the_pinned_version_of_a_tier_between() {
+    let directory = tempfile::tempdir().unwrap();
+    let key = directory.path().join("k.key");
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .assert()
+        .code(0);
+    let table = directory.path().join("three.toml");
+    std::fs::write(
+        &table,
+        three_tier_table(
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\n[policy.predictive.thresholds]\n\"*\" = [0.3, 0.7]",
+        ),
+    )
+    .unwrap();
+    let gate = |mid_models: [&str; 2], out: &str| {
+        let results = directory.path().join(format!("{out}.csv"));
+        let mut text = String::from(
+            "id,slice,score,small_ok,mid_ok,large_ok,cost_small,cost_mid,cost_large,mid_model\n",
+        );
+        for row in 0..40 {
+            let model = mid_models[usize::from(row % 10 == 0)];
+            text.push_str(&format!(
+                "r{row},s,{},true,true,true,0.001,0.002,0.01,{model}\n",
+                f64::from(row) / 40.0
+            ));
+        }
+        std::fs::write(&results, text).unwrap();
+        crate::common::gate_report(
+            directory.path(),
+            &results,
+            &table,
+            out,
+            &["--target", "0.5"],
+        )
+    };
+    let pinned = gate(["mid-2026-01-01", "mid-2026-01-01"], "pinned");
+    assert!(
+        pinned.candidates[0].passed,
+        "{:?}",
+        pinned.candidates[0].failures
+    );
+    assert!(
+        !pinned.candidates[0]
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("mid_model")),
+        "{:?}",
+        pinned.candidates[0].warnings
+    );
+    let mixed = gate(["mid-2026-01-01", "mid-2026-02-01"], "mixed");
+    let failures = &mixed.candidates[0].failures;
+    assert!(!mixed.candidates[0].passed);
+    assert!(
+        failures.iter().any(|failure| failure.message.contains("route \"mid\" pins mid-2026-01-01 but the results' mid tier also recorded mid-2026-02-01 (4 rows)")),
+        "{failures:?}"
+    );
+}

@@ -183,7 +183,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         tables.push((path.clone(), sha256, resolved, scores, tiered));
     }
 
-    let recorded = recorded_models(&graded);
+    let mut recorded = recorded_models(&graded);
+    // The tiers between record their versions in columns of their own.
+    for (_, _, _, _, tiered) in &tables {
+        for (tier, models) in tiered.iter().flat_map(|rows| &rows.models) {
+            recorded
+                .entry(tier.clone())
+                .or_insert_with(|| models.clone());
+        }
+    }
     let baseline_evaluation = match &baseline {
         Some((path, _, config)) => {
             let scores = scores_for(&config.table)

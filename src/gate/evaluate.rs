@@ -16,7 +16,7 @@ use crate::policy::{
     cascade_stage, first_token_alone_ms, first_token_ms, first_token_tier_ms, predictive_tier,
     serve, serve_alone, serve_tier, to_picodollars,
 };
-use crate::routes::{ResolvedPolicy, ResolvedTable, Tier, TierThresholds};
+use crate::routes::{ResolvedPolicy, ResolvedTable, RouteTier, Tier, TierThresholds};
 use crate::schema::{
     GradedBatch, GradedTable, ReadError, ReadOptions, Tiers, read_graded, tiered_columns,
 };
@@ -74,6 +74,9 @@ pub struct TieredRows {
     latencies: Vec<Option<TierLatency>>,
     verifier_ms: Vec<Option<f64>>,
     router_ms: Vec<Option<f64>>,
+    /// The model versions the results record for the tiers between the
+    /// first and the last (`NAME_model`), with row counts.
+    pub models: BTreeMap<RouteTier, BTreeMap<String, u64>>,
 }
 
 impl TieredRows {
@@ -151,6 +154,7 @@ pub fn tiered_rows(
         latencies: Vec::new(),
         verifier_ms: Vec::new(),
         router_ms: Vec::new(),
+        models: BTreeMap::new(),
     };
     for batch in &graded.batches {
         let columns = tiered_columns(batch, &tiers, cascade, path)?;
@@ -163,6 +167,23 @@ pub fn tiered_rows(
                     arrow::compute::cast(array, &arrow::datatypes::DataType::Float64).ok()
                 })
         };
+        for name in &tiers.names()[1..k - 1] {
+            let column = format!("{name}_model");
+            let Some((_, array)) = batch
+                .extra
+                .iter()
+                .find(|(field, _)| *field.name() == column)
+            else {
+                continue;
+            };
+            let Ok(text) = arrow::compute::cast(array, &arrow::datatypes::DataType::Utf8) else {
+                continue;
+            };
+            let counts = rows.models.entry(RouteTier::new(name.clone())).or_default();
+            for model in text.as_string::<i32>().iter().flatten() {
+                *counts.entry(model.to_owned()).or_default() += 1;
+            }
+        }
         let middle: Vec<(Option<ArrayRef>, Option<ArrayRef>)> = tiers.names()[1..k - 1]
             .iter()
             .map(|name| {
@@ -403,8 +424,8 @@ fn evaluate_tiers(
 }
 
 /// The model versions the results record for each tier, with row counts.
-pub fn recorded_models(graded: &GradedTable) -> BTreeMap<Tier, BTreeMap<String, u64>> {
-    let mut recorded: BTreeMap<Tier, BTreeMap<String, u64>> = BTreeMap::new();
+pub fn recorded_models(graded: &GradedTable) -> BTreeMap<RouteTier, BTreeMap<String, u64>> {
+    let mut recorded: BTreeMap<RouteTier, BTreeMap<String, u64>> = BTreeMap::new();
     for (position, tier) in [Tier::Small, Tier::Large, Tier::Verifier]
         .into_iter()
         .enumerate()
@@ -412,7 +433,7 @@ pub fn recorded_models(graded: &GradedTable) -> BTreeMap<Tier, BTreeMap<String, 
         if !graded.present.models[position] {
             continue;
         }
-        let counts = recorded.entry(tier).or_default();
+        let counts = recorded.entry(tier.into()).or_default();
         for batch in &graded.batches {
             let Some(models) = &batch.models[position] else {
                 continue;

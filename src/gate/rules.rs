@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::routes::{Constraint, ResolvedTable, RouteTier, Tier};
+use crate::routes::{Constraint, ResolvedTable, RouteTier};
 
 use super::evaluate::Evaluation;
 use super::report::SliceRegression;
@@ -43,7 +43,7 @@ pub struct RuleContext<'a> {
     pub constraints: &'a BTreeMap<String, Constraint>,
     pub max_regression: f64,
     pub familywise: bool,
-    pub recorded_models: &'a BTreeMap<Tier, BTreeMap<String, u64>>,
+    pub recorded_models: &'a BTreeMap<RouteTier, BTreeMap<String, u64>>,
 }
 
 /// Checks every rule, with the candidate's `regressions` against the
@@ -136,11 +136,7 @@ pub fn check(
         let Some(route) = table.route(name) else {
             continue;
         };
-        match route
-            .tier
-            .known()
-            .and_then(|tier| context.recorded_models.get(&tier))
-        {
+        match context.recorded_models.get(&route.tier) {
             Some(recorded) => {
                 let matching = recorded.get(&route.model).copied().unwrap_or(0);
                 let others: Vec<String> = recorded
