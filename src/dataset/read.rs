@@ -275,36 +275,23 @@ fn check_row(
 }
 
 fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
-    use std::io::BufRead;
     let unreadable = |error: std::io::Error| DatasetError::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
     };
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let mut bytes = Vec::new();
-    let mut number = 0u64;
-    loop {
-        bytes.clear();
-        if reader.read_until(b'\n', &mut bytes).map_err(unreadable)? == 0 {
-            return Ok(());
-        }
-        number += 1;
+    crate::schema::for_each_line(path, unreadable, |number, bytes| {
         let location = RowLocation::Line(number);
         let malformed = |problem: String| DatasetError::Malformed {
             path: path.to_owned(),
             location,
             problem,
         };
-        let line = std::str::from_utf8(&bytes)
+        let line = std::str::from_utf8(bytes)
             .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
         let crate::schema::UniqueKeys(object) = serde_json::from_str(line)
             .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
-        visit((location, object))?;
-    }
+        visit((location, object))
+    })
 }
 
 fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {

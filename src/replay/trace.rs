@@ -6,7 +6,6 @@
 //! memory bounded by one request.
 
 use std::hash::{BuildHasher, Hasher};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -178,21 +177,9 @@ fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
         path: path.to_owned(),
         message: error.to_string(),
     };
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let mut line = Vec::new();
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(unreadable)? == 0 {
-            return Ok(());
-        }
-        number += 1;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    crate::schema::for_each_line(path, unreadable, |number, line| {
         let location = RowLocation::Line(number);
-        let raw: RawRequest = serde_json::from_slice(&line).map_err(|error| {
+        let raw: RawRequest = serde_json::from_slice(line).map_err(|error| {
             // serde names the field whose value has the wrong type.
             TraceError::Malformed {
                 path: path.to_owned(),
@@ -200,8 +187,8 @@ fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
                 problem: format!("not a trace request: {error}"),
             }
         })?;
-        accept(location, raw)?;
-    }
+        accept(location, raw)
+    })
 }
 
 fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {

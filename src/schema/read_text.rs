@@ -3,7 +3,6 @@
 //! as soon as it is seen; columns routeval does not know are carried as text.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -92,35 +91,22 @@ fn for_each_object(
     path: &Path,
     mut visit: impl FnMut(u64, &serde_json::Map<String, Value>) -> Result<(), ReadError>,
 ) -> Result<(), ReadError> {
-    let mut reader = BufReader::new(open(path)?);
-    let mut bytes = Vec::new();
-    let mut number = 0u64;
-    loop {
-        bytes.clear();
-        let read = reader
-            .read_until(b'\n', &mut bytes)
-            .map_err(|source| ReadError::Io {
-                path: path.to_owned(),
-                source,
-            })?;
-        if read == 0 {
-            return Ok(());
-        }
-        number += 1;
+    let io_error = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    super::lines::for_each_line(path, io_error, |number, bytes| {
         let malformed = |problem: String| ReadError::Malformed {
             path: path.to_owned(),
             location: RowLocation::Line(number),
             problem,
         };
-        let line = std::str::from_utf8(&bytes)
+        let line = std::str::from_utf8(bytes)
             .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
         let UniqueKeys(object) = serde_json::from_str(line)
             .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
-        visit(number, &object)?;
-    }
+        visit(number, &object)
+    })
 }
 
 /// A JSON object that refuses a key given twice, as the CSV and Parquet
