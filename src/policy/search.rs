@@ -592,6 +592,41 @@ mod tests {
         }
     }
 
+    /// k = 4, where the cascade's suffix table has three dimensions: random
+    /// small slices against the brute force.
+    #[test]
+    fn four_tiers_match_brute_force() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        for trial in 0..60 {
+            for policy in [Policy::Predictive, Policy::Cascade] {
+                let dims = if policy == Policy::Predictive { 1 } else { 3 };
+                let mut slice = TieredSlice::new(policy, 4);
+                for _ in 0..1 + next(9) {
+                    let scores: Vec<f64> = (0..dims).map(|_| next(5) as f64 / 4.0).collect();
+                    let ok: Vec<bool> = (0..4).map(|_| next(2) == 1).collect();
+                    let mut cost: Vec<i64> = (0..4).map(|_| 1 + next(40) as i64).collect();
+                    cost.sort_unstable();
+                    let verifier: Vec<i64> = (0..3).map(|_| next(4) as i64).collect();
+                    slice.push(&scores, &ok, &cost, next(3) as i64, &verifier);
+                }
+                let target = next(slice.rows() as u64 + 1);
+                let search = search_tiers(&slice, policy, 64, |successes, _| successes >= target);
+                assert!(search.exact);
+                assert_eq!(
+                    search.chosen,
+                    brute_force(&slice, policy, target),
+                    "trial {trial}, {policy:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_large_slice_falls_back_to_a_quantile_grid() {
         let mut slice = TieredSlice::new(Policy::Predictive, 3);
