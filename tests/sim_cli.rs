@@ -167,7 +167,10 @@ fn answers_stream_and_report_usage_like_an_openai_endpoint() {
         .iter()
         .map(|model| model["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(models, ["sim-small", "sim-large", "sim-verifier"]);
+    assert_eq!(
+        models,
+        ["sim-small", "sim-large", "sim-verifier", "sim-mid"]
+    );
 
     assert_eq!(
         http(

@@ -869,6 +869,13 @@ pub struct ServeSimArgs {
     /// A fault profile (TOML): rates of 429s, 5xx, resets, slow or stalled or cut streams.
     #[arg(long, value_name = "FILE")]
     pub faults: Option<PathBuf>,
+
+    /// A model's skill, `NAME=SKILL`, repeatable: changes sim-small (0.55),
+    /// sim-mid (0.75), sim-large (0.92) or sim-verifier (0.8), or adds a
+    /// model of that name. A model of skill s answers a prompt of difficulty
+    /// d right with probability 1 / (1 + e^(−(s − d)/0.05)).
+    #[arg(long = "skill", value_name = "NAME=SKILL")]
+    pub skills: Vec<String>,
 }
 
 #[derive(Debug, Args)]

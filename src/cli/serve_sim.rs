@@ -8,7 +8,7 @@ use anyhow::bail;
 use crate::dataset::read_dataset;
 use crate::exit_codes::Outcome;
 use crate::grade::load_rubrics;
-use crate::sim::{FaultProfile, Knowledge, SimSettings, spawn};
+use crate::sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
 
 use super::args::ServeSimArgs;
 
@@ -45,6 +45,8 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
             Some(path) => FaultProfile::load(path)?,
             None => FaultProfile::default(),
         },
+        models: SimModel::with_skills(SimModel::defaults(), &args.skills)
+            .map_err(anyhow::Error::msg)?,
         ..SimSettings::default()
     };
     let models: Vec<String> = settings

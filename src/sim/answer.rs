@@ -27,7 +27,45 @@ impl SimModel {
             model("sim-small", 0.55),
             model("sim-large", 0.92),
             model("sim-verifier", 0.8),
+            model("sim-mid", 0.75),
         ]
+    }
+
+    /// `models` with the skills `NAME=S` set: a known model's changed, an
+    /// unknown name added as a model of its own.
+    pub fn with_skills(
+        mut models: Vec<SimModel>,
+        skills: &[String],
+    ) -> Result<Vec<SimModel>, String> {
+        for given in skills {
+            let (name, skill) = given.split_once('=').ok_or_else(|| {
+                format!("--skill {given}: expected NAME=SKILL, such as sim-mid=0.75")
+            })?;
+            let name = name.trim();
+            let skill: f64 = skill
+                .trim()
+                .parse()
+                .ok()
+                .filter(|skill: &f64| skill.is_finite())
+                .ok_or_else(|| format!("--skill {given}: {skill:?} is not a number"))?;
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(format!("--skill {given}: {name:?} is not a model name"));
+            }
+            match models.iter_mut().find(|model| model.name == name) {
+                Some(model) => model.skill = skill,
+                None => models.push(SimModel {
+                    name: name.to_owned(),
+                    version: format!("{name}-2026-11-01"),
+                    skill,
+                    judges: false,
+                }),
+            }
+        }
+        Ok(models)
     }
 }
 
@@ -265,7 +303,11 @@ mod tests {
     #[test]
     fn the_verifier_scores_wrong_answers_higher() {
         let knowledge = Knowledge::new(&questions(500));
-        let verifier = &SimModel::defaults()[2];
+        let models = SimModel::defaults();
+        let verifier = models
+            .iter()
+            .find(|model| model.name == "sim-verifier")
+            .unwrap();
         let mean_score = |answer: &str| {
             (0..500)
                 .map(|index| {
@@ -315,6 +357,33 @@ mod tests {
             wrong("Use the reset link."),
             "I am not sure how to help with that."
         );
+    }
+
+    #[test]
+    fn skills_change_a_model_or_add_one() {
+        let models = SimModel::with_skills(
+            SimModel::defaults(),
+            &["sim-mid=0.7".to_owned(), "sim-xl=0.97".to_owned()],
+        )
+        .unwrap();
+        let skill = |name: &str| {
+            models
+                .iter()
+                .find(|model| model.name == name)
+                .map(|model| model.skill)
+        };
+        assert_eq!(skill("sim-mid"), Some(0.7));
+        assert_eq!(skill("sim-xl"), Some(0.97));
+        assert_eq!(skill("sim-large"), Some(0.92));
+        for (bad, expected) in [
+            ("sim-mid", "expected NAME=SKILL"),
+            ("sim-mid=high", "\"high\" is not a number"),
+            ("a b=0.5", "is not a model name"),
+        ] {
+            let error = SimModel::with_skills(SimModel::defaults(), &[bad.to_owned()]).unwrap_err();
+            assert!(error.starts_with(&format!("--skill {bad}: ")), "{error}");
+            assert!(error.contains(expected), "{error}");
+        }
     }
 
     #[test]
