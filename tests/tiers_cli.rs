@@ -3,7 +3,7 @@
 //! numbers as `simulate --compare`; a certified calibration that rarely
 //! misses on fresh traffic; and bad input.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use routeval::calibrate::acceptable;
 use routeval::policy::{Policy, TieredSlice, predictive_tier, search_tiers, to_picodollars};
@@ -26,6 +26,40 @@ fn simulated(directory: &Path, requests: usize, seed: u64) -> std::path::PathBuf
         .assert()
         .code(0);
     path
+}
+
+/// `routeval gate` of `candidates` on `results` with `flags`, signing with a
+/// key made in `directory` (once) and writing to `directory/dist`.
+fn gate(
+    directory: &Path,
+    candidates: &[&Path],
+    results: &Path,
+    flags: &[&std::ffi::OsStr],
+) -> (std::process::Output, PathBuf) {
+    let key = directory.join("k.key");
+    if !key.exists() {
+        routeval()
+            .arg("keygen")
+            .arg("--out")
+            .arg(&key)
+            .assert()
+            .code(0);
+    }
+    let out = directory.join("dist");
+    let output = routeval()
+        .arg("gate")
+        .arg("--candidates")
+        .args(candidates)
+        .arg("--results")
+        .arg(results)
+        .args(flags)
+        .arg("--key")
+        .arg(&key)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    (output, out)
 }
 
 #[test]
@@ -321,32 +355,23 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
         calibration_and_text(&results, &["--target", "0.9", "--tiers", "small,mid,large"]);
     let three = directory.path().join("three.json");
     std::fs::write(&three, text).unwrap();
-    let key = directory.path().join("k.key");
-    routeval()
-        .arg("keygen")
-        .arg("--out")
-        .arg(&key)
-        .assert()
-        .code(0);
     let table = directory.path().join("predictive.toml");
     std::fs::write(
         &table,
         three_tier_table("[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\nthresholds_from_calibration = true"),
     )
     .unwrap();
-    let output = routeval()
-        .args(["gate", "--candidates"])
-        .arg(&table)
-        .arg("--results")
-        .arg(&results)
-        .arg("--calibration")
-        .arg(&three)
-        .args(["--target", "0.9", "--key"])
-        .arg(&key)
-        .arg("--out")
-        .arg(directory.path().join("dist"))
-        .output()
-        .unwrap();
+    let (output, _) = gate(
+        directory.path(),
+        &[&table],
+        &results,
+        &[
+            "--target".as_ref(),
+            "0.9".as_ref(),
+            "--calibration".as_ref(),
+            three.as_os_str(),
+        ],
+    );
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
@@ -491,27 +516,15 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         std::fs::write(&path, three_tier_table(policy)).unwrap();
         candidates.push(path);
     }
-    let key = directory.path().join("k.key");
-    routeval()
-        .arg("keygen")
-        .arg("--out")
-        .arg(&key)
-        .assert()
-        .code(0);
-    let out = directory.path().join("dist");
-    let output = routeval()
-        .args(["gate", "--json", "--target", "0.95", "--candidates"])
-        .args(&candidates)
-        .arg("--results")
-        .arg(&results)
-        .arg("--calibration")
-        .args(&calibrations)
-        .arg("--key")
-        .arg(&key)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let mut flags: Vec<&std::ffi::OsStr> = vec![
+        "--json".as_ref(),
+        "--target".as_ref(),
+        "0.95".as_ref(),
+        "--calibration".as_ref(),
+    ];
+    flags.extend(calibrations.iter().map(|path| path.as_os_str()));
+    let candidates: Vec<&Path> = candidates.iter().map(PathBuf::as_path).collect();
+    let (output, out) = gate(directory.path(), &candidates, &results, &flags);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -671,13 +684,6 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
 fn bad_three_tier_tables_are_one_line_exit_2() {
     let directory = tempfile::tempdir().unwrap();
     let results = simulated(directory.path(), 300, 5);
-    let key = directory.path().join("k.key");
-    routeval()
-        .arg("keygen")
-        .arg("--out")
-        .arg(&key)
-        .assert()
-        .code(0);
     let cases = [
         (
             "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\n[policy.predictive.thresholds]\n\"*\" = [0.3]",
@@ -711,18 +717,12 @@ fn bad_three_tier_tables_are_one_line_exit_2() {
     for (policy, expected) in cases {
         let table = directory.path().join("bad.toml");
         std::fs::write(&table, three_tier_table(policy)).unwrap();
-        let out = directory.path().join("dist");
-        let output = routeval()
-            .args(["gate", "--target", "0.9", "--candidates"])
-            .arg(&table)
-            .arg("--results")
-            .arg(&results)
-            .arg("--key")
-            .arg(&key)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let (output, out) = gate(
+            directory.path(),
+            &[&table],
+            &results,
+            &["--target".as_ref(), "0.9".as_ref()],
+        );
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert_eq!(output.status.code(), Some(2), "{policy}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{policy}: {stderr}");
@@ -811,13 +811,6 @@ fn a_file_naming_its_tiers_in_metadata_calibrates_them_without_the_flag() {
 #[test]
 fn the_gate_checks_the_pinned_version_of_a_tier_between() {
     let directory = tempfile::tempdir().unwrap();
-    let key = directory.path().join("k.key");
-    routeval()
-        .arg("keygen")
-        .arg("--out")
-        .arg(&key)
-        .assert()
-        .code(0);
     let table = directory.path().join("three.toml");
     std::fs::write(
         &table,
