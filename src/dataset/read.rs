@@ -299,27 +299,20 @@ fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError>
         path: path.to_owned(),
         message,
     };
-    let mut reader = csv::Reader::from_path(path).map_err(|error| unreadable(error.to_string()))?;
-    let headers = reader
-        .headers()
-        .map_err(|error| unreadable(error.to_string()))?
-        .clone();
-    for record in reader.records() {
-        let record = record.map_err(|error| DatasetError::Malformed {
-            path: path.to_owned(),
-            location: RowLocation::Line(error.position().map_or(0, csv::Position::line)),
-            problem: error.to_string(),
-        })?;
-        let location = RowLocation::Line(record.position().map_or(0, csv::Position::line));
+    let malformed = |location, problem| DatasetError::Malformed {
+        path: path.to_owned(),
+        location,
+        problem,
+    };
+    crate::schema::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
         let object = headers
             .iter()
             .zip(record.iter())
             .filter(|(_, value)| !value.is_empty())
             .map(|(header, value)| (header.to_owned(), Value::String(value.to_owned())))
             .collect();
-        visit((location, object))?;
-    }
-    Ok(())
+        visit((location, object))
+    })
 }
 
 fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {

@@ -196,25 +196,22 @@ fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
         path: path.to_owned(),
         message,
     };
-    let mut reader = csv::Reader::from_path(path).map_err(|error| unreadable(error.to_string()))?;
-    let headers = reader
-        .headers()
-        .map_err(|error| unreadable(error.to_string()))?
-        .clone();
-    let column = |name: &str| headers.iter().position(|header| header == name);
-    let columns = [
-        column("timestamp"),
-        column("input_length"),
-        column("output_length"),
-        column("hash_ids"),
-    ];
-    for record in reader.records() {
-        let record = record.map_err(|error| TraceError::Malformed {
-            path: path.to_owned(),
-            location: RowLocation::Line(error.position().map_or(0, csv::Position::line)),
-            problem: error.to_string(),
-        })?;
-        let location = RowLocation::Line(record.position().map_or(0, csv::Position::line));
+    let malformed = |location, problem| TraceError::Malformed {
+        path: path.to_owned(),
+        location,
+        problem,
+    };
+    let mut columns: Option<[Option<usize>; 4]> = None;
+    crate::schema::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
+        let columns = *columns.get_or_insert_with(|| {
+            let column = |name: &str| headers.iter().position(|header| header == name);
+            [
+                column("timestamp"),
+                column("input_length"),
+                column("output_length"),
+                column("hash_ids"),
+            ]
+        });
         let field = |index: Option<usize>| {
             index
                 .and_then(|index| record.get(index))
@@ -248,9 +245,8 @@ fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
             output_length: number(2, "output_length")?,
             hash_ids,
         };
-        accept(location, raw)?;
-    }
-    Ok(())
+        accept(location, raw)
+    })
 }
 
 /// Block ids written as text: space-separated, optionally in `[...]` with

@@ -1,6 +1,6 @@
-//! The one loop over the lines of a JSON-lines file: 64 KiB reads, 1-based
-//! physical line numbers for messages, lines of only whitespace (Unicode's
-//! included) skipped.
+//! The one loop over the lines of a JSON-lines file (64 KiB reads, 1-based
+//! physical line numbers for messages, lines of only whitespace, Unicode's
+//! included, skipped) and the one over the records of a CSV file.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -30,6 +30,31 @@ pub fn for_each_line<E>(
         }
         visit(number, &line)?;
     }
+}
+
+/// Streams the records of the CSV file at `path` to `visit` with the
+/// header row and each record's 1-based physical line; `unreadable` names a
+/// file that cannot be opened or has no header, `malformed` a bad record.
+pub fn for_each_csv_record<E>(
+    path: &Path,
+    unreadable: impl Fn(String) -> E,
+    malformed: impl Fn(super::RowLocation, String) -> E,
+    mut visit: impl FnMut(&csv::StringRecord, super::RowLocation, &csv::StringRecord) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut reader = csv::Reader::from_path(path).map_err(|error| unreadable(error.to_string()))?;
+    let headers = reader
+        .headers()
+        .map_err(|error| unreadable(error.to_string()))?
+        .clone();
+    let line = |position: Option<&csv::Position>| {
+        super::RowLocation::Line(position.map_or(0, csv::Position::line))
+    };
+    for record in reader.records() {
+        let record =
+            record.map_err(|error| malformed(line(error.position()), error.to_string()))?;
+        visit(&headers, line(record.position()), &record)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

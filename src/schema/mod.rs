@@ -24,7 +24,7 @@ pub use error::ReadError;
 pub use format::Format;
 pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
 pub use ids::{DuplicateIds, id_hasher};
-pub use lines::for_each_line;
+pub use lines::{for_each_csv_record, for_each_line};
 pub use read::{
     ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,
     for_each_graded_batch_parallel, read_graded,
