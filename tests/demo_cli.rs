@@ -31,7 +31,11 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     }
     assert!(stdout.contains("verified "), "{stdout}");
     let responses = routeval::run::read_all_responses(&out.join("run/responses.parquet")).unwrap();
-    assert_eq!(responses.len(), 900, "300 prompts × small, large, verifier");
+    assert_eq!(
+        responses.len(),
+        1500,
+        "300 prompts × small, mid, large, and the verifier of small and of mid"
+    );
     assert!(
         responses.iter().any(|row| row.attempts > 1),
         "the fault profile made no call retry"
@@ -41,15 +45,30 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     let gate: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("gate/gate-report.json")).unwrap()).unwrap();
     let candidates = gate["candidates"].as_array().unwrap();
-    assert_eq!(candidates.len(), 3);
-    let predictive = candidates
+    assert_eq!(candidates.len(), 4);
+    let candidate = |file: &str| {
+        candidates
+            .iter()
+            .find(|candidate| candidate["file"].as_str().unwrap().ends_with(file))
+            .unwrap()
+    };
+    let predictive = candidate("/predictive.toml");
+    let cascade = candidate("/cascade.toml");
+    // The three-tier candidate serves every request from one of its three
+    // tiers, scored on the same rows as the two-tier ones.
+    let three = candidate("/predictive-three-tier.toml");
+    let served: Vec<f64> = three["overall"]["served"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|candidate| candidate["policy"] == "predictive")
-        .unwrap();
-    let cascade = candidates
-        .iter()
-        .find(|candidate| candidate["policy"] == "cascade")
-        .unwrap();
+        .map(|share| share.as_f64().unwrap())
+        .collect();
+    assert_eq!(served.len(), 3);
+    assert!(
+        (served.iter().sum::<f64>() - 1.0).abs() < 1e-9,
+        "{served:?}"
+    );
+    assert_eq!(three["overall"]["n"], predictive["overall"]["n"]);
     // Each policy escalates by its own score: the router's and the
     // verifier's rank rows differently, so the two escalate different shares.
     assert_ne!(

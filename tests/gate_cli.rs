@@ -754,3 +754,66 @@ fn a_calibration_must_match_the_policy_and_its_score_column() {
         assert!(!workspace.path(out).exists(), "{out} was written");
     }
 }
+
+#[test]
+fn results_without_a_score_gate_tables_that_need_none_and_name_it_for_those_that_do() {
+    let workspace = Workspace::new();
+    // The example results as imported before any router has scored them.
+    let unscored = workspace.path("unscored.parquet");
+    let text = std::fs::read_to_string(example_results()).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let keep: Vec<usize> = (0..header.len())
+        .filter(|&i| header[i] != "score")
+        .collect();
+    let pick = |line: &str| {
+        let fields: Vec<&str> = line.split(',').collect();
+        keep.iter()
+            .map(|&i| fields[i])
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let csv = workspace.path("unscored.csv");
+    let body: Vec<String> = std::iter::once(pick(&header.join(",")))
+        .chain(lines.map(pick))
+        .collect();
+    std::fs::write(&csv, body.join("\n") + "\n").unwrap();
+    routeval()
+        .args(["import", "generic", "--input"])
+        .arg(&csv)
+        .arg("--out")
+        .arg(&unscored)
+        .assert()
+        .success();
+    workspace
+        .gate_on(
+            &unscored,
+            &[example_routes("always-large.toml")],
+            &[workspace.path("calibration.json")],
+            "single",
+            &["--target", "0.9"],
+        )
+        .code(predicate::in_iter([0, 1]));
+    let report = workspace.report("single");
+    assert_eq!(report.candidates.len(), 1);
+    assert!(report.candidates[0].overall.n > 0);
+
+    let refused = workspace
+        .gate_on(
+            &unscored,
+            &[example_routes("predictive.toml")],
+            &[workspace.path("calibration.json")],
+            "predictive",
+            &["--target", "0.9"],
+        )
+        .code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("column \"score\""), "{stderr}");
+    assert!(
+        !workspace
+            .path("predictive")
+            .join("gate-report.json")
+            .exists()
+    );
+}

@@ -10,6 +10,7 @@ fn read_all(path: &std::path::Path) -> routeval::schema::GradedTable {
         carry_extra: true,
         details: true,
         score_optional: false,
+        carry_read_only: false,
     };
     read_graded(path, &options).unwrap()
 }

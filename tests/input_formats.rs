@@ -17,6 +17,7 @@ fn carry_all() -> ReadOptions {
         carry_extra: true,
         details: true,
         score_optional: false,
+        carry_read_only: false,
     }
 }
 

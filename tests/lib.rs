@@ -32,3 +32,4 @@ mod sim_cli;
 mod simulate_cli;
 mod snapshots;
 mod tiers_cli;
+mod tiers_run;

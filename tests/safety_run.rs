@@ -292,7 +292,7 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         .assert()
         .success()
         .stdout(predicate::str::contains(format!(
-            "dropped {} prompts whose small or large call failed",
+            "dropped {} prompts whose call to a tier failed",
             failed_prompts.len()
         )))
         // No verifier and one sample: no score yet, and it says so.
@@ -340,12 +340,33 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         .assert()
         .code(predicate::in_iter([0, 1]));
 
-    // A manifest of a version this build does not know is refused.
+    // A manifest of a version this build does not know is refused; one of
+    // version 1 (two tiers, no tier_order) is read as before.
     let manifest_path = out.join("manifest.json");
     let manifest = std::fs::read_to_string(&manifest_path).unwrap();
+    let current = format!(
+        "\"schema_version\": {}",
+        routeval::run::MANIFEST_SCHEMA_VERSION
+    );
+    assert!(manifest.contains(&current), "{manifest}");
+    let mut version_one: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    version_one["schema_version"] = 1.into();
+    version_one.as_object_mut().unwrap().remove("tier_order");
+    std::fs::write(&manifest_path, version_one.to_string()).unwrap();
+    let old = directory.path().join("graded-from-version-one.parquet");
+    let output = routeval()
+        .args(["grade", "--allow-missing", "--rubrics"])
+        .arg(repo().join("rubrics"))
+        .arg("--run")
+        .arg(&out)
+        .arg("--out")
+        .arg(&old)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
     std::fs::write(
         &manifest_path,
-        manifest.replacen("\"schema_version\": 1", "\"schema_version\": 9", 1),
+        manifest.replacen(&current, "\"schema_version\": 9", 1),
     )
     .unwrap();
     let output = grade().arg("--allow-missing").output().unwrap();

@@ -274,7 +274,7 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
         (&["--tiers", "small,xl,large"], "missing column \"xl_ok\""),
         (
             &["--tiers", "small,mid,huge"],
-            "column \"large_ok\" collides with the column renamed by --tiers",
+            "missing column \"huge_ok\" (named by --tiers)",
         ),
         (
             &["--tiers", "small"],

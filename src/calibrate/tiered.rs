@@ -62,6 +62,7 @@ pub fn calibrate_tiered(
         carry_extra: true,
         details: true,
         score_optional: cascade,
+        carry_read_only: true,
     };
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let new_slice = |name: &str| SliceRows {

@@ -88,6 +88,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         carry_extra: false,
         details: false,
         score_optional: false,
+        carry_read_only: false,
     };
     let options = CalibrateOptions {
         policy: match args.policy {

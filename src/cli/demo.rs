@@ -86,7 +86,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &"--quiet",
     ]);
     let mut ran = step(
-        "run: every prompt to sim-small and sim-large, small answers to sim-verifier",
+        "run: every prompt to sim-small, sim-mid and sim-large, small and mid answers to sim-verifier",
         &run,
     )?;
     // Calls that exhausted their retries under the faults are sent again,
@@ -146,20 +146,32 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         arguments.extend(flags.iter().map(OsString::from));
         step(title, &arguments)
     };
+    // The graded file names its three tiers; the two-tier policies name
+    // the pair they route between.
+    let two_tiers = ["--tiers", "small,large"];
     calibrate(
         "calibrate (predictive, plain): the cheapest router threshold per slice",
-        &["--score-col", "router_score"],
+        &[&two_tiers[..], &["--score-col", "router_score"]].concat(),
         "calibration-predictive.json",
     )?;
     calibrate(
         "calibrate (predictive, 90% guarantee)",
-        &["--score-col", "router_score", "--confidence", "0.9"],
+        &[
+            &two_tiers[..],
+            &["--score-col", "router_score", "--confidence", "0.9"],
+        ]
+        .concat(),
         "calibration-predictive-certified.json",
     )?;
     calibrate(
         "calibrate (cascade): the verifier threshold per slice",
-        &["--policy", "cascade"],
+        &[&two_tiers[..], &["--policy", "cascade"]].concat(),
         "calibration-cascade.json",
+    )?;
+    calibrate(
+        "calibrate (predictive, three tiers): two router thresholds per slice, small | mid | large",
+        &["--tiers", "small,mid,large", "--score-col", "router_score"],
+        "calibration-predictive-three-tier.json",
     )?;
     let key = path("keys/demo.key");
     std::fs::create_dir_all(path("keys"))?;
@@ -169,18 +181,20 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     )?;
     let gate_dir = path("gate");
     let gated = step(
-        "gate: cascade, predictive and large-only on the same graded results",
+        "gate: cascade, predictive, three-tier predictive and large-only on the same graded results",
         &args(&[
             &"gate",
             &"--candidates",
             &data.join("routes/cascade.toml"),
             &data.join("routes/predictive.toml"),
+            &data.join("routes/predictive-three-tier.toml"),
             &data.join("routes/large-only.toml"),
             &"--results",
             &scored,
             &"--calibration",
             &path("calibration-cascade.json"),
             &path("calibration-predictive.json"),
+            &path("calibration-predictive-three-tier.json"),
             &"--target",
             &target,
             &"--key",
@@ -211,6 +225,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             &"--calibration",
             &path("calibration-cascade.json"),
             &path("calibration-predictive.json"),
+            &path("calibration-predictive-three-tier.json"),
             &"--gate",
             &gate_dir.join("gate-report.json"),
             &"--out",

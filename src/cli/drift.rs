@@ -25,6 +25,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
             carry_extra: false,
             details: true,
             score_optional: false,
+            carry_read_only: false,
         },
         score_col: args.score_col,
         target: args.target,

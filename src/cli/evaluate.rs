@@ -12,7 +12,7 @@ use crate::evaluate::{
 };
 use crate::exit_codes::Outcome;
 use crate::gate::sha256_hex;
-use crate::schema::{ColumnNames, ReadOptions, read_graded};
+use crate::schema::{ColumnNames, ReadOptions, read_graded, tiers_in_metadata};
 
 use super::args::EvaluateArgs;
 use super::print::print;
@@ -31,11 +31,19 @@ pub struct EvaluationDocument {
 }
 
 pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
+    // A router ranks requests between the cheapest and the strongest tier:
+    // of a file with more tiers, those two are measured.
+    let names = ColumnNames::new(args.score_col.clone(), args.slice_col.clone());
+    let names = match tiers_in_metadata(&args.results)? {
+        Some(tiers) => tiers.column_names(names),
+        None => names,
+    };
     let read = ReadOptions {
-        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
+        names,
         carry_extra: false,
         details: false,
         score_optional: false,
+        carry_read_only: false,
     };
     let table = read_graded(&args.results, &read)?;
     let mut outcomes = Vec::with_capacity(table.num_rows());

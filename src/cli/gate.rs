@@ -38,6 +38,7 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
             carry_extra: false,
             details: true,
             score_optional: false,
+            carry_read_only: false,
         },
         calibrations: args.calibration,
         baseline: args.baseline,

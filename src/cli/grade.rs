@@ -51,19 +51,20 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     };
     let graded = grading.finish(&rubrics, &judging.verdicts, &args.out);
     write_graded_parquet(&graded.table, &args.out)?;
-    let rows = graded
-        .slices
-        .iter()
-        .map(|(slice, (prompts, small, large))| {
-            let share = |count: &u64| format!("{:.3}", *count as f64 / *prompts as f64);
-            vec![
-                slice.clone(),
-                prompts.to_string(),
-                share(small),
-                share(large),
-            ]
-        });
-    let table = crate::calibrate::table(vec!["slice", "prompts", "small ok", "large ok"], rows);
+    let rows = graded.slices.iter().map(|(slice, (prompts, ok))| {
+        let shares = ok
+            .iter()
+            .map(|count| format!("{:.3}", *count as f64 / *prompts as f64));
+        [slice.clone(), prompts.to_string()]
+            .into_iter()
+            .chain(shares)
+            .collect::<Vec<_>>()
+    });
+    let headers: Vec<String> = ["slice".to_owned(), "prompts".to_owned()]
+        .into_iter()
+        .chain(graded.tiers.iter().map(|tier| format!("{tier} ok")))
+        .collect();
+    let table = crate::calibrate::table(headers.iter().map(String::as_str).collect(), rows);
     let source = match graded.score_source {
         ScoreSource::Verifier => "the verifier's reject probability",
         ScoreSource::SelfConsistency => "self-consistency of the small tier's samples",
@@ -81,7 +82,7 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     }
     if graded.dropped > 0 {
         println(&format!(
-            "dropped {} prompts whose small or large call failed (--allow-missing)",
+            "dropped {} prompts whose call to a tier failed (--allow-missing)",
             graded.dropped
         ))?;
     }

@@ -145,6 +145,7 @@ pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
                 carry_extra: true,
                 details: true,
                 score_optional: true,
+                carry_read_only: false,
             };
             (read_graded(&input, &options)?, out)
         }

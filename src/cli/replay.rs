@@ -8,7 +8,7 @@ use crate::replay::replicas::{PolicySpec, Pool};
 use crate::replay::{
     Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
 };
-use crate::routes::Tier;
+use crate::run::CallTier;
 
 use super::args::{ObjectiveArg, ReplayCommand, ReplayTierArg, ReplicasArgs};
 use super::print::print;
@@ -107,8 +107,8 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
             dataset: args.dataset.as_deref(),
             arrivals: RunArrivals {
                 tier: match args.tier {
-                    ReplayTierArg::Small => Tier::Small,
-                    ReplayTierArg::Large => Tier::Large,
+                    ReplayTierArg::Small => CallTier::SMALL,
+                    ReplayTierArg::Large => CallTier::LARGE,
                 },
                 rate: args.arrival_rate,
                 seed: args.seed,

@@ -151,6 +151,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         carry_extra: false,
         details: false,
         score_optional: false,
+        carry_read_only: false,
     };
     let table = read_graded(results, &read(&predictive_column))?;
     let predictive_scores = scores_of(&table);
@@ -252,6 +253,7 @@ fn the_change(
             carry_extra: false,
             details: true,
             score_optional: false,
+            carry_read_only: false,
         };
         Ok(read_graded(results, &read)?)
     };

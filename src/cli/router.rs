@@ -1,5 +1,7 @@
 //! `routeval router train` and `routeval router score`.
 
+use std::path::Path;
+
 use anyhow::{Context, bail};
 
 use crate::atomic::{Named, check_outputs, commit_all};
@@ -10,7 +12,8 @@ use crate::router::{
     Router, Training, cross_fit, featurise, labelled_prompts, stored_score, with_scores,
 };
 use crate::schema::{
-    Column, ColumnNames, ReadOptions, read_graded, stage_graded_parquet, write_graded_parquet,
+    Column, ColumnNames, GradedTable, ReadOptions, read_graded, stage_graded_parquet,
+    tiers_in_metadata, write_graded_parquet,
 };
 
 use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
@@ -30,7 +33,21 @@ fn read_options(slice_col: &str) -> ReadOptions {
         carry_extra: true,
         details: true,
         score_optional: true,
+        carry_read_only: false,
     }
+}
+
+/// The graded results at `path`; a file naming its tiers in its metadata
+/// is read with them, and keeps them when written back.
+fn read_results(path: &Path, slice_col: &str) -> anyhow::Result<GradedTable> {
+    let tiers = tiers_in_metadata(path)?;
+    let mut options = read_options(slice_col);
+    if let Some(tiers) = &tiers {
+        options.names = tiers.column_names(options.names);
+    }
+    let mut table = read_graded(path, &options)?;
+    table.tiers = tiers;
+    Ok(table)
 }
 
 /// The most folds a cross-fit may have: each fold trains a model, so more
@@ -66,7 +83,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
         outputs.push(Named::new(scored, "--scored-out"));
     }
     check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
-    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let table = read_results(&args.results, &args.slice_col)?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
     let training = Training {
         seed: args.seed,
@@ -125,7 +142,7 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
         ],
     )?;
     let router = Router::load(&args.router)?;
-    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let table = read_results(&args.results, &args.slice_col)?;
     let prompts = labelled_prompts(&table, &args.prompt_col)?;
     let scores: Vec<f64> = prompts
         .iter()
@@ -150,7 +167,7 @@ fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
             Named::new(&args.scores, "--scores"),
         ],
     )?;
-    let table = read_graded(&args.results, &read_options(&args.slice_col))?;
+    let table = read_results(&args.results, &args.slice_col)?;
     let by_id = read_scores(&args.scores, &args.scores_col)?;
     let mut scores = Vec::with_capacity(table.num_rows());
     for batch in &table.batches {

@@ -40,8 +40,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         .map(Shard::parse)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let small_key = api_key(&config, "[tiers.small]", &config.small)?;
-    let large_key = api_key(&config, "[tiers.large]", &config.large)?;
+    let tier_keys = config
+        .tiers
+        .iter()
+        .map(|tier| api_key(&config, &tier.section(), &tier.endpoint))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let verifier = match &config.verifier {
         Some(verifier) => {
             let key = api_key(&config, "[verifier]", verifier)?;
@@ -79,16 +82,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         .build()?;
     let summary = runtime.block_on(async {
         let widest = config
-            .small
-            .max_concurrency
-            .max(config.large.max_concurrency);
+            .tiers
+            .iter()
+            .map(|tier| tier.endpoint.max_concurrency)
+            .max()
+            .unwrap_or(1);
         let http = http_client(widest)?;
-        let mut checks = vec![
-            ("[tiers.small]", &config.small, small_key.as_deref()),
-            ("[tiers.large]", &config.large, large_key.as_deref()),
-        ];
+        let mut checks: Vec<(String, &EndpointConfig, Option<&str>)> = config
+            .tiers
+            .iter()
+            .zip(&tier_keys)
+            .map(|(tier, key)| (tier.section(), &tier.endpoint, key.as_deref()))
+            .collect();
         if let Some((endpoint, key, _)) = &verifier {
-            checks.push(("[verifier]", endpoint, key.as_deref()));
+            checks.push(("[verifier]".to_owned(), endpoint, key.as_deref()));
         }
         for (section, endpoint, key) in checks {
             preflight(&http, endpoint, key).await.map_err(|problem| {
@@ -96,8 +103,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             })?;
         }
         let endpoints = Endpoints {
-            small: OpenAiEndpoint::new(http.clone(), &config.small, small_key.clone()),
-            large: OpenAiEndpoint::new(http.clone(), &config.large, large_key.clone()),
+            tiers: config
+                .tiers
+                .iter()
+                .zip(&tier_keys)
+                .map(|(tier, key)| OpenAiEndpoint::new(http.clone(), &tier.endpoint, key.clone()))
+                .collect(),
             verifier: verifier.as_ref().map(|(endpoint, key, template)| {
                 (
                     OpenAiEndpoint::new(http.clone(), endpoint, key.clone()),

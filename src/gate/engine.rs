@@ -102,6 +102,10 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let secret = load_secret(&options.key)?;
     let mut read = options.read.clone();
     read.details = true;
+    // Single and static tables read no score: a table without one yet
+    // (before `router train`) can gate them; a policy that needs the score
+    // reads it strictly below, and is refused naming the column.
+    read.score_optional = true;
     let graded = read_graded(&options.results, &read)?;
     let results_sha256 = sha256_file(&options.results)
         .with_context(|| format!("{}: cannot read", options.results.display()))?;
@@ -145,10 +149,19 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     // Each policy reads its own score column: the router's for a predictive
     // table, the verifier's for a cascade, all on the same rows.
     let read_as = options.read.names.score.clone();
+    let unscored = scores_of(&graded);
     let mut score_columns: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    score_columns.insert(read_as.clone(), scores_of(&graded));
+    if graded
+        .batches
+        .iter()
+        .all(|batch| arrow::array::Array::null_count(&batch.score) == 0)
+    {
+        score_columns.insert(read_as.clone(), unscored.clone());
+    }
     let mut scores_for = |table: &crate::routes::ResolvedTable| -> anyhow::Result<Vec<f64>> {
-        let column = table.policy.score().unwrap_or(&read_as);
+        let Some(column) = table.policy.score() else {
+            return Ok(unscored.clone());
+        };
         if let Some(scores) = score_columns.get(column) {
             return Ok(scores.clone());
         }

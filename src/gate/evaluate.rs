@@ -146,6 +146,7 @@ pub fn tiered_rows(
         carry_extra: true,
         details: true,
         score_optional: cascade,
+        carry_read_only: true,
     };
     let graded = read_graded(path, &read)?;
     let k = tiers.len();

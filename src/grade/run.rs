@@ -1,25 +1,25 @@
 //! `routeval grade --run`: a run's responses table, graded by each prompt's
 //! rubric, as the graded-results table `calibrate` reads. One row per
 //! prompt: whether each tier's answer was acceptable, what each tier cost
-//! and how long it took, the reject score of the cascade (the verifier's, or
-//! self-consistency over the small tier's samples), and what each rubric
-//! said.
+//! and how long it took, the reject score of each cascade stage (the
+//! verifier's, or self-consistency over the first tier's samples), and what
+//! each rubric said. A run of more than two tiers writes each tier's
+//! columns under its name and the tiers in the file's metadata.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{BooleanArray, Float64Array, StringArray};
+use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray};
 use arrow::datatypes::{DataType, Field};
 
 use super::rubric::{Rubric, Verdict};
 use super::verifier::{TokenChoice, self_consistency, verdict_score};
 use crate::dataset::{DatasetRow, Message, Role, read_dataset};
-use crate::routes::Tier;
 use crate::run::{
-    MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses, sha256_file,
+    CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses, sha256_file,
 };
-use crate::schema::{GradedBatch, GradedTable, Present};
+use crate::schema::{GradedBatch, GradedTable, Present, Tiers};
 
 /// Where the cascade's reject scores came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +35,10 @@ pub enum ScoreSource {
 pub struct GradedRun {
     pub table: GradedTable,
     pub score_source: ScoreSource,
-    /// Per slice: prompts, small acceptable, large acceptable.
-    pub slices: BTreeMap<String, (u64, u64, u64)>,
+    /// The run's tiers, cheapest first.
+    pub tiers: Vec<String>,
+    /// Per slice: prompts, and the acceptable answers of each tier.
+    pub slices: BTreeMap<String, (u64, Vec<u64>)>,
     /// Prompts left out because a tier's call failed (`--allow-missing`).
     pub dropped: u64,
 }
@@ -53,24 +55,74 @@ pub enum GradeRunError {
     Run { path: PathBuf, problem: String },
 }
 
+/// The run's calls by role: its answering tiers, cheapest first, and the
+/// verifier of each non-final one.
+#[derive(Debug, Clone)]
+struct CallPlan {
+    tiers: Vec<CallTier>,
+    verifiers: Vec<CallTier>,
+}
+
+impl CallPlan {
+    fn new(order: &[String], run: &Path) -> Result<CallPlan, GradeRunError> {
+        let tiers = order
+            .iter()
+            .map(|name| {
+                CallTier::parse(name).ok_or_else(|| GradeRunError::Run {
+                    path: run.to_owned(),
+                    problem: format!("manifest.json: tier_order: {name:?} is not a tier name"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let verifiers = tiers[..tiers.len().saturating_sub(1)]
+            .iter()
+            .enumerate()
+            .map(|(stage, tier)| CallTier::verifier_of(stage, *tier))
+            .collect();
+        Ok(CallPlan { tiers, verifiers })
+    }
+
+    fn calls(&self) -> PromptCalls {
+        PromptCalls {
+            answers: vec![Vec::new(); self.tiers.len()],
+            verifiers: vec![None; self.verifiers.len()],
+        }
+    }
+}
+
 /// The rows of one prompt.
 #[derive(Debug, Default)]
 struct PromptCalls {
-    small: Vec<ResponseRow>,
-    large: Option<ResponseRow>,
-    verifier: Option<ResponseRow>,
+    /// Per tier: the first tier's every sample (self-consistency reads
+    /// them), the others' first.
+    answers: Vec<Vec<ResponseRow>>,
+    /// Per non-final tier: its verifier's judgement of the first sample.
+    verifiers: Vec<Option<ResponseRow>>,
+}
+
+impl PromptCalls {
+    /// The answer each tier is graded on.
+    fn graded_answers(&self) -> impl Iterator<Item = Option<&ResponseRow>> {
+        self.answers.iter().map(|samples| samples.first())
+    }
 }
 
 struct GradedPrompt {
     id: String,
     slice: String,
     prompt: String,
-    score: Option<f64>,
-    small_ok: bool,
-    large_ok: bool,
-    costs: [f64; 3],
-    latencies: [Option<f64>; 5],
-    models: [Option<String>; 3],
+    /// Per non-final stage (the first from the verifier or self-consistency).
+    scores: Vec<Option<f64>>,
+    /// Per tier.
+    ok: Vec<bool>,
+    costs: Vec<f64>,
+    /// Per non-final stage.
+    verifier_costs: Vec<f64>,
+    /// Per tier: total and first-token milliseconds.
+    latencies: Vec<(Option<f64>, Option<f64>)>,
+    verifier_ms: Option<f64>,
+    models: Vec<Option<String>>,
+    verifier_model: Option<String>,
     detail: String,
 }
 
@@ -139,105 +191,98 @@ fn normalised(text: &str) -> Option<String> {
 
 fn grade_prompt(
     row: &DatasetRow,
+    plan: &CallPlan,
     calls: PromptCalls,
     rubric: &Rubric,
     source: ScoreSource,
     judgements: &Judgements,
 ) -> GradedPrompt {
     let reference = row.reference.as_deref();
-    let first_small = calls.small.first();
-    let (small_ok, small_detail) = first_small.map_or((false, "no row".to_owned()), |small| {
-        judged(small, rubric, reference, judgements)
-    });
-    let (large_ok, large_detail) = calls
-        .large
-        .as_ref()
-        .map_or((false, "no row".to_owned()), |large| {
-            judged(large, rubric, reference, judgements)
+    let mut ok = Vec::with_capacity(plan.tiers.len());
+    let mut detail = Vec::with_capacity(plan.tiers.len() + 1);
+    for (tier, answer) in plan.tiers.iter().zip(calls.graded_answers()) {
+        let (pass, why) = answer.map_or((false, "no row".to_owned()), |answer| {
+            judged(answer, rubric, reference, judgements)
         });
-    let (score, score_detail, score_cost) = match source {
+        ok.push(pass);
+        detail.push(format!("{tier}: {why}"));
+    }
+    let stages = plan.verifiers.len();
+    let mut scores = vec![None; stages];
+    let mut verifier_costs = vec![0.0; stages];
+    match source {
         ScoreSource::Verifier => {
-            let verifier = calls
-                .verifier
-                .as_ref()
-                .expect("checked: every prompt has a verifier row");
-            let (score, detail) = reject_score(verifier);
-            (Some(score), detail, verifier.cost_usd.unwrap_or_default())
+            for (stage, verifier) in calls.verifiers.iter().enumerate() {
+                let verifier = verifier
+                    .as_ref()
+                    .expect("checked: every prompt has its verifier rows");
+                let (score, why) = reject_score(verifier);
+                scores[stage] = Some(score);
+                verifier_costs[stage] = verifier.cost_usd.unwrap_or_default();
+                if stages > 1 {
+                    detail.push(format!("{}: {why}", plan.tiers[stage]));
+                } else {
+                    detail.push(why);
+                }
+            }
         }
         ScoreSource::SelfConsistency => {
-            let texts: Vec<&str> = calls
-                .small
+            let samples = &calls.answers[0];
+            let texts: Vec<&str> = samples
                 .iter()
                 .filter_map(|call| call.text.as_deref())
                 .collect();
-            let score = if texts.len() == calls.small.len() {
+            let score = if texts.len() == samples.len() {
                 self_consistency(&texts, normalised).unwrap_or(1.0)
             } else {
                 1.0
             };
-            let extra: f64 = calls
-                .small
+            scores[0] = Some(score);
+            verifier_costs[0] = samples
                 .iter()
                 .skip(1)
                 .filter_map(|call| call.cost_usd)
                 .sum();
-            (
-                Some(score),
-                format!(
-                    "self-consistency {score:.3} over {} samples",
-                    calls.small.len()
-                ),
-                extra,
-            )
+            detail.push(format!(
+                "self-consistency {score:.3} over {} samples",
+                samples.len()
+            ));
         }
-        ScoreSource::None => (None, String::new(), 0.0),
-    };
-    let prompt = last_user_message(row);
-    let mut detail = format!("small: {small_detail}; large: {large_detail}");
-    if !score_detail.is_empty() {
-        detail.push_str("; ");
-        detail.push_str(&score_detail);
+        ScoreSource::None => {}
     }
+    let answers: Vec<Option<&ResponseRow>> = calls.graded_answers().collect();
+    let first_verifier = calls.verifiers.first().and_then(Option::as_ref);
     GradedPrompt {
         id: row.id.clone(),
         slice: row.slice.clone(),
-        prompt,
-        score,
-        small_ok,
-        large_ok,
-        costs: [
-            first_small
-                .and_then(|small| small.cost_usd)
-                .unwrap_or_default(),
-            calls
-                .large
-                .as_ref()
-                .and_then(|large| large.cost_usd)
-                .unwrap_or_default(),
-            score_cost,
-        ],
-        latencies: [
-            first_small.and_then(|small| small.total_ms),
-            first_small.and_then(|small| small.ttft_ms),
-            calls.large.as_ref().and_then(|large| large.total_ms),
-            calls.large.as_ref().and_then(|large| large.ttft_ms),
-            calls
-                .verifier
-                .as_ref()
-                .and_then(|verifier| verifier.total_ms),
-        ],
-        models: [
-            first_small.and_then(|small| small.model_version.clone()),
-            calls
-                .large
-                .as_ref()
-                .and_then(|large| large.model_version.clone()),
-            calls
-                .verifier
-                .as_ref()
-                .and_then(|verifier| verifier.model_version.clone()),
-        ],
-        detail,
+        prompt: last_user_message(row),
+        scores,
+        ok,
+        costs: answers
+            .iter()
+            .map(|answer| {
+                answer
+                    .and_then(|answer| answer.cost_usd)
+                    .unwrap_or_default()
+            })
+            .collect(),
+        verifier_costs,
+        latencies: answers
+            .iter()
+            .map(|answer| {
+                (
+                    answer.and_then(|answer| answer.total_ms),
+                    answer.and_then(|answer| answer.ttft_ms),
+                )
+            })
+            .collect(),
+        verifier_ms: first_verifier.and_then(|verifier| verifier.total_ms),
+        models: answers
+            .iter()
+            .map(|answer| answer.and_then(|answer| answer.model_version.clone()))
+            .collect(),
+        verifier_model: first_verifier.and_then(|verifier| verifier.model_version.clone()),
+        detail: detail.join("; "),
     }
 }
 
@@ -246,7 +291,7 @@ pub type Judgements = HashMap<JudgeKey, Verdict>;
 
 /// One `llm_judge` check of one answer: the prompt's row, the tier and the
 /// check's place in the rubric.
-pub type JudgeKey = (u64, Tier, String);
+pub type JudgeKey = (u64, CallTier, String);
 
 /// A judge call to make: which check of which answer, and the prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,6 +308,7 @@ pub struct Grading {
     pub config: PathBuf,
     pub config_sha256: String,
     prompts: Vec<DatasetRow>,
+    plan: CallPlan,
     by_prompt: BTreeMap<u64, PromptCalls>,
     source: ScoreSource,
     dropped: u64,
@@ -271,7 +317,7 @@ pub struct Grading {
 impl Grading {
     /// Reads the run in directory `run`. `dataset` overrides the path the
     /// manifest recorded; either way its digest must match. A prompt whose
-    /// small or large call failed has no answer to grade: grading it as
+    /// call to a tier failed has no answer to grade: grading it as
     /// unacceptable would bias quality, so the run is refused unless
     /// `allow_missing`, which drops such prompts.
     pub fn read(
@@ -300,6 +346,7 @@ impl Grading {
             ))
             .into());
         }
+        let plan = CallPlan::new(&manifest.tier_order, run)?;
         let names = rubrics.keys().cloned().collect();
         let prompts = read_dataset(&dataset, &names)?;
         let responses = run.join(RESPONSES_FILE);
@@ -324,20 +371,38 @@ impl Grading {
                     }
                     .into());
                 }
-                let calls = by_prompt.entry(row.prompt_index).or_default();
-                match row.tier {
-                    Tier::Small => calls.small.push(row),
-                    Tier::Large if row.sample == 0 => calls.large = Some(row),
-                    Tier::Verifier if row.sample == 0 => calls.verifier = Some(row),
-                    Tier::Large | Tier::Verifier => {}
+                let calls = by_prompt
+                    .entry(row.prompt_index)
+                    .or_insert_with(|| plan.calls());
+                if let Some(position) = plan.tiers.iter().position(|tier| *tier == row.tier) {
+                    if position == 0 || row.sample == 0 {
+                        calls.answers[position].push(row);
+                    }
+                } else if let Some(stage) = plan.verifiers.iter().position(|tier| *tier == row.tier)
+                {
+                    if row.sample == 0 {
+                        calls.verifiers[stage] = Some(row);
+                    }
+                } else {
+                    return Err(GradeRunError::Response {
+                        path: responses.clone(),
+                        row: number,
+                        problem: format!(
+                            "tier {:?} is not one of the run's ({} in manifest.json, and their verifiers)",
+                            row.tier.name(),
+                            manifest.tier_order.join(", ")
+                        ),
+                    }
+                    .into());
                 }
             }
         }
-        let has_verifier = by_prompt.values().any(|calls| calls.verifier.is_some());
+        let has_verifier = by_prompt
+            .values()
+            .any(|calls| calls.verifiers.iter().any(Option::is_some));
         for (index, calls) in &by_prompt {
-            if calls.small.is_empty()
-                || calls.large.is_none()
-                || (has_verifier && calls.verifier.is_none())
+            if calls.answers.iter().any(Vec::is_empty)
+                || (has_verifier && calls.verifiers.iter().any(Option::is_none))
             {
                 let id = &prompts[usize::try_from(*index).expect("checked above")].id;
                 return Err(run_error(format!("prompt {id:?} lacks a tier's response")).into());
@@ -346,12 +411,10 @@ impl Grading {
         if by_prompt.is_empty() {
             return Err(run_error("the run has no responses".to_owned()).into());
         }
-        let failed_call = |calls: &PromptCalls| -> Option<(Tier, String)> {
+        let failed_call = |calls: &PromptCalls| -> Option<(CallTier, String)> {
             calls
-                .small
-                .first()
-                .into_iter()
-                .chain(&calls.large)
+                .graded_answers()
+                .flatten()
                 .find(|row| !row.answered())
                 .map(|row| {
                     (
@@ -397,6 +460,7 @@ impl Grading {
             config: PathBuf::from(&manifest.config.path),
             config_sha256: manifest.config.sha256,
             prompts,
+            plan,
             by_prompt,
             source,
             dropped: holes.len() as u64,
@@ -404,14 +468,14 @@ impl Grading {
     }
 
     /// The judge calls the rubrics' `llm_judge` checks need: one per check
-    /// for each graded answer (the small tier's first sample, the large tier's).
+    /// for each graded answer (each tier's first sample).
     pub fn judge_requests(&self, rubrics: &BTreeMap<String, Rubric>) -> Vec<JudgeRequest> {
         let mut requests = Vec::new();
         for (index, calls) in &self.by_prompt {
             let prompt = &self.prompts[usize::try_from(*index).expect("checked on read")];
             let question = last_user_message(prompt);
             let rubric = &rubrics[&prompt.rubric];
-            for row in calls.small.first().into_iter().chain(&calls.large) {
+            for row in calls.graded_answers().flatten() {
                 let (None, Some(answer)) = (&row.error_kind, &row.text) else {
                     continue;
                 };
@@ -439,18 +503,36 @@ impl Grading {
         for (index, calls) in self.by_prompt {
             let prompt = &self.prompts[usize::try_from(index).expect("checked on read")];
             let rubric = &rubrics[&prompt.rubric];
-            graded.push(grade_prompt(prompt, calls, rubric, self.source, judgements));
+            graded.push(grade_prompt(
+                prompt,
+                &self.plan,
+                calls,
+                rubric,
+                self.source,
+                judgements,
+            ));
         }
-        let mut slices: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        let k = self.plan.tiers.len();
+        let mut slices: BTreeMap<String, (u64, Vec<u64>)> = BTreeMap::new();
         for row in &graded {
-            let counts = slices.entry(row.slice.clone()).or_default();
-            counts.0 += 1;
-            counts.1 += u64::from(row.small_ok);
-            counts.2 += u64::from(row.large_ok);
+            let (prompts, ok) = slices
+                .entry(row.slice.clone())
+                .or_insert_with(|| (0, vec![0; k]));
+            *prompts += 1;
+            for (count, pass) in ok.iter_mut().zip(&row.ok) {
+                *count += u64::from(*pass);
+            }
         }
+        let tiers: Vec<String> = self
+            .plan
+            .tiers
+            .iter()
+            .map(|tier| tier.name().to_owned())
+            .collect();
         GradedRun {
-            table: to_table(&graded, out),
+            table: to_table(&graded, &tiers, out),
             score_source: self.source,
+            tiers,
             slices,
             dropped: self.dropped,
         }
@@ -466,66 +548,117 @@ fn last_user_message(row: &DatasetRow) -> String {
         .unwrap_or_default()
 }
 
-fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
+fn to_table(rows: &[GradedPrompt], tiers: &[String], out: &Path) -> GradedTable {
+    let k = tiers.len();
     let reals = |value: &dyn Fn(&GradedPrompt) -> f64| {
         Float64Array::from_iter_values(rows.iter().map(value))
     };
-    let optional = |index: usize| {
-        Float64Array::from(
-            rows.iter()
-                .map(|row| row.latencies[index])
-                .collect::<Vec<_>>(),
-        )
+    let optional = |value: &dyn Fn(&GradedPrompt) -> Option<f64>| {
+        Float64Array::from(rows.iter().map(value).collect::<Vec<_>>())
     };
-    let models = |index: usize| {
-        StringArray::from(
-            rows.iter()
-                .map(|row| row.models[index].clone())
-                .collect::<Vec<_>>(),
-        )
+    let models = |value: &dyn Fn(&GradedPrompt) -> Option<String>| {
+        StringArray::from(rows.iter().map(value).collect::<Vec<_>>())
     };
-    let has_verifier = rows.iter().any(|row| row.models[2].is_some());
+    let flags =
+        |tier: usize| BooleanArray::from(rows.iter().map(|row| row.ok[tier]).collect::<Vec<_>>());
+    let has_verifier = rows.iter().any(|row| row.verifier_model.is_some());
+    let last = k - 1;
+    let mut extra: Vec<(Arc<Field>, ArrayRef)> = Vec::new();
+    let mut carry = |name: String, data_type: DataType, nullable: bool, array: ArrayRef| {
+        extra.push((Arc::new(Field::new(name, data_type, nullable)), array));
+    };
+    for (tier, name) in tiers.iter().enumerate().take(last).skip(1) {
+        carry(
+            format!("{name}_ok"),
+            DataType::Boolean,
+            false,
+            Arc::new(flags(tier)),
+        );
+        carry(
+            format!("cost_{name}"),
+            DataType::Float64,
+            false,
+            Arc::new(reals(&|row| row.costs[tier])),
+        );
+        carry(
+            format!("{name}_ms"),
+            DataType::Float64,
+            true,
+            Arc::new(optional(&|row| row.latencies[tier].0)),
+        );
+        carry(
+            format!("{name}_ttft_ms"),
+            DataType::Float64,
+            true,
+            Arc::new(optional(&|row| row.latencies[tier].1)),
+        );
+        carry(
+            format!("{name}_model"),
+            DataType::Utf8,
+            true,
+            Arc::new(models(&|row| row.models[tier].clone())),
+        );
+        let has_score = rows.iter().any(|row| row.scores[tier].is_some());
+        if has_score {
+            carry(
+                format!("score_{name}"),
+                DataType::Float64,
+                false,
+                Arc::new(reals(&|row| row.scores[tier].unwrap_or(1.0))),
+            );
+            carry(
+                format!("cost_verifier_{name}"),
+                DataType::Float64,
+                false,
+                Arc::new(reals(&|row| row.verifier_costs[tier])),
+            );
+        }
+    }
+    carry(
+        "prompt".to_owned(),
+        DataType::Utf8,
+        false,
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|row| row.prompt.as_str()),
+        )),
+    );
+    carry(
+        "detail".to_owned(),
+        DataType::Utf8,
+        false,
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|row| row.detail.as_str()),
+        )),
+    );
     let batch = GradedBatch {
         first_row: 0,
         lines: None,
         id: StringArray::from_iter_values(rows.iter().map(|row| row.id.as_str())),
         slice: StringArray::from_iter_values(rows.iter().map(|row| row.slice.as_str())),
-        score: rows.iter().map(|row| row.score).collect(),
-        small_ok: BooleanArray::from(rows.iter().map(|row| row.small_ok).collect::<Vec<_>>()),
-        large_ok: BooleanArray::from(rows.iter().map(|row| row.large_ok).collect::<Vec<_>>()),
+        score: rows.iter().map(|row| row.scores[0]).collect(),
+        small_ok: flags(0),
+        large_ok: flags(last),
         cost_small: reals(&|row| row.costs[0]),
-        cost_large: reals(&|row| row.costs[1]),
-        cost_verifier: reals(&|row| row.costs[2]),
+        cost_large: reals(&|row| row.costs[last]),
+        cost_verifier: reals(&|row| row.verifier_costs[0]),
         cost_router: Float64Array::from(vec![0.0; rows.len()]),
         latencies: [
-            Some(optional(0)),
-            Some(optional(1)),
-            Some(optional(2)),
-            Some(optional(3)),
-            has_verifier.then(|| optional(4)),
+            Some(optional(&|row| row.latencies[0].0)),
+            Some(optional(&|row| row.latencies[0].1)),
+            Some(optional(&|row| row.latencies[last].0)),
+            Some(optional(&|row| row.latencies[last].1)),
+            has_verifier.then(|| optional(&|row| row.verifier_ms)),
             None,
         ],
         models: [
-            Some(models(0)),
-            Some(models(1)),
-            has_verifier.then(|| models(2)),
+            Some(models(&|row| row.models[0].clone())),
+            Some(models(&|row| row.models[last].clone())),
+            has_verifier.then(|| models(&|row| row.verifier_model.clone())),
         ],
         audited: Default::default(),
-        extra: vec![
-            (
-                Arc::new(Field::new("prompt", DataType::Utf8, false)),
-                Arc::new(StringArray::from_iter_values(
-                    rows.iter().map(|row| row.prompt.as_str()),
-                )),
-            ),
-            (
-                Arc::new(Field::new("detail", DataType::Utf8, false)),
-                Arc::new(StringArray::from_iter_values(
-                    rows.iter().map(|row| row.detail.as_str()),
-                )),
-            ),
-        ],
+        extra,
     };
+    let two_tier = tiers == ["small", "large"];
     GradedTable {
         path: out.to_owned(),
         batches: vec![batch],
@@ -534,5 +667,6 @@ fn to_table(rows: &[GradedPrompt], out: &Path) -> GradedTable {
             models: [true, true, has_verifier],
             audited: [false; 2],
         },
+        tiers: (!two_tier).then(|| Tiers::parse(&tiers.join(",")).expect("a run's tiers")),
     }
 }

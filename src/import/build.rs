@@ -244,5 +244,6 @@ pub fn build_table(
             audited: [false; 2],
             models: [true, true, false],
         },
+        tiers: None,
     })
 }

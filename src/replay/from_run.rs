@@ -13,14 +13,14 @@ use anyhow::{Context, bail};
 
 use super::trace::{CHARACTERS_PER_BLOCK, Request, text_blocks};
 use crate::dataset::for_each_prompt;
-use crate::routes::Tier;
+use crate::run::CallTier;
 use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses, sha256_file};
 
 /// How to turn a run into arrivals.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunArrivals {
     /// Whose answers give the output lengths.
-    pub tier: Tier,
+    pub tier: CallTier,
     /// Requests per second.
     pub rate: f64,
     pub seed: u64,

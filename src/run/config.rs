@@ -1,6 +1,7 @@
-//! `routeval.toml`: the endpoints of the two tiers and the verifier, their
-//! prices, limits and deadlines, and the generation parameters of a run.
-//! Strict: an unknown key is an error that names it.
+//! `routeval.toml`: the endpoints of the tiers (two, `small` and `large`,
+//! or any number named cheapest first by `[run] tiers`) and the verifier,
+//! their prices, limits and deadlines, and the generation parameters of a
+//! run. Strict: an unknown key is an error that names it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::routes::{Tier, floating_alias};
+use super::tier::CallTier;
+use crate::routes::floating_alias;
 
 /// One OpenAI-compatible endpoint and how to treat it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -110,6 +112,10 @@ pub struct GenerationConfig {
     /// Retries allowed as a share of first attempts, per tier.
     #[serde(default = "default_retry_budget")]
     pub retry_budget: f64,
+    /// The `[tiers.NAME]` sections, cheapest first; may be left out when
+    /// they are `small` and `large`.
+    #[serde(default)]
+    pub tiers: Option<Vec<String>>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -130,6 +136,7 @@ impl Default for GenerationConfig {
             seed: 0,
             samples: default_samples(),
             retry_budget: default_retry_budget(),
+            tiers: None,
         }
     }
 }
@@ -147,12 +154,27 @@ struct ConfigFile {
     run: GenerationConfig,
 }
 
+/// One answering tier of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierEndpoint {
+    pub tier: CallTier,
+    pub endpoint: EndpointConfig,
+}
+
+impl TierEndpoint {
+    /// `[tiers.NAME]`, for messages.
+    pub fn section(&self) -> String {
+        format!("[tiers.{}]", self.tier)
+    }
+}
+
 /// A checked `routeval.toml`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
     pub path: PathBuf,
-    pub small: EndpointConfig,
-    pub large: EndpointConfig,
+    /// At least two, cheapest first.
+    pub tiers: Vec<TierEndpoint>,
+    /// Checks the answer of every tier but the last (a cascade's stages).
     pub verifier: Option<EndpointConfig>,
     pub judge: Option<EndpointConfig>,
     pub run: GenerationConfig,
@@ -181,12 +203,22 @@ impl RunConfig {
             .collect()
     }
 
-    pub fn endpoint(&self, tier: Tier) -> Option<&EndpointConfig> {
-        match tier {
-            Tier::Small => Some(&self.small),
-            Tier::Large => Some(&self.large),
-            Tier::Verifier => self.verifier.as_ref(),
-        }
+    /// The cheapest tier.
+    pub fn small(&self) -> &EndpointConfig {
+        &self.tiers[0].endpoint
+    }
+
+    /// The strongest tier.
+    pub fn large(&self) -> &EndpointConfig {
+        &self.tiers[self.tiers.len() - 1].endpoint
+    }
+
+    /// The answering tiers' names, cheapest first.
+    pub fn tier_names(&self) -> Vec<String> {
+        self.tiers
+            .iter()
+            .map(|tier| tier.tier.name().to_owned())
+            .collect()
     }
 
     pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
@@ -201,22 +233,42 @@ impl RunConfig {
         let text = std::str::from_utf8(&bytes).map_err(|error| invalid(error.to_string()))?;
         let mut file: ConfigFile = toml::from_str(text)
             .map_err(|error| invalid(crate::toml_message::one_line(&error.to_string())))?;
-        for name in file.tiers.keys() {
-            if name != "small" && name != "large" {
+        let order = match file.run.tiers.take() {
+            Some(order) => order,
+            None => {
+                for name in file.tiers.keys() {
+                    if name != "small" && name != "large" {
+                        return Err(invalid(format!(
+                            "[tiers.{name}]: a tier other than small and large needs [run] tiers = [...], every tier named cheapest first"
+                        )));
+                    }
+                }
+                vec!["small".to_owned(), "large".to_owned()]
+            }
+        };
+        crate::schema::Tiers::parse(&order.join(","))
+            .map_err(|problem| invalid(format!("[run] tiers: {problem}")))?;
+        let mut tiers = Vec::with_capacity(order.len());
+        for name in &order {
+            if name.starts_with("verifier") {
                 return Err(invalid(format!(
-                    "[tiers.{name}]: unknown tier; the tiers are small and large"
+                    "[run] tiers: {name:?} is a verifier's name; name the tier otherwise"
                 )));
             }
+            let endpoint = file.tiers.remove(name).ok_or_else(|| {
+                invalid(format!("[tiers.{name}] is missing ([run] tiers names it)"))
+            })?;
+            let tier = CallTier::parse(name).expect("checked by Tiers::parse");
+            tiers.push(TierEndpoint { tier, endpoint });
         }
-        let mut tier = |name: &str| {
-            file.tiers
-                .remove(name)
-                .ok_or_else(|| invalid(format!("[tiers.{name}] is missing")))
-        };
+        if let Some(name) = file.tiers.keys().next() {
+            return Err(invalid(format!(
+                "[tiers.{name}]: not in [run] tiers; name every tier there, cheapest first"
+            )));
+        }
         let config = RunConfig {
             path: path.to_owned(),
-            small: tier("small")?,
-            large: tier("large")?,
+            tiers,
             verifier: file.verifier,
             judge: file.judge,
             run: file.run,
@@ -227,13 +279,15 @@ impl RunConfig {
     }
 
     fn check(&self) -> Result<(), String> {
-        let sections = [
-            ("[tiers.small]", Some(&self.small)),
-            ("[tiers.large]", Some(&self.large)),
-            ("[verifier]", self.verifier.as_ref()),
-            ("[judge]", self.judge.as_ref()),
+        let tiers = self
+            .tiers
+            .iter()
+            .map(|tier| (tier.section(), Some(&tier.endpoint)));
+        let others = [
+            ("[verifier]".to_owned(), self.verifier.as_ref()),
+            ("[judge]".to_owned(), self.judge.as_ref()),
         ];
-        for (section, endpoint) in sections {
+        for (section, endpoint) in tiers.chain(others) {
             let Some(endpoint) = endpoint else { continue };
             check_endpoint(endpoint).map_err(|problem| format!("{section}: {problem}"))?;
         }
@@ -421,10 +475,23 @@ rpm = 600
     #[test]
     fn a_good_config_loads_with_defaults() {
         let config = load(GOOD).unwrap();
-        assert_eq!(config.large.rpm, Some(600));
-        assert_eq!(config.small.max_concurrency, 32);
+        assert_eq!(config.large().rpm, Some(600));
+        assert_eq!(config.small().max_concurrency, 32);
         assert_eq!(config.run.samples, 1);
-        assert!((config.large.cost(1_000_000, 0, 100_000) - 4.5).abs() < 1e-12);
+        assert!((config.large().cost(1_000_000, 0, 100_000) - 4.5).abs() < 1e-12);
+        assert_eq!(config.tier_names(), ["small", "large"]);
+    }
+
+    #[test]
+    fn run_tiers_order_any_number_of_tiers() {
+        let mid = GOOD.replace("[tiers.large]", "[tiers.mid]");
+        let three = format!(
+            "{mid}\n{}\n[run]\ntiers = [\"small\", \"mid\", \"large\"]\n",
+            &GOOD[GOOD.find("[tiers.large]").unwrap()..]
+        );
+        let config = load(&three).unwrap();
+        assert_eq!(config.tier_names(), ["small", "mid", "large"]);
+        assert_eq!(config.large().rpm, Some(600));
     }
 
     #[test]
@@ -440,7 +507,19 @@ rpm = 600
             ),
             (
                 GOOD.replace("[tiers.large]", "[tiers.medium]"),
-                "[tiers.medium]: unknown tier",
+                "[tiers.medium]: a tier other than small and large needs [run] tiers",
+            ),
+            (
+                format!("{GOOD}\n[run]\ntiers = [\"small\", \"mid\", \"large\"]\n"),
+                "[tiers.mid] is missing ([run] tiers names it)",
+            ),
+            (
+                format!("{GOOD}\n[run]\ntiers = [\"small\"]\n"),
+                "[run] tiers: ",
+            ),
+            (
+                format!("{GOOD}\n[run]\ntiers = [\"large\", \"small\"]\n"),
+                "[run] tiers: tier \"large\" can only be the last",
             ),
             (
                 GOOD.replace("LARGE_KEY", "my key"),

@@ -1,5 +1,5 @@
-//! The run itself: every prompt of the dataset (or of its shard) to both
-//! tiers, the small tier's answers to the verifier, each call through the
+//! The run itself: every prompt of the dataset (or of its shard) to every
+//! tier, each non-final tier's answers to the verifier, each call through the
 //! cache, the tier's limits and the retry policy, each outcome to disk.
 
 use std::collections::BTreeMap;
@@ -21,8 +21,8 @@ use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 use super::progress::{Progress, TierCounters};
 use super::responses::ResponseRow;
 use super::store::{Done, PartWriter, compact, packed_key, packed_tier, scan};
+use super::tier::CallTier;
 use crate::dataset::{DatasetRow, Message, Role, for_each_row};
-use crate::routes::Tier;
 
 /// `--shard K/N`: the prompts whose id hashes to K − 1 modulo N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,15 +75,15 @@ pub struct RunSettings {
 /// The endpoints of a run: the seam where tests put fakes.
 #[derive(Debug)]
 pub struct Endpoints<E> {
-    pub small: E,
-    pub large: E,
+    /// One per tier of the config, cheapest first.
+    pub tiers: Vec<E>,
     pub verifier: Option<(E, PromptTemplate)>,
 }
 
 /// How one tier's calls went.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierSummary {
-    pub tier: Tier,
+    pub tier: CallTier,
     pub model: String,
     pub calls: u64,
     pub errors: u64,
@@ -101,20 +101,24 @@ pub struct RunSummary {
 }
 
 struct TierState<E> {
-    tier: Tier,
-    caller: Caller<E>,
+    tier: CallTier,
+    /// Shared by the verifier's stages: one endpoint, one set of limits.
+    caller: Arc<Caller<E>>,
     counters: TierCounters,
 }
 
 struct Context<E> {
-    small: TierState<E>,
-    large: TierState<E>,
-    verifier: Option<(TierState<E>, PromptTemplate)>,
+    /// Cheapest first.
+    answering: Vec<TierState<E>>,
+    /// The verifier of each non-final answering tier, in their order; empty
+    /// without a verifier.
+    verifiers: Vec<TierState<E>>,
+    template: Option<PromptTemplate>,
     generation: GenerationConfig,
     cache: Option<Cache>,
     rows: mpsc::Sender<ResponseRow>,
     done: Done,
-    awaiting_verifier: Mutex<std::collections::HashMap<(u64, u32), String>>,
+    awaiting_verifier: Mutex<std::collections::HashMap<(u64, CallTier, u32), String>>,
 }
 
 /// A prompt to run, with its position in the dataset.
@@ -123,29 +127,31 @@ struct Job {
     row: DatasetRow,
 }
 
-fn state<E: ChatEndpoint>(
-    tier: Tier,
+fn caller<E: ChatEndpoint>(
     endpoint: E,
     config: &EndpointConfig,
     generation: &GenerationConfig,
-) -> TierState<E> {
+) -> Arc<Caller<E>> {
+    Arc::new(Caller::new(endpoint, config, generation.retry_budget))
+}
+
+fn state<E>(tier: CallTier, caller: Arc<Caller<E>>) -> TierState<E> {
     TierState {
         tier,
-        caller: Caller::new(endpoint, config, generation.retry_budget),
+        caller,
         counters: TierCounters::default(),
     }
 }
 
 impl<E: ChatEndpoint> Context<E> {
-    fn tier(&self, tier: Tier) -> &TierState<E> {
-        match tier {
-            Tier::Small => &self.small,
-            Tier::Large => &self.large,
-            Tier::Verifier => &self.verifier.as_ref().expect("a verifier").0,
-        }
+    fn tier(&self, tier: CallTier) -> &TierState<E> {
+        self.tiers()
+            .into_iter()
+            .find(|state| state.tier == tier)
+            .expect("a tier of the run")
     }
 
-    fn completed(&self, index: u64, tier: Tier, sample: u32) -> bool {
+    fn completed(&self, index: u64, tier: CallTier, sample: u32) -> bool {
         self.done
             .completed
             .contains(&packed_key(index, tier, sample))
@@ -158,7 +164,7 @@ impl<E: ChatEndpoint> Context<E> {
         let _ = self.rows.send(row).await;
     }
 
-    fn row(&self, job: &Job, tier: Tier, sample: u32) -> ResponseRow {
+    fn row(&self, job: &Job, tier: CallTier, sample: u32) -> ResponseRow {
         ResponseRow {
             prompt_index: job.index,
             id: job.row.id.clone(),
@@ -188,7 +194,7 @@ impl<E: ChatEndpoint> Context<E> {
     async fn call(
         &self,
         job: &Job,
-        tier: Tier,
+        tier: CallTier,
         sample: u32,
         messages: Vec<Message>,
     ) -> ResponseRow {
@@ -198,7 +204,7 @@ impl<E: ChatEndpoint> Context<E> {
             temperature: self.generation.temperature,
             max_tokens: self.generation.max_tokens,
             seed: self.generation.seed + i64::from(sample),
-            logprobs: tier == Tier::Verifier && state.caller.config.logprobs,
+            logprobs: tier.is_verifier() && state.caller.config.logprobs,
         };
         let key = cache_key(
             &state.caller.config.base_url,
@@ -278,28 +284,28 @@ impl<E: ChatEndpoint> Context<E> {
         row.text = Some(completion.text);
     }
 
-    /// The small tier's answer, then the verifier's judgement of it.
-    async fn small_then_verifier(&self, job: &Job, sample: u32) {
-        let small_answer = if self.completed(job.index, Tier::Small, sample) {
+    /// Tier `stage`'s answer, then the verifier's judgement of it.
+    async fn answer_then_verify(&self, job: &Job, stage: usize, sample: u32) {
+        let tier = self.answering[stage].tier;
+        let verifier = self.verifiers[stage].tier;
+        let answer = if self.completed(job.index, tier, sample) {
             self.awaiting_verifier
                 .lock()
                 .expect("unpoisoned")
-                .remove(&(job.index, sample))
+                .remove(&(job.index, verifier, sample))
         } else {
-            let row = self
-                .call(job, Tier::Small, sample, job.row.messages.clone())
-                .await;
+            let row = self.call(job, tier, sample, job.row.messages.clone()).await;
             let answer = row.text.clone().filter(|_| row.answered());
             self.emit(row).await;
             answer
         };
-        let Some((_, template)) = &self.verifier else {
+        let Some(template) = &self.template else {
             return;
         };
-        if self.completed(job.index, Tier::Verifier, sample) {
+        if self.completed(job.index, verifier, sample) {
             return;
         }
-        let row = match small_answer {
+        let row = match answer {
             Some(answer) => {
                 let question = job
                     .row
@@ -311,51 +317,47 @@ impl<E: ChatEndpoint> Context<E> {
                     .unwrap_or_default();
                 self.call(
                     job,
-                    Tier::Verifier,
+                    verifier,
                     sample,
                     template.render(&[("{question}", question), ("{answer}", &answer)]),
                 )
                 .await
             }
             None => {
-                let mut row = self.row(job, Tier::Verifier, sample);
+                let mut row = self.row(job, verifier, sample);
                 row.error_kind = Some("no_answer".to_owned());
-                row.error_message = Some("the small tier has no answer to verify".to_owned());
+                row.error_message = Some(format!("the {tier} tier has no answer to verify"));
                 row
             }
         };
         self.emit(row).await;
     }
 
-    async fn large(&self, job: &Job, sample: u32) {
-        if !self.completed(job.index, Tier::Large, sample) {
-            let row = self
-                .call(job, Tier::Large, sample, job.row.messages.clone())
-                .await;
+    async fn answer(&self, job: &Job, stage: usize, sample: u32) {
+        let tier = self.answering[stage].tier;
+        if !self.completed(job.index, tier, sample) {
+            let row = self.call(job, tier, sample, job.row.messages.clone()).await;
             self.emit(row).await;
         }
     }
 
     async fn prompt(&self, job: Job) {
         let samples = self.generation.samples;
-        let mut calls = Vec::with_capacity(2 * samples as usize);
+        let mut calls = Vec::with_capacity(self.answering.len() * samples as usize);
         for sample in 0..samples {
-            calls.push(futures_util::future::Either::Left(
-                self.small_then_verifier(&job, sample),
-            ));
-            calls.push(futures_util::future::Either::Right(
-                self.large(&job, sample),
-            ));
+            for stage in 0..self.answering.len() {
+                calls.push(if stage < self.verifiers.len() {
+                    futures_util::future::Either::Left(self.answer_then_verify(&job, stage, sample))
+                } else {
+                    futures_util::future::Either::Right(self.answer(&job, stage, sample))
+                });
+            }
         }
         futures_util::future::join_all(calls).await;
     }
 
     fn tiers(&self) -> Vec<&TierState<E>> {
-        let mut tiers = vec![&self.small, &self.large];
-        if let Some((verifier, _)) = &self.verifier {
-            tiers.push(verifier);
-        }
-        tiers
+        self.answering.iter().chain(&self.verifiers).collect()
     }
 }
 
@@ -483,7 +485,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
     let done = scan(
         &settings.out,
         settings.retry_errors,
-        config.verifier.is_some(),
+        &verified_pairs(config),
     )?;
     let manifest = Manifest {
         schema_version: super::manifest::MANIFEST_SCHEMA_VERSION,
@@ -497,6 +499,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         prompts,
         samples: config.run.samples,
         tiers: BTreeMap::new(),
+        tier_order: config.tier_names(),
     };
     Ok(Prepared {
         prompts,
@@ -530,20 +533,37 @@ pub async fn execute<E: ChatEndpoint>(
     let generation = config.run.clone();
     let (row_sender, row_receiver) = mpsc::channel::<ResponseRow>(8192);
     let awaiting = std::mem::take(&mut done.awaiting_verifier);
-    let mut already: BTreeMap<Tier, u64> = BTreeMap::new();
+    let mut already: BTreeMap<CallTier, u64> = BTreeMap::new();
     for key in &done.completed {
         *already.entry(packed_tier(*key)).or_default() += 1;
     }
-    let context = Arc::new(Context {
-        small: state(Tier::Small, endpoints.small, &config.small, &generation),
-        large: state(Tier::Large, endpoints.large, &config.large, &generation),
-        verifier: endpoints.verifier.map(|(endpoint, template)| {
+    assert_eq!(
+        endpoints.tiers.len(),
+        config.tiers.len(),
+        "an endpoint per tier"
+    );
+    let answering: Vec<TierState<E>> = endpoints
+        .tiers
+        .into_iter()
+        .zip(&config.tiers)
+        .map(|(endpoint, tier)| state(tier.tier, caller(endpoint, &tier.endpoint, &generation)))
+        .collect();
+    let (verifiers, template) = match endpoints.verifier {
+        Some((endpoint, template)) => {
             let verifier = config.verifier.as_ref().expect("a verifier section");
-            (
-                state(Tier::Verifier, endpoint, verifier, &generation),
-                template,
-            )
-        }),
+            let shared = caller(endpoint, verifier, &generation);
+            let verifiers = verified_pairs(config)
+                .into_iter()
+                .map(|(_, tier)| state(tier, shared.clone()))
+                .collect();
+            (verifiers, Some(template))
+        }
+        None => (Vec::new(), None),
+    };
+    let context = Arc::new(Context {
+        answering,
+        verifiers,
+        template,
         cache: settings.cache_dir.as_deref().map(Cache::open).transpose()?,
         generation: generation.clone(),
         rows: row_sender,
@@ -566,7 +586,7 @@ pub async fn execute<E: ChatEndpoint>(
         writer_stopped,
     ));
     let counters: Vec<&TierCounters> = context.tiers().iter().map(|tier| &tier.counters).collect();
-    let tiers: Vec<Tier> = context.tiers().iter().map(|tier| tier.tier).collect();
+    let tiers: Vec<CallTier> = context.tiers().iter().map(|tier| tier.tier).collect();
     let progress = Progress::new(&tiers, &counters, settings.show_progress);
 
     let (job_sender, mut jobs) = mpsc::channel::<Job>(256);
@@ -597,9 +617,11 @@ pub async fn execute<E: ChatEndpoint>(
     });
 
     let widest = config
-        .small
-        .max_concurrency
-        .max(config.large.max_concurrency)
+        .tiers
+        .iter()
+        .map(|tier| tier.endpoint.max_concurrency)
+        .max()
+        .unwrap_or(1)
         .max(
             config
                 .verifier
@@ -697,8 +719,8 @@ pub async fn execute<E: ChatEndpoint>(
             counts.cost_usd += row.cost_usd.unwrap_or_default();
         }
     }
-    let expected =
-        prompts * u64::from(generation.samples) * if config.verifier.is_some() { 3 } else { 2 };
+    let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
+    let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
     manifest.complete = rows == expected;
     manifest.finished_at = Some(finished_at());
     manifest.tiers = tiers_counts;
@@ -710,6 +732,20 @@ pub async fn execute<E: ChatEndpoint>(
         elapsed: started.elapsed(),
         manifest,
     })
+}
+
+/// Each answering tier whose answers the verifier checks (every tier but
+/// the last, when the config has a verifier), with the verifier's tier.
+fn verified_pairs(config: &RunConfig) -> Vec<(CallTier, CallTier)> {
+    if config.verifier.is_none() {
+        return Vec::new();
+    }
+    let stages = &config.tiers[..config.tiers.len() - 1];
+    stages
+        .iter()
+        .enumerate()
+        .map(|(stage, tier)| (tier.tier, CallTier::verifier_of(stage, tier.tier)))
+        .collect()
 }
 
 /// Journals every row as it arrives, and writes the buffered rows as sorted

@@ -147,7 +147,7 @@ pub fn recover(out: &Path) -> anyhow::Result<Recovered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::Tier;
+    use crate::run::CallTier;
     use crate::run::store::scan;
 
     fn row(prompt_index: u64) -> ResponseRow {
@@ -155,7 +155,7 @@ mod tests {
             prompt_index,
             id: format!("p{prompt_index}"),
             slice: "s".into(),
-            tier: Tier::Small,
+            tier: CallTier::SMALL,
             sample: 0,
             model: "m-1".into(),
             model_version: Some("m-1".into()),
@@ -205,7 +205,7 @@ mod tests {
             }
         );
         assert!(!path.exists(), "the journal is folded and removed");
-        let done = scan(out, false, false).unwrap();
+        let done = scan(out, false, &[]).unwrap();
         assert_eq!(done.completed.len(), 3);
         let parts = super::super::store::sources(out).unwrap();
         let rows = crate::run::read_all_responses(&parts[0]).unwrap();

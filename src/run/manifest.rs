@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "manifest.json";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,14 @@ pub struct Manifest {
     pub prompts: u64,
     pub samples: u32,
     pub tiers: BTreeMap<String, TierCounts>,
+    /// The answering tiers, cheapest first (version 2; a version-1 run had
+    /// `small` and `large`).
+    #[serde(default = "two_tiers")]
+    pub tier_order: Vec<String>,
+}
+
+fn two_tiers() -> Vec<String> {
+    vec!["small".to_owned(), "large".to_owned()]
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
-//! `routeval run`: labelled prompts to the small tier, the large tier and the
-//! verifier over OpenAI-compatible APIs, with rate limits, retries,
+//! `routeval run`: labelled prompts to every tier (small and large, and
+//! any tiers between) and each non-final tier's answer to the verifier over OpenAI-compatible APIs, with rate limits, retries,
 //! deadlines, a cache and resume; and `routeval merge` of shard outputs.
 //! The output is the responses table (`responses.parquet`) and
 //! `manifest.json` under `--out`.
@@ -16,10 +16,11 @@ mod merge;
 mod progress;
 mod responses;
 mod store;
+mod tier;
 
 pub use cache::{Cache, CachedCall, cache_key};
 pub use caller::{CallOutcome, Caller};
-pub use config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
+pub use config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig, TierEndpoint};
 pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
     preflight, redact,
@@ -36,3 +37,4 @@ pub use responses::{
     read_responses,
 };
 pub use store::{RESPONSES_FILE, merge_sorted};
+pub use tier::CallTier;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::routes::Tier;
+use super::tier::CallTier;
 
 /// Counters of one tier, updated by the workers.
 #[derive(Debug, Default)]
@@ -43,12 +43,12 @@ impl TierCounters {
 /// Bars per tier, redrawn from the counters a few times a second.
 #[derive(Debug)]
 pub struct Progress {
-    bars: Vec<(Tier, ProgressBar)>,
+    bars: Vec<(CallTier, ProgressBar)>,
     started: Instant,
 }
 
 impl Progress {
-    pub fn new(tiers: &[Tier], counters: &[&TierCounters], visible: bool) -> Progress {
+    pub fn new(tiers: &[CallTier], counters: &[&TierCounters], visible: bool) -> Progress {
         let target = if visible {
             ProgressDrawTarget::stderr_with_hz(4)
         } else {

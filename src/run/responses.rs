@@ -17,7 +17,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use crate::routes::Tier;
+use super::tier::CallTier;
 
 pub const RESPONSES_SCHEMA_VERSION: u32 = 1;
 const SCHEMA_VERSION_KEY: &str = "routeval.responses.schema_version";
@@ -30,7 +30,7 @@ pub struct ResponseRow {
     pub prompt_index: u64,
     pub id: String,
     pub slice: String,
-    pub tier: Tier,
+    pub tier: CallTier,
     pub sample: u32,
     /// The model asked for (from the config).
     pub model: String,
@@ -55,7 +55,7 @@ pub struct ResponseRow {
 }
 
 impl ResponseRow {
-    pub fn key(&self) -> (u64, Tier, u32) {
+    pub fn key(&self) -> (u64, CallTier, u32) {
         (self.prompt_index, self.tier, self.sample)
     }
 
@@ -181,7 +181,7 @@ pub fn from_batch(batch: &RecordBatch) -> anyhow::Result<Vec<ResponseRow>> {
     (0..batch.num_rows())
         .map(|row| {
             let tier_name = text(3, row).unwrap_or_default();
-            let tier = Tier::parse(&tier_name)
+            let tier = CallTier::parse(&tier_name)
                 .ok_or_else(|| anyhow::anyhow!("row {}: unknown tier {tier_name:?}", row + 1))?;
             Ok(ResponseRow {
                 prompt_index: integer(0, row).unwrap_or_default(),

@@ -13,20 +13,20 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::responses::{ResponseRow, ResponsesWriter, read_responses};
+use super::tier::CallTier;
 use crate::atomic::write_atomically;
-use crate::routes::Tier;
 
 pub const RESPONSES_FILE: &str = "responses.parquet";
 const PARTS: &str = "parts";
 
 /// A (prompt, tier, sample) packed for compact sets.
-pub fn packed_key(prompt_index: u64, tier: Tier, sample: u32) -> u128 {
-    (u128::from(prompt_index) << 40) | ((tier as u128) << 32) | u128::from(sample)
+pub fn packed_key(prompt_index: u64, tier: CallTier, sample: u32) -> u128 {
+    (u128::from(prompt_index) << 48) | (u128::from(tier.id()) << 32) | u128::from(sample)
 }
 
 /// The tier of a [`packed_key`].
-pub fn packed_tier(key: u128) -> Tier {
-    Tier::ALL[((key >> 32) & 0xff) as usize]
+pub fn packed_tier(key: u128) -> CallTier {
+    CallTier::from_id(((key >> 32) & 0xffff) as u16)
 }
 
 /// Writes sorted parts into `OUT/parts/`.
@@ -114,8 +114,9 @@ pub fn sources(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
 pub struct Done {
     /// Calls that need no new request.
     pub completed: HashSet<u128>,
-    /// Small-tier answers whose verifier call is still to make, by (prompt, sample).
-    pub awaiting_verifier: HashMap<(u64, u32), String>,
+    /// Answers whose verifier call is still to make, by (prompt, verifier,
+    /// sample).
+    pub awaiting_verifier: HashMap<(u64, CallTier, u32), String>,
     /// Unreadable files moved aside, with why they could not be read.
     pub quarantined: Vec<(PathBuf, String)>,
 }
@@ -140,8 +141,13 @@ const QUARANTINE: &str = "quarantine";
 /// `retry_errors`. A stored file that cannot be read (cut short by a full
 /// disk or a crash of the file system) is moved to `OUT/quarantine/` and
 /// its calls are sent again; the paths moved are returned in
-/// [`Done::quarantined`].
-pub fn scan(out: &Path, retry_errors: bool, verifier: bool) -> anyhow::Result<Done> {
+/// [`Done::quarantined`]. `verified` pairs each answering tier whose answers
+/// the verifier checks with the verifier's tier.
+pub fn scan(
+    out: &Path,
+    retry_errors: bool,
+    verified: &[(CallTier, CallTier)],
+) -> anyhow::Result<Done> {
     let mut done = Done::default();
     let mut sources = sources(out)?;
     let mut readable = Vec::with_capacity(sources.len());
@@ -168,18 +174,26 @@ pub fn scan(out: &Path, retry_errors: bool, verifier: bool) -> anyhow::Result<Do
         }
     }
     let sources = readable;
-    if verifier {
+    if !verified.is_empty() {
         for source in &sources {
             for batch in read_responses(source, 8192)? {
                 for row in batch? {
+                    let Some(&(_, verifier)) = verified
+                        .iter()
+                        .find(|(answering, _)| *answering == row.tier)
+                    else {
+                        continue;
+                    };
                     let pending = !done.completed.contains(&packed_key(
                         row.prompt_index,
-                        Tier::Verifier,
+                        verifier,
                         row.sample,
                     ));
-                    if row.tier == Tier::Small && row.answered() && pending {
-                        done.awaiting_verifier
-                            .insert((row.prompt_index, row.sample), row.text.unwrap_or_default());
+                    if row.answered() && pending {
+                        done.awaiting_verifier.insert(
+                            (row.prompt_index, verifier, row.sample),
+                            row.text.unwrap_or_default(),
+                        );
                     }
                 }
             }
@@ -189,7 +203,7 @@ pub fn scan(out: &Path, retry_errors: bool, verifier: bool) -> anyhow::Result<Do
 }
 
 /// A row's place in the table: (prompt, tier, sample).
-type RowKey = (u64, Tier, u32);
+type RowKey = (u64, CallTier, u32);
 
 /// One sorted input of a merge.
 struct Cursor {
@@ -318,7 +332,7 @@ mod tests {
     use super::*;
     use crate::run::responses::read_all_responses;
 
-    fn row(prompt_index: u64, tier: Tier, sample: u32, error: bool) -> ResponseRow {
+    fn row(prompt_index: u64, tier: CallTier, sample: u32, error: bool) -> ResponseRow {
         ResponseRow {
             prompt_index,
             id: format!("p{prompt_index}"),
@@ -351,26 +365,26 @@ mod tests {
         let mut parts = PartWriter::new(out).unwrap();
         parts
             .flush(&mut vec![
-                row(3, Tier::Large, 0, false),
-                row(1, Tier::Small, 0, true),
+                row(3, CallTier::LARGE, 0, false),
+                row(1, CallTier::SMALL, 0, true),
             ])
             .unwrap();
         parts
             .flush(&mut vec![
-                row(1, Tier::Small, 0, false),
-                row(0, Tier::Verifier, 0, false),
-                row(0, Tier::Small, 0, false),
+                row(1, CallTier::SMALL, 0, false),
+                row(0, CallTier::VERIFIER, 0, false),
+                row(0, CallTier::SMALL, 0, false),
             ])
             .unwrap();
         assert_eq!(
-            packed_tier(packed_key(3, Tier::Verifier, 1)),
-            Tier::Verifier
+            packed_tier(packed_key(3, CallTier::VERIFIER, 1)),
+            CallTier::VERIFIER
         );
-        let done = scan(out, true, true).unwrap();
+        let done = scan(out, true, &[(CallTier::SMALL, CallTier::VERIFIER)]).unwrap();
         assert_eq!(done.completed.len(), 4);
         assert_eq!(
             done.awaiting_verifier.keys().collect::<Vec<_>>(),
-            vec![&(1, 0)]
+            vec![&(1, CallTier::VERIFIER, 0)]
         );
         let written = compact(out).unwrap();
         assert_eq!(written, 4);
@@ -379,10 +393,10 @@ mod tests {
         assert_eq!(
             keys,
             vec![
-                (0, Tier::Small, 0),
-                (0, Tier::Verifier, 0),
-                (1, Tier::Small, 0),
-                (3, Tier::Large, 0)
+                (0, CallTier::SMALL, 0),
+                (0, CallTier::VERIFIER, 0),
+                (1, CallTier::SMALL, 0),
+                (3, CallTier::LARGE, 0)
             ]
         );
         assert!(rows.iter().all(ResponseRow::answered));
@@ -397,13 +411,13 @@ mod tests {
         // 40 parts, each holding every 40th prompt, with one error answered later.
         for part in 0..40u64 {
             let mut rows: Vec<ResponseRow> = (0..10)
-                .map(|step| row(step * 40 + part, Tier::Small, 0, false))
+                .map(|step| row(step * 40 + part, CallTier::SMALL, 0, false))
                 .collect();
             if part == 39 {
-                rows.push(row(0, Tier::Large, 0, false));
+                rows.push(row(0, CallTier::LARGE, 0, false));
             }
             if part == 0 {
-                rows.push(row(0, Tier::Large, 0, true));
+                rows.push(row(0, CallTier::LARGE, 0, true));
             }
             parts.flush(&mut rows).unwrap();
         }

@@ -90,6 +90,10 @@ pub struct ReadOptions {
     /// Accept rows without a score: for stages that fill the score column
     /// (the router) or only carry it (import).
     pub score_optional: bool,
+    /// The carried columns are read, never written back: a column a rename
+    /// shadows (the file's `score` beside `--score-col router_score`) is
+    /// left out rather than refused.
+    pub carry_read_only: bool,
 }
 
 /// A whole graded-results file, validated.
@@ -99,6 +103,9 @@ pub struct GradedTable {
     pub batches: Vec<GradedBatch>,
     /// Which optional detail columns the file has.
     pub present: Present,
+    /// A table of more than two tiers: written with each tier's columns
+    /// under its name and the tiers in the file's metadata.
+    pub tiers: Option<super::Tiers>,
 }
 
 impl GradedTable {
@@ -130,6 +137,7 @@ pub fn read_graded(path: &Path, options: &ReadOptions) -> Result<GradedTable, Re
         path: path.to_owned(),
         batches,
         present: summary.present,
+        tiers: None,
     })
 }
 
@@ -302,7 +310,11 @@ impl ColumnMap {
             match column {
                 Some(column) => known[column_position(column)] = Some(index),
                 None => {
-                    if Column::from_name(name).is_some() && options.carry_extra {
+                    let shadowed = Column::from_name(name).is_some();
+                    if shadowed && options.carry_read_only {
+                        continue;
+                    }
+                    if shadowed && options.carry_extra {
                         let renamed = Column::from_name(name).expect("checked above");
                         return Err(ReadError::CollidingColumn {
                             path: path.to_owned(),

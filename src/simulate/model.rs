@@ -364,6 +364,7 @@ pub fn to_table(simulation: &Simulation, rows: &[SimulatedRow], path: PathBuf) -
             models: [false; 3],
             audited: [false; 2],
         },
+        tiers: None,
     }
 }
 
