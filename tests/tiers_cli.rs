@@ -678,6 +678,37 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         "{:?}",
         shifted.slices[0].reasons
     );
+
+    // The report's change from the deployed three-tier config to the one
+    // calibrated on the new rows: both lists of thresholds, scored on the
+    // same rows.
+    let (recalibrated, text) =
+        calibration_and_text(&worse, &["--target", "0.95", "--tiers", "small,mid,large"]);
+    let recalibration = directory.path().join("recalibrated.json");
+    std::fs::write(&recalibration, text).unwrap();
+    let report_dir = directory.path().join("report");
+    routeval()
+        .args(["report", "--results"])
+        .arg(&worse)
+        .arg("--baseline")
+        .arg(&emitted.config)
+        .arg("--calibration")
+        .arg(&recalibration)
+        .arg("--out")
+        .arg(&report_dir)
+        .assert()
+        .code(0);
+    let summary = std::fs::read_to_string(report_dir.join("summary.md")).unwrap();
+    let listed = |document: &routeval::calibrate::CalibrationDocument| {
+        let thresholds = &document.slices[0].tiered.as_ref().unwrap().thresholds;
+        thresholds
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let change = format!("{} → {}", listed(&three_calibration), listed(&recalibrated));
+    assert!(summary.contains(&change), "{change} not in:\n{summary}");
 }
 
 #[test]

@@ -8,14 +8,15 @@ use serde::de::DeserializeOwned;
 use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
-use crate::gate::{GateReport, RouteConfig};
+use crate::gate::{GateReport, RouteConfig, TieredRows, tiered_rows};
 use crate::gate::{scores_of, sha256_hex};
 use crate::markdown::{code, text};
 use crate::replay::ReplayDocument;
 use crate::report::{
-    Change, ReportInputs, change, proposed_from_calibration, render, replay_page, replay_summary,
-    slice_curves, summary,
+    Change, ChangeRows, ReportInputs, change, proposed_from_calibration, render, replay_page,
+    replay_summary, slice_curves, summary,
 };
+use crate::routes::ResolvedTable;
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 
 use super::args::ReportArgs;
@@ -174,13 +175,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         .map(|path| load(path, "--drift", "a drift document"))
         .transpose()?;
     let change = match &args.baseline {
-        Some(path) => Some(the_change(
-            path,
-            results,
-            gate.as_ref(),
-            &calibrations,
-            &args,
-        )?),
+        Some(path) => {
+            let every: Vec<CalibrationDocument> =
+                calibrations.iter().chain(&tiered).cloned().collect();
+            Some(the_change(path, results, gate.as_ref(), &every, &args)?)
+        }
         None => None,
     };
     let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
@@ -247,22 +246,44 @@ fn the_change(
             (proposed, "the calibrated thresholds".to_owned())
         }
     };
-    let results_for = |column: &str| -> anyhow::Result<GradedTable> {
-        let read = ReadOptions {
-            names: ColumnNames::new(column, args.slice_col.clone()),
-            carry_extra: false,
-            details: true,
-            score_optional: false,
-            carry_read_only: false,
-        };
-        Ok(read_graded(results, &read)?)
+    let rows = ResultsFile {
+        path: results,
+        slice_col: &args.slice_col,
     };
     change(
         &deployed,
         &proposed,
         proposal,
-        &results_for,
+        &rows,
         args.max_regression,
         1.0 - args.confidence,
     )
+}
+
+/// The graded results a change is scored on.
+struct ResultsFile<'a> {
+    path: &'a Path,
+    slice_col: &'a str,
+}
+
+impl ResultsFile<'_> {
+    fn read(&self, score_column: Option<&str>) -> ReadOptions {
+        ReadOptions {
+            names: ColumnNames::new(score_column.unwrap_or("score"), self.slice_col),
+            carry_extra: false,
+            details: true,
+            score_optional: score_column.is_none(),
+            carry_read_only: false,
+        }
+    }
+}
+
+impl ChangeRows for ResultsFile<'_> {
+    fn results(&self, score_column: Option<&str>) -> anyhow::Result<GradedTable> {
+        Ok(read_graded(self.path, &self.read(score_column))?)
+    }
+
+    fn tiered(&self, table: &ResolvedTable) -> anyhow::Result<Option<TieredRows>> {
+        Ok(tiered_rows(self.path, &self.read(None), table)?)
+    }
 }

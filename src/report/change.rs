@@ -6,9 +6,11 @@
 use anyhow::Context;
 
 use crate::calibrate::{CalibrationDocument, Policy, Threshold};
-use crate::gate::{Evaluation, RouteConfig, SliceRegression, evaluate, regressions, scores_of};
+use crate::gate::{
+    Evaluation, RouteConfig, SliceRegression, TieredRows, evaluate, regressions, scores_of,
+};
 use crate::policy::Metrics;
-use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds};
+use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds, TierThresholds};
 use crate::schema::GradedTable;
 use crate::stats::PairedVerdict;
 
@@ -16,8 +18,10 @@ use crate::stats::PairedVerdict;
 #[derive(Debug, Clone)]
 pub struct SliceChange {
     pub slice: String,
-    pub threshold_before: Option<Threshold>,
-    pub threshold_after: Option<Threshold>,
+    /// The slice's thresholds (one, or one per boundary of a k-tier
+    /// policy); empty where it has none.
+    pub threshold_before: Vec<Threshold>,
+    pub threshold_after: Vec<Threshold>,
     pub before: Metrics,
     pub after: Metrics,
     pub test: SliceRegression,
@@ -37,8 +41,12 @@ pub struct ChangeText {
 
 impl SliceChange {
     pub fn text(&self) -> ChangeText {
-        let threshold = |value: Option<Threshold>| {
-            value.map_or_else(|| "-".to_owned(), |threshold| threshold.to_string())
+        let threshold = |values: &[Threshold]| {
+            if values.is_empty() {
+                return "-".to_owned();
+            }
+            let texts: Vec<String> = values.iter().map(Threshold::to_string).collect();
+            texts.join(", ")
         };
         let test = &self.test;
         let [low, high] = test.difference_interval;
@@ -46,8 +54,8 @@ impl SliceChange {
         ChangeText {
             threshold: format!(
                 "{} → {}",
-                threshold(self.threshold_before),
-                threshold(self.threshold_after)
+                threshold(&self.threshold_before),
+                threshold(&self.threshold_after)
             ),
             quality: format!("{:.4} → {:.4}", self.before.quality, self.after.quality),
             quality_change: format!("{:+.4} [{low:+.4}, {high:+.4}]", test.difference),
@@ -87,22 +95,61 @@ pub struct Change {
 }
 
 /// The deployed table with the thresholds of the calibration of its policy
-/// and score column; `None` when no calibration matches it.
+/// and score column (and, for more than two tiers, of its tiers); `None`
+/// when no calibration matches it.
 pub fn proposed_from_calibration(
     deployed: &ResolvedTable,
     calibrations: &[CalibrationDocument],
 ) -> Option<ResolvedTable> {
     let (kind, score) = match &deployed.policy {
-        ResolvedPolicy::Predictive { score, .. } => (Policy::Predictive, score),
-        ResolvedPolicy::Cascade { score, .. } => (Policy::Cascade, score),
-        ResolvedPolicy::Single { .. }
-        | ResolvedPolicy::Static { .. }
-        | ResolvedPolicy::PredictiveTiers { .. }
-        | ResolvedPolicy::CascadeStages { .. } => return None,
+        ResolvedPolicy::Predictive { score, .. }
+        | ResolvedPolicy::PredictiveTiers { score, .. } => (Policy::Predictive, Some(score)),
+        ResolvedPolicy::Cascade { score, .. } => (Policy::Cascade, Some(score)),
+        ResolvedPolicy::CascadeStages { .. } => (Policy::Cascade, None),
+        ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => return None,
     };
-    let calibration = calibrations
-        .iter()
-        .find(|calibration| calibration.policy == kind && &calibration.score_column == score)?;
+    let tiers: Option<Vec<String>> = deployed.policy.tier_routes().map(|routes| {
+        routes
+            .iter()
+            .filter_map(|name| deployed.route(name))
+            .map(|route| route.tier.name().to_owned())
+            .collect()
+    });
+    let calibration = calibrations.iter().find(|calibration| {
+        calibration.policy == kind
+            && score.is_none_or(|score| &calibration.score_column == score)
+            && match (&tiers, &calibration.tiers) {
+                (Some(ours), Some(theirs)) => ours == theirs,
+                (None, theirs) => theirs.as_ref().is_none_or(|theirs| theirs.len() == 2),
+                (Some(_), None) => false,
+            }
+    })?;
+    if tiers.is_some() {
+        let mut thresholds = TierThresholds::default();
+        for slice in calibration.slices.iter().filter(|slice| slice.feasible) {
+            let Some(tiered) = &slice.tiered else {
+                continue;
+            };
+            if slice.slice == crate::calibrate::GLOBAL_SLICE {
+                thresholds.default = Some(tiered.thresholds.clone());
+            } else {
+                thresholds
+                    .slices
+                    .insert(slice.slice.clone(), tiered.thresholds.clone());
+            }
+        }
+        let mut proposed = deployed.clone();
+        if let ResolvedPolicy::PredictiveTiers {
+            thresholds: slot, ..
+        }
+        | ResolvedPolicy::CascadeStages {
+            thresholds: slot, ..
+        } = &mut proposed.policy
+        {
+            *slot = thresholds;
+        }
+        return Some(proposed);
+    }
     let thresholds = Thresholds {
         default: None,
         slices: calibration
@@ -131,33 +178,53 @@ pub fn proposed_from_calibration(
     Some(proposed)
 }
 
-fn thresholds_of(table: &ResolvedTable, slice: &str) -> Option<Threshold> {
+fn thresholds_of(table: &ResolvedTable, slice: &str) -> Vec<Threshold> {
+    if let Some(thresholds) = table.policy.tier_thresholds() {
+        return thresholds.for_slice(slice).unwrap_or_default().to_vec();
+    }
     table
         .policy
         .thresholds()
         .and_then(|thresholds| thresholds.for_slice(slice))
+        .into_iter()
+        .collect()
 }
 
-/// Scores both tables on the results each reads its scores from
-/// (`results_for(column)`), and pairs them slice by slice.
+/// Where a compared config's rows come from: the results read with a score
+/// column, and a k-tier table's rows read for its tiers.
+pub trait ChangeRows {
+    /// The results, with `score_column` as the score; `None` for a table
+    /// that reads no score (the score may then be missing).
+    fn results(&self, score_column: Option<&str>) -> anyhow::Result<GradedTable>;
+    fn tiered(&self, table: &ResolvedTable) -> anyhow::Result<Option<TieredRows>>;
+}
+
+/// Scores both tables on the same rows, each by its own score column (and
+/// a k-tier table by its tiers' columns), and pairs them slice by slice.
 pub fn change(
     deployed: &RouteConfig,
     proposed: &ResolvedTable,
     proposal: String,
-    results_for: &dyn Fn(&str) -> anyhow::Result<GradedTable>,
+    rows: &dyn ChangeRows,
     margin: f64,
     delta: f64,
 ) -> anyhow::Result<Change> {
-    if deployed.table.policy.tier_routes().is_some() || proposed.policy.tier_routes().is_some() {
-        anyhow::bail!(
-            "--baseline: the change is drawn between two-tier configs; this one routes over more tiers"
-        );
-    }
     let score = |table: &ResolvedTable| -> anyhow::Result<Evaluation> {
-        let column = table.policy.score().unwrap_or("score");
-        let graded = results_for(column)
-            .with_context(|| format!("the score column {column:?} of a compared config"))?;
-        Ok(evaluate(table, &graded, &scores_of(&graded), None, None))
+        let column = table.policy.score();
+        let graded = rows.results(column).with_context(|| {
+            format!(
+                "the score column {:?} of a compared config",
+                column.unwrap_or("score")
+            )
+        })?;
+        let tiered = rows.tiered(table)?;
+        Ok(evaluate(
+            table,
+            &graded,
+            &scores_of(&graded),
+            None,
+            tiered.as_ref(),
+        ))
     };
     let before = score(&deployed.table)?;
     let after = score(proposed)?;

@@ -15,7 +15,7 @@ mod markdown;
 mod replay;
 mod svg;
 
-pub use change::{Change, SliceChange, change, proposed_from_calibration};
+pub use change::{Change, ChangeRows, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
 pub use html::{ReportInputs, render};
 pub use markdown::summary;
