@@ -142,6 +142,19 @@ fn three_tiers_run_grade_and_calibrate_with_every_stage_verified() {
         .find(|pair| pair.key == "routeval.graded.tiers")
         .and_then(|pair| pair.value.clone());
     assert_eq!(tiers.as_deref(), Some("mini,mid,large"));
+    let version = metadata
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .unwrap()
+        .iter()
+        .find(|pair| pair.key == "routeval.graded.schema_version")
+        .and_then(|pair| pair.value.clone());
+    assert_eq!(
+        version.as_deref(),
+        Some("2"),
+        "a table an older routeval would misread as two tiers is version 2"
+    );
     let batch = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&graded).unwrap())
         .unwrap()
         .build()

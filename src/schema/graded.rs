@@ -7,8 +7,14 @@ use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, Str
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 
 /// Version of the graded-results table. Written into Parquet metadata under
-/// [`SCHEMA_VERSION_KEY`]; readers refuse newer versions.
-pub const SCHEMA_VERSION: u32 = 1;
+/// [`SCHEMA_VERSION_KEY`]; readers refuse newer versions. Version 2 names
+/// more than two tiers in the metadata; a two-tier table is written as
+/// version 1, which every routeval reads, so only a table an older routeval
+/// would misread as two tiers is refused by it.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The version of a two-tier table.
+pub const TWO_TIER_SCHEMA_VERSION: u32 = 1;
 
 /// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "routeval.graded.schema_version";

@@ -13,7 +13,7 @@ use parquet::file::properties::WriterProperties;
 use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 
-use super::graded::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::graded::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TWO_TIER_SCHEMA_VERSION};
 use super::read::{ColumnNames, GradedTable};
 use super::tiered::{TIERS_KEY, Tiers};
 use crate::atomic::Staged;
@@ -28,9 +28,13 @@ pub fn write_graded_parquet(table: &GradedTable, path: &Path) -> anyhow::Result<
 /// several outputs together.
 pub fn stage_graded_parquet(table: &GradedTable, path: &Path) -> anyhow::Result<Staged> {
     let mut batches = table.record_batches();
+    let version = match table.tiers {
+        Some(_) => SCHEMA_VERSION,
+        None => TWO_TIER_SCHEMA_VERSION,
+    };
     let mut metadata = vec![KeyValue::new(
         SCHEMA_VERSION_KEY.to_owned(),
-        SCHEMA_VERSION.to_string(),
+        version.to_string(),
     )];
     if let Some(tiers) = &table.tiers {
         batches = batches
