@@ -72,6 +72,50 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
         .then_some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
+/// Milliseconds since 1970 from RFC 3339 as gateways write it: `T` or a
+/// space between date and time, any fraction of a second, and `Z`, an
+/// offset, or nothing (read as UTC).
+pub fn parse_timestamp_ms(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 19 || !matches!(bytes[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let whole = format!("{}T{}Z", &text[..10], &text[11..19]);
+    let seconds = parse_rfc3339(&whole)?;
+    let mut rest = &text[19..];
+    let mut millis = 0i64;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let padded = format!("{:0<3}", &fraction[..digits.min(3)]);
+        millis = padded.parse().ok()?;
+        rest = &fraction[digits..];
+    }
+    let offset_minutes = match rest {
+        "" | "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let offset = &rest[1..];
+            let (hours, minutes) = offset.split_once(':').unwrap_or((offset, "00"));
+            if hours.len() != 2 || minutes.len() != 2 {
+                return None;
+            }
+            let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            sign * (hours * 60 + minutes)
+        }
+    };
+    Some((seconds - offset_minutes * 60) * 1000 + millis)
+}
+
 // Howard Hinnant's algorithms for days since 1970-01-01.
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };

@@ -36,6 +36,7 @@ pub mod grade;
 pub mod import;
 pub mod markdown;
 pub mod policy;
+pub mod records;
 pub mod replay;
 pub mod report;
 pub mod router;

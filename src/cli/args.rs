@@ -56,6 +56,57 @@ pub enum Command {
     /// Replay recorded traffic through a simulated serving layer.
     #[command(subcommand)]
     Replay(ReplayCommand),
+    /// The gateway's request records: import them from what is logged.
+    #[command(subcommand)]
+    Records(RecordsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecordsCommand {
+    /// Convert LiteLLM spend logs, OpenAI-style log lines, any table by
+    /// --map, or a routeval run into the request-record table (Parquet).
+    Import(RecordsImportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordsFormatArg {
+    /// Rows of LiteLLM's LiteLLM_SpendLogs table (JSON lines or CSV).
+    Litellm,
+    /// One `{"request": ..., "response": ...}` object per line.
+    OpenaiLog,
+    /// The records' own fields, renamed by --map.
+    Generic,
+    /// A routeval run directory (`routeval run --out`).
+    Run,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordsImportArgs {
+    /// What the input is.
+    #[arg(long, value_enum)]
+    pub from: RecordsFormatArg,
+
+    /// The file (or, for `run`, the run directory) to convert.
+    #[arg(long, value_name = "PATH")]
+    pub input: PathBuf,
+
+    /// Generic: `field=column,...` for fields under other names.
+    #[arg(long, value_name = "MAP")]
+    pub map: Option<String>,
+
+    /// The field naming each request's slice: a dotted path into the row
+    /// (`team_id`, `metadata.user_api_key_team_alias`, `request.user`).
+    #[arg(long, value_name = "PATH")]
+    pub slice_field: Option<String>,
+
+    /// Run: the time between consecutive prompts' records (a batch run
+    /// records no arrivals).
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+
+    /// The request-record table to write (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +115,115 @@ pub enum ReplayCommand {
     /// replica-routing policy, side by side; with --calibrate, choose the
     /// cache-aware router's thresholds and the scorer's weights on the trace.
     Replicas(ReplicasArgs),
+    /// Replay a route's request records through no breaker, a breaker on
+    /// errors, and a breaker that also counts slow first tokens, with the
+    /// fallback route's latency; with --calibrate, choose the deadline and
+    /// the failure count.
+    Fallback(FallbackArgs),
+    /// Replay request records with a hedged second copy after each delay
+    /// quantile: first-token percentiles and the extra input tokens, by
+    /// prompt length.
+    Hedge(HedgeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LearningArg {
+    /// Before the next request (DOMAIN.md's reference replay).
+    Instantly,
+    /// When the outcome is known: the first token, the error, or the deadline.
+    AtOutcome,
+}
+
+#[derive(Debug, Args)]
+pub struct FallbackArgs {
+    /// Request records (Parquet, CSV or JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// The primary route whose requests are replayed.
+    #[arg(long, value_name = "ROUTE")]
+    pub route: String,
+
+    /// The fallback route, whose own records give its first-token times.
+    #[arg(
+        long,
+        value_name = "ROUTE",
+        required_unless_present = "fallback_ttft_ms"
+    )]
+    pub fallback: Option<String>,
+
+    /// A constant first-token time for the fallback, where it has no records.
+    #[arg(long, value_name = "MS", conflicts_with = "fallback")]
+    pub fallback_ttft_ms: Option<f64>,
+
+    /// The first-token deadline of the slow-first-token breaker.
+    #[arg(long, value_name = "MS", default_value_t = 3000.0)]
+    pub deadline_ms: f64,
+
+    /// Consecutive failures that open a breaker.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub open_after: u32,
+
+    /// How long an open breaker stays open before one half-open probe.
+    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    pub open_ms: f64,
+
+    /// When the breaker learns how a request went.
+    #[arg(long, value_enum, default_value_t = LearningArg::Instantly)]
+    pub learning: LearningArg,
+
+    /// Retries and fallbacks allowed as a share of requests.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
+    pub retry_budget: f64,
+
+    /// A route table: the fallback route's `rpm` is the capacity its peak
+    /// must fit in.
+    #[arg(long, value_name = "FILE")]
+    pub routes: Option<PathBuf>,
+
+    /// Search the deadline and failure count for the lowest p95 wait.
+    #[arg(long)]
+    pub calibrate: bool,
+
+    /// The most of the traffic the calibrated breaker may send to the fallback.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
+    pub max_fallback_share: f64,
+
+    /// With --calibrate and --routes: write the route table with the chosen
+    /// breaker as the primary route's `[routes.breaker]` to this new file.
+    #[arg(long, value_name = "FILE", requires_all = ["calibrate", "routes"])]
+    pub write_routes: Option<PathBuf>,
+
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct HedgeArgs {
+    /// Request records (Parquet, CSV or JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// Replay only this route's records (default: every route's).
+    #[arg(long, value_name = "ROUTE")]
+    pub route: Option<String>,
+
+    /// Seed of the draw of each copy's first token.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

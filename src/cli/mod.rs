@@ -11,6 +11,7 @@ mod gate;
 mod grade;
 mod import;
 mod print;
+mod records;
 mod replay;
 mod report;
 mod router;
@@ -92,6 +93,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::ServeSim(args) => serve_sim::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Replay(command) => replay::run(command),
+        Command::Records(command) => records::run(command),
     }
 }
 

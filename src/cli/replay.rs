@@ -10,12 +10,16 @@ use crate::replay::{
 };
 use crate::run::CallTier;
 
-use super::args::{ObjectiveArg, ReplayCommand, ReplayTierArg, ReplicasArgs};
+use super::args::{
+    FallbackArgs, HedgeArgs, LearningArg, ObjectiveArg, ReplayCommand, ReplayTierArg, ReplicasArgs,
+};
 use super::print::print;
 
 pub fn run(command: ReplayCommand) -> anyhow::Result<Outcome> {
     match command {
         ReplayCommand::Replicas(args) => replicas(&args),
+        ReplayCommand::Fallback(args) => fallback(&args),
+        ReplayCommand::Hedge(args) => hedge(&args),
     }
 }
 
@@ -138,6 +142,210 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
             print(&render_calibration(calibration))?;
         }
     }
+    Ok(Outcome::Passed)
+}
+
+/// The records' identity for a document: path, sha256, rows.
+fn input_file(path: &std::path::Path, rows: u64) -> anyhow::Result<crate::calibrate::InputFile> {
+    Ok(crate::calibrate::InputFile {
+        path: path.display().to_string(),
+        sha256: crate::run::sha256_file(path)?,
+        rows,
+    })
+}
+
+/// Prints the document (as JSON with `--json`) and writes it to `--out`.
+fn emit<T: serde::Serialize>(
+    document: &T,
+    json: bool,
+    out: Option<&std::path::Path>,
+    text: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    let encoded =
+        serde_json::to_string_pretty(document).context("cannot encode the document")? + "\n";
+    if let Some(out) = out {
+        write_bytes_atomically(out, encoded.as_bytes())
+            .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
+    }
+    if json {
+        print(&encoded)
+    } else {
+        print(&text())
+    }
+}
+
+fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
+    use crate::replay::fallback::{
+        FALLBACK_SCHEMA_VERSION, FallbackDocument, FallbackLatency, Learning, calibrate_breaker,
+        load_fallback_inputs, render_fallback, replay_fallback, standard_policies,
+    };
+    let mut inputs = vec![Named::new(&args.records, "--records")];
+    if let Some(routes) = &args.routes {
+        inputs.push(Named::new(routes, "--routes"));
+    }
+    let mut outputs = Vec::new();
+    if let Some(out) = &args.out {
+        outputs.push(Named::new(out, "--out"));
+    }
+    if let Some(written) = &args.write_routes {
+        outputs.push(Named::new(written, "--write-routes"));
+    }
+    check_outputs(&outputs, &inputs)?;
+    for (flag, value) in [
+        ("--deadline-ms", args.deadline_ms),
+        ("--open-ms", args.open_ms),
+    ] {
+        if !(value.is_finite() && value > 0.0) {
+            bail!("{flag} must be a positive number of milliseconds, got {value}");
+        }
+    }
+    if let Some(ms) = args.fallback_ttft_ms
+        && !(ms.is_finite() && ms >= 0.0)
+    {
+        bail!("--fallback-ttft-ms must be a non-negative number, got {ms}");
+    }
+    if args.open_after == 0 {
+        bail!("--open-after must be at least 1");
+    }
+    for (flag, share) in [
+        ("--retry-budget", args.retry_budget),
+        ("--max-fallback-share", args.max_fallback_share),
+    ] {
+        if !(0.0..=1.0).contains(&share) {
+            bail!("{flag} must be a share in [0, 1], got {share}");
+        }
+    }
+    let table = args
+        .routes
+        .as_deref()
+        .map(crate::routes::RouteTable::load)
+        .transpose()?;
+    let capacity = match (&table, &args.fallback) {
+        (Some(table), Some(name)) => {
+            let route = table
+                .routes
+                .iter()
+                .find(|route| &route.name == name)
+                .with_context(|| {
+                    format!(
+                        "{}: no route named {name:?} (--fallback)",
+                        args.routes.as_deref().expect("a table").display()
+                    )
+                })?;
+            Some(route.rpm as f64 / 60.0)
+        }
+        _ => None,
+    };
+    if let Some(table) = &table
+        && !table.routes.iter().any(|route| route.name == args.route)
+    {
+        bail!(
+            "{}: no route named {:?} (--route)",
+            args.routes.as_deref().expect("a table").display(),
+            args.route
+        );
+    }
+    let inputs = load_fallback_inputs(&args.records, &args.route, args.fallback.as_deref())?;
+    let (requests, rows) = (&inputs.requests, inputs.rows);
+    let latency = match args.fallback_ttft_ms {
+        Some(ms) => FallbackLatency::Constant(ms),
+        None => FallbackLatency::Recorded(inputs.fallback_points.clone()),
+    };
+    let learning = match args.learning {
+        LearningArg::Instantly => Learning::Instantly,
+        LearningArg::AtOutcome => Learning::AtOutcome,
+    };
+    let policies = standard_policies(args.open_after, args.open_ms, args.deadline_ms);
+    let calibration = args.calibrate.then(|| {
+        calibrate_breaker(
+            requests,
+            &latency,
+            args.open_ms,
+            args.max_fallback_share,
+            learning,
+        )
+    });
+    let document = FallbackDocument {
+        schema_version: FALLBACK_SCHEMA_VERSION,
+        kind: "fallback".to_owned(),
+        records: input_file(&args.records, rows)?,
+        route: args.route.clone(),
+        fallback_route: args.fallback.clone(),
+        fallback_ttft_ms: args.fallback_ttft_ms,
+        learning,
+        fallback_capacity_per_s: capacity,
+        retry_budget: args.retry_budget,
+        policies: replay_fallback(requests, &latency, &policies, learning),
+        calibration,
+    };
+    if let Some(written) = &args.write_routes {
+        let source = args.routes.as_deref().expect("clap requires --routes");
+        let chosen = document
+            .calibration
+            .as_ref()
+            .and_then(|calibration| calibration.chosen.as_ref())
+            .with_context(|| {
+                format!(
+                    "{}: no breaker keeps the fallback within --max-fallback-share {}; nothing written",
+                    written.display(),
+                    args.max_fallback_share
+                )
+            })?;
+        let breaker = crate::routes::RouteBreaker {
+            first_token_deadline_ms: chosen.first_token_deadline_ms,
+            open_after: chosen.open_after,
+            open_ms: args.open_ms,
+        };
+        let text = std::fs::read_to_string(source)
+            .with_context(|| format!("{}: cannot read (--routes)", source.display()))?;
+        let updated = breaker
+            .written_into(&text, &args.route)
+            .map_err(|problem| anyhow::anyhow!("{}: {problem}", source.display()))?;
+        // The table written must load as the one read did.
+        let check: crate::routes::RouteTable = toml::from_str(&updated)
+            .with_context(|| format!("{}: the written table does not parse", written.display()))?;
+        if !check
+            .routes
+            .iter()
+            .any(|route| route.breaker == Some(breaker))
+        {
+            bail!(
+                "{}: the breaker did not land on route {:?}; nothing written",
+                source.display(),
+                args.route
+            );
+        }
+        write_bytes_atomically(written, updated.as_bytes())
+            .with_context(|| format!("{}: cannot write (--write-routes)", written.display()))?;
+    }
+    emit(&document, args.json, args.out.as_deref(), || {
+        render_fallback(&document)
+    })?;
+    Ok(Outcome::Passed)
+}
+
+fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
+    use crate::replay::hedge::{
+        HEDGE_SCHEMA_VERSION, HedgeDocument, load_hedge_requests, render_hedge, replay_hedge,
+    };
+    let outputs: Vec<Named<'_>> = args
+        .out
+        .iter()
+        .map(|out| Named::new(out, "--out"))
+        .collect();
+    check_outputs(&outputs, &[Named::new(&args.records, "--records")])?;
+    let (requests, rows) = load_hedge_requests(&args.records, args.route.as_deref())?;
+    let document = HedgeDocument {
+        schema_version: HEDGE_SCHEMA_VERSION,
+        kind: "hedge".to_owned(),
+        records: input_file(&args.records, rows)?,
+        route: args.route.clone(),
+        seed: args.seed,
+        rows: replay_hedge(&requests, args.seed),
+    };
+    emit(&document, args.json, args.out.as_deref(), || {
+        render_hedge(&document)
+    })?;
     Ok(Outcome::Passed)
 }
 

@@ -6,6 +6,13 @@
 //! and exports as `openai/<model>` with that `api_base`; a route's
 //! `api_key_env` becomes `api_key: os.environ/<NAME>`.
 //!
+//! A route's breaker maps onto what LiteLLM has: its first-token deadline
+//! is the deployment's `stream_timeout` (the wait for the first chunk), its
+//! failure count and open time are `allowed_fails` and `cooldown_time` in
+//! `router_settings`, which LiteLLM applies to every deployment and counts
+//! per minute rather than consecutively, with no half-open probe (the
+//! cooldown simply ends); the file says so where it matters.
+//!
 //! LiteLLM has no confidence-based escalation: a predictive or cascade
 //! policy's thresholds, and a policy over more than two tiers, cannot be
 //! expressed here and travel in the routeval config, whose sha256 every
@@ -75,6 +82,13 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
                 quote(&format!("os.environ/{variable}"))
             );
         }
+        if let Some(breaker) = &route.breaker {
+            let _ = writeln!(
+                out,
+                "      stream_timeout: {}",
+                breaker.first_token_deadline_ms / 1000.0
+            );
+        }
         let _ = writeln!(out, "      rpm: {}", route.rpm);
         let _ = writeln!(out, "      tpm: {}", route.tpm);
         out.push_str("    model_info:\n");
@@ -99,6 +113,21 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
         let _ = writeln!(out, "      routeval_config_version: {}", config.version);
     }
     out.push_str("router_settings:\n");
+    // LiteLLM has one cooldown for every deployment: the strictest breaker.
+    let strictest = table
+        .routes
+        .iter()
+        .filter_map(|route| route.breaker.map(|breaker| (route, breaker)))
+        .min_by_key(|(_, breaker)| breaker.open_after);
+    if let Some((route, breaker)) = strictest {
+        let _ = writeln!(
+            out,
+            "  # From route {}'s breaker: LiteLLM cools a deployment down after allowed_fails failures in a minute (not consecutive ones), for every deployment alike, and has no half-open probe.",
+            quote(&route.name)
+        );
+        let _ = writeln!(out, "  allowed_fails: {}", breaker.open_after);
+        let _ = writeln!(out, "  cooldown_time: {}", breaker.open_ms / 1000.0);
+    }
     if table.fallbacks.is_empty() {
         out.push_str("  fallbacks: []\n");
     } else {

@@ -1,10 +1,14 @@
-//! Replays of recorded traffic through the second router in the request
-//! path, the one that picks a replica of a self-hosted model: `replicas`
-//! simulates a pool under each replica-routing policy and calibrates the
-//! cache-aware router's load guard. Reads a trace ([`trace`]) or a run
-//! ([`from_run`]); writes a versioned document that `report` renders.
+//! Replays of recorded traffic. `replicas`: the second router in the
+//! request path, the one that picks a replica of a self-hosted model, a
+//! pool simulated under each replica-routing policy, and the cache-aware
+//! router's load guard calibrated; it reads a trace ([`trace`]) or a run
+//! ([`from_run`]). `fallback` and `hedge`: the gateway's breakers,
+//! fallbacks and hedged requests, replayed from request records. Each
+//! writes a versioned document that `report` renders.
 
+pub mod fallback;
 pub mod from_run;
+pub mod hedge;
 pub mod replicas;
 pub mod trace;
 

@@ -13,4 +13,6 @@ mod table;
 pub use error::RouteError;
 pub use pin::floating_alias;
 pub use policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
-pub use table::{Constraint, Fallback, ResolvedTable, Route, RouteTable, RouteTier, Tier};
+pub use table::{
+    Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteTable, RouteTier, Tier,
+};

@@ -90,6 +90,111 @@ pub struct Route {
     /// never enters a route table or a signed config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// The route's circuit breaker, as `replay fallback --calibrate` chose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<RouteBreaker>,
+}
+
+/// A route's circuit breaker: a first token later than the deadline, an
+/// error or a 429 is a failure; `open_after` consecutive failures open it
+/// for `open_ms`, then one half-open probe tries the route again.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteBreaker {
+    pub first_token_deadline_ms: f64,
+    pub open_after: u32,
+    pub open_ms: f64,
+}
+
+impl RouteBreaker {
+    fn check(&self) -> Result<(), String> {
+        if !(self.first_token_deadline_ms.is_finite() && self.first_token_deadline_ms > 0.0) {
+            return Err(format!(
+                "first_token_deadline_ms must be a positive number, got {}",
+                self.first_token_deadline_ms
+            ));
+        }
+        if !(self.open_ms.is_finite() && self.open_ms > 0.0) {
+            return Err(format!(
+                "open_ms must be a positive number, got {}",
+                self.open_ms
+            ));
+        }
+        if self.open_after == 0 {
+            return Err("open_after must be at least 1".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The table's text with this breaker as route `route`'s
+    /// `[routes.breaker]`, replacing one it had; everything else, comments
+    /// included, is kept as written.
+    pub fn written_into(&self, text: &str, route: &str) -> Result<String, String> {
+        let lines: Vec<&str> = text.lines().collect();
+        let header = |line: &str| line.trim_start().starts_with('[');
+        let name_line = format!("name = {}", toml_string(route));
+        // The route's section: from its `[[routes]]` to the next header
+        // that is not its own sub-table.
+        let mut start = None;
+        for (index, line) in lines.iter().enumerate() {
+            if line.split('#').next().unwrap_or("").trim() == "[[routes]]" {
+                let section_end = lines[index + 1..]
+                    .iter()
+                    .position(|line| header(line))
+                    .map_or(lines.len(), |offset| index + 1 + offset);
+                if lines[index + 1..section_end]
+                    .iter()
+                    .any(|line| line.split('#').next().unwrap_or("").trim() == name_line)
+                {
+                    start = Some(index);
+                    break;
+                }
+            }
+        }
+        let start = start.ok_or_else(|| format!("no [[routes]] named {route:?}"))?;
+        let mut end = start + 1;
+        let mut old_breaker = None;
+        while end < lines.len() {
+            let line = lines[end].split('#').next().unwrap_or("").trim();
+            if line == "[routes.breaker]" {
+                old_breaker = Some(end);
+            } else if header(lines[end]) {
+                break;
+            }
+            end += 1;
+        }
+        let block = format!(
+            "[routes.breaker]                       # routeval replay fallback --calibrate\nfirst_token_deadline_ms = {}\nopen_after = {}\nopen_ms = {}",
+            self.first_token_deadline_ms, self.open_after, self.open_ms
+        );
+        let mut out: Vec<String> = Vec::with_capacity(lines.len() + 5);
+        match old_breaker {
+            Some(at) => {
+                // Replace the old block up to the section's end.
+                out.extend(lines[..at].iter().map(|line| (*line).to_owned()));
+                out.push(block);
+                out.push(String::new());
+            }
+            None => {
+                let mut body_end = end;
+                while body_end > start + 1 && lines[body_end - 1].trim().is_empty() {
+                    body_end -= 1;
+                }
+                out.extend(lines[..body_end].iter().map(|line| (*line).to_owned()));
+                out.push(String::new());
+                out.push(block);
+                out.push(String::new());
+            }
+        }
+        out.extend(lines[end..].iter().map(|line| (*line).to_owned()));
+        let mut written = out.join("\n");
+        written.push('\n');
+        Ok(written)
+    }
+}
+
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).expect("strings serialise")
 }
 
 /// Where a route's traffic goes when it fails before its first token.
@@ -184,6 +289,11 @@ impl RouteTable {
                     "route \"{}\": model \"{}\" uses {alias}; pin a version",
                     route.name, route.model
                 ));
+            }
+            if let Some(breaker) = &route.breaker {
+                breaker
+                    .check()
+                    .map_err(|problem| format!("route \"{}\": breaker: {problem}", route.name))?;
             }
             if let Some(base_url) = &route.base_url {
                 let Some((_, rest)) = base_url

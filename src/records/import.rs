@@ -1,0 +1,515 @@
+//! What teams already log, as request records: LiteLLM's spend-log rows,
+//! OpenAI-style request/response log lines, any table of the records'
+//! fields under other names (`--map`), and a routeval run's responses.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::read::{FieldNames, Record, RecordsError, for_each_record, parse_timestamp};
+use super::schema::Status;
+use super::write::RecordsWriter;
+use crate::schema::{Format, RowLocation};
+
+/// Where the records come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// Rows of LiteLLM's `LiteLLM_SpendLogs` table (JSON lines or CSV).
+    Litellm,
+    /// `{"request": {model, messages}, "response": {id, model, usage, choices}}`
+    /// per line.
+    OpenaiLog,
+    /// The records' own columns, under the names `--map` gives.
+    Generic,
+    /// A routeval run directory.
+    Run,
+}
+
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    pub format: ImportFormat,
+    pub input: PathBuf,
+    /// Generic: `field=column,...`.
+    pub map: Option<String>,
+    /// The field (a dotted path into a line's JSON) naming each record's
+    /// slice; the format's default when `None`.
+    pub slice_field: Option<String>,
+    /// Run: milliseconds between consecutive prompts' records (a batch run
+    /// records no arrival times).
+    pub interval_ms: u64,
+}
+
+impl ImportFormat {
+    fn default_slice_field(self) -> &'static str {
+        match self {
+            ImportFormat::Litellm => "team_id",
+            ImportFormat::OpenaiLog => "request.user",
+            ImportFormat::Generic | ImportFormat::Run => "slice",
+        }
+    }
+}
+
+/// Converts the input to records and writes them to `sink`; the number
+/// written. Nothing is written for a bad row: the caller stages the file.
+pub fn import_records<W: std::io::Write + Send>(
+    options: &ImportOptions,
+    sink: W,
+) -> anyhow::Result<u64> {
+    let mut writer = RecordsWriter::new(sink)?;
+    let path = &options.input;
+    match options.format {
+        ImportFormat::Generic => {
+            let names = match &options.map {
+                Some(map) => FieldNames::parse(map).map_err(|problem| RecordsError::Map {
+                    path: path.clone(),
+                    problem,
+                })?,
+                None => FieldNames::default(),
+            };
+            for_each_record(path, &names, |_, record| {
+                writer
+                    .push(record.clone().into_owned())
+                    .map_err(|error| RecordsError::Unreadable {
+                        path: path.clone(),
+                        message: error.to_string(),
+                    })
+            })?;
+        }
+        ImportFormat::Litellm | ImportFormat::OpenaiLog => {
+            let slice_field = options
+                .slice_field
+                .clone()
+                .unwrap_or_else(|| options.format.default_slice_field().to_owned());
+            let mut count = 0u64;
+            for_each_object(path, |location, object| {
+                let converted = match options.format {
+                    ImportFormat::Litellm => litellm(object, &slice_field),
+                    _ => openai_log(object, &slice_field),
+                };
+                let record = converted.map_err(|(field, problem)| RecordsError::Invalid {
+                    path: path.clone(),
+                    location,
+                    field,
+                    problem,
+                })?;
+                count += 1;
+                writer
+                    .push(record)
+                    .map_err(|error| RecordsError::Unreadable {
+                        path: path.clone(),
+                        message: error.to_string(),
+                    })
+            })?;
+            if count == 0 {
+                return Err(RecordsError::Empty { path: path.clone() }.into());
+            }
+        }
+        ImportFormat::Run => from_run(path, options.interval_ms, &mut writer)?,
+    }
+    writer.close()
+}
+
+/// Each row of a JSON-lines or CSV file as a JSON object (CSV cells as
+/// strings).
+fn for_each_object(
+    path: &Path,
+    mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), RecordsError>,
+) -> Result<(), RecordsError> {
+    let unreadable = |message: String| RecordsError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    match Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
+        Format::JsonLines => crate::schema::for_each_line(
+            path,
+            |error| unreadable(error.to_string()),
+            |number, line| {
+                let location = RowLocation::Line(number);
+                let object: serde_json::Map<String, Value> =
+                    serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
+                        path: path.to_owned(),
+                        location,
+                        problem: format!("not a JSON object: {error}"),
+                    })?;
+                visit(location, &object)
+            },
+        ),
+        Format::Csv => crate::schema::for_each_csv_record(
+            path,
+            unreadable,
+            |location, problem| RecordsError::Malformed {
+                path: path.to_owned(),
+                location,
+                problem,
+            },
+            |headers, location, record| {
+                let object = headers
+                    .iter()
+                    .zip(record.iter())
+                    .filter(|(_, cell)| !cell.is_empty())
+                    .map(|(header, cell)| (header.to_owned(), Value::String(cell.to_owned())))
+                    .collect();
+                visit(location, &object)
+            },
+        ),
+        Format::Parquet => Err(unreadable(
+            "this format is read from JSON lines or CSV".to_owned(),
+        )),
+    }
+}
+
+type Problem = (String, String);
+
+/// The value at a dotted path; a JSON text met on the way (CSV cells,
+/// LiteLLM's `metadata` column) is parsed and followed.
+fn at<'a>(object: &'a serde_json::Map<String, Value>, path: &str) -> Option<Cow<'a, Value>> {
+    let mut parts = path.split('.');
+    let mut value: Cow<'a, Value> = Cow::Borrowed(object.get(parts.next()?)?);
+    for part in parts {
+        let next = match value {
+            Cow::Borrowed(Value::String(text)) => {
+                let parsed: Value = serde_json::from_str(text).ok()?;
+                step(&parsed, part).cloned().map(Cow::Owned)
+            }
+            Cow::Owned(Value::String(text)) => {
+                let parsed: Value = serde_json::from_str(&text).ok()?;
+                step(&parsed, part).cloned().map(Cow::Owned)
+            }
+            Cow::Borrowed(inner) => step(inner, part).map(Cow::Borrowed),
+            Cow::Owned(inner) => step(&inner, part).cloned().map(Cow::Owned),
+        };
+        value = next?;
+    }
+    (!value.is_null()).then_some(value)
+}
+
+/// One step of a path: a key of an object, or an index of an array.
+fn step<'a>(value: &'a Value, part: &str) -> Option<&'a Value> {
+    match value {
+        Value::Array(items) => items.get(part.parse::<usize>().ok()?),
+        other => other.get(part),
+    }
+}
+
+fn text_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<String> {
+    match at(object, path)?.as_ref() {
+        Value::String(text) if !text.trim().is_empty() => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+fn number_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Option<f64>, Problem> {
+    match at(object, path).as_deref() {
+        None => Ok(None),
+        Some(Value::Number(number)) => Ok(number.as_f64()),
+        Some(Value::String(text)) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| (path.to_owned(), format!("{text:?} is not a number"))),
+        Some(other) => Err((path.to_owned(), format!("{other} is not a number"))),
+    }
+}
+
+fn tokens_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Option<u64>, Problem> {
+    match number_at(object, path)? {
+        Some(value) if value >= 0.0 && value.fract() == 0.0 => Ok(Some(value as u64)),
+        Some(value) => Err((
+            path.to_owned(),
+            format!("{value} is not a whole number of tokens"),
+        )),
+        None => Ok(None),
+    }
+}
+
+fn required(object: &serde_json::Map<String, Value>, path: &str) -> Result<String, Problem> {
+    text_at(object, path).ok_or_else(|| (path.to_owned(), "missing".to_owned()))
+}
+
+fn timestamp_at(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Option<i64>, Problem> {
+    match at(object, path).as_deref() {
+        None => Ok(None),
+        Some(Value::Number(number)) => number.as_i64().map(Some).ok_or_else(|| {
+            (
+                path.to_owned(),
+                format!("{number} is not epoch milliseconds"),
+            )
+        }),
+        Some(Value::String(text)) => parse_timestamp(text)
+            .map(Some)
+            .map_err(|problem| (path.to_owned(), problem)),
+        Some(other) => Err((path.to_owned(), format!("{other} is not a timestamp"))),
+    }
+}
+
+/// The last user message of an OpenAI chat conversation.
+fn last_user(messages: &Value) -> Option<String> {
+    messages.as_array()?.iter().rev().find_map(|message| {
+        (message.get("role")?.as_str()? == "user").then(|| match message.get("content")? {
+            Value::String(text) => Some(text.clone()),
+            // Content parts: their text, joined.
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|part| part.get("text")?.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        })?
+    })
+}
+
+fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<Value> {
+    let value = at(object, path)?.into_owned();
+    match value {
+        Value::String(text) => serde_json::from_str(&text).ok(),
+        other => Some(other),
+    }
+    .filter(Value::is_array)
+}
+
+fn record_of(
+    id: String,
+    timestamp_ms: i64,
+    slice: String,
+    route: String,
+    status: Status,
+) -> Record<'static> {
+    Record {
+        id: Cow::Owned(id),
+        timestamp_ms,
+        slice: Cow::Owned(slice),
+        logical_model: None,
+        route: Cow::Owned(route),
+        model: None,
+        reason: None,
+        score: None,
+        status,
+        input_tokens: None,
+        cached_input_tokens: None,
+        output_tokens: None,
+        ttft_ms: None,
+        total_ms: None,
+        finish_reason: None,
+        cost_usd: None,
+        prompt: None,
+        messages: None,
+    }
+}
+
+/// One `LiteLLM_SpendLogs` row: `request_id`, `startTime`,
+/// `completionStartTime` and `endTime` (the first token and the end, as
+/// milliseconds after the start), `model_group` (the logical model),
+/// `model_id` or `model` (the route), `spend`, `prompt_tokens`,
+/// `completion_tokens`, `status`, `messages`, `response` and `metadata`.
+fn litellm(
+    object: &serde_json::Map<String, Value>,
+    slice_field: &str,
+) -> Result<Record<'static>, Problem> {
+    let start = timestamp_at(object, "startTime")?
+        .ok_or_else(|| ("startTime".to_owned(), "missing".to_owned()))?;
+    let after_start = |field: &str| -> Result<Option<f64>, Problem> {
+        match timestamp_at(object, field)? {
+            Some(at) if at < start => Err((
+                field.to_owned(),
+                format!("{} ms before startTime", start - at),
+            )),
+            Some(at) => Ok(Some((at - start) as f64)),
+            None => Ok(None),
+        }
+    };
+    let status = match text_at(object, "status") {
+        None => Status::Ok,
+        Some(text) => Status::parse(&text).ok_or_else(|| {
+            (
+                "status".to_owned(),
+                format!("{text:?} is not success or failure"),
+            )
+        })?,
+    };
+    let route = text_at(object, "model_id")
+        .or_else(|| text_at(object, "model"))
+        .ok_or_else(|| ("model".to_owned(), "missing (and model_id)".to_owned()))?;
+    let mut record = record_of(
+        required(object, "request_id")?,
+        start,
+        required(object, slice_field)?,
+        route,
+        status,
+    );
+    record.logical_model = text_at(object, "model_group").map(Cow::Owned);
+    record.model = text_at(object, "response.model")
+        .or_else(|| text_at(object, "model"))
+        .map(Cow::Owned);
+    record.input_tokens = tokens_at(object, "prompt_tokens")?;
+    record.output_tokens = tokens_at(object, "completion_tokens")?;
+    record.cached_input_tokens = tokens_at(
+        object,
+        "metadata.usage_object.prompt_tokens_details.cached_tokens",
+    )?;
+    record.ttft_ms = after_start("completionStartTime")?;
+    record.total_ms = after_start("endTime")?;
+    record.cost_usd = number_at(object, "spend")?;
+    record.finish_reason = text_at(object, "response.choices.0.finish_reason")
+        .or_else(|| first_choice_finish(object, "response"))
+        .map(Cow::Owned);
+    if let Some(messages) = messages_at(object, "messages") {
+        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.messages = Some(Cow::Owned(messages.to_string()));
+    }
+    Ok(record)
+}
+
+fn first_choice_finish(object: &serde_json::Map<String, Value>, response: &str) -> Option<String> {
+    let response = at(object, response)?.into_owned();
+    let response = match response {
+        Value::String(text) => serde_json::from_str(&text).ok()?,
+        other => other,
+    };
+    Some(
+        response
+            .get("choices")?
+            .get(0)?
+            .get("finish_reason")?
+            .as_str()?
+            .to_owned(),
+    )
+}
+
+/// One OpenAI-style log line: `request.model` (the route and logical
+/// model), `request.messages`, `response.id`, `response.model`,
+/// `response.created` (unless a top-level `timestamp` says when),
+/// `response.usage`, `response.choices[0].finish_reason`; optional
+/// top-level `ttft_ms`, `total_ms` (or `latency_ms`), `cost_usd`, `status`
+/// and `error` (a failed request).
+fn openai_log(
+    object: &serde_json::Map<String, Value>,
+    slice_field: &str,
+) -> Result<Record<'static>, Problem> {
+    let failed = at(object, "error").is_some();
+    let status = match text_at(object, "status") {
+        Some(text) => Status::parse(&text)
+            .ok_or_else(|| ("status".to_owned(), format!("{text:?} is not a status")))?,
+        None if failed => text_at(object, "error.status")
+            .and_then(|code| Status::parse(&code))
+            .unwrap_or(Status::Error),
+        None => Status::Ok,
+    };
+    let timestamp_ms = match timestamp_at(object, "timestamp")? {
+        Some(at) => at,
+        None => {
+            let created = number_at(object, "response.created")?.ok_or_else(|| {
+                (
+                    "timestamp".to_owned(),
+                    "missing (and response.created)".to_owned(),
+                )
+            })?;
+            (created * 1000.0) as i64
+        }
+    };
+    let id = text_at(object, "id")
+        .or_else(|| text_at(object, "response.id"))
+        .ok_or_else(|| ("response.id".to_owned(), "missing (and id)".to_owned()))?;
+    let route = required(object, "request.model")?;
+    let mut record = record_of(
+        id,
+        timestamp_ms,
+        required(object, slice_field)?,
+        route.clone(),
+        status,
+    );
+    record.logical_model = Some(Cow::Owned(route));
+    record.model = text_at(object, "response.model").map(Cow::Owned);
+    record.input_tokens = tokens_at(object, "response.usage.prompt_tokens")?;
+    record.cached_input_tokens =
+        tokens_at(object, "response.usage.prompt_tokens_details.cached_tokens")?;
+    record.output_tokens = tokens_at(object, "response.usage.completion_tokens")?;
+    record.finish_reason = first_choice_finish(object, "response").map(Cow::Owned);
+    record.ttft_ms = number_at(object, "ttft_ms")?;
+    record.total_ms = match number_at(object, "total_ms")? {
+        Some(total) => Some(total),
+        None => number_at(object, "latency_ms")?,
+    };
+    record.cost_usd = number_at(object, "cost_usd")?;
+    record.score = number_at(object, "score")?;
+    record.reason = text_at(object, "reason").map(Cow::Owned);
+    if let Some(messages) = messages_at(object, "request.messages") {
+        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.messages = Some(Cow::Owned(messages.to_string()));
+    }
+    Ok(record)
+}
+
+/// A run's answers as records: each prompt's first sample on each tier, at
+/// the run's start plus `interval_ms` per prompt, the route its tier.
+fn from_run<W: std::io::Write + Send>(
+    run: &Path,
+    interval_ms: u64,
+    writer: &mut RecordsWriter<W>,
+) -> anyhow::Result<()> {
+    use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
+    let manifest = Manifest::load(&run.join(MANIFEST_FILE))?;
+    let start_ms = crate::clock::parse_timestamp_ms(&manifest.started_at).unwrap_or(0);
+    let mut prompts = std::collections::HashMap::new();
+    let dataset = PathBuf::from(&manifest.dataset.path);
+    let mut index = 0u64;
+    crate::dataset::for_each_prompt(&dataset, |row| {
+        let question = row
+            .messages
+            .iter()
+            .rev()
+            .find(|message| message.role == crate::dataset::Role::User)
+            .map(|message| message.content.clone());
+        let messages = serde_json::to_string(&row.messages).ok();
+        prompts.insert(index, (question, messages));
+        index += 1;
+        Ok(())
+    })?;
+    let mut count = 0u64;
+    for batch in read_responses(&run.join(RESPONSES_FILE), 8192)? {
+        for row in batch? {
+            if row.sample != 0 || row.tier.is_verifier() {
+                continue;
+            }
+            let status = match row.error_kind.as_deref() {
+                None => Status::Ok,
+                Some("rate_limited") => Status::RateLimited,
+                Some("first_token_timeout" | "stall" | "total_timeout") => Status::Timeout,
+                Some(_) => Status::Error,
+            };
+            let timestamp = start_ms + (row.prompt_index * interval_ms) as i64;
+            let mut record = record_of(
+                format!("{}:{}", row.id, row.tier),
+                timestamp,
+                row.slice.clone(),
+                row.tier.name().to_owned(),
+                status,
+            );
+            record.model = row.model_version.clone().map(Cow::Owned);
+            record.reason = Some(Cow::Borrowed("labelled-run"));
+            record.input_tokens = row.input_tokens;
+            record.cached_input_tokens = row.cached_input_tokens;
+            record.output_tokens = row.output_tokens;
+            record.ttft_ms = row.ttft_ms;
+            record.total_ms = row.total_ms;
+            record.finish_reason = row.finish_reason.clone().map(Cow::Owned);
+            record.cost_usd = row.cost_usd;
+            if let Some((prompt, messages)) = prompts.get(&row.prompt_index) {
+                record.prompt = prompt.clone().map(Cow::Owned);
+                record.messages = messages.clone().map(Cow::Owned);
+            }
+            writer.push(record)?;
+            count += 1;
+        }
+    }
+    if count == 0 {
+        anyhow::bail!("{}: the run has no answers to convert", run.display());
+    }
+    Ok(())
+}

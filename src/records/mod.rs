@@ -1,0 +1,19 @@
+//! The gateway's request records: one row per request it served (route,
+//! reason, score, status, tokens, latencies, cost), read from Parquet, CSV
+//! or JSON lines, and the importers that turn what teams already log
+//! (LiteLLM's spend logs, OpenAI-style request/response lines, any table by
+//! `--map`, a routeval run) into it. `replay fallback`, `replay hedge`,
+//! `drift --records` and `sample` read it.
+
+mod import;
+mod read;
+mod schema;
+mod write;
+
+pub use import::{ImportFormat, ImportOptions, import_records};
+pub use read::{FieldNames, Record, RecordsError, for_each_record, parse_timestamp};
+pub use schema::{
+    RECORD_COLUMNS, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind,
+    SCHEMA_VERSION_KEY, Status,
+};
+pub use write::RecordsWriter;

@@ -1,0 +1,570 @@
+//! Reads request records from Parquet, CSV or JSON lines, one at a time, so
+//! a file of any length is read in memory bounded by one batch. Every
+//! value is checked: a bad one is one error naming the file, the line or
+//! row, and the field.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::schema::{RECORD_COLUMNS, RecordKind, Status};
+use crate::schema::{Format, RowLocation};
+
+/// One request, checked. Texts borrow from the row being read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record<'a> {
+    pub id: Cow<'a, str>,
+    /// Milliseconds since 1970.
+    pub timestamp_ms: i64,
+    pub slice: Cow<'a, str>,
+    pub logical_model: Option<Cow<'a, str>>,
+    pub route: Cow<'a, str>,
+    pub model: Option<Cow<'a, str>>,
+    pub reason: Option<Cow<'a, str>>,
+    pub score: Option<f64>,
+    pub status: Status,
+    pub input_tokens: Option<u64>,
+    pub cached_input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub ttft_ms: Option<f64>,
+    pub total_ms: Option<f64>,
+    pub finish_reason: Option<Cow<'a, str>>,
+    pub cost_usd: Option<f64>,
+    pub prompt: Option<Cow<'a, str>>,
+    pub messages: Option<Cow<'a, str>>,
+}
+
+impl Record<'_> {
+    /// The record with every text owned, to keep beyond the row.
+    pub fn into_owned(self) -> Record<'static> {
+        let own = |text: Cow<'_, str>| Cow::Owned(text.into_owned());
+        Record {
+            id: own(self.id),
+            timestamp_ms: self.timestamp_ms,
+            slice: own(self.slice),
+            logical_model: self.logical_model.map(own),
+            route: own(self.route),
+            model: self.model.map(own),
+            reason: self.reason.map(own),
+            score: self.score,
+            status: self.status,
+            input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            output_tokens: self.output_tokens,
+            ttft_ms: self.ttft_ms,
+            total_ms: self.total_ms,
+            finish_reason: self.finish_reason.map(own),
+            cost_usd: self.cost_usd,
+            prompt: self.prompt.map(own),
+            messages: self.messages.map(own),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    #[error("{}: cannot read: {message}", path.display())]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
+    Invalid {
+        path: PathBuf,
+        location: RowLocation,
+        field: String,
+        problem: String,
+    },
+    #[error("{}: {location}: {problem}", path.display())]
+    Malformed {
+        path: PathBuf,
+        location: RowLocation,
+        problem: String,
+    },
+    #[error("{}: the file has no records", path.display())]
+    Empty { path: PathBuf },
+    #[error("{}: --map {problem}", path.display())]
+    Map { path: PathBuf, problem: String },
+}
+
+/// Where each field of a record is read from: its own name, or the column
+/// `--map field=column` names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldNames(Vec<String>);
+
+impl Default for FieldNames {
+    fn default() -> Self {
+        FieldNames(
+            RECORD_COLUMNS
+                .iter()
+                .map(|column| column.name.to_owned())
+                .collect(),
+        )
+    }
+}
+
+impl FieldNames {
+    /// `field=column,field=column`, over the default names.
+    pub fn parse(map: &str) -> Result<FieldNames, String> {
+        let mut names = FieldNames::default();
+        for pair in map.split(',').filter(|pair| !pair.trim().is_empty()) {
+            let (field, column) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?}: expected FIELD=COLUMN"))?;
+            let (field, column) = (field.trim(), column.trim());
+            let index = RECORD_COLUMNS
+                .iter()
+                .position(|known| known.name == field)
+                .ok_or_else(|| {
+                    format!("{field:?} is not a record field (docs/schema.md, \"Request records\")")
+                })?;
+            if column.is_empty() {
+                return Err(format!("{field}: the column name is empty"));
+            }
+            names.0[index] = column.to_owned();
+        }
+        Ok(names)
+    }
+
+    fn source(&self, field: usize) -> &str {
+        &self.0[field]
+    }
+}
+
+// Field positions in RECORD_COLUMNS.
+const ID: usize = 0;
+const TIMESTAMP: usize = 1;
+const SLICE: usize = 2;
+const LOGICAL_MODEL: usize = 3;
+const ROUTE: usize = 4;
+const MODEL: usize = 5;
+const REASON: usize = 6;
+const SCORE: usize = 7;
+const STATUS: usize = 8;
+const INPUT_TOKENS: usize = 9;
+const CACHED_INPUT_TOKENS: usize = 10;
+const OUTPUT_TOKENS: usize = 11;
+const TTFT_MS: usize = 12;
+const TOTAL_MS: usize = 13;
+const FINISH_REASON: usize = 14;
+const COST_USD: usize = 15;
+const PROMPT: usize = 16;
+const MESSAGES: usize = 17;
+
+/// One row of a file, as its format gives its fields.
+trait Row {
+    fn text(&self, field: usize) -> Result<Option<Cow<'_, str>>, String>;
+    fn number(&self, field: usize) -> Result<Option<f64>, String>;
+    /// Milliseconds since 1970.
+    fn timestamp(&self, field: usize) -> Result<Option<i64>, String>;
+}
+
+/// Milliseconds since 1970 from epoch milliseconds or RFC 3339 text.
+pub fn parse_timestamp(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for epoch milliseconds"));
+    }
+    crate::clock::parse_timestamp_ms(text).ok_or_else(|| {
+        format!("{text:?} is neither RFC 3339 (2026-11-30T12:00:00.250Z) nor epoch milliseconds")
+    })
+}
+
+fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (String, String)> {
+    let field = |index: usize| names.source(index).to_owned();
+    let blame = |index: usize| move |problem: String| (field(index), problem);
+    let text = |index: usize| row.text(index).map_err(blame(index));
+    let required_text = |index: usize| -> Result<Cow<'r, str>, (String, String)> {
+        match text(index)? {
+            Some(value) if !value.trim().is_empty() => Ok(value),
+            _ => Err((field(index), "missing".to_owned())),
+        }
+    };
+    let amount = |index: usize| -> Result<Option<f64>, (String, String)> {
+        let value = row.number(index).map_err(blame(index))?;
+        match value {
+            Some(value) if !(value.is_finite() && value >= 0.0) => Err((
+                field(index),
+                format!("{value} is not a non-negative number"),
+            )),
+            value => Ok(value),
+        }
+    };
+    let tokens = |index: usize| -> Result<Option<u64>, (String, String)> {
+        match amount(index)? {
+            Some(value) if value.fract() != 0.0 || value > 1e15 => Err((
+                field(index),
+                format!("{value} is not a whole number of tokens"),
+            )),
+            value => Ok(value.map(|value| value as u64)),
+        }
+    };
+    let timestamp_ms = row
+        .timestamp(TIMESTAMP)
+        .map_err(blame(TIMESTAMP))?
+        .ok_or_else(|| (field(TIMESTAMP), "missing".to_owned()))?;
+    let status_text = required_text(STATUS)?;
+    let status = Status::parse(&status_text).ok_or_else(|| {
+        (
+            field(STATUS),
+            format!("{status_text:?} is not ok, error, rate_limited, timeout or an HTTP status"),
+        )
+    })?;
+    let score = row.number(SCORE).map_err(blame(SCORE))?;
+    if let Some(score) = score
+        && !score.is_finite()
+    {
+        return Err((field(SCORE), format!("{score} is not a finite number")));
+    }
+    let input_tokens = tokens(INPUT_TOKENS)?;
+    let cached_input_tokens = tokens(CACHED_INPUT_TOKENS)?;
+    if let (Some(input), Some(cached)) = (input_tokens, cached_input_tokens)
+        && cached > input
+    {
+        return Err((
+            field(CACHED_INPUT_TOKENS),
+            format!("{cached} cached of {input} input tokens"),
+        ));
+    }
+    let ttft_ms = amount(TTFT_MS)?;
+    let total_ms = amount(TOTAL_MS)?;
+    if let (Some(ttft), Some(total)) = (ttft_ms, total_ms)
+        && ttft > total
+    {
+        return Err((
+            field(TTFT_MS),
+            format!("first token at {ttft} ms after the end at {total} ms"),
+        ));
+    }
+    Ok(Record {
+        id: required_text(ID)?,
+        timestamp_ms,
+        slice: required_text(SLICE)?,
+        logical_model: text(LOGICAL_MODEL)?,
+        route: required_text(ROUTE)?,
+        model: text(MODEL)?,
+        reason: text(REASON)?,
+        score,
+        status,
+        input_tokens,
+        cached_input_tokens,
+        output_tokens: tokens(OUTPUT_TOKENS)?,
+        ttft_ms,
+        total_ms,
+        finish_reason: text(FINISH_REASON)?,
+        cost_usd: amount(COST_USD)?,
+        prompt: text(PROMPT)?,
+        messages: text(MESSAGES)?,
+    })
+}
+
+/// Streams every record of `path` (Parquet, CSV or JSON lines by its
+/// extension) to `visit` with its place in the file, read with `names`.
+/// A file without records is an error.
+pub fn for_each_record(
+    path: &Path,
+    names: &FieldNames,
+    mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), RecordsError>,
+) -> Result<u64, RecordsError> {
+    let unreadable = |message: String| RecordsError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let invalid =
+        |location: RowLocation, (field, problem): (String, String)| RecordsError::Invalid {
+            path: path.to_owned(),
+            location,
+            field,
+            problem,
+        };
+    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    let mut count = 0u64;
+    match format {
+        Format::JsonLines => {
+            crate::schema::for_each_line(
+                path,
+                |error| unreadable(error.to_string()),
+                |number, line| {
+                    let location = RowLocation::Line(number);
+                    let object: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
+                            path: path.to_owned(),
+                            location,
+                            problem: format!("not a JSON object: {error}"),
+                        })?;
+                    let row = JsonRow {
+                        object: &object,
+                        names,
+                    };
+                    let record =
+                        build(&row, names).map_err(|problem| invalid(location, problem))?;
+                    count += 1;
+                    visit(location, &record)
+                },
+            )?;
+        }
+        Format::Csv => {
+            crate::schema::for_each_csv_record(
+                path,
+                unreadable,
+                |location, problem| RecordsError::Malformed {
+                    path: path.to_owned(),
+                    location,
+                    problem,
+                },
+                |headers, location, record| {
+                    let row = CsvRow {
+                        headers,
+                        record,
+                        names,
+                    };
+                    let built = build(&row, names).map_err(|problem| invalid(location, problem))?;
+                    count += 1;
+                    visit(location, &built)
+                },
+            )?;
+        }
+        Format::Parquet => {
+            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .and_then(|builder| builder.with_batch_size(8192).build())
+                .map_err(|error| unreadable(error.to_string()))?;
+            for batch in reader {
+                let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+                let columns = ParquetColumns::new(&batch, names).map_err(|(field, problem)| {
+                    unreadable(format!("column {field:?}: {problem}"))
+                })?;
+                for index in 0..batch.num_rows() {
+                    let location = RowLocation::Row(count + 1);
+                    let row = ParquetRow {
+                        columns: &columns,
+                        index,
+                    };
+                    let record =
+                        build(&row, names).map_err(|problem| invalid(location, problem))?;
+                    count += 1;
+                    visit(location, &record)?;
+                }
+            }
+        }
+    }
+    if count == 0 {
+        return Err(RecordsError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    Ok(count)
+}
+
+struct JsonRow<'a> {
+    object: &'a serde_json::Map<String, serde_json::Value>,
+    names: &'a FieldNames,
+}
+
+impl Row for JsonRow<'_> {
+    fn text(&self, field: usize) -> Result<Option<Cow<'_, str>>, String> {
+        match self.object.get(self.names.source(field)) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(text)) => Ok(Some(Cow::Borrowed(text))),
+            Some(serde_json::Value::Number(number)) => Ok(Some(Cow::Owned(number.to_string()))),
+            // The conversation may be written as JSON itself.
+            Some(value @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)))
+                if field == MESSAGES =>
+            {
+                Ok(Some(Cow::Owned(value.to_string())))
+            }
+            Some(other) => Err(format!("{other} is not text")),
+        }
+    }
+
+    fn number(&self, field: usize) -> Result<Option<f64>, String> {
+        match self.object.get(self.names.source(field)) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::Number(number)) => Ok(number.as_f64()),
+            Some(other) => Err(format!("{other} is not a number")),
+        }
+    }
+
+    fn timestamp(&self, field: usize) -> Result<Option<i64>, String> {
+        match self.object.get(self.names.source(field)) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::Number(number)) => number
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| format!("{number} is not whole epoch milliseconds")),
+            Some(serde_json::Value::String(text)) => parse_timestamp(text).map(Some),
+            Some(other) => Err(format!("{other} is not a timestamp")),
+        }
+    }
+}
+
+struct CsvRow<'a> {
+    headers: &'a csv::StringRecord,
+    record: &'a csv::StringRecord,
+    names: &'a FieldNames,
+}
+
+impl CsvRow<'_> {
+    fn cell(&self, field: usize) -> Option<&str> {
+        let name = self.names.source(field);
+        let position = self.headers.iter().position(|header| header == name)?;
+        self.record.get(position).filter(|cell| !cell.is_empty())
+    }
+}
+
+impl Row for CsvRow<'_> {
+    fn text(&self, field: usize) -> Result<Option<Cow<'_, str>>, String> {
+        Ok(self.cell(field).map(Cow::Borrowed))
+    }
+
+    fn number(&self, field: usize) -> Result<Option<f64>, String> {
+        self.cell(field)
+            .map(|cell| {
+                cell.trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("{cell:?} is not a number"))
+            })
+            .transpose()
+    }
+
+    fn timestamp(&self, field: usize) -> Result<Option<i64>, String> {
+        self.cell(field).map(parse_timestamp).transpose()
+    }
+}
+
+/// A Parquet batch's columns, cast once per batch.
+struct ParquetColumns {
+    texts: Vec<Option<ArrayRef>>,
+    numbers: Vec<Option<ArrayRef>>,
+    timestamps: Option<ArrayRef>,
+}
+
+impl ParquetColumns {
+    fn new(
+        batch: &arrow::record_batch::RecordBatch,
+        names: &FieldNames,
+    ) -> Result<ParquetColumns, (String, String)> {
+        let mut texts = vec![None; RECORD_COLUMNS.len()];
+        let mut numbers = vec![None; RECORD_COLUMNS.len()];
+        let mut timestamps = None;
+        for (field, column) in RECORD_COLUMNS.iter().enumerate() {
+            let name = names.source(field);
+            let Some(array) = batch.column_by_name(name) else {
+                continue;
+            };
+            let cast = |to: &DataType| {
+                arrow::compute::cast(array, to).map_err(|_| {
+                    (
+                        name.to_owned(),
+                        format!(
+                            "has type {}, expected {}",
+                            array.data_type(),
+                            column_kind(field)
+                        ),
+                    )
+                })
+            };
+            if field == TIMESTAMP {
+                timestamps = Some(match array.data_type() {
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                        cast(&DataType::Utf8)?
+                    }
+                    DataType::Timestamp(_, _) => {
+                        let millis = cast(&DataType::Timestamp(TimeUnit::Millisecond, None))?;
+                        arrow::compute::cast(&millis, &DataType::Int64)
+                            .map_err(|error| (name.to_owned(), error.to_string()))?
+                    }
+                    _ => cast(&DataType::Int64)?,
+                });
+            } else if column.kind == RecordKind::Text {
+                texts[field] = Some(cast(&DataType::Utf8)?);
+            } else {
+                numbers[field] = Some(cast(&DataType::Float64)?);
+            }
+        }
+        Ok(ParquetColumns {
+            texts,
+            numbers,
+            timestamps,
+        })
+    }
+}
+
+fn column_kind(field: usize) -> &'static str {
+    match RECORD_COLUMNS[field].kind {
+        RecordKind::Text => "text",
+        RecordKind::Millis => "epoch milliseconds, a timestamp or RFC 3339 text",
+        RecordKind::Count | RecordKind::Real => "a number",
+    }
+}
+
+struct ParquetRow<'a> {
+    columns: &'a ParquetColumns,
+    index: usize,
+}
+
+impl Row for ParquetRow<'_> {
+    fn text(&self, field: usize) -> Result<Option<Cow<'_, str>>, String> {
+        Ok(self.columns.texts[field].as_ref().and_then(|array| {
+            let array = array.as_string::<i32>();
+            array
+                .is_valid(self.index)
+                .then(|| Cow::Borrowed(array.value(self.index)))
+                .filter(|text| !text.is_empty())
+        }))
+    }
+
+    fn number(&self, field: usize) -> Result<Option<f64>, String> {
+        Ok(self.columns.numbers[field].as_ref().and_then(|array| {
+            let array = array.as_primitive::<Float64Type>();
+            array.is_valid(self.index).then(|| array.value(self.index))
+        }))
+    }
+
+    fn timestamp(&self, _field: usize) -> Result<Option<i64>, String> {
+        let Some(array) = &self.columns.timestamps else {
+            return Ok(None);
+        };
+        if !array.is_valid(self.index) {
+            return Ok(None);
+        }
+        match array.data_type() {
+            DataType::Utf8 => parse_timestamp(array.as_string::<i32>().value(self.index)).map(Some),
+            _ => Ok(Some(array.as_primitive::<Int64Type>().value(self.index))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_read_as_rfc_3339_with_fractions_and_offsets_or_epoch_milliseconds() {
+        assert_eq!(parse_timestamp("1764504000250"), Ok(1_764_504_000_250));
+        assert_eq!(
+            parse_timestamp("2025-11-30T12:00:00.250Z"),
+            Ok(1_764_504_000_250)
+        );
+        assert_eq!(
+            parse_timestamp("2025-11-30T13:00:00.25+01:00"),
+            Ok(1_764_504_000_250)
+        );
+        assert_eq!(
+            parse_timestamp("2025-11-30 12:00:00.250000"),
+            Ok(1_764_504_000_250)
+        );
+        assert!(parse_timestamp("yesterday").is_err());
+        assert!(parse_timestamp("2025-13-30T12:00:00Z").is_err());
+    }
+
+    #[test]
+    fn a_map_renames_fields_and_refuses_unknown_ones() {
+        let names = FieldNames::parse("slice=tenant, route=deployment").unwrap();
+        assert_eq!(names.source(SLICE), "tenant");
+        assert_eq!(names.source(ROUTE), "deployment");
+        assert!(FieldNames::parse("tenant=slice").is_err());
+    }
+}

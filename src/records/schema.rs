@@ -1,0 +1,196 @@
+//! The request-record table: one row per request a gateway served, the
+//! columns defined once here (docs/schema.md, "Request records").
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+/// Version of the request-record table, in the Parquet metadata under
+/// [`SCHEMA_VERSION_KEY`].
+pub const RECORDS_SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION_KEY: &str = "routeval.records.schema_version";
+
+/// What a column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    Text,
+    /// Milliseconds since 1970.
+    Millis,
+    Count,
+    Real,
+}
+
+impl RecordKind {
+    pub fn data_type(self) -> DataType {
+        match self {
+            RecordKind::Text => DataType::Utf8,
+            RecordKind::Millis => DataType::Int64,
+            RecordKind::Count => DataType::UInt64,
+            RecordKind::Real => DataType::Float64,
+        }
+    }
+}
+
+/// A column of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordColumn {
+    pub name: &'static str,
+    pub kind: RecordKind,
+    pub required: bool,
+    pub meaning: &'static str,
+}
+
+const fn column(
+    name: &'static str,
+    kind: RecordKind,
+    required: bool,
+    meaning: &'static str,
+) -> RecordColumn {
+    RecordColumn {
+        name,
+        kind,
+        required,
+        meaning,
+    }
+}
+
+const TEXT: RecordKind = RecordKind::Text;
+const MILLIS: RecordKind = RecordKind::Millis;
+const COUNT: RecordKind = RecordKind::Count;
+const REAL: RecordKind = RecordKind::Real;
+
+/// Every column, in the order routeval writes them.
+pub const RECORD_COLUMNS: [RecordColumn; 18] = [
+    column("id", TEXT, true, "the request's id, unique in the file"),
+    column(
+        "timestamp",
+        MILLIS,
+        true,
+        "when the request arrived: milliseconds since 1970 (written), or RFC 3339 text or epoch milliseconds (read)",
+    ),
+    column(
+        "slice",
+        TEXT,
+        true,
+        "the tenant or task the request belongs to",
+    ),
+    column(
+        "logical_model",
+        TEXT,
+        false,
+        "the name the application asked for (`support-fast`)",
+    ),
+    column(
+        "route",
+        TEXT,
+        true,
+        "the route that answered (or last tried)",
+    ),
+    column(
+        "model",
+        TEXT,
+        false,
+        "the model version the provider reported",
+    ),
+    column(
+        "reason",
+        TEXT,
+        false,
+        "why this route: `routed-small`, `routed-large`, `cascade-accepted`, `escalated`, `fallback:error`, `fallback:deadline`, `fallback:breaker`, `hedge-won`, or another word",
+    ),
+    column(
+        "score",
+        REAL,
+        false,
+        "the router's or verifier's score, when one was computed",
+    ),
+    column(
+        "status",
+        TEXT,
+        true,
+        "`ok`, `error`, `rate_limited` or `timeout` (read also as an HTTP status, or LiteLLM's `success`/`failure`)",
+    ),
+    column("input_tokens", COUNT, false, "prompt tokens"),
+    column(
+        "cached_input_tokens",
+        COUNT,
+        false,
+        "prompt tokens served from the provider's cache",
+    ),
+    column("output_tokens", COUNT, false, "completion tokens"),
+    column("ttft_ms", REAL, false, "time to the first token, ms"),
+    column("total_ms", REAL, false, "time to the end of the answer, ms"),
+    column(
+        "finish_reason",
+        TEXT,
+        false,
+        "`stop`, `length`, `content_filter`, ...",
+    ),
+    column("cost_usd", REAL, false, "what the request cost, USD"),
+    column("prompt", TEXT, false, "the last user message"),
+    column(
+        "messages",
+        TEXT,
+        false,
+        "the conversation, as OpenAI chat-format JSON text",
+    ),
+];
+
+pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(
+        RECORD_COLUMNS
+            .iter()
+            .map(|column| Field::new(column.name, column.kind.data_type(), !column.required))
+            .collect::<Vec<_>>(),
+    ))
+});
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Status {
+    Ok,
+    Error,
+    RateLimited,
+    Timeout,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::RateLimited => "rate_limited",
+            Status::Timeout => "timeout",
+        }
+    }
+
+    /// A status as a gateway logs it: a word, LiteLLM's `success` and
+    /// `failure`, or an HTTP status code.
+    pub fn parse(text: &str) -> Option<Status> {
+        let text = text.trim();
+        if let Ok(code) = text.parse::<u16>() {
+            return Some(Status::from_http(code));
+        }
+        match text.to_ascii_lowercase().as_str() {
+            "ok" | "success" | "succeeded" => Some(Status::Ok),
+            "error" | "failure" | "failed" => Some(Status::Error),
+            "rate_limited" | "rate-limited" | "throttled" => Some(Status::RateLimited),
+            "timeout" | "timed_out" | "deadline_exceeded" => Some(Status::Timeout),
+            _ => None,
+        }
+    }
+
+    pub fn from_http(code: u16) -> Status {
+        match code {
+            200..=299 => Status::Ok,
+            429 => Status::RateLimited,
+            408 | 504 => Status::Timeout,
+            _ => Status::Error,
+        }
+    }
+
+    /// What a breaker counts as a failure of the route.
+    pub fn is_failure(self) -> bool {
+        self != Status::Ok
+    }
+}

@@ -1,0 +1,120 @@
+//! Writes request records as Parquet, in batches, with the table's schema
+//! version in the file's metadata.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Builder, Int64Builder, StringBuilder, UInt64Builder};
+use arrow::record_batch::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use super::read::Record;
+use super::schema::{RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+
+const BATCH: usize = 8192;
+
+/// Records to a Parquet file, one batch at a time.
+pub struct RecordsWriter<W: std::io::Write + Send> {
+    writer: ArrowWriter<W>,
+    pending: Vec<Record<'static>>,
+    written: u64,
+}
+
+impl<W: std::io::Write + Send> std::fmt::Debug for RecordsWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordsWriter")
+            .field("written", &self.written)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl<W: std::io::Write + Send> RecordsWriter<W> {
+    pub fn new(sink: W) -> anyhow::Result<RecordsWriter<W>> {
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                SCHEMA_VERSION_KEY.to_owned(),
+                RECORDS_SCHEMA_VERSION.to_string(),
+            )]))
+            .build();
+        Ok(RecordsWriter {
+            writer: ArrowWriter::try_new(sink, RECORDS_SCHEMA.clone(), Some(properties))?,
+            pending: Vec::with_capacity(BATCH),
+            written: 0,
+        })
+    }
+
+    pub fn push(&mut self, record: Record<'static>) -> anyhow::Result<()> {
+        self.pending.push(record);
+        if self.pending.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.pending);
+        let texts = |value: &dyn for<'r> Fn(&'r Record<'static>) -> Option<&'r str>| -> ArrayRef {
+            let mut builder = StringBuilder::new();
+            for row in &rows {
+                builder.append_option(value(row));
+            }
+            Arc::new(builder.finish())
+        };
+        let reals = |value: &dyn Fn(&Record<'static>) -> Option<f64>| -> ArrayRef {
+            let mut builder = Float64Builder::new();
+            for row in &rows {
+                builder.append_option(value(row));
+            }
+            Arc::new(builder.finish())
+        };
+        let counts = |value: &dyn Fn(&Record<'static>) -> Option<u64>| -> ArrayRef {
+            let mut builder = UInt64Builder::new();
+            for row in &rows {
+                builder.append_option(value(row));
+            }
+            Arc::new(builder.finish())
+        };
+        let mut timestamps = Int64Builder::new();
+        for row in &rows {
+            timestamps.append_value(row.timestamp_ms);
+        }
+        let columns: Vec<ArrayRef> = vec![
+            texts(&|row| Some(&row.id)),
+            Arc::new(timestamps.finish()),
+            texts(&|row| Some(&row.slice)),
+            texts(&|row| row.logical_model.as_deref()),
+            texts(&|row| Some(&row.route)),
+            texts(&|row| row.model.as_deref()),
+            texts(&|row| row.reason.as_deref()),
+            reals(&|row| row.score),
+            texts(&|row| Some(row.status.name())),
+            counts(&|row| row.input_tokens),
+            counts(&|row| row.cached_input_tokens),
+            counts(&|row| row.output_tokens),
+            reals(&|row| row.ttft_ms),
+            reals(&|row| row.total_ms),
+            texts(&|row| row.finish_reason.as_deref()),
+            reals(&|row| row.cost_usd),
+            texts(&|row| row.prompt.as_deref()),
+            texts(&|row| row.messages.as_deref()),
+        ];
+        self.written += rows.len() as u64;
+        let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;
+        self.writer.write(&batch)?;
+        Ok(())
+    }
+
+    /// Writes what is pending and the file's footer; the number of records.
+    pub fn close(mut self) -> anyhow::Result<u64> {
+        self.flush()?;
+        self.writer.close()?;
+        Ok(self.written)
+    }
+}

@@ -1,0 +1,845 @@
+//! Breakers and fallback, replayed from a route's request records: each
+//! recorded request of the primary route goes through a gateway policy (no
+//! breaker; a breaker counting errors and 429s; one that also counts a
+//! first token later than a deadline), and the user's wait, the requests
+//! moved to the fallback route, the fallback's peak rate and the extra
+//! requests sent are counted per policy. The fallback's latency is taken
+//! from its own records (the one nearest in time) or a constant.
+//!
+//! The rules of DOMAIN.md hold: a request falls back only before its first
+//! token (a recorded failure after its first token is a failure of every
+//! policy, never a save), and an open breaker sends requests straight to
+//! the fallback until one half-open probe tries the primary again.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BinaryHeap;
+
+use crate::records::Status;
+
+/// One recorded request of the primary route.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrimaryRequest {
+    pub arrival_ms: f64,
+    /// When its first token came, after arrival; `None` when it never came.
+    pub ttft_ms: Option<f64>,
+    /// When it ended (an error: when the error came), after arrival.
+    pub total_ms: Option<f64>,
+    pub status: Status,
+}
+
+/// Where a request that leaves the primary is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FallbackLatency {
+    /// Every fallback's first token after this many ms.
+    Constant(f64),
+    /// The fallback route's own recorded first tokens, by arrival time:
+    /// the one nearest in time answers.
+    Recorded(Vec<(f64, f64)>),
+}
+
+impl FallbackLatency {
+    fn ttft_at(&self, at_ms: f64) -> f64 {
+        match self {
+            FallbackLatency::Constant(ms) => *ms,
+            FallbackLatency::Recorded(points) => {
+                let after = points.partition_point(|(arrival, _)| *arrival < at_ms);
+                let candidates = [after.checked_sub(1), Some(after)];
+                candidates
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|index| points.get(index))
+                    .min_by(|a, b| (a.0 - at_ms).abs().total_cmp(&(b.0 - at_ms).abs()))
+                    .map_or(0.0, |(_, ttft)| *ttft)
+            }
+        }
+    }
+}
+
+/// A circuit breaker's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSettings {
+    /// Consecutive failures that open it.
+    pub open_after: u32,
+    /// How long it stays open before one half-open probe.
+    pub open_ms: f64,
+    /// A first token later than this is a failure, and the request moves to
+    /// the fallback when it passes; `None` counts errors and 429s only.
+    pub first_token_deadline_ms: Option<f64>,
+}
+
+/// When the breaker learns how a request went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Learning {
+    /// Before the next request arrives (DOMAIN.md's reference replay).
+    Instantly,
+    /// At the moment the outcome is known: the first token, the error, or
+    /// the deadline passing. Requests already in flight are not saved.
+    AtOutcome,
+}
+
+/// A gateway policy for the primary route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FallbackPolicy {
+    pub name: String,
+    /// `None`: no breaker and no deadline; failures before the first token
+    /// still fall back.
+    pub breaker: Option<BreakerSettings>,
+}
+
+/// The three policies of the replay, for one breaker setting.
+pub fn standard_policies(open_after: u32, open_ms: f64, deadline_ms: f64) -> Vec<FallbackPolicy> {
+    vec![
+        FallbackPolicy {
+            name: "no-breaker".to_owned(),
+            breaker: None,
+        },
+        FallbackPolicy {
+            name: "errors-breaker".to_owned(),
+            breaker: Some(BreakerSettings {
+                open_after,
+                open_ms,
+                first_token_deadline_ms: None,
+            }),
+        },
+        FallbackPolicy {
+            name: "slow-first-token-breaker".to_owned(),
+            breaker: Some(BreakerSettings {
+                open_after,
+                open_ms,
+                first_token_deadline_ms: Some(deadline_ms),
+            }),
+        },
+    ]
+}
+
+/// What one policy did to the recorded traffic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyOutcome {
+    pub name: String,
+    pub breaker: Option<BreakerSettings>,
+    pub requests: u64,
+    /// Seconds every user waited for a first token, summed.
+    pub total_wait_s: f64,
+    pub mean_wait_s: f64,
+    pub p50_wait_s: f64,
+    pub p95_wait_s: f64,
+    pub p99_wait_s: f64,
+    /// Requests answered by the fallback route.
+    pub fallback_requests: u64,
+    pub fallback_share: f64,
+    /// The most requests the fallback received in one second.
+    pub peak_fallback_per_s: u64,
+    /// Requests sent beyond one per user request (a deadline or an error
+    /// followed by the fallback), and their share of the requests.
+    pub extra_requests: u64,
+    pub extra_share: f64,
+    /// Requests moved because their first token was late.
+    pub deadline_fallbacks: u64,
+    /// Requests that fell back after an error before their first token.
+    pub error_fallbacks: u64,
+    /// Requests sent straight to the fallback by an open breaker.
+    pub breaker_fallbacks: u64,
+    pub breaker_opens: u64,
+    /// Recorded failures after the first token: no policy may switch them
+    /// (the user already has part of an answer), so each is a failure.
+    pub failed_after_first_token: u64,
+}
+
+/// Runs each policy over the primary's requests (sorted by arrival).
+pub fn replay_fallback(
+    requests: &[PrimaryRequest],
+    fallback: &FallbackLatency,
+    policies: &[FallbackPolicy],
+    learning: Learning,
+) -> Vec<PolicyOutcome> {
+    policies
+        .iter()
+        .map(|policy| replay_policy(requests, fallback, policy, learning))
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until_ms: f64,
+    },
+    /// A probe is in flight; requests meanwhile go to the fallback.
+    Probing,
+}
+
+/// An outcome the breaker has yet to learn, ordered by time (earliest
+/// first in the heap).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pending {
+    at_ms: f64,
+    failure: bool,
+    probe: bool,
+}
+
+impl Eq for Pending {}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.at_ms.total_cmp(&self.at_ms)
+    }
+}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+struct Breaker {
+    settings: BreakerSettings,
+    state: State,
+    opens: u64,
+}
+
+impl Breaker {
+    fn learn(&mut self, outcome: Pending) {
+        let open = |breaker: &mut Breaker| {
+            breaker.state = State::Open {
+                until_ms: outcome.at_ms + breaker.settings.open_ms,
+            };
+            breaker.opens += 1;
+        };
+        match (self.state, outcome.probe, outcome.failure) {
+            (State::Probing, true, true) => open(self),
+            (State::Probing, true, false) => self.state = State::Closed { failures: 0 },
+            (State::Closed { failures }, false, true) => {
+                let failures = failures + 1;
+                if failures >= self.settings.open_after {
+                    open(self);
+                } else {
+                    self.state = State::Closed { failures };
+                }
+            }
+            (State::Closed { .. }, false, false) => self.state = State::Closed { failures: 0 },
+            // Outcomes of requests sent before the breaker opened change
+            // nothing once it has.
+            _ => {}
+        }
+    }
+}
+
+fn replay_policy(
+    requests: &[PrimaryRequest],
+    fallback: &FallbackLatency,
+    policy: &FallbackPolicy,
+    learning: Learning,
+) -> PolicyOutcome {
+    let mut breaker = policy.breaker.map(|settings| Breaker {
+        settings,
+        state: State::Closed { failures: 0 },
+        opens: 0,
+    });
+    let deadline = policy
+        .breaker
+        .and_then(|settings| settings.first_token_deadline_ms);
+    let mut pending: BinaryHeap<Pending> = BinaryHeap::new();
+    let mut waits: Vec<f64> = Vec::with_capacity(requests.len());
+    let mut outcome = PolicyOutcome {
+        name: policy.name.clone(),
+        breaker: policy.breaker,
+        requests: requests.len() as u64,
+        total_wait_s: 0.0,
+        mean_wait_s: 0.0,
+        p50_wait_s: 0.0,
+        p95_wait_s: 0.0,
+        p99_wait_s: 0.0,
+        fallback_requests: 0,
+        fallback_share: 0.0,
+        peak_fallback_per_s: 0,
+        extra_requests: 0,
+        extra_share: 0.0,
+        deadline_fallbacks: 0,
+        error_fallbacks: 0,
+        breaker_fallbacks: 0,
+        breaker_opens: 0,
+        failed_after_first_token: 0,
+    };
+    let mut fallback_seconds: Vec<i64> = Vec::new();
+    for request in requests {
+        let now = request.arrival_ms;
+        if let Some(breaker) = &mut breaker {
+            while pending.peek().is_some_and(|next| next.at_ms <= now) {
+                breaker.learn(pending.pop().expect("peeked"));
+            }
+        }
+        // Whether the breaker sends this request to the primary, and if so
+        // whether as the half-open probe.
+        let (to_primary, probe) = match breaker.as_mut().map(|breaker| breaker.state) {
+            None | Some(State::Closed { .. }) => (true, false),
+            Some(State::Open { until_ms }) if now >= until_ms => {
+                breaker.as_mut().expect("a breaker").state = State::Probing;
+                (true, true)
+            }
+            Some(State::Open { .. } | State::Probing) => (false, false),
+        };
+        let fallback_ttft = |at: f64| fallback.ttft_at(at);
+        if !to_primary {
+            let wait = fallback_ttft(now);
+            waits.push(wait);
+            outcome.fallback_requests += 1;
+            outcome.breaker_fallbacks += 1;
+            fallback_seconds.push((now / 1000.0).floor() as i64);
+            continue;
+        }
+        let failed_before_first_token = request.status.is_failure() && request.ttft_ms.is_none();
+        let late = match (deadline, request.ttft_ms) {
+            (Some(deadline), Some(ttft)) => ttft > deadline,
+            (Some(_), None) => !request.status.is_failure(),
+            (None, _) => false,
+        };
+        let (wait, failure, learned_after) = if late {
+            let deadline = deadline.expect("late needs a deadline");
+            outcome.deadline_fallbacks += 1;
+            outcome.fallback_requests += 1;
+            outcome.extra_requests += 1;
+            fallback_seconds.push(((now + deadline) / 1000.0).floor() as i64);
+            (deadline + fallback_ttft(now + deadline), true, deadline)
+        } else if failed_before_first_token {
+            // A failure with no first token: the error comes when the
+            // record says it ended, or at once when it says nothing; a
+            // deadline that passes first moves the request then.
+            let failed_at = request.total_ms.unwrap_or(0.0);
+            let moved_at = deadline.map_or(failed_at, |deadline| failed_at.min(deadline));
+            outcome.error_fallbacks += 1;
+            outcome.fallback_requests += 1;
+            outcome.extra_requests += 1;
+            fallback_seconds.push(((now + moved_at) / 1000.0).floor() as i64);
+            (moved_at + fallback_ttft(now + moved_at), true, moved_at)
+        } else {
+            let ttft = request.ttft_ms.unwrap_or(0.0);
+            if request.status.is_failure() {
+                outcome.failed_after_first_token += 1;
+            }
+            (ttft, request.status.is_failure(), ttft)
+        };
+        waits.push(wait);
+        if let Some(breaker) = &mut breaker {
+            let at_ms = match learning {
+                Learning::Instantly => now,
+                Learning::AtOutcome => now + learned_after,
+            };
+            pending.push(Pending {
+                at_ms,
+                failure,
+                probe,
+            });
+            if learning == Learning::Instantly {
+                while let Some(next) = pending.pop() {
+                    breaker.learn(next);
+                }
+            }
+        }
+    }
+    outcome.breaker_opens = breaker.as_ref().map_or(0, |breaker| breaker.opens);
+    finish(&mut outcome, &mut waits, &mut fallback_seconds);
+    outcome
+}
+
+fn finish(outcome: &mut PolicyOutcome, waits: &mut [f64], fallback_seconds: &mut [i64]) {
+    let n = waits.len().max(1) as f64;
+    // Summed in milliseconds, then rounded to the millisecond, so the
+    // total does not carry float noise from thousands of additions.
+    let total_ms: f64 = waits.iter().sum();
+    outcome.total_wait_s = (total_ms.round()) / 1000.0;
+    outcome.mean_wait_s = total_ms / n / 1000.0;
+    waits.sort_by(f64::total_cmp);
+    let rank = |q: f64| {
+        if waits.is_empty() {
+            return 0.0;
+        }
+        let index = ((q * waits.len() as f64).ceil() as usize).clamp(1, waits.len()) - 1;
+        waits[index] / 1000.0
+    };
+    outcome.p50_wait_s = rank(0.50);
+    outcome.p95_wait_s = rank(0.95);
+    outcome.p99_wait_s = rank(0.99);
+    outcome.fallback_share = outcome.fallback_requests as f64 / n;
+    outcome.extra_share = outcome.extra_requests as f64 / n;
+    fallback_seconds.sort_unstable();
+    let mut peak = 0u64;
+    let mut run = 0u64;
+    for (index, second) in fallback_seconds.iter().enumerate() {
+        run = if index > 0 && fallback_seconds[index - 1] == *second {
+            run + 1
+        } else {
+            1
+        };
+        peak = peak.max(run);
+    }
+    outcome.peak_fallback_per_s = peak;
+}
+
+/// One point of the breaker search and how it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerPoint {
+    pub first_token_deadline_ms: f64,
+    pub open_after: u32,
+    pub p95_wait_s: f64,
+    pub p99_wait_s: f64,
+    pub total_wait_s: f64,
+    pub fallback_share: f64,
+    pub extra_share: f64,
+    /// Within the bound on the fallback's share of traffic.
+    pub admissible: bool,
+}
+
+/// The search for the breaker's deadline and failure count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerCalibration {
+    pub max_fallback_share: f64,
+    pub open_ms: f64,
+    pub deadlines_ms: Vec<f64>,
+    pub open_after: Vec<u32>,
+    /// The admissible point with the lowest p95 wait (ties: the lower p99,
+    /// the lower total wait, fewer fallbacks, a later deadline, a larger
+    /// count, in that order); `None` when
+    /// no point keeps the fallback's share within the bound.
+    pub chosen: Option<BreakerPoint>,
+    /// The chosen point's neighbours in the grid: one step of deadline or
+    /// of count either way.
+    pub neighbours: Vec<BreakerPoint>,
+    pub points: Vec<BreakerPoint>,
+}
+
+/// Deadlines worth trying: the primary's first-token quantiles (p50 to
+/// p99.9) and round values between, above the fallback's own first token.
+pub fn candidate_deadlines(requests: &[PrimaryRequest]) -> Vec<f64> {
+    let mut ttfts: Vec<f64> = requests
+        .iter()
+        .filter_map(|request| request.ttft_ms)
+        .collect();
+    ttfts.sort_by(f64::total_cmp);
+    let mut deadlines: Vec<f64> =
+        [500.0, 1000.0, 2000.0, 3000.0, 5000.0, 8000.0, 12_000.0].to_vec();
+    if !ttfts.is_empty() {
+        for q in [0.5, 0.75, 0.9, 0.95, 0.99, 0.999] {
+            let index = ((q * ttfts.len() as f64).ceil() as usize).clamp(1, ttfts.len()) - 1;
+            deadlines.push(ttfts[index].ceil());
+        }
+    }
+    deadlines.retain(|deadline| *deadline > 0.0);
+    deadlines.sort_by(f64::total_cmp);
+    deadlines.dedup();
+    deadlines
+}
+
+pub fn calibrate_breaker(
+    requests: &[PrimaryRequest],
+    fallback: &FallbackLatency,
+    open_ms: f64,
+    max_fallback_share: f64,
+    learning: Learning,
+) -> BreakerCalibration {
+    let deadlines = candidate_deadlines(requests);
+    let counts: Vec<u32> = vec![1, 2, 3, 5, 8];
+    let mut points = Vec::with_capacity(deadlines.len() * counts.len());
+    for &deadline in &deadlines {
+        for &open_after in &counts {
+            let policy = FallbackPolicy {
+                name: "candidate".to_owned(),
+                breaker: Some(BreakerSettings {
+                    open_after,
+                    open_ms,
+                    first_token_deadline_ms: Some(deadline),
+                }),
+            };
+            let outcome = replay_policy(requests, fallback, &policy, learning);
+            points.push(BreakerPoint {
+                first_token_deadline_ms: deadline,
+                open_after,
+                p95_wait_s: outcome.p95_wait_s,
+                p99_wait_s: outcome.p99_wait_s,
+                total_wait_s: outcome.total_wait_s,
+                fallback_share: outcome.fallback_share,
+                extra_share: outcome.extra_share,
+                admissible: outcome.fallback_share <= max_fallback_share,
+            });
+        }
+    }
+    let chosen = points
+        .iter()
+        .filter(|point| point.admissible)
+        .min_by(|a, b| {
+            a.p95_wait_s
+                .total_cmp(&b.p95_wait_s)
+                .then(a.p99_wait_s.total_cmp(&b.p99_wait_s))
+                .then(a.total_wait_s.total_cmp(&b.total_wait_s))
+                .then(a.fallback_share.total_cmp(&b.fallback_share))
+                .then(
+                    b.first_token_deadline_ms
+                        .total_cmp(&a.first_token_deadline_ms),
+                )
+                .then(b.open_after.cmp(&a.open_after))
+        })
+        .cloned();
+    let neighbours = match &chosen {
+        None => Vec::new(),
+        Some(chosen) => {
+            let deadline_at = deadlines
+                .iter()
+                .position(|deadline| *deadline == chosen.first_token_deadline_ms)
+                .expect("a searched deadline");
+            let count_at = counts
+                .iter()
+                .position(|count| *count == chosen.open_after)
+                .expect("a searched count");
+            points
+                .iter()
+                .filter(|point| {
+                    let d = deadlines
+                        .iter()
+                        .position(|deadline| *deadline == point.first_token_deadline_ms)
+                        .expect("a searched deadline");
+                    let c = counts
+                        .iter()
+                        .position(|count| *count == point.open_after)
+                        .expect("a searched count");
+                    d.abs_diff(deadline_at) + c.abs_diff(count_at) == 1
+                })
+                .cloned()
+                .collect()
+        }
+    };
+    BreakerCalibration {
+        max_fallback_share,
+        open_ms,
+        deadlines_ms: deadlines,
+        open_after: counts,
+        chosen,
+        neighbours,
+        points,
+    }
+}
+
+pub const FALLBACK_SCHEMA_VERSION: u32 = 1;
+
+/// `replay fallback --json`: the replayed policies, and the breaker search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackDocument {
+    pub schema_version: u32,
+    pub kind: String,
+    pub records: crate::calibrate::InputFile,
+    pub route: String,
+    /// The fallback route whose records gave its latency, or `None` for a
+    /// constant.
+    pub fallback_route: Option<String>,
+    pub fallback_ttft_ms: Option<f64>,
+    pub learning: Learning,
+    /// The fallback route's capacity from the route table, requests per
+    /// second; `None` without `--routes`.
+    pub fallback_capacity_per_s: Option<f64>,
+    pub retry_budget: f64,
+    pub policies: Vec<PolicyOutcome>,
+    pub calibration: Option<BreakerCalibration>,
+}
+
+/// What a replay of the fallback reads from the records.
+#[derive(Debug, Clone)]
+pub struct FallbackInputs {
+    /// The primary route's requests, by arrival.
+    pub requests: Vec<PrimaryRequest>,
+    /// The fallback route's (arrival, first token) pairs, by arrival.
+    pub fallback_points: Vec<(f64, f64)>,
+    /// Records in the file.
+    pub rows: u64,
+}
+
+/// The primary route's requests and the fallback's first tokens, from
+/// the records at `path`: sorted by arrival, milliseconds from the first.
+pub fn load_fallback_inputs(
+    path: &std::path::Path,
+    route: &str,
+    fallback_route: Option<&str>,
+) -> Result<FallbackInputs, crate::records::RecordsError> {
+    use crate::records::{FieldNames, RecordsError, for_each_record};
+    let mut primary: Vec<(i64, Option<f64>, Option<f64>, Status)> = Vec::new();
+    let mut fallback: Vec<(i64, f64)> = Vec::new();
+    let rows = for_each_record(path, &FieldNames::default(), |location, record| {
+        let missing_ttft = || RecordsError::Invalid {
+            path: path.to_owned(),
+            location,
+            field: "ttft_ms".to_owned(),
+            problem: "missing: the replay needs each answered request's first-token time"
+                .to_owned(),
+        };
+        if record.route == route {
+            if record.status == Status::Ok && record.ttft_ms.is_none() {
+                return Err(missing_ttft());
+            }
+            primary.push((
+                record.timestamp_ms,
+                record.ttft_ms,
+                record.total_ms,
+                record.status,
+            ));
+        } else if fallback_route == Some(record.route.as_ref()) && record.status == Status::Ok {
+            fallback.push((
+                record.timestamp_ms,
+                record.ttft_ms.ok_or_else(missing_ttft)?,
+            ));
+        }
+        Ok(())
+    })?;
+    if primary.is_empty() {
+        return Err(RecordsError::Unreadable {
+            path: path.to_owned(),
+            message: format!("no records of the route {route:?} (--route)"),
+        });
+    }
+    if let Some(name) = fallback_route
+        && fallback.is_empty()
+    {
+        return Err(RecordsError::Unreadable {
+            path: path.to_owned(),
+            message: format!(
+                "no answered records of the fallback route {name:?} (--fallback); give --fallback-ttft-ms instead"
+            ),
+        });
+    }
+    primary.sort_by_key(|request| request.0);
+    fallback.sort_by_key(|point| point.0);
+    let origin = primary[0]
+        .0
+        .min(fallback.first().map_or(i64::MAX, |point| point.0));
+    let requests = primary
+        .into_iter()
+        .map(|(at, ttft_ms, total_ms, status)| PrimaryRequest {
+            arrival_ms: (at - origin) as f64,
+            ttft_ms,
+            total_ms,
+            status,
+        })
+        .collect();
+    let points = fallback
+        .into_iter()
+        .map(|(at, ttft)| ((at - origin) as f64, ttft))
+        .collect();
+    Ok(FallbackInputs {
+        requests,
+        fallback_points: points,
+        rows,
+    })
+}
+
+fn table(builder: tabled::builder::Builder) -> String {
+    use tabled::settings::object::Columns;
+    use tabled::settings::{Alignment, Style};
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    table.to_string()
+}
+
+/// The replay on the terminal: a row per policy, then the breaker search.
+pub fn render_fallback(document: &FallbackDocument) -> String {
+    let mut builder = tabled::builder::Builder::default();
+    builder.push_record([
+        "policy",
+        "total wait s",
+        "p50 s",
+        "p95 s",
+        "p99 s",
+        "to fallback",
+        "peak/s",
+        "extra",
+        "opens",
+        "failed after 1st token",
+    ]);
+    for policy in &document.policies {
+        builder.push_record([
+            policy.name.clone(),
+            format!("{:.1}", policy.total_wait_s),
+            format!("{:.2}", policy.p50_wait_s),
+            format!("{:.2}", policy.p95_wait_s),
+            format!("{:.2}", policy.p99_wait_s),
+            format!(
+                "{} ({:.1}%)",
+                policy.fallback_requests,
+                policy.fallback_share * 100.0
+            ),
+            policy.peak_fallback_per_s.to_string(),
+            format!("{:.1}%", policy.extra_share * 100.0),
+            policy.breaker_opens.to_string(),
+            policy.failed_after_first_token.to_string(),
+        ]);
+    }
+    let fallback = match (&document.fallback_route, document.fallback_ttft_ms) {
+        (Some(route), _) => format!("the fallback {route}'s own records"),
+        (None, Some(ms)) => format!("a fallback answering in {ms} ms"),
+        (None, None) => "no fallback latency".to_owned(),
+    };
+    let mut out = format!(
+        "{}: {} requests of {}, {fallback}\n{}\n",
+        document.records.path,
+        document
+            .policies
+            .first()
+            .map_or(0, |policy| policy.requests),
+        document.route,
+        table(builder)
+    );
+    for policy in &document.policies {
+        if let Some(capacity) = document.fallback_capacity_per_s
+            && policy.peak_fallback_per_s as f64 > capacity
+        {
+            out.push_str(&format!(
+                "warning: {} sends the fallback {} requests in one second; its rpm allows {capacity:.1} per second\n",
+                policy.name, policy.peak_fallback_per_s
+            ));
+        }
+        if policy.extra_share > document.retry_budget {
+            out.push_str(&format!(
+                "warning: {} sends {:.1}% extra requests, over the retry budget of {:.0}%\n",
+                policy.name,
+                policy.extra_share * 100.0,
+                document.retry_budget * 100.0
+            ));
+        }
+    }
+    if let Some(calibration) = &document.calibration {
+        out.push_str(&render_calibration(calibration));
+    }
+    out
+}
+
+fn render_calibration(calibration: &BreakerCalibration) -> String {
+    let Some(chosen) = &calibration.chosen else {
+        return format!(
+            "\nbreaker search: no deadline and count keep the fallback within {:.0}% of the traffic\n",
+            calibration.max_fallback_share * 100.0
+        );
+    };
+    let mut builder = tabled::builder::Builder::default();
+    builder.push_record([
+        "",
+        "deadline ms",
+        "open after",
+        "p95 wait s",
+        "total wait s",
+        "to fallback",
+    ]);
+    let row = |label: &str, point: &BreakerPoint| {
+        [
+            label.to_owned(),
+            format!("{:.0}", point.first_token_deadline_ms),
+            point.open_after.to_string(),
+            format!("{:.2}", point.p95_wait_s),
+            format!("{:.1}", point.total_wait_s),
+            format!("{:.1}%", point.fallback_share * 100.0),
+        ]
+    };
+    builder.push_record(row("chosen", chosen));
+    for neighbour in &calibration.neighbours {
+        builder.push_record(row("neighbour", neighbour));
+    }
+    format!(
+        "\nbreaker search: {} points, fallback share at most {:.0}%, open {:.0} ms\n{}\n",
+        calibration.points.len(),
+        calibration.max_fallback_share * 100.0,
+        calibration.open_ms,
+        table(builder)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brown_out() -> Vec<PrimaryRequest> {
+        [
+            0.4, 0.5, 0.4, 9.0, 12.0, 14.0, 13.0, 11.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 0.5,
+            0.4, 0.4, 0.5, 0.4,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(index, seconds)| PrimaryRequest {
+            arrival_ms: index as f64 * 1000.0,
+            ttft_ms: Some(seconds * 1000.0),
+            total_ms: Some(seconds * 1000.0 + 500.0),
+            status: Status::Ok,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_brown_out_waits_domain_md_computes() {
+        let outcomes = replay_fallback(
+            &brown_out(),
+            &FallbackLatency::Constant(900.0),
+            &standard_policies(3, 5000.0, 3000.0),
+            Learning::Instantly,
+        );
+        let by_name = |name: &str| {
+            outcomes
+                .iter()
+                .find(|outcome| outcome.name == name)
+                .unwrap()
+        };
+        assert_eq!(by_name("no-breaker").total_wait_s, 111.5);
+        let breaker = by_name("slow-first-token-breaker");
+        assert_eq!(breaker.total_wait_s, 26.3);
+        // Requests 4-6 and the failed probe (11) pay the deadline.
+        assert_eq!(breaker.deadline_fallbacks, 4);
+        assert_eq!(breaker.breaker_fallbacks, 8);
+        assert_eq!(breaker.breaker_opens, 2);
+        assert_eq!(breaker.extra_requests, 4);
+        // Errors only: nothing fails, so nothing changes.
+        assert_eq!(by_name("errors-breaker").total_wait_s, 111.5);
+    }
+
+    #[test]
+    fn a_breaker_that_learns_at_the_deadline_saves_fewer_requests() {
+        let outcomes = replay_fallback(
+            &brown_out(),
+            &FallbackLatency::Constant(900.0),
+            &standard_policies(3, 5000.0, 3000.0),
+            Learning::AtOutcome,
+        );
+        let breaker = &outcomes[2];
+        // Requests 4, 5 and 6 fail at 6, 7 and 8 s; 7 and 8 are sent before
+        // the third failure is known and pay the deadline too.
+        assert!(breaker.deadline_fallbacks > 4, "{breaker:?}");
+        assert!(breaker.total_wait_s > 26.3 && breaker.total_wait_s < 111.5);
+    }
+
+    #[test]
+    fn a_failure_after_the_first_token_is_never_a_save() {
+        let requests = vec![PrimaryRequest {
+            arrival_ms: 0.0,
+            ttft_ms: Some(200.0),
+            total_ms: Some(4000.0),
+            status: Status::Error,
+        }];
+        let outcomes = replay_fallback(
+            &requests,
+            &FallbackLatency::Constant(900.0),
+            &standard_policies(1, 5000.0, 3000.0),
+            Learning::Instantly,
+        );
+        for outcome in outcomes {
+            assert_eq!(outcome.failed_after_first_token, 1);
+            assert_eq!(outcome.fallback_requests, 0);
+        }
+    }
+
+    #[test]
+    fn the_fallback_answers_with_its_record_nearest_in_time() {
+        let latency = FallbackLatency::Recorded(vec![(0.0, 100.0), (10_000.0, 700.0)]);
+        assert_eq!(latency.ttft_at(2000.0), 100.0);
+        assert_eq!(latency.ttft_at(9000.0), 700.0);
+        assert_eq!(latency.ttft_at(50_000.0), 700.0);
+    }
+}

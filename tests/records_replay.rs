@@ -1,0 +1,610 @@
+//! Request records in, gateway policies replayed: DOMAIN.md's brown-out
+//! through the CLI, the breaker calibrated and carried into the signed
+//! config and the LiteLLM export, hedging by prompt length, the importers
+//! on real-shaped logs, and bad rows.
+
+use std::path::{Path, PathBuf};
+
+use routeval::replay::fallback::FallbackDocument;
+use routeval::replay::hedge::HedgeDocument;
+
+use crate::common::{example_results, routeval};
+
+/// DOMAIN.md's brown-out: 20 requests of `primary`, one second apart.
+const BROWN_OUT_S: [f64; 20] = [
+    0.4, 0.5, 0.4, 9.0, 12.0, 14.0, 13.0, 11.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 0.5, 0.4, 0.4,
+    0.5, 0.4,
+];
+
+fn write_brown_out(path: &Path) {
+    let lines: Vec<String> = BROWN_OUT_S
+        .iter()
+        .enumerate()
+        .map(|(index, seconds)| {
+            serde_json::json!({
+                "id": format!("r{index:02}"),
+                "timestamp": format!("2026-11-30T12:00:{index:02}Z"),
+                "slice": "support",
+                "logical_model": "support-fast",
+                "route": "primary",
+                "model": "gpt-4o-2024-08-06",
+                "reason": "routed-large",
+                "status": "ok",
+                "input_tokens": 1200,
+                "output_tokens": 300,
+                "ttft_ms": seconds * 1000.0,
+                "total_ms": seconds * 1000.0 + 2000.0,
+                "cost_usd": 0.0081,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+fn fallback_document(args: &[&std::ffi::OsStr]) -> FallbackDocument {
+    let output = routeval()
+        .args(["replay", "fallback", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("records.jsonl");
+    write_brown_out(&records);
+    let flags: Vec<&std::ffi::OsStr> = vec![
+        "--records".as_ref(),
+        records.as_os_str(),
+        "--route".as_ref(),
+        "primary".as_ref(),
+        "--deadline-ms".as_ref(),
+        "3000".as_ref(),
+        "--open-after".as_ref(),
+        "3".as_ref(),
+        "--open-ms".as_ref(),
+        "5000".as_ref(),
+        "--fallback-ttft-ms".as_ref(),
+        "900".as_ref(),
+    ];
+    let document = fallback_document(&flags);
+    assert_eq!(document.schema_version, 1);
+    assert_eq!(document.records.rows, 20);
+    let policy = |name: &str| {
+        document
+            .policies
+            .iter()
+            .find(|policy| policy.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let breaker = policy("slow-first-token-breaker");
+    assert_eq!(breaker.total_wait_s, 26.3);
+    assert_eq!(policy("no-breaker").total_wait_s, 111.5);
+    // Requests 4-6 and the failed probe (11) wait the deadline; eight more
+    // go straight to the fallback while the breaker is open.
+    assert_eq!(breaker.deadline_fallbacks, 4);
+    assert_eq!(breaker.fallback_requests, 12);
+    assert_eq!(breaker.extra_requests, 4);
+    // Request 6 reaches the fallback when its deadline passes (8 s), in the
+    // second request 9 is sent straight there.
+    assert_eq!(breaker.peak_fallback_per_s, 2);
+    assert_eq!(breaker.failed_after_first_token, 0);
+    // Counting errors alone never opens on slowness.
+    assert_eq!(policy("errors-breaker").total_wait_s, 111.5);
+
+    // A breaker that learns of a late first token only when the deadline
+    // passes is slower to open: requests already sent pay it too.
+    let mut later = flags.clone();
+    later.extend([
+        std::ffi::OsStr::new("--learning"),
+        std::ffi::OsStr::new("at-outcome"),
+    ]);
+    let realistic = fallback_document(&later);
+    let breaker = &realistic.policies[2];
+    assert!(breaker.total_wait_s > 26.3 && breaker.total_wait_s < 111.5);
+    assert!(breaker.deadline_fallbacks > 4);
+
+    // The text form names the policies.
+    let text = routeval()
+        .args(["replay", "fallback"])
+        .args(&flags)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("slow-first-token-breaker") && stdout.contains("26.3"));
+}
+
+fn table_with_fallback(directory: &Path) -> PathBuf {
+    let route = |name: &str, region: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nprovider = \"openai\"\nmodel = \"gpt-4o-2024-08-06\"\nregion = \"{region}\"\ntier = \"large\"\nprompt_variant = \"support-v3\"\nprice_input_per_mtok = 3.0\nprice_output_per_mtok = 15.0\nrpm = 600\ntpm = 30000000\n\n"
+        )
+    };
+    let text = format!(
+        "# The primary and its fallback in another region.\nlogical_model = \"support-fast\"\n\n{}{}[policy.single]\nroute = \"primary\"\n\n[[fallbacks]]\nroute = \"primary\"\nto = [\"backup\"]\n",
+        route("primary", "eu-west-1"),
+        route("backup", "eu-central-1"),
+    );
+    let path = directory.join("routes.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Brown-outs of `primary` in a day of traffic, with `backup`'s records.
+fn write_day(path: &Path) {
+    let mut lines = Vec::new();
+    for index in 0..2000u64 {
+        let browning = (index % 400) >= 300 && (index % 400) < 340;
+        let ttft = if browning {
+            6000.0 + (index % 5) as f64 * 1000.0
+        } else {
+            300.0 + (index % 17) as f64 * 40.0
+        };
+        for (route, ttft) in [
+            ("primary", ttft),
+            ("backup", 700.0 + (index % 3) as f64 * 100.0),
+        ] {
+            lines.push(
+                serde_json::json!({
+                    "id": format!("{route}-{index}"),
+                    "timestamp": 1_764_504_000_000u64 + index * 1000,
+                    "slice": "support",
+                    "route": route,
+                    "status": 200,
+                    "input_tokens": 800,
+                    "output_tokens": 200,
+                    "ttft_ms": ttft,
+                    "total_ms": ttft + 1500.0,
+                })
+                .to_string(),
+            );
+        }
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("day.jsonl");
+    write_day(&records);
+    let routes = table_with_fallback(directory.path());
+    let written = directory.path().join("routes-with-breaker.toml");
+    let document = fallback_document(&[
+        "--records".as_ref(),
+        records.as_os_str(),
+        "--route".as_ref(),
+        "primary".as_ref(),
+        "--fallback".as_ref(),
+        "backup".as_ref(),
+        "--routes".as_ref(),
+        routes.as_os_str(),
+        "--calibrate".as_ref(),
+        "--write-routes".as_ref(),
+        written.as_os_str(),
+    ]);
+    let calibration = document.calibration.as_ref().unwrap();
+    let chosen = calibration.chosen.as_ref().unwrap();
+    // The chosen point is the best admissible one and no neighbour beats it.
+    for point in calibration.points.iter().filter(|point| point.admissible) {
+        assert!(chosen.p95_wait_s <= point.p95_wait_s, "{point:?}");
+        if chosen.p95_wait_s == point.p95_wait_s && chosen.p99_wait_s == point.p99_wait_s {
+            assert!(chosen.total_wait_s <= point.total_wait_s, "{point:?}");
+        }
+    }
+    assert!(!calibration.neighbours.is_empty());
+    assert!(chosen.fallback_share <= 0.2);
+    let no_breaker = &document.policies[0];
+    assert!(chosen.p95_wait_s < no_breaker.p95_wait_s);
+    // The fallback's capacity comes from the table: 600 rpm = 10 per second.
+    assert_eq!(document.fallback_capacity_per_s, Some(10.0));
+
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(text.starts_with("# The primary and its fallback"), "{text}");
+    let table = routeval::routes::RouteTable::load(&written).unwrap();
+    let breaker = table.routes[0].breaker.unwrap();
+    assert_eq!(
+        breaker.first_token_deadline_ms,
+        chosen.first_token_deadline_ms
+    );
+    assert_eq!(breaker.open_after, chosen.open_after);
+    assert!(table.routes[1].breaker.is_none());
+
+    // The gate signs it with the breaker, and the export maps it.
+    let key = directory.path().join("k.key");
+    routeval()
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .assert()
+        .code(0);
+    let out = directory.path().join("dist");
+    routeval()
+        .args(["gate", "--target", "0.9", "--candidates"])
+        .arg(&written)
+        .arg("--results")
+        .arg(example_results())
+        .arg("--key")
+        .arg(&key)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("route-config.v1.json")).unwrap()).unwrap();
+    let signed = &config["table"]["routes"][0]["breaker"];
+    assert_eq!(
+        signed["first_token_deadline_ms"].as_f64(),
+        Some(chosen.first_token_deadline_ms),
+        "{config}"
+    );
+    assert_eq!(signed["open_after"], chosen.open_after);
+    routeval()
+        .arg("verify")
+        .arg(out.join("route-config.v1.json"))
+        .arg("--pubkey")
+        .arg(key.with_extension("key.pub"))
+        .assert()
+        .code(0);
+    let export = out.join("route-config.v1.litellm.yaml");
+    let yaml = std::fs::read_to_string(&export).unwrap();
+    assert!(
+        yaml.contains(&format!(
+            "stream_timeout: {}",
+            chosen.first_token_deadline_ms / 1000.0
+        )),
+        "{yaml}"
+    );
+    assert!(yaml.contains(&format!("allowed_fails: {}", chosen.open_after)));
+    assert!(yaml.contains("cooldown_time: 5"), "{yaml}");
+    crate::litellm_export::loads_into_litellm(&export);
+
+    // Written again, the breaker is replaced, not repeated.
+    let again = directory.path().join("again.toml");
+    routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&records)
+        .args(["--route", "primary", "--fallback", "backup", "--calibrate"])
+        .args(["--max-fallback-share", "0.5", "--routes"])
+        .arg(&written)
+        .arg("--write-routes")
+        .arg(&again)
+        .assert()
+        .code(0);
+    let twice = std::fs::read_to_string(&again).unwrap();
+    assert_eq!(twice.matches("[routes.breaker]").count(), 1, "{twice}");
+    routeval::routes::RouteTable::load(&again).unwrap();
+}
+
+#[test]
+fn hedging_pays_for_short_prompts_and_not_for_long_ones() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("records.csv");
+    let mut text =
+        String::from("id,timestamp,slice,route,status,input_tokens,output_tokens,ttft_ms\n");
+    for index in 0..3000 {
+        let long = index % 4 == 0;
+        let (input, ttft) = if long {
+            (24_000, 4000.0 + f64::from(index % 11) * 100.0)
+        } else if index % 20 == 1 {
+            (400, 6000.0)
+        } else {
+            (400, 250.0 + f64::from(index % 9) * 10.0)
+        };
+        text.push_str(&format!(
+            "q{index},{},chat,primary,ok,{input},150,{ttft}\n",
+            1_764_504_000_000u64 + index as u64 * 250
+        ));
+    }
+    std::fs::write(&records, text).unwrap();
+    let output = routeval()
+        .args(["replay", "hedge", "--json", "--records"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let document: HedgeDocument = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document.schema_version, 1);
+    let row = |q: f64, bucket: &str| {
+        document
+            .rows
+            .iter()
+            .find(|row| row.delay_quantile == q && row.bucket == bucket)
+            .unwrap()
+    };
+    let short = row(0.5, "<1k");
+    let long = row(0.5, ">=16k");
+    assert!(
+        short.p95_ttft_ms[1] < short.p95_ttft_ms[0] / 2.0,
+        "{short:?}"
+    );
+    assert!(long.extra_input_share > 0.9 && short.extra_input_share < long.extra_input_share);
+    assert!(
+        long.p95_ms_saved_per_k_extra_input.unwrap()
+            < short.p95_ms_saved_per_k_extra_input.unwrap()
+    );
+}
+
+/// Rows as LiteLLM's `LiteLLM_SpendLogs` holds them (its documented
+/// columns), one failed.
+const LITELLM_JSONL: &str = r#"{"request_id":"chatcmpl-1","call_type":"acompletion","api_key":"88dc28d0f0","spend":0.00042,"total_tokens":1450,"prompt_tokens":1200,"completion_tokens":250,"startTime":"2026-11-30T12:00:00.000000","endTime":"2026-11-30T12:00:02.500000","completionStartTime":"2026-11-30T12:00:00.420000","model":"gpt-4o-mini-2024-07-18","model_id":"a1b2c3","model_group":"support-fast","api_base":"https://api.openai.com/v1","user":"u-7","metadata":{"user_api_key_team_alias":"acme","usage_object":{"prompt_tokens_details":{"cached_tokens":1024}}},"cache_hit":"False","cache_key":"","request_tags":["support"],"team_id":"team-acme","end_user":"","requester_ip_address":"","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Where is my order?"}],"response":{"id":"chatcmpl-1","model":"gpt-4o-mini-2024-07-18","choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"It ships today."}}]},"status":"success"}
+{"request_id":"chatcmpl-2","call_type":"acompletion","api_key":"88dc28d0f0","spend":0.0,"total_tokens":0,"prompt_tokens":0,"completion_tokens":0,"startTime":"2026-11-30T12:00:01.000000","endTime":"2026-11-30T12:00:04.000000","completionStartTime":null,"model":"gpt-4o-2024-08-06","model_id":"d4e5f6","model_group":"support-fast","api_base":"https://api.openai.com/v1","user":"u-8","metadata":{"user_api_key_team_alias":"acme"},"cache_hit":"False","cache_key":"","request_tags":[],"team_id":"team-acme","end_user":"","requester_ip_address":"","messages":[],"response":{},"status":"failure"}
+"#;
+
+fn import(from: &str, input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    routeval()
+        .args(["records", "import", "--from", from, "--input"])
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The records of a written table, through the reader every command uses.
+fn records_of(path: &Path) -> Vec<routeval::records::Record<'static>> {
+    let mut records = Vec::new();
+    routeval::records::for_each_record(
+        path,
+        &routeval::records::FieldNames::default(),
+        |_, record| {
+            records.push(record.clone().into_owned());
+            Ok(())
+        },
+    )
+    .unwrap();
+    records
+}
+
+#[test]
+fn litellm_spend_logs_and_openai_log_lines_import_as_records() {
+    let directory = tempfile::tempdir().unwrap();
+    let spend = directory.path().join("spend.jsonl");
+    std::fs::write(&spend, LITELLM_JSONL).unwrap();
+    let out = directory.path().join("litellm.parquet");
+    let output = import("litellm", &spend, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    assert_eq!(records.len(), 2);
+    let first = &records[0];
+    assert_eq!(first.id, "chatcmpl-1");
+    assert_eq!(first.slice, "team-acme");
+    assert_eq!(first.route, "a1b2c3");
+    assert_eq!(first.logical_model.as_deref(), Some("support-fast"));
+    assert_eq!(first.model.as_deref(), Some("gpt-4o-mini-2024-07-18"));
+    assert_eq!(first.ttft_ms, Some(420.0));
+    assert_eq!(first.total_ms, Some(2500.0));
+    assert_eq!(first.input_tokens, Some(1200));
+    assert_eq!(first.cached_input_tokens, Some(1024));
+    assert_eq!(first.output_tokens, Some(250));
+    assert_eq!(first.cost_usd, Some(0.00042));
+    assert_eq!(first.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(first.prompt.as_deref(), Some("Where is my order?"));
+    assert_eq!(first.status, routeval::records::Status::Ok);
+    assert_eq!(
+        first.timestamp_ms,
+        routeval::records::parse_timestamp("2026-11-30T12:00:00Z").unwrap()
+    );
+    assert_eq!(records[1].status, routeval::records::Status::Error);
+    assert_eq!(records[1].ttft_ms, None);
+
+    // The same rows as a CSV export, the JSON columns as text, sliced by
+    // a key of the metadata.
+    let csv = directory.path().join("spend.csv");
+    let mut writer = csv::Writer::from_path(&csv).unwrap();
+    let columns = [
+        "request_id",
+        "startTime",
+        "endTime",
+        "completionStartTime",
+        "model",
+        "model_id",
+        "model_group",
+        "spend",
+        "prompt_tokens",
+        "completion_tokens",
+        "metadata",
+        "status",
+    ];
+    writer.write_record(columns).unwrap();
+    for line in LITELLM_JSONL.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|column| match &row[*column] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        writer.write_record(&cells).unwrap();
+    }
+    writer.flush().unwrap();
+    let from_csv = directory.path().join("litellm-csv.parquet");
+    let output = import(
+        "litellm",
+        &csv,
+        &from_csv,
+        &["--slice-field", "metadata.user_api_key_team_alias"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let csv_records = records_of(&from_csv);
+    assert_eq!(csv_records[0].slice, "acme");
+    assert_eq!(csv_records[0].ttft_ms, Some(420.0));
+    assert_eq!(csv_records[0].cached_input_tokens, Some(1024));
+
+    // OpenAI-style request/response lines.
+    let log = directory.path().join("openai.jsonl");
+    let lines = [
+        serde_json::json!({
+            "request": {"model": "gpt-4o-mini-2024-07-18", "user": "tenant-a",
+                        "messages": [{"role": "user", "content": "Reset my password"}]},
+            "response": {"id": "chatcmpl-9", "object": "chat.completion", "created": 1_764_504_000,
+                         "model": "gpt-4o-mini-2024-07-18",
+                         "choices": [{"index": 0, "finish_reason": "length",
+                                      "message": {"role": "assistant", "content": "Go to"}}],
+                         "usage": {"prompt_tokens": 40, "completion_tokens": 16,
+                                   "prompt_tokens_details": {"cached_tokens": 0}}},
+            "ttft_ms": 180.0, "latency_ms": 900.0
+        }),
+        serde_json::json!({
+            "request": {"model": "gpt-4o-2024-08-06", "user": "tenant-b", "messages": []},
+            "id": "req-10", "timestamp": "2026-11-30T12:00:05Z",
+            "error": {"status": 429, "message": "Rate limit reached"}
+        }),
+    ];
+    let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    std::fs::write(&log, text.join("\n") + "\n").unwrap();
+    let out = directory.path().join("openai.parquet");
+    let output = import("openai-log", &log, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    assert_eq!(records[0].id, "chatcmpl-9");
+    assert_eq!(records[0].slice, "tenant-a");
+    assert_eq!(records[0].timestamp_ms, 1_764_504_000_000);
+    assert_eq!(records[0].finish_reason.as_deref(), Some("length"));
+    assert_eq!(records[0].total_ms, Some(900.0));
+    assert_eq!(records[1].status, routeval::records::Status::RateLimited);
+
+    // Generic: a table of the fields under other names.
+    let generic = directory.path().join("generic.csv");
+    std::fs::write(
+        &generic,
+        "req,at,tenant,deployment,http_status,first_token\nx1,2026-11-30T12:00:00Z,acme,eu,200,350\nx2,1764504001000,acme,eu,503,\n",
+    )
+    .unwrap();
+    let out = directory.path().join("generic.parquet");
+    let output = import(
+        "generic",
+        &generic,
+        &out,
+        &[
+            "--map",
+            "id=req,timestamp=at,slice=tenant,route=deployment,status=http_status,ttft_ms=first_token",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    assert_eq!(records[1].timestamp_ms, 1_764_504_001_000);
+    assert_eq!(records[1].status, routeval::records::Status::Error);
+    assert_eq!(records[0].ttft_ms, Some(350.0));
+}
+
+#[test]
+fn bad_records_are_one_line_with_file_line_and_field_exit_2_nothing_written() {
+    let directory = tempfile::tempdir().unwrap();
+    let out = directory.path().join("out.parquet");
+    let good = serde_json::json!({
+        "id": "a", "timestamp": 1_764_504_000_000u64, "slice": "s", "route": "r",
+        "status": "ok", "ttft_ms": 100.0
+    });
+    let cases: Vec<(&str, serde_json::Value, &str, &str)> = vec![
+        (
+            "generic",
+            serde_json::json!({"timestamp": 1, "slice": "s", "route": "r", "status": "ok"}),
+            "line 2, field \"id\": missing",
+            "",
+        ),
+        (
+            "generic",
+            serde_json::json!({"id": "b", "timestamp": "last tuesday", "slice": "s", "route": "r", "status": "ok"}),
+            "line 2, field \"timestamp\"",
+            "",
+        ),
+        (
+            "generic",
+            serde_json::json!({"id": "b", "timestamp": 1, "slice": "s", "route": "r", "status": "maybe"}),
+            "line 2, field \"status\"",
+            "",
+        ),
+        (
+            "generic",
+            serde_json::json!({"id": "b", "timestamp": 1, "slice": "s", "route": "r", "status": "ok", "ttft_ms": -4}),
+            "line 2, field \"ttft_ms\"",
+            "",
+        ),
+        (
+            "generic",
+            serde_json::json!({"id": "b", "timestamp": 1, "slice": "s", "route": "r", "status": "ok", "input_tokens": 10, "cached_input_tokens": 20}),
+            "line 2, field \"cached_input_tokens\"",
+            "",
+        ),
+        (
+            "litellm",
+            serde_json::json!({"request_id": "b", "startTime": "2026-11-30T12:00:00", "model": "m", "team_id": "t", "prompt_tokens": 2.5}),
+            "line 2, field \"prompt_tokens\"",
+            "",
+        ),
+        (
+            "litellm",
+            serde_json::json!({"request_id": "b", "startTime": "2026-11-30T12:00:00", "model": "m"}),
+            "line 2, field \"team_id\": missing",
+            "",
+        ),
+        (
+            "openai-log",
+            serde_json::json!({"request": {"model": "m", "user": "u"}, "response": {"id": "x"}}),
+            "line 2, field \"timestamp\"",
+            "",
+        ),
+    ];
+    for (from, bad, expected, _) in cases {
+        let input = directory.path().join("in.jsonl");
+        let first = if from == "generic" {
+            good.to_string()
+        } else if from == "litellm" {
+            serde_json::json!({"request_id": "a", "startTime": "2026-11-30T12:00:00", "model": "m", "team_id": "t"}).to_string()
+        } else {
+            serde_json::json!({"request": {"model": "m", "user": "u"}, "response": {"id": "y", "created": 1}}).to_string()
+        };
+        std::fs::write(&input, format!("{first}\n{bad}\n")).unwrap();
+        let output = import(from, &input, &out, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{from} {bad}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("in.jsonl"), "{stderr}");
+        assert!(stderr.contains(expected), "{expected} not in {stderr}");
+        assert!(!out.exists(), "nothing written for {bad}");
+        assert_eq!(
+            std::fs::read_dir(directory.path()).unwrap().count(),
+            1,
+            "no temporary file is left"
+        );
+    }
+    // A replay refuses an answered record with no first-token time.
+    let input = directory.path().join("in.jsonl");
+    let no_ttft =
+        serde_json::json!({"id": "b", "timestamp": 2, "slice": "s", "route": "r", "status": "ok"});
+    std::fs::write(&input, format!("{good}\n{no_ttft}\n")).unwrap();
+    let output = routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&input)
+        .args(["--route", "r", "--fallback-ttft-ms", "900"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("line 2, field \"ttft_ms\": missing"),
+        "{stderr}"
+    );
+    // The output may not be the records themselves.
+    let output = routeval()
+        .args(["records", "import", "--from", "generic", "--input"])
+        .arg(&input)
+        .arg("--out")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(std::fs::read_to_string(&input).unwrap().contains("\"b\""));
+}
