@@ -20,6 +20,7 @@ mod judge_error;
 mod kernel_consistency;
 mod litellm_export;
 mod real_data;
+mod records_drift;
 mod records_replay;
 mod replay_replicas;
 mod report_cli;

@@ -662,8 +662,27 @@ pub struct DriftArgs {
     pub config: PathBuf,
 
     /// Fresh graded results: recent traffic, graded.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present_any = ["records", "aggregates"],
+        conflicts_with_all = ["records", "aggregates"]
+    )]
+    pub results: Option<PathBuf>,
+
+    /// The gateway's request records instead, no labels: escalation rates,
+    /// score distribution, fallbacks, first tokens, cost and model versions.
+    #[arg(long, value_name = "FILE", conflicts_with = "aggregates")]
+    pub records: Option<PathBuf>,
+
+    /// Records pre-aggregated where they live (docs/records-sql.md): counts
+    /// per window, slice, route, reason, model, score bin and TTFT bin.
     #[arg(long, value_name = "FILE")]
-    pub results: PathBuf,
+    pub aggregates: Option<PathBuf>,
+
+    /// With --records or --aggregates: the width of the time windows.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub window: String,
 
     /// The graded results the config was calibrated on, to compare score
     /// distributions and escalation rates; without it, the gate's recorded

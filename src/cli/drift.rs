@@ -3,7 +3,10 @@
 use anyhow::{Context, bail};
 
 use crate::atomic::{Named, check_outputs, write_bytes_atomically};
-use crate::drift::{DriftOptions, Verdict, drift, markdown, terminal};
+use crate::drift::{
+    DriftOptions, RecordsDriftOptions, RecordsInput, Verdict, drift, drift_records, markdown,
+    render_records, terminal,
+};
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
 
@@ -11,6 +14,10 @@ use super::args::DriftArgs;
 use super::print::print;
 
 pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
+    if args.records.is_some() || args.aggregates.is_some() {
+        return from_records(args);
+    }
+    let results = args.results.clone().expect("clap requires --results");
     if let Some(confidence) = args.confidence
         && !(confidence > 0.0 && confidence < 1.0)
     {
@@ -18,7 +25,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
     }
     let options = DriftOptions {
         config: args.config,
-        results: args.results,
+        results,
         baseline_results: args.baseline_results,
         read: ReadOptions {
             names: ColumnNames::new(Column::Score.name(), args.slice_col),
@@ -55,6 +62,55 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         markdown(&document)
     } else {
         terminal(&document)
+    };
+    print(&printed)?;
+    Ok(if document.verdict == Verdict::Recalibrate {
+        Outcome::CheckFailed
+    } else {
+        Outcome::Passed
+    })
+}
+
+/// `drift --records` and `drift --aggregates`.
+fn from_records(args: DriftArgs) -> anyhow::Result<Outcome> {
+    let (input, flag) = match (&args.records, &args.aggregates) {
+        (Some(path), _) => (RecordsInput::Records(path.clone()), "--records"),
+        (None, Some(path)) => (RecordsInput::Aggregates(path.clone()), "--aggregates"),
+        (None, None) => unreachable!("checked by the caller"),
+    };
+    let path = args
+        .records
+        .as_ref()
+        .or(args.aggregates.as_ref())
+        .expect("one of them");
+    if let Some(out) = &args.out {
+        let mut inputs = vec![Named::new(&args.config, "--config"), Named::new(path, flag)];
+        if let Some(baseline) = &args.baseline_results {
+            inputs.push(Named::new(baseline, "--baseline-results"));
+        }
+        check_outputs(&[Named::new(out, "--out")], &inputs)?;
+    }
+    let window_ms = super::replay::milliseconds("--window", &args.window)?.round() as i64;
+    if window_ms <= 0 {
+        bail!("--window {}: must be positive", args.window);
+    }
+    let document = drift_records(&RecordsDriftOptions {
+        config: args.config.clone(),
+        input,
+        baseline_results: args.baseline_results.clone(),
+        window_ms,
+    })?;
+    let json =
+        serde_json::to_string_pretty(&document).context("cannot encode the drift document")? + "\n";
+    if let Some(out) = &args.out {
+        write_bytes_atomically(out, json.as_bytes()).with_context(|| {
+            format!("{}: cannot write the drift document (--out)", out.display())
+        })?;
+    }
+    let printed = if args.json {
+        json
+    } else {
+        render_records(&document, args.markdown)
     };
     print(&printed)?;
     Ok(if document.verdict == Verdict::Recalibrate {

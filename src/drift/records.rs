@@ -1,0 +1,1047 @@
+//! `routeval drift --records`: the deployed config watched from the
+//! gateway's request records alone, no labels. Per slice: the escalation
+//! rate now against the gate's at calibration (z-test and interval) and the
+//! score distribution against the calibration rows (PSI, KS); per route:
+//! fallbacks by reason, TTFT p50/p95, cost per request, and the share
+//! answered by a model other than the pinned one; each also per time window,
+//! so a brown-out shows as a window rather than an average.
+//!
+//! Records stream through one fold whose memory grows with slices, routes,
+//! windows and histogram bins, never with rows: scores in bins of 0.01, first
+//! tokens in bins of 1% (`floor(ln(ms) / ln(1.01))`). The same fold reads a
+//! table pre-aggregated by those keys in the warehouse (docs/records-sql.md),
+//! so billions of rows never leave it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::document::{ConfigRef, Verdict};
+use super::statistics::two_proportion_z;
+use crate::calibrate::{InputFile, Threshold};
+use crate::gate::{RouteConfig, sha256_hex};
+use crate::records::{FieldNames, Record, Status, for_each_record};
+use crate::routes::ResolvedPolicy;
+use crate::schema::{RowLocation, read_graded};
+
+pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 1;
+
+const PSI_WATCH: f64 = 0.1;
+const PSI_RECALIBRATE: f64 = 0.25;
+const ESCALATION_RECALIBRATE_P: f64 = 0.01;
+/// A window whose fallback share passes this is a brown-out to look at.
+const FALLBACK_WATCH: f64 = 0.05;
+/// A window whose p95 first token is this many times the route's overall.
+const TTFT_WATCH_RATIO: f64 = 2.0;
+/// Answers from an unpinned model beyond this share mean the tier moved.
+const OTHER_VERSION_RECALIBRATE: f64 = 0.01;
+
+/// The score bin of a score: its hundredth, rounded down.
+pub fn score_bin(score: f64) -> i64 {
+    (score * 100.0).floor() as i64
+}
+
+/// The first-token bin of a time: 1% wide, from 1 ms.
+pub fn ttft_bin(ms: f64) -> i64 {
+    (ms.max(1.0).ln() / 1.01f64.ln()).floor() as i64
+}
+
+fn ttft_of_bin(bin: i64) -> f64 {
+    ((bin as f64 + 0.5) * 1.01f64.ln()).exp()
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordsDriftOptions {
+    pub config: PathBuf,
+    pub input: RecordsInput,
+    /// The graded rows the thresholds were calibrated on, for the score
+    /// distribution.
+    pub baseline_results: Option<PathBuf>,
+    pub window_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub enum RecordsInput {
+    Records(PathBuf),
+    /// Counts per window, slice, route, reason, model, score bin and
+    /// first-token bin, made where the records live.
+    Aggregates(PathBuf),
+}
+
+/// Counts of one slice, overall or in one window.
+#[derive(Debug, Clone, Default)]
+struct SliceCounts {
+    requests: u64,
+    decided: u64,
+    escalated: u64,
+}
+
+/// Counts of one route, overall or in one window.
+#[derive(Debug, Clone, Default)]
+struct RouteCounts {
+    requests: u64,
+    fallbacks: BTreeMap<String, u64>,
+    other_version: u64,
+    versioned: u64,
+    cost_usd: f64,
+    costed: u64,
+    ttft: BTreeMap<i64, u64>,
+}
+
+impl RouteCounts {
+    fn ttft_quantile(&self, q: f64) -> Option<f64> {
+        let total: u64 = self.ttft.values().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (bin, count) in &self.ttft {
+            seen += count;
+            if seen >= rank {
+                return Some(ttft_of_bin(*bin));
+            }
+        }
+        None
+    }
+
+    fn fallback_total(&self) -> u64 {
+        self.fallbacks.values().sum()
+    }
+}
+
+/// One row of the fold's input: a record, or a pre-aggregated group.
+#[derive(Debug, Clone)]
+struct Group<'a> {
+    window: i64,
+    slice: &'a str,
+    route: &'a str,
+    reason: Option<&'a str>,
+    model: Option<&'a str>,
+    score_bin: Option<i64>,
+    /// Escalated, when known exactly (a record's score against the threshold).
+    escalated: Option<bool>,
+    ttft_bin: Option<i64>,
+    requests: u64,
+    cost_usd: Option<f64>,
+}
+
+/// A slice's counts overall and per window, and its score histogram.
+#[derive(Debug, Default)]
+struct SliceFold {
+    counts: SliceCounts,
+    windows: BTreeMap<i64, SliceCounts>,
+    scores: BTreeMap<i64, u64>,
+}
+
+/// A route's counts overall and per window.
+#[derive(Debug, Default)]
+struct RouteFold {
+    counts: RouteCounts,
+    windows: BTreeMap<i64, RouteCounts>,
+}
+
+/// The fold: what drift needs from any number of records.
+#[derive(Debug, Default)]
+struct Fold {
+    slices: BTreeMap<String, SliceFold>,
+    routes: BTreeMap<String, RouteFold>,
+    first_ms: Option<i64>,
+    last_ms: Option<i64>,
+}
+
+fn routing_decision(reason: &str) -> Option<bool> {
+    match reason {
+        "routed-small" | "cascade-accepted" => Some(false),
+        "routed-large" | "escalated" => Some(true),
+        _ => None,
+    }
+}
+
+impl Fold {
+    fn add(&mut self, group: &Group<'_>, pins: &HashMap<String, String>) {
+        let entry = match self.slices.get_mut(group.slice) {
+            Some(entry) => entry,
+            None => self.slices.entry(group.slice.to_owned()).or_default(),
+        };
+        let (slice, scores) = (&mut entry.counts, &mut entry.scores);
+        let window = entry.windows.entry(group.window).or_default();
+        let escalated = group.reason.and_then(routing_decision).or(group.escalated);
+        for counts in [&mut *slice, window] {
+            counts.requests += group.requests;
+            if let Some(escalated) = escalated {
+                counts.decided += group.requests;
+                counts.escalated += if escalated { group.requests } else { 0 };
+            }
+        }
+        if let Some(bin) = group.score_bin {
+            *scores.entry(bin).or_default() += group.requests;
+        }
+        let entry = match self.routes.get_mut(group.route) {
+            Some(entry) => entry,
+            None => self.routes.entry(group.route.to_owned()).or_default(),
+        };
+        let route = &mut entry.counts;
+        let window = entry.windows.entry(group.window).or_default();
+        for counts in [&mut *route, window] {
+            counts.requests += group.requests;
+            if let Some(reason) = group
+                .reason
+                .filter(|reason| reason.starts_with("fallback:"))
+            {
+                *counts.fallbacks.entry(reason.to_owned()).or_default() += group.requests;
+            }
+            if let (Some(model), Some(pinned)) = (group.model, pins.get(group.route)) {
+                counts.versioned += group.requests;
+                if model != pinned {
+                    counts.other_version += group.requests;
+                }
+            }
+            if let Some(cost) = group.cost_usd {
+                counts.cost_usd += cost;
+                counts.costed += group.requests;
+            }
+            if let Some(bin) = group.ttft_bin {
+                *counts.ttft.entry(bin).or_default() += group.requests;
+            }
+        }
+    }
+}
+
+/// The score distribution now against the calibration rows'.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BinnedShift {
+    pub psi: f64,
+    pub ks_statistic: f64,
+    pub ks_p_value: f64,
+    pub calibration_rows: u64,
+    pub scored_requests: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceWindow {
+    /// Milliseconds since 1970 of the window's start.
+    pub start_ms: i64,
+    pub requests: u64,
+    pub escalation_rate: Option<f64>,
+    pub escalation_p_value: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsSliceDrift {
+    pub slice: String,
+    pub requests: u64,
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    pub threshold: Option<Threshold>,
+    /// Requests whose routing decision is known (a reason, or a score).
+    pub decided: u64,
+    pub escalation_rate: Option<f64>,
+    /// 95% Wilson interval of the escalation rate now.
+    pub escalation_interval: Option<[f64; 2]>,
+    pub escalation_rate_at_calibration: Option<f64>,
+    pub calibration_n: Option<u64>,
+    pub escalation_p_value: Option<f64>,
+    pub score_shift: Option<BinnedShift>,
+    pub windows: Vec<SliceWindow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteWindow {
+    pub start_ms: i64,
+    pub requests: u64,
+    pub fallback_share: f64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p95_ms: Option<f64>,
+    pub other_version_share: Option<f64>,
+    pub cost_per_request_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsRouteDrift {
+    pub route: String,
+    pub requests: u64,
+    pub verdict: Verdict,
+    pub reasons: Vec<String>,
+    /// The model version the signed config pins; `None` for a route it
+    /// does not have.
+    pub pinned_model: Option<String>,
+    pub other_version_share: Option<f64>,
+    pub fallback_share: f64,
+    pub fallbacks_by_reason: BTreeMap<String, u64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p95_ms: Option<f64>,
+    pub cost_per_request_usd: Option<f64>,
+    pub windows: Vec<RouteWindow>,
+}
+
+/// `drift --records --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsDriftDocument {
+    pub schema_version: u32,
+    pub kind: String,
+    pub routeval_version: String,
+    pub config: ConfigRef,
+    /// The records, or the pre-aggregated table.
+    pub records: InputFile,
+    pub aggregated: bool,
+    pub baseline_results: Option<InputFile>,
+    pub window_ms: i64,
+    pub first_ms: Option<i64>,
+    pub last_ms: Option<i64>,
+    pub verdict: Verdict,
+    pub slices: Vec<RecordsSliceDrift>,
+    pub routes: Vec<RecordsRouteDrift>,
+}
+
+fn wilson(successes: u64, n: u64) -> Option<[f64; 2]> {
+    if n == 0 {
+        return None;
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (n, p) = (n as f64, successes as f64 / n as f64);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    Some([(centre - half).max(0.0), (centre + half).min(1.0)])
+}
+
+/// The Kolmogorov distribution's upper tail, P(K > λ).
+fn kolmogorov_tail(lambda: f64) -> f64 {
+    if lambda < 0.2 {
+        return 1.0;
+    }
+    let mut sum = 0.0;
+    for k in 1..=100 {
+        let k = f64::from(k);
+        let term = 2.0 * (-1f64).powf(k - 1.0) * (-2.0 * k * k * lambda * lambda).exp();
+        sum += term;
+        if term.abs() < 1e-12 {
+            break;
+        }
+    }
+    sum.clamp(0.0, 1.0)
+}
+
+/// PSI over the calibration's deciles and KS over the bins, both from
+/// histograms of 0.01-wide score bins.
+fn binned_shift(calibration: &BTreeMap<i64, u64>, now: &BTreeMap<i64, u64>) -> Option<BinnedShift> {
+    let (n0, n1) = (calibration.values().sum::<u64>(), now.values().sum::<u64>());
+    if n0 < 2 || n1 < 2 {
+        return None;
+    }
+    let mut bins: Vec<i64> = calibration.keys().chain(now.keys()).copied().collect();
+    bins.sort_unstable();
+    bins.dedup();
+    // KS: the largest gap between the two step functions at a bin edge.
+    let (mut c0, mut c1, mut statistic) = (0u64, 0u64, 0f64);
+    for bin in &bins {
+        c0 += calibration.get(bin).copied().unwrap_or(0);
+        c1 += now.get(bin).copied().unwrap_or(0);
+        statistic = statistic.max((c0 as f64 / n0 as f64 - c1 as f64 / n1 as f64).abs());
+    }
+    let effective = (n0 as f64 * n1 as f64) / (n0 + n1) as f64;
+    let lambda = (effective.sqrt() + 0.12 + 0.11 / effective.sqrt()) * statistic;
+    // PSI: ten groups of bins holding a tenth of the calibration rows each.
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    let (mut taken, mut current) = (0u64, (0u64, 0u64));
+    for bin in &bins {
+        current.0 += calibration.get(bin).copied().unwrap_or(0);
+        current.1 += now.get(bin).copied().unwrap_or(0);
+        taken += calibration.get(bin).copied().unwrap_or(0);
+        if taken * 10 >= (groups.len() as u64 + 1) * n0 && groups.len() < 9 {
+            groups.push(current);
+            current = (0, 0);
+        }
+    }
+    groups.push(current);
+    let floor = 1e-4;
+    let psi = groups
+        .iter()
+        .map(|(a, b)| {
+            let expected = (*a as f64 / n0 as f64).max(floor);
+            let actual = (*b as f64 / n1 as f64).max(floor);
+            (actual - expected) * (actual / expected).ln()
+        })
+        .sum();
+    Some(BinnedShift {
+        psi,
+        ks_statistic: statistic,
+        ks_p_value: kolmogorov_tail(lambda),
+        calibration_rows: n0,
+        scored_requests: n1,
+    })
+}
+
+/// Reads the input into the fold.
+fn fold_input(
+    input: &RecordsInput,
+    config: &RouteConfig,
+    window_ms: i64,
+    pins: &HashMap<String, String>,
+) -> anyhow::Result<(Fold, u64)> {
+    let mut fold = Fold::default();
+    let logical = config.table.logical_model.as_str();
+    let threshold_of = |slice: &str| -> Option<Threshold> {
+        config
+            .table
+            .policy
+            .thresholds()
+            .and_then(|thresholds| thresholds.for_slice(slice))
+    };
+    let window_of = |ms: i64| ms.div_euclid(window_ms) * window_ms;
+    let see = |fold: &mut Fold, ms: i64| {
+        fold.first_ms = Some(fold.first_ms.map_or(ms, |first| first.min(ms)));
+        fold.last_ms = Some(fold.last_ms.map_or(ms, |last| last.max(ms)));
+    };
+    let rows = match input {
+        RecordsInput::Records(path) => {
+            for_each_record(path, &FieldNames::default(), |_, record: &Record<'_>| {
+                if record
+                    .logical_model
+                    .as_deref()
+                    .is_some_and(|name| name != logical)
+                {
+                    return Ok(());
+                }
+                see(&mut fold, record.timestamp_ms);
+                let group = Group {
+                    window: window_of(record.timestamp_ms),
+                    slice: &record.slice,
+                    route: &record.route,
+                    reason: record.reason.as_deref(),
+                    model: record.model.as_deref(),
+                    score_bin: record.score.map(score_bin),
+                    escalated: record.score.and_then(|score| {
+                        threshold_of(&record.slice).map(|threshold| threshold.escalates(score))
+                    }),
+                    ttft_bin: record
+                        .ttft_ms
+                        .filter(|_| record.status == Status::Ok)
+                        .map(ttft_bin),
+                    requests: 1,
+                    cost_usd: record.cost_usd,
+                };
+                fold.add(&group, pins);
+                Ok(())
+            })?
+        }
+        RecordsInput::Aggregates(path) => read_aggregates(path, |row| {
+            if row
+                .logical_model
+                .as_deref()
+                .is_some_and(|name| name != logical)
+            {
+                return;
+            }
+            see(&mut fold, row.window_start_ms);
+            let escalated = row.score_bin.and_then(|bin| {
+                threshold_of(&row.slice).map(|threshold| threshold.escalates(bin as f64 / 100.0))
+            });
+            let group = Group {
+                window: window_of(row.window_start_ms),
+                slice: &row.slice,
+                route: &row.route,
+                reason: row.reason.as_deref(),
+                model: row.model.as_deref(),
+                score_bin: row.score_bin,
+                escalated,
+                ttft_bin: row.ttft_bin,
+                requests: row.requests,
+                cost_usd: row.cost_usd,
+            };
+            fold.add(&group, pins);
+        })?,
+    };
+    Ok((fold, rows))
+}
+
+/// One row of a pre-aggregated table.
+#[derive(Debug, Clone, Default)]
+struct AggregateRow {
+    window_start_ms: i64,
+    slice: String,
+    logical_model: Option<String>,
+    route: String,
+    reason: Option<String>,
+    model: Option<String>,
+    score_bin: Option<i64>,
+    ttft_bin: Option<i64>,
+    requests: u64,
+    cost_usd: Option<f64>,
+}
+
+/// Streams a pre-aggregated table (CSV, JSON lines or Parquet) whose
+/// columns docs/records-sql.md defines.
+fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow::Result<u64> {
+    use crate::records::RecordsError;
+    let invalid = |location: RowLocation, field: &str, problem: String| RecordsError::Invalid {
+        path: path.to_owned(),
+        location,
+        field: field.to_owned(),
+        problem,
+    };
+    let mut rows = 0u64;
+    let mut take = |location: RowLocation, object: &serde_json::Map<String, serde_json::Value>| {
+        let text = |field: &str| -> Option<String> {
+            match object.get(field)? {
+                serde_json::Value::String(text) if !text.is_empty() => Some(text.clone()),
+                serde_json::Value::Number(number) => Some(number.to_string()),
+                _ => None,
+            }
+        };
+        let integer = |field: &str| -> Result<Option<i64>, RecordsError> {
+            match object.get(field) {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(serde_json::Value::Number(number)) => number
+                    .as_i64()
+                    .or_else(|| {
+                        number
+                            .as_f64()
+                            .filter(|v| v.fract() == 0.0)
+                            .map(|v| v as i64)
+                    })
+                    .map(Some)
+                    .ok_or_else(|| {
+                        invalid(location, field, format!("{number} is not a whole number"))
+                    }),
+                Some(serde_json::Value::String(text)) if text.is_empty() => Ok(None),
+                Some(serde_json::Value::String(text)) => {
+                    text.trim().parse::<i64>().map(Some).map_err(|_| {
+                        invalid(location, field, format!("{text:?} is not a whole number"))
+                    })
+                }
+                Some(other) => Err(invalid(
+                    location,
+                    field,
+                    format!("{other} is not a whole number"),
+                )),
+            }
+        };
+        let required =
+            |field: &str| text(field).ok_or_else(|| invalid(location, field, "missing".to_owned()));
+        let window_text = required("window_start")?;
+        let window_start_ms = crate::records::parse_timestamp(&window_text)
+            .map_err(|problem| invalid(location, "window_start", problem))?;
+        let requests = integer("requests")?
+            .ok_or_else(|| invalid(location, "requests", "missing".to_owned()))?;
+        if requests < 0 {
+            return Err(invalid(
+                location,
+                "requests",
+                format!("{requests} is negative"),
+            ));
+        }
+        let cost_usd = match text("cost_usd") {
+            None => None,
+            Some(text) => Some(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| {
+                        invalid(
+                            location,
+                            "cost_usd",
+                            format!("{text:?} is not a non-negative number"),
+                        )
+                    })?,
+            ),
+        };
+        let row = AggregateRow {
+            window_start_ms,
+            slice: required("slice")?,
+            logical_model: text("logical_model"),
+            route: required("route")?,
+            reason: text("reason"),
+            model: text("model"),
+            score_bin: integer("score_bin")?,
+            ttft_bin: integer("ttft_bin")?,
+            requests: requests as u64,
+            cost_usd,
+        };
+        rows += 1;
+        visit(&row);
+        Ok(())
+    };
+    let unreadable = |message: String| RecordsError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    match crate::schema::Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
+        crate::schema::Format::JsonLines => crate::schema::for_each_line(
+            path,
+            |error| unreadable(error.to_string()),
+            |number, line| {
+                let location = RowLocation::Line(number);
+                let object =
+                    serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
+                        path: path.to_owned(),
+                        location,
+                        problem: format!("not a JSON object: {error}"),
+                    })?;
+                take(location, &object)
+            },
+        )?,
+        crate::schema::Format::Csv => crate::schema::for_each_csv_record(
+            path,
+            unreadable,
+            |location, problem| RecordsError::Malformed {
+                path: path.to_owned(),
+                location,
+                problem,
+            },
+            |headers, location, record| {
+                let object = headers
+                    .iter()
+                    .zip(record.iter())
+                    .map(|(header, cell)| {
+                        (
+                            header.to_owned(),
+                            serde_json::Value::String(cell.to_owned()),
+                        )
+                    })
+                    .collect();
+                take(location, &object)
+            },
+        )?,
+        crate::schema::Format::Parquet => {
+            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .and_then(|builder| builder.with_batch_size(8192).build())
+                    .map_err(|error| unreadable(error.to_string()))?;
+            let mut row = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+                // Every column as text, as CSV gives it: one cast per batch.
+                let schema = batch.schema();
+                let mut columns = Vec::with_capacity(batch.num_columns());
+                for (field, column) in schema.fields().iter().zip(batch.columns()) {
+                    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
+                        .map_err(|error| {
+                            unreadable(format!("column {:?}: {error}", field.name()))
+                        })?;
+                    columns.push((field.name().clone(), text));
+                }
+                for index in 0..batch.num_rows() {
+                    row += 1;
+                    let object = columns
+                        .iter()
+                        .filter(|(_, text)| arrow::array::Array::is_valid(text.as_ref(), index))
+                        .map(|(name, text)| {
+                            let text = arrow::array::AsArray::as_string::<i32>(text.as_ref());
+                            (
+                                name.clone(),
+                                serde_json::Value::String(text.value(index).to_owned()),
+                            )
+                        })
+                        .collect();
+                    take(RowLocation::Row(row), &object)?;
+                }
+            }
+        }
+    }
+    if rows == 0 {
+        return Err(RecordsError::Empty {
+            path: path.to_owned(),
+        }
+        .into());
+    }
+    Ok(rows)
+}
+
+fn worst(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
+    verdicts.into_iter().max().unwrap_or(Verdict::Ok)
+}
+
+pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDriftDocument> {
+    if options.window_ms <= 0 {
+        anyhow::bail!("--window must be positive");
+    }
+    let config_bytes = std::fs::read(&options.config)
+        .with_context(|| format!("{}: cannot read (--config)", options.config.display()))?;
+    let config: RouteConfig = serde_json::from_slice(&config_bytes).with_context(|| {
+        format!(
+            "{}: not a route config (--config)",
+            options.config.display()
+        )
+    })?;
+    let pins: HashMap<String, String> = config
+        .table
+        .routes
+        .iter()
+        .map(|route| (route.name.clone(), route.model.clone()))
+        .collect();
+    let (input_path, aggregated) = match &options.input {
+        RecordsInput::Records(path) => (path, false),
+        RecordsInput::Aggregates(path) => (path, true),
+    };
+    let (fold, rows) = fold_input(&options.input, &config, options.window_ms, &pins)?;
+    // The calibration rows' scores, binned as the records' are.
+    let score_column = config.table.policy.score().unwrap_or("score").to_owned();
+    let mut calibration_scores: BTreeMap<String, BTreeMap<i64, u64>> = BTreeMap::new();
+    let baseline = match &options.baseline_results {
+        Some(path) => {
+            let read = crate::schema::ReadOptions {
+                names: crate::schema::ColumnNames::new(score_column.clone(), "slice"),
+                ..Default::default()
+            };
+            let table = read_graded(path, &read)?;
+            for batch in &table.batches {
+                for index in 0..batch.num_rows() {
+                    *calibration_scores
+                        .entry(batch.slice.value(index).to_owned())
+                        .or_default()
+                        .entry(score_bin(batch.score.value(index)))
+                        .or_default() += 1;
+                }
+            }
+            Some(InputFile {
+                path: path.display().to_string(),
+                sha256: crate::run::sha256_file(path)?,
+                rows: table.num_rows() as u64,
+            })
+        }
+        None => None,
+    };
+    let at_calibration: HashMap<&str, (f64, u64)> = config
+        .provenance
+        .metrics
+        .iter()
+        .map(|metrics| (metrics.slice.as_str(), (metrics.escalation_rate, metrics.n)))
+        .collect();
+    let routes_decide = matches!(
+        config.table.policy,
+        ResolvedPolicy::Predictive { .. } | ResolvedPolicy::Cascade { .. }
+    );
+    let mut slices = Vec::new();
+    for (
+        name,
+        SliceFold {
+            counts,
+            windows,
+            scores,
+        },
+    ) in &fold.slices
+    {
+        let mut reasons = Vec::new();
+        let mut verdict = Verdict::Ok;
+        let rate = (counts.decided > 0).then(|| counts.escalated as f64 / counts.decided as f64);
+        let calibrated = at_calibration.get(name.as_str()).copied();
+        let p_value = match (calibrated, routes_decide) {
+            (Some((p0, n0)), true) => {
+                let x0 = (p0 * n0 as f64).round() as u64;
+                two_proportion_z(counts.escalated, counts.decided, x0, n0).map(|(_, p)| p)
+            }
+            _ => None,
+        };
+        if let (Some(p), Some(rate), Some((p0, _))) = (p_value, rate, calibrated)
+            && p < ESCALATION_RECALIBRATE_P
+        {
+            verdict = Verdict::Recalibrate;
+            reasons.push(format!(
+                "escalation rate {:.1}% against {:.1}% at calibration (p = {p:.2e})",
+                rate * 100.0,
+                p0 * 100.0
+            ));
+        }
+        let score_shift = calibration_scores
+            .get(name)
+            .and_then(|calibration| binned_shift(calibration, scores));
+        if let Some(shift) = &score_shift {
+            if shift.psi >= PSI_RECALIBRATE {
+                verdict = verdict.max(Verdict::Recalibrate);
+                reasons.push(format!("score PSI {:.3} (major shift)", shift.psi));
+            } else if shift.psi >= PSI_WATCH {
+                verdict = verdict.max(Verdict::Watch);
+                reasons.push(format!("score PSI {:.3} (moderate shift)", shift.psi));
+            }
+        }
+        let mut window_rows = Vec::new();
+        for (start, window) in windows {
+            let window_rate =
+                (window.decided > 0).then(|| window.escalated as f64 / window.decided as f64);
+            let window_p = match (calibrated, routes_decide) {
+                (Some((p0, n0)), true) => {
+                    let x0 = (p0 * n0 as f64).round() as u64;
+                    two_proportion_z(window.escalated, window.decided, x0, n0).map(|(_, p)| p)
+                }
+                _ => None,
+            };
+            if window_p.is_some_and(|p| p < ESCALATION_RECALIBRATE_P) && verdict == Verdict::Ok {
+                verdict = Verdict::Watch;
+                reasons.push(format!(
+                    "the window from {} escalated {:.1}% (p = {:.2e})",
+                    crate::clock::format_rfc3339(start.div_euclid(1000)),
+                    window_rate.unwrap_or(0.0) * 100.0,
+                    window_p.unwrap_or(1.0)
+                ));
+            }
+            window_rows.push(SliceWindow {
+                start_ms: *start,
+                requests: window.requests,
+                escalation_rate: window_rate,
+                escalation_p_value: window_p,
+            });
+        }
+        slices.push(RecordsSliceDrift {
+            slice: name.clone(),
+            requests: counts.requests,
+            verdict,
+            reasons,
+            threshold: config
+                .table
+                .policy
+                .thresholds()
+                .and_then(|thresholds| thresholds.for_slice(name)),
+            decided: counts.decided,
+            escalation_rate: rate,
+            escalation_interval: wilson(counts.escalated, counts.decided),
+            escalation_rate_at_calibration: calibrated.map(|(p0, _)| p0),
+            calibration_n: calibrated.map(|(_, n0)| n0),
+            escalation_p_value: p_value,
+            score_shift,
+            windows: window_rows,
+        });
+    }
+    let mut routes = Vec::new();
+    for (name, RouteFold { counts, windows }) in &fold.routes {
+        let mut reasons = Vec::new();
+        let mut verdict = Verdict::Ok;
+        let other_share =
+            (counts.versioned > 0).then(|| counts.other_version as f64 / counts.versioned as f64);
+        if let Some(share) = other_share
+            && share > OTHER_VERSION_RECALIBRATE
+        {
+            verdict = Verdict::Recalibrate;
+            reasons.push(format!(
+                "{:.1}% of answers from a model other than the pinned {}",
+                share * 100.0,
+                pins.get(name).map_or("", String::as_str)
+            ));
+        }
+        let p95 = counts.ttft_quantile(0.95);
+        let mut window_rows = Vec::new();
+        for (start, window) in windows {
+            let fallback_share = window.fallback_total() as f64 / window.requests.max(1) as f64;
+            let window_p95 = window.ttft_quantile(0.95);
+            let when = crate::clock::format_rfc3339(start.div_euclid(1000));
+            if fallback_share > FALLBACK_WATCH {
+                verdict = verdict.max(Verdict::Watch);
+                reasons.push(format!(
+                    "{:.1}% fell back in the window from {when}",
+                    fallback_share * 100.0
+                ));
+            }
+            if let (Some(window_p95), Some(p95)) = (window_p95, p95)
+                && window_p95 > TTFT_WATCH_RATIO * p95
+            {
+                verdict = verdict.max(Verdict::Watch);
+                reasons.push(format!(
+                    "first-token p95 {window_p95:.0} ms in the window from {when}, against {p95:.0} ms overall"
+                ));
+            }
+            window_rows.push(RouteWindow {
+                start_ms: *start,
+                requests: window.requests,
+                fallback_share,
+                ttft_p50_ms: window.ttft_quantile(0.5),
+                ttft_p95_ms: window_p95,
+                other_version_share: (window.versioned > 0)
+                    .then(|| window.other_version as f64 / window.versioned as f64),
+                cost_per_request_usd: (window.costed > 0)
+                    .then(|| window.cost_usd / window.costed as f64),
+            });
+        }
+        routes.push(RecordsRouteDrift {
+            route: name.clone(),
+            requests: counts.requests,
+            verdict,
+            reasons,
+            pinned_model: pins.get(name).cloned(),
+            other_version_share: other_share,
+            fallback_share: counts.fallback_total() as f64 / counts.requests.max(1) as f64,
+            fallbacks_by_reason: counts.fallbacks.clone(),
+            ttft_p50_ms: counts.ttft_quantile(0.5),
+            ttft_p95_ms: p95,
+            cost_per_request_usd: (counts.costed > 0)
+                .then(|| counts.cost_usd / counts.costed as f64),
+            windows: window_rows,
+        });
+    }
+    let verdict = worst(
+        slices
+            .iter()
+            .map(|slice| slice.verdict)
+            .chain(routes.iter().map(|route| route.verdict)),
+    );
+    Ok(RecordsDriftDocument {
+        schema_version: RECORDS_DRIFT_SCHEMA_VERSION,
+        kind: "records".to_owned(),
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        config: ConfigRef {
+            path: options.config.display().to_string(),
+            sha256: sha256_hex(&config_bytes),
+            config_id: config.config_id.clone(),
+            version: config.version,
+        },
+        records: InputFile {
+            path: input_path.display().to_string(),
+            sha256: crate::run::sha256_file(input_path)?,
+            rows,
+        },
+        aggregated,
+        baseline_results: baseline,
+        window_ms: options.window_ms,
+        first_ms: fold.first_ms,
+        last_ms: fold.last_ms,
+        verdict,
+        slices,
+        routes,
+    })
+}
+
+/// The document on the terminal (or as Markdown: the same tables).
+pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
+    let percent =
+        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+    let mut slices = vec![vec![
+        "slice".to_owned(),
+        "requests".to_owned(),
+        "escalated now".to_owned(),
+        "at calibration".to_owned(),
+        "p".to_owned(),
+        "score PSI".to_owned(),
+        "verdict".to_owned(),
+    ]];
+    for slice in &document.slices {
+        slices.push(vec![
+            slice.slice.clone(),
+            slice.requests.to_string(),
+            percent(slice.escalation_rate),
+            percent(slice.escalation_rate_at_calibration),
+            slice
+                .escalation_p_value
+                .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
+            slice
+                .score_shift
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
+            slice.verdict.name().to_owned(),
+        ]);
+    }
+    let mut routes = vec![vec![
+        "route".to_owned(),
+        "requests".to_owned(),
+        "fallback".to_owned(),
+        "TTFT p50 ms".to_owned(),
+        "p95".to_owned(),
+        "other version".to_owned(),
+        "$/request".to_owned(),
+        "verdict".to_owned(),
+    ]];
+    for route in &document.routes {
+        routes.push(vec![
+            route.route.clone(),
+            route.requests.to_string(),
+            percent(Some(route.fallback_share)),
+            ms(route.ttft_p50_ms),
+            ms(route.ttft_p95_ms),
+            percent(route.other_version_share),
+            route
+                .cost_per_request_usd
+                .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.5}")),
+            route.verdict.name().to_owned(),
+        ]);
+    }
+    let render = |rows: Vec<Vec<String>>| {
+        if markdown {
+            let mut out = String::new();
+            for (index, row) in rows.iter().enumerate() {
+                let cells: Vec<String> =
+                    row.iter().map(|cell| crate::markdown::text(cell)).collect();
+                out.push_str(&format!("| {} |\n", cells.join(" | ")));
+                if index == 0 {
+                    out.push_str(&format!("|{}\n", "---|".repeat(row.len())));
+                }
+            }
+            out
+        } else {
+            let mut builder = tabled::builder::Builder::default();
+            for row in rows {
+                builder.push_record(row);
+            }
+            let mut table = builder.build();
+            table.with(tabled::settings::Style::sharp());
+            table.to_string() + "\n"
+        }
+    };
+    let mut out = String::new();
+    if markdown {
+        out.push_str(&format!(
+            "## Drift from request records: {}\n\n",
+            document.verdict.name()
+        ));
+    }
+    out.push_str(&format!(
+        "{}: {} records of {} v{}, windows of {} s\n\n",
+        document.records.path,
+        document.records.rows,
+        document.config.config_id,
+        document.config.version,
+        document.window_ms / 1000
+    ));
+    out.push_str(&render(slices));
+    out.push('\n');
+    out.push_str(&render(routes));
+    for slice in &document.slices {
+        for reason in &slice.reasons {
+            out.push_str(&format!("{}: {reason}\n", slice.slice));
+        }
+    }
+    for route in &document.routes {
+        for reason in &route.reasons {
+            out.push_str(&format!("route {}: {reason}\n", route.route));
+        }
+    }
+    out.push_str(&format!("verdict: {}\n", document.verdict.name()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binned_shift_sees_a_moved_distribution_and_not_a_copy() {
+        let histogram = |centre: i64| {
+            let mut bins = BTreeMap::new();
+            for offset in -20..=20 {
+                bins.insert(centre + offset, 100 - offset.unsigned_abs());
+            }
+            bins
+        };
+        let same = binned_shift(&histogram(50), &histogram(50)).unwrap();
+        assert!(same.psi < 1e-9 && same.ks_statistic < 1e-12 && same.ks_p_value > 0.99);
+        let moved = binned_shift(&histogram(50), &histogram(65)).unwrap();
+        assert!(moved.psi > PSI_RECALIBRATE, "{moved:?}");
+        assert!(moved.ks_p_value < 1e-6, "{moved:?}");
+    }
+
+    #[test]
+    fn bins_are_the_ones_the_sql_computes() {
+        assert_eq!(score_bin(0.4999), 49);
+        assert_eq!(score_bin(-0.001), -1);
+        assert_eq!(ttft_bin(1.0), 0);
+        assert_eq!(ttft_bin(1000.0), 694);
+        assert!((ttft_of_bin(ttft_bin(1000.0)) / 1000.0 - 1.0).abs() < 0.01);
+    }
+}

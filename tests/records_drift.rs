@@ -1,0 +1,372 @@
+//! From production records, end to end: a serve-sim run with slow first
+//! tokens converted to records and replayed through the breakers; records
+//! whose scores moved in one slice make `drift --records` say `recalibrate`
+//! for that slice only, and the same records pre-aggregated say the same.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use routeval::drift::{RecordsDriftDocument, Verdict};
+use routeval::replay::fallback::FallbackDocument;
+use routeval::sim::{FaultProfile, SimSettings};
+
+use crate::common::{example_results, routeval};
+use crate::gate_cli::{Workspace, example_routes};
+use crate::run_cli::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};
+
+#[test]
+fn a_run_with_slow_first_tokens_converts_to_records_and_the_breaker_cuts_the_wait() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 120);
+    let faults = FaultProfile {
+        slow_first_token: 0.25,
+        slow_first_token_ms: 2500,
+        ..FaultProfile::default()
+    };
+    let sim = start_sim(
+        &dataset,
+        SimSettings {
+            faults,
+            ttft_ms: 30,
+            ..SimSettings::default()
+        },
+    );
+    let config = write_config(
+        directory.path(),
+        &base_url(&sim),
+        &Tuning {
+            concurrency: 32,
+            verifier: false,
+            ..Tuning::default()
+        },
+    );
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .success();
+    let records = directory.path().join("records.parquet");
+    routeval()
+        .args([
+            "records",
+            "import",
+            "--from",
+            "run",
+            "--interval",
+            "500ms",
+            "--input",
+        ])
+        .arg(&out)
+        .arg("--out")
+        .arg(&records)
+        .assert()
+        .success();
+    let replay = |fallback: &[&str]| -> FallbackDocument {
+        let output = routeval()
+            .args(["replay", "fallback", "--json", "--records"])
+            .arg(&records)
+            .args([
+                "--route",
+                "small",
+                "--deadline-ms",
+                "1000",
+                "--open-after",
+                "2",
+                "--open-ms",
+                "2000",
+            ])
+            .args(fallback)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    // A healthy fallback: the deadline (1 s) cuts the slow first tokens
+    // (2.5 s) and the breaker keeps most requests from waiting it.
+    let healthy = replay(&["--fallback-ttft-ms", "400"]);
+    assert_eq!(healthy.policies[0].requests, 120);
+    let (none, breaker) = (&healthy.policies[0], &healthy.policies[2]);
+    assert!(none.p95_wait_s >= 2.5, "{none:?}");
+    assert!(breaker.deadline_fallbacks > 0, "{breaker:?}");
+    assert!(
+        breaker.total_wait_s < none.total_wait_s,
+        "{breaker:?} {none:?}"
+    );
+    assert!(breaker.p95_wait_s < 1.5, "{breaker:?}");
+    // The run's large tier as the fallback, from its own records: it had
+    // slow first tokens too, and the replay shows the move does not pay.
+    let recorded = replay(&["--fallback", "large"]);
+    let breaker = &recorded.policies[2];
+    assert!(breaker.p99_wait_s >= 3.5, "{breaker:?}");
+    assert!(breaker.total_wait_s > healthy.policies[2].total_wait_s);
+}
+
+/// Records of the example results' rows at the signed config's thresholds:
+/// the routing decision from each row's score, `shift` added to the
+/// scores of slice `moved`.
+fn records_from_results(
+    config: &Path,
+    path: &Path,
+    moved: &str,
+    shift: f64,
+) -> (BTreeMap<String, f64>, Vec<String>) {
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
+    let thresholds: BTreeMap<String, f64> =
+        config["table"]["policy"]["predictive"]["thresholds"]["slices"]
+            .as_object()
+            .unwrap()
+            .iter()
+            // A slice that never escalates has the threshold "inf".
+            .map(|(slice, value)| (slice.clone(), value.as_f64().unwrap_or(f64::INFINITY)))
+            .collect();
+    let routes = &config["table"]["routes"];
+    let pinned = |name: &str| {
+        routes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|route| route["name"] == name)
+            .unwrap()["model"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|column| *column == name).unwrap();
+    let (id, slice, score, ttft) = (
+        column("id"),
+        column("slice"),
+        column("score"),
+        column("small_ttft_ms"),
+    );
+    let mut records = Vec::new();
+    for (index, line) in lines.enumerate() {
+        let fields: Vec<&str> = line.split(',').collect();
+        let name = fields[slice];
+        let mut value: f64 = fields[score].parse().unwrap();
+        if name == moved {
+            value = (value + shift).min(1.0);
+        }
+        let large = value >= thresholds[name];
+        let route = if large { "large" } else { "mini" };
+        records.push(
+            serde_json::json!({
+                "id": fields[id],
+                "timestamp": 1_764_504_000_000u64 + index as u64 * 1000,
+                "slice": name,
+                "logical_model": "support-fast",
+                "route": route,
+                "model": pinned(route),
+                "reason": if large { "routed-large" } else { "routed-small" },
+                "score": value,
+                "status": "ok",
+                "ttft_ms": fields[ttft].parse::<f64>().unwrap(),
+                "cost_usd": 0.001,
+            })
+            .to_string(),
+        );
+    }
+    (thresholds, records)
+}
+
+fn drift(config: &Path, flag: &str, input: &Path) -> (Option<i32>, RecordsDriftDocument) {
+    drift_in_windows(config, flag, input, "30m")
+}
+
+fn drift_in_windows(
+    config: &Path,
+    flag: &str,
+    input: &Path,
+    window: &str,
+) -> (Option<i32>, RecordsDriftDocument) {
+    let output = routeval()
+        .args(["drift", "--json", "--window", window, "--config"])
+        .arg(config)
+        .arg(flag)
+        .arg(input)
+        .arg("--baseline-results")
+        .arg(example_results())
+        .output()
+        .unwrap();
+    let document = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), document)
+}
+
+fn signed_predictive(workspace: &Workspace) -> PathBuf {
+    workspace
+        .gate(
+            &[example_routes("predictive.toml")],
+            "dist",
+            &["--target", "0.9"],
+        )
+        .code(0);
+    workspace.path("dist").join("route-config.v1.json")
+}
+
+#[test]
+fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let (thresholds, same) = records_from_results(&config, &example_results(), "legal", 0.0);
+    assert!(thresholds.len() >= 3);
+    let steady = workspace.path("steady.jsonl");
+    std::fs::write(&steady, same.join("\n") + "\n").unwrap();
+    let (code, document) = drift(&config, "--records", &steady);
+    assert_eq!(code, Some(0), "{:#?}", document.slices);
+    assert_eq!(document.schema_version, 1);
+    for slice in &document.slices {
+        assert_eq!(slice.verdict, Verdict::Ok, "{slice:?}");
+        // Routed at the deployed threshold, the rows escalate as the gate
+        // measured them.
+        assert_eq!(
+            slice.escalation_rate, slice.escalation_rate_at_calibration,
+            "{slice:?}"
+        );
+        assert!(slice.score_shift.as_ref().unwrap().psi < 1e-9);
+    }
+
+    let (_, moved) = records_from_results(&config, &example_results(), "legal", 0.3);
+    let shifted = workspace.path("shifted.jsonl");
+    std::fs::write(&shifted, moved.join("\n") + "\n").unwrap();
+    let (code, document) = drift(&config, "--records", &shifted);
+    assert_eq!(code, Some(1));
+    assert_eq!(document.verdict, Verdict::Recalibrate);
+    for slice in &document.slices {
+        let expected = if slice.slice == "legal" {
+            Verdict::Recalibrate
+        } else {
+            Verdict::Ok
+        };
+        assert_eq!(slice.verdict, expected, "{slice:?}");
+    }
+    let legal = document
+        .slices
+        .iter()
+        .find(|slice| slice.slice == "legal")
+        .unwrap();
+    assert!(legal.escalation_p_value.unwrap() < 0.01);
+    assert!(legal.score_shift.as_ref().unwrap().psi > 0.25);
+    assert!(legal.reasons.iter().any(|reason| reason.contains("PSI")));
+
+    // The same records aggregated by the documented keys say the same.
+    let aggregates = workspace.path("aggregates.csv");
+    write_aggregates(&shifted, &aggregates);
+    let (code, aggregated) = drift(&config, "--aggregates", &aggregates);
+    assert_eq!(code, Some(1));
+    assert!(aggregated.aggregated);
+    for (raw, grouped) in document.slices.iter().zip(&aggregated.slices) {
+        assert_eq!(raw.slice, grouped.slice);
+        assert_eq!(raw.verdict, grouped.verdict);
+        assert_eq!(raw.requests, grouped.requests);
+        assert_eq!(raw.escalation_rate, grouped.escalation_rate);
+        assert_eq!(raw.score_shift, grouped.score_shift);
+    }
+    for (raw, grouped) in document.routes.iter().zip(&aggregated.routes) {
+        assert_eq!(raw.ttft_p95_ms, grouped.ttft_p95_ms);
+        assert_eq!(raw.other_version_share, grouped.other_version_share);
+    }
+}
+
+/// What docs/records-sql.md's GROUP BY computes, for a JSON-lines file.
+fn write_aggregates(records: &Path, out: &Path) {
+    let window_ms: i64 = 30 * 60 * 1000;
+    let mut groups: BTreeMap<Vec<String>, (u64, f64)> = BTreeMap::new();
+    for line in std::fs::read_to_string(records).unwrap().lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let timestamp = record["timestamp"].as_i64().unwrap();
+        let score = record["score"].as_f64().unwrap();
+        let ttft = record["ttft_ms"].as_f64().unwrap();
+        let key = vec![
+            (timestamp.div_euclid(window_ms) * window_ms).to_string(),
+            record["slice"].as_str().unwrap().to_owned(),
+            record["logical_model"].as_str().unwrap().to_owned(),
+            record["route"].as_str().unwrap().to_owned(),
+            record["reason"].as_str().unwrap().to_owned(),
+            record["model"].as_str().unwrap().to_owned(),
+            ((score * 100.0).floor() as i64).to_string(),
+            ((ttft.max(1.0).ln() / 1.01f64.ln()).floor() as i64).to_string(),
+        ];
+        let entry = groups.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += record["cost_usd"].as_f64().unwrap();
+    }
+    let mut text = String::from(
+        "window_start,slice,logical_model,route,reason,model,score_bin,ttft_bin,requests,cost_usd\n",
+    );
+    for (key, (requests, cost)) in groups {
+        text.push_str(&format!("{},{requests},{cost}\n", key.join(",")));
+    }
+    std::fs::write(out, text).unwrap();
+}
+
+#[test]
+fn a_brown_out_shows_as_a_window_and_an_unpinned_model_as_silent_drift() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+    // An hour of the large route falling back, slowly, and a day of answers
+    // from a model nobody pinned on the small one.
+    for (index, line) in records.iter_mut().enumerate() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        if record["route"] == "large" && (600..1200).contains(&index) {
+            record["reason"] = "fallback:deadline".into();
+            record["ttft_ms"] = 9000.0.into();
+        }
+        if record["route"] == "mini" {
+            record["model"] = "gpt-4o-mini-2025-01-01".into();
+        }
+        *line = record.to_string();
+    }
+    let path = workspace.path("records.jsonl");
+    std::fs::write(&path, records.join("\n") + "\n").unwrap();
+    let (code, document) = drift_in_windows(&config, "--records", &path, "10m");
+    assert_eq!(code, Some(1));
+    let route = |name: &str| {
+        document
+            .routes
+            .iter()
+            .find(|route| route.route == name)
+            .unwrap()
+    };
+    let large = route("large");
+    assert_eq!(large.verdict, Verdict::Watch, "{large:?}");
+    assert!(large.fallbacks_by_reason["fallback:deadline"] > 0);
+    let worst = large
+        .windows
+        .iter()
+        .max_by(|a, b| a.fallback_share.total_cmp(&b.fallback_share))
+        .unwrap();
+    // The ten minutes of the brown-out stand out against the day.
+    assert_eq!(worst.fallback_share, 1.0, "{worst:?}");
+    assert!(
+        worst.fallback_share > 3.0 * large.fallback_share,
+        "{worst:?} against {}",
+        large.fallback_share
+    );
+    assert!(worst.ttft_p95_ms.unwrap() > 8000.0);
+    let mini = route("mini");
+    assert_eq!(mini.verdict, Verdict::Recalibrate);
+    assert_eq!(mini.other_version_share, Some(1.0));
+    // The Markdown form carries the verdicts.
+    let output = routeval()
+        .args(["drift", "--markdown", "--records"])
+        .arg(&path)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let markdown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        markdown.contains("## Drift from request records: recalibrate"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| mini |"), "{markdown}");
+}
