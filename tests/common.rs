@@ -309,3 +309,31 @@ pub fn calibration_and_text(
         text,
     )
 }
+
+/// The keys of `objects` that docs/schema.md's section `heading` does not
+/// name (as `` `key` ``, or inside a `{a, b}` list).
+pub fn undocumented_keys(heading: &str, objects: &[&serde_json::Value]) -> Vec<String> {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema.md")).unwrap();
+    let section = docs
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("docs/schema.md has no {heading:?}"));
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut missing = Vec::new();
+    for object in objects {
+        for key in keys(object) {
+            let named = [
+                format!("`{key}`"),
+                format!("{key},"),
+                format!("{{{key}"),
+                format!("{key}}}"),
+                format!(" {key}\n"),
+            ];
+            if !named.iter().any(|form| section.contains(form.as_str())) {
+                missing.push(key.to_owned());
+            }
+        }
+    }
+    missing
+}

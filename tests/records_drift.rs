@@ -255,6 +255,26 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     assert!(legal.escalation_p_value.unwrap() < 0.01);
     assert!(legal.score_shift.as_ref().unwrap().psi > 0.25);
     assert!(legal.reasons.iter().any(|reason| reason.contains("PSI")));
+    let value = serde_json::to_value(&document).unwrap();
+    let legal = value["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|slice| slice["slice"] == "legal")
+        .unwrap();
+    let missing = crate::common::undocumented_keys(
+        "## drift-records.json",
+        &[
+            &value,
+            &value["config"],
+            legal,
+            &legal["score_shift"],
+            &legal["windows"][0],
+            &value["routes"][0],
+            &value["routes"][0]["windows"][0],
+        ],
+    );
+    assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
 
     // The same records aggregated by the documented keys say the same.
     let aggregates = workspace.path("aggregates.csv");

@@ -113,6 +113,17 @@ fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
     assert!(breaker.total_wait_s > 26.3 && breaker.total_wait_s < 111.5);
     assert!(breaker.deadline_fallbacks > 4);
 
+    let value = serde_json::to_value(&document).unwrap();
+    let missing = crate::common::undocumented_keys(
+        "## fallback.json",
+        &[
+            &value,
+            &value["policies"][2],
+            &value["policies"][2]["breaker"],
+        ],
+    );
+    assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
+
     // The text form names the policies.
     let text = routeval()
         .args(["replay", "fallback"])
@@ -194,6 +205,12 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
     ]);
     let calibration = document.calibration.as_ref().unwrap();
     let chosen = calibration.chosen.as_ref().unwrap();
+    let value = serde_json::to_value(&document).unwrap();
+    let missing = crate::common::undocumented_keys(
+        "## fallback.json",
+        &[&value["calibration"], &value["calibration"]["chosen"]],
+    );
+    assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
     // The chosen point is the best admissible one and no neighbour beats it.
     for point in calibration.points.iter().filter(|point| point.admissible) {
         assert!(chosen.p95_wait_s <= point.p95_wait_s, "{point:?}");
@@ -313,6 +330,9 @@ fn hedging_pays_for_short_prompts_and_not_for_long_ones() {
     assert_eq!(output.status.code(), Some(0));
     let document: HedgeDocument = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(document.schema_version, 1);
+    let value = serde_json::to_value(&document).unwrap();
+    let missing = crate::common::undocumented_keys("## hedge.json", &[&value, &value["rows"][0]]);
+    assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
     let row = |q: f64, bucket: &str| {
         document
             .rows

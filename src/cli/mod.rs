@@ -25,9 +25,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, GateArgs, GradeArgs,
-    ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg, ReplayCommand, ReplicasArgs,
-    ReportArgs, RouterCommand, RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
+    CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, FallbackArgs, GateArgs,
+    GradeArgs, HedgeArgs, ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg,
+    RecordsCommand, RecordsImportArgs, ReplayCommand, ReplicasArgs, ReportArgs, RouterCommand,
+    RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
