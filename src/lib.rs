@@ -42,6 +42,7 @@ pub mod report;
 pub mod router;
 pub mod routes;
 pub mod run;
+pub mod sample;
 pub mod schema;
 pub mod sim;
 pub mod simulate;

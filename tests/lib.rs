@@ -28,6 +28,7 @@ mod router_cli;
 mod run_cli;
 mod safety_files;
 mod safety_run;
+mod sample_pairwise;
 mod schema_docs;
 mod signing;
 mod sim_cli;

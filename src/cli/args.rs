@@ -59,6 +59,53 @@ pub enum Command {
     /// The gateway's request records: import them from what is logged.
     #[command(subcommand)]
     Records(RecordsCommand),
+    /// Draw the next labelling set from request records: per slice, across
+    /// the score range, de-duplicated, secrets redacted.
+    Sample(SampleArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StratifyArg {
+    /// Strata of equal shares of each slice's scores.
+    Score,
+    /// The slice as a whole.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// Request records (Parquet, CSV or JSON lines) with prompts or messages.
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// Prompts to take from each slice.
+    #[arg(long, value_name = "N")]
+    pub per_slice: usize,
+
+    /// Only records from this time on: RFC 3339 or epoch milliseconds.
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+
+    /// How to spread each slice's draw.
+    #[arg(long, value_enum, default_value_t = StratifyArg::Score)]
+    pub stratify: StratifyArg,
+
+    /// With --stratify score: the number of strata.
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    pub strata: usize,
+
+    /// Seed of the draw.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// The rubric of every sampled prompt; the default compares each tier's
+    /// answer with the strongest tier's (the prompts have no reference).
+    #[arg(long, value_name = "NAME", default_value = "pairwise")]
+    pub rubric: String,
+
+    /// The dataset to write (JSON lines), for `routeval run`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -80,6 +80,12 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
             judging.checks, judging.calls, judging.cached, judging.cost_usd
         ))?;
     }
+    if graded.pairwise_disagreements > 0 {
+        println(&format!(
+            "pairwise: {} comparisons whose two orders disagreed (the judge's position bias) counted as ties",
+            graded.pairwise_disagreements
+        ))?;
+    }
     if graded.dropped > 0 {
         println(&format!(
             "dropped {} prompts whose call to a tier failed (--allow-missing)",

@@ -16,6 +16,7 @@ mod replay;
 mod report;
 mod router;
 mod run;
+mod sample;
 mod serve_sim;
 mod simulate;
 
@@ -28,7 +29,7 @@ pub use args::{
     CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, FallbackArgs, GateArgs,
     GradeArgs, HedgeArgs, ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg,
     RecordsCommand, RecordsImportArgs, ReplayCommand, ReplicasArgs, ReportArgs, RouterCommand,
-    RunArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
+    RunArgs, SampleArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
@@ -95,6 +96,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Evaluate(args) => evaluate::run(args),
         Command::Replay(command) => replay::run(command),
         Command::Records(command) => records::run(command),
+        Command::Sample(args) => sample::run(&args),
     }
 }
 

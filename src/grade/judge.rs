@@ -46,6 +46,48 @@ pub fn judgement_verdict(text: &str) -> Result<Verdict, String> {
     })
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairwiseJudgement {
+    winner: String,
+    reason: String,
+}
+
+/// A pairwise judge's answer, `{"winner": "A" | "B" | "tie", "reason"}`,
+/// as whether the graded answer (A when `graded_first`, else B) was not
+/// worse than the other.
+pub fn pairwise_judgement(text: &str, graded_first: bool) -> Result<Verdict, String> {
+    let judgement: PairwiseJudgement = serde_json::from_str(json_of(text)).map_err(|error| {
+        format!("the judge's answer is not {{\"winner\", \"reason\"}}: {error}")
+    })?;
+    let graded = if graded_first { "A" } else { "B" };
+    let other = if graded_first { "B" } else { "A" };
+    let winner = judgement.winner.trim();
+    let pass = match winner {
+        "tie" | "TIE" | "Tie" => true,
+        won if won == graded => true,
+        lost if lost == other => false,
+        unknown => return Err(format!("the judge's winner {unknown:?} is not A, B or tie")),
+    };
+    Ok(Verdict {
+        pass,
+        score: if pass { 1.0 } else { 0.0 },
+        detail: format!("pairwise: {winner}: {}", judgement.reason),
+    })
+}
+
+/// A judge's answer read as the check at `at` asks for it.
+fn verdict_for_check(at: &str, text: &str) -> Result<Verdict, String> {
+    use super::rubric::{PAIRWISE_FIRST, PAIRWISE_SECOND};
+    if at.ends_with(PAIRWISE_FIRST) {
+        pairwise_judgement(text, true)
+    } else if at.ends_with(PAIRWISE_SECOND) {
+        pairwise_judgement(text, false)
+    } else {
+        judgement_verdict(text)
+    }
+}
+
 /// What judging cost and how it went.
 #[derive(Debug, Default)]
 pub struct Judging {
@@ -140,18 +182,19 @@ pub async fn judge_all<E: ChatEndpoint>(
         judging.calls += 1;
         judging.cached += u64::from(cached);
         judging.cost_usd += cost;
-        let verdict = answer
-            .and_then(|text| judgement_verdict(&text))
-            .unwrap_or_else(|problem| {
-                judging.errors += checks.len() as u64;
-                Verdict {
-                    pass: false,
-                    score: 0.0,
-                    detail: format!("llm_judge: {problem}"),
-                }
-            });
         for check in checks {
-            judging.verdicts.insert(check, verdict.clone());
+            let verdict = answer
+                .clone()
+                .and_then(|text| verdict_for_check(&check.2, &text))
+                .unwrap_or_else(|problem| {
+                    judging.errors += 1;
+                    Verdict {
+                        pass: false,
+                        score: 0.0,
+                        detail: format!("llm_judge: {problem}"),
+                    }
+                });
+            judging.verdicts.insert(check, verdict);
         }
     }
     judging

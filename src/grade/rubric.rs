@@ -98,6 +98,16 @@ pub enum CheckSpec {
         template: String,
         criteria: String,
     },
+    /// A judge model compares the answer with the strongest tier's answer to
+    /// the same prompt, by `criteria`, in both orders (MT-Bench's pairwise
+    /// judging): the answer fails only when the strongest tier's wins in
+    /// both; the strongest tier's own answer is the comparison's base and
+    /// passes. For prompts without a reference (`routeval sample`).
+    LlmPairwise {
+        #[serde(default = "default_pairwise_template")]
+        template: String,
+        criteria: String,
+    },
     All {
         checks: Vec<CheckSpec>,
     },
@@ -125,6 +135,16 @@ fn default_letters() -> String {
 fn default_judge_template() -> String {
     "judge".to_owned()
 }
+
+fn default_pairwise_template() -> String {
+    "pairwise".to_owned()
+}
+
+/// Where a pairwise check's judgement with the graded answer first, and
+/// second, is kept; and where the base's own pass is looked up.
+pub const PAIRWISE_FIRST: &str = "#first";
+pub const PAIRWISE_SECOND: &str = "#second";
+pub const PAIRWISE_BASE: &str = "#base";
 
 fn default_tolerance() -> f64 {
     1e-6
@@ -177,6 +197,11 @@ enum Check {
     },
     Judge {
         /// Where the check sits in the rubric, which names its judgement.
+        at: String,
+        template: std::sync::Arc<PromptTemplate>,
+        criteria: String,
+    },
+    Pairwise {
         at: String,
         template: std::sync::Arc<PromptTemplate>,
         criteria: String,
@@ -251,6 +276,22 @@ fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
                 ));
             }
             Check::Judge {
+                at: at.to_owned(),
+                template: std::sync::Arc::new(template),
+                criteria: criteria.clone(),
+            }
+        }
+        CheckSpec::LlmPairwise { template, criteria } => {
+            if criteria.trim().is_empty() {
+                return Err(format!("{at}.llm_pairwise: criteria is empty"));
+            }
+            let template = PromptTemplate::load_requiring(
+                base,
+                template,
+                &["{question}", "{answer_a}", "{answer_b}", "{criteria}"],
+            )
+            .map_err(|error| format!("{at}.llm_pairwise: {error:#}"))?;
+            Check::Pairwise {
                 at: at.to_owned(),
                 template: std::sync::Arc::new(template),
                 criteria: criteria.clone(),
@@ -400,9 +441,33 @@ impl Check {
         question: &str,
         answer: &str,
         reference: Option<&str>,
+        base: Option<&str>,
         out: &mut Vec<(String, Vec<Message>)>,
     ) {
         match self {
+            Check::Pairwise {
+                at,
+                template,
+                criteria,
+            } => {
+                let Some(base) = base else {
+                    return;
+                };
+                for (suffix, first, second) in [
+                    (PAIRWISE_FIRST, answer, base),
+                    (PAIRWISE_SECOND, base, answer),
+                ] {
+                    out.push((
+                        format!("{at}{suffix}"),
+                        template.render(&[
+                            ("{question}", question),
+                            ("{answer_a}", first),
+                            ("{answer_b}", second),
+                            ("{criteria}", criteria),
+                        ]),
+                    ));
+                }
+            }
             Check::Judge {
                 at,
                 template,
@@ -418,12 +483,12 @@ impl Check {
             )),
             Check::All(checks) | Check::Any(checks) => {
                 for check in checks {
-                    check.judge_prompts(question, answer, reference, out);
+                    check.judge_prompts(question, answer, reference, base, out);
                 }
             }
             Check::Weighted { checks, .. } => {
                 for (_, check) in checks {
-                    check.judge_prompts(question, answer, reference, out);
+                    check.judge_prompts(question, answer, reference, base, out);
                 }
             }
             _ => {}
@@ -551,6 +616,7 @@ impl Check {
                     "llm_judge: not judged (`routeval grade --run` calls the judge)".into(),
                 )
             }),
+            Check::Pairwise { at, .. } => pairwise_verdict(at, judged),
             Check::All(checks) => {
                 for check in checks {
                     let verdict = check.grade(answer, reference, judged);
@@ -601,6 +667,36 @@ impl Check {
     }
 }
 
+/// A pairwise check from its two judgements (MT-Bench's rule: the answer
+/// loses only when it loses in both orders; orders that disagree are a
+/// tie). Each judgement's `pass` says the graded answer was not worse in
+/// that order; a judgement that failed or was unreadable fails the check.
+fn pairwise_verdict(at: &str, judged: Judged<'_>) -> Verdict {
+    if let Some(base) = judged(&format!("{at}{PAIRWISE_BASE}")) {
+        return base;
+    }
+    let (Some(first), Some(second)) = (
+        judged(&format!("{at}{PAIRWISE_FIRST}")),
+        judged(&format!("{at}{PAIRWISE_SECOND}")),
+    ) else {
+        return Verdict::of(
+            false,
+            "llm_pairwise: not judged (no answer of the strongest tier to compare with, or not `routeval grade --run`)".into(),
+        );
+    };
+    for verdict in [&first, &second] {
+        if !verdict.detail.starts_with("pairwise:") {
+            return Verdict::of(false, verdict.detail.clone());
+        }
+    }
+    let detail = match (first.pass, second.pass) {
+        (true, true) => "llm_pairwise: as good as the strongest tier's answer in both orders",
+        (false, false) => "llm_pairwise: worse than the strongest tier's answer in both orders",
+        _ => "llm_pairwise: the orders disagree (position bias): a tie",
+    };
+    Verdict::of(first.pass || second.pass, detail.to_owned())
+}
+
 impl Rubric {
     pub fn from_toml(path: &Path, text: &str) -> Result<Rubric, RubricError> {
         let invalid = |message: String| RubricError::Invalid {
@@ -644,9 +740,21 @@ impl Rubric {
         answer: &str,
         reference: Option<&str>,
     ) -> Vec<(String, Vec<Message>)> {
+        self.judge_prompts_against(question, answer, reference, None)
+    }
+
+    /// [`Rubric::judge_prompts`], with `base` the strongest tier's answer to
+    /// compare with for `llm_pairwise` checks (`None` for that answer itself).
+    pub fn judge_prompts_against(
+        &self,
+        question: &str,
+        answer: &str,
+        reference: Option<&str>,
+        base: Option<&str>,
+    ) -> Vec<(String, Vec<Message>)> {
         let mut prompts = Vec::new();
         self.check
-            .judge_prompts(question, answer, reference, &mut prompts);
+            .judge_prompts(question, answer, reference, base, &mut prompts);
         prompts
     }
 

@@ -41,6 +41,8 @@ pub struct GradedRun {
     pub slices: BTreeMap<String, (u64, Vec<u64>)>,
     /// Prompts left out because a tier's call failed (`--allow-missing`).
     pub dropped: u64,
+    /// Pairwise comparisons whose two orders disagreed, counted as ties.
+    pub pairwise_disagreements: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,15 +128,27 @@ struct GradedPrompt {
     detail: String,
 }
 
+/// Whether `row`'s answer passed its rubric; `is_base`: it is the
+/// strongest tier's, which pairwise checks compare the others with.
 fn judged(
     row: &ResponseRow,
     rubric: &Rubric,
     reference: Option<&str>,
     judgements: &Judgements,
+    is_base: bool,
 ) -> (bool, String) {
     match (&row.error_kind, &row.text) {
         (None, Some(text)) => {
             let lookup = |at: &str| {
+                if let Some(check) = at.strip_suffix(super::rubric::PAIRWISE_BASE) {
+                    return is_base.then(|| super::rubric::Verdict {
+                        pass: true,
+                        score: 1.0,
+                        detail: format!(
+                            "llm_pairwise: {check}: the strongest tier's answer is the base"
+                        ),
+                    });
+                }
                 judgements
                     .get(&(row.prompt_index, row.tier, at.to_owned()))
                     .cloned()
@@ -200,9 +214,10 @@ fn grade_prompt(
     let reference = row.reference.as_deref();
     let mut ok = Vec::with_capacity(plan.tiers.len());
     let mut detail = Vec::with_capacity(plan.tiers.len() + 1);
-    for (tier, answer) in plan.tiers.iter().zip(calls.graded_answers()) {
+    let last = plan.tiers.len() - 1;
+    for (position, (tier, answer)) in plan.tiers.iter().zip(calls.graded_answers()).enumerate() {
         let (pass, why) = answer.map_or((false, "no row".to_owned()), |answer| {
-            judged(answer, rubric, reference, judgements)
+            judged(answer, rubric, reference, judgements, position == last)
         });
         ok.push(pass);
         detail.push(format!("{tier}: {why}"));
@@ -475,13 +490,30 @@ impl Grading {
             let prompt = &self.prompts[usize::try_from(*index).expect("checked on read")];
             let question = last_user_message(prompt);
             let rubric = &rubrics[&prompt.rubric];
-            for row in calls.graded_answers().flatten() {
+            // Pairwise checks compare each answer with the strongest tier's.
+            let strongest = calls
+                .answers
+                .last()
+                .and_then(|samples| samples.first())
+                .filter(|row| row.answered())
+                .and_then(|row| row.text.clone());
+            let last = calls.answers.len() - 1;
+            for (position, row) in calls.graded_answers().enumerate() {
+                let Some(row) = row else { continue };
                 let (None, Some(answer)) = (&row.error_kind, &row.text) else {
                     continue;
                 };
-                for (at, messages) in
-                    rubric.judge_prompts(&question, answer, prompt.reference.as_deref())
-                {
+                let base = if position == last {
+                    None
+                } else {
+                    strongest.as_deref()
+                };
+                for (at, messages) in rubric.judge_prompts_against(
+                    &question,
+                    answer,
+                    prompt.reference.as_deref(),
+                    base,
+                ) {
                     requests.push(JudgeRequest {
                         key: (*index, row.tier, at),
                         messages,
@@ -529,7 +561,12 @@ impl Grading {
             .iter()
             .map(|tier| tier.name().to_owned())
             .collect();
+        let pairwise_disagreements = graded
+            .iter()
+            .map(|row| row.detail.matches("the orders disagree").count() as u64)
+            .sum();
         GradedRun {
+            pairwise_disagreements,
             table: to_table(&graded, &tiers, out),
             score_source: self.source,
             tiers,

@@ -396,6 +396,16 @@ pub struct PromptTemplate {
 
 impl PromptTemplate {
     pub fn load(rubrics: &Path, name: &str) -> anyhow::Result<PromptTemplate> {
+        PromptTemplate::load_requiring(rubrics, name, &["{question}", "{answer}"])
+    }
+
+    /// The template `rubrics/prompts/NAME.toml`, whose user prompt must
+    /// hold every one of `placeholders`.
+    pub fn load_requiring(
+        rubrics: &Path,
+        name: &str,
+        placeholders: &[&str],
+    ) -> anyhow::Result<PromptTemplate> {
         let path = rubrics.join("prompts").join(format!("{name}.toml"));
         let text = std::fs::read_to_string(&path).map_err(|error| {
             anyhow::anyhow!("{}: cannot read the template: {error}", path.display())
@@ -407,7 +417,7 @@ impl PromptTemplate {
                 crate::toml_message::one_line(&error.to_string())
             )
         })?;
-        for placeholder in ["{question}", "{answer}"] {
+        for placeholder in placeholders {
             if !template.user.contains(placeholder) {
                 anyhow::bail!(
                     "{}: field \"user\" must contain {placeholder}",
@@ -418,7 +428,6 @@ impl PromptTemplate {
         Ok(template)
     }
 
-    /// The messages that ask the verifier to judge `answer` to `question`.
     /// The messages with each `{placeholder}` of `values` replaced.
     pub fn render(&self, values: &[(&str, &str)]) -> Vec<crate::dataset::Message> {
         use crate::dataset::{Message, Role};

@@ -194,6 +194,14 @@ pub fn verdict_for(
         return None;
     }
     let question = tagged(prompt, "<question>", "</question>")?;
+    if let (Some(first), Some(second)) = (
+        tagged(prompt, "<answer_a>", "</answer_a>"),
+        tagged(prompt, "<answer_b>", "</answer_b>"),
+    ) {
+        return Some(pairwise_for(
+            knowledge, model, question, first, second, seed,
+        ));
+    }
     let answer = tagged(prompt, "<answer>", "</answer>")?;
     let Some((id, reference, difficulty)) = knowledge.by_prompt.get(question) else {
         return Some((
@@ -248,6 +256,54 @@ pub fn verdict_for(
         format!(r#"{{"verdict": "{verdict}", "score": {reject:.4}, "reason": "{reason}"}}"#),
         Some(id.clone()),
     ))
+}
+
+/// How often the simulated pairwise judge names the first answer whatever
+/// the answers say: the position bias MT-Bench measured in LLM judges.
+pub const PAIRWISE_POSITION_BIAS: f64 = 0.3;
+
+/// A pairwise judge's `{"winner", "reason"}`: the answer that agrees with
+/// the question's reference wins, both or neither tie, except that a share
+/// [`PAIRWISE_POSITION_BIAS`] of judgements name answer A regardless.
+fn pairwise_for(
+    knowledge: &Knowledge,
+    model: &SimModel,
+    question: &str,
+    first: &str,
+    second: &str,
+    seed: u64,
+) -> (String, Option<String>) {
+    let Some((id, reference, _)) = knowledge.by_prompt.get(question) else {
+        return (
+            r#"{"winner": "tie", "reason": "unknown question"}"#.to_owned(),
+            None,
+        );
+    };
+    let noise = unit(&[
+        model.name.as_bytes(),
+        id.as_bytes(),
+        first.as_bytes(),
+        second.as_bytes(),
+        &seed.to_le_bytes(),
+    ]);
+    let right = |answer: &str| {
+        reference
+            .as_deref()
+            .is_some_and(|reference| reference.trim() == answer.trim())
+    };
+    let winner = if noise < PAIRWISE_POSITION_BIAS {
+        "A"
+    } else {
+        match (right(first), right(second)) {
+            (true, false) => "A",
+            (false, true) => "B",
+            _ => "tie",
+        }
+    };
+    (
+        format!(r#"{{"winner": "{winner}", "reason": "compared with what the question needs"}}"#),
+        Some(id.clone()),
+    )
 }
 
 /// The answer `model` gives to `prompt` for request seed `seed`, whether it
