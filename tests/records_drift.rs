@@ -390,3 +390,114 @@ fn a_brown_out_shows_as_a_window_and_an_unpinned_model_as_silent_drift() {
     );
     assert!(markdown.contains("| mini |"), "{markdown}");
 }
+
+#[test]
+fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+    for (index, line) in records.iter_mut().enumerate() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        record["input_tokens"] = (if index % 3 == 0 { 20_000 } else { 400 }).into();
+        *line = record.to_string();
+    }
+    let path = workspace.path("records.jsonl");
+    std::fs::write(&path, records.join("\n") + "\n").unwrap();
+    let drift_doc = workspace.path("drift-records.json");
+    routeval()
+        .args(["drift", "--records"])
+        .arg(&path)
+        .arg("--config")
+        .arg(&config)
+        .arg("--out")
+        .arg(&drift_doc)
+        .assert()
+        .code(predicates::ord::lt(2));
+    let fallback_doc = workspace.path("fallback.json");
+    routeval()
+        .args([
+            "replay",
+            "fallback",
+            "--route",
+            "large",
+            "--fallback-ttft-ms",
+            "800",
+            "--records",
+        ])
+        .arg(&path)
+        .arg("--out")
+        .arg(&fallback_doc)
+        .assert()
+        .success();
+    let hedge_doc = workspace.path("hedge.json");
+    routeval()
+        .args(["replay", "hedge", "--records"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&hedge_doc)
+        .assert()
+        .success();
+    let report = workspace.path("report");
+    routeval()
+        .args(["report", "--records"])
+        .arg(&drift_doc)
+        .arg(&fallback_doc)
+        .arg(&hedge_doc)
+        .arg("--out")
+        .arg(&report)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    for heading in [
+        "Drift from request records",
+        "Breakers and fallback",
+        "Hedging",
+        "First token p95 per window",
+        "p95 first token saved per 1k extra input tokens",
+    ] {
+        assert!(html.contains(heading), "{heading} missing");
+    }
+    assert!(html.matches("<svg").count() >= 5);
+    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("**Breakers replayed** on route `large`"),
+        "{summary}"
+    );
+    assert!(summary.contains("16k |"), "{summary}");
+    // Beside graded results, the same sections follow the slices'.
+    let full = workspace.path("full");
+    routeval()
+        .args(["report", "--results"])
+        .arg(example_results())
+        .arg("--records")
+        .arg(&fallback_doc)
+        .arg("--out")
+        .arg(&full)
+        .assert()
+        .success();
+    assert!(
+        std::fs::read_to_string(full.join("report.html"))
+            .unwrap()
+            .contains("Breakers and fallback")
+    );
+    // A document of another kind, or two of one kind, is refused.
+    routeval()
+        .args(["report", "--records"])
+        .arg(&config)
+        .arg("--out")
+        .arg(workspace.path("refused"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "not a document of `drift --records`",
+        ));
+    routeval()
+        .args(["report", "--records"])
+        .arg(&hedge_doc)
+        .arg(&hedge_doc)
+        .arg("--out")
+        .arg(workspace.path("twice"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("a second hedge document"));
+}

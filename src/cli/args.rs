@@ -768,13 +768,18 @@ pub struct DriftArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Graded results to chart (optional with --replay).
-    #[arg(long, value_name = "FILE", required_unless_present = "replay")]
+    /// Graded results to chart (optional with --replay or --records).
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["replay", "records"])]
     pub results: Option<PathBuf>,
 
     /// A replica-routing replay (from `routeval replay replicas --out`).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
+
+    /// What request records said: the documents of `drift --records`,
+    /// `replay fallback` and `replay hedge` (`--out`), at most one of each.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub records: Vec<PathBuf>,
 
     /// Calibration documents, at most one per policy: mark the chosen
     /// thresholds and name each curve's score column.

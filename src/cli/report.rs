@@ -13,8 +13,9 @@ use crate::gate::{scores_of, sha256_hex};
 use crate::markdown::{code, text};
 use crate::replay::ReplayDocument;
 use crate::report::{
-    Change, ChangeRows, ReportInputs, change, proposed_from_calibration, render, replay_page,
-    replay_summary, slice_curves, summary,
+    Change, ChangeRows, RecordsDocuments, ReportInputs, change, proposed_from_calibration,
+    records_page, records_section, records_summary, render, replay_page, replay_summary,
+    slice_curves, summary,
 };
 use crate::routes::ResolvedTable;
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
@@ -38,6 +39,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
             .map(|path| Named::new(path, "--results")),
     );
     inputs.extend(args.replay.iter().map(|path| Named::new(path, "--replay")));
+    inputs.extend(
+        args.records
+            .iter()
+            .map(|path| Named::new(path, "--records")),
+    );
     inputs.extend(
         args.calibration
             .iter()
@@ -71,10 +77,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         .as_deref()
         .map(|path| load(path, "--replay", "a replay document"))
         .transpose()?;
+    let records = records_documents(&args.records)?;
     let Some(results) = &args.results else {
-        let replay = replay
-            .as_ref()
-            .expect("clap requires --results or --replay");
         if !args.calibration.is_empty()
             || args.gate.is_some()
             || args.drift.is_some()
@@ -89,10 +93,23 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
             text(&args.title),
             code(&html_path.display().to_string())
         );
-        replay_summary(&mut markdown, replay);
+        let mut page = match &replay {
+            Some(replay) => {
+                replay_summary(&mut markdown, replay);
+                replay_page(&args.title, replay)
+            }
+            None => records_page(&args.title, &RecordsDocuments::default()),
+        };
+        if !records.is_empty() {
+            records_summary(&mut markdown, &records);
+            let mut sections = String::new();
+            records_section(&mut sections, &records);
+            let end = page.rfind("</body>").expect("a page ends its body");
+            page.insert_str(end, &sections);
+        }
         std::fs::create_dir_all(&args.out)
             .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-        write_bytes_atomically(&html_path, replay_page(&args.title, replay).as_bytes())?;
+        write_bytes_atomically(&html_path, page.as_bytes())?;
         write_bytes_atomically(&markdown_path, markdown.as_bytes())?;
         println(&format!(
             "report: {}\nsummary: {}",
@@ -196,6 +213,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         drift: drift.as_ref(),
         change: change.as_ref(),
         replay: replay.as_ref(),
+        records: (!records.is_empty()).then_some(&records),
         tiered: &tiered,
     };
     std::fs::create_dir_all(&args.out)
@@ -286,4 +304,43 @@ impl ChangeRows for ResultsFile<'_> {
     fn tiered(&self, table: &ResolvedTable) -> anyhow::Result<Option<TieredRows>> {
         Ok(tiered_rows(self.path, &self.read(None), table)?)
     }
+}
+
+/// The documents `report --records` names, each known by its `kind`.
+fn records_documents(paths: &[std::path::PathBuf]) -> anyhow::Result<RecordsDocuments> {
+    let mut documents = RecordsDocuments::default();
+    for path in paths {
+        let value: serde_json::Value = load(path, "--records", "a JSON document")?;
+        let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+        let twice = || {
+            anyhow::anyhow!(
+                "{}: a second {kind} document (--records takes one of each)",
+                path.display()
+            )
+        };
+        let parse = |what: &str| format!("{}: not {what} (--records)", path.display());
+        match kind.as_str() {
+            "records" if documents.drift.is_none() => {
+                documents.drift = Some(
+                    serde_json::from_value(value)
+                        .with_context(|| parse("a drift-records document"))?,
+                );
+            }
+            "fallback" if documents.fallback.is_none() => {
+                documents.fallback = Some(
+                    serde_json::from_value(value).with_context(|| parse("a fallback document"))?,
+                );
+            }
+            "hedge" if documents.hedge.is_none() => {
+                documents.hedge =
+                    Some(serde_json::from_value(value).with_context(|| parse("a hedge document"))?);
+            }
+            "records" | "fallback" | "hedge" => return Err(twice()),
+            _ => bail!(
+                "{}: not a document of `drift --records`, `replay fallback` or `replay hedge` (--records)",
+                path.display()
+            ),
+        }
+    }
+    Ok(documents)
 }

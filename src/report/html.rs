@@ -45,6 +45,8 @@ pub struct ReportInputs<'a> {
     pub change: Option<&'a Change>,
     /// A replica-routing replay (`routeval replay replicas --out`).
     pub replay: Option<&'a ReplayDocument>,
+    /// What request records said (`report --records`).
+    pub records: Option<&'a super::RecordsDocuments>,
     /// Calibrations of more than two tiers, at most one per policy: their
     /// frontiers are drawn against the two-tier curves.
     pub tiered: &'a [CalibrationDocument],
@@ -121,6 +123,9 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
     }
     if let Some(replay) = inputs.replay {
         super::replay::replay_section(&mut out, replay);
+    }
+    if let Some(records) = inputs.records {
+        super::records::records_section(&mut out, records);
     }
     for curves in inputs.curves {
         slice_section(&mut out, inputs, curves);

@@ -142,6 +142,9 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
     if let Some(replay) = inputs.replay {
         super::replay::replay_summary(&mut out, replay);
     }
+    if let Some(records) = inputs.records {
+        super::records::records_summary(&mut out, records);
+    }
     if let Some(drift) = inputs.drift {
         let flagged: Vec<String> = drift
             .slices

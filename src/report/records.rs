@@ -1,0 +1,406 @@
+//! What the gateway's records say, in the report: drift from records (each
+//! route's first token and fallbacks per window, so a brown-out is a
+//! window), the replayed breaker policies, and the hedging trade-off by
+//! prompt length. Each comes from the document its command writes.
+
+use std::fmt::Write as _;
+
+use super::html::{BLUE, GREY, ORANGE, STYLE, table};
+use super::svg::{Chart, Series, Style, bars, escape};
+use crate::drift::RecordsDriftDocument;
+use crate::markdown::{code, text};
+use crate::replay::fallback::FallbackDocument;
+use crate::replay::hedge::HedgeDocument;
+
+const PALETTE: [&str; 6] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+];
+
+/// The records documents given to `report --records`.
+#[derive(Debug, Clone, Default)]
+pub struct RecordsDocuments {
+    pub drift: Option<RecordsDriftDocument>,
+    pub fallback: Option<FallbackDocument>,
+    pub hedge: Option<HedgeDocument>,
+}
+
+impl RecordsDocuments {
+    pub fn is_empty(&self) -> bool {
+        self.drift.is_none() && self.fallback.is_none() && self.hedge.is_none()
+    }
+}
+
+fn hours_since(start_ms: i64, first_ms: i64) -> f64 {
+    (start_ms - first_ms) as f64 / 3_600_000.0
+}
+
+fn drift_section(out: &mut String, drift: &RecordsDriftDocument) {
+    let _ = write!(
+        out,
+        "<h2>Drift from request records: {}</h2><p>{} records of <code>{}</code> against config {} version {}, in windows of {} minutes.</p>",
+        drift.verdict.name(),
+        drift.records.rows,
+        escape(&drift.records.path),
+        escape(&drift.config.config_id),
+        drift.config.version,
+        drift.window_ms / 60_000
+    );
+    let first = drift.first_ms.unwrap_or(0);
+    let per_route =
+        |title: &str,
+         y_label: &str,
+         value: &dyn Fn(&crate::drift::RecordsRouteDrift, usize) -> Option<f64>| Chart {
+            title: title.to_owned(),
+            x_label: "hours into the records".to_owned(),
+            y_label: y_label.to_owned(),
+            series: drift
+                .routes
+                .iter()
+                .enumerate()
+                .map(|(index, route)| Series {
+                    name: route.route.clone(),
+                    color: PALETTE[index % PALETTE.len()],
+                    style: Style::Line,
+                    points: route
+                        .windows
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(window, row)| {
+                            value(route, window).map(|y| (hours_since(row.start_ms, first), y))
+                        })
+                        .collect(),
+                })
+                .collect(),
+            ..Chart::default()
+        };
+    out.push_str("<div class=\"charts\">");
+    out.push_str(
+        &per_route("First token p95 per window", "ms", &|route, window| {
+            route.windows[window].ttft_p95_ms
+        })
+        .to_svg(),
+    );
+    out.push_str(
+        &per_route(
+            "Requests that fell back, per window",
+            "% of the route's requests",
+            &|route, window| Some(route.windows[window].fallback_share * 100.0),
+        )
+        .to_svg(),
+    );
+    out.push_str("</div>");
+    let percent =
+        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    table(
+        out,
+        &[
+            "slice",
+            "requests",
+            "escalated",
+            "at calibration",
+            "p",
+            "score PSI",
+            "verdict",
+            "why",
+        ],
+        drift.slices.iter().map(|slice| {
+            vec![
+                slice.slice.clone(),
+                slice.requests.to_string(),
+                percent(slice.escalation_rate),
+                percent(slice.escalation_rate_at_calibration),
+                slice
+                    .escalation_p_value
+                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
+                slice
+                    .score_shift
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
+                slice.verdict.name().to_owned(),
+                slice.reasons.join("; "),
+            ]
+        }),
+    );
+    table(
+        out,
+        &[
+            "route",
+            "requests",
+            "fell back",
+            "TTFT p50 ms",
+            "p95",
+            "other version",
+            "verdict",
+            "why",
+        ],
+        drift.routes.iter().map(|route| {
+            vec![
+                route.route.clone(),
+                route.requests.to_string(),
+                percent(Some(route.fallback_share)),
+                route
+                    .ttft_p50_ms
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
+                route
+                    .ttft_p95_ms
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
+                percent(route.other_version_share),
+                route.verdict.name().to_owned(),
+                route.reasons.join("; "),
+            ]
+        }),
+    );
+}
+
+fn fallback_section(out: &mut String, fallback: &FallbackDocument) {
+    let source = match (&fallback.fallback_route, fallback.fallback_ttft_ms) {
+        (Some(route), _) => format!(
+            "the fallback <code>{}</code> answering as its records say",
+            escape(route)
+        ),
+        (None, Some(ms)) => format!("a fallback answering in {ms} ms"),
+        (None, None) => "no fallback".to_owned(),
+    };
+    let _ = write!(
+        out,
+        "<h2>Breakers and fallback: replay of <code>{}</code></h2><p>{} requests of route <code>{}</code>, with {source}.</p><div class=\"charts\">",
+        escape(&fallback.records.path),
+        fallback
+            .policies
+            .first()
+            .map_or(0, |policy| policy.requests),
+        escape(&fallback.route)
+    );
+    let waits: Vec<(String, Vec<(f64, &'static str)>)> = fallback
+        .policies
+        .iter()
+        .map(|policy| (policy.name.clone(), vec![(policy.total_wait_s, BLUE)]))
+        .collect();
+    out.push_str(&bars("Total wait for a first token", "s", &waits, &[]));
+    let tails: Vec<(String, Vec<(f64, &'static str)>)> = fallback
+        .policies
+        .iter()
+        .map(|policy| {
+            (
+                policy.name.clone(),
+                vec![(policy.p95_wait_s, ORANGE), (policy.p50_wait_s, GREY)],
+            )
+        })
+        .collect();
+    out.push_str(&bars("Wait: p95 (orange) and p50 (grey)", "s", &tails, &[]));
+    out.push_str("</div>");
+    table(
+        out,
+        &[
+            "policy",
+            "total wait s",
+            "p95 s",
+            "p99 s",
+            "to fallback",
+            "peak/s",
+            "extra",
+            "failed after 1st token",
+        ],
+        fallback.policies.iter().map(|policy| {
+            vec![
+                policy.name.clone(),
+                format!("{:.1}", policy.total_wait_s),
+                format!("{:.2}", policy.p95_wait_s),
+                format!("{:.2}", policy.p99_wait_s),
+                format!(
+                    "{} ({:.1}%)",
+                    policy.fallback_requests,
+                    policy.fallback_share * 100.0
+                ),
+                policy.peak_fallback_per_s.to_string(),
+                format!("{:.1}%", policy.extra_share * 100.0),
+                policy.failed_after_first_token.to_string(),
+            ]
+        }),
+    );
+    if let Some(chosen) = fallback
+        .calibration
+        .as_ref()
+        .and_then(|calibration| calibration.chosen.as_ref())
+    {
+        let _ = write!(
+            out,
+            "<p>Calibrated breaker: first-token deadline {:.0} ms, open after {} failures: p95 wait {:.2} s, {:.1}% to the fallback.</p>",
+            chosen.first_token_deadline_ms,
+            chosen.open_after,
+            chosen.p95_wait_s,
+            chosen.fallback_share * 100.0
+        );
+    }
+}
+
+fn hedge_section(out: &mut String, hedge: &HedgeDocument) {
+    let _ = write!(
+        out,
+        "<h2>Hedging: replay of <code>{}</code></h2><p>A second copy after the first has waited each delay; the chart shows, per prompt length, the p95 first token saved per thousand extra input tokens (higher pays better).</p><div class=\"charts\">",
+        escape(&hedge.records.path)
+    );
+    let mut buckets: Vec<&str> = Vec::new();
+    for row in &hedge.rows {
+        if !buckets.contains(&row.bucket.as_str()) {
+            buckets.push(&row.bucket);
+        }
+    }
+    let chart = Chart {
+        title: "p95 first token saved per 1k extra input tokens".to_owned(),
+        x_label: "hedge delay: percentile of first tokens".to_owned(),
+        y_label: "ms saved / 1k tokens".to_owned(),
+        series: buckets
+            .iter()
+            .enumerate()
+            .map(|(index, bucket)| Series {
+                name: (*bucket).to_owned(),
+                color: PALETTE[index % PALETTE.len()],
+                style: if *bucket == "all" {
+                    Style::Dashed
+                } else {
+                    Style::Line
+                },
+                points: hedge
+                    .rows
+                    .iter()
+                    .filter(|row| row.bucket == *bucket)
+                    .filter_map(|row| {
+                        row.p95_ms_saved_per_k_extra_input
+                            .map(|saved| (row.delay_quantile * 100.0, saved))
+                    })
+                    .collect(),
+            })
+            .collect(),
+        ..Chart::default()
+    };
+    out.push_str(&chart.to_svg());
+    out.push_str("</div>");
+    table(
+        out,
+        &[
+            "delay",
+            "prompt",
+            "requests",
+            "hedged",
+            "p95 ms",
+            "p99 ms",
+            "extra input",
+        ],
+        hedge.rows.iter().map(|row| {
+            vec![
+                format!(
+                    "p{:.0} = {:.0} ms",
+                    row.delay_quantile * 100.0,
+                    row.delay_ms
+                ),
+                row.bucket.clone(),
+                row.requests.to_string(),
+                row.hedged.to_string(),
+                format!("{:.0} → {:.0}", row.p95_ttft_ms[0], row.p95_ttft_ms[1]),
+                format!("{:.0} → {:.0}", row.p99_ttft_ms[0], row.p99_ttft_ms[1]),
+                format!("{:.1}%", row.extra_input_share * 100.0),
+            ]
+        }),
+    );
+}
+
+/// The records' sections of the HTML report.
+pub fn records_section(out: &mut String, documents: &RecordsDocuments) {
+    if let Some(drift) = &documents.drift {
+        drift_section(out, drift);
+    }
+    if let Some(fallback) = &documents.fallback {
+        fallback_section(out, fallback);
+    }
+    if let Some(hedge) = &documents.hedge {
+        hedge_section(out, hedge);
+    }
+}
+
+/// A report of records alone.
+pub fn records_page(title: &str, documents: &RecordsDocuments) -> String {
+    let mut out = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{0}</title><style>{STYLE}</style></head><body><h1>{0}</h1><p>Generated by routeval {1}.</p>",
+        escape(title),
+        env!("CARGO_PKG_VERSION")
+    );
+    records_section(&mut out, documents);
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The records' lines of the Markdown summary.
+pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
+    if let Some(drift) = &documents.drift {
+        let _ = writeln!(
+            out,
+            "**Drift from records** ({} records of {}): {}\n",
+            drift.records.rows,
+            code(&drift.records.path),
+            drift.verdict.name()
+        );
+        let _ = writeln!(out, "| slice | requests | verdict |\n|---|---|---|");
+        for slice in &drift.slices {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                text(&slice.slice),
+                slice.requests,
+                slice.verdict.name()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n| route | fell back | TTFT p95 ms | verdict |\n|---|---|---|---|"
+        );
+        for route in &drift.routes {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1}% | {} | {} |",
+                text(&route.route),
+                route.fallback_share * 100.0,
+                route
+                    .ttft_p95_ms
+                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
+                route.verdict.name()
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(fallback) = &documents.fallback {
+        let _ = writeln!(
+            out,
+            "**Breakers replayed** on route {}:\n\n| policy | total wait s | p95 s | to fallback |\n|---|---|---|---|",
+            code(&fallback.route)
+        );
+        for policy in &fallback.policies {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.2} | {:.1}% |",
+                text(&policy.name),
+                policy.total_wait_s,
+                policy.p95_wait_s,
+                policy.fallback_share * 100.0
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(hedge) = &documents.hedge {
+        let _ = writeln!(
+            out,
+            "**Hedging** at the p95 delay:\n\n| prompt | p95 ms | extra input |\n|---|---|---|"
+        );
+        for row in hedge.rows.iter().filter(|row| row.delay_quantile == 0.95) {
+            let _ = writeln!(
+                out,
+                "| {} | {:.0} → {:.0} | {:.1}% |",
+                text(&row.bucket),
+                row.p95_ttft_ms[0],
+                row.p95_ttft_ms[1],
+                row.extra_input_share * 100.0
+            );
+        }
+        out.push('\n');
+    }
+}
