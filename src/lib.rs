@@ -47,5 +47,6 @@ pub mod schema;
 pub mod sim;
 pub mod simulate;
 pub mod stats;
+pub mod terminal;
 mod toml_message;
 pub mod version;

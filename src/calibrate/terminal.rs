@@ -4,10 +4,6 @@
 
 use std::fmt::Write;
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use super::document::{CalibrationDocument, Point, SliceCalibration};
 
 pub fn render_table(document: &CalibrationDocument) -> String {
@@ -142,16 +138,7 @@ fn audit_table(document: &CalibrationDocument) -> Option<String> {
 }
 
 pub(crate) fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {
-    let mut builder = Builder::default();
-    builder.push_record(header);
-    for row in rows {
-        builder.push_record(row);
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
-    table.to_string()
+    crate::terminal::table(header, rows)
 }
 
 fn quality(value: Option<f64>) -> String {

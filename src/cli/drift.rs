@@ -24,17 +24,17 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         bail!("--confidence must be in (0, 1), got {confidence}");
     }
     let options = DriftOptions {
-        config: args.config,
+        config: args.config.clone(),
         results,
-        baseline_results: args.baseline_results,
+        baseline_results: args.baseline_results.clone(),
         read: ReadOptions {
-            names: ColumnNames::new(Column::Score.name(), args.slice_col),
+            names: ColumnNames::new(Column::Score.name(), args.slice_col.clone()),
             carry_extra: false,
             details: true,
             score_optional: false,
             carry_read_only: false,
         },
-        score_col: args.score_col,
+        score_col: args.score_col.clone(),
         target: args.target,
         confidence: args.confidence,
     };
@@ -49,22 +49,32 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         check_outputs(&[Named::new(out, "--out")], &inputs)?;
     }
     let document = drift(&options)?;
+    emit(&document, document.verdict, &args, || {
+        if args.markdown {
+            markdown(&document)
+        } else {
+            terminal(&document)
+        }
+    })
+}
+
+/// Writes the document to `--out`, prints it (JSON with `--json`, else
+/// `render`), and fails the check when something needs recalibration.
+fn emit<T: serde::Serialize>(
+    document: &T,
+    verdict: Verdict,
+    args: &DriftArgs,
+    render: impl FnOnce() -> String,
+) -> anyhow::Result<Outcome> {
     let json =
-        serde_json::to_string_pretty(&document).context("cannot encode the drift document")? + "\n";
+        serde_json::to_string_pretty(document).context("cannot encode the drift document")? + "\n";
     if let Some(out) = &args.out {
         write_bytes_atomically(out, json.as_bytes()).with_context(|| {
             format!("{}: cannot write the drift document (--out)", out.display())
         })?;
     }
-    let printed = if args.json {
-        json
-    } else if args.markdown {
-        markdown(&document)
-    } else {
-        terminal(&document)
-    };
-    print(&printed)?;
-    Ok(if document.verdict == Verdict::Recalibrate {
+    print(&if args.json { json } else { render() })?;
+    Ok(if verdict == Verdict::Recalibrate {
         Outcome::CheckFailed
     } else {
         Outcome::Passed
@@ -100,22 +110,7 @@ fn from_records(args: DriftArgs) -> anyhow::Result<Outcome> {
         baseline_results: args.baseline_results.clone(),
         window_ms,
     })?;
-    let json =
-        serde_json::to_string_pretty(&document).context("cannot encode the drift document")? + "\n";
-    if let Some(out) = &args.out {
-        write_bytes_atomically(out, json.as_bytes()).with_context(|| {
-            format!("{}: cannot write the drift document (--out)", out.display())
-        })?;
-    }
-    let printed = if args.json {
-        json
-    } else {
+    emit(&document, document.verdict, &args, || {
         render_records(&document, args.markdown)
-    };
-    print(&printed)?;
-    Ok(if document.verdict == Verdict::Recalibrate {
-        Outcome::CheckFailed
-    } else {
-        Outcome::Passed
     })
 }

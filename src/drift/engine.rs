@@ -106,15 +106,23 @@ fn tier_drift(
     drift
 }
 
+/// The deployed config at `path` (`--config`), and how a document names it.
+pub(super) fn load_config(path: &std::path::Path) -> anyhow::Result<(RouteConfig, ConfigRef)> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
+    let config: RouteConfig = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let reference = ConfigRef {
+        path: path.display().to_string(),
+        sha256: sha256_hex(&bytes),
+        config_id: config.config_id.clone(),
+        version: config.version,
+    };
+    Ok((config, reference))
+}
+
 pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
-    let config_bytes = std::fs::read(&options.config)
-        .with_context(|| format!("{}: cannot read (--config)", options.config.display()))?;
-    let config: RouteConfig = serde_json::from_slice(&config_bytes).with_context(|| {
-        format!(
-            "{}: not a route config (--config)",
-            options.config.display()
-        )
-    })?;
+    let (config, config_ref) = load_config(&options.config)?;
     let target = options.target.unwrap_or(config.provenance.target);
     let confidence = options
         .confidence
@@ -314,12 +322,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
     Ok(DriftDocument {
         schema_version: DRIFT_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        config: ConfigRef {
-            path: options.config.display().to_string(),
-            sha256: sha256_hex(&config_bytes),
-            config_id: config.config_id.clone(),
-            version: config.version,
-        },
+        config: config_ref,
         results: input_file(&fresh, sha256_of(&options.results)?),
         baseline_results: match (&baseline, &options.baseline_results) {
             (Some(table), Some(path)) => Some(input_file(table, sha256_of(path)?)),

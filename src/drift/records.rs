@@ -15,13 +15,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::document::{ConfigRef, Verdict};
 use super::statistics::two_proportion_z;
 use crate::calibrate::{InputFile, Threshold};
-use crate::gate::{RouteConfig, sha256_hex};
+use crate::gate::RouteConfig;
 use crate::records::{FieldNames, Record, Status, for_each_record};
 use crate::routes::ResolvedPolicy;
 use crate::schema::{RowLocation, read_graded};
@@ -575,42 +574,6 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
         message,
     };
     match crate::schema::Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
-        crate::schema::Format::JsonLines => crate::schema::for_each_line(
-            path,
-            |error| unreadable(error.to_string()),
-            |number, line| {
-                let location = RowLocation::Line(number);
-                let object =
-                    serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
-                        path: path.to_owned(),
-                        location,
-                        problem: format!("not a JSON object: {error}"),
-                    })?;
-                take(location, &object)
-            },
-        )?,
-        crate::schema::Format::Csv => crate::schema::for_each_csv_record(
-            path,
-            unreadable,
-            |location, problem| RecordsError::Malformed {
-                path: path.to_owned(),
-                location,
-                problem,
-            },
-            |headers, location, record| {
-                let object = headers
-                    .iter()
-                    .zip(record.iter())
-                    .map(|(header, cell)| {
-                        (
-                            header.to_owned(),
-                            serde_json::Value::String(cell.to_owned()),
-                        )
-                    })
-                    .collect();
-                take(location, &object)
-            },
-        )?,
         crate::schema::Format::Parquet => {
             let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
             let reader =
@@ -647,6 +610,9 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
                 }
             }
         }
+        crate::schema::Format::JsonLines | crate::schema::Format::Csv => {
+            crate::records::for_each_object(path, |location, object| take(location, object))?;
+        }
     }
     if rows == 0 {
         return Err(RecordsError::Empty {
@@ -665,14 +631,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     if options.window_ms <= 0 {
         anyhow::bail!("--window must be positive");
     }
-    let config_bytes = std::fs::read(&options.config)
-        .with_context(|| format!("{}: cannot read (--config)", options.config.display()))?;
-    let config: RouteConfig = serde_json::from_slice(&config_bytes).with_context(|| {
-        format!(
-            "{}: not a route config (--config)",
-            options.config.display()
-        )
-    })?;
+    let (config, config_ref) = super::engine::load_config(&options.config)?;
     let pins: HashMap<String, String> = config
         .table
         .routes
@@ -886,12 +845,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         schema_version: RECORDS_DRIFT_SCHEMA_VERSION,
         kind: "records".to_owned(),
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        config: ConfigRef {
-            path: options.config.display().to_string(),
-            sha256: sha256_hex(&config_bytes),
-            config_id: config.config_id.clone(),
-            version: config.version,
-        },
+        config: config_ref,
         records: InputFile {
             path: input_path.display().to_string(),
             sha256: crate::run::sha256_file(input_path)?,
@@ -975,13 +929,9 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
             }
             out
         } else {
-            let mut builder = tabled::builder::Builder::default();
-            for row in rows {
-                builder.push_record(row);
-            }
-            let mut table = builder.build();
-            table.with(tabled::settings::Style::sharp());
-            table.to_string() + "\n"
+            let mut rows = rows.into_iter();
+            let header = rows.next().expect("a header row");
+            crate::terminal::table(header, rows) + "\n"
         }
     };
     let mut out = String::new();

@@ -111,8 +111,8 @@ pub fn import_records<W: std::io::Write + Send>(
 }
 
 /// Each row of a JSON-lines or CSV file as a JSON object (CSV cells as
-/// strings).
-fn for_each_object(
+/// strings, empty ones left out).
+pub fn for_each_object(
     path: &Path,
     mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), RecordsError>,
 ) -> Result<(), RecordsError> {

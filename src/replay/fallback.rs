@@ -633,33 +633,10 @@ pub fn load_fallback_inputs(
     })
 }
 
-fn table(builder: tabled::builder::Builder) -> String {
-    use tabled::settings::object::Columns;
-    use tabled::settings::{Alignment, Style};
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
-    table.to_string()
-}
-
 /// The replay on the terminal: a row per policy, then the breaker search.
 pub fn render_fallback(document: &FallbackDocument) -> String {
-    let mut builder = tabled::builder::Builder::default();
-    builder.push_record([
-        "policy",
-        "total wait s",
-        "p50 s",
-        "p95 s",
-        "p99 s",
-        "to fallback",
-        "peak/s",
-        "extra",
-        "opens",
-        "failed after 1st token",
-    ]);
-    for policy in &document.policies {
-        builder.push_record([
+    let rows = document.policies.iter().map(|policy| {
+        vec![
             policy.name.clone(),
             format!("{:.1}", policy.total_wait_s),
             format!("{:.2}", policy.p50_wait_s),
@@ -674,8 +651,23 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
             format!("{:.1}%", policy.extra_share * 100.0),
             policy.breaker_opens.to_string(),
             policy.failed_after_first_token.to_string(),
-        ]);
-    }
+        ]
+    });
+    let policies = crate::terminal::table(
+        [
+            "policy",
+            "total wait s",
+            "p50 s",
+            "p95 s",
+            "p99 s",
+            "to fallback",
+            "peak/s",
+            "extra",
+            "opens",
+            "failed after 1st token",
+        ],
+        rows,
+    );
     let fallback = match (&document.fallback_route, document.fallback_ttft_ms) {
         (Some(route), _) => format!("the fallback {route}'s own records"),
         (None, Some(ms)) => format!("a fallback answering in {ms} ms"),
@@ -689,7 +681,7 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
             .first()
             .map_or(0, |policy| policy.requests),
         document.route,
-        table(builder)
+        policies
     );
     for policy in &document.policies {
         if let Some(capacity) = document.fallback_capacity_per_s
@@ -722,17 +714,8 @@ fn render_calibration(calibration: &BreakerCalibration) -> String {
             calibration.max_fallback_share * 100.0
         );
     };
-    let mut builder = tabled::builder::Builder::default();
-    builder.push_record([
-        "",
-        "deadline ms",
-        "open after",
-        "p95 wait s",
-        "total wait s",
-        "to fallback",
-    ]);
     let row = |label: &str, point: &BreakerPoint| {
-        [
+        vec![
             label.to_owned(),
             format!("{:.0}", point.first_token_deadline_ms),
             point.open_after.to_string(),
@@ -741,16 +724,29 @@ fn render_calibration(calibration: &BreakerCalibration) -> String {
             format!("{:.1}%", point.fallback_share * 100.0),
         ]
     };
-    builder.push_record(row("chosen", chosen));
-    for neighbour in &calibration.neighbours {
-        builder.push_record(row("neighbour", neighbour));
-    }
+    let rows = std::iter::once(row("chosen", chosen)).chain(
+        calibration
+            .neighbours
+            .iter()
+            .map(|neighbour| row("neighbour", neighbour)),
+    );
+    let points = crate::terminal::table(
+        [
+            "",
+            "deadline ms",
+            "open after",
+            "p95 wait s",
+            "total wait s",
+            "to fallback",
+        ],
+        rows,
+    );
     format!(
         "\nbreaker search: {} points, fallback share at most {:.0}%, open {:.0} ms\n{}\n",
         calibration.points.len(),
         calibration.max_fallback_share * 100.0,
         calibration.open_ms,
-        table(builder)
+        points
     )
 }
 

@@ -213,23 +213,9 @@ pub fn load_hedge_requests(
 /// The trade on the terminal: per delay and bucket, the percentiles before
 /// and after and the extra input tokens.
 pub fn render_hedge(document: &HedgeDocument) -> String {
-    use tabled::settings::object::Columns;
-    use tabled::settings::{Alignment, Style};
-    let mut builder = tabled::builder::Builder::default();
-    builder.push_record([
-        "delay",
-        "prompt",
-        "requests",
-        "hedged",
-        "p50 ms",
-        "p95 ms",
-        "p99 ms",
-        "extra input",
-        "p95 ms saved / 1k extra tok",
-    ]);
-    for row in &document.rows {
-        let pair = |values: [f64; 2]| format!("{:.0} → {:.0}", values[0], values[1]);
-        builder.push_record([
+    let pair = |values: [f64; 2]| format!("{:.0} → {:.0}", values[0], values[1]);
+    let rows = document.rows.iter().map(|row| {
+        vec![
             format!(
                 "p{:.0} = {:.0} ms",
                 row.delay_quantile * 100.0,
@@ -244,12 +230,22 @@ pub fn render_hedge(document: &HedgeDocument) -> String {
             format!("{:.1}%", row.extra_input_share * 100.0),
             row.p95_ms_saved_per_k_extra_input
                 .map_or_else(|| "-".to_owned(), |saved| format!("{saved:.1}")),
-        ]);
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(2..), Alignment::right());
+        ]
+    });
+    let table = crate::terminal::table(
+        [
+            "delay",
+            "prompt",
+            "requests",
+            "hedged",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "extra input",
+            "p95 ms saved / 1k extra tok",
+        ],
+        rows,
+    );
     format!(
         "{}: hedged copies after each delay, {}\n{}\n",
         document.records.path,

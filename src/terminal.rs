@@ -1,0 +1,22 @@
+//! Tables on the terminal, one look for every command: sharp borders, the
+//! first column left-aligned and the rest right-aligned.
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+pub fn table<S: Into<String>>(
+    header: impl IntoIterator<Item = S>,
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> String {
+    let mut builder = Builder::default();
+    builder.push_record(header.into_iter().map(Into::into));
+    for row in rows {
+        builder.push_record(row);
+    }
+    let mut table = builder.build();
+    table
+        .with(Style::sharp())
+        .modify(Columns::new(1..), Alignment::right());
+    table.to_string()
+}
