@@ -261,3 +261,73 @@ fn a_tier_missing_from_the_run_order_or_a_stray_tier_is_one_line_exit_2() {
         "nothing is written before the config is read"
     );
 }
+
+#[test]
+fn a_stage_may_have_a_verifier_of_its_own() {
+    let directory = tempfile::tempdir().unwrap();
+    let dataset = write_dataset(directory.path(), 12);
+    let sim = start_sim(&dataset, SimSettings::default());
+    let config = three_tier_config(directory.path(), &base_url(&sim), "small");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let own = format!(
+        "[verifiers.mid]\nbase_url = \"{}\"\nmodel = \"sim-verifier\"\ntemplate = \"verifier\"\nprice_input_per_mtok = 0.5\nprice_output_per_mtok = 1.0\nmax_concurrency = 2\n\n",
+        base_url(&sim)
+    );
+    std::fs::write(&config, text.replace("[run]", &format!("{own}[run]"))).unwrap();
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .success();
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    let models = |tier: &str| -> BTreeSet<String> {
+        rows.iter()
+            .filter(|row| row.tier.name() == tier)
+            .map(|row| row.model.clone())
+            .collect()
+    };
+    assert_eq!(
+        models("verifier_mid"),
+        BTreeSet::from(["sim-verifier".to_owned()])
+    );
+    assert_eq!(
+        models("verifier"),
+        BTreeSet::from(["sim-verifier-2026-11-01".to_owned()])
+    );
+    assert_eq!(rows.len(), 12 * 5);
+
+    // A verifier for the last tier, or a stage left without one, is refused.
+    for (edit, expected) in [
+        (
+            text.replace(
+                "[run]",
+                &format!(
+                    "{}[run]",
+                    own.replace("[verifiers.mid]", "[verifiers.large]")
+                ),
+            ),
+            "[verifiers.large]: not a tier whose answers are verified",
+        ),
+        (
+            {
+                let start = text.find("[verifier]").unwrap();
+                let end = start + text[start..].find("[run]").unwrap();
+                format!("{}{own}{}", &text[..start], &text[end..])
+            },
+            "the stage of tier \"small\" has no verifier",
+        ),
+    ] {
+        std::fs::write(&config, edit).unwrap();
+        let output = run_command(
+            &config,
+            &dataset,
+            &directory.path().join("refused"),
+            &directory.path().join("cache"),
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!directory.path().join("refused").exists());
+    }
+}

@@ -53,6 +53,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         }
         None => None,
     };
+    let mut stage_verifiers = Vec::new();
+    for (stage, verifier) in &config.stage_verifiers {
+        let section = format!("[verifiers.{stage}]");
+        let key = api_key(&config, &section, verifier)?;
+        let name = verifier.template.as_deref().expect("checked on load");
+        let template = PromptTemplate::load(&args.rubrics, name)?;
+        stage_verifiers.push((stage.clone(), section, verifier, key, template));
+    }
     let settings = RunSettings {
         dataset: args.dataset,
         rubrics: args.rubrics,
@@ -97,6 +105,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         if let Some((endpoint, key, _)) = &verifier {
             checks.push(("[verifier]".to_owned(), endpoint, key.as_deref()));
         }
+        for (_, section, endpoint, key, _) in &stage_verifiers {
+            checks.push((section.clone(), endpoint, key.as_deref()));
+        }
         for (section, endpoint, key) in checks {
             preflight(&http, endpoint, key).await.map_err(|problem| {
                 anyhow::anyhow!("{}: {section}: {problem}", config.path.display())
@@ -115,6 +126,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
                     template.clone(),
                 )
             }),
+            stage_verifiers: stage_verifiers
+                .iter()
+                .map(|(stage, _, endpoint, key, template)| {
+                    (
+                        stage.clone(),
+                        (
+                            OpenAiEndpoint::new(http.clone(), endpoint, key.clone()),
+                            template.clone(),
+                        ),
+                    )
+                })
+                .collect(),
         };
         execute(&config, endpoints, &settings, prepared, || {
             format_rfc3339(clock.now())

@@ -147,6 +147,9 @@ struct ConfigFile {
     tiers: BTreeMap<String, EndpointConfig>,
     #[serde(default)]
     verifier: Option<EndpointConfig>,
+    /// A verifier of its own for the stage of tier NAME (`[verifiers.NAME]`).
+    #[serde(default)]
+    verifiers: BTreeMap<String, EndpointConfig>,
     /// The endpoint of `llm_judge` rubrics.
     #[serde(default)]
     judge: Option<EndpointConfig>,
@@ -176,6 +179,9 @@ pub struct RunConfig {
     pub tiers: Vec<TierEndpoint>,
     /// Checks the answer of every tier but the last (a cascade's stages).
     pub verifier: Option<EndpointConfig>,
+    /// `[verifiers.NAME]`: the stage of tier NAME checked by its own
+    /// verifier instead of `[verifier]`.
+    pub stage_verifiers: BTreeMap<String, EndpointConfig>,
     pub judge: Option<EndpointConfig>,
     pub run: GenerationConfig,
     /// The file's bytes, for the manifest's digest.
@@ -211,6 +217,11 @@ impl RunConfig {
     /// The strongest tier.
     pub fn large(&self) -> &EndpointConfig {
         &self.tiers[self.tiers.len() - 1].endpoint
+    }
+
+    /// The verifier of the stage of tier `name`: its own, else `[verifier]`.
+    pub fn verifier_for(&self, name: &str) -> Option<&EndpointConfig> {
+        self.stage_verifiers.get(name).or(self.verifier.as_ref())
     }
 
     /// The answering tiers' names, cheapest first.
@@ -270,6 +281,7 @@ impl RunConfig {
             path: path.to_owned(),
             tiers,
             verifier: file.verifier,
+            stage_verifiers: file.verifiers,
             judge: file.judge,
             run: file.run,
             bytes,
@@ -287,7 +299,11 @@ impl RunConfig {
             ("[verifier]".to_owned(), self.verifier.as_ref()),
             ("[judge]".to_owned(), self.judge.as_ref()),
         ];
-        for (section, endpoint) in tiers.chain(others) {
+        let stages = self
+            .stage_verifiers
+            .iter()
+            .map(|(name, endpoint)| (format!("[verifiers.{name}]"), Some(endpoint)));
+        for (section, endpoint) in tiers.chain(others).chain(stages) {
             let Some(endpoint) = endpoint else { continue };
             check_endpoint(endpoint).map_err(|problem| format!("{section}: {problem}"))?;
         }
@@ -295,6 +311,30 @@ impl RunConfig {
             && verifier.template.is_none()
         {
             return Err("[verifier]: template is missing (a file in rubrics/prompts/)".to_owned());
+        }
+        let stages: Vec<String> = self.tier_names()[..self.tiers.len() - 1].to_vec();
+        for (name, verifier) in &self.stage_verifiers {
+            if !stages.contains(name) {
+                return Err(format!(
+                    "[verifiers.{name}]: not a tier whose answers are verified (those are {}: every tier but the last)",
+                    stages.join(", ")
+                ));
+            }
+            if verifier.template.is_none() {
+                return Err(format!(
+                    "[verifiers.{name}]: template is missing (a file in rubrics/prompts/)"
+                ));
+            }
+        }
+        if self.verifier.is_none()
+            && !self.stage_verifiers.is_empty()
+            && let Some(stage) = stages
+                .iter()
+                .find(|stage| !self.stage_verifiers.contains_key(*stage))
+        {
+            return Err(format!(
+                "the stage of tier {stage:?} has no verifier: give [verifier] for every stage or [verifiers.{stage}]"
+            ));
         }
         let run = &self.run;
         if run.samples == 0 || run.samples > 64 {

@@ -77,7 +77,10 @@ pub struct RunSettings {
 pub struct Endpoints<E> {
     /// One per tier of the config, cheapest first.
     pub tiers: Vec<E>,
+    /// `[verifier]`, for every stage without one of its own.
     pub verifier: Option<(E, PromptTemplate)>,
+    /// `[verifiers.NAME]`: the stage of tier NAME's own verifier.
+    pub stage_verifiers: BTreeMap<String, (E, PromptTemplate)>,
 }
 
 /// How one tier's calls went.
@@ -113,7 +116,8 @@ struct Context<E> {
     /// The verifier of each non-final answering tier, in their order; empty
     /// without a verifier.
     verifiers: Vec<TierState<E>>,
-    template: Option<PromptTemplate>,
+    /// Each verifier's prompt, in the same order.
+    templates: Vec<PromptTemplate>,
     generation: GenerationConfig,
     cache: Option<Cache>,
     rows: mpsc::Sender<ResponseRow>,
@@ -299,7 +303,7 @@ impl<E: ChatEndpoint> Context<E> {
             self.emit(row).await;
             answer
         };
-        let Some(template) = &self.template else {
+        let Some(template) = self.templates.get(stage) else {
             return;
         };
         if self.completed(job.index, verifier, sample) {
@@ -548,22 +552,34 @@ pub async fn execute<E: ChatEndpoint>(
         .zip(&config.tiers)
         .map(|(endpoint, tier)| state(tier.tier, caller(endpoint, &tier.endpoint, &generation)))
         .collect();
-    let (verifiers, template) = match endpoints.verifier {
-        Some((endpoint, template)) => {
-            let verifier = config.verifier.as_ref().expect("a verifier section");
-            let shared = caller(endpoint, verifier, &generation);
-            let verifiers = verified_pairs(config)
-                .into_iter()
-                .map(|(_, tier)| state(tier, shared.clone()))
-                .collect();
-            (verifiers, Some(template))
-        }
-        None => (Vec::new(), None),
-    };
+    // Stages checked by `[verifier]` share its caller: one endpoint, one
+    // set of limits; a stage with a verifier of its own has its own.
+    let shared = endpoints.verifier.map(|(endpoint, template)| {
+        let verifier = config.verifier.as_ref().expect("a verifier section");
+        (caller(endpoint, verifier, &generation), template)
+    });
+    let mut own = endpoints.stage_verifiers;
+    let mut verifiers = Vec::new();
+    let mut templates = Vec::new();
+    for (answering, tier) in verified_pairs(config) {
+        let name = answering.name();
+        let (checking, template) = match own.remove(name) {
+            Some((endpoint, template)) => {
+                let section = config.stage_verifiers.get(name).expect("checked on load");
+                (caller(endpoint, section, &generation), template)
+            }
+            None => {
+                let (shared, template) = shared.as_ref().expect("checked on load");
+                (shared.clone(), template.clone())
+            }
+        };
+        verifiers.push(state(tier, checking));
+        templates.push(template);
+    }
     let context = Arc::new(Context {
         answering,
         verifiers,
-        template,
+        templates,
         cache: settings.cache_dir.as_deref().map(Cache::open).transpose()?,
         generation: generation.clone(),
         rows: row_sender,
@@ -625,8 +641,11 @@ pub async fn execute<E: ChatEndpoint>(
         .max(
             config
                 .verifier
-                .as_ref()
-                .map_or(1, |verifier| verifier.max_concurrency),
+                .iter()
+                .chain(config.stage_verifiers.values())
+                .map(|verifier| verifier.max_concurrency)
+                .max()
+                .unwrap_or(1),
         );
     // Enough prompts in flight to keep every tier busy, and no more, so that
     // memory does not grow with the dataset.
@@ -734,16 +753,14 @@ pub async fn execute<E: ChatEndpoint>(
     })
 }
 
-/// Each answering tier whose answers the verifier checks (every tier but
-/// the last, when the config has a verifier), with the verifier's tier.
+/// Each answering tier whose answers a verifier checks (every tier but the
+/// last, when the config has verifiers), with the verifier's tier.
 fn verified_pairs(config: &RunConfig) -> Vec<(CallTier, CallTier)> {
-    if config.verifier.is_none() {
-        return Vec::new();
-    }
     let stages = &config.tiers[..config.tiers.len() - 1];
     stages
         .iter()
         .enumerate()
+        .filter(|(_, tier)| config.verifier_for(tier.tier.name()).is_some())
         .map(|(stage, tier)| (tier.tier, CallTier::verifier_of(stage, tier.tier)))
         .collect()
 }
