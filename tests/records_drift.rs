@@ -501,3 +501,54 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
         .code(2)
         .stderr(predicates::str::contains("a second hedge document"));
 }
+
+#[test]
+fn records_read_on_every_core_fold_to_what_one_reader_folds() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let (_, records) = records_from_results(&config, &example_results(), "legal", 0.1);
+    // Enough records for several row groups (65,536 rows each) of Parquet.
+    let mut lines = Vec::with_capacity(records.len() * 22);
+    for copy in 0..22u64 {
+        for line in &records {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["id"] = format!("{}-{copy}", record["id"].as_str().unwrap()).into();
+            record["timestamp"] = (record["timestamp"].as_u64().unwrap() + copy * 3_600_000).into();
+            lines.push(record.to_string());
+        }
+    }
+    let jsonl = workspace.path("many.jsonl");
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    let parquet = workspace.path("many.parquet");
+    routeval()
+        .args(["records", "import", "--from", "generic", "--input"])
+        .arg(&jsonl)
+        .arg("--out")
+        .arg(&parquet)
+        .assert()
+        .success();
+    let groups = parquet::file::reader::FileReader::metadata(
+        &parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&parquet).unwrap())
+            .unwrap(),
+    )
+    .num_row_groups();
+    assert!(groups >= 2, "{groups} row groups");
+    let (_, one) = drift(&config, "--records", &jsonl);
+    let (_, many) = drift(&config, "--records", &parquet);
+    assert_eq!(one.records.rows, many.records.rows);
+    assert_eq!((one.first_ms, one.last_ms), (many.first_ms, many.last_ms));
+    for (a, b) in one.slices.iter().zip(&many.slices) {
+        assert_eq!(a, b);
+    }
+    for (a, b) in one.routes.iter().zip(&many.routes) {
+        assert_eq!(a.requests, b.requests);
+        assert_eq!(a.ttft_p95_ms, b.ttft_p95_ms);
+        assert_eq!(a.windows.len(), b.windows.len());
+        assert_eq!(a.fallbacks_by_reason, b.fallbacks_by_reason);
+        let (x, y) = (
+            a.cost_per_request_usd.unwrap(),
+            b.cost_per_request_usd.unwrap(),
+        );
+        assert!((x - y).abs() < 1e-12 * x.abs().max(1.0));
+    }
+}

@@ -21,7 +21,7 @@ use super::document::{ConfigRef, Verdict};
 use super::statistics::two_proportion_z;
 use crate::calibrate::{InputFile, Threshold};
 use crate::gate::RouteConfig;
-use crate::records::{FieldNames, Record, Status, for_each_record};
+use crate::records::{FieldNames, Record, Status, fold_records};
 use crate::routes::ResolvedPolicy;
 use crate::schema::{RowLocation, read_graded};
 
@@ -159,7 +159,60 @@ fn routing_decision(reason: &str) -> Option<bool> {
     }
 }
 
+impl SliceCounts {
+    fn absorb(&mut self, other: &SliceCounts) {
+        self.requests += other.requests;
+        self.decided += other.decided;
+        self.escalated += other.escalated;
+    }
+}
+
+impl RouteCounts {
+    fn absorb(&mut self, other: RouteCounts) {
+        self.requests += other.requests;
+        for (reason, count) in other.fallbacks {
+            *self.fallbacks.entry(reason).or_default() += count;
+        }
+        self.other_version += other.other_version;
+        self.versioned += other.versioned;
+        self.cost_usd += other.cost_usd;
+        self.costed += other.costed;
+        for (bin, count) in other.ttft {
+            *self.ttft.entry(bin).or_default() += count;
+        }
+    }
+}
+
 impl Fold {
+    /// Adds what another worker folded.
+    fn merge(&mut self, other: Fold) {
+        for (name, part) in other.slices {
+            let slice = self.slices.entry(name).or_default();
+            slice.counts.absorb(&part.counts);
+            for (start, window) in part.windows {
+                slice.windows.entry(start).or_default().absorb(&window);
+            }
+            for (bin, count) in part.scores {
+                *slice.scores.entry(bin).or_default() += count;
+            }
+        }
+        for (name, part) in other.routes {
+            let route = self.routes.entry(name).or_default();
+            route.counts.absorb(part.counts);
+            for (start, window) in part.windows {
+                route.windows.entry(start).or_default().absorb(window);
+            }
+        }
+        self.first_ms = match (self.first_ms, other.first_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_ms = match (self.last_ms, other.last_ms) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
     fn add(&mut self, group: &Group<'_>, pins: &HashMap<String, String>) {
         let entry = match self.slices.get_mut(group.slice) {
             Some(entry) => entry,
@@ -402,35 +455,45 @@ fn fold_input(
     };
     let rows = match input {
         RecordsInput::Records(path) => {
-            for_each_record(path, &FieldNames::default(), |_, record: &Record<'_>| {
-                if record
-                    .logical_model
-                    .as_deref()
-                    .is_some_and(|name| name != logical)
-                {
-                    return Ok(());
-                }
-                see(&mut fold, record.timestamp_ms);
-                let group = Group {
-                    window: window_of(record.timestamp_ms),
-                    slice: &record.slice,
-                    route: &record.route,
-                    reason: record.reason.as_deref(),
-                    model: record.model.as_deref(),
-                    score_bin: record.score.map(score_bin),
-                    escalated: record.score.and_then(|score| {
-                        threshold_of(&record.slice).map(|threshold| threshold.escalates(score))
-                    }),
-                    ttft_bin: record
-                        .ttft_ms
-                        .filter(|_| record.status == Status::Ok)
-                        .map(ttft_bin),
-                    requests: 1,
-                    cost_usd: record.cost_usd,
-                };
-                fold.add(&group, pins);
-                Ok(())
-            })?
+            let workers = std::thread::available_parallelism().map_or(1, usize::from);
+            let (folds, rows) = fold_records(
+                path,
+                &FieldNames::default(),
+                workers,
+                Fold::default,
+                |fold, record: &Record<'_>| {
+                    if record
+                        .logical_model
+                        .as_deref()
+                        .is_some_and(|name| name != logical)
+                    {
+                        return;
+                    }
+                    see(fold, record.timestamp_ms);
+                    let group = Group {
+                        window: window_of(record.timestamp_ms),
+                        slice: &record.slice,
+                        route: &record.route,
+                        reason: record.reason.as_deref(),
+                        model: record.model.as_deref(),
+                        score_bin: record.score.map(score_bin),
+                        escalated: record.score.and_then(|score| {
+                            threshold_of(&record.slice).map(|threshold| threshold.escalates(score))
+                        }),
+                        ttft_bin: record
+                            .ttft_ms
+                            .filter(|_| record.status == Status::Ok)
+                            .map(ttft_bin),
+                        requests: 1,
+                        cost_usd: record.cost_usd,
+                    };
+                    fold.add(&group, pins);
+                },
+            )?;
+            for part in folds {
+                fold.merge(part);
+            }
+            rows
         }
         RecordsInput::Aggregates(path) => read_aggregates(path, |row| {
             if row

@@ -11,7 +11,7 @@ mod schema;
 mod write;
 
 pub use import::{ImportFormat, ImportOptions, for_each_object, import_records};
-pub use read::{FieldNames, Record, RecordsError, for_each_record, parse_timestamp};
+pub use read::{FieldNames, Record, RecordsError, fold_records, for_each_record, parse_timestamp};
 pub use schema::{
     RECORD_COLUMNS, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind,
     SCHEMA_VERSION_KEY, Status,

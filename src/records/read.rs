@@ -358,6 +358,145 @@ pub fn for_each_record(
     Ok(count)
 }
 
+/// [`for_each_record`] on `workers` threads, each folding the records it
+/// reads into a state of its own from `init`: a Parquet file's row groups
+/// are split between them; other formats are read on one. The states come
+/// back with the number of records; the caller merges them. Errors name the
+/// same row a sequential read would (the first bad row a worker meets).
+pub fn fold_records<S: Send>(
+    path: &Path,
+    names: &FieldNames,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, &Record<'_>) + Sync,
+) -> Result<(Vec<S>, u64), RecordsError> {
+    let unreadable = |message: String| RecordsError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    let metadata = match format {
+        Format::Parquet => {
+            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|error| unreadable(error.to_string()))?;
+            Some(builder.metadata().clone())
+        }
+        _ => None,
+    };
+    let groups = metadata
+        .as_ref()
+        .map_or(0, |metadata| metadata.num_row_groups());
+    if metadata.is_none() || workers <= 1 || groups < 2 {
+        let mut state = init();
+        let count = for_each_record(path, names, |_, record| {
+            visit(&mut state, record);
+            Ok(())
+        })?;
+        return Ok((vec![state], count));
+    }
+    let metadata = metadata.expect("a Parquet file");
+    // Row groups dealt round-robin; each knows its first row for messages.
+    let mut offsets = Vec::with_capacity(groups);
+    let mut rows = 0u64;
+    for group in metadata.row_groups() {
+        offsets.push(rows);
+        rows += group.num_rows() as u64;
+    }
+    let workers = workers.min(groups);
+    let results: Vec<Result<(S, u64), RecordsError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let (init, visit, offsets) = (&init, &visit, &offsets);
+                scope.spawn(move || -> Result<(S, u64), RecordsError> {
+                    let mut state = init();
+                    let mut count = 0u64;
+                    for group in (worker..groups).step_by(workers) {
+                        let file = std::fs::File::open(path)
+                            .map_err(|error| unreadable(error.to_string()))?;
+                        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                            .and_then(|builder| {
+                                builder
+                                    .with_row_groups(vec![group])
+                                    .with_batch_size(8192)
+                                    .build()
+                            })
+                            .map_err(|error| unreadable(error.to_string()))?;
+                        let mut row = offsets[group];
+                        for batch in reader {
+                            let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+                            let columns = ParquetColumns::new(&batch, names).map_err(
+                                |(field, problem)| {
+                                    unreadable(format!("column {field:?}: {problem}"))
+                                },
+                            )?;
+                            for index in 0..batch.num_rows() {
+                                row += 1;
+                                let parquet_row = ParquetRow {
+                                    columns: &columns,
+                                    index,
+                                };
+                                let record =
+                                    build(&parquet_row, names).map_err(|(field, problem)| {
+                                        RecordsError::Invalid {
+                                            path: path.to_owned(),
+                                            location: RowLocation::Row(row),
+                                            field,
+                                            problem,
+                                        }
+                                    })?;
+                                visit(&mut state, &record);
+                                count += 1;
+                            }
+                        }
+                    }
+                    Ok((state, count))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().expect("a reading worker does not panic"))
+            .collect()
+    });
+    let mut states = Vec::with_capacity(workers);
+    let mut count = 0u64;
+    // The error of the earliest row, as a sequential read would report.
+    let mut first_error: Option<RecordsError> = None;
+    for result in results {
+        match result {
+            Ok((state, rows)) => {
+                states.push(state);
+                count += rows;
+            }
+            Err(error) => {
+                let row_of = |error: &RecordsError| match error {
+                    RecordsError::Invalid {
+                        location: RowLocation::Row(row),
+                        ..
+                    } => *row,
+                    _ => 0,
+                };
+                if first_error
+                    .as_ref()
+                    .is_none_or(|first| row_of(&error) < row_of(first))
+                {
+                    first_error = Some(error);
+                }
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    if count == 0 {
+        return Err(RecordsError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    Ok((states, count))
+}
+
 struct JsonRow<'a> {
     object: &'a serde_json::Map<String, serde_json::Value>,
     names: &'a FieldNames,

@@ -14,6 +14,7 @@ use super::read::Record;
 use super::schema::{RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 
 const BATCH: usize = 8192;
+const ROW_GROUP: usize = 1 << 16;
 
 /// Records to a Parquet file, one batch at a time.
 pub struct RecordsWriter<W: std::io::Write + Send> {
@@ -35,6 +36,8 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
     pub fn new(sink: W) -> anyhow::Result<RecordsWriter<W>> {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            // Row groups small enough for every core to read its share.
+            .set_max_row_group_row_count(Some(ROW_GROUP))
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 SCHEMA_VERSION_KEY.to_owned(),
                 RECORDS_SCHEMA_VERSION.to_string(),
