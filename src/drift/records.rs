@@ -925,61 +925,91 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     })
 }
 
+impl RecordsDriftDocument {
+    /// The slices as a table's header and rows.
+    pub fn slice_table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let header = vec![
+            "slice",
+            "requests",
+            "escalated now",
+            "at calibration",
+            "p",
+            "score PSI",
+            "verdict",
+            "why",
+        ];
+        let rows = self
+            .slices
+            .iter()
+            .map(|slice| {
+                vec![
+                    slice.slice.clone(),
+                    slice.requests.to_string(),
+                    percent(slice.escalation_rate),
+                    percent(slice.escalation_rate_at_calibration),
+                    slice
+                        .escalation_p_value
+                        .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
+                    slice
+                        .score_shift
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
+                    slice.verdict.name().to_owned(),
+                    slice.reasons.join("; "),
+                ]
+            })
+            .collect();
+        (header, rows)
+    }
+
+    /// The routes as a table's header and rows.
+    pub fn route_table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let header = vec![
+            "route",
+            "requests",
+            "fell back",
+            "TTFT p50 ms",
+            "p95",
+            "other version",
+            "$/request",
+            "verdict",
+            "why",
+        ];
+        let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+        let rows = self
+            .routes
+            .iter()
+            .map(|route| {
+                vec![
+                    route.route.clone(),
+                    route.requests.to_string(),
+                    percent(Some(route.fallback_share)),
+                    ms(route.ttft_p50_ms),
+                    ms(route.ttft_p95_ms),
+                    percent(route.other_version_share),
+                    route
+                        .cost_per_request_usd
+                        .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.5}")),
+                    route.verdict.name().to_owned(),
+                    route.reasons.join("; "),
+                ]
+            })
+            .collect();
+        (header, rows)
+    }
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0))
+}
+
 /// The document on the terminal (or as Markdown: the same tables).
 pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
-    let percent =
-        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
-    let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
-    let mut slices = vec![vec![
-        "slice".to_owned(),
-        "requests".to_owned(),
-        "escalated now".to_owned(),
-        "at calibration".to_owned(),
-        "p".to_owned(),
-        "score PSI".to_owned(),
-        "verdict".to_owned(),
-    ]];
-    for slice in &document.slices {
-        slices.push(vec![
-            slice.slice.clone(),
-            slice.requests.to_string(),
-            percent(slice.escalation_rate),
-            percent(slice.escalation_rate_at_calibration),
-            slice
-                .escalation_p_value
-                .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
-            slice
-                .score_shift
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
-            slice.verdict.name().to_owned(),
-        ]);
-    }
-    let mut routes = vec![vec![
-        "route".to_owned(),
-        "requests".to_owned(),
-        "fallback".to_owned(),
-        "TTFT p50 ms".to_owned(),
-        "p95".to_owned(),
-        "other version".to_owned(),
-        "$/request".to_owned(),
-        "verdict".to_owned(),
-    ]];
-    for route in &document.routes {
-        routes.push(vec![
-            route.route.clone(),
-            route.requests.to_string(),
-            percent(Some(route.fallback_share)),
-            ms(route.ttft_p50_ms),
-            ms(route.ttft_p95_ms),
-            percent(route.other_version_share),
-            route
-                .cost_per_request_usd
-                .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.5}")),
-            route.verdict.name().to_owned(),
-        ]);
-    }
-    let render = |rows: Vec<Vec<String>>| {
+    let render = |(header, rows): (Vec<&str>, Vec<Vec<String>>)| {
+        let rows: Vec<Vec<String>> =
+            std::iter::once(header.iter().map(|cell| (*cell).to_owned()).collect())
+                .chain(rows)
+                .collect();
         if markdown {
             let mut out = String::new();
             for (index, row) in rows.iter().enumerate() {
@@ -1012,19 +1042,9 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
         document.config.version,
         document.window_ms / 1000
     ));
-    out.push_str(&render(slices));
+    out.push_str(&render(document.slice_table()));
     out.push('\n');
-    out.push_str(&render(routes));
-    for slice in &document.slices {
-        for reason in &slice.reasons {
-            out.push_str(&format!("{}: {reason}\n", slice.slice));
-        }
-    }
-    for route in &document.routes {
-        for reason in &route.reasons {
-            out.push_str(&format!("route {}: {reason}\n", route.route));
-        }
-    }
+    out.push_str(&render(document.route_table()));
     out.push_str(&format!("verdict: {}\n", document.verdict.name()));
     out
 }

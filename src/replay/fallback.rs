@@ -633,28 +633,11 @@ pub fn load_fallback_inputs(
     })
 }
 
-/// The replay on the terminal: a row per policy, then the breaker search.
-pub fn render_fallback(document: &FallbackDocument) -> String {
-    let rows = document.policies.iter().map(|policy| {
-        vec![
-            policy.name.clone(),
-            format!("{:.1}", policy.total_wait_s),
-            format!("{:.2}", policy.p50_wait_s),
-            format!("{:.2}", policy.p95_wait_s),
-            format!("{:.2}", policy.p99_wait_s),
-            format!(
-                "{} ({:.1}%)",
-                policy.fallback_requests,
-                policy.fallback_share * 100.0
-            ),
-            policy.peak_fallback_per_s.to_string(),
-            format!("{:.1}%", policy.extra_share * 100.0),
-            policy.breaker_opens.to_string(),
-            policy.failed_after_first_token.to_string(),
-        ]
-    });
-    let policies = crate::terminal::table(
-        [
+impl FallbackDocument {
+    /// The policies as a table's header and rows, for the terminal and the
+    /// report alike.
+    pub fn policy_table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let header = vec![
             "policy",
             "total wait s",
             "p50 s",
@@ -665,9 +648,37 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
             "extra",
             "opens",
             "failed after 1st token",
-        ],
-        rows,
-    );
+        ];
+        let rows = self
+            .policies
+            .iter()
+            .map(|policy| {
+                vec![
+                    policy.name.clone(),
+                    format!("{:.1}", policy.total_wait_s),
+                    format!("{:.2}", policy.p50_wait_s),
+                    format!("{:.2}", policy.p95_wait_s),
+                    format!("{:.2}", policy.p99_wait_s),
+                    format!(
+                        "{} ({:.1}%)",
+                        policy.fallback_requests,
+                        policy.fallback_share * 100.0
+                    ),
+                    policy.peak_fallback_per_s.to_string(),
+                    format!("{:.1}%", policy.extra_share * 100.0),
+                    policy.breaker_opens.to_string(),
+                    policy.failed_after_first_token.to_string(),
+                ]
+            })
+            .collect();
+        (header, rows)
+    }
+}
+
+/// The replay on the terminal: a row per policy, then the breaker search.
+pub fn render_fallback(document: &FallbackDocument) -> String {
+    let (header, rows) = document.policy_table();
+    let policies = crate::terminal::table(header, rows);
     let fallback = match (&document.fallback_route, document.fallback_ttft_ms) {
         (Some(route), _) => format!("the fallback {route}'s own records"),
         (None, Some(ms)) => format!("a fallback answering in {ms} ms"),

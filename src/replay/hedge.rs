@@ -212,28 +212,12 @@ pub fn load_hedge_requests(
 
 /// The trade on the terminal: per delay and bucket, the percentiles before
 /// and after and the extra input tokens.
-pub fn render_hedge(document: &HedgeDocument) -> String {
-    let pair = |values: [f64; 2]| format!("{:.0} → {:.0}", values[0], values[1]);
-    let rows = document.rows.iter().map(|row| {
-        vec![
-            format!(
-                "p{:.0} = {:.0} ms",
-                row.delay_quantile * 100.0,
-                row.delay_ms
-            ),
-            row.bucket.clone(),
-            row.requests.to_string(),
-            row.hedged.to_string(),
-            pair(row.p50_ttft_ms),
-            pair(row.p95_ttft_ms),
-            pair(row.p99_ttft_ms),
-            format!("{:.1}%", row.extra_input_share * 100.0),
-            row.p95_ms_saved_per_k_extra_input
-                .map_or_else(|| "-".to_owned(), |saved| format!("{saved:.1}")),
-        ]
-    });
-    let table = crate::terminal::table(
-        [
+impl HedgeDocument {
+    /// The rows as a table's header and rows, for the terminal and the
+    /// report alike.
+    pub fn table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let pair = |values: [f64; 2]| format!("{:.0} → {:.0}", values[0], values[1]);
+        let header = vec![
             "delay",
             "prompt",
             "requests",
@@ -243,9 +227,36 @@ pub fn render_hedge(document: &HedgeDocument) -> String {
             "p99 ms",
             "extra input",
             "p95 ms saved / 1k extra tok",
-        ],
-        rows,
-    );
+        ];
+        let rows = self
+            .rows
+            .iter()
+            .map(|row| {
+                vec![
+                    format!(
+                        "p{:.0} = {:.0} ms",
+                        row.delay_quantile * 100.0,
+                        row.delay_ms
+                    ),
+                    row.bucket.clone(),
+                    row.requests.to_string(),
+                    row.hedged.to_string(),
+                    pair(row.p50_ttft_ms),
+                    pair(row.p95_ttft_ms),
+                    pair(row.p99_ttft_ms),
+                    format!("{:.1}%", row.extra_input_share * 100.0),
+                    row.p95_ms_saved_per_k_extra_input
+                        .map_or_else(|| "-".to_owned(), |saved| format!("{saved:.1}")),
+                ]
+            })
+            .collect();
+        (header, rows)
+    }
+}
+
+pub fn render_hedge(document: &HedgeDocument) -> String {
+    let (header, rows) = document.table();
+    let table = crate::terminal::table(header, rows);
     format!(
         "{}: hedged copies after each delay, {}\n{}\n",
         document.records.path,

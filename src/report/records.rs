@@ -89,67 +89,9 @@ fn drift_section(out: &mut String, drift: &RecordsDriftDocument) {
         .to_svg(),
     );
     out.push_str("</div>");
-    let percent =
-        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
-    table(
-        out,
-        &[
-            "slice",
-            "requests",
-            "escalated",
-            "at calibration",
-            "p",
-            "score PSI",
-            "verdict",
-            "why",
-        ],
-        drift.slices.iter().map(|slice| {
-            vec![
-                slice.slice.clone(),
-                slice.requests.to_string(),
-                percent(slice.escalation_rate),
-                percent(slice.escalation_rate_at_calibration),
-                slice
-                    .escalation_p_value
-                    .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
-                slice
-                    .score_shift
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
-                slice.verdict.name().to_owned(),
-                slice.reasons.join("; "),
-            ]
-        }),
-    );
-    table(
-        out,
-        &[
-            "route",
-            "requests",
-            "fell back",
-            "TTFT p50 ms",
-            "p95",
-            "other version",
-            "verdict",
-            "why",
-        ],
-        drift.routes.iter().map(|route| {
-            vec![
-                route.route.clone(),
-                route.requests.to_string(),
-                percent(Some(route.fallback_share)),
-                route
-                    .ttft_p50_ms
-                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
-                route
-                    .ttft_p95_ms
-                    .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
-                percent(route.other_version_share),
-                route.verdict.name().to_owned(),
-                route.reasons.join("; "),
-            ]
-        }),
-    );
+    for (header, rows) in [drift.slice_table(), drift.route_table()] {
+        table(out, &header, rows.into_iter());
+    }
 }
 
 fn fallback_section(out: &mut String, fallback: &FallbackDocument) {
@@ -189,35 +131,8 @@ fn fallback_section(out: &mut String, fallback: &FallbackDocument) {
         .collect();
     out.push_str(&bars("Wait: p95 (orange) and p50 (grey)", "s", &tails, &[]));
     out.push_str("</div>");
-    table(
-        out,
-        &[
-            "policy",
-            "total wait s",
-            "p95 s",
-            "p99 s",
-            "to fallback",
-            "peak/s",
-            "extra",
-            "failed after 1st token",
-        ],
-        fallback.policies.iter().map(|policy| {
-            vec![
-                policy.name.clone(),
-                format!("{:.1}", policy.total_wait_s),
-                format!("{:.2}", policy.p95_wait_s),
-                format!("{:.2}", policy.p99_wait_s),
-                format!(
-                    "{} ({:.1}%)",
-                    policy.fallback_requests,
-                    policy.fallback_share * 100.0
-                ),
-                policy.peak_fallback_per_s.to_string(),
-                format!("{:.1}%", policy.extra_share * 100.0),
-                policy.failed_after_first_token.to_string(),
-            ]
-        }),
-    );
+    let (header, rows) = fallback.policy_table();
+    table(out, &header, rows.into_iter());
     if let Some(chosen) = fallback
         .calibration
         .as_ref()
@@ -276,33 +191,8 @@ fn hedge_section(out: &mut String, hedge: &HedgeDocument) {
     };
     out.push_str(&chart.to_svg());
     out.push_str("</div>");
-    table(
-        out,
-        &[
-            "delay",
-            "prompt",
-            "requests",
-            "hedged",
-            "p95 ms",
-            "p99 ms",
-            "extra input",
-        ],
-        hedge.rows.iter().map(|row| {
-            vec![
-                format!(
-                    "p{:.0} = {:.0} ms",
-                    row.delay_quantile * 100.0,
-                    row.delay_ms
-                ),
-                row.bucket.clone(),
-                row.requests.to_string(),
-                row.hedged.to_string(),
-                format!("{:.0} → {:.0}", row.p95_ttft_ms[0], row.p95_ttft_ms[1]),
-                format!("{:.0} → {:.0}", row.p99_ttft_ms[0], row.p99_ttft_ms[1]),
-                format!("{:.1}%", row.extra_input_share * 100.0),
-            ]
-        }),
-    );
+    let (header, rows) = hedge.table();
+    table(out, &header, rows.into_iter());
 }
 
 /// The records' sections of the HTML report.
