@@ -149,8 +149,9 @@ fn state<E>(tier: CallTier, caller: Arc<Caller<E>>) -> TierState<E> {
 
 impl<E: ChatEndpoint> Context<E> {
     fn tier(&self, tier: CallTier) -> &TierState<E> {
-        self.tiers()
-            .into_iter()
+        self.answering
+            .iter()
+            .chain(&self.verifiers)
             .find(|state| state.tier == tier)
             .expect("a tier of the run")
     }
