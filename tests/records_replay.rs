@@ -299,6 +299,20 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
     let twice = std::fs::read_to_string(&again).unwrap();
     assert_eq!(twice.matches("[routes.breaker]").count(), 1, "{twice}");
     routeval::routes::RouteTable::load(&again).unwrap();
+
+    // The table is never written over itself.
+    let before = std::fs::read(&again).unwrap();
+    routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&records)
+        .args(["--route", "primary", "--fallback", "backup", "--calibrate", "--routes"])
+        .arg(&again)
+        .arg("--write-routes")
+        .arg(&again)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--write-routes"));
+    assert_eq!(std::fs::read(&again).unwrap(), before);
 }
 
 #[test]
