@@ -305,7 +305,14 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
     routeval()
         .args(["replay", "fallback", "--records"])
         .arg(&records)
-        .args(["--route", "primary", "--fallback", "backup", "--calibrate", "--routes"])
+        .args([
+            "--route",
+            "primary",
+            "--fallback",
+            "backup",
+            "--calibrate",
+            "--routes",
+        ])
         .arg(&again)
         .arg("--write-routes")
         .arg(&again)

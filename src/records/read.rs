@@ -306,6 +306,7 @@ pub fn for_each_record(
             )?;
         }
         Format::Csv => {
+            let mut positions: Option<Vec<Option<usize>>> = None;
             crate::schema::for_each_csv_record(
                 path,
                 unreadable,
@@ -315,11 +316,18 @@ pub fn for_each_record(
                     problem,
                 },
                 |headers, location, record| {
-                    let row = CsvRow {
-                        headers,
-                        record,
-                        names,
-                    };
+                    // The header is the same for every record: find each
+                    // field's column once.
+                    let positions = positions.get_or_insert_with(|| {
+                        (0..RECORD_COLUMNS.len())
+                            .map(|field| {
+                                headers
+                                    .iter()
+                                    .position(|header| header == names.source(field))
+                            })
+                            .collect::<Vec<_>>()
+                    });
+                    let row = CsvRow { positions, record };
                     let built = build(&row, names).map_err(|problem| invalid(location, problem))?;
                     count += 1;
                     visit(location, &built)
@@ -540,15 +548,14 @@ impl Row for JsonRow<'_> {
 }
 
 struct CsvRow<'a> {
-    headers: &'a csv::StringRecord,
+    /// Each field's column, in [`RECORD_COLUMNS`] order.
+    positions: &'a [Option<usize>],
     record: &'a csv::StringRecord,
-    names: &'a FieldNames,
 }
 
 impl CsvRow<'_> {
     fn cell(&self, field: usize) -> Option<&str> {
-        let name = self.names.source(field);
-        let position = self.headers.iter().position(|header| header == name)?;
+        let position = self.positions[field]?;
         self.record.get(position).filter(|cell| !cell.is_empty())
     }
 }
