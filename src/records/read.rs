@@ -335,27 +335,7 @@ pub fn for_each_record(
             )?;
         }
         Format::Parquet => {
-            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                .and_then(|builder| builder.with_batch_size(8192).build())
-                .map_err(|error| unreadable(error.to_string()))?;
-            for batch in reader {
-                let batch = batch.map_err(|error| unreadable(error.to_string()))?;
-                let columns = ParquetColumns::new(&batch, names).map_err(|(field, problem)| {
-                    unreadable(format!("column {field:?}: {problem}"))
-                })?;
-                for index in 0..batch.num_rows() {
-                    let location = RowLocation::Row(count + 1);
-                    let row = ParquetRow {
-                        columns: &columns,
-                        index,
-                    };
-                    let record =
-                        build(&row, names).map_err(|problem| invalid(location, problem))?;
-                    count += 1;
-                    visit(location, &record)?;
-                }
-            }
+            count = parquet_records(path, names, None, 0, &mut visit)?;
         }
     }
     if count == 0 {
@@ -420,43 +400,16 @@ pub fn fold_records<S: Send>(
                     let mut state = init();
                     let mut count = 0u64;
                     for group in (worker..groups).step_by(workers) {
-                        let file = std::fs::File::open(path)
-                            .map_err(|error| unreadable(error.to_string()))?;
-                        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                            .and_then(|builder| {
-                                builder
-                                    .with_row_groups(vec![group])
-                                    .with_batch_size(8192)
-                                    .build()
-                            })
-                            .map_err(|error| unreadable(error.to_string()))?;
-                        let mut row = offsets[group];
-                        for batch in reader {
-                            let batch = batch.map_err(|error| unreadable(error.to_string()))?;
-                            let columns = ParquetColumns::new(&batch, names).map_err(
-                                |(field, problem)| {
-                                    unreadable(format!("column {field:?}: {problem}"))
-                                },
-                            )?;
-                            for index in 0..batch.num_rows() {
-                                row += 1;
-                                let parquet_row = ParquetRow {
-                                    columns: &columns,
-                                    index,
-                                };
-                                let record =
-                                    build(&parquet_row, names).map_err(|(field, problem)| {
-                                        RecordsError::Invalid {
-                                            path: path.to_owned(),
-                                            location: RowLocation::Row(row),
-                                            field,
-                                            problem,
-                                        }
-                                    })?;
-                                visit(&mut state, &record);
-                                count += 1;
-                            }
-                        }
+                        count += parquet_records(
+                            path,
+                            names,
+                            Some(group),
+                            offsets[group],
+                            &mut |_, record| {
+                                visit(&mut state, record);
+                                Ok(())
+                            },
+                        )?;
                     }
                     Ok((state, count))
                 })
@@ -503,6 +456,55 @@ pub fn fold_records<S: Send>(
         });
     }
     Ok((states, count))
+}
+
+/// The records of a Parquet file, or of its row group `group` whose first
+/// row is row `first_row` + 1 of the file, to `visit`; how many there were.
+fn parquet_records(
+    path: &Path,
+    names: &FieldNames,
+    group: Option<usize>,
+    first_row: u64,
+    visit: &mut dyn FnMut(RowLocation, &Record<'_>) -> Result<(), RecordsError>,
+) -> Result<u64, RecordsError> {
+    let unreadable = |message: String| RecordsError::Unreadable {
+        path: path.to_owned(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|builder| {
+            let builder = builder.with_batch_size(8192);
+            match group {
+                Some(group) => builder.with_row_groups(vec![group]),
+                None => builder,
+            }
+            .build()
+        })
+        .map_err(|error| unreadable(error.to_string()))?;
+    let mut row = first_row;
+    for batch in reader {
+        let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+        let columns = ParquetColumns::new(&batch, names)
+            .map_err(|(field, problem)| unreadable(format!("column {field:?}: {problem}")))?;
+        for index in 0..batch.num_rows() {
+            row += 1;
+            let location = RowLocation::Row(row);
+            let parquet_row = ParquetRow {
+                columns: &columns,
+                index,
+            };
+            let record =
+                build(&parquet_row, names).map_err(|(field, problem)| RecordsError::Invalid {
+                    path: path.to_owned(),
+                    location,
+                    field,
+                    problem,
+                })?;
+            visit(location, &record)?;
+        }
+    }
+    Ok(row - first_row)
 }
 
 struct JsonRow<'a> {
