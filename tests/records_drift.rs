@@ -552,3 +552,188 @@ fn records_read_on_every_core_fold_to_what_one_reader_folds() {
         assert!((x - y).abs() < 1e-12 * x.abs().max(1.0));
     }
 }
+
+/// A day and a half of records with everything the fold distinguishes:
+/// other logical models and none, reasons and none (decided by the score),
+/// fallbacks, unpinned and unreported models, a route the config does not
+/// have, failures, missing scores, first tokens and costs. Costs are
+/// multiples of 1/1024, so sums are exact in any order.
+fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
+    use routeval::records::{Record, Status};
+    let mut random = crate::common::Random::new(29);
+    let slices = ["billing", "legal", "sales", "technical", "unknown-tenant"];
+    (0..count)
+        .map(|index| {
+            let roll = random.unit();
+            let score = (random.unit() >= 0.1).then(|| random.unit());
+            let large = score.is_some_and(|score| score >= 0.6);
+            let route = match random.unit() {
+                draw if draw < 0.02 => "backup",
+                _ if large => "large",
+                _ => "mini",
+            };
+            let reason = match random.unit() {
+                draw if draw < 0.1 => None,
+                draw if draw < 0.12 => Some("fallback:deadline"),
+                draw if draw < 0.13 => Some("fallback:error"),
+                draw if draw < 0.14 => Some("hedge-won"),
+                _ if large => Some("routed-large"),
+                _ => Some("routed-small"),
+            };
+            let model = match random.unit() {
+                draw if draw < 0.05 => None,
+                draw if draw < 0.08 => Some("gpt-4o-2024-11-20"),
+                _ if route == "large" => Some("gpt-4o-2024-08-06"),
+                _ => Some("gpt-4o-mini-2024-07-18"),
+            };
+            let status = match random.unit() {
+                draw if draw < 0.03 => Status::Error,
+                draw if draw < 0.05 => Status::RateLimited,
+                _ => Status::Ok,
+            };
+            let ttft = (random.unit() >= 0.05).then(|| 100.0 + random.unit() * 3000.0);
+            Record {
+                id: format!("req-{index:07}").into(),
+                // Mostly in order, as gateways write them, with stragglers.
+                timestamp_ms: 1_764_504_000_000 + index as i64 * 800
+                    - (random.unit() * 5000.0) as i64,
+                slice: slices[index % slices.len()].into(),
+                logical_model: match roll {
+                    draw if draw < 0.05 => Some("another-model".into()),
+                    draw if draw < 0.1 => None,
+                    _ => Some("support-fast".into()),
+                },
+                route: route.into(),
+                model: model.map(Into::into),
+                reason: reason.map(Into::into),
+                score,
+                status,
+                input_tokens: Some(1000 + index as u64 % 700),
+                cached_input_tokens: Some(index as u64 % 300),
+                output_tokens: (index % 9 != 0).then_some(200),
+                ttft_ms: ttft,
+                total_ms: ttft.map(|ttft| ttft + 1500.0),
+                finish_reason: Some("stop".into()),
+                cost_usd: (index % 20 != 0).then(|| (1 + index % 37) as f64 / 1024.0),
+                prompt: None,
+                messages: None,
+            }
+        })
+        .collect()
+}
+
+fn write_records_parquet(path: &Path, records: &[routeval::records::Record<'static>]) {
+    let mut writer =
+        routeval::records::RecordsWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    for record in records {
+        writer.push(record.clone()).unwrap();
+    }
+    writer.close().unwrap();
+}
+
+fn write_records_json_lines(path: &Path, records: &[routeval::records::Record<'static>]) {
+    let lines: Vec<String> = records
+        .iter()
+        .map(|record| {
+            serde_json::json!({
+                "id": record.id,
+                "timestamp": record.timestamp_ms,
+                "slice": record.slice,
+                "logical_model": record.logical_model,
+                "route": record.route,
+                "model": record.model,
+                "reason": record.reason,
+                "score": record.score,
+                "status": record.status.name(),
+                "input_tokens": record.input_tokens,
+                "cached_input_tokens": record.cached_input_tokens,
+                "output_tokens": record.output_tokens,
+                "ttft_ms": record.ttft_ms,
+                "total_ms": record.total_ms,
+                "finish_reason": record.finish_reason,
+                "cost_usd": record.cost_usd,
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn parquet_read_as_columns_folds_to_exactly_what_the_row_reader_folds() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    // Three row groups of 65,536 and a part of a fourth.
+    let records = varied_records(200_000);
+    let (parquet, jsonl) = (workspace.path("r.parquet"), workspace.path("r.jsonl"));
+    write_records_parquet(&parquet, &records);
+    write_records_json_lines(&jsonl, &records);
+    for window in ["1h", "7m"] {
+        let (code_rows, mut by_rows) = drift_in_windows(&config, "--records", &jsonl, window);
+        let (code_columns, by_columns) = drift_in_windows(&config, "--records", &parquet, window);
+        assert_eq!(code_rows, code_columns);
+        assert_eq!(by_rows.records.rows, 200_000);
+        assert_eq!(by_rows.records.rows, by_columns.records.rows);
+        // Everything but the input file's name and digest.
+        by_rows.records = by_columns.records.clone();
+        assert_eq!(by_rows, by_columns);
+        let routes: Vec<&str> = by_columns.routes.iter().map(|r| r.route.as_str()).collect();
+        assert_eq!(routes, ["backup", "large", "mini"]);
+        assert!(by_columns.slices.iter().all(|slice| slice.decided > 0));
+    }
+}
+
+#[test]
+fn a_bad_value_deep_in_a_parquet_file_is_named_by_its_row_as_the_row_reader_names_it() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let drift_error = |records: &[routeval::records::Record<'static>], name: &str| {
+        let parquet = workspace.path(&format!("{name}.parquet"));
+        write_records_parquet(&parquet, records);
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--records")
+            .arg(&parquet)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        assert!(output.stdout.is_empty(), "{name}");
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let clean = varied_records(150_000);
+    // Row 100,001 is in the second row group, the second reading worker's.
+    let mut late = clean.clone();
+    late[100_000].ttft_ms = Some(9000.0);
+    late[100_000].total_ms = Some(10.0);
+    let message = drift_error(&late, "late");
+    assert!(
+        message.contains(
+            "row 100001, field \"ttft_ms\": first token at 9000 ms after the end at 10 ms"
+        ),
+        "{message}"
+    );
+    // Two bad rows: the earlier is named, whichever worker reads it.
+    let mut two = late.clone();
+    two[140_000].cost_usd = Some(-1.0);
+    two[70_000].cached_input_tokens = Some(5000);
+    let message = drift_error(&two, "two");
+    assert!(
+        message.contains("row 70001, field \"cached_input_tokens\": 5000 cached of"),
+        "{message}"
+    );
+    let mut blank = clean.clone();
+    blank[131_072].id = "   ".into();
+    let message = drift_error(&blank, "blank");
+    assert!(
+        message.contains("row 131073, field \"id\": missing"),
+        "{message}"
+    );
+    let mut tokens = clean;
+    tokens[149_999].output_tokens = Some(2_000_000_000_000_000);
+    let message = drift_error(&tokens, "tokens");
+    assert!(
+        message.contains("row 150000, field \"output_tokens\""),
+        "{message}"
+    );
+}

@@ -552,3 +552,135 @@ fn setup_messages_name_each_cause_once_and_never_a_key_in_a_url() {
     );
     assert_eq!(sim.stats().requests, 0, "a request was sent");
 }
+
+/// `strace`, which kills a process at a named system call: the tests that
+/// need it fail without it rather than pass untried (`.ci/run` installs it).
+fn strace() -> PathBuf {
+    let path = PathBuf::from("/usr/bin/strace");
+    assert!(
+        path.exists(),
+        "this test kills routeval at a rename with strace: apt-get install strace"
+    );
+    path
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_kill_at_any_rename_of_the_final_compaction_loses_no_answer() {
+    let strace = strace();
+    let directory = tempfile::tempdir().unwrap();
+    let (sim, dataset, config) = flowing(directory.path(), 300, 0, 0.0, 8);
+    let cache = directory.path().join("cache");
+    let first = directory.path().join("first");
+    run_command(&config, &dataset, &first, &cache)
+        .arg("--no-cache")
+        .assert()
+        .success();
+    let answered = read_all_responses(&first.join("responses.parquet")).unwrap();
+    assert_eq!(answered.len(), 600);
+    let calls = || sim.stats().completed.values().sum::<u64>();
+    let paid = calls();
+    // The same rows as a long run leaves them before its final compaction:
+    // 40 sorted parts, more than two rounds of 16.
+    let staged = directory.path().join("staged");
+    std::fs::create_dir_all(staged.join("parts")).unwrap();
+    std::fs::copy(first.join("manifest.json"), staged.join("manifest.json")).unwrap();
+    for (index, chunk) in answered.chunks(15).enumerate() {
+        let file = std::fs::File::create(
+            staged
+                .join("parts")
+                .join(format!("part-0000000000000000-{index:06}.parquet")),
+        )
+        .unwrap();
+        let mut writer = routeval::run::ResponsesWriter::new(file).unwrap();
+        writer.write(chunk).unwrap();
+        writer.close().unwrap();
+    }
+    // strace counts a thread's renames; the compaction makes them on one.
+    let resume = |out: &Path, killed_at_rename: Option<usize>| {
+        let mut command = match killed_at_rename {
+            Some(number) => {
+                let mut command = std::process::Command::new(&strace);
+                command
+                    .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=rename"])
+                    .arg("-e")
+                    .arg(format!("inject=rename:signal=KILL:when={number}"))
+                    .arg(binary());
+                command
+            }
+            None => std::process::Command::new(binary()),
+        };
+        command
+            .args(run_args(&config, &dataset, out, &cache))
+            .arg("--no-cache")
+            .output()
+            .unwrap()
+    };
+    // The renames of a resume that only compacts, in order; each is killed
+    // as it starts, so the state is the one right after the rename before.
+    let renames = [
+        "manifest.json",
+        "parts/merge-00-000000.parquet",
+        "parts/merge-00-000001.parquet",
+        "parts/merge-00-000002.parquet",
+        "responses.parquet",
+        "manifest.json",
+    ];
+    for (index, target) in renames.iter().enumerate() {
+        let out = directory.path().join(format!("kill-{index}"));
+        copy_tree(&staged, &out);
+        let killed = resume(&out, Some(index + 1));
+        assert!(
+            !killed.status.success(),
+            "not killed at {target}: {}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+        if target.ends_with(".parquet") {
+            assert!(!out.join(target).exists(), "killed after renaming {target}");
+        }
+        if index >= 2 {
+            assert!(
+                out.join(renames[index - 1]).exists(),
+                "killed before {target}"
+            );
+        }
+        // And the resume killed too, at its first merge.
+        let killed_again = resume(&out, Some(2));
+        assert!(
+            !killed_again.status.success(),
+            "{target}: the resume was not killed"
+        );
+        let finished = resume(&out, None);
+        assert!(
+            finished.status.success(),
+            "after a kill at {target}: {}",
+            String::from_utf8_lossy(&finished.stderr)
+        );
+        let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+        assert_eq!(rows.len(), answered.len(), "after a kill at {target}");
+        assert!(rows == answered, "after a kill at {target}, rows changed");
+        assert_eq!(
+            calls(),
+            paid,
+            "after a kill at {target}, calls were sent again"
+        );
+        assert!(
+            parts(&out).is_empty(),
+            "after a kill at {target}: {:?}",
+            parts(&out)
+        );
+    }
+}

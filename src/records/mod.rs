@@ -5,11 +5,13 @@
 //! `--map`, a routeval run) into it. `replay fallback`, `replay hedge`,
 //! `drift --records` and `sample` read it.
 
+mod columns;
 mod import;
 mod read;
 mod schema;
 mod write;
 
+pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
 pub use import::{ImportFormat, ImportOptions, for_each_object, import_records};
 pub use read::{FieldNames, Record, RecordsError, fold_records, for_each_record, parse_timestamp};
 pub use schema::{

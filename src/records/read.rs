@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
+use super::schema::field::*;
 use super::schema::{RECORD_COLUMNS, RecordKind, Status};
 use crate::schema::{Format, RowLocation};
 
@@ -126,30 +127,10 @@ impl FieldNames {
         Ok(names)
     }
 
-    fn source(&self, field: usize) -> &str {
+    pub(super) fn source(&self, field: usize) -> &str {
         &self.0[field]
     }
 }
-
-// Field positions in RECORD_COLUMNS.
-const ID: usize = 0;
-const TIMESTAMP: usize = 1;
-const SLICE: usize = 2;
-const LOGICAL_MODEL: usize = 3;
-const ROUTE: usize = 4;
-const MODEL: usize = 5;
-const REASON: usize = 6;
-const SCORE: usize = 7;
-const STATUS: usize = 8;
-const INPUT_TOKENS: usize = 9;
-const CACHED_INPUT_TOKENS: usize = 10;
-const OUTPUT_TOKENS: usize = 11;
-const TTFT_MS: usize = 12;
-const TOTAL_MS: usize = 13;
-const FINISH_REASON: usize = 14;
-const COST_USD: usize = 15;
-const PROMPT: usize = 16;
-const MESSAGES: usize = 17;
 
 /// One row of a file, as its format gives its fields.
 trait Row {
@@ -403,7 +384,7 @@ pub fn fold_records<S: Send>(
                         count += parquet_records(
                             path,
                             names,
-                            Some(group),
+                            Some((group, None)),
                             offsets[group],
                             &mut |_, record| {
                                 visit(&mut state, record);
@@ -458,12 +439,13 @@ pub fn fold_records<S: Send>(
     Ok((states, count))
 }
 
-/// The records of a Parquet file, or of its row group `group` whose first
-/// row is row `first_row` + 1 of the file, to `visit`; how many there were.
-fn parquet_records(
+/// The records of a Parquet file, or of its row group `group` (only the
+/// rows its selection selects, when it has one) whose first row read is row
+/// `first_row` + 1 of the file, to `visit`; how many there were.
+pub(super) fn parquet_records(
     path: &Path,
     names: &FieldNames,
-    group: Option<usize>,
+    group: Option<(usize, Option<RowSelection>)>,
     first_row: u64,
     visit: &mut dyn FnMut(RowLocation, &Record<'_>) -> Result<(), RecordsError>,
 ) -> Result<u64, RecordsError> {
@@ -476,7 +458,10 @@ fn parquet_records(
         .and_then(|builder| {
             let builder = builder.with_batch_size(8192);
             match group {
-                Some(group) => builder.with_row_groups(vec![group]),
+                Some((group, Some(selection))) => builder
+                    .with_row_groups(vec![group])
+                    .with_row_selection(selection),
+                Some((group, None)) => builder.with_row_groups(vec![group]),
                 None => builder,
             }
             .build()

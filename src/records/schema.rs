@@ -136,6 +136,28 @@ pub const RECORD_COLUMNS: [RecordColumn; 18] = [
     ),
 ];
 
+/// Each field's position in [`RECORD_COLUMNS`], for the readers.
+pub(super) mod field {
+    pub const ID: usize = 0;
+    pub const TIMESTAMP: usize = 1;
+    pub const SLICE: usize = 2;
+    pub const LOGICAL_MODEL: usize = 3;
+    pub const ROUTE: usize = 4;
+    pub const MODEL: usize = 5;
+    pub const REASON: usize = 6;
+    pub const SCORE: usize = 7;
+    pub const STATUS: usize = 8;
+    pub const INPUT_TOKENS: usize = 9;
+    pub const CACHED_INPUT_TOKENS: usize = 10;
+    pub const OUTPUT_TOKENS: usize = 11;
+    pub const TTFT_MS: usize = 12;
+    pub const TOTAL_MS: usize = 13;
+    pub const FINISH_REASON: usize = 14;
+    pub const COST_USD: usize = 15;
+    pub const PROMPT: usize = 16;
+    pub const MESSAGES: usize = 17;
+}
+
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(
         RECORD_COLUMNS
@@ -192,5 +214,38 @@ impl Status {
     /// What a breaker counts as a failure of the route.
     pub fn is_failure(self) -> bool {
         self != Status::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_positions_name_their_columns() {
+        let positions = [
+            (field::ID, "id"),
+            (field::TIMESTAMP, "timestamp"),
+            (field::SLICE, "slice"),
+            (field::LOGICAL_MODEL, "logical_model"),
+            (field::ROUTE, "route"),
+            (field::MODEL, "model"),
+            (field::REASON, "reason"),
+            (field::SCORE, "score"),
+            (field::STATUS, "status"),
+            (field::INPUT_TOKENS, "input_tokens"),
+            (field::CACHED_INPUT_TOKENS, "cached_input_tokens"),
+            (field::OUTPUT_TOKENS, "output_tokens"),
+            (field::TTFT_MS, "ttft_ms"),
+            (field::TOTAL_MS, "total_ms"),
+            (field::FINISH_REASON, "finish_reason"),
+            (field::COST_USD, "cost_usd"),
+            (field::PROMPT, "prompt"),
+            (field::MESSAGES, "messages"),
+        ];
+        assert_eq!(positions.len(), RECORD_COLUMNS.len());
+        for (position, name) in positions {
+            assert_eq!(RECORD_COLUMNS[position].name, name);
+        }
     }
 }

@@ -9,12 +9,23 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::read::Record;
 use super::schema::{RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 
 const BATCH: usize = 8192;
 const ROW_GROUP: usize = 1 << 16;
+const UNIQUE_COLUMNS: [&str; 8] = [
+    "id",
+    "timestamp",
+    "score",
+    "ttft_ms",
+    "total_ms",
+    "cost_usd",
+    "prompt",
+    "messages",
+];
 
 /// Records to a Parquet file, one batch at a time.
 pub struct RecordsWriter<W: std::io::Write + Send> {
@@ -34,8 +45,14 @@ impl<W: std::io::Write + Send> std::fmt::Debug for RecordsWriter<W> {
 
 impl<W: std::io::Write + Send> RecordsWriter<W> {
     pub fn new(sink: W) -> anyhow::Result<RecordsWriter<W>> {
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        let mut properties =
+            WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default()));
+        // Columns whose values are nearly all distinct: a dictionary of a
+        // whole row group's values only makes them larger and slower to read.
+        for column in UNIQUE_COLUMNS {
+            properties = properties.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let properties = properties
             // Row groups small enough for every core to read its share.
             .set_max_row_group_row_count(Some(ROW_GROUP))
             .set_key_value_metadata(Some(vec![KeyValue::new(

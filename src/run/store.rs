@@ -294,36 +294,62 @@ pub fn merge_sorted(inputs: &[PathBuf], destination: &Path) -> anyhow::Result<u6
 /// a long run's many parts are merged in rounds of this many.
 const FAN_IN: usize = 16;
 
-fn remove_merged(inputs: &[PathBuf], keep: &Path) -> anyhow::Result<()> {
+/// Removes the inputs of a merge but `keep` (the merge itself, and the
+/// finished table, which is only ever replaced).
+fn remove_merged(inputs: &[PathBuf], keep: [&Path; 2]) -> anyhow::Result<()> {
     // Only after the merged file is in place: a crash here leaves inputs
     // whose rows the merged file already holds, which the next merge folds.
-    for input in inputs.iter().filter(|input| *input != keep) {
+    for input in inputs
+        .iter()
+        .filter(|input| !keep.contains(&input.as_path()))
+    {
         std::fs::remove_file(input)
             .with_context(|| format!("{}: cannot remove a merged part", input.display()))?;
     }
     Ok(())
 }
 
+/// A name in `parts` for a merge of round `round`, taken by no file there:
+/// a kill during an earlier compaction leaves its merges behind as inputs,
+/// and a merge written over an input of a later group would lose that
+/// input's rows.
+fn free_merge_name(parts: &Path, round: usize, index: usize) -> PathBuf {
+    let mut attempt = 0u32;
+    loop {
+        let name = if attempt == 0 {
+            format!("merge-{round:02}-{index:06}.parquet")
+        } else {
+            format!("merge-{round:02}-{index:06}-{attempt}.parquet")
+        };
+        let path = parts.join(name);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return path;
+        }
+        attempt += 1;
+    }
+}
+
 /// Folds the parts of `out` into `responses.parquet` and removes them.
+/// Every step is safe to kill: a merge is renamed into place before its
+/// inputs are removed, and never over a file that still holds rows.
 pub fn compact(out: &Path) -> anyhow::Result<u64> {
     let mut inputs = sources(out)?;
     let destination = out.join(RESPONSES_FILE);
+    let parts = out.join(PARTS);
     let mut round = 0;
     while inputs.len() > FAN_IN {
         let mut merged = Vec::with_capacity(inputs.len().div_ceil(FAN_IN));
         for (index, group) in inputs.chunks(FAN_IN).enumerate() {
-            let into = out
-                .join(PARTS)
-                .join(format!("merge-{round:02}-{index:06}.parquet"));
+            let into = free_merge_name(&parts, round, index);
             merge_sorted(group, &into)?;
-            remove_merged(group, &destination)?;
+            remove_merged(group, [&into, &destination])?;
             merged.push(into);
         }
         inputs = merged;
         round += 1;
     }
     let written = merge_sorted(&inputs, &destination)?;
-    remove_merged(&inputs, &destination)?;
+    remove_merged(&inputs, [&destination, &destination])?;
     Ok(written)
 }
 
