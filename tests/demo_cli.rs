@@ -85,8 +85,28 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     assert!(!text.contains("routeval-sim/"), "{text}");
     crate::litellm_export::loads_into_litellm(&export);
 
-    // The demo's own directory is cleared and reused by the next demo.
-    assert!(out.join(".routeval-demo").is_file());
+    // The demo writes nothing at the top of its directory it would not
+    // clear, and the next demo clears that and nothing else.
+    let outputs = routeval::cli::DEMO_OUTPUTS;
+    let entries = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let written = entries();
+    for name in &written {
+        assert!(
+            name == routeval::cli::DEMO_MARKER || outputs.contains(&name.as_str()),
+            "the demo wrote {name}, which the next demo would not clear"
+        );
+    }
+    assert_eq!(written.len(), outputs.len() + 1, "{written:?}");
+    std::fs::write(out.join("notes.md"), "my notes on the demo").unwrap();
+    std::fs::create_dir_all(out.join("experiments")).unwrap();
+    std::fs::write(out.join("experiments/try.toml"), "mine").unwrap();
     routeval()
         .current_dir(root)
         .args(["demo", "--out"])
@@ -95,6 +115,15 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         .arg(&report)
         .assert()
         .success();
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.md")).unwrap(),
+        "my notes on the demo"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("experiments/try.toml")).unwrap(),
+        "mine"
+    );
+    assert_eq!(entries().len(), written.len() + 2);
 }
 
 #[test]

@@ -684,3 +684,47 @@ fn a_kill_at_any_rename_of_the_final_compaction_loses_no_answer() {
         );
     }
 }
+
+#[test]
+fn a_directory_no_run_made_is_refused_as_out_and_left_as_it_was() {
+    let directory = tempfile::tempdir().unwrap();
+    let (sim, dataset, config) = flowing(directory.path(), 20, 0, 0.0, 4);
+    let out = directory.path().join("notes");
+    let files = [
+        ("journal/journal-2026.jsonl", "my own journal\n"),
+        ("parts/plan.parquet", "not parquet at all"),
+        ("todo.txt", "call the vendor"),
+    ];
+    for (name, text) in files {
+        std::fs::create_dir_all(out.join(name).parent().unwrap()).unwrap();
+        std::fs::write(out.join(name), text).unwrap();
+    }
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "is not empty and holds no routeval run (no manifest.json)",
+        ));
+    for (name, text) in files {
+        assert_eq!(
+            std::fs::read_to_string(out.join(name)).unwrap(),
+            text,
+            "{name}"
+        );
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["journal", "parts", "todo.txt"]);
+    assert!(sim.stats().completed.is_empty(), "a request was sent");
+    // An empty directory, and a run's own, are runs to start or resume.
+    let empty = directory.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for _ in 0..2 {
+        run_command(&config, &dataset, &empty, &directory.path().join("cache"))
+            .assert()
+            .success();
+    }
+}

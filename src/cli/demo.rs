@@ -256,11 +256,28 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
 /// may clear it and nothing else.
 pub const DEMO_MARKER: &str = ".routeval-demo";
 
-/// Makes `out` an empty directory the demo owns: a fresh start each time,
-/// because the simulator's port (part of the run's config) changes between
-/// demos. Only a directory the demo created (it holds [`DEMO_MARKER`]) is
-/// cleared; any other non-empty directory is refused, and so is one that
-/// holds the demo's inputs or the current directory.
+/// Every file and folder the demo writes at the top of its `--out`: what a
+/// later demo clears there, and all it clears.
+pub const DEMO_OUTPUTS: [&str; 11] = [
+    "routeval.toml",
+    "run",
+    "graded.parquet",
+    "graded-scored.parquet",
+    "router.bin",
+    "calibration-cascade.json",
+    "calibration-predictive.json",
+    "calibration-predictive-certified.json",
+    "calibration-predictive-three-tier.json",
+    "keys",
+    "gate",
+];
+
+/// Makes `out` a directory the demo owns with none of its outputs: a fresh
+/// start each time, because the simulator's port (part of the run's config)
+/// changes between demos. Only a directory the demo created (it holds
+/// [`DEMO_MARKER`]) is cleared, and only of [`DEMO_OUTPUTS`]; any other
+/// non-empty directory is refused, and so is one that holds the demo's
+/// inputs or the current directory.
 fn prepare_out(out: &Path, inputs: &[(&PathBuf, &str)]) -> anyhow::Result<()> {
     let refuse =
         |why: String| -> anyhow::Result<()> { anyhow::bail!("{}: {why} (--out)", out.display()) };
@@ -304,10 +321,17 @@ fn prepare_out(out: &Path, inputs: &[(&PathBuf, &str)]) -> anyhow::Result<()> {
         return mark(out);
     }
     if std::fs::symlink_metadata(out.join(DEMO_MARKER)).is_ok_and(|marker| marker.is_file()) {
-        std::fs::remove_dir_all(out)
-            .with_context(|| format!("{}: cannot clear (--out)", out.display()))?;
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
+        // What the demo wrote goes; anything else is the user's and stays.
+        for name in DEMO_OUTPUTS {
+            let path = out.join(name);
+            let removed = match std::fs::symlink_metadata(&path) {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(error) => Err(error),
+                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path),
+                Ok(_) => std::fs::remove_file(&path),
+            };
+            removed.with_context(|| format!("{}: cannot clear (--out)", path.display()))?;
+        }
         return mark(out);
     }
     refuse(format!(
@@ -318,7 +342,7 @@ fn prepare_out(out: &Path, inputs: &[(&PathBuf, &str)]) -> anyhow::Result<()> {
 fn mark(out: &Path) -> anyhow::Result<()> {
     crate::atomic::write_bytes_atomically(
         &out.join(DEMO_MARKER),
-        b"made by routeval demo; the next demo with this --out clears this directory\n",
+        b"made by routeval demo; the next demo with this --out removes what the demo wrote here, and nothing else\n",
     )
     .with_context(|| format!("{}: cannot write the demo marker", out.display()))
 }

@@ -31,6 +31,7 @@ pub use args::{
     RecordsCommand, RecordsImportArgs, ReplayCommand, ReplicasArgs, ReportArgs, RouterCommand,
     RunArgs, SampleArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
+pub use demo::{DEMO_MARKER, DEMO_OUTPUTS};
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
 

@@ -429,6 +429,29 @@ fn lock_run(out: &std::path::Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
+/// Refuses an existing `--out` that no run made: a run moves aside and
+/// removes what it finds in its `journal/` and `parts/`, so it may resume
+/// only a directory holding a run's manifest (or, from a run killed before
+/// it wrote one, nothing but the run's lock).
+fn refuse_foreign_directory(out: &std::path::Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    let names: Vec<std::ffi::OsString> = entries
+        .map(|entry| entry.map(|entry| entry.file_name()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{}: cannot list (--out)", out.display()))?;
+    let ours = names.iter().any(|name| name == MANIFEST_FILE)
+        || names.iter().all(|name| name == LOCK_FILE);
+    if !ours {
+        anyhow::bail!(
+            "{}: is not empty and holds no routeval run (no {MANIFEST_FILE}); give a new or empty directory as --out",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 /// Checks everything that can be checked without the network: the dataset
 /// (every row, before any request), the output directory and what an earlier
 /// run left in it.
@@ -461,6 +484,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
             settings.out.display()
         );
     }
+    refuse_foreign_directory(&settings.out)?;
     std::fs::create_dir_all(&settings.out)
         .with_context(|| format!("{}: cannot create (--out)", settings.out.display()))?;
     let lock = lock_run(&settings.out)?;
