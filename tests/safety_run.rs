@@ -728,3 +728,98 @@ fn a_directory_no_run_made_is_refused_as_out_and_left_as_it_was() {
             .success();
     }
 }
+
+/// A real filesystem of a few kilobytes (tmpfs) mounted for one test, and
+/// unmounted when dropped.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    /// `None` (the test is skipped, and fails under CI) where mounting needs
+    /// a root this process is not.
+    fn mount(path: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(path).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "a full disk needs a tmpfs, which needs root"
+            );
+            eprintln!("skipped: cannot mount a tmpfs (not root)");
+            return None;
+        }
+        Some(SmallDisk {
+            path: path.to_owned(),
+        })
+    }
+
+    fn grow(&self, size: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_stops_the_run_at_once_and_the_resume_sends_only_what_was_lost() {
+    let directory = tempfile::tempdir().unwrap();
+    let (sim, dataset, config) = flowing(directory.path(), 600, 5, 0.0, 8);
+    let Some(disk) = SmallDisk::mount(&directory.path().join("small"), "96k") else {
+        return;
+    };
+    let out = disk.path.join("run");
+    let cache = directory.path().join("cache");
+    let full = run_command(&config, &dataset, &out, &cache)
+        .arg("--no-cache")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && stderr.contains("stopped sending requests"),
+        "{stderr}"
+    );
+    let paid = sim.stats().completed;
+    let sent: u64 = paid.values().sum();
+    assert!(
+        sent < 800,
+        "{sent} of 1,200 calls were sent on a disk that held a fraction of them"
+    );
+    disk.grow("64m");
+    run_command(&config, &dataset, &out, &cache)
+        .arg("--no-cache")
+        .assert()
+        .success();
+    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+    assert_eq!(rows.len(), 1200);
+    let stats = sim.stats();
+    let resent = paid.keys().filter(|key| stats.completed[*key] > 1).count();
+    eprintln!(
+        "{sent} calls before the disk was full and the run stopped ({}); {resent} sent again",
+        stderr.trim()
+    );
+    // At most the calls in flight when the disk filled, and the rows held
+    // in memory that no part could take: tens, not the hundreds sent.
+    assert!(
+        resent <= 64,
+        "{resent} of {sent} paid calls were sent again"
+    );
+}

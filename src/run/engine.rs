@@ -165,7 +165,7 @@ impl<E: ChatEndpoint> Context<E> {
     async fn emit(&self, row: ResponseRow) {
         let counters = &self.tier(row.tier).counters;
         counters.finished(!row.answered(), row.cached, row.cost_usd);
-        // The writer only goes away when the run is interrupted.
+        // The writer only goes away when the run is stopped.
         let _ = self.rows.send(row).await;
     }
 
@@ -620,11 +620,13 @@ pub async fn execute<E: ChatEndpoint>(
     }
 
     let (stop_writer, writer_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (write_failed, mut writing_failed) = tokio::sync::oneshot::channel::<()>();
     let writer = tokio::spawn(write_rows(
         settings.out.clone(),
         row_receiver,
         settings.flush_every,
         writer_stopped,
+        write_failed,
     ));
     let counters: Vec<&TierCounters> = context.tiers().iter().map(|tier| &tier.counters).collect();
     let tiers: Vec<CallTier> = context.tiers().iter().map(|tier| tier.tier).collect();
@@ -710,11 +712,14 @@ pub async fn execute<E: ChatEndpoint>(
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    let interrupted = tokio::select! {
-        () = dispatch => false,
+    // A row that cannot be written stops the run as an interrupt does:
+    // every request sent after it would be paid for and lost.
+    let stopped = tokio::select! {
+        () = dispatch => None,
         () = ticker => unreachable!("the ticker never ends"),
-        _ = tokio::signal::ctrl_c() => true,
-        () = terminated => true,
+        _ = tokio::signal::ctrl_c() => Some(Stop::Interrupted),
+        () = terminated => Some(Stop::Interrupted),
+        Ok(()) = &mut writing_failed => Some(Stop::WriteFailed),
     };
     progress.update(&counters);
     progress.finish();
@@ -734,10 +739,17 @@ pub async fn execute<E: ChatEndpoint>(
         .collect();
     // Every sender must go for the writer to finish: the context holds one.
     drop(context);
-    if interrupted {
+    if let Some(stop) = stopped {
         reader.abort();
         let _ = stop_writer.send(());
-        writer.await.context("the writer failed")??;
+        let written = writer.await.context("the writer failed")?;
+        if let (Stop::WriteFailed, Err(error)) = (stop, &written) {
+            anyhow::bail!(
+                "{error:#}; stopped sending requests; run the same command to resume once {} can be written",
+                settings.out.display()
+            );
+        }
+        written?;
         anyhow::bail!(
             "interrupted; the calls that finished are saved in {}; run the same command to resume",
             settings.out.display()
@@ -790,13 +802,26 @@ fn verified_pairs(config: &RunConfig) -> Vec<(CallTier, CallTier)> {
         .collect()
 }
 
+/// Why a run stopped before every call was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Interrupted,
+    /// A row could not be written (a full disk): `failed` was signalled.
+    WriteFailed,
+}
+
 /// Journals every row as it arrives, and writes the buffered rows as sorted
-/// parts every `flush_every`; each synced part empties the journal.
+/// parts every `flush_every`; each synced part empties the journal. At the
+/// first write that fails it signals `failed` and writes no more, but keeps
+/// the rows that still arrive (calls in flight) and, when stopped, tries
+/// once to save them in a part of their own, which is written whole or not
+/// at all; the error says how many it could not save.
 async fn write_rows(
     out: PathBuf,
     mut rows: mpsc::Receiver<ResponseRow>,
     flush_every: Duration,
     mut stop: tokio::sync::oneshot::Receiver<()>,
+    failed: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<()> {
     const PART_ROWS: usize = 65_536;
     // Rows per journal write: enough to batch a burst into one system call,
@@ -817,11 +842,21 @@ async fn write_rows(
             journal.truncate()
         })
     };
+    let mut failure: Option<anyhow::Error> = None;
+    // The rows at the front of `buffer` that the journal holds.
+    let mut journaled = 0usize;
+    let mut failed = Some(failed);
+    let mut fail = |failure: &mut Option<anyhow::Error>, error: anyhow::Error| {
+        *failure = Some(error);
+        if let Some(failed) = failed.take() {
+            let _ = failed.send(());
+        }
+    };
     loop {
         tokio::select! {
             row = rows.recv() => match row {
                 Some(row) => {
-                    journal.append(&row)?;
+                    let first = buffer.len();
                     buffer.push(row);
                     // Whatever else has arrived goes in the same write.
                     for _ in 1..JOURNAL_BATCH {
@@ -829,27 +864,67 @@ async fn write_rows(
                             break;
                         }
                         let Ok(row) = rows.try_recv() else { break };
-                        journal.append(&row)?;
                         buffer.push(row);
                     }
-                    journal.write()?;
-                    if buffer.len() >= PART_ROWS {
-                        flush(&mut parts, &mut journal, &mut buffer)?;
+                    if failure.is_some() {
+                        continue;
+                    }
+                    let written = buffer[first..]
+                        .iter()
+                        .try_for_each(|row| journal.append(row))
+                        .and_then(|()| journal.write());
+                    if written.is_ok() {
+                        journaled = buffer.len();
+                    }
+                    let written = written.and_then(|()| {
+                        if buffer.len() >= PART_ROWS {
+                            flush(&mut parts, &mut journal, &mut buffer)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                    match written {
+                        Ok(()) => journaled = buffer.len(),
+                        Err(error) => fail(&mut failure, error),
                     }
                 }
                 None => break,
             },
-            _ = tick.tick() => flush(&mut parts, &mut journal, &mut buffer)?,
+            _ = tick.tick(), if failure.is_none() => {
+                match flush(&mut parts, &mut journal, &mut buffer) {
+                    Ok(()) => journaled = 0,
+                    Err(error) => fail(&mut failure, error),
+                }
+            }
             _ = &mut stop => {
-                // Interrupted: keep what arrived, including rows already queued.
+                // Stopped: keep what arrived, including rows already queued.
                 while let Ok(row) = rows.try_recv() {
-                    journal.append(&row)?;
+                    if failure.is_none() {
+                        journal.append(&row)?;
+                    }
                     buffer.push(row);
                 }
                 break;
             }
         }
     }
-    flush(&mut parts, &mut journal, &mut buffer)?;
-    journal.close()
+    let Some(error) = failure else {
+        flush(&mut parts, &mut journal, &mut buffer)?;
+        return journal.close();
+    };
+    // The journal may end in a line cut short: it is written no more, and
+    // the resume sends that call again.
+    let unjournaled = buffer.len() - journaled.min(buffer.len());
+    let saved = tokio::task::block_in_place(|| parts.flush(&mut buffer)).is_ok();
+    if saved {
+        let _ = journal.truncate();
+    }
+    let kept = if saved || unjournaled == 0 {
+        "every answered call is saved; the calls in flight will be sent again".to_owned()
+    } else {
+        format!(
+            "{unjournaled} answered calls could not be saved; they and the calls in flight will be sent again"
+        )
+    };
+    Err(anyhow::anyhow!("{error:#}; {kept}"))
 }
