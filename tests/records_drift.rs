@@ -221,7 +221,8 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     std::fs::write(&steady, same.join("\n") + "\n").unwrap();
     let (code, document) = drift(&config, "--records", &steady);
     assert_eq!(code, Some(0), "{:#?}", document.slices);
-    assert_eq!(document.schema_version, 1);
+    assert_eq!(document.schema_version, 2);
+    assert!(document.records_left_out.is_empty());
     for slice in &document.slices {
         assert_eq!(slice.verdict, Verdict::Ok, "{slice:?}");
         // Routed at the deployed threshold, the rows escalate as the gate
@@ -500,6 +501,32 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("a second hedge document"));
+    // A version this build does not know, older or newer, is refused: a
+    // chart of a document misread would show what it does not say.
+    for (document, kind) in [
+        (&drift_doc, "drift-records"),
+        (&fallback_doc, "fallback"),
+        (&hedge_doc, "hedge"),
+    ] {
+        for version in [0, 99] {
+            let mut value: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(document).unwrap()).unwrap();
+            value["schema_version"] = version.into();
+            let edited = workspace.path(&format!("{kind}-v{version}.json"));
+            std::fs::write(&edited, value.to_string()).unwrap();
+            routeval()
+                .args(["report", "--records"])
+                .arg(&edited)
+                .arg("--out")
+                .arg(workspace.path(&format!("{kind}-v{version}")))
+                .assert()
+                .code(2)
+                .stderr(predicates::str::contains(format!(
+                    "schema_version {version} is not one this routeval reads"
+                )));
+            assert!(!workspace.path(&format!("{kind}-v{version}")).exists());
+        }
+    }
 }
 
 #[test]
@@ -677,6 +704,14 @@ fn parquet_read_as_columns_folds_to_exactly_what_the_row_reader_folds() {
         // Everything but the input file's name and digest.
         by_rows.records = by_columns.records.clone();
         assert_eq!(by_rows, by_columns);
+        let other = records
+            .iter()
+            .filter(|record| record.logical_model.as_deref() == Some("another-model"))
+            .count() as u64;
+        assert_eq!(
+            by_columns.records_left_out,
+            BTreeMap::from([("another-model".to_owned(), other)])
+        );
         let routes: Vec<&str> = by_columns.routes.iter().map(|r| r.route.as_str()).collect();
         assert_eq!(routes, ["backup", "large", "mini"]);
         assert!(by_columns.slices.iter().all(|slice| slice.decided > 0));
@@ -736,4 +771,127 @@ fn a_bad_value_deep_in_a_parquet_file_is_named_by_its_row_as_the_row_reader_name
         message.contains("row 150000, field \"output_tokens\""),
         "{message}"
     );
+}
+
+#[test]
+fn records_of_no_deployed_logical_model_are_an_error_not_an_ok() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    // A one-letter typo in every record's logical model.
+    let mut records = varied_records(2000);
+    for record in &mut records {
+        record.logical_model = Some("support-fsat".into());
+    }
+    let (parquet, jsonl) = (workspace.path("typo.parquet"), workspace.path("typo.jsonl"));
+    write_records_parquet(&parquet, &records);
+    write_records_json_lines(&jsonl, &records);
+    // The same 2,000 requests as the warehouse's groups.
+    let aggregates = workspace.write(
+        "typo-aggregates.csv",
+        "window_start,slice,logical_model,route,reason,model,score_bin,ttft_bin,requests,cost_usd\n\
+         1764504000000,billing,support-fsat,mini,routed-small,gpt-4o-mini-2024-07-18,12,600,1500,0.75\n\
+         1764504000000,legal,support-fsat,large,routed-large,gpt-4o-2024-08-06,81,650,500,4.5\n",
+    );
+    for (flag, input) in [
+        ("--records", &parquet),
+        ("--records", &jsonl),
+        ("--aggregates", &aggregates),
+    ] {
+        routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg(flag)
+            .arg(input)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(
+                "no record is of support-fast, the logical model the deployed config routes (the records are of support-fsat (2000)): nothing was checked",
+            ));
+    }
+    // Some of another model: counted in the document and the table.
+    let mut mixed = varied_records(2000);
+    for record in mixed.iter_mut().take(300) {
+        record.logical_model = Some("support-fsat".into());
+    }
+    let mixed_path = workspace.path("mixed.parquet");
+    write_records_parquet(&mixed_path, &mixed);
+    let another = mixed
+        .iter()
+        .filter(|record| record.logical_model.as_deref() == Some("another-model"))
+        .count() as u64;
+    let (_, document) = drift(&config, "--records", &mixed_path);
+    assert_eq!(
+        document.records_left_out,
+        BTreeMap::from([
+            ("another-model".to_owned(), another),
+            ("support-fsat".to_owned(), 300)
+        ])
+    );
+    routeval()
+        .args(["drift", "--config"])
+        .arg(&config)
+        .arg("--records")
+        .arg(&mixed_path)
+        .assert()
+        .stdout(predicates::str::contains(format!(
+            "left out, of other logical models: another-model ({another}), support-fsat (300)"
+        )));
+}
+
+#[test]
+fn a_record_table_of_a_version_this_build_does_not_know_is_refused() {
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let current = workspace.path("v1.parquet");
+    write_records_parquet(&current, &varied_records(3000));
+    for version in ["0", "99"] {
+        let tagged = workspace.path(&format!("v{version}.parquet"));
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&current).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+        let properties = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                routeval::records::SCHEMA_VERSION_KEY.to_owned(),
+                version.to_owned(),
+            )]))
+            .build();
+        let mut writer = ArrowWriter::try_new(
+            std::fs::File::create(&tagged).unwrap(),
+            routeval::records::RECORDS_SCHEMA.clone(),
+            Some(properties),
+        )
+        .unwrap();
+        for batch in reader {
+            writer.write(&batch.unwrap()).unwrap();
+        }
+        writer.close().unwrap();
+        let refused = format!(
+            "cannot read: routeval.records.schema_version = {version}: schema_version {version} is not one this routeval reads (1)"
+        );
+        // Read as columns, and record by record.
+        routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--records")
+            .arg(&tagged)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(refused.as_str()));
+        routeval()
+            .args(["replay", "hedge", "--records"])
+            .arg(&tagged)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(refused.as_str()));
+    }
+    let (_, document) = drift(&config, "--records", &current);
+    assert_eq!(document.records.rows, 3000);
 }

@@ -28,7 +28,7 @@ use crate::routes::ResolvedPolicy;
 use crate::schema::{RowLocation, read_graded};
 use tally::{Tally, TallyContext};
 
-pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 1;
+pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 2;
 
 const PSI_WATCH: f64 = 0.1;
 const PSI_RECALIBRATE: f64 = 0.25;
@@ -162,6 +162,8 @@ struct RouteFold {
 struct Fold {
     slices: BTreeMap<String, SliceFold>,
     routes: BTreeMap<String, RouteFold>,
+    /// Requests of another logical model, by its name.
+    left_out: BTreeMap<String, u64>,
     first_ms: Option<i64>,
     last_ms: Option<i64>,
 }
@@ -217,6 +219,9 @@ impl Fold {
             for (start, window) in part.windows {
                 route.windows.entry(start).or_default().absorb(window);
             }
+        }
+        for (name, count) in other.left_out {
+            *self.left_out.entry(name).or_default() += count;
         }
         self.first_ms = match (self.first_ms, other.first_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -353,6 +358,8 @@ pub struct RecordsRouteDrift {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordsDriftDocument {
+    /// 2 adds `records_left_out`; 1 reads with none.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 2>")]
     pub schema_version: u32,
     pub kind: String,
     pub routeval_version: String,
@@ -360,6 +367,10 @@ pub struct RecordsDriftDocument {
     /// The records, or the pre-aggregated table.
     pub records: InputFile,
     pub aggregated: bool,
+    /// Records (or aggregated requests) of other logical models, which the
+    /// deployed config does not route, by logical model: counted, not read.
+    #[serde(default)]
+    pub records_left_out: BTreeMap<String, u64>,
     pub baseline_results: Option<InputFile>,
     pub window_ms: i64,
     pub first_ms: Option<i64>,
@@ -490,11 +501,10 @@ fn fold_input(
             rows
         }
         RecordsInput::Aggregates(path) => read_aggregates(path, |row| {
-            if row
-                .logical_model
-                .as_deref()
-                .is_some_and(|name| name != logical)
+            if let Some(name) = row.logical_model.as_deref()
+                && name != logical
             {
+                *fold.left_out.entry(name.to_owned()).or_default() += row.requests;
                 return;
             }
             see(&mut fold, row.window_start_ms);
@@ -706,7 +716,20 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         let folded = fold_input(&options.input, &config, options.window_ms, &pins);
         (folded, digest.join().expect("the digest does not panic"))
     });
-    let (fold, rows) = folded?;
+    let (mut fold, rows) = folded?;
+    let records_left_out = std::mem::take(&mut fold.left_out);
+    if fold.slices.is_empty() {
+        let of: Vec<String> = records_left_out
+            .iter()
+            .map(|(name, count)| format!("{name} ({count})"))
+            .collect();
+        anyhow::bail!(
+            "{}: no record is of {}, the logical model the deployed config routes (the records are of {}): nothing was checked",
+            input_path.display(),
+            config.table.logical_model,
+            of.join(", ")
+        );
+    }
     let input_sha256 = digest?;
     // The calibration rows' scores, binned as the records' are.
     let score_column = config.table.policy.score().unwrap_or("score").to_owned();
@@ -917,6 +940,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             rows,
         },
         aggregated,
+        records_left_out,
         baseline_results: baseline,
         window_ms: options.window_ms,
         first_ms: fold.first_ms,
@@ -1044,6 +1068,22 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
         document.config.version,
         document.window_ms / 1000
     ));
+    if !document.records_left_out.is_empty() {
+        let of: Vec<String> = document
+            .records_left_out
+            .iter()
+            .map(|(name, count)| format!("{name} ({count})"))
+            .collect();
+        let of = of.join(", ");
+        out.push_str(&format!(
+            "left out, of other logical models: {}\n\n",
+            if markdown {
+                crate::markdown::text(&of)
+            } else {
+                of
+            }
+        ));
+    }
     out.push_str(&render(document.slice_table()));
     out.push('\n');
     out.push_str(&render(document.route_table()));

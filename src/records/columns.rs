@@ -23,7 +23,9 @@ use parquet::arrow::arrow_reader::{
     RowSelector,
 };
 
-use super::read::{FieldNames, Record, RecordsError, fold_records, parquet_records};
+use super::read::{
+    FieldNames, Record, RecordsError, check_table_version, fold_records, parquet_records,
+};
 use super::schema::field::{
     CACHED_INPUT_TOKENS, COST_USD, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL, OUTPUT_TOKENS, REASON,
     ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,
@@ -440,6 +442,7 @@ pub fn fold_record_chunks<S: Send>(
     let Some(plan) = Plan::new(&file, names).map_err(unreadable)? else {
         return by_rows();
     };
+    check_table_version(path, plan.metadata.metadata().file_metadata())?;
     let groups = plan.metadata.metadata().num_row_groups();
     let mut offsets = Vec::with_capacity(groups);
     let mut rows = 0u64;

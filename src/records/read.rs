@@ -11,7 +11,9 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
 use super::schema::field::*;
-use super::schema::{RECORD_COLUMNS, RecordKind, Status};
+use super::schema::{
+    RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, RecordKind, SCHEMA_VERSION_KEY, Status,
+};
 use crate::schema::{Format, RowLocation};
 
 /// One request, checked. Texts borrow from the row being read.
@@ -439,6 +441,33 @@ pub fn fold_records<S: Send>(
     Ok((states, count))
 }
 
+/// Refuses a Parquet file whose key-value metadata names a version of the
+/// record table this build does not know; a file without it (another
+/// writer's) reads as the current version.
+pub(super) fn check_table_version(
+    path: &Path,
+    metadata: &parquet::file::metadata::FileMetaData,
+) -> Result<(), RecordsError> {
+    let tagged = metadata
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .find(|entry| entry.key == SCHEMA_VERSION_KEY)
+        .and_then(|entry| entry.value.as_deref());
+    match tagged {
+        Some(found) if found.trim() != RECORDS_SCHEMA_VERSION.to_string() => {
+            Err(RecordsError::Unreadable {
+                path: path.to_owned(),
+                message: format!(
+                    "{SCHEMA_VERSION_KEY} = {found}: {}",
+                    crate::version::unknown(found, &RECORDS_SCHEMA_VERSION.to_string())
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The records of a Parquet file, or of its row group `group` (only the
 /// rows its selection selects, when it has one) whose first row read is row
 /// `first_row` + 1 of the file, to `visit`; how many there were.
@@ -454,19 +483,19 @@ pub(super) fn parquet_records(
         message,
     };
     let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|builder| {
-            let builder = builder.with_batch_size(8192);
-            match group {
-                Some((group, Some(selection))) => builder
-                    .with_row_groups(vec![group])
-                    .with_row_selection(selection),
-                Some((group, None)) => builder.with_row_groups(vec![group]),
-                None => builder,
-            }
-            .build()
-        })
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|error| unreadable(error.to_string()))?;
+    check_table_version(path, builder.metadata().file_metadata())?;
+    let builder = builder.with_batch_size(8192);
+    let reader = match group {
+        Some((group, Some(selection))) => builder
+            .with_row_groups(vec![group])
+            .with_row_selection(selection),
+        Some((group, None)) => builder.with_row_groups(vec![group]),
+        None => builder,
+    }
+    .build()
+    .map_err(|error| unreadable(error.to_string()))?;
     let mut row = first_row;
     for batch in reader {
         let batch = batch.map_err(|error| unreadable(error.to_string()))?;

@@ -528,6 +528,7 @@ pub const FALLBACK_SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FallbackDocument {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 1>")]
     pub schema_version: u32,
     pub kind: String,
     pub records: crate::calibrate::InputFile,

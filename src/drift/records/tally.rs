@@ -165,6 +165,8 @@ pub(super) struct Tally<'a> {
     route_costs: Vec<f64>,
     first_ms: Option<i64>,
     last_ms: Option<i64>,
+    /// Records of another logical model, by its name.
+    left_out: HashMap<String, u64>,
 }
 
 impl<'a> Tally<'a> {
@@ -188,6 +190,7 @@ impl<'a> Tally<'a> {
             route_costs: Vec::new(),
             first_ms: None,
             last_ms: None,
+            left_out: HashMap::new(),
         }
     }
 
@@ -308,11 +311,10 @@ impl<'a> Tally<'a> {
     }
 
     fn add_record(&mut self, record: &Record<'_>) {
-        if record
-            .logical_model
-            .as_deref()
-            .is_some_and(|name| name != self.context.logical_model)
+        if let Some(name) = record.logical_model.as_deref()
+            && name != self.context.logical_model
         {
+            *self.left_out.entry(name.to_owned()).or_default() += 1;
             return;
         }
         let seen = Seen {
@@ -382,11 +384,14 @@ impl<'a> Tally<'a> {
             let key = texts?.key(row)?;
             numbers.as_ref()?[key]
         };
+        let mut left_out = vec![0u64; kept.as_ref().map_or(0, |(_, kept)| kept.len())];
         let timestamps = columns.timestamps();
         for (row, &timestamp_ms) in timestamps.iter().enumerate() {
             if let Some((texts, kept)) = &kept
-                && texts.key(row).is_some_and(|key| !kept[key])
+                && let Some(key) = texts.key(row)
+                && !kept[key]
             {
+                left_out[key] += 1;
                 continue;
             }
             // Checked: every row has a slice, a route and a status.
@@ -405,6 +410,13 @@ impl<'a> Tally<'a> {
             };
             self.add(seen);
         }
+        if let Some((texts, _)) = kept {
+            for (name, count) in texts.values().zip(left_out) {
+                if let Some(name) = name.filter(|_| count > 0) {
+                    *self.left_out.entry(name.to_owned()).or_default() += count;
+                }
+            }
+        }
     }
 
     /// The tally as the drift's fold, keyed by name.
@@ -412,6 +424,7 @@ impl<'a> Tally<'a> {
         let mut fold = Fold {
             first_ms: self.first_ms,
             last_ms: self.last_ms,
+            left_out: self.left_out.into_iter().collect(),
             ..Fold::default()
         };
         let mut slice_windows: Vec<BTreeMap<i64, SliceCounts>> =
