@@ -895,3 +895,130 @@ fn a_record_table_of_a_version_this_build_does_not_know_is_refused() {
     let (_, document) = drift(&config, "--records", &current);
     assert_eq!(document.records.rows, 3000);
 }
+
+/// A Parquet file of three columns besides the required texts, typed as
+/// the test says.
+fn write_typed_records(
+    path: &Path,
+    timestamps: arrow::array::ArrayRef,
+    cost: arrow::array::ArrayRef,
+    ttft: arrow::array::ArrayRef,
+) {
+    use arrow::array::{ArrayRef, StringArray};
+    use std::sync::Arc;
+    let rows = timestamps.len();
+    let text = |value: &str| -> ArrayRef { Arc::new(StringArray::from(vec![value; rows])) };
+    let ids: ArrayRef = Arc::new(StringArray::from(
+        (0..rows).map(|row| format!("r{row}")).collect::<Vec<_>>(),
+    ));
+    let batch = arrow::record_batch::RecordBatch::try_from_iter([
+        ("id", ids),
+        ("timestamp", timestamps),
+        ("slice", text("billing")),
+        ("logical_model", text("support-fast")),
+        ("route", text("mini")),
+        ("status", text("ok")),
+        ("cost_usd", cost),
+        ("ttft_ms", ttft),
+    ])
+    .unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[test]
+fn a_value_of_the_wrong_type_in_parquet_is_refused_with_its_row_not_read_as_missing() {
+    use arrow::array::{ArrayRef, Float64Array, StringArray};
+    use std::sync::Arc;
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let start = 1_764_504_000_000.0;
+    let floats = |values: Vec<f64>| -> ArrayRef { Arc::new(Float64Array::from(values)) };
+    let texts = |values: Vec<&str>| -> ArrayRef { Arc::new(StringArray::from(values)) };
+    let good_times = || floats(vec![start, start + 1000.0, start + 2000.0]);
+    let drift_of = |name: &str| {
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--records")
+            .arg(workspace.path(name))
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    };
+    // Whole float milliseconds and numbers as text read as they say.
+    write_typed_records(
+        &workspace.path("fine.parquet"),
+        good_times(),
+        texts(vec!["0.25", "0.5", "1e-3"]),
+        texts(vec!["120", "240.5", "80"]),
+    );
+    let (code, stderr) = drift_of("fine.parquet");
+    assert!(matches!(code, Some(0 | 1)), "{stderr}");
+    for (name, timestamps, cost, ttft, expected) in [
+        (
+            "free.parquet",
+            good_times(),
+            texts(vec!["0.25", "free", "0.5"]),
+            texts(vec!["120", "240", "80"]),
+            "row 2, field \"cost_usd\": \"free\" is not a number",
+        ),
+        (
+            "fast.parquet",
+            good_times(),
+            texts(vec!["0.25", "0.5", "0.5"]),
+            texts(vec!["120", "240", "fast"]),
+            "row 3, field \"ttft_ms\": \"fast\" is not a number",
+        ),
+        (
+            "fraction.parquet",
+            floats(vec![start, start + 0.5, start]),
+            texts(vec!["0.25", "0.5", "0.5"]),
+            texts(vec!["120", "240", "80"]),
+            "row 2, field \"timestamp\": 1764504000000.5 is not whole epoch milliseconds",
+        ),
+        (
+            "huge.parquet",
+            floats(vec![start, start, 1e30]),
+            texts(vec!["0.25", "0.5", "0.5"]),
+            texts(vec!["120", "240", "80"]),
+            "row 3, field \"timestamp\":",
+        ),
+    ] {
+        write_typed_records(&workspace.path(name), timestamps, cost, ttft);
+        let (code, stderr) = drift_of(name);
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(
+            !stderr.contains("missing"),
+            "{name}: a bad value read as missing: {stderr}"
+        );
+    }
+    // JSON lines: a whole float is whole milliseconds, a fraction is not.
+    let line = |timestamp: &str| {
+        format!(
+            "{{\"id\": \"a{timestamp}\", \"timestamp\": {timestamp}, \"slice\": \"billing\", \"logical_model\": \"support-fast\", \"route\": \"mini\", \"status\": \"ok\"}}\n"
+        )
+    };
+    let whole = workspace.write("whole.jsonl", &line("1764504000000.0"));
+    let (code, stderr) = drift_of("whole.jsonl");
+    assert!(matches!(code, Some(0 | 1)), "{}: {stderr}", whole.display());
+    workspace.write("half.jsonl", &line("1764504000000.5"));
+    let (code, stderr) = drift_of("half.jsonl");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains(
+            "line 1, field \"timestamp\": 1764504000000.5 is not whole epoch milliseconds"
+        ),
+        "{stderr}"
+    );
+}

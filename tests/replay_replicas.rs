@@ -859,3 +859,77 @@ fn the_replay_never_writes_over_its_trace() {
     assert!(stderr.contains("is also an input (--trace)"), "{stderr}");
     assert_eq!(std::fs::read(&trace).unwrap(), before);
 }
+
+#[test]
+fn a_parquet_trace_of_float_block_ids_or_text_lengths_is_refused_not_rounded() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Builder, Int64Array, ListBuilder, StringArray};
+    use arrow::record_batch::RecordBatch;
+
+    let directory = tempfile::tempdir().unwrap();
+    let write = |name: &str, input: ArrayRef, ids: ArrayRef| {
+        let path = directory.path().join(name);
+        let batch = RecordBatch::try_from_iter([
+            (
+                "timestamp",
+                Arc::new(Int64Array::from(vec![0, 10])) as ArrayRef,
+            ),
+            ("input_length", input),
+            (
+                "output_length",
+                Arc::new(Int64Array::from(vec![5, 5])) as ArrayRef,
+            ),
+            ("hash_ids", ids),
+        ])
+        .unwrap();
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        path
+    };
+    let mut floats = ListBuilder::new(Float64Builder::new());
+    for ids in [[1.7, 2.2], [1.0, 3.0]] {
+        floats.values().append_slice(&ids);
+        floats.append(true);
+    }
+    let float_ids = write(
+        "float-ids.parquet",
+        Arc::new(Int64Array::from(vec![600, 600])),
+        Arc::new(floats.finish()),
+    );
+    let mut ints = ListBuilder::new(arrow::array::UInt64Builder::new());
+    for ids in [[1u64, 2], [1, 3]] {
+        ints.values().append_slice(&ids);
+        ints.append(true);
+    }
+    let text_lengths = write(
+        "text-lengths.parquet",
+        Arc::new(StringArray::from(vec!["600", "long"])),
+        Arc::new(ints.finish()),
+    );
+    for (trace, expected) in [
+        (
+            &float_ids,
+            "row 1, field \"hash_ids\": a list of Float64, expected integers",
+        ),
+        (
+            &text_lengths,
+            "column \"input_length\" has type Utf8, expected a number",
+        ),
+    ] {
+        let out = trace.with_extension("json");
+        let output = routeval()
+            .args(["replay", "replicas", "--replicas", "4", "--trace"])
+            .arg(trace)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!out.exists());
+    }
+}

@@ -142,6 +142,29 @@ trait Row {
     fn timestamp(&self, field: usize) -> Result<Option<i64>, String>;
 }
 
+/// Milliseconds since 1970 from a number that must be whole and fit: a
+/// float column's `1764504000000.0` reads, `1764504000000.5` and `1e30` do
+/// not (a cast would truncate the one and lose the other).
+fn whole_milliseconds(text: &str) -> Result<i64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not epoch milliseconds"))?;
+    whole_milliseconds_of(value, text)
+}
+
+/// `value` as whole epoch milliseconds, named `shown` when it is not.
+fn whole_milliseconds_of(value: f64, shown: &str) -> Result<i64, String> {
+    // Floats from -2^63 up to, not including, 2^63 convert exactly.
+    let bound = 2f64.powi(63);
+    if value.fract() != 0.0 || !(-bound..bound).contains(&value) {
+        return Err(format!(
+            "{shown} is not whole epoch milliseconds within range"
+        ));
+    }
+    Ok(value as i64)
+}
+
 /// Milliseconds since 1970 from epoch milliseconds or RFC 3339 text.
 pub fn parse_timestamp(text: &str) -> Result<i64, String> {
     let text = text.trim();
@@ -553,10 +576,14 @@ impl Row for JsonRow<'_> {
     fn timestamp(&self, field: usize) -> Result<Option<i64>, String> {
         match self.object.get(self.names.source(field)) {
             None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::Number(number)) => number
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| format!("{number} is not whole epoch milliseconds")),
+            Some(serde_json::Value::Number(number)) => match number.as_i64() {
+                Some(millis) => Ok(Some(millis)),
+                // 1764504000000.0 is whole; 1764504000000.5 and 1e30 are not.
+                None => {
+                    whole_milliseconds_of(number.as_f64().unwrap_or(f64::NAN), &number.to_string())
+                        .map(Some)
+                }
+            },
             Some(serde_json::Value::String(text)) => parse_timestamp(text).map(Some),
             Some(other) => Err(format!("{other} is not a timestamp")),
         }
@@ -600,7 +627,12 @@ impl Row for CsvRow<'_> {
 struct ParquetColumns {
     texts: Vec<Option<ArrayRef>>,
     numbers: Vec<Option<ArrayRef>>,
+    /// A number column's values as text, where the cast to a number can
+    /// fail (a text column): a value the cast made null is named by it.
+    number_texts: Vec<Option<ArrayRef>>,
     timestamps: Option<ArrayRef>,
+    /// The timestamps' values as text where they were not integers.
+    timestamp_texts: Option<ArrayRef>,
 }
 
 impl ParquetColumns {
@@ -610,7 +642,9 @@ impl ParquetColumns {
     ) -> Result<ParquetColumns, (String, String)> {
         let mut texts = vec![None; RECORD_COLUMNS.len()];
         let mut numbers = vec![None; RECORD_COLUMNS.len()];
+        let mut number_texts = vec![None; RECORD_COLUMNS.len()];
         let mut timestamps = None;
+        let mut timestamp_texts = None;
         for (field, column) in RECORD_COLUMNS.iter().enumerate() {
             let name = names.source(field);
             let Some(array) = batch.column_by_name(name) else {
@@ -638,18 +672,30 @@ impl ParquetColumns {
                         arrow::compute::cast(&millis, &DataType::Int64)
                             .map_err(|error| (name.to_owned(), error.to_string()))?
                     }
-                    _ => cast(&DataType::Int64)?,
+                    data_type if data_type.is_integer() => cast(&DataType::Int64)?,
+                    // Floats and anything else: as text, each value read as
+                    // whole epoch milliseconds or refused with its row.
+                    _ => {
+                        let text = cast(&DataType::Utf8)?;
+                        timestamp_texts = Some(text.clone());
+                        text
+                    }
                 });
             } else if column.kind == RecordKind::Text {
                 texts[field] = Some(cast(&DataType::Utf8)?);
             } else {
+                if !array.data_type().is_numeric() {
+                    number_texts[field] = Some(cast(&DataType::Utf8)?);
+                }
                 numbers[field] = Some(cast(&DataType::Float64)?);
             }
         }
         Ok(ParquetColumns {
             texts,
             numbers,
+            number_texts,
             timestamps,
+            timestamp_texts,
         })
     }
 }
@@ -679,10 +725,20 @@ impl Row for ParquetRow<'_> {
     }
 
     fn number(&self, field: usize) -> Result<Option<f64>, String> {
-        Ok(self.columns.numbers[field].as_ref().and_then(|array| {
-            let array = array.as_primitive::<Float64Type>();
-            array.is_valid(self.index).then(|| array.value(self.index))
-        }))
+        let Some(array) = &self.columns.numbers[field] else {
+            return Ok(None);
+        };
+        let array = array.as_primitive::<Float64Type>();
+        if array.is_valid(self.index) {
+            return Ok(Some(array.value(self.index)));
+        }
+        match &self.columns.number_texts[field] {
+            Some(texts) if texts.is_valid(self.index) => {
+                let text = texts.as_string::<i32>().value(self.index);
+                Err(format!("{text:?} is not a number"))
+            }
+            _ => Ok(None),
+        }
     }
 
     fn timestamp(&self, _field: usize) -> Result<Option<i64>, String> {
@@ -693,6 +749,10 @@ impl Row for ParquetRow<'_> {
             return Ok(None);
         }
         match array.data_type() {
+            DataType::Utf8 if self.columns.timestamp_texts.is_some() => {
+                let text = array.as_string::<i32>().value(self.index);
+                whole_milliseconds(text).map(Some)
+            }
             DataType::Utf8 => parse_timestamp(array.as_string::<i32>().value(self.index)).map(Some),
             _ => Ok(Some(array.as_primitive::<Int64Type>().value(self.index))),
         }

@@ -280,12 +280,18 @@ fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> 
             let Some(column) = batch.column_by_name(name) else {
                 return Ok(None);
             };
-            let cast = arrow::compute::cast(column, &DataType::Float64).map_err(|_| {
+            let wrong_type = || {
                 unreadable(format!(
                     "column \"{name}\" has type {}, expected a number",
                     column.data_type()
                 ))
-            })?;
+            };
+            // Text cast to a number would make every word a silent null.
+            if !column.data_type().is_numeric() {
+                return Err(wrong_type());
+            }
+            let cast =
+                arrow::compute::cast(column, &DataType::Float64).map_err(|_| wrong_type())?;
             Ok(Some(cast.as_primitive::<Float64Type>().iter().collect()))
         };
         let timestamps = numbers("timestamp")?;
@@ -340,6 +346,10 @@ fn parquet_ids(column: &dyn Array, index: usize) -> Result<Vec<i128>, String> {
                         .iter()
                         .map(|id| id.map(i128::from).ok_or_else(null))
                         .collect(),
+                    // A float id cast to an integer would be cut, 1.7 to 1.
+                    other if !other.is_integer() => {
+                        Err(format!("a list of {other}, expected integers"))
+                    }
                     other => {
                         let cast = arrow::compute::cast(values, &DataType::Int64)
                             .map_err(|_| format!("a list of {other}, expected integers"))?;
