@@ -270,6 +270,38 @@ fn constraints_naming_unknown_slices_are_refused() {
 }
 
 #[test]
+fn thresholds_naming_unknown_slices_are_refused() {
+    let workspace = Workspace::new();
+    let typo = variant(&workspace, "typo-threshold.toml", |text| {
+        text.replace(
+            "thresholds_from_calibration = true",
+            "[policy.predictive.thresholds]\n\"*\" = 0.6\nbiling = 0.9\nlegal = 0.5",
+        )
+    });
+    refused(
+        workspace.gate(std::slice::from_ref(&typo), "dist", &["--target", "0.5"]),
+        "the policy gives slice \"biling\" thresholds or a route of its own, but the results do not have it",
+    );
+    assert!(!workspace.path("dist").exists());
+    let right = variant(&workspace, "right-threshold.toml", |text| {
+        text.replace(
+            "thresholds_from_calibration = true",
+            "[policy.predictive.thresholds]\n\"*\" = 0.6\nbilling = 0.9\nlegal = 0.5",
+        )
+    });
+    workspace
+        .gate(&[right], "dist", &["--target", "0.5"])
+        .code(0);
+    workspace
+        .gate(
+            &[typo],
+            "dist-allowed",
+            &["--target", "0.5", "--allow-unknown-slices"],
+        )
+        .code(0);
+}
+
+#[test]
 fn signing_flags_are_bounded_and_the_clock_is_not_an_environment_variable() {
     let workspace = Workspace::new();
     let candidates = [example_routes("predictive.toml")];
@@ -719,4 +751,112 @@ fn error_messages_name_the_file_and_the_flag() {
         stderr.contains("router.bin") && stderr.contains("cut short"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_baseline_must_verify_name_the_same_logical_model_and_leave_room_for_a_version() {
+    use routeval::gate::{RouteConfig, load_secret, sign, signature_path};
+    let workspace = Workspace::new();
+    let candidates = [example_routes("predictive.toml")];
+    workspace
+        .gate(&candidates, "deployed", &["--target", "0.9"])
+        .code(0);
+    let deployed = workspace.path("deployed").join("route-config.v1.json");
+    let signed = std::fs::read(&deployed).unwrap();
+    let baseline_gate = |baseline: &Path, out: &str| {
+        workspace.gate(
+            &candidates,
+            out,
+            &["--target", "0.9", "--baseline", baseline.to_str().unwrap()],
+        )
+    };
+    // Edited to be another logical model's, and so unsigned.
+    let mut value: serde_json::Value = serde_json::from_slice(&signed).unwrap();
+    value["table"]["logical_model"] = "support-slow".into();
+    let edited = workspace.path("edited/route-config.v1.json");
+    std::fs::create_dir_all(edited.parent().unwrap()).unwrap();
+    std::fs::write(&edited, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    std::fs::copy(signature_path(&deployed), signature_path(&edited)).unwrap();
+    refused(
+        baseline_gate(&edited, "from-edited"),
+        "(--baseline must be a config signed with",
+    );
+    assert!(!workspace.path("from-edited").exists());
+    // Signed, by the right key, but of another logical model.
+    let other = variant(&workspace, "other-model.toml", |text| {
+        text.replace(
+            "logical_model = \"support-fast\"",
+            "logical_model = \"support-slow\"",
+        )
+    });
+    workspace
+        .gate(&[other], "other", &["--target", "0.9"])
+        .code(0);
+    refused(
+        baseline_gate(
+            &workspace.path("other").join("route-config.v1.json"),
+            "from-other",
+        ),
+        "routes logical model \"support-fast\", but --baseline",
+    );
+    // Signed by another key.
+    routeval()
+        .args(["keygen", "--out"])
+        .arg(workspace.path("other.key"))
+        .assert()
+        .code(0);
+    let resign = |bytes: &[u8], key: &str, path: &Path| {
+        let config: RouteConfig = serde_json::from_slice(bytes).unwrap();
+        let sha256 = routeval::gate::sha256_hex(bytes);
+        let secret = load_secret(&workspace.path(key)).unwrap();
+        let signature = sign(&secret, bytes, &config.trusted_comment(&sha256)).unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        std::fs::write(signature_path(path), signature).unwrap();
+    };
+    let other_key = workspace.path("other-key/route-config.v1.json");
+    resign(&signed, "other.key", &other_key);
+    refused(
+        baseline_gate(&other_key, "from-other-key"),
+        "(--baseline must be a config signed with",
+    );
+    // Signed, at the last version there is: the next one would wrap to 0.
+    let mut last: RouteConfig = serde_json::from_slice(&signed).unwrap();
+    last.version = u64::MAX;
+    let final_version = workspace.path("last/route-config.v18446744073709551615.json");
+    resign(
+        &serde_json::to_vec_pretty(&last).unwrap(),
+        "routeval.key",
+        &final_version,
+    );
+    refused(
+        baseline_gate(&final_version, "from-last"),
+        "version 18446744073709551615 is the last a config can have (--baseline)",
+    );
+    assert!(!workspace.path("from-last").exists());
+    // The deployed config itself is a baseline, and verify checks the chain
+    // with the previous config's own signature.
+    baseline_gate(&deployed, "next").code(0);
+    let next = workspace.path("next").join("route-config.v2.json");
+    let public = workspace.path("routeval.key.pub");
+    let verify = |previous: &Path| {
+        routeval()
+            .arg("verify")
+            .arg(&next)
+            .arg("--pubkey")
+            .arg(&public)
+            .arg("--previous")
+            .arg(previous)
+            .assert()
+    };
+    verify(&deployed).code(0);
+    let forged = workspace.path("forged/route-config.v1.json");
+    std::fs::create_dir_all(forged.parent().unwrap()).unwrap();
+    let mut forged_bytes = signed.clone();
+    forged_bytes.push(b'\n');
+    std::fs::write(&forged, &forged_bytes).unwrap();
+    std::fs::copy(signature_path(&deployed), signature_path(&forged)).unwrap();
+    verify(&forged)
+        .code(predicates::ord::gt(0))
+        .stderr(predicate::str::contains("--previous:"));
 }

@@ -823,3 +823,37 @@ fn a_full_disk_stops_the_run_at_once_and_the_resume_sends_only_what_was_lost() {
         "{resent} of {sent} paid calls were sent again"
     );
 }
+
+#[test]
+fn records_from_a_run_refuse_a_changed_dataset_and_an_interval_past_any_clock() {
+    let directory = tempfile::tempdir().unwrap();
+    let (_sim, dataset, config) = flowing(directory.path(), 12, 0, 0.0, 4);
+    let out = directory.path().join("run");
+    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+        .assert()
+        .success();
+    let import = |interval: &str, target: &str| {
+        routeval()
+            .args(["records", "import", "--from", "run", "--input"])
+            .arg(&out)
+            .args(["--interval", interval, "--out"])
+            .arg(directory.path().join(target))
+            .assert()
+    };
+    import("1s", "fine.parquet").success();
+    import("3000000000000h", "far.parquet")
+        .code(2)
+        .stderr(predicate::str::contains("--interval: prompt"));
+    assert!(!directory.path().join("far.parquet").exists());
+    // The dataset edited after the run: its prompts are no longer the run's.
+    let text = std::fs::read_to_string(&dataset).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.swap(0, 1);
+    std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+    import("1s", "changed.parquet")
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the dataset changed since the run",
+        ));
+    assert!(!directory.path().join("changed.parquet").exists());
+}

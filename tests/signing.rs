@@ -57,7 +57,9 @@ fn every_single_byte_change_fails_verification() {
     let public = load_public(workspace.path("routeval.key.pub").to_str().unwrap()).unwrap();
     let (config, signature) = (read(&v2), signature(&v2));
     let previous = read(&v1);
-    assert!(check_config(&config, &signature, &public, Some(&previous), &DURING).is_ok());
+    let previous_signature = self::signature(&v1);
+    let previous = Some((previous.as_slice(), previous_signature.as_str()));
+    assert!(check_config(&config, &signature, &public, previous, &DURING).is_ok());
 
     let mut random = Random::new(7);
     for _ in 0..400 {
@@ -65,7 +67,7 @@ fn every_single_byte_change_fails_verification() {
         let position = (random.next_u64() % tampered.len() as u64) as usize;
         tampered[position] ^= 1 + (random.next_u64() % 255) as u8;
         assert!(
-            check_config(&tampered, &signature, &public, Some(&previous), &DURING).is_err(),
+            check_config(&tampered, &signature, &public, previous, &DURING).is_err(),
             "config byte {position} changed and still verified"
         );
     }
@@ -81,7 +83,7 @@ fn every_single_byte_change_fails_verification() {
         tampered[position] ^= 1 + (random.next_u64() % 127) as u8;
         let tampered = String::from_utf8_lossy(&tampered).into_owned();
         assert!(
-            check_config(&config, &tampered, &public, Some(&previous), &DURING).is_err(),
+            check_config(&config, &tampered, &public, previous, &DURING).is_err(),
             "signature byte {position} changed and still verified"
         );
     }
@@ -97,7 +99,7 @@ fn replays_wrong_parents_expiry_and_wrong_keys_each_fail_distinctly() {
         &read(&v1),
         &self::signature(&v1),
         &public,
-        Some(&config),
+        Some((&config, &signature)),
         &DURING,
     )
     .unwrap_err();
@@ -109,10 +111,40 @@ fn replays_wrong_parents_expiry_and_wrong_keys_each_fail_distinctly() {
         }
     );
 
-    let mut other_parent = read(&v1);
-    other_parent.extend_from_slice(b" ");
-    let parent =
-        check_config(&config, &signature, &public, Some(&other_parent), &DURING).unwrap_err();
+    // A previous config edited, or signed by another key, is no previous
+    // config: the chain is only as good as its oldest link.
+    let (v1_bytes, v1_signature) = (read(&v1), self::signature(&v1));
+    let mut forged = v1_bytes.clone();
+    forged.extend_from_slice(b" ");
+    let refused = check_config(
+        &config,
+        &signature,
+        &public,
+        Some((&forged, &v1_signature)),
+        &DURING,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&refused, VerifyError::Previous(inner) if matches!(**inner, VerifyError::Signature(_))),
+        "{refused}"
+    );
+    // A signed config that is not the parent.
+    workspace
+        .gate(
+            &[example_routes("always-large.toml")],
+            "v1-again",
+            &["--target", "0.9", "--ttl-days", "31"],
+        )
+        .code(0);
+    let again = workspace.report("v1-again").emitted.unwrap().config;
+    let parent = check_config(
+        &config,
+        &signature,
+        &public,
+        Some((&read(&again), &self::signature(&again))),
+        &DURING,
+    )
+    .unwrap_err();
     assert!(
         matches!(parent, VerifyError::ParentMismatch { .. }),
         "{parent}"
@@ -123,7 +155,7 @@ fn replays_wrong_parents_expiry_and_wrong_keys_each_fail_distinctly() {
         &config,
         &signature,
         &public,
-        Some(&read(&v1)),
+        Some((&v1_bytes, &v1_signature)),
         &after_expiry,
     )
     .unwrap_err();

@@ -508,9 +508,15 @@ pub struct GateArgs {
     pub calibration: Vec<PathBuf>,
 
     /// The deployed route config: the new one's parent, and the quality no
-    /// slice may fall below by more than --max-regression.
+    /// slice may fall below by more than --max-regression. It must verify
+    /// with --pubkey and be of the candidates' logical model.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+
+    /// The public key --baseline was signed with (a `.pub` file or
+    /// minisign's base64) [default: the `.pub` beside --key].
+    #[arg(long, value_name = "KEY", requires = "baseline")]
+    pub pubkey: Option<String>,
 
     /// Organisation-wide constraints per slice (TOML), applied to every candidate.
     #[arg(long, value_name = "FILE")]
@@ -593,8 +599,9 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "KEY")]
     pub pubkey: String,
 
-    /// The config this one replaces: its version must be lower and its
-    /// sha256 must be the new one's parent.
+    /// The config this one replaces: it must verify with the same key
+    /// (its signature beside it), its version must be lower and its sha256
+    /// must be the new one's parent.
     #[arg(long, value_name = "FILE")]
     pub previous: Option<PathBuf>,
 

@@ -42,6 +42,7 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
         },
         calibrations: args.calibration,
         baseline: args.baseline,
+        baseline_pubkey: args.pubkey,
         constraints: args.constraints,
         target: args.target,
         confidence: args.confidence,

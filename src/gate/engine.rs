@@ -37,6 +37,8 @@ pub struct GateOptions {
     /// matched by policy and score column.
     pub calibrations: Vec<PathBuf>,
     pub baseline: Option<PathBuf>,
+    /// The key the baseline must verify with; `None`: the `.pub` beside `key`.
+    pub baseline_pubkey: Option<String>,
     pub constraints: Option<PathBuf>,
     pub target: f64,
     pub confidence: Option<f64>,
@@ -69,6 +71,45 @@ fn check_constraint_slices<'a>(
         }
     }
     Ok(())
+}
+
+/// The deployed config `--baseline` names, verified as `verify` would but
+/// for its age (an expired deployed config is what a new gate replaces): a
+/// new config chains to it and is tested against it, so an edited or
+/// foreign one must not pass for it.
+fn verified_baseline(
+    path: &Path,
+    options: &GateOptions,
+) -> anyhow::Result<(PathBuf, String, RouteConfig)> {
+    let key = match &options.baseline_pubkey {
+        Some(key) => key.clone(),
+        None => {
+            let beside = super::keys::public_key_path(&options.key);
+            if !beside.exists() {
+                anyhow::bail!(
+                    "{}: --baseline must verify, and no public key is beside --key; give the key it was signed with as --pubkey",
+                    beside.display()
+                );
+            }
+            beside.display().to_string()
+        }
+    };
+    let public = super::keys::load_public(&key)?;
+    let (bytes, signature) = super::verify::read_signed(path, " (--baseline)")?;
+    let verified = super::verify::check_signed(&bytes, &signature, &public).map_err(|error| {
+        anyhow::anyhow!(
+            "{}: {error} (--baseline must be a config signed with {key})",
+            path.display()
+        )
+    })?;
+    if verified.config.version == u64::MAX {
+        anyhow::bail!(
+            "{}: version {} is the last a config can have (--baseline)",
+            path.display(),
+            verified.config.version
+        );
+    }
+    Ok((path.to_owned(), verified.sha256, verified.config))
 }
 
 /// Org-wide constraints: a TOML table of slice (or `"*"`) to constraint.
@@ -137,13 +178,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         )?;
     }
     let baseline = match &options.baseline {
-        Some(path) => {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("{}: cannot read (--baseline)", path.display()))?;
-            let config: RouteConfig = serde_json::from_slice(&bytes)
-                .with_context(|| format!("{}: not a route config (--baseline)", path.display()))?;
-            Some((path.clone(), sha256_hex(&bytes), config))
-        }
+        Some(path) => Some(verified_baseline(path, options)?),
         None => None,
     };
     // Each policy reads its own score column: the router's for a predictive
@@ -184,9 +219,32 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                 &slices,
             )?;
         }
+        if let Some((baseline_path, _, deployed)) = &baseline
+            && deployed.table.logical_model != table.logical_model
+        {
+            anyhow::bail!(
+                "{}: routes logical model {:?}, but --baseline {} is the config of {:?}: a new version must replace a config of the same logical model",
+                path.display(),
+                table.logical_model,
+                baseline_path.display(),
+                deployed.table.logical_model
+            );
+        }
         let resolved = table
             .resolve(&calibrations, &options.read.names.score)
             .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+        if !options.allow_unknown_slices
+            && let Some(slice) = resolved
+                .policy
+                .slices()
+                .into_iter()
+                .find(|slice| *slice != "*" && !slices.contains(slice))
+        {
+            anyhow::bail!(
+                "{}: the policy gives slice {slice:?} thresholds or a route of its own, but the results do not have it (it would be signed untested, and the slice meant would get the default); fix the name or pass --allow-unknown-slices",
+                path.display()
+            );
+        }
         let sha256 =
             sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let scores =

@@ -32,6 +32,8 @@ pub enum VerifyError {
     ParentMismatch { expected: String, found: String },
     #[error("the config expired at {expires_at} (now {now})")]
     Expired { expires_at: String, now: String },
+    #[error("--previous: {0}")]
+    Previous(Box<VerifyError>),
 }
 
 /// A config that passed every check.
@@ -39,6 +41,21 @@ pub enum VerifyError {
 pub struct Verified {
     pub config: RouteConfig,
     pub sha256: String,
+}
+
+/// A config's bytes and its signature, read from beside it; an unreadable
+/// file is an input error naming it (`flag` says which input it was).
+pub fn read_signed(config_path: &Path, flag: &str) -> anyhow::Result<(Vec<u8>, String)> {
+    let bytes = std::fs::read(config_path)
+        .with_context(|| format!("{}: cannot read{flag}", config_path.display()))?;
+    let signature_file = signature_path(config_path);
+    let signature = std::fs::read_to_string(&signature_file).with_context(|| {
+        format!(
+            "{}: cannot read the signature{flag}",
+            signature_file.display()
+        )
+    })?;
+    Ok((bytes, signature))
 }
 
 /// Reads the config and its signature; an unreadable file is an input error
@@ -49,35 +66,27 @@ pub fn verify_config(
     previous: Option<&Path>,
     clock: &dyn Clock,
 ) -> anyhow::Result<Result<Verified, VerifyError>> {
-    let bytes = std::fs::read(config_path)
-        .with_context(|| format!("{}: cannot read", config_path.display()))?;
-    let signature_file = signature_path(config_path);
-    let signature = std::fs::read_to_string(&signature_file)
-        .with_context(|| format!("{}: cannot read the signature", signature_file.display()))?;
-    let previous = match previous {
-        Some(path) => Some((
-            std::fs::read(path)
-                .with_context(|| format!("{}: cannot read (--previous)", path.display()))?,
-            path,
-        )),
-        None => None,
-    };
+    let (bytes, signature) = read_signed(config_path, "")?;
+    let previous = previous
+        .map(|path| read_signed(path, " (--previous)"))
+        .transpose()?;
     Ok(check(
         &bytes,
         &signature,
         public,
-        previous.as_ref().map(|(bytes, _)| bytes.as_slice()),
+        previous
+            .as_ref()
+            .map(|(bytes, signature)| (bytes.as_slice(), signature.as_str())),
         clock,
     ))
 }
 
-/// Every check, on bytes.
-pub fn check(
+/// The checks that make a config routeval's and signed by `public`, whatever
+/// its age: the signature, the trusted comment, the document.
+pub fn check_signed(
     bytes: &[u8],
     signature: &str,
     public: &PublicKey,
-    previous: Option<&[u8]>,
-    clock: &dyn Clock,
 ) -> Result<Verified, VerifyError> {
     let comment = verify_signature(public, bytes, signature)?;
     let config: RouteConfig = serde_json::from_slice(bytes)
@@ -106,9 +115,23 @@ pub fn check(
             });
         }
     }
-    if let Some(previous) = previous {
-        let before: RouteConfig = serde_json::from_slice(previous)
-            .map_err(|error| VerifyError::NotAConfig(format!("--previous: {error}")))?;
+    Ok(Verified { config, sha256 })
+}
+
+/// Every check, on bytes: signed, chained to `previous` (its bytes and
+/// signature, which must verify with the same key), and not expired.
+pub fn check(
+    bytes: &[u8],
+    signature: &str,
+    public: &PublicKey,
+    previous: Option<(&[u8], &str)>,
+    clock: &dyn Clock,
+) -> Result<Verified, VerifyError> {
+    let Verified { config, sha256 } = check_signed(bytes, signature, public)?;
+    if let Some((previous, previous_signature)) = previous {
+        let before = check_signed(previous, previous_signature, public)
+            .map_err(|error| VerifyError::Previous(Box::new(error)))?
+            .config;
         if config.version <= before.version {
             return Err(VerifyError::VersionNotIncreasing {
                 version: config.version,

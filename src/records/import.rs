@@ -458,6 +458,15 @@ fn from_run<W: std::io::Write + Send>(
     let start_ms = crate::clock::parse_timestamp_ms(&manifest.started_at).unwrap_or(0);
     let mut prompts = std::collections::HashMap::new();
     let dataset = PathBuf::from(&manifest.dataset.path);
+    // Prompts are attached by their place in the dataset: another dataset
+    // would give each record another request's prompt.
+    if crate::run::sha256_file(&dataset)? != manifest.dataset.sha256 {
+        anyhow::bail!(
+            "{}: the dataset changed since the run (sha256 differs from {})",
+            dataset.display(),
+            run.join(MANIFEST_FILE).display()
+        );
+    }
     let mut index = 0u64;
     crate::dataset::for_each_prompt(&dataset, |row| {
         let question = row
@@ -483,7 +492,17 @@ fn from_run<W: std::io::Write + Send>(
                 Some("first_token_timeout" | "stall" | "total_timeout") => Status::Timeout,
                 Some(_) => Status::Error,
             };
-            let timestamp = start_ms + (row.prompt_index * interval_ms) as i64;
+            let timestamp = row
+                .prompt_index
+                .checked_mul(interval_ms)
+                .and_then(|offset| i64::try_from(offset).ok())
+                .and_then(|offset| start_ms.checked_add(offset))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--interval: prompt {} of the run would arrive after the year 292 million",
+                        row.prompt_index + 1
+                    )
+                })?;
             let mut record = record_of(
                 format!("{}:{}", row.id, row.tier),
                 timestamp,

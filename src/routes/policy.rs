@@ -279,4 +279,19 @@ impl ResolvedPolicy {
             _ => None,
         }
     }
+
+    /// Every slice the policy names, with a threshold or a route of its own.
+    pub fn slices(&self) -> Vec<&str> {
+        let names: Box<dyn Iterator<Item = &String>> = match self {
+            ResolvedPolicy::Single { .. } => Box::new(std::iter::empty()),
+            ResolvedPolicy::Static { slices, .. } => Box::new(slices.keys()),
+            ResolvedPolicy::Predictive { thresholds, .. }
+            | ResolvedPolicy::Cascade { thresholds, .. } => Box::new(thresholds.slices.keys()),
+            ResolvedPolicy::PredictiveTiers { thresholds, .. }
+            | ResolvedPolicy::CascadeStages { thresholds, .. } => {
+                Box::new(thresholds.slices.keys())
+            }
+        };
+        names.map(String::as_str).collect()
+    }
 }
