@@ -837,6 +837,14 @@ fn records_of_no_deployed_logical_model_are_an_error_not_an_ok() {
         .stdout(predicates::str::contains(format!(
             "left out, of other logical models: another-model ({another}), support-fsat (300)"
         )));
+    // A window under a second is named as it was given, not as "0 s".
+    routeval()
+        .args(["drift", "--window", "500ms", "--config"])
+        .arg(&config)
+        .arg("--records")
+        .arg(&mixed_path)
+        .assert()
+        .stdout(predicates::str::contains("windows of 500 ms"));
 }
 
 #[test]

@@ -857,3 +857,113 @@ fn records_from_a_run_refuse_a_changed_dataset_and_an_interval_past_any_clock() 
         ));
     assert!(!directory.path().join("changed.parquet").exists());
 }
+
+#[cfg(unix)]
+#[test]
+fn sigterm_during_the_endpoint_check_is_an_orderly_stop() {
+    let directory = tempfile::tempdir().unwrap();
+    // An endpoint that takes connections and never answers: the run waits
+    // in its check of the endpoints.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}/v1", silent.local_addr().unwrap());
+    let dataset = write_dataset(directory.path(), 10);
+    let tuning = Tuning {
+        verifier: false,
+        ..Tuning::default()
+    };
+    let config = write_config(directory.path(), &base_url, &tuning);
+    let out = directory.path().join("run");
+    let child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("interrupted before the first call; nothing was sent"),
+        "{stderr}"
+    );
+    drop(silent);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_named_by_the_file_that_did_not_fit() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("records.jsonl");
+    let lines: Vec<String> = (0..4000)
+        .map(|index| {
+            let slice = ["billing", "legal"][index as usize % 2];
+            serde_json::json!({
+                "id": format!("r{index}"),
+                "timestamp": 1_764_504_000_000u64 + index,
+                "slice": slice,
+                "route": "mini",
+                "status": "ok",
+                "score": (index % 100) as f64 / 100.0,
+                "prompt": format!("{} {index}", "a question about an invoice ".repeat(12)),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&records, lines.join("\n") + "\n").unwrap();
+    let Some(disk) = SmallDisk::mount(&directory.path().join("full"), "12k") else {
+        return;
+    };
+    let out = |name: &str| disk.path.join(name);
+    let commands: [(&str, Vec<std::ffi::OsString>); 3] = [
+        (
+            "records.parquet",
+            vec![
+                "records".into(),
+                "import".into(),
+                "--from".into(),
+                "generic".into(),
+                "--input".into(),
+                records.clone().into(),
+                "--out".into(),
+                out("records.parquet").into(),
+            ],
+        ),
+        (
+            "sample.jsonl",
+            vec![
+                "sample".into(),
+                "--records".into(),
+                records.clone().into(),
+                "--per-slice".into(),
+                "2000".into(),
+                "--out".into(),
+                out("sample.jsonl").into(),
+            ],
+        ),
+        (
+            "report/report.html",
+            vec![
+                "report".into(),
+                "--results".into(),
+                crate::common::example_results().into(),
+                "--out".into(),
+                out("report").into(),
+            ],
+        ),
+    ];
+    for (file, args) in commands {
+        let output = routeval().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{file}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{}: cannot write", out(file).display()))
+                && stderr.contains("No space left on device"),
+            "{file}: {stderr}"
+        );
+        assert!(!out(file).exists(), "{file} was left half-written");
+    }
+}

@@ -43,6 +43,17 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     write_atomically(&args.out, |file| {
         count = import_records(&options, file)?;
         Ok(())
+    })
+    .map_err(|error| {
+        // A bad input row names its own file; anything else is the output's.
+        if error
+            .downcast_ref::<crate::records::RecordsError>()
+            .is_some()
+        {
+            error
+        } else {
+            error.context(format!("{}: cannot write (--out)", args.out.display()))
+        }
     })?;
     println(&format!(
         "imported {count} request records: {}",

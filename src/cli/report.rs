@@ -109,8 +109,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         }
         std::fs::create_dir_all(&args.out)
             .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-        write_bytes_atomically(&html_path, page.as_bytes())?;
-        write_bytes_atomically(&markdown_path, markdown.as_bytes())?;
+        write_page(&html_path, page.as_bytes())?;
+        write_page(&markdown_path, markdown.as_bytes())?;
         println(&format!(
             "report: {}\nsummary: {}",
             html_path.display(),
@@ -218,8 +218,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-    write_bytes_atomically(&html_path, render(&inputs).as_bytes())?;
-    write_bytes_atomically(
+    write_page(&html_path, render(&inputs).as_bytes())?;
+    write_page(
         &markdown_path,
         summary(&inputs, &html_path.display().to_string()).as_bytes(),
     )?;
@@ -304,6 +304,13 @@ impl ChangeRows for ResultsFile<'_> {
     fn tiered(&self, table: &ResolvedTable) -> anyhow::Result<Option<TieredRows>> {
         Ok(tiered_rows(self.path, &self.read(None), table)?)
     }
+}
+
+/// One of the report's pages, the error naming it (a full disk says only
+/// "No space left on device").
+fn write_page(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_bytes_atomically(path, bytes)
+        .with_context(|| format!("{}: cannot write (--out)", path.display()))
 }
 
 /// The documents `report --records` names, each known by its `kind`.

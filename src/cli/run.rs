@@ -33,6 +33,20 @@ pub(super) fn api_key(
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    // The handlers first: a SIGTERM or Ctrl-C while the dataset is read or
+    // the endpoints are checked stops the run as one during the calls does
+    // (exit 2, nothing lost), not with the signal's default death.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let stop_signals = {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _entered = runtime.enter();
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     let config = RunConfig::load(&args.config)?;
     let shard = args
         .shard
@@ -85,9 +99,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
             path.display()
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let (mut terminated, mut interrupted) = stop_signals;
     let summary = runtime.block_on(async {
         let widest = config
             .tiers
@@ -108,10 +120,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         for (_, section, endpoint, key, _) in &stage_verifiers {
             checks.push((section.clone(), endpoint, key.as_deref()));
         }
-        for (section, endpoint, key) in checks {
-            preflight(&http, endpoint, key).await.map_err(|problem| {
-                anyhow::anyhow!("{}: {section}: {problem}", config.path.display())
-            })?;
+        let checked = async {
+            for (section, endpoint, key) in checks {
+                preflight(&http, endpoint, key).await.map_err(|problem| {
+                    anyhow::anyhow!("{}: {section}: {problem}", config.path.display())
+                })?;
+            }
+            anyhow::Ok(())
+        };
+        tokio::select! {
+            checked = checked => checked?,
+            _ = terminated.recv() => bail!("interrupted before the first call; nothing was sent"),
+            _ = interrupted.recv() => bail!("interrupted before the first call; nothing was sent"),
         }
         let endpoints = Endpoints {
             tiers: config

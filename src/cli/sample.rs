@@ -1,6 +1,6 @@
 //! `routeval sample`.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use crate::atomic::{Named, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
@@ -59,7 +59,8 @@ pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
         text.push_str(&serde_json::to_string(prompt)?);
         text.push('\n');
     }
-    write_bytes_atomically(&args.out, text.as_bytes())?;
+    write_bytes_atomically(&args.out, text.as_bytes())
+        .with_context(|| format!("{}: cannot write (--out)", args.out.display()))?;
     let taken: Vec<String> = summary
         .slices
         .iter()

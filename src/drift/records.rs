@@ -1030,6 +1030,16 @@ fn percent(value: Option<f64>) -> String {
 }
 
 /// The document on the terminal (or as Markdown: the same tables).
+/// A window's length as `--window` would say it: whole seconds where it is
+/// whole seconds, else milliseconds (a 500 ms window is not "0 s").
+fn window_length(window_ms: i64) -> String {
+    if window_ms % 1000 == 0 {
+        format!("{} s", window_ms / 1000)
+    } else {
+        format!("{window_ms} ms")
+    }
+}
+
 pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
     let render = |(header, rows): (Vec<&str>, Vec<Vec<String>>)| {
         let rows: Vec<Vec<String>> =
@@ -1061,12 +1071,12 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
         ));
     }
     out.push_str(&format!(
-        "{}: {} records of {} v{}, windows of {} s\n\n",
+        "{}: {} records of {} v{}, windows of {}\n\n",
         document.records.path,
         document.records.rows,
         document.config.config_id,
         document.config.version,
-        document.window_ms / 1000
+        window_length(document.window_ms)
     ));
     if !document.records_left_out.is_empty() {
         let of: Vec<String> = document
