@@ -196,6 +196,28 @@ impl Drop for Staged {
     }
 }
 
+impl Staged {
+    /// Moves the file into place only if nothing is there yet (a hard link
+    /// to the final name, which fails on any file there, then the
+    /// temporary name removed): two writers can never both think they
+    /// wrote it.
+    pub fn commit_new(mut self) -> anyhow::Result<()> {
+        std::fs::hard_link(&self.temporary, &self.destination).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::AlreadyExists {
+                anyhow::anyhow!(
+                    "{}: appeared while this command was writing it; left as it is",
+                    self.destination.display()
+                )
+            } else {
+                anyhow::Error::from(error)
+            }
+        })?;
+        self.committed = true;
+        let _ = std::fs::remove_file(&self.temporary);
+        sync_directory(&self.destination)
+    }
+}
+
 /// Commits every staged file, in order.
 pub fn commit_all(staged: Vec<Staged>) -> anyhow::Result<()> {
     staged.into_iter().try_for_each(Staged::commit)

@@ -649,3 +649,82 @@ fn bad_records_are_one_line_with_file_line_and_field_exit_2_nothing_written() {
     assert_eq!(output.status.code(), Some(2));
     assert!(std::fs::read_to_string(&input).unwrap().contains("\"b\""));
 }
+
+#[test]
+fn the_breaker_search_keeps_within_the_retry_budget_and_the_fallbacks_rpm() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("day.jsonl");
+    write_day(&records);
+    let routes = table_with_fallback(directory.path());
+    let search = |budget: &str, written: &std::path::Path| {
+        fallback_document(&[
+            "--records".as_ref(),
+            records.as_os_str(),
+            "--route".as_ref(),
+            "primary".as_ref(),
+            "--fallback".as_ref(),
+            "backup".as_ref(),
+            "--routes".as_ref(),
+            routes.as_os_str(),
+            "--calibrate".as_ref(),
+            "--max-fallback-share".as_ref(),
+            "0.5".as_ref(),
+            "--retry-budget".as_ref(),
+            budget.as_ref(),
+            "--write-routes".as_ref(),
+            written.as_os_str(),
+        ])
+    };
+    let loose = search("0.5", &directory.path().join("loose.toml"));
+    let calibration = loose.calibration.as_ref().unwrap();
+    assert_eq!(loose.schema_version, 2);
+    assert_eq!(calibration.retry_budget, Some(0.5));
+    assert_eq!(calibration.fallback_capacity_per_s, Some(10.0));
+    let loose_choice = calibration.chosen.clone().unwrap();
+    // A budget below what that choice spends: the search must pick another
+    // point within it, or none.
+    let budget = loose_choice.extra_share / 2.0;
+    assert!(budget > 0.0, "{loose_choice:?}");
+    for point in &calibration.points {
+        let within = point.fallback_share <= 0.5
+            && point.extra_share <= 0.5
+            && point.peak_fallback_per_s as f64 <= 10.0;
+        assert_eq!(point.admissible, within, "{point:?}");
+    }
+    let tight_written = directory.path().join("tight.toml");
+    let output = routeval()
+        .args(["replay", "fallback", "--json", "--records"])
+        .arg(&records)
+        .args(["--route", "primary", "--fallback", "backup", "--routes"])
+        .arg(&routes)
+        .args([
+            "--calibrate",
+            "--max-fallback-share",
+            "0.5",
+            "--retry-budget",
+        ])
+        .arg(budget.to_string())
+        .arg("--write-routes")
+        .arg(&tight_written)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(0) => {
+            let tight: routeval::replay::fallback::FallbackDocument =
+                serde_json::from_slice(&output.stdout).unwrap();
+            let chosen = tight.calibration.unwrap().chosen.unwrap();
+            assert!(chosen.extra_share <= budget, "{chosen:?}");
+            assert!(chosen.peak_fallback_per_s as f64 <= 10.0, "{chosen:?}");
+            let table = routeval::routes::RouteTable::load(&tight_written).unwrap();
+            assert_eq!(
+                table.routes[0].breaker.unwrap().open_after,
+                chosen.open_after
+            );
+        }
+        _ => {
+            assert!(stderr.contains("no breaker keeps within"), "{stderr}");
+            assert!(!tight_written.exists());
+        }
+    }
+}

@@ -860,3 +860,148 @@ fn a_baseline_must_verify_name_the_same_logical_model_and_leave_room_for_a_versi
         .code(predicates::ord::gt(0))
         .stderr(predicate::str::contains("--previous:"));
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_gate_killed_at_any_step_of_its_commit_completes_on_the_next_run() {
+    let strace = std::path::PathBuf::from("/usr/bin/strace");
+    assert!(
+        strace.exists(),
+        "this test kills the gate with strace: apt-get install strace"
+    );
+    let workspace = Workspace::new();
+    let candidates = [example_routes("predictive.toml")];
+    let gate_args = |out: &Path| -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["gate".into(), "--candidates".into()];
+        args.extend(candidates.iter().map(Into::into));
+        args.extend([
+            "--results".into(),
+            example_results().into(),
+            "--calibration".into(),
+            workspace.path("calibration.json").into(),
+            "--key".into(),
+            workspace.path("routeval.key").into(),
+            "--target".into(),
+            "0.9".into(),
+            "--out".into(),
+            out.into(),
+        ]);
+        args
+    };
+    let binary = crate::safety_run::binary();
+    // The four renames (signature, export, both reports), then the link
+    // that puts the config in place.
+    let kills = [
+        "inject=rename:signal=KILL:when=1",
+        "inject=rename:signal=KILL:when=2",
+        "inject=rename:signal=KILL:when=3",
+        "inject=rename:signal=KILL:when=4",
+        "inject=link,linkat:signal=KILL",
+    ];
+    for (index, kill) in kills.iter().enumerate() {
+        let out = workspace.path(&format!("killed-{index}"));
+        let killed = std::process::Command::new(&strace)
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-e",
+                "trace=rename,link,linkat",
+                "-e",
+                kill,
+            ])
+            .arg(&binary)
+            .args(gate_args(&out))
+            .output()
+            .unwrap();
+        assert!(!killed.status.success(), "{kill}: not killed");
+        let config = out.join("route-config.v1.json");
+        assert!(
+            !config.exists(),
+            "{kill}: the config landed before the rest"
+        );
+        let rerun = routeval().args(gate_args(&out)).output().unwrap();
+        assert_eq!(
+            rerun.status.code(),
+            Some(0),
+            "{kill}: {}",
+            String::from_utf8_lossy(&rerun.stderr)
+        );
+        routeval()
+            .arg("verify")
+            .arg(&config)
+            .arg("--pubkey")
+            .arg(workspace.path("routeval.key.pub"))
+            .assert()
+            .code(0);
+        for file in [
+            "route-config.v1.json.minisig",
+            "route-config.v1.litellm.yaml",
+            "gate-report.json",
+        ] {
+            assert!(out.join(file).exists(), "{kill}: {file} missing");
+        }
+        // And once complete, never again.
+        refused(
+            routeval().args(gate_args(&out)).assert(),
+            "signed route configs are never overwritten",
+        );
+    }
+    // A file of the signature's name that no gate wrote is left alone.
+    let foreign = workspace.path("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("route-config.v1.json.minisig"), "mine").unwrap();
+    refused(
+        routeval().args(gate_args(&foreign)).assert(),
+        "exists and is not what a gate of version 1 leaves",
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("route-config.v1.json.minisig")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn two_gates_into_one_directory_never_both_sign_a_version() {
+    let workspace = Workspace::new();
+    let binary = crate::safety_run::binary();
+    for trial in 0..8 {
+        let out = workspace.path(&format!("race-{trial}"));
+        let spawn = || {
+            std::process::Command::new(&binary)
+                .arg("gate")
+                .arg("--candidates")
+                .arg(example_routes("predictive.toml"))
+                .arg("--results")
+                .arg(example_results())
+                .arg("--calibration")
+                .arg(workspace.path("calibration.json"))
+                .arg("--key")
+                .arg(workspace.path("routeval.key"))
+                .args(["--target", "0.9", "--out"])
+                .arg(&out)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (first, second) = (spawn(), spawn());
+        let outputs = [
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        ];
+        let signed = outputs
+            .iter()
+            .filter(|output| String::from_utf8_lossy(&output.stdout).contains("emitted"))
+            .count();
+        assert_eq!(
+            signed, 1,
+            "trial {trial}: {signed} gates said they signed v1"
+        );
+        assert!(
+            outputs.iter().any(|output| output.status.code() == Some(2)),
+            "trial {trial}"
+        );
+    }
+}

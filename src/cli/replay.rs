@@ -176,8 +176,9 @@ fn emit<T: serde::Serialize>(
 
 fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
     use crate::replay::fallback::{
-        FALLBACK_SCHEMA_VERSION, FallbackDocument, FallbackLatency, Learning, calibrate_breaker,
-        load_fallback_inputs, render_fallback, replay_fallback, standard_policies,
+        BreakerBounds, FALLBACK_SCHEMA_VERSION, FallbackDocument, FallbackLatency, Learning,
+        calibrate_breaker, load_fallback_inputs, render_fallback, replay_fallback,
+        standard_policies,
     };
     let mut inputs = vec![Named::new(&args.records, "--records")];
     if let Some(routes) = &args.routes {
@@ -261,7 +262,11 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
             requests,
             &latency,
             args.open_ms,
-            args.max_fallback_share,
+            BreakerBounds {
+                max_fallback_share: args.max_fallback_share,
+                retry_budget: args.retry_budget,
+                fallback_capacity_per_s: capacity,
+            },
             learning,
         )
     });
@@ -286,9 +291,10 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
             .and_then(|calibration| calibration.chosen.as_ref())
             .with_context(|| {
                 format!(
-                    "{}: no breaker keeps the fallback within --max-fallback-share {}; nothing written",
+                    "{}: no breaker keeps within --max-fallback-share {}, --retry-budget {} and the fallback's rpm; nothing written",
                     written.display(),
-                    args.max_fallback_share
+                    args.max_fallback_share,
+                    args.retry_budget
                 )
             })?;
         let breaker = crate::routes::RouteBreaker {

@@ -352,16 +352,6 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         Named::new(&report_markdown, "--out"),
     ];
     if chosen.is_some() {
-        // A signed config is never replaced: a second v1 with other content
-        // would make "version 1" mean two things.
-        for path in [&config_path, &signature_file, &litellm_path] {
-            if std::fs::symlink_metadata(path).is_ok() {
-                anyhow::bail!(
-                    "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
-                    path.display()
-                );
-            }
-        }
         outputs.extend([
             Named::new(&config_path, "--out"),
             Named::new(&signature_file, "--out"),
@@ -397,10 +387,36 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             .map(|path| Named::new(path, "--constraints")),
     );
     check_outputs(&outputs, &inputs)?;
+    // One gate writes a directory at a time; the lock goes with the process,
+    // even one killed.
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    let _lock = lock_out(&options.out)?;
+    if chosen.is_some() {
+        // A signed config is never replaced: a second v1 with other content
+        // would make "version 1" mean two things. Its signature and export
+        // without it are what a gate killed before its last step left: they
+        // sign nothing, and are written again.
+        if std::fs::symlink_metadata(&config_path).is_ok() {
+            anyhow::bail!(
+                "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
+                config_path.display()
+            );
+        }
+        for path in [&signature_file, &litellm_path] {
+            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, version) {
+                anyhow::bail!(
+                    "{}: exists and is not what a gate of version {version} leaves; left as it is",
+                    path.display()
+                );
+            }
+        }
+    }
     // Every output is staged, then all are committed: a failure leaves none.
+    // The config is committed last, and only where no file is: a kill before
+    // then leaves no config, and the next gate writes the others again.
     let mut staged = Vec::new();
+    let mut config_staged = None;
     let emitted = match chosen {
         Some(index) => {
             let (path, candidate_sha256, table, _, _) = &tables[index];
@@ -442,7 +458,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             let sha256 = sha256_hex(&bytes);
             let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
             let name = RouteConfig::file_name(version);
-            staged.push(stage_bytes(&config_path, &bytes)?);
+            config_staged = Some(stage_bytes(&config_path, &bytes)?);
             staged.push(stage_bytes(&signature_file, signature.as_bytes())?);
             staged.push(stage_bytes(
                 &litellm_path,
@@ -484,7 +500,47 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     staged.push(stage_bytes(&report_json, json.as_bytes())?);
     staged.push(stage_bytes(&report_markdown, markdown(&report).as_bytes())?);
     commit_all(staged)?;
+    if let Some(config) = config_staged {
+        config.commit_new()?;
+    }
     Ok(report)
+}
+
+/// The gate's lock on `out`, held while it writes there.
+fn lock_out(out: &Path) -> anyhow::Result<std::fs::File> {
+    let path = out.join(".routeval-gate.lock");
+    crate::atomic::check_destination(&path, "--out")?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("{}: cannot open the gate's lock", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another routeval gate is writing to this directory; wait for it, or give another --out",
+            out.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("{}: cannot lock", path.display()))
+        }
+    }
+}
+
+/// Whether `path`, beside no config of `version`, is the signature or the
+/// LiteLLM export a gate of that version writes before its config: a file
+/// routeval made and that signs nothing, safe to write again.
+fn left_by_a_killed_gate(path: &Path, version: u64) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let version_field = format!(" version:{version} ");
+    let export_header = format!("(version {version}).");
+    text.lines().any(|line| {
+        (line.starts_with("trusted comment: routeval config_id:") && line.contains(&version_field))
+            || (line.starts_with("# Generated by routeval from ") && line.ends_with(&export_header))
+    })
 }
 
 fn stage_bytes(path: &Path, bytes: &[u8]) -> anyhow::Result<Staged> {

@@ -389,8 +389,34 @@ pub struct BreakerPoint {
     pub total_wait_s: f64,
     pub fallback_share: f64,
     pub extra_share: f64,
-    /// Within the bound on the fallback's share of traffic.
+    /// The most requests the fallback received in one second.
+    #[serde(default)]
+    pub peak_fallback_per_s: u64,
+    /// Within every bound: the fallback's share of traffic, the retry
+    /// budget, and the fallback's capacity.
     pub admissible: bool,
+}
+
+/// What a breaker may cost, each a constraint of the search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerBounds {
+    /// Of the primary's requests, the share the fallback may answer.
+    pub max_fallback_share: f64,
+    /// Requests beyond one per user request, as a share of requests
+    /// (retries and fallbacks at this one layer).
+    pub retry_budget: f64,
+    /// The fallback route's capacity, requests per second (its `rpm` / 60).
+    pub fallback_capacity_per_s: Option<f64>,
+}
+
+impl BreakerBounds {
+    fn admit(&self, outcome: &PolicyOutcome) -> bool {
+        outcome.fallback_share <= self.max_fallback_share
+            && outcome.extra_share <= self.retry_budget
+            && self
+                .fallback_capacity_per_s
+                .is_none_or(|capacity| outcome.peak_fallback_per_s as f64 <= capacity)
+    }
 }
 
 /// The search for the breaker's deadline and failure count.
@@ -398,13 +424,18 @@ pub struct BreakerPoint {
 #[serde(deny_unknown_fields)]
 pub struct BreakerCalibration {
     pub max_fallback_share: f64,
+    /// The retry budget and the fallback's capacity the choice keeps within
+    /// (version 1 documents searched without them).
+    #[serde(default)]
+    pub retry_budget: Option<f64>,
+    #[serde(default)]
+    pub fallback_capacity_per_s: Option<f64>,
     pub open_ms: f64,
     pub deadlines_ms: Vec<f64>,
     pub open_after: Vec<u32>,
     /// The admissible point with the lowest p95 wait (ties: the lower p99,
     /// the lower total wait, fewer fallbacks, a later deadline, a larger
-    /// count, in that order); `None` when
-    /// no point keeps the fallback's share within the bound.
+    /// count, in that order); `None` when no point keeps within every bound.
     pub chosen: Option<BreakerPoint>,
     /// The chosen point's neighbours in the grid: one step of deadline or
     /// of count either way.
@@ -438,7 +469,7 @@ pub fn calibrate_breaker(
     requests: &[PrimaryRequest],
     fallback: &FallbackLatency,
     open_ms: f64,
-    max_fallback_share: f64,
+    bounds: BreakerBounds,
     learning: Learning,
 ) -> BreakerCalibration {
     let deadlines = candidate_deadlines(requests);
@@ -463,7 +494,8 @@ pub fn calibrate_breaker(
                 total_wait_s: outcome.total_wait_s,
                 fallback_share: outcome.fallback_share,
                 extra_share: outcome.extra_share,
-                admissible: outcome.fallback_share <= max_fallback_share,
+                peak_fallback_per_s: outcome.peak_fallback_per_s,
+                admissible: bounds.admit(&outcome),
             });
         }
     }
@@ -512,7 +544,9 @@ pub fn calibrate_breaker(
         }
     };
     BreakerCalibration {
-        max_fallback_share,
+        max_fallback_share: bounds.max_fallback_share,
+        retry_budget: Some(bounds.retry_budget),
+        fallback_capacity_per_s: bounds.fallback_capacity_per_s,
         open_ms,
         deadlines_ms: deadlines,
         open_after: counts,
@@ -522,13 +556,15 @@ pub fn calibrate_breaker(
     }
 }
 
-pub const FALLBACK_SCHEMA_VERSION: u32 = 1;
+pub const FALLBACK_SCHEMA_VERSION: u32 = 2;
 
 /// `replay fallback --json`: the replayed policies, and the breaker search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FallbackDocument {
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 1>")]
+    /// 2: the breaker search keeps within the retry budget and the
+    /// fallback's capacity too, and says so.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 2>")]
     pub schema_version: u32,
     pub kind: String,
     pub records: crate::calibrate::InputFile,
@@ -720,11 +756,9 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
 }
 
 fn render_calibration(calibration: &BreakerCalibration) -> String {
+    let bounds = bounds_text(calibration);
     let Some(chosen) = &calibration.chosen else {
-        return format!(
-            "\nbreaker search: no deadline and count keep the fallback within {:.0}% of the traffic\n",
-            calibration.max_fallback_share * 100.0
-        );
+        return format!("\nbreaker search: no deadline and count keep within {bounds}\n");
     };
     let row = |label: &str, point: &BreakerPoint| {
         vec![
@@ -754,12 +788,31 @@ fn render_calibration(calibration: &BreakerCalibration) -> String {
         rows,
     );
     format!(
-        "\nbreaker search: {} points, fallback share at most {:.0}%, open {:.0} ms\n{}\n",
+        "\nbreaker search: {} points, open {:.0} ms; the chosen keeps within {bounds}\n{}\n",
         calibration.points.len(),
-        calibration.max_fallback_share * 100.0,
         calibration.open_ms,
         points
     )
+}
+
+/// The bounds a search kept within, as a sentence.
+fn bounds_text(calibration: &BreakerCalibration) -> String {
+    let mut bounds = vec![format!(
+        "{:.0}% of the traffic to the fallback",
+        calibration.max_fallback_share * 100.0
+    )];
+    if let Some(budget) = calibration.retry_budget {
+        bounds.push(format!(
+            "{:.0}% extra requests (--retry-budget)",
+            budget * 100.0
+        ));
+    }
+    if let Some(capacity) = calibration.fallback_capacity_per_s {
+        bounds.push(format!(
+            "{capacity:.1} requests per second to the fallback (its rpm)"
+        ));
+    }
+    bounds.join(", ")
 }
 
 #[cfg(test)]
