@@ -161,13 +161,31 @@ impl Staged {
         path: &Path,
         write: impl FnOnce(&mut File) -> anyhow::Result<()>,
     ) -> anyhow::Result<Staged> {
+        Staged::with_options(path, std::fs::OpenOptions::new(), write)
+    }
+
+    /// [`Staged::new`] for a secret: readable by its owner alone from the
+    /// moment it exists.
+    pub fn new_secret(
+        path: &Path,
+        write: impl FnOnce(&mut File) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Staged> {
+        let mut options = std::fs::OpenOptions::new();
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        Staged::with_options(path, options, write)
+    }
+
+    fn with_options(
+        path: &Path,
+        mut options: std::fs::OpenOptions,
+        write: impl FnOnce(&mut File) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Staged> {
         check_destination(path, "output")?;
+        sweep_stale_temporaries(path);
         let temporary = temporary_path(path);
         // `create_new`: never follow or reuse whatever already sits there.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
+        let mut file = options.write(true).create_new(true).open(&temporary)?;
         let staged = Staged {
             temporary,
             destination: path.to_owned(),
@@ -245,6 +263,45 @@ pub fn sync_directory(path: &Path) -> anyhow::Result<()> {
     };
     File::open(parent)?.sync_all()?;
     Ok(())
+}
+
+/// Removes the temporary files of `path` that processes no longer running
+/// left (a kill, a crash): `.NAME.PID.tmp` beside it, only for this `NAME`
+/// and only where no process `PID` is alive, so a file being written is
+/// never touched.
+fn sweep_stale_temporaries(path: &Path) {
+    let (Some(directory), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let directory = if directory.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        directory
+    };
+    // Whether a process lives is known where /proc is; elsewhere nothing is swept.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(pid) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let dead = !pid.is_empty()
+            && pid.bytes().all(|byte| byte.is_ascii_digit())
+            && !Path::new("/proc").join(pid).exists();
+        if dead && entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn temporary_path(path: &Path) -> PathBuf {

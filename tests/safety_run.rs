@@ -967,3 +967,82 @@ fn a_full_disk_is_named_by_the_file_that_did_not_fit() {
         assert!(!out(file).exists(), "{file} was left half-written");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn keygen_on_a_full_disk_leaves_no_key_and_the_next_try_works() {
+    let directory = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&directory.path().join("full"), "64k") else {
+        return;
+    };
+    // Filled to the last block.
+    let filler = disk.path.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    drop(file);
+    let key = disk.path.join("ci.key");
+    let output = routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ci.key: cannot write the secret key"),
+        "{stderr}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&disk.path)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["filler"], "a key or a temporary file was left");
+    std::fs::remove_file(&filler).unwrap();
+    routeval()
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key)
+        .assert()
+        .success();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(
+        std::fs::metadata(disk.path.join("ci.key.pub"))
+            .unwrap()
+            .len()
+            > 0
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn temporary_files_of_dead_processes_are_swept_and_live_ones_kept() {
+    let directory = tempfile::tempdir().unwrap();
+    let out = directory.path().join("calibration.json");
+    // No process can have this id: it is above the kernel's largest.
+    let dead = directory.path().join(".calibration.json.4194305.tmp");
+    let live = directory
+        .path()
+        .join(format!(".calibration.json.{}.tmp", std::process::id()));
+    let other = directory.path().join(".notes.txt.4194305.tmp");
+    for path in [&dead, &live, &other] {
+        std::fs::write(path, "35 MB of a killed write").unwrap();
+    }
+    routeval()
+        .args(["calibrate", "--target", "0.9", "--results"])
+        .arg(crate::common::example_results())
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .code(predicate::in_iter([0, 1]));
+    assert!(out.exists());
+    assert!(!dead.exists(), "a dead process's temporary file stayed");
+    assert!(live.exists(), "a live process's temporary file was removed");
+    assert!(
+        other.exists(),
+        "another output's temporary file was removed"
+    );
+}

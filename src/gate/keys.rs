@@ -27,21 +27,25 @@ pub fn generate(secret: &Path) -> anyhow::Result<PathBuf> {
         .to_box(Some("routeval secret key"))
         .context("cannot encode the secret key")?;
     let public_box = pk.to_box().context("cannot encode the public key")?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(secret)
-        .with_context(|| format!("{}: cannot create the secret key", secret.display()))?;
-    file.write_all(secret_box.to_string().as_bytes())
+    // Both staged whole before either lands, neither over any file: a full
+    // disk leaves no key, never an empty one that blocks the next try.
+    let secret_staged = crate::atomic::Staged::new_secret(secret, |file| {
+        Ok(file.write_all(secret_box.to_string().as_bytes())?)
+    })
+    .with_context(|| format!("{}: cannot write the secret key", secret.display()))?;
+    let public_staged = crate::atomic::Staged::new(&public, |file| {
+        Ok(file.write_all(public_box.to_string().as_bytes())?)
+    })
+    .with_context(|| format!("{}: cannot write the public key", public.display()))?;
+    secret_staged
+        .commit_new()
         .with_context(|| format!("{}: cannot write the secret key", secret.display()))?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&public)
-        .and_then(|mut file| file.write_all(public_box.to_string().as_bytes()))
-        .with_context(|| format!("{}: cannot write the public key", public.display()))?;
+    if let Err(error) = public_staged.commit_new() {
+        // The secret key just made is of no use without its public half.
+        let _ = std::fs::remove_file(secret);
+        return Err(error)
+            .with_context(|| format!("{}: cannot write the public key", public.display()));
+    }
     Ok(public)
 }
 
