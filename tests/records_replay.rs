@@ -77,7 +77,7 @@ fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
         "900".as_ref(),
     ];
     let document = fallback_document(&flags);
-    assert_eq!(document.schema_version, 1);
+    assert_eq!(document.schema_version, 2);
     assert_eq!(document.records.rows, 20);
     let policy = |name: &str| {
         document

@@ -237,3 +237,53 @@ fn sampled_prompts_run_and_grade_pairwise_with_both_orders() {
         "{stdout}"
     );
 }
+
+#[test]
+fn which_record_keeps_a_repeated_prompt_does_not_depend_on_the_file_order() {
+    let directory = tempfile::tempdir().unwrap();
+    // Forty prompts, each asked three times from different tenants.
+    let lines: Vec<String> = (0..120)
+        .map(|index| {
+            let slice = ["billing", "legal", "sales"][index as usize % 3];
+            serde_json::json!({
+                "id": format!("req-{index:03}"),
+                "timestamp": 1_764_504_000_000u64 + index,
+                "slice": slice,
+                "route": "mini",
+                "status": "ok",
+                "score": (index % 17) as f64 / 17.0,
+                "prompt": format!("How do I change plan number {}?", index / 3),
+            })
+            .to_string()
+        })
+        .collect();
+    let forward = directory.path().join("forward.jsonl");
+    std::fs::write(&forward, lines.join("\n") + "\n").unwrap();
+    let backward = directory.path().join("backward.jsonl");
+    let reversed: Vec<&String> = lines.iter().rev().collect();
+    std::fs::write(
+        &backward,
+        reversed
+            .iter()
+            .map(|line| line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let sample = |records: &Path, out: &str| {
+        let out = directory.path().join(out);
+        routeval()
+            .args(["sample", "--per-slice", "40", "--seed", "9", "--records"])
+            .arg(records)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .success()
+            .stdout(predicates::str::contains("80 duplicates"));
+        std::fs::read_to_string(out).unwrap()
+    };
+    let (one, other) = (sample(&forward, "a.jsonl"), sample(&backward, "b.jsonl"));
+    assert_eq!(one.lines().count(), 40, "one record per prompt");
+    assert_eq!(one, other);
+}
