@@ -597,6 +597,50 @@ fn bad_records_are_one_line_with_file_line_and_field_exit_2_nothing_written() {
             "line 2, field \"timestamp\"",
             "",
         ),
+        // The importers make the reader's checks on what they convert.
+        (
+            "litellm",
+            serde_json::json!({"request_id": "b", "startTime": "2026-11-30T12:00:00", "model": "m", "team_id": "t", "spend": -0.5}),
+            "line 2, field \"cost_usd\": -0.5 is not a non-negative number",
+            "",
+        ),
+        (
+            "litellm",
+            serde_json::json!({"request_id": "b", "startTime": "2026-11-30T12:00:05", "completionStartTime": "2026-11-30T12:00:09", "endTime": "2026-11-30T12:00:06", "model": "m", "team_id": "t"}),
+            "line 2, field \"ttft_ms\": first token at 4000 ms after the end at 1000 ms",
+            "",
+        ),
+        (
+            "litellm",
+            serde_json::json!({"request_id": "b", "startTime": "2026-11-30T12:00:00", "model": "m", "team_id": "t", "prompt_tokens": 1e300}),
+            "line 2, field \"prompt_tokens\"",
+            "",
+        ),
+        (
+            "openai-log",
+            serde_json::json!({"request": {"model": "m", "user": "u"}, "response": {"id": "z", "created": 1}, "ttft_ms": -3}),
+            "line 2, field \"ttft_ms\": -3 is not a non-negative number",
+            "",
+        ),
+        // Ids are unique in a record table, in every format.
+        (
+            "generic",
+            serde_json::json!({"id": "a", "timestamp": 2, "slice": "s", "route": "r", "status": "ok"}),
+            "line 2, field \"id\": \"a\" is also the id of line 1; ids are unique",
+            "",
+        ),
+        (
+            "litellm",
+            serde_json::json!({"request_id": "a", "startTime": "2026-11-30T12:00:01", "model": "m", "team_id": "t"}),
+            "line 2, field \"id\": \"a\" is also the id of line 1",
+            "",
+        ),
+        (
+            "openai-log",
+            serde_json::json!({"request": {"model": "m", "user": "u"}, "response": {"id": "y", "created": 2}}),
+            "line 2, field \"id\": \"y\" is also the id of line 1",
+            "",
+        ),
     ];
     for (from, bad, expected, _) in cases {
         let input = directory.path().join("in.jsonl");

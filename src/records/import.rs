@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::read::{FieldNames, Record, RecordsError, for_each_record, parse_timestamp};
+use super::read::{
+    FieldNames, Record, RecordsError, check_values, for_each_record, parse_timestamp,
+};
+use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
 use super::write::RecordsWriter;
 use crate::schema::{Format, RowLocation};
@@ -67,7 +70,9 @@ pub fn import_records<W: std::io::Write + Send>(
                 })?,
                 None => FieldNames::default(),
             };
-            for_each_record(path, &names, |_, record| {
+            let mut ids = UniqueIds::default();
+            for_each_record(path, &names, |location, record| {
+                ids.check(path, location, &record.id, names.source(ID_FIELD))?;
                 writer
                     .push(record.clone().into_owned())
                     .map_err(|error| RecordsError::Unreadable {
@@ -82,17 +87,24 @@ pub fn import_records<W: std::io::Write + Send>(
                 .clone()
                 .unwrap_or_else(|| options.format.default_slice_field().to_owned());
             let mut count = 0u64;
+            let mut ids = UniqueIds::default();
             for_each_object(path, |location, object| {
                 let converted = match options.format {
                     ImportFormat::Litellm => litellm(object, &slice_field),
                     _ => openai_log(object, &slice_field),
                 };
-                let record = converted.map_err(|(field, problem)| RecordsError::Invalid {
+                let invalid = |(field, problem): (String, String)| RecordsError::Invalid {
                     path: path.clone(),
                     location,
                     field,
                     problem,
+                };
+                let record = converted.map_err(invalid)?;
+                // The checks every reader makes, on what the conversion made.
+                check_values(&record).map_err(|(index, problem)| {
+                    invalid((RECORD_COLUMNS[index].name.to_owned(), problem))
                 })?;
+                ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
                 count += 1;
                 writer
                     .push(record)
@@ -108,6 +120,47 @@ pub fn import_records<W: std::io::Write + Send>(
         ImportFormat::Run => from_run(path, options.interval_ms, &mut writer)?,
     }
     writer.close()
+}
+
+/// The id column's position in [`RECORD_COLUMNS`].
+const ID_FIELD: usize = 0;
+
+/// The ids seen so far, each with where it was first seen: ids are unique
+/// in a record table (docs/schema.md), and a second is refused naming both
+/// places. Kept as 128-bit hashes, so a million ids cost about 40 MB.
+#[derive(Debug, Default)]
+pub struct UniqueIds {
+    seen: std::collections::HashMap<u128, RowLocation>,
+}
+
+impl UniqueIds {
+    pub fn check(
+        &mut self,
+        path: &Path,
+        location: RowLocation,
+        id: &str,
+        field: &str,
+    ) -> Result<(), RecordsError> {
+        use std::hash::{BuildHasher, Hasher};
+        let half = |seed: u64| {
+            let mut hasher = foldhash::quality::FixedState::with_seed(seed).build_hasher();
+            hasher.write(id.as_bytes());
+            hasher.finish()
+        };
+        let key = (u128::from(half(0x6964_7331)) << 64) | u128::from(half(0x6964_7332));
+        match self.seen.entry(key) {
+            std::collections::hash_map::Entry::Occupied(first) => Err(RecordsError::Invalid {
+                path: path.to_owned(),
+                location,
+                field: field.to_owned(),
+                problem: format!("{id:?} is also the id of {}; ids are unique", first.get()),
+            }),
+            std::collections::hash_map::Entry::Vacant(place) => {
+                place.insert(location);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Each row of a JSON-lines or CSV file as a JSON object (CSV cells as
@@ -215,6 +268,12 @@ fn number_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Opti
 
 fn tokens_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Option<u64>, Problem> {
     match number_at(object, path)? {
+        // Beyond 1e15 a count is a unit or parsing error, and a cast would
+        // saturate it silently.
+        Some(value) if value > 1e15 && value.is_finite() => Err((
+            path.to_owned(),
+            format!("{value} tokens is more than any request has (at most 1e15)"),
+        )),
         Some(value) if value >= 0.0 && value.fract() == 0.0 => Ok(Some(value as u64)),
         Some(value) => Err((
             path.to_owned(),
@@ -523,6 +582,14 @@ fn from_run<W: std::io::Write + Send>(
                 record.prompt = prompt.clone().map(Cow::Owned);
                 record.messages = messages.clone().map(Cow::Owned);
             }
+            check_values(&record).map_err(|(index, problem)| {
+                anyhow::anyhow!(
+                    "{}: row of {}: field {:?}: {problem}",
+                    run.display(),
+                    row.id,
+                    RECORD_COLUMNS[index].name
+                )
+            })?;
             writer.push(record)?;
             count += 1;
         }

@@ -183,24 +183,12 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
     let blame = |index: usize| move |problem: String| (field(index), problem);
     let text = |index: usize| row.text(index).map_err(blame(index));
     let required_text = |index: usize| -> Result<Cow<'r, str>, (String, String)> {
-        match text(index)? {
-            Some(value) if !value.trim().is_empty() => Ok(value),
-            _ => Err((field(index), "missing".to_owned())),
-        }
+        text(index)?.ok_or_else(|| (field(index), "missing".to_owned()))
     };
-    let amount = |index: usize| -> Result<Option<f64>, (String, String)> {
-        let value = row.number(index).map_err(blame(index))?;
-        match value {
-            Some(value) if !(value.is_finite() && value >= 0.0) => Err((
-                field(index),
-                format!("{value} is not a non-negative number"),
-            )),
-            value => Ok(value),
-        }
-    };
+    let number = |index: usize| row.number(index).map_err(blame(index));
     let tokens = |index: usize| -> Result<Option<u64>, (String, String)> {
-        match amount(index)? {
-            Some(value) if value.fract() != 0.0 || value > 1e15 => Err((
+        match number(index)? {
+            Some(value) if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) => Err((
                 field(index),
                 format!("{value} is not a whole number of tokens"),
             )),
@@ -218,33 +206,7 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
             format!("{status_text:?} is not ok, error, rate_limited, timeout or an HTTP status"),
         )
     })?;
-    let score = row.number(SCORE).map_err(blame(SCORE))?;
-    if let Some(score) = score
-        && !score.is_finite()
-    {
-        return Err((field(SCORE), format!("{score} is not a finite number")));
-    }
-    let input_tokens = tokens(INPUT_TOKENS)?;
-    let cached_input_tokens = tokens(CACHED_INPUT_TOKENS)?;
-    if let (Some(input), Some(cached)) = (input_tokens, cached_input_tokens)
-        && cached > input
-    {
-        return Err((
-            field(CACHED_INPUT_TOKENS),
-            format!("{cached} cached of {input} input tokens"),
-        ));
-    }
-    let ttft_ms = amount(TTFT_MS)?;
-    let total_ms = amount(TOTAL_MS)?;
-    if let (Some(ttft), Some(total)) = (ttft_ms, total_ms)
-        && ttft > total
-    {
-        return Err((
-            field(TTFT_MS),
-            format!("first token at {ttft} ms after the end at {total} ms"),
-        ));
-    }
-    Ok(Record {
+    let record = Record {
         id: required_text(ID)?,
         timestamp_ms,
         slice: required_text(SLICE)?,
@@ -252,18 +214,87 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         route: required_text(ROUTE)?,
         model: text(MODEL)?,
         reason: text(REASON)?,
-        score,
+        score: number(SCORE)?,
         status,
-        input_tokens,
-        cached_input_tokens,
+        input_tokens: tokens(INPUT_TOKENS)?,
+        cached_input_tokens: tokens(CACHED_INPUT_TOKENS)?,
         output_tokens: tokens(OUTPUT_TOKENS)?,
-        ttft_ms,
-        total_ms,
+        ttft_ms: number(TTFT_MS)?,
+        total_ms: number(TOTAL_MS)?,
         finish_reason: text(FINISH_REASON)?,
-        cost_usd: amount(COST_USD)?,
+        cost_usd: number(COST_USD)?,
         prompt: text(PROMPT)?,
         messages: text(MESSAGES)?,
-    })
+    };
+    check_values(&record).map_err(|(index, problem)| (field(index), problem))?;
+    Ok(record)
+}
+
+/// The most tokens a record may count: more is a unit or a parsing error.
+const MAX_TOKENS: u64 = 1_000_000_000_000_000;
+
+/// Every check of a record's values, whoever made it (a reader or an
+/// importer): ids, slices and routes present; scores finite; tokens at most
+/// 1e15, cached input at most the input; latencies and cost finite and
+/// non-negative, the first token no later than the end. A failure names the
+/// field by its position in [`RECORD_COLUMNS`].
+pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
+    for (index, text) in [
+        (ID, &record.id),
+        (SLICE, &record.slice),
+        (ROUTE, &record.route),
+    ] {
+        if text.trim().is_empty() {
+            return Err((index, "missing".to_owned()));
+        }
+    }
+    if let Some(score) = record.score
+        && !score.is_finite()
+    {
+        return Err((SCORE, format!("{score} is not a finite number")));
+    }
+    for (index, tokens) in [
+        (INPUT_TOKENS, record.input_tokens),
+        (CACHED_INPUT_TOKENS, record.cached_input_tokens),
+        (OUTPUT_TOKENS, record.output_tokens),
+    ] {
+        if let Some(tokens) = tokens
+            && tokens > MAX_TOKENS
+        {
+            return Err((
+                index,
+                format!("{tokens} tokens is more than any request has (at most 1e15)"),
+            ));
+        }
+    }
+    if let (Some(input), Some(cached)) = (record.input_tokens, record.cached_input_tokens)
+        && cached > input
+    {
+        return Err((
+            CACHED_INPUT_TOKENS,
+            format!("{cached} cached of {input} input tokens"),
+        ));
+    }
+    for (index, amount) in [
+        (TTFT_MS, record.ttft_ms),
+        (TOTAL_MS, record.total_ms),
+        (COST_USD, record.cost_usd),
+    ] {
+        if let Some(value) = amount
+            && !(value.is_finite() && value >= 0.0)
+        {
+            return Err((index, format!("{value} is not a non-negative number")));
+        }
+    }
+    if let (Some(ttft), Some(total)) = (record.ttft_ms, record.total_ms)
+        && ttft > total
+    {
+        return Err((
+            TTFT_MS,
+            format!("first token at {ttft} ms after the end at {total} ms"),
+        ));
+    }
+    Ok(())
 }
 
 /// Streams every record of `path` (Parquet, CSV or JSON lines by its

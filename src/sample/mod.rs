@@ -264,7 +264,10 @@ pub fn sample(
     };
     // Pass 1: each slice's scores, in bins of 0.01, for the strata's cuts.
     let mut histograms: BTreeMap<String, BTreeMap<i64, u64>> = BTreeMap::new();
-    for_each_record(&options.records, &names, |_, record| {
+    // A repeated id would become a repeated dataset id, which `run` refuses.
+    let mut ids = crate::records::UniqueIds::default();
+    for_each_record(&options.records, &names, |location, record| {
+        ids.check(&options.records, location, &record.id, "id")?;
         if eligible(record)
             && let Some(score) = record.score
         {
