@@ -255,6 +255,31 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write_atomically(path, |file| Ok(file.write_all(bytes)?))
 }
 
+/// Takes the exclusive lock `name` in `directory` for `who` (`"routeval
+/// run"`), or says that another holds it. The operating system releases it
+/// when the process ends, however it ends, so a kill leaves no stale lock.
+pub fn lock_directory(directory: &Path, name: &str, who: &str) -> anyhow::Result<File> {
+    use anyhow::Context;
+    let path = directory.join(name);
+    check_destination(&path, "--out")?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("{}: cannot open the lock of the {who}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another {who} is writing to this directory (it holds {name}); wait for it to finish or give another --out",
+            directory.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("{}: cannot lock", path.display()))
+        }
+    }
+}
+
 /// Syncs the directory holding `path`, so that a rename into it is durable.
 pub fn sync_directory(path: &Path) -> anyhow::Result<()> {
     let parent = match path.parent() {

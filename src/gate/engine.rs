@@ -508,24 +508,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
 
 /// The gate's lock on `out`, held while it writes there.
 fn lock_out(out: &Path) -> anyhow::Result<std::fs::File> {
-    let path = out.join(".routeval-gate.lock");
-    crate::atomic::check_destination(&path, "--out")?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("{}: cannot open the gate's lock", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "{}: another routeval gate is writing to this directory; wait for it, or give another --out",
-            out.display()
-        ),
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(error).with_context(|| format!("{}: cannot lock", path.display()))
-        }
-    }
+    crate::atomic::lock_directory(out, ".routeval-gate.lock", "routeval gate")
 }
 
 /// Whether `path`, beside no config of `version`, is the signature or the

@@ -406,27 +406,9 @@ impl Prepared {
 /// The lock file of a run directory.
 const LOCK_FILE: &str = ".lock";
 
-/// Takes the run directory's exclusive lock, or says who holds it. The
-/// operating system releases it when the process ends, however it ends.
+/// Takes the run directory's exclusive lock, or says who holds it.
 fn lock_run(out: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    let path = out.join(LOCK_FILE);
-    crate::atomic::check_destination(&path, "--out")?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("{}: cannot open the run's lock", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "{}: another routeval run is writing to this directory (it holds {LOCK_FILE}); wait for it to finish or give another --out",
-            out.display()
-        ),
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(error).with_context(|| format!("{}: cannot lock", path.display()))
-        }
-    }
+    crate::atomic::lock_directory(out, LOCK_FILE, "routeval run")
 }
 
 /// Refuses an existing `--out` that no run made: a run moves aside and
