@@ -893,3 +893,95 @@ fn the_gate_checks_the_pinned_version_of_a_tier_between() {
         "{failures:?}"
     );
 }
+
+#[test]
+fn drift_from_records_tests_a_three_tier_configs_escalation() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 6000, 4);
+    let (_, text) = calibration_and_text(
+        &results,
+        &["--target", "0.95", "--tiers", "small,mid,large"],
+    );
+    let calibration = directory.path().join("three.json");
+    std::fs::write(&calibration, text).unwrap();
+    let table = directory.path().join("three.toml");
+    std::fs::write(
+        &table,
+        three_tier_table(
+            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\nthresholds_from_calibration = true",
+        ),
+    )
+    .unwrap();
+    let flags: Vec<&std::ffi::OsStr> = vec![
+        "--target".as_ref(),
+        "0.95".as_ref(),
+        "--calibration".as_ref(),
+        calibration.as_os_str(),
+    ];
+    let (output, out) = gate(directory.path(), &[table.as_path()], &results, &flags);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let config = out.join("route-config.v1.json");
+    let signed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    let slice = signed["provenance"]["metrics"][1]["slice"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let at_calibration = signed["provenance"]["metrics"][1]["escalation_rate"]
+        .as_f64()
+        .unwrap();
+    assert!(at_calibration < 0.9, "{at_calibration}");
+    let write = |name: &str, record: &dyn Fn(usize) -> serde_json::Value| {
+        let path = directory.path().join(name);
+        let lines: Vec<String> = (0..2000).map(|index| record(index).to_string()).collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    };
+    let drift = |records: &Path| {
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--records")
+            .arg(records)
+            .output()
+            .unwrap();
+        let document: routeval::drift::RecordsDriftDocument =
+            serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        (output.status.code(), document)
+    };
+    // Every request sent to the last tier: the escalation test must see it.
+    let all_large = write("all-large.jsonl", &|index| {
+        serde_json::json!({
+            "id": format!("r{index}"), "timestamp": 1_764_504_000_000u64 + index as u64 * 1000,
+            "slice": slice, "logical_model": "support", "route": "frontier",
+            "reason": "routed-large", "status": "ok",
+        })
+    });
+    let (code, document) = drift(&all_large);
+    let measured = &document.slices[0];
+    assert_eq!(measured.escalation_rate, Some(1.0));
+    assert!(
+        measured.escalation_p_value.is_some_and(|p| p < 0.01),
+        "{measured:?}"
+    );
+    assert_eq!(measured.verdict, routeval::drift::Verdict::Recalibrate);
+    assert_eq!(code, Some(1));
+    // Scores and no reasons: the decision is read from the first threshold.
+    let threshold = measured.threshold.unwrap().0;
+    let scored = write("scored.jsonl", &|index| {
+        serde_json::json!({
+            "id": format!("s{index}"), "timestamp": 1_764_504_000_000u64 + index as u64 * 1000,
+            "slice": slice, "logical_model": "support", "route": "mini",
+            "score": if index % 4 == 0 { threshold + 0.01 } else { threshold - 0.01 },
+            "status": "ok",
+        })
+    });
+    let (_, document) = drift(&scored);
+    assert_eq!(document.slices[0].escalation_rate, Some(0.25));
+}

@@ -24,7 +24,6 @@ use super::statistics::two_proportion_z;
 use crate::calibrate::{InputFile, Threshold};
 use crate::gate::RouteConfig;
 use crate::records::{FieldNames, fold_record_chunks};
-use crate::routes::ResolvedPolicy;
 use crate::schema::{RowLocation, read_graded};
 use tally::{Tally, TallyContext};
 
@@ -467,13 +466,8 @@ fn fold_input(
 ) -> anyhow::Result<(Fold, u64)> {
     let mut fold = Fold::default();
     let logical = config.table.logical_model.as_str();
-    let threshold_of = |slice: &str| -> Option<Threshold> {
-        config
-            .table
-            .policy
-            .thresholds()
-            .and_then(|thresholds| thresholds.for_slice(slice))
-    };
+    let threshold_of =
+        |slice: &str| -> Option<Threshold> { config.table.policy.escalation_threshold(slice) };
     let window_of = |ms: i64| ms.div_euclid(window_ms) * window_ms;
     let see = |fold: &mut Fold, ms: i64| {
         fold.first_ms = Some(fold.first_ms.map_or(ms, |first| first.min(ms)));
@@ -764,10 +758,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         .iter()
         .map(|metrics| (metrics.slice.as_str(), (metrics.escalation_rate, metrics.n)))
         .collect();
-    let routes_decide = matches!(
-        config.table.policy,
-        ResolvedPolicy::Predictive { .. } | ResolvedPolicy::Cascade { .. }
-    );
+    let routes_decide = config.table.policy.decides_by_score();
     let mut slices = Vec::new();
     for (
         name,
@@ -843,11 +834,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             requests: counts.requests,
             verdict,
             reasons,
-            threshold: config
-                .table
-                .policy
-                .thresholds()
-                .and_then(|thresholds| thresholds.for_slice(name)),
+            threshold: config.table.policy.escalation_threshold(name),
             decided: counts.decided,
             escalation_rate: rate,
             escalation_interval: wilson(counts.escalated, counts.decided),

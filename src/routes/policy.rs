@@ -280,6 +280,31 @@ impl ResolvedPolicy {
         }
     }
 
+    /// The threshold at which a request of `slice` leaves the first tier
+    /// (escalates): the slice's threshold, or with k tiers the first of its
+    /// thresholds; `None` for policies without thresholds or a slice with
+    /// none.
+    pub fn escalation_threshold(&self, slice: &str) -> Option<Threshold> {
+        match self {
+            ResolvedPolicy::Predictive { thresholds, .. }
+            | ResolvedPolicy::Cascade { thresholds, .. } => thresholds.for_slice(slice),
+            ResolvedPolicy::PredictiveTiers { thresholds, .. }
+            | ResolvedPolicy::CascadeStages { thresholds, .. } => thresholds
+                .for_slice(slice)
+                .and_then(|thresholds| thresholds.first().copied()),
+            ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => None,
+        }
+    }
+
+    /// Whether requests are routed by a score against thresholds, so that
+    /// whether they escalate is a decision drift can watch.
+    pub fn decides_by_score(&self) -> bool {
+        !matches!(
+            self,
+            ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. }
+        )
+    }
+
     /// Every slice the policy names, with a threshold or a route of its own.
     pub fn slices(&self) -> Vec<&str> {
         let names: Box<dyn Iterator<Item = &String>> = match self {
