@@ -1030,3 +1030,65 @@ fn a_value_of_the_wrong_type_in_parquet_is_refused_with_its_row_not_read_as_miss
         "{stderr}"
     );
 }
+
+#[test]
+fn sums_of_user_counts_that_would_wrap_are_refused() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    // 20,000 answered requests of 1e15 input tokens each (each allowed).
+    let lines: Vec<String> = (0..20_000)
+        .map(|index| {
+            serde_json::json!({
+                "id": format!("h{index}"), "timestamp": 1_764_504_000_000u64 + index,
+                "slice": "billing", "route": "mini", "status": "ok",
+                "ttft_ms": 100 + index % 900, "input_tokens": 1_000_000_000_000_000u64,
+                "output_tokens": 10,
+            })
+            .to_string()
+        })
+        .collect();
+    let heavy = workspace.write("heavy.jsonl", &(lines.join("\n") + "\n"));
+    routeval()
+        .args(["replay", "hedge", "--records"])
+        .arg(&heavy)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "field \"input_tokens\": the records' tokens add up past 2^64",
+        ));
+    let header = "window_start,slice,logical_model,route,reason,model,score_bin,ttft_bin,requests,cost_usd\n";
+    let row = |requests: &str, ttft_bin: &str| {
+        format!(
+            "1764504000000,billing,support-fast,mini,routed-small,gpt-4o-mini-2024-07-18,12,{ttft_bin},{requests},0.5\n"
+        )
+    };
+    let cases = [
+        (
+            "overflow.csv",
+            format!(
+                "{header}{}{}{}",
+                row("9000000000000000000", "600"),
+                row("9000000000000000000", "600"),
+                row("9000000000000000000", "600")
+            ),
+            "line 4, field \"requests\": the rows' requests add up past 2^64",
+        ),
+        (
+            "bin.csv",
+            format!("{header}{}", row("10", "100000")),
+            "line 2, field \"ttft_bin\": 100000 is no first-token bin",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let path = workspace.write(name, &text);
+        routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--aggregates")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicates::str::contains(expected));
+    }
+}

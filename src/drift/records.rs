@@ -61,6 +61,9 @@ fn floor_to_i64(value: f64) -> i64 {
     }
 }
 
+/// The bin of the largest finite first token: a bin beyond it is no time.
+const MAX_TTFT_BIN: i64 = 71_332;
+
 fn ttft_of_bin(bin: i64) -> f64 {
     ((bin as f64 + 0.5) * 1.01f64.ln()).exp()
 }
@@ -549,6 +552,9 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
         problem,
     };
     let mut rows = 0u64;
+    // Every count the fold keeps is at most the requests of all rows: if
+    // their sum fits, no count wraps.
+    let mut all_requests = 0u64;
     let mut take = |location: RowLocation, object: &serde_json::Map<String, serde_json::Value>| {
         let text = |field: &str| -> Option<String> {
             match object.get(field)? {
@@ -599,6 +605,25 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
                 format!("{requests} is negative"),
             ));
         }
+        all_requests = all_requests.checked_add(requests as u64).ok_or_else(|| {
+            invalid(
+                location,
+                "requests",
+                "the rows' requests add up past 2^64: they are not counts".to_owned(),
+            )
+        })?;
+        let ttft_bin = integer("ttft_bin")?;
+        if let Some(bin) = ttft_bin
+            && !(0..=MAX_TTFT_BIN).contains(&bin)
+        {
+            return Err(invalid(
+                location,
+                "ttft_bin",
+                format!(
+                    "{bin} is no first-token bin: floor(ln(max(ttft_ms, 1)) / ln(1.01)) is 0 to {MAX_TTFT_BIN}"
+                ),
+            ));
+        }
         let cost_usd = match text("cost_usd") {
             None => None,
             Some(text) => Some(
@@ -622,7 +647,7 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
             reason: text("reason"),
             model: text("model"),
             score_bin: integer("score_bin")?,
-            ttft_bin: integer("ttft_bin")?,
+            ttft_bin,
             requests: requests as u64,
             cost_usd,
         };
@@ -1138,6 +1163,12 @@ mod tests {
         for value in edges.into_iter().chain(random.take(200_000)) {
             assert_eq!(floor_to_i64(value), value.floor() as i64, "{value:e}");
         }
+    }
+
+    #[test]
+    fn the_largest_first_token_has_the_last_bin() {
+        assert_eq!(ttft_bin(f64::MAX), MAX_TTFT_BIN);
+        assert!(ttft_of_bin(MAX_TTFT_BIN).is_finite());
     }
 
     #[test]

@@ -182,21 +182,37 @@ pub fn load_hedge_requests(
 ) -> Result<(Vec<HedgeRequest>, u64), crate::records::RecordsError> {
     use crate::records::{FieldNames, RecordsError, Status, for_each_record};
     let mut requests = Vec::new();
+    // Every sum the replay makes is at most these: if they fit, none wraps.
+    let (mut all_input, mut all_output) = (0u64, 0u64);
     let rows = for_each_record(path, &FieldNames::default(), |location, record| {
         if route.is_some_and(|route| route != record.route) || record.status != Status::Ok {
             return Ok(());
         }
-        let missing = |field: &str| RecordsError::Invalid {
+        let invalid = |field: &str, problem: &str| RecordsError::Invalid {
             path: path.to_owned(),
             location,
             field: field.to_owned(),
-            problem: "missing: the hedging replay needs it on every answered request".to_owned(),
+            problem: problem.to_owned(),
         };
-        requests.push(HedgeRequest {
+        let missing = |field: &str| {
+            invalid(
+                field,
+                "missing: the hedging replay needs it on every answered request",
+            )
+        };
+        let request = HedgeRequest {
             ttft_ms: record.ttft_ms.ok_or_else(|| missing("ttft_ms"))?,
             input_tokens: record.input_tokens.ok_or_else(|| missing("input_tokens"))?,
             output_tokens: record.output_tokens.unwrap_or(0),
-        });
+        };
+        let past = "the records' tokens add up past 2^64: they are not token counts";
+        all_input = all_input
+            .checked_add(request.input_tokens)
+            .ok_or_else(|| invalid("input_tokens", past))?;
+        all_output = all_output
+            .checked_add(request.output_tokens)
+            .ok_or_else(|| invalid("output_tokens", past))?;
+        requests.push(request);
         Ok(())
     })?;
     if requests.is_empty() {
