@@ -933,3 +933,56 @@ fn a_parquet_trace_of_float_block_ids_or_text_lengths_is_refused_not_rounded() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn memory_follows_the_requests_not_the_time_they_span() {
+    let directory = tempfile::tempdir().unwrap();
+    // Two requests three thousand years apart.
+    let trace = directory.path().join("gap.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 100000000000000, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 3]}\n",
+    )
+    .unwrap();
+    for flags in [
+        vec!["--replicas", "4", "--window", "1m"],
+        vec!["--replicas", "4", "--window", "0.001ms"],
+        vec!["--replicas", "4", "--speedup", "0.5"],
+    ] {
+        let document = replay(&trace, &flags);
+        for policy in &document.policies {
+            assert_eq!(
+                policy.windows.len(),
+                2,
+                "{flags:?}: {}",
+                policy.windows.len()
+            );
+            assert_eq!(
+                policy
+                    .windows
+                    .iter()
+                    .map(|window| window.requests)
+                    .sum::<u64>(),
+                2
+            );
+        }
+    }
+    // Slowed so far that the simulation's clock cannot hold it: refused.
+    routeval()
+        .args([
+            "replay",
+            "replicas",
+            "--replicas",
+            "4",
+            "--speedup",
+            "1e-12",
+            "--trace",
+        ])
+        .arg(&trace)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "more than 146,000 years into the replay",
+        ));
+}

@@ -21,6 +21,7 @@ pub use document::{
     Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, REPLAY_SCHEMA_VERSION,
     ReplayDocument, Scored, TraceSummary,
 };
+use metrics::WindowSums;
 pub use metrics::{Histogram, QueueQuantiles, TtftQuantiles, Window};
 pub use policy::{PolicyError, PolicySpec, Strategy};
 pub use pool::{Pool, PoolError, Simulation};
@@ -85,7 +86,18 @@ fn run_lanes(
 ) -> anyhow::Result<(Vec<Lane>, u64)> {
     let mut chunk: Vec<(u64, Request)> = Vec::with_capacity(CHUNK);
     let mut position = 0u64;
+    let mut beyond_the_clock: Option<f64> = None;
     let count = source.for_each(|request| {
+        if beyond_the_clock.is_some() {
+            return;
+        }
+        if lanes
+            .iter()
+            .any(|lane| !lane.simulation.clock_holds(request.arrival_ms))
+        {
+            beyond_the_clock = Some(request.arrival_ms);
+            return;
+        }
         observe(&request);
         chunk.push((position, request));
         position += 1;
@@ -94,6 +106,12 @@ fn run_lanes(
             chunk.clear();
         }
     })?;
+    if let Some(arrival_ms) = beyond_the_clock {
+        anyhow::bail!(
+            "a request recorded at {:.0} s would arrive, at this --speedup (or --arrival-rate), more than 146,000 years into the replay; replay it faster",
+            arrival_ms / 1000.0
+        );
+    }
     feed(&mut lanes, &chunk);
     for lane in &mut lanes {
         lane.simulation.finish();
@@ -211,11 +229,36 @@ fn summarize(simulation: &Simulation, pool: &Pool) -> PolicyResult {
         },
         herding_s: totals.herding_us as f64 / 1e6,
         index_drift_misses: totals.index_drift_misses,
-        windows: totals
-            .windows
-            .iter()
-            .enumerate()
-            .map(|(index, sums)| sums.render(index as f64 * pool.window_ms / 1000.0))
-            .collect(),
+        windows: timeline(&totals.windows, pool.window_ms),
     }
 }
+
+/// The windows of a timeline: every window from the first to the last, the
+/// empty ones too, where there are at most [`DENSE_WINDOWS`] of them (a
+/// chart's gaps are windows); beyond that only those with requests, so a
+/// trace with a gap of years, or a `--window` of a microsecond, costs what
+/// its requests do.
+fn timeline(windows: &std::collections::BTreeMap<u64, WindowSums>, window_ms: f64) -> Vec<Window> {
+    let start = |index: u64| index as f64 * window_ms / 1000.0;
+    let last = windows.keys().next_back().copied().unwrap_or(0);
+    if last < DENSE_WINDOWS {
+        (0..=last)
+            .filter(|_| !windows.is_empty())
+            .map(|index| {
+                windows
+                    .get(&index)
+                    .cloned()
+                    .unwrap_or_default()
+                    .render(start(index))
+            })
+            .collect()
+    } else {
+        windows
+            .iter()
+            .map(|(index, sums)| sums.render(start(*index)))
+            .collect()
+    }
+}
+
+/// The most windows a timeline lists with its empty ones.
+const DENSE_WINDOWS: u64 = 100_000;

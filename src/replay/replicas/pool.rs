@@ -167,7 +167,9 @@ pub struct Totals {
     /// Replica-microseconds spent above twice the mean load.
     pub herding_us: u64,
     pub index_drift_misses: u64,
-    pub windows: Vec<WindowSums>,
+    /// By window number from the first arrival: only windows with requests
+    /// are kept, so memory grows with the requests, not the time they span.
+    pub windows: std::collections::BTreeMap<u64, WindowSums>,
     pub first_arrival_us: Option<u64>,
 }
 
@@ -217,6 +219,14 @@ impl Simulation {
             totals: Totals::default(),
             pool: pool.clone(),
         }
+    }
+
+    /// Whether a request arriving at `arrival_ms` (as recorded) arrives,
+    /// replayed at the pool's speed, within what the simulation's clock of
+    /// microseconds holds with room for the work after it (2^62 µs, some
+    /// 146,000 years).
+    pub fn clock_holds(&self, arrival_ms: f64) -> bool {
+        arrival_ms / self.pool.speedup * 1000.0 <= (1u64 << 62) as f64
     }
 
     /// Routes and serves one request; requests come in arrival order.
@@ -331,11 +341,8 @@ impl Simulation {
             .queue
             .record((start - request.arrival) as f64 / 1000.0);
         let origin = totals.first_arrival_us.unwrap_or(0);
-        let window = ((request.arrival - origin) as f64 / (pool.window_ms * 1000.0)) as usize;
-        if window >= totals.windows.len() {
-            totals.windows.resize(window + 1, WindowSums::default());
-        }
-        let sums = &mut totals.windows[window];
+        let window = ((request.arrival - origin) as f64 / (pool.window_ms * 1000.0)) as u64;
+        let sums = totals.windows.entry(window).or_default();
         sums.requests += 1;
         sums.prompt_tokens += input;
         sums.cached_tokens += cached;
