@@ -118,7 +118,15 @@ pub fn check_outputs(outputs: &[Named<'_>], inputs: &[Named<'_>]) -> Result<(), 
         .collect();
     for (index, output) in outputs.iter().enumerate() {
         check_destination(output.path, output.flag)?;
-        let same_path = |other: &Path| other == output.path;
+        // `b.toml` and `./b.toml`, or a path through a link, are one file
+        // even before it exists.
+        let resolved_output = resolved(output.path);
+        let same_path = |other: &Path| {
+            other == output.path
+                || resolved_output.as_ref().is_some_and(|resolved_output| {
+                    resolved(other).as_ref() == Some(resolved_output)
+                })
+        };
         if let Some(earlier) = outputs[..index]
             .iter()
             .find(|earlier| same_path(earlier.path))
@@ -142,6 +150,18 @@ pub fn check_outputs(outputs: &[Named<'_>], inputs: &[Named<'_>]) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// `path` with its directory resolved (absolute, links followed) and its
+/// own name kept, so two spellings of one destination compare equal whether
+/// or not the file exists yet; `None` where the directory does not exist.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(parent).ok()?.join(name))
 }
 
 /// A file written and synced under a temporary name beside its destination,

@@ -772,3 +772,104 @@ fn the_breaker_search_keeps_within_the_retry_budget_and_the_fallbacks_rpm() {
         }
     }
 }
+
+#[test]
+fn the_breaker_is_written_into_any_spelling_of_the_table_and_nothing_else_changes() {
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("day.jsonl");
+    write_day(&records);
+    let plain = std::fs::read_to_string(table_with_fallback(directory.path())).unwrap();
+    // Spelled as people write TOML: a spaced header, a name without spaces,
+    // an old breaker followed by the next route's comment, CRLF endings.
+    let spelled = plain
+        .replace("[[routes]]", "[[ routes ]]")
+        .replacen("name = \"primary\"", "name=\"primary\"", 1)
+        .replacen(
+            "rpm = 600\ntpm = 30000000\n\n[[ routes ]]\nname = \"backup\"",
+            "rpm = 600\ntpm = 30000000\n\n[routes.breaker]\nfirst_token_deadline_ms = 99999\nopen_after = 9\nopen_ms = 1\n\n# The backup, in Frankfurt.\n[[ routes ]]\nname = \"backup\"",
+            1,
+        )
+        .replace('\n', "\r\n");
+    assert!(spelled.contains("[[ routes ]]") && spelled.contains("open_after = 9"));
+    let source = directory.path().join("spelled.toml");
+    std::fs::write(&source, &spelled).unwrap();
+    let replay = |extra: &[&std::ffi::OsStr]| {
+        routeval()
+            .args(["replay", "fallback", "--records"])
+            .arg(&records)
+            .args(["--route", "primary", "--fallback", "backup", "--calibrate"])
+            .args(["--max-fallback-share", "0.5", "--routes"])
+            .arg(&source)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let written = directory.path().join("written.toml");
+    let output = replay(&["--write-routes".as_ref(), written.as_os_str()]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(
+        !text.replace("\r\n", "").contains('\n'),
+        "a line lost its CRLF"
+    );
+    assert!(
+        text.contains("# The backup, in Frankfurt.\r\n[[ routes ]]"),
+        "{text}"
+    );
+    assert!(text.contains("[[ routes ]]\r\nname=\"primary\""), "{text}");
+    assert_eq!(text.matches("[routes.breaker]").count(), 1, "{text}");
+    assert!(!text.contains("open_after = 9"), "{text}");
+    let table = routeval::routes::RouteTable::load(&written).unwrap();
+    assert!(table.routes[0].breaker.is_some() && table.routes[1].breaker.is_none());
+    // Every other line is as it was.
+    let kept = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|line| {
+                !line.contains("breaker")
+                    && !line.starts_with("first_token")
+                    && !line.starts_with("open_")
+            })
+            .map(str::to_owned)
+            .filter(|line| !line.trim().is_empty())
+            .collect()
+    };
+    assert_eq!(kept(&text), kept(&spelled));
+    // The table and --out named twice, one of them as ./: refused, nothing written.
+    let twice = directory.path().join("twice.toml");
+    let dotted = directory.path().join(".").join("twice.toml");
+    let output = replay(&[
+        "--write-routes".as_ref(),
+        twice.as_os_str(),
+        "--out".as_ref(),
+        dotted.as_os_str(),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!twice.exists());
+    // An --out that cannot be written leaves the table unwritten too.
+    let lost = directory.path().join("lost.toml");
+    let output = replay(&[
+        "--write-routes".as_ref(),
+        lost.as_os_str(),
+        "--out".as_ref(),
+        directory
+            .path()
+            .join("no-such-dir/fallback.json")
+            .as_os_str(),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!lost.exists(), "the table was written though --out failed");
+}

@@ -283,6 +283,7 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
         policies: replay_fallback(requests, &latency, &policies, learning),
         calibration,
     };
+    let mut routes_written = None;
     if let Some(written) = &args.write_routes {
         let source = args.routes.as_deref().expect("clap requires --routes");
         let chosen = document
@@ -321,13 +322,36 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
                 args.route
             );
         }
-        write_bytes_atomically(written, updated.as_bytes())
-            .with_context(|| format!("{}: cannot write (--write-routes)", written.display()))?;
+        routes_written = Some((written, updated));
     }
-    emit(&document, args.json, args.out.as_deref(), || {
-        render_fallback(&document)
-    })?;
+    // Both outputs staged before either lands: a failure leaves neither.
+    let encoded =
+        serde_json::to_string_pretty(&document).context("cannot encode the document")? + "\n";
+    let mut staged = Vec::new();
+    if let Some(out) = &args.out {
+        staged.push(
+            stage(out, encoded.as_bytes())
+                .with_context(|| format!("{}: cannot write (--out)", out.display()))?,
+        );
+    }
+    if let Some((written, updated)) = &routes_written {
+        staged
+            .push(stage(written, updated.as_bytes()).with_context(|| {
+                format!("{}: cannot write (--write-routes)", written.display())
+            })?);
+    }
+    crate::atomic::commit_all(staged)?;
+    if args.json {
+        print(&encoded)?;
+    } else {
+        print(&render_fallback(&document))?;
+    }
     Ok(Outcome::Passed)
+}
+
+fn stage(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<crate::atomic::Staged> {
+    use std::io::Write;
+    crate::atomic::Staged::new(path, |file| Ok(file.write_all(bytes)?))
 }
 
 fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {

@@ -127,74 +127,55 @@ impl RouteBreaker {
     }
 
     /// The table's text with this breaker as route `route`'s
-    /// `[routes.breaker]`, replacing one it had; everything else, comments
-    /// included, is kept as written.
+    /// `[routes.breaker]`, replacing one it had. The text is edited, not
+    /// rewritten: comments, spacing, key order, any spelling of the route's
+    /// header or name, and the file's line endings stay as they were.
     pub fn written_into(&self, text: &str, route: &str) -> Result<String, String> {
-        let lines: Vec<&str> = text.lines().collect();
-        let header = |line: &str| line.trim_start().starts_with('[');
-        let name_line = format!("name = {}", toml_string(route));
-        // The route's section: from its `[[routes]]` to the next header
-        // that is not its own sub-table.
-        let mut start = None;
-        for (index, line) in lines.iter().enumerate() {
-            if line.split('#').next().unwrap_or("").trim() == "[[routes]]" {
-                let section_end = lines[index + 1..]
-                    .iter()
-                    .position(|line| header(line))
-                    .map_or(lines.len(), |offset| index + 1 + offset);
-                if lines[index + 1..section_end]
-                    .iter()
-                    .any(|line| line.split('#').next().unwrap_or("").trim() == name_line)
-                {
-                    start = Some(index);
-                    break;
-                }
-            }
+        use toml_edit::{DocumentMut, InlineTable, Item, Table, Value, value};
+        let mut document: DocumentMut = text
+            .parse()
+            .map_err(|error| format!("not a TOML table: {error}"))?;
+        let named = |name: Option<&Item>| name.and_then(Item::as_str) == Some(route);
+        let missing = || format!("no [[routes]] named {route:?}");
+        let routes = document.get_mut("routes").ok_or_else(missing)?;
+        if let Some(tables) = routes.as_array_of_tables_mut() {
+            let entry = tables
+                .iter_mut()
+                .find(|table| named(table.get("name")))
+                .ok_or_else(missing)?;
+            let mut breaker = Table::new();
+            breaker["first_token_deadline_ms"] = value(self.first_token_deadline_ms);
+            breaker["open_after"] = value(i64::from(self.open_after));
+            breaker["open_ms"] = value(self.open_ms);
+            breaker
+                .decor_mut()
+                .set_suffix("  # routeval replay fallback --calibrate");
+            entry.insert("breaker", Item::Table(breaker));
+        } else if let Some(inline) = routes.as_array_mut() {
+            let entry = inline
+                .iter_mut()
+                .filter_map(Value::as_inline_table_mut)
+                .find(|table| table.get("name").and_then(Value::as_str) == Some(route))
+                .ok_or_else(missing)?;
+            let mut breaker = InlineTable::new();
+            breaker.insert(
+                "first_token_deadline_ms",
+                self.first_token_deadline_ms.into(),
+            );
+            breaker.insert("open_after", i64::from(self.open_after).into());
+            breaker.insert("open_ms", self.open_ms.into());
+            entry.insert("breaker", Value::InlineTable(breaker));
+        } else {
+            return Err(missing());
         }
-        let start = start.ok_or_else(|| format!("no [[routes]] named {route:?}"))?;
-        let mut end = start + 1;
-        let mut old_breaker = None;
-        while end < lines.len() {
-            let line = lines[end].split('#').next().unwrap_or("").trim();
-            if line == "[routes.breaker]" {
-                old_breaker = Some(end);
-            } else if header(lines[end]) {
-                break;
-            }
-            end += 1;
-        }
-        let block = format!(
-            "[routes.breaker]                       # routeval replay fallback --calibrate\nfirst_token_deadline_ms = {}\nopen_after = {}\nopen_ms = {}",
-            self.first_token_deadline_ms, self.open_after, self.open_ms
-        );
-        let mut out: Vec<String> = Vec::with_capacity(lines.len() + 5);
-        match old_breaker {
-            Some(at) => {
-                // Replace the old block up to the section's end.
-                out.extend(lines[..at].iter().map(|line| (*line).to_owned()));
-                out.push(block);
-                out.push(String::new());
-            }
-            None => {
-                let mut body_end = end;
-                while body_end > start + 1 && lines[body_end - 1].trim().is_empty() {
-                    body_end -= 1;
-                }
-                out.extend(lines[..body_end].iter().map(|line| (*line).to_owned()));
-                out.push(String::new());
-                out.push(block);
-                out.push(String::new());
-            }
-        }
-        out.extend(lines[end..].iter().map(|line| (*line).to_owned()));
-        let mut written = out.join("\n");
-        written.push('\n');
-        Ok(written)
+        let written = document.to_string();
+        // New lines come out as \n: a CRLF file keeps CRLF throughout.
+        Ok(if text.contains("\r\n") {
+            written.replace("\r\n", "\n").replace('\n', "\r\n")
+        } else {
+            written
+        })
     }
-}
-
-fn toml_string(text: &str) -> String {
-    serde_json::to_string(text).expect("strings serialise")
 }
 
 /// Where a route's traffic goes when it fails before its first token.
