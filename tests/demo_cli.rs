@@ -105,6 +105,13 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
     }
     assert_eq!(written.len(), outputs.len() + 1, "{written:?}");
     std::fs::write(out.join("notes.md"), "my notes on the demo").unwrap();
+    // One of the demo's names made a link to a folder of the user's: the
+    // link goes, never what it points at.
+    let elsewhere = directory.path().join("my-keys");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("prod.key"), "precious").unwrap();
+    std::fs::remove_dir_all(out.join("keys")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("keys")).unwrap();
     std::fs::create_dir_all(out.join("experiments")).unwrap();
     std::fs::write(out.join("experiments/try.toml"), "mine").unwrap();
     routeval()
@@ -124,6 +131,16 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         "mine"
     );
     assert_eq!(entries().len(), written.len() + 2);
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("prod.key")).unwrap(),
+        "precious"
+    );
+    assert!(
+        !std::fs::symlink_metadata(out.join("keys"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
 
 #[test]

@@ -482,7 +482,7 @@ fn fold_input(
             let context = TallyContext {
                 logical_model: logical,
                 window_ms,
-                threshold_of: &threshold_of,
+                threshold_of: &|slice| threshold_of(slice).map(|threshold| threshold.0),
                 pins,
             };
             let (tallies, rows) = fold_record_chunks(

@@ -24,7 +24,8 @@ use parquet::arrow::arrow_reader::{
 };
 
 use super::read::{
-    FieldNames, Record, RecordsError, check_table_version, fold_records, parquet_records,
+    FieldNames, Record, RecordsError, check_table_version, fold_records, join_workers,
+    parquet_records,
 };
 use super::schema::field::{
     CACHED_INPUT_TOKENS, COST_USD, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL, OUTPUT_TOKENS, REASON,
@@ -516,25 +517,7 @@ pub fn fold_record_chunks<S: Send>(
             .map(|handle| handle.join().expect("a reading worker does not panic"))
             .collect()
     });
-    let mut states = Vec::with_capacity(workers);
-    // The error of the earliest row group, as a sequential read would report.
-    let mut first_error: Option<(u64, RecordsError)> = None;
-    for result in results {
-        match result {
-            Ok(state) => states.push(state),
-            Err((offset, error)) => {
-                if first_error
-                    .as_ref()
-                    .is_none_or(|(first, _)| offset < *first)
-                {
-                    first_error = Some((offset, error));
-                }
-            }
-        }
-    }
-    if let Some((_, error)) = first_error {
-        return Err(error);
-    }
+    let states = join_workers(results)?;
     Ok((states, rows))
 }
 

@@ -429,11 +429,11 @@ pub fn fold_records<S: Send>(
         rows += group.num_rows() as u64;
     }
     let workers = workers.min(groups);
-    let results: Vec<Result<(S, u64), RecordsError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(S, u64), (u64, RecordsError)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 let (init, visit, offsets) = (&init, &visit, &offsets);
-                scope.spawn(move || -> Result<(S, u64), RecordsError> {
+                scope.spawn(move || -> Result<(S, u64), (u64, RecordsError)> {
                     let mut state = init();
                     let mut count = 0u64;
                     for group in (worker..groups).step_by(workers) {
@@ -446,7 +446,8 @@ pub fn fold_records<S: Send>(
                                 visit(&mut state, record);
                                 Ok(())
                             },
-                        )?;
+                        )
+                        .map_err(|error| (offsets[group], error))?;
                     }
                     Ok((state, count))
                 })
@@ -459,33 +460,9 @@ pub fn fold_records<S: Send>(
     });
     let mut states = Vec::with_capacity(workers);
     let mut count = 0u64;
-    // The error of the earliest row, as a sequential read would report.
-    let mut first_error: Option<RecordsError> = None;
-    for result in results {
-        match result {
-            Ok((state, rows)) => {
-                states.push(state);
-                count += rows;
-            }
-            Err(error) => {
-                let row_of = |error: &RecordsError| match error {
-                    RecordsError::Invalid {
-                        location: RowLocation::Row(row),
-                        ..
-                    } => *row,
-                    _ => 0,
-                };
-                if first_error
-                    .as_ref()
-                    .is_none_or(|first| row_of(&error) < row_of(first))
-                {
-                    first_error = Some(error);
-                }
-            }
-        }
-    }
-    if let Some(error) = first_error {
-        return Err(error);
+    for (state, rows) in join_workers(results)? {
+        states.push(state);
+        count += rows;
     }
     if count == 0 {
         return Err(RecordsError::Empty {
@@ -519,6 +496,34 @@ pub(super) fn check_table_version(
             })
         }
         _ => Ok(()),
+    }
+}
+
+/// The states of workers that each read some of a file's row groups, in
+/// worker order; or, when any failed, the error of the earliest row group
+/// that failed (a worker's error comes with its group's first row), which is
+/// the error a sequential read would report.
+pub(super) fn join_workers<S>(
+    results: Vec<Result<S, (u64, RecordsError)>>,
+) -> Result<Vec<S>, RecordsError> {
+    let mut states = Vec::with_capacity(results.len());
+    let mut first_error: Option<(u64, RecordsError)> = None;
+    for result in results {
+        match result {
+            Ok(state) => states.push(state),
+            Err((offset, error)) => {
+                if first_error
+                    .as_ref()
+                    .is_none_or(|(first, _)| offset < *first)
+                {
+                    first_error = Some((offset, error));
+                }
+            }
+        }
+    }
+    match first_error {
+        Some((_, error)) => Err(error),
+        None => Ok(states),
     }
 }
 

@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{Fold, RouteCounts, SliceCounts, routing_decision, score_bin, ttft_bin};
-use crate::calibrate::Threshold;
 use crate::records::{Record, RecordChunk, RecordColumns, Status, Texts};
 
 /// What every worker's tally shares: the deployed config's view of a record.
 pub(super) struct TallyContext<'a> {
     pub logical_model: &'a str,
     pub window_ms: i64,
-    pub threshold_of: &'a (dyn Fn(&str) -> Option<Threshold> + Sync),
+    /// The score at or above which a slice's request escalates.
+    pub threshold_of: &'a (dyn Fn(&str) -> Option<f64> + Sync),
     pub pins: &'a HashMap<String, String>,
 }
 
@@ -142,7 +142,7 @@ struct Seen {
 pub(super) struct Tally<'a> {
     context: &'a TallyContext<'a>,
     slices: Names,
-    thresholds: Vec<Option<Threshold>>,
+    thresholds: Vec<Option<f64>>,
     routes: Names,
     /// The model number each route's pinned version has.
     pins: Vec<Option<usize>>,
@@ -270,7 +270,8 @@ impl<'a> Tally<'a> {
             .and_then(|reason| self.decisions[reason])
             .or_else(|| {
                 let threshold = self.thresholds[seen.slice]?;
-                seen.score.map(|score| threshold.escalates(score))
+                seen.score
+                    .map(|score| crate::policy::escalates(score, threshold))
             });
         let counts = &mut self.slice_windows[window][seen.slice];
         counts.requests += 1;
