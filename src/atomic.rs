@@ -1,10 +1,13 @@
 //! The one way routeval writes a file. Output files appear whole or not at
 //! all: each is written to a new temporary file beside its destination,
 //! synced, renamed over it, and the directory synced so the rename survives a
-//! crash. A destination that is anything but absent or a regular file (a
-//! symbolic link, a FIFO, a device, a directory) is refused, and so is one
-//! that is also an input of the same command: routeval never replaces what
-//! it did not create.
+//! crash. Before a command writes anything, [`check_outputs`] applies the one
+//! rule for every output: an existing file is replaced only when it is
+//! routeval's own output of the same kind (its schema header, metadata key or
+//! marker says so); a signed route config, a signature and the files of a run
+//! directory are never replaced; a destination that is not a regular file or
+//! that is also an input is refused. routeval never replaces what it did not
+//! create.
 
 use std::fs::File;
 use std::io::Write;
@@ -32,6 +35,43 @@ pub enum OutputError {
         flag: String,
         input_flag: String,
     },
+    #[error(
+        "{}: exists and is not {kind} routeval wrote; routeval replaces only its own output of the same kind: remove it or write to another path ({flag})",
+        path.display()
+    )]
+    NotOurs {
+        path: PathBuf,
+        kind: &'static str,
+        flag: String,
+    },
+    #[error(
+        "{}: exists; {kind} is always a new file, never a replacement: remove it or write to another path ({flag})",
+        path.display()
+    )]
+    Exists {
+        path: PathBuf,
+        kind: &'static str,
+        flag: String,
+    },
+    #[error(
+        "{}: is {what}; signed route configs and their signatures are never replaced ({flag})",
+        path.display()
+    )]
+    Signed {
+        path: PathBuf,
+        what: &'static str,
+        flag: String,
+    },
+    #[error(
+        "{}: belongs to the run in {}; only `routeval run` writes a run's files: write to another path ({flag})",
+        path.display(),
+        run.display()
+    )]
+    InRun {
+        path: PathBuf,
+        run: PathBuf,
+        flag: String,
+    },
     #[error("{}: named as two outputs ({first} and {second})", path.display())]
     Twice {
         path: PathBuf,
@@ -56,6 +96,230 @@ impl<'a> Named<'a> {
     pub fn new(path: &'a Path, flag: &'a str) -> Named<'a> {
         Named { path, flag }
     }
+}
+
+/// What a command writes at one path, and so what an existing file there must
+/// be for the command to replace it.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputKind {
+    /// "a calibration document": what the refusal calls it.
+    pub name: &'static str,
+    pub replaces: Replaces,
+}
+
+/// How routeval recognises its own output of one kind.
+#[derive(Debug, Clone, Copy)]
+pub enum Replaces {
+    /// Nothing: the output is always a new file (a key, a signed config, a
+    /// route table written beside the one it came from).
+    Nothing,
+    /// A Parquet table whose footer carries this key-value metadata key.
+    Table(&'static str),
+    /// A JSON object with every one of these top-level keys and, when
+    /// given, a `kind` of this value.
+    Document {
+        keys: &'static [&'static str],
+        kind: Option<&'static str>,
+    },
+    /// JSON lines whose first line is an object with these keys.
+    Lines(&'static [&'static str]),
+    /// A file that begins with these bytes (a magic number, a marker line).
+    Prefix(&'static [u8]),
+    /// What the writer has itself recognised as its own unfinished output:
+    /// the signature and export a gate killed before its config landed
+    /// leaves behind, which sign and describe nothing.
+    Unfinished,
+}
+
+impl OutputKind {
+    pub const fn new(name: &'static str, replaces: Replaces) -> OutputKind {
+        OutputKind { name, replaces }
+    }
+
+    /// Whether the existing file at `path` is this kind of routeval output.
+    pub fn recognises(&self, path: &Path) -> bool {
+        match self.replaces {
+            Replaces::Nothing => false,
+            Replaces::Unfinished => true,
+            Replaces::Table(key) => parquet_metadata_has(path, key),
+            Replaces::Document { keys, kind } => {
+                read_json_object(path).is_some_and(|object| has_keys(&object, keys, kind))
+            }
+            Replaces::Lines(keys) => first_line(path)
+                .and_then(|line| serde_json::from_str(&line).ok())
+                .is_some_and(|object| has_keys(&object, keys, None)),
+            Replaces::Prefix(prefix) => starts_with(path, prefix),
+        }
+    }
+}
+
+/// An output of a command: where, under which flag, and of what kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Output<'a> {
+    pub path: &'a Path,
+    pub flag: &'a str,
+    pub kind: &'a OutputKind,
+}
+
+impl<'a> Output<'a> {
+    pub fn new(path: &'a Path, flag: &'a str, kind: &'a OutputKind) -> Output<'a> {
+        Output { path, flag, kind }
+    }
+}
+
+/// The layout of a run directory (`routeval run --out`): its manifest and
+/// the names beside it that only `run` writes. Defined here, where outputs
+/// are checked, so that the writer and the guard read one list.
+pub mod run_directory {
+    pub const MANIFEST: &str = "manifest.json";
+    pub const RESPONSES: &str = "responses.parquet";
+    pub const JOURNAL: &str = "journal";
+    pub const PARTS: &str = "parts";
+    pub const QUARANTINE: &str = "quarantine";
+    pub const LOCK: &str = ".lock";
+    /// Every name `run` keeps at the top of its directory.
+    pub const NAMES: [&str; 6] = [MANIFEST, RESPONSES, JOURNAL, PARTS, QUARANTINE, LOCK];
+    /// The keys every run manifest has had, from version 1.
+    pub const MANIFEST_KEYS: &[&str] = &[
+        "schema_version",
+        "routeval_version",
+        "dataset",
+        "config",
+        "prompts",
+        "tiers",
+    ];
+}
+
+/// Whether `directory` holds a run: a `manifest.json` with a run
+/// manifest's keys.
+pub fn is_run_directory(directory: &Path) -> bool {
+    let manifest = directory.join(run_directory::MANIFEST);
+    std::fs::symlink_metadata(&manifest).is_ok_and(|metadata| metadata.is_file())
+        && read_json_object(&manifest)
+            .is_some_and(|object| has_keys(&object, run_directory::MANIFEST_KEYS, None))
+}
+
+/// The run directory `path` (an output, existing or not) would be written
+/// into: its directory when that is a run and the name is one of the run's,
+/// or any directory above it that is a run.
+fn run_holding(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    // The nearest directory that exists stands for the parent: an output in
+    // a run's new subdirectory is still in the run.
+    let mut existing = parent.to_owned();
+    let mut below_parent = false;
+    let canonical = loop {
+        match std::fs::canonicalize(&existing) {
+            Ok(canonical) => break canonical,
+            Err(_) => {
+                below_parent = true;
+                existing = existing.parent()?.to_owned();
+                if existing.as_os_str().is_empty() {
+                    existing = PathBuf::from(".");
+                }
+            }
+        }
+    };
+    if !below_parent
+        && run_directory::NAMES.iter().any(|own| name == *own)
+        && is_run_directory(&canonical)
+    {
+        return Some(canonical);
+    }
+    let mut above = if below_parent {
+        Some(canonical.as_path())
+    } else {
+        canonical.parent()
+    };
+    while let Some(directory) = above {
+        if is_run_directory(directory) {
+            return Some(directory.to_owned());
+        }
+        above = directory.parent();
+    }
+    None
+}
+
+fn has_keys(
+    object: &serde_json::Map<String, serde_json::Value>,
+    keys: &[&str],
+    kind: Option<&str>,
+) -> bool {
+    keys.iter().all(|key| object.contains_key(*key))
+        && kind.is_none_or(|kind| object.get("kind").and_then(|value| value.as_str()) == Some(kind))
+}
+
+fn read_json_object(path: &Path) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let file = File::open(path).ok()?;
+    serde_json::from_reader(std::io::BufReader::new(file)).ok()
+}
+
+fn first_line(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(File::open(path).ok()?)
+        .read_line(&mut line)
+        .ok()?;
+    Some(line)
+}
+
+fn starts_with(path: &Path, prefix: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let mut head = Vec::with_capacity(prefix.len());
+    file.take(prefix.len() as u64)
+        .read_to_end(&mut head)
+        .is_ok()
+        && head == prefix
+}
+
+fn parquet_metadata_has(path: &Path, key: &str) -> bool {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let Ok(reader) = SerializedFileReader::new(file) else {
+        return false;
+    };
+    reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .is_some_and(|pairs| pairs.iter().any(|pair| pair.key == key))
+}
+
+/// What a signature looks like from its first bytes: minisign's first line.
+const SIGNATURE_PREFIX: &[u8] = b"untrusted comment:";
+
+/// Refuses to replace a signed config or a signature, whatever the kind of
+/// the output: a file with a `.minisig` beside it, or one that is a
+/// signature by its name or first line.
+fn check_not_signed(output: &Output<'_>) -> Result<(), OutputError> {
+    let refuse = |what: &'static str| OutputError::Signed {
+        path: output.path.to_owned(),
+        what,
+        flag: output.flag.to_owned(),
+    };
+    let name = output
+        .path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    if name.ends_with(".minisig") || starts_with(output.path, SIGNATURE_PREFIX) {
+        return Err(refuse("a signature"));
+    }
+    let mut signature = output.path.as_os_str().to_owned();
+    signature.push(".minisig");
+    if std::fs::symlink_metadata(PathBuf::from(signature)).is_ok() {
+        return Err(refuse("a signed route config (its .minisig is beside it)"));
+    }
+    Ok(())
 }
 
 /// What kind of thing sits at `path`, without following a final symbolic
@@ -103,10 +367,12 @@ pub fn check_destination(path: &Path, flag: &str) -> Result<(), OutputError> {
 }
 
 /// Checks every output of a command before it writes any: each must be
-/// absent or a regular file, none may be the same file as an input (by
-/// device and inode, so another spelling of the path is caught too), and no
-/// two outputs may be one file.
-pub fn check_outputs(outputs: &[Named<'_>], inputs: &[Named<'_>]) -> Result<(), OutputError> {
+/// absent or a regular file; an existing one must be routeval's own output of
+/// the output's kind and neither a signed config nor a signature; none may be
+/// a run's file (unless `run` itself writes it), the same file as an input
+/// (by device and inode, so another spelling of the path is caught too), or
+/// the same file as another output.
+pub fn check_outputs(outputs: &[Output<'_>], inputs: &[Named<'_>]) -> Result<(), OutputError> {
     let identity = |path: &Path| -> Option<(u64, u64)> {
         std::fs::metadata(path)
             .ok()
@@ -148,6 +414,39 @@ pub fn check_outputs(outputs: &[Named<'_>], inputs: &[Named<'_>]) -> Result<(), 
                 });
             }
         }
+        if let Some(run) = run_holding(output.path) {
+            return Err(OutputError::InRun {
+                path: output.path.to_owned(),
+                run,
+                flag: output.flag.to_owned(),
+            });
+        }
+        if here.is_some() {
+            check_replaceable(output)?;
+        }
+    }
+    Ok(())
+}
+
+/// The rule for an output whose file exists.
+fn check_replaceable(output: &Output<'_>) -> Result<(), OutputError> {
+    if matches!(output.kind.replaces, Replaces::Unfinished) {
+        return Ok(());
+    }
+    check_not_signed(output)?;
+    if matches!(output.kind.replaces, Replaces::Nothing) {
+        return Err(OutputError::Exists {
+            path: output.path.to_owned(),
+            kind: output.kind.name,
+            flag: output.flag.to_owned(),
+        });
+    }
+    if !output.kind.recognises(output.path) {
+        return Err(OutputError::NotOurs {
+            path: output.path.to_owned(),
+            kind: output.kind.name,
+            flag: output.flag.to_owned(),
+        });
     }
     Ok(())
 }
@@ -205,7 +504,15 @@ impl Staged {
         sweep_stale_temporaries(path);
         let temporary = temporary_path(path);
         // `create_new`: never follow or reuse whatever already sits there.
-        let mut file = options.write(true).create_new(true).open(&temporary)?;
+        // Known before it exists, so that a signal never leaves it behind.
+        live_temporaries().push(temporary.clone());
+        let mut file = match options.write(true).create_new(true).open(&temporary) {
+            Ok(file) => file,
+            Err(error) => {
+                forget_temporary(&temporary);
+                return Err(error.into());
+            }
+        };
         let staged = Staged {
             temporary,
             destination: path.to_owned(),
@@ -222,6 +529,7 @@ impl Staged {
         check_destination(&self.destination, "output")?;
         std::fs::rename(&self.temporary, &self.destination)?;
         self.committed = true;
+        forget_temporary(&self.temporary);
         sync_directory(&self.destination)
     }
 }
@@ -230,7 +538,30 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_file(&self.temporary);
+            forget_temporary(&self.temporary);
         }
+    }
+}
+
+/// The temporary files this process has open and not yet committed, for
+/// [`remove_temporaries`] to take away when a signal ends it.
+fn live_temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    // A thread that panicked while holding the list left it whole.
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn forget_temporary(temporary: &Path) {
+    live_temporaries().retain(|live| live != temporary);
+}
+
+/// Removes every temporary file this process is writing: what a command
+/// stopped by a signal does before it exits, so that an interrupted write
+/// leaves nothing behind. Outputs already in place stay.
+pub fn remove_temporaries() {
+    for temporary in live_temporaries().drain(..) {
+        let _ = std::fs::remove_file(temporary);
     }
 }
 
@@ -252,6 +583,7 @@ impl Staged {
         })?;
         self.committed = true;
         let _ = std::fs::remove_file(&self.temporary);
+        forget_temporary(&self.temporary);
         sync_directory(&self.destination)
     }
 }
@@ -398,6 +730,14 @@ mod tests {
         assert!(error.to_string().contains("a directory"), "{error}");
     }
 
+    const DOCUMENT: OutputKind = OutputKind::new(
+        "a test document",
+        Replaces::Document {
+            keys: &["schema_version", "rows"],
+            kind: Some("test"),
+        },
+    );
+
     #[test]
     fn an_output_that_is_an_input_is_refused_under_any_spelling() {
         let directory = tempfile::tempdir().unwrap();
@@ -405,7 +745,7 @@ mod tests {
         std::fs::write(&input, "id\n").unwrap();
         let spelled_otherwise = directory.path().join(".").join("results.csv");
         let error = check_outputs(
-            &[Named::new(&spelled_otherwise, "--out")],
+            &[Output::new(&spelled_otherwise, "--out", &DOCUMENT)],
             &[Named::new(&input, "--results")],
         )
         .unwrap_err();
@@ -418,18 +758,105 @@ mod tests {
         );
         let fresh = directory.path().join("new.json");
         check_outputs(
-            &[Named::new(&fresh, "--out")],
+            &[Output::new(&fresh, "--out", &DOCUMENT)],
             &[Named::new(&input, "--results")],
         )
         .unwrap();
         let error = check_outputs(
             &[
-                Named::new(&fresh, "--out"),
-                Named::new(&fresh, "--scored-out"),
+                Output::new(&fresh, "--out", &DOCUMENT),
+                Output::new(&fresh, "--scored-out", &DOCUMENT),
             ],
             &[],
         )
         .unwrap_err();
         assert!(error.to_string().contains("two outputs"), "{error}");
+    }
+
+    #[test]
+    fn only_routeval_output_of_the_same_kind_is_replaced() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("out.json");
+        let check = || check_outputs(&[Output::new(&path, "--out", &DOCUMENT)], &[]);
+        for (content, replaceable) in [
+            (r#"{"schema_version": 1, "kind": "test", "rows": []}"#, true),
+            (
+                r#"{"schema_version": 1, "kind": "other", "rows": []}"#,
+                false,
+            ),
+            (r#"{"schema_version": 1, "rows": []}"#, false),
+            (r#"{"kind": "test", "rows": []}"#, false),
+            ("notes of mine", false),
+            ("", false),
+        ] {
+            std::fs::write(&path, content).unwrap();
+            assert_eq!(check().is_ok(), replaceable, "{content}: {:?}", check());
+        }
+        std::fs::write(&path, "notes of mine").unwrap();
+        assert_eq!(
+            check().unwrap_err().to_string(),
+            format!(
+                "{}: exists and is not a test document routeval wrote; routeval replaces only its own output of the same kind: remove it or write to another path (--out)",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn signed_configs_and_signatures_are_never_replaced() {
+        let directory = tempfile::tempdir().unwrap();
+        let config = directory.path().join("route-config.v1.json");
+        let signature = directory.path().join("route-config.v1.json.minisig");
+        // Even content that looks like the output's own kind.
+        let lookalike = r#"{"schema_version": 1, "kind": "test", "rows": []}"#;
+        std::fs::write(&config, lookalike).unwrap();
+        std::fs::write(&signature, lookalike).unwrap();
+        for path in [&config, &signature] {
+            let error = check_outputs(&[Output::new(path, "--out", &DOCUMENT)], &[]).unwrap_err();
+            assert!(error.to_string().contains("never replaced"), "{error}");
+        }
+        let elsewhere = directory.path().join("renamed.sig");
+        std::fs::write(
+            &elsewhere,
+            "untrusted comment: signature from minisign secret key\n",
+        )
+        .unwrap();
+        let error = check_outputs(&[Output::new(&elsewhere, "--out", &DOCUMENT)], &[]).unwrap_err();
+        assert!(error.to_string().contains("a signature"), "{error}");
+    }
+
+    #[test]
+    fn nothing_is_written_among_a_runs_files() {
+        let directory = tempfile::tempdir().unwrap();
+        let run = directory.path().join("run");
+        std::fs::create_dir_all(run.join("parts")).unwrap();
+        std::fs::write(
+            run.join("manifest.json"),
+            r#"{"schema_version": 2, "routeval_version": "0", "dataset": {}, "config": {}, "prompts": 1, "tiers": {}}"#,
+        )
+        .unwrap();
+        let refused = |path: PathBuf| {
+            let error = check_outputs(&[Output::new(&path, "--out", &DOCUMENT)], &[]).unwrap_err();
+            assert!(error.to_string().contains("belongs to the run"), "{error}");
+        };
+        refused(run.join("manifest.json"));
+        refused(run.join("responses.parquet"));
+        refused(run.join("parts").join("part-new.parquet"));
+        refused(run.join("new-folder").join("deeper").join("out.json"));
+        // A new file of another command's beside the run's own is fine.
+        check_outputs(
+            &[Output::new(&run.join("graded.json"), "--out", &DOCUMENT)],
+            &[],
+        )
+        .unwrap();
+        check_outputs(
+            &[Output::new(
+                &directory.path().join("manifest.json"),
+                "--out",
+                &DOCUMENT,
+            )],
+            &[],
+        )
+        .unwrap();
     }
 }

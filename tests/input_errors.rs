@@ -230,3 +230,24 @@ fn out_of_range_flags_are_usage_errors() {
         assert_rejected(directory.path(), "ok.csv", &flags, expected);
     }
 }
+
+#[test]
+fn a_missing_argument_is_named_on_the_one_line() {
+    let output = routeval()
+        .args([
+            "replay",
+            "fallback",
+            "--records",
+            "r.jsonl",
+            "--route",
+            "primary",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "error: the following required arguments were not provided: --fallback <ROUTE>"
+    );
+}

@@ -27,6 +27,7 @@ mod report_cli;
 mod router_cli;
 mod run_cli;
 mod safety_files;
+mod safety_outputs;
 mod safety_run;
 mod sample_pairwise;
 mod schema_docs;

@@ -134,7 +134,7 @@ fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
     assert!(stdout.contains("slow-first-token-breaker") && stdout.contains("26.3"));
 }
 
-fn table_with_fallback(directory: &Path) -> PathBuf {
+pub fn table_with_fallback(directory: &Path) -> PathBuf {
     let route = |name: &str, region: &str| {
         format!(
             "[[routes]]\nname = \"{name}\"\nprovider = \"openai\"\nmodel = \"gpt-4o-2024-08-06\"\nregion = \"{region}\"\ntier = \"large\"\nprompt_variant = \"support-v3\"\nprice_input_per_mtok = 3.0\nprice_output_per_mtok = 15.0\nrpm = 600\ntpm = 30000000\n\n"
@@ -151,7 +151,7 @@ fn table_with_fallback(directory: &Path) -> PathBuf {
 }
 
 /// Brown-outs of `primary` in a day of traffic, with `backup`'s records.
-fn write_day(path: &Path) {
+pub fn write_day(path: &Path) {
     let mut lines = Vec::new();
     for index in 0..2000u64 {
         let browning = (index % 400) >= 300 && (index % 400) < 340;

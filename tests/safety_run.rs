@@ -66,7 +66,7 @@ fn parts(out: &Path) -> Vec<PathBuf> {
 /// `prompts` prompts served by a sim answering after `ttft_ms` (at
 /// `tokens_per_second`, 0 for at once), and a config with `concurrency` per
 /// tier and no verifier: (the sim, the dataset, the config).
-fn flowing(
+pub fn flowing(
     directory: &Path,
     prompts: usize,
     ttft_ms: u64,
@@ -1045,4 +1045,55 @@ fn temporary_files_of_dead_processes_are_swept_and_live_ones_kept() {
         other.exists(),
         "another output's temporary file was removed"
     );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_command_stopped_by_a_signal_takes_its_unfinished_file_with_it() {
+    let directory = tempfile::tempdir().unwrap();
+    // Enough records that the import is still writing when the signal comes.
+    let input = directory.path().join("records.jsonl");
+    let mut text = String::new();
+    for index in 0..400_000u64 {
+        text.push_str(&format!(
+            "{{\"id\":\"r-{index}\",\"timestamp\":{},\"slice\":\"support\",\"route\":\"primary\",\"status\":200,\"prompt\":\"question {index} about an invoice\"}}\n",
+            1_764_504_000_000u64 + index
+        ));
+    }
+    std::fs::write(&input, text).unwrap();
+    for signal in ["TERM", "INT", "HUP"] {
+        let out = directory.path().join(format!("records-{signal}.parquet"));
+        let child = std::process::Command::new(binary())
+            .args(["records", "import", "--from", "generic", "--input"])
+            .arg(&input)
+            .arg("--out")
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let temporary = directory
+            .path()
+            .join(format!(".records-{signal}.parquet.{}.tmp", child.id()));
+        wait_for("the import's temporary file", || temporary.exists());
+        assert!(
+            std::process::Command::new("kill")
+                .args([format!("-{signal}"), child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "SIG{signal}: {stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!("error: stopped by SIG{signal}; outputs not yet in place were removed")
+        );
+        assert!(
+            !temporary.exists(),
+            "SIG{signal} left {}",
+            temporary.display()
+        );
+        assert!(!out.exists(), "SIG{signal} left a half-written output");
+    }
 }

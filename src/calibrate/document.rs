@@ -12,6 +12,21 @@ use super::options::{Guarantee, Holdout, Policy, Scope};
 /// `confidence`.
 pub const CALIBRATION_SCHEMA_VERSION: u32 = 4;
 
+/// What `calibrate --out` writes, and so the only file it replaces.
+pub const CALIBRATION_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a calibration document",
+    crate::atomic::Replaces::Document {
+        keys: &[
+            "schema_version",
+            "routeval_version",
+            "results",
+            "policy",
+            "target",
+        ],
+        kind: None,
+    },
+);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CalibrationDocument {

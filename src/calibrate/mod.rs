@@ -33,8 +33,9 @@ pub use crate::policy::{
     Candidate, Curve, GradedRow, Observation, SliceObservations, Totals, to_picodollars,
 };
 pub use document::{
-    AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
-    HoldoutResult, InputFile, Point, SliceCalibration, Threshold, TieredChoice, TieredPoint,
+    AuditSummary, Baselines, CALIBRATION_OUTPUT, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
+    FrontierPoint, HoldoutResult, InputFile, Point, SliceCalibration, Threshold, TieredChoice,
+    TieredPoint,
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;

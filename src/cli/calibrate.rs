@@ -2,7 +2,8 @@
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
+use crate::calibrate::CALIBRATION_OUTPUT;
 use crate::calibrate::{
     CalibrateOptions, Holdout, Policy, Scope, calibrate, calibrate_tiered, render_table,
 };
@@ -16,7 +17,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let (read, options) = options(&args)?;
     if let Some(out) = &args.out {
         check_outputs(
-            &[Named::new(out, "--out")],
+            &[Output::new(out, "--out", &CALIBRATION_OUTPUT)],
             &[Named::new(&args.results, "--results")],
         )?;
     }

@@ -2,10 +2,10 @@
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::drift::{
-    DriftOptions, RecordsDriftOptions, RecordsInput, Verdict, drift, drift_records, markdown,
-    render_records, terminal,
+    DRIFT_OUTPUT, DriftOptions, RECORDS_DRIFT_OUTPUT, RecordsDriftOptions, RecordsInput, Verdict,
+    drift, drift_records, markdown, render_records, terminal,
 };
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
@@ -46,7 +46,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         if let Some(baseline) = &options.baseline_results {
             inputs.push(Named::new(baseline, "--baseline-results"));
         }
-        check_outputs(&[Named::new(out, "--out")], &inputs)?;
+        check_outputs(&[Output::new(out, "--out", &DRIFT_OUTPUT)], &inputs)?;
     }
     let document = drift(&options)?;
     emit(&document, document.verdict, &args, || {
@@ -98,7 +98,7 @@ fn from_records(args: DriftArgs) -> anyhow::Result<Outcome> {
         if let Some(baseline) = &args.baseline_results {
             inputs.push(Named::new(baseline, "--baseline-results"));
         }
-        check_outputs(&[Named::new(out, "--out")], &inputs)?;
+        check_outputs(&[Output::new(out, "--out", &RECORDS_DRIFT_OUTPUT)], &inputs)?;
     }
     let window_ms = super::replay::milliseconds("--window", &args.window)?.round() as i64;
     if window_ms <= 0 {

@@ -2,13 +2,13 @@
 
 use anyhow::bail;
 
-use crate::atomic::{Named, check_outputs};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all, load_rubrics};
 use crate::run::{
     Cache, Caller, MANIFEST_FILE, OpenAiEndpoint, RESPONSES_FILE, RunConfig, http_client, preflight,
 };
-use crate::schema::write_graded_parquet;
+use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
 
 use super::args::GradeArgs;
 use super::print::println;
@@ -27,7 +27,7 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
             .map(|path| Named::new(path, "--dataset")),
     );
     inputs.extend(args.config.iter().map(|path| Named::new(path, "--config")));
-    check_outputs(&[Named::new(&args.out, "--out")], &inputs)?;
+    check_outputs(&[Output::new(&args.out, "--out", &GRADED_OUTPUT)], &inputs)?;
     let rubrics = load_rubrics(&args.rubrics)?;
     let grading = Grading::read(
         &args.run,

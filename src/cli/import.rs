@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::grade::Rubric;
 
@@ -12,7 +12,7 @@ use crate::import::{
     ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,
 };
 use crate::schema::{
-    Column, ColumnNames, GradedTable, ReadOptions, read_graded, write_graded_parquet,
+    Column, ColumnNames, GRADED_OUTPUT, GradedTable, ReadOptions, read_graded, write_graded_parquet,
 };
 
 use super::args::{ImportArgs, ImportCommand};
@@ -137,7 +137,10 @@ fn out(command: &ImportCommand) -> &Path {
 }
 
 pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
-    check_outputs(&[Named::new(out(&command), "--out")], &inputs(&command))?;
+    check_outputs(
+        &[Output::new(out(&command), "--out", &GRADED_OUTPUT)],
+        &inputs(&command),
+    )?;
     let (table, out) = match command {
         ImportCommand::Generic { input, map, out } => {
             let options = ReadOptions {

@@ -42,22 +42,82 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => error.exit(),
         Err(error) => {
-            // clap adds usage and tips on further lines; bad input gets one.
+            // clap adds usage and tips after a blank line; bad input gets
+            // one line, with what clap lists below its first (the missing
+            // arguments) kept on it.
             let rendered = error.to_string();
-            let first = rendered
+            let message: Vec<&str> = rendered
                 .lines()
-                .next()
-                .unwrap_or("error: invalid arguments");
-            let _ = writeln!(std::io::stderr(), "{first}");
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let line = if message.is_empty() {
+                "error: invalid arguments".to_owned()
+            } else {
+                message.join(" ")
+            };
+            let _ = writeln!(std::io::stderr(), "{line}");
             return ExitCode::from(USAGE_OR_INPUT);
         }
     };
+    // `run` (and the demo and serve-sim, which run it or serve) stop on a
+    // signal in their own orderly way; every other command stops at once,
+    // taking its unfinished files with it.
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Demo(_) | Command::ServeSim(_)
+    ) {
+        stop_cleanly_on_signals();
+    }
     match run(cli) {
         Ok(outcome) => outcome.into(),
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "error: {}", error_line(&error));
             ExitCode::from(USAGE_OR_INPUT)
         }
+    }
+}
+
+/// Installs, before the command starts, a watcher of SIGTERM, SIGINT and
+/// SIGHUP that removes the temporary files of writes under way and exits 2
+/// with one line, instead of the signal's default death that leaves them.
+fn stop_cleanly_on_signals() {
+    let (ready, installed) = std::sync::mpsc::channel::<()>();
+    let watcher = std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                let (Ok(mut terminate), Ok(mut interrupt), Ok(mut hang_up)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::hangup()),
+                ) else {
+                    return;
+                };
+                let _ = ready.send(());
+                let name = tokio::select! {
+                    _ = terminate.recv() => "SIGTERM",
+                    _ = interrupt.recv() => "SIGINT",
+                    _ = hang_up.recv() => "SIGHUP",
+                };
+                crate::atomic::remove_temporaries();
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "error: stopped by {name}; outputs not yet in place were removed"
+                );
+                std::process::exit(i32::from(USAGE_OR_INPUT));
+            });
+        });
+    if watcher.is_ok() {
+        // The handlers are in place before the command writes anything.
+        let _ = installed.recv();
     }
 }
 

@@ -1,8 +1,8 @@
 //! `routeval records import`.
 
-use crate::atomic::{Named, check_outputs, write_atomically};
+use crate::atomic::{Named, Output, check_outputs, write_atomically};
 use crate::exit_codes::Outcome;
-use crate::records::{ImportFormat, ImportOptions, import_records};
+use crate::records::{ImportFormat, ImportOptions, RECORDS_OUTPUT, import_records};
 
 use super::args::{RecordsCommand, RecordsFormatArg, RecordsImportArgs};
 use super::print::println;
@@ -29,7 +29,7 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     if format == ImportFormat::Run {
         inputs.push(Named::new(&responses, "--input"));
     }
-    check_outputs(&[Named::new(&args.out, "--out")], &inputs)?;
+    check_outputs(&[Output::new(&args.out, "--out", &RECORDS_OUTPUT)], &inputs)?;
     let interval_ms = milliseconds("--interval", &args.interval)?.round() as u64;
     let options = ImportOptions {
         format,

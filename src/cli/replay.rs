@@ -2,11 +2,14 @@
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
+use crate::replay::fallback::{FALLBACK_OUTPUT, ROUTE_TABLE_OUTPUT};
+use crate::replay::hedge::HEDGE_OUTPUT;
 use crate::replay::replicas::{PolicySpec, Pool};
 use crate::replay::{
-    Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
+    Objective, REPLAY_OUTPUT, RunArrivals, Source, calibrate, render_calibration, render_policies,
+    replay,
 };
 use crate::run::CallTier;
 
@@ -102,7 +105,7 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
             .map(|path| Named::new(path, "--dataset")),
     );
     if let Some(out) = &args.out {
-        check_outputs(&[Named::new(out, "--out")], &inputs)?;
+        check_outputs(&[Output::new(out, "--out", &REPLAY_OUTPUT)], &inputs)?;
     }
     let source = match (&args.trace, &args.from_run) {
         (Some(trace), _) => Source::Trace(trace),
@@ -186,10 +189,10 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
     }
     let mut outputs = Vec::new();
     if let Some(out) = &args.out {
-        outputs.push(Named::new(out, "--out"));
+        outputs.push(Output::new(out, "--out", &FALLBACK_OUTPUT));
     }
     if let Some(written) = &args.write_routes {
-        outputs.push(Named::new(written, "--write-routes"));
+        outputs.push(Output::new(written, "--write-routes", &ROUTE_TABLE_OUTPUT));
     }
     check_outputs(&outputs, &inputs)?;
     for (flag, value) in [
@@ -358,10 +361,10 @@ fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
     use crate::replay::hedge::{
         HEDGE_SCHEMA_VERSION, HedgeDocument, load_hedge_requests, render_hedge, replay_hedge,
     };
-    let outputs: Vec<Named<'_>> = args
+    let outputs: Vec<Output<'_>> = args
         .out
         .iter()
-        .map(|out| Named::new(out, "--out"))
+        .map(|out| Output::new(out, "--out", &HEDGE_OUTPUT))
         .collect();
     check_outputs(&outputs, &[Named::new(&args.records, "--records")])?;
     let (requests, rows) = load_hedge_requests(&args.records, args.route.as_deref())?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
-use crate::atomic::{Named, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
 use crate::calibrate::{CalibrationDocument, Policy};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateReport, RouteConfig, TieredRows, tiered_rows};
@@ -13,9 +13,9 @@ use crate::gate::{scores_of, sha256_hex};
 use crate::markdown::{code, text};
 use crate::replay::ReplayDocument;
 use crate::report::{
-    Change, ChangeRows, RecordsDocuments, ReportInputs, change, proposed_from_calibration,
-    records_page, records_section, records_summary, render, replay_page, replay_summary,
-    slice_curves, summary,
+    Change, ChangeRows, REPORT_HTML_OUTPUT, REPORT_SUMMARY_OUTPUT, RecordsDocuments, ReportInputs,
+    SUMMARY_MARKER, change, proposed_from_calibration, records_page, records_section,
+    records_summary, render, replay_page, replay_summary, slice_curves, summary,
 };
 use crate::routes::ResolvedTable;
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
@@ -67,8 +67,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     }
     check_outputs(
         &[
-            Named::new(&html_path, "--out"),
-            Named::new(&markdown_path, "--out"),
+            Output::new(&html_path, "--out", &REPORT_HTML_OUTPUT),
+            Output::new(&markdown_path, "--out", &REPORT_SUMMARY_OUTPUT),
         ],
         &inputs,
     )?;
@@ -109,8 +109,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         }
         std::fs::create_dir_all(&args.out)
             .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-        write_page(&html_path, page.as_bytes())?;
-        write_page(&markdown_path, markdown.as_bytes())?;
+        write_pages(&html_path, &page, &markdown_path, &markdown)?;
         println(&format!(
             "report: {}\nsummary: {}",
             html_path.display(),
@@ -218,10 +217,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("{}: cannot create (--out)", args.out.display()))?;
-    write_page(&html_path, render(&inputs).as_bytes())?;
-    write_page(
+    write_pages(
+        &html_path,
+        &render(&inputs),
         &markdown_path,
-        summary(&inputs, &html_path.display().to_string()).as_bytes(),
+        &summary(&inputs, &html_path.display().to_string()),
     )?;
     println(&format!(
         "report: {}\nsummary: {}",
@@ -306,11 +306,30 @@ impl ChangeRows for ResultsFile<'_> {
     }
 }
 
-/// One of the report's pages, the error naming it (a full disk says only
-/// "No space left on device").
-fn write_page(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    write_bytes_atomically(path, bytes)
+/// The report's two pages, both or neither: staged, then committed, each
+/// error naming its file (a full disk says only "No space left on
+/// device"). The summary begins with its marker.
+fn write_pages(
+    html_path: &Path,
+    html: &str,
+    markdown_path: &Path,
+    markdown: &str,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let stage = |path: &Path, parts: &[&str]| {
+        Staged::new(path, |file| {
+            for part in parts {
+                file.write_all(part.as_bytes())?;
+            }
+            Ok(())
+        })
         .with_context(|| format!("{}: cannot write (--out)", path.display()))
+    };
+    let staged = vec![
+        stage(html_path, &[html])?,
+        stage(markdown_path, &[SUMMARY_MARKER, markdown])?,
+    ];
+    commit_all(staged).with_context(|| format!("{}: cannot write (--out)", html_path.display()))
 }
 
 /// The documents `report --records` names, each known by its `kind`.

@@ -4,16 +4,17 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs, commit_all};
+use crate::atomic::{Named, Output, check_outputs, commit_all};
 use crate::evaluate::{ScoredOutcome, routing_quality};
 use crate::exit_codes::Outcome;
 use crate::import::{read_scores, score_of};
 use crate::router::{
-    Router, Training, cross_fit, featurise, labelled_prompts, stored_score, with_scores,
+    ROUTER_OUTPUT, Router, Training, cross_fit, featurise, labelled_prompts, stored_score,
+    with_scores,
 };
 use crate::schema::{
-    Column, ColumnNames, GradedTable, ReadOptions, read_graded, stage_graded_parquet,
-    tiers_in_metadata, write_graded_parquet,
+    Column, ColumnNames, GRADED_OUTPUT, GradedTable, ReadOptions, read_graded,
+    stage_graded_parquet, tiers_in_metadata, write_graded_parquet,
 };
 
 use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
@@ -78,9 +79,9 @@ fn check_into(into: &str) -> anyhow::Result<()> {
 fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
     check_folds(args.folds)?;
-    let mut outputs = vec![Named::new(&args.out, "--out")];
+    let mut outputs = vec![Output::new(&args.out, "--out", &ROUTER_OUTPUT)];
     if let Some(scored) = &args.scored_out {
-        outputs.push(Named::new(scored, "--scored-out"));
+        outputs.push(Output::new(scored, "--scored-out", &GRADED_OUTPUT));
     }
     check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
     let table = read_results(&args.results, &args.slice_col)?;
@@ -135,7 +136,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
 fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
     check_outputs(
-        &[Named::new(&args.out, "--out")],
+        &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
             Named::new(&args.router, "--router"),
             Named::new(&args.results, "--results"),
@@ -161,7 +162,7 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
 fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
     check_into(&args.into)?;
     check_outputs(
-        &[Named::new(&args.out, "--out")],
+        &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
             Named::new(&args.results, "--results"),
             Named::new(&args.scores, "--scores"),

@@ -2,16 +2,16 @@
 
 use anyhow::{Context, bail};
 
-use crate::atomic::{Named, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
-use crate::sample::{SampleOptions, sample};
+use crate::sample::{SAMPLE_OUTPUT, SampleOptions, sample};
 
 use super::args::{SampleArgs, StratifyArg};
 use super::print::println;
 
 pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
     check_outputs(
-        &[Named::new(&args.out, "--out")],
+        &[Output::new(&args.out, "--out", &SAMPLE_OUTPUT)],
         &[Named::new(&args.records, "--records")],
     )?;
     if args.per_slice == 0 {

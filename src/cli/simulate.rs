@@ -2,9 +2,9 @@
 
 use anyhow::bail;
 
-use crate::atomic::{Named, check_outputs};
+use crate::atomic::{Output, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::schema::write_graded_parquet;
+use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
 use crate::simulate::{
     Simulation, compare, compare_tiers, render_comparison, render_tiered, to_table,
 };
@@ -57,7 +57,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         bail!("--target must be in (0, 1], got {}", args.target);
     }
     if let Some(out) = &args.out {
-        check_outputs(&[Named::new(out, "--out")], &[])?;
+        check_outputs(&[Output::new(out, "--out", &GRADED_OUTPUT)], &[])?;
     }
     let rows = simulation.rows();
     if let Some(out) = &args.out {

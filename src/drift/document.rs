@@ -9,6 +9,22 @@ use crate::calibrate::{InputFile, Threshold};
 /// tiers; version 1 documents read as two-tier ones.
 pub const DRIFT_SCHEMA_VERSION: u32 = 2;
 
+/// What `drift --out` writes from graded results.
+pub const DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a drift document",
+    crate::atomic::Replaces::Document {
+        keys: &[
+            "schema_version",
+            "routeval_version",
+            "config",
+            "results",
+            "verdict",
+            "slices",
+        ],
+        kind: None,
+    },
+);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {

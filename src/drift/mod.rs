@@ -10,11 +10,14 @@ mod records;
 mod render;
 mod statistics;
 
-pub use document::{DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict};
+pub use document::{
+    DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
+};
 pub use engine::{DriftOptions, drift};
 pub use records::{
-    RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument, RecordsDriftOptions, RecordsInput,
-    RecordsRouteDrift, RecordsSliceDrift, drift_records, render_records, score_bin, ttft_bin,
+    RECORDS_DRIFT_OUTPUT, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument, RecordsDriftOptions,
+    RecordsInput, RecordsRouteDrift, RecordsSliceDrift, drift_records, render_records, score_bin,
+    ttft_bin,
 };
 pub use render::{markdown, terminal};
 pub use statistics::{ks_two_sample, psi, two_proportion_z};

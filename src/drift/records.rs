@@ -29,6 +29,15 @@ use tally::{Tally, TallyContext};
 
 pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 2;
 
+/// What `drift --records` and `--aggregates` write with `--out`.
+pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a drift document of request records",
+    crate::atomic::Replaces::Document {
+        keys: &["schema_version", "routeval_version", "config", "records"],
+        kind: Some("records"),
+    },
+);
+
 const PSI_WATCH: f64 = 0.1;
 const PSI_RECALIBRATE: f64 = 0.25;
 const ESCALATION_RECALIBRATE_P: f64 = 0.01;

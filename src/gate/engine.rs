@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::atomic::{Named, Staged, check_outputs, commit_all};
+use crate::atomic::{Named, Output, OutputKind, Replaces, Staged, check_outputs, commit_all};
 use crate::calibrate::{CalibrationDocument, InputFile};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
@@ -21,7 +21,8 @@ use super::keys::{load_secret, sign};
 use super::litellm::litellm_yaml;
 use super::render::markdown;
 use super::report::{
-    BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
+    BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
+    GATE_REPORT_SCHEMA_VERSION, GateReport,
 };
 use super::rules::{RuleContext, check, regressions};
 
@@ -347,15 +348,48 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let litellm_path = options
         .out
         .join(format!("route-config.v{version}.litellm.yaml"));
+    // A signed config is never replaced: a second v1 with other content
+    // would make "version 1" mean two things. Its signature and export
+    // without it are what a gate killed before its last step left: they
+    // sign nothing, and are written again. Asked again under the lock, for
+    // a gate that got there first.
+    let refuse_existing = || -> anyhow::Result<()> {
+        if chosen.is_none() {
+            return Ok(());
+        }
+        if std::fs::symlink_metadata(&config_path).is_ok() {
+            anyhow::bail!(
+                "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
+                config_path.display()
+            );
+        }
+        for path in [&signature_file, &litellm_path] {
+            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, version) {
+                anyhow::bail!(
+                    "{}: exists and is not what a gate of version {version} leaves; left as it is",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    };
+    refuse_existing()?;
+    let leftover = |path: &Path| {
+        if std::fs::symlink_metadata(path).is_ok() {
+            &UNFINISHED
+        } else {
+            &SIGNED_CONFIG_OUTPUT
+        }
+    };
     let mut outputs = vec![
-        Named::new(&report_json, "--out"),
-        Named::new(&report_markdown, "--out"),
+        Output::new(&report_json, "--out", &GATE_REPORT_OUTPUT),
+        Output::new(&report_markdown, "--out", &GATE_MARKDOWN_OUTPUT),
     ];
     if chosen.is_some() {
         outputs.extend([
-            Named::new(&config_path, "--out"),
-            Named::new(&signature_file, "--out"),
-            Named::new(&litellm_path, "--out"),
+            Output::new(&config_path, "--out", &SIGNED_CONFIG_OUTPUT),
+            Output::new(&signature_file, "--out", leftover(&signature_file)),
+            Output::new(&litellm_path, "--out", leftover(&litellm_path)),
         ]);
     }
     let mut inputs = vec![
@@ -392,26 +426,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
     let _lock = lock_out(&options.out)?;
-    if chosen.is_some() {
-        // A signed config is never replaced: a second v1 with other content
-        // would make "version 1" mean two things. Its signature and export
-        // without it are what a gate killed before its last step left: they
-        // sign nothing, and are written again.
-        if std::fs::symlink_metadata(&config_path).is_ok() {
-            anyhow::bail!(
-                "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
-                config_path.display()
-            );
-        }
-        for path in [&signature_file, &litellm_path] {
-            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, version) {
-                anyhow::bail!(
-                    "{}: exists and is not what a gate of version {version} leaves; left as it is",
-                    path.display()
-                );
-            }
-        }
-    }
+    refuse_existing()?;
     // Every output is staged, then all are committed: a failure leaves none.
     // The config is committed last, and only where no file is: a kill before
     // then leaves no config, and the next gate writes the others again.
@@ -510,6 +525,16 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
 fn lock_out(out: &Path) -> anyhow::Result<std::fs::File> {
     crate::atomic::lock_directory(out, ".routeval-gate.lock", "routeval gate")
 }
+
+/// A signed config, its signature and its export: each a new file, never a
+/// replacement.
+const SIGNED_CONFIG_OUTPUT: OutputKind = OutputKind::new(
+    "a signed route config or what goes with it",
+    Replaces::Nothing,
+);
+
+/// A signature or export that [`left_by_a_killed_gate`] recognised.
+const UNFINISHED: OutputKind = OutputKind::new("what a killed gate left", Replaces::Unfinished);
 
 /// Whether `path`, beside no config of `version`, is the signature or the
 /// LiteLLM export a gate of that version writes before its config: a file

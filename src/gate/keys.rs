@@ -21,6 +21,14 @@ pub fn generate(secret: &Path) -> anyhow::Result<PathBuf> {
             );
         }
     }
+    // Never among a run's files, and never through a link or onto a device.
+    crate::atomic::check_outputs(
+        &[
+            crate::atomic::Output::new(secret, "--out", &KEY_OUTPUT),
+            crate::atomic::Output::new(&public, "--out", &KEY_OUTPUT),
+        ],
+        &[],
+    )?;
     let KeyPair { pk, sk } =
         KeyPair::generate_unencrypted_keypair().context("cannot generate a key pair")?;
     let secret_box = sk
@@ -48,6 +56,10 @@ pub fn generate(secret: &Path) -> anyhow::Result<PathBuf> {
     }
     Ok(public)
 }
+
+/// A key, secret or public: always a new file.
+const KEY_OUTPUT: crate::atomic::OutputKind =
+    crate::atomic::OutputKind::new("a key", crate::atomic::Replaces::Nothing);
 
 pub fn public_key_path(secret: &Path) -> PathBuf {
     let mut name = secret.as_os_str().to_owned();

@@ -26,7 +26,8 @@ pub use keys::{
 pub use litellm::litellm_yaml;
 pub use render::{comparison_rows, markdown, terminal};
 pub use report::{
-    BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport, SliceRegression,
+    BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
+    GATE_REPORT_SCHEMA_VERSION, GateReport, SliceRegression,
 };
 pub use rules::{Failure, Rule, regressions};
 pub use verify::{Verified, VerifyError, check as check_config, verify_config};

@@ -252,7 +252,7 @@ pub fn terminal(report: &GateReport) -> String {
 }
 
 pub fn markdown(report: &GateReport) -> String {
-    let mut out = String::from("## routeval gate\n\n");
+    let mut out = format!("{}\n", super::report::GATE_MARKDOWN_HEADER);
     let _ = write!(out, "Target quality **{}**", report.target);
     if let Some(confidence) = report.confidence {
         let _ = write!(out, " at confidence {confidence}");

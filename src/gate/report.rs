@@ -13,6 +13,30 @@ use crate::stats::PairedVerdict;
 /// tiers; version 2 added each candidate's `regressions` against `--baseline`.
 pub const GATE_REPORT_SCHEMA_VERSION: u32 = 3;
 
+/// What a gate writes as `gate-report.json`.
+pub const GATE_REPORT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a gate report",
+    crate::atomic::Replaces::Document {
+        keys: &[
+            "schema_version",
+            "routeval_version",
+            "results",
+            "target",
+            "candidates",
+        ],
+        kind: None,
+    },
+);
+
+/// The first line of `gate-report.md`, by which a gate knows its own.
+pub const GATE_MARKDOWN_HEADER: &str = "## routeval gate\n";
+
+/// What a gate writes as `gate-report.md`.
+pub const GATE_MARKDOWN_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a gate report",
+    crate::atomic::Replaces::Prefix(GATE_MARKDOWN_HEADER.as_bytes()),
+);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateReport {

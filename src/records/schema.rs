@@ -10,6 +10,12 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 pub const RECORDS_SCHEMA_VERSION: u32 = 1;
 pub const SCHEMA_VERSION_KEY: &str = "routeval.records.schema_version";
 
+/// What `records import --out` writes.
+pub const RECORDS_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a request-record table",
+    crate::atomic::Replaces::Table(SCHEMA_VERSION_KEY),
+);
+
 /// What a column holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {

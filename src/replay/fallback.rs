@@ -558,6 +558,22 @@ pub fn calibrate_breaker(
 
 pub const FALLBACK_SCHEMA_VERSION: u32 = 2;
 
+/// What `replay fallback --out` writes.
+pub const FALLBACK_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a fallback replay document",
+    crate::atomic::Replaces::Document {
+        keys: &["schema_version", "records", "route"],
+        kind: Some("fallback"),
+    },
+);
+
+/// What `replay fallback --write-routes` writes: a new route table beside
+/// the one it came from, never a replacement.
+pub const ROUTE_TABLE_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a route table (--write-routes)",
+    crate::atomic::Replaces::Nothing,
+);
+
 /// `replay fallback --json`: the replayed policies, and the breaker search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

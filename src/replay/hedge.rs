@@ -161,6 +161,15 @@ fn hedge_row(
 
 pub const HEDGE_SCHEMA_VERSION: u32 = 1;
 
+/// What `replay hedge --out` writes.
+pub const HEDGE_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a hedging replay document",
+    crate::atomic::Replaces::Document {
+        keys: &["schema_version", "records", "rows"],
+        kind: Some("hedge"),
+    },
+);
+
 /// `replay hedge --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -18,8 +18,8 @@ use std::path::Path;
 pub use cache::{BlockCache, PrefixIndex};
 pub use calibrate::{Objective, calibrate};
 pub use document::{
-    Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, REPLAY_SCHEMA_VERSION,
-    ReplayDocument, Scored, TraceSummary,
+    Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, REPLAY_OUTPUT,
+    REPLAY_SCHEMA_VERSION, ReplayDocument, Scored, TraceSummary,
 };
 use metrics::WindowSums;
 pub use metrics::{Histogram, QueueQuantiles, TtftQuantiles, Window};

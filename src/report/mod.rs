@@ -18,6 +18,26 @@ mod records;
 mod replay;
 mod svg;
 
+/// How every report page begins: the generator named where the next report
+/// can tell the file is its own.
+pub const PAGE_START: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"generator\" content=\"routeval\">";
+
+/// The first line of every `summary.md`: invisible where Markdown is
+/// rendered, and how the next report knows the file as its own.
+pub const SUMMARY_MARKER: &str = "<!-- routeval report summary -->\n";
+
+/// What `report --out` writes as `report.html`.
+pub const REPORT_HTML_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a report page",
+    crate::atomic::Replaces::Prefix(PAGE_START.as_bytes()),
+);
+
+/// What `report --out` writes as `summary.md`.
+pub const REPORT_SUMMARY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a report summary",
+    crate::atomic::Replaces::Prefix(SUMMARY_MARKER.as_bytes()),
+);
+
 pub use change::{Change, ChangeRows, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
 pub use html::{ReportInputs, render};

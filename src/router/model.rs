@@ -77,6 +77,13 @@ fn sigmoid(x: f32) -> f32 {
 const MAGIC: &[u8; 8] = b"RVROUTE2";
 const OLD_MAGIC: &[u8; 8] = b"RVROUTE1";
 
+/// What `router train --out` writes: a model of any version, by the part of
+/// the magic number every version shares.
+pub const ROUTER_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a router model",
+    crate::atomic::Replaces::Prefix(b"RVROUTE"),
+);
+
 impl Classifier {
     pub fn probability(&self, features: &Features) -> f32 {
         let mut logit = self.bias;

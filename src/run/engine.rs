@@ -404,7 +404,7 @@ impl Prepared {
 }
 
 /// The lock file of a run directory.
-const LOCK_FILE: &str = ".lock";
+use crate::atomic::run_directory::LOCK as LOCK_FILE;
 
 /// Takes the run directory's exclusive lock, or says who holds it.
 fn lock_run(out: &std::path::Path) -> anyhow::Result<std::fs::File> {

@@ -17,7 +17,7 @@ use anyhow::Context;
 use super::responses::ResponseRow;
 use super::store::PartWriter;
 
-const JOURNAL_DIR: &str = "journal";
+use crate::atomic::run_directory::JOURNAL as JOURNAL_DIR;
 
 /// The open journal of a running run.
 #[derive(Debug)]

@@ -8,7 +8,16 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
-pub const MANIFEST_FILE: &str = "manifest.json";
+pub use crate::atomic::run_directory::MANIFEST as MANIFEST_FILE;
+
+/// What `merge` writes as a run's manifest.
+pub const MANIFEST_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a run manifest",
+    crate::atomic::Replaces::Document {
+        keys: crate::atomic::run_directory::MANIFEST_KEYS,
+        kind: None,
+    },
+);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::engine::Shard;
-use super::manifest::{MANIFEST_FILE, Manifest};
+use super::manifest::{MANIFEST_FILE, MANIFEST_OUTPUT, Manifest};
+use super::responses::RESPONSES_OUTPUT;
 use super::store::{RESPONSES_FILE, merge_sorted};
-use crate::atomic::{Named, check_outputs};
+use crate::atomic::{Named, Output, check_outputs};
 
 /// Merges the shard runs `inputs` into `out`; returns the merged manifest.
 pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
@@ -85,8 +86,8 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
     let (merged_responses, merged_manifest) = (out.join(RESPONSES_FILE), out.join(MANIFEST_FILE));
     check_outputs(
         &[
-            Named::new(&merged_responses, "--out"),
-            Named::new(&merged_manifest, "--out"),
+            Output::new(&merged_responses, "--out", &RESPONSES_OUTPUT),
+            Output::new(&merged_manifest, "--out", &MANIFEST_OUTPUT),
         ],
         &named_inputs,
     )?;

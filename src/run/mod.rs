@@ -29,12 +29,13 @@ pub use engine::{
     Endpoints, Prepared, RunSettings, RunSummary, Shard, TierSummary, execute, prepare,
 };
 pub use manifest::{
-    FileDigest, MANIFEST_FILE, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts, sha256_file,
+    FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
+    sha256_file,
 };
 pub use merge::merge_runs;
 pub use responses::{
-    RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow, ResponsesWriter, read_all_responses,
-    read_responses,
+    RESPONSES_OUTPUT, RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow, ResponsesWriter,
+    read_all_responses, read_responses,
 };
 pub use store::{RESPONSES_FILE, merge_sorted};
 pub use tier::CallTier;

@@ -22,6 +22,12 @@ use super::tier::CallTier;
 pub const RESPONSES_SCHEMA_VERSION: u32 = 1;
 const SCHEMA_VERSION_KEY: &str = "routeval.responses.schema_version";
 
+/// What `merge` writes as a run's responses.
+pub const RESPONSES_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a responses table",
+    crate::atomic::Replaces::Table(SCHEMA_VERSION_KEY),
+);
+
 /// One call's outcome.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -16,8 +16,8 @@ use super::responses::{ResponseRow, ResponsesWriter, read_responses};
 use super::tier::CallTier;
 use crate::atomic::write_atomically;
 
-pub const RESPONSES_FILE: &str = "responses.parquet";
-const PARTS: &str = "parts";
+use crate::atomic::run_directory::PARTS;
+pub use crate::atomic::run_directory::RESPONSES as RESPONSES_FILE;
 
 /// A (prompt, tier, sample) packed for compact sets.
 pub fn packed_key(prompt_index: u64, tier: CallTier, sample: u32) -> u128 {
@@ -135,7 +135,7 @@ fn stored_keys(source: &Path, retry_errors: bool) -> anyhow::Result<Vec<u128>> {
     Ok(keys)
 }
 
-const QUARANTINE: &str = "quarantine";
+use crate::atomic::run_directory::QUARANTINE;
 
 /// Scans what is on disk under `out`. Failed calls count as done unless
 /// `retry_errors`. A stored file that cannot be read (cut short by a full

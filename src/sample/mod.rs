@@ -123,6 +123,12 @@ static PLACED_SECRETS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 
 const REDACTED: &str = "[redacted]";
 
+/// What `sample --out` writes: JSON lines, each with the record it came from.
+pub const SAMPLE_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a sampled labelling set",
+    crate::atomic::Replaces::Lines(&["id", "record_id", "slice", "rubric"]),
+);
+
 /// `text` with keys, tokens, private keys and assigned passwords replaced
 /// by `[redacted]`, and how many were.
 pub fn redact(text: &str) -> (String, u64) {

@@ -19,6 +19,13 @@ pub const TWO_TIER_SCHEMA_VERSION: u32 = 1;
 /// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "routeval.graded.schema_version";
 
+/// What every writer of graded results (`grade`, `import`, `simulate`,
+/// `router score` and `join`) writes, and so the only file it replaces.
+pub const GRADED_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a graded-results table",
+    crate::atomic::Replaces::Table(SCHEMA_VERSION_KEY),
+);
+
 /// The logical type of a known column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnKind {

@@ -22,7 +22,9 @@ mod write;
 
 pub use error::ReadError;
 pub use format::Format;
-pub use graded::{Column, ColumnKind, GradedBatch, Present, RowLocation, SCHEMA_VERSION};
+pub use graded::{
+    Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,
+};
 pub use ids::{DuplicateIds, id_hasher};
 pub use lines::{for_each_csv_record, for_each_line};
 pub use read::{

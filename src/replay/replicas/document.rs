@@ -10,6 +10,15 @@ use super::metrics::{QueueQuantiles, TtftQuantiles, Window};
 
 pub const REPLAY_SCHEMA_VERSION: u32 = 1;
 
+/// What `replay replicas --out` writes.
+pub const REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a replica-routing replay document",
+    crate::atomic::Replaces::Document {
+        keys: &["schema_version", "trace", "pool", "policies"],
+        kind: None,
+    },
+);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayDocument {
