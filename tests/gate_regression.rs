@@ -1,6 +1,8 @@
 //! The gate's paired regression test against the deployed config: a slice
-//! fails only on evidence, a slice too small to tell says so, and the
-//! p-values agree with SciPy's exact binomial test.
+//! fails only on evidence, a slice too small to tell says so, and without a
+//! margin the p-values agree with SciPy's exact binomial test (McNemar's).
+//! The test with a margin is checked by exact enumeration in
+//! `src/stats/paired_score.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,13 +20,13 @@ use crate::gate_cli::example_routes;
 /// Results with a large slice whose small tier fails often (a predictive
 /// table that escalates little regresses there against always-large), a
 /// large slice where the small tier is as good as the large one, and a tiny
-/// slice.
+/// slice where it is as good too: no evidence either way.
 fn results(directory: &Path) -> std::path::PathBuf {
     let mut rows: Vec<Row> = Vec::new();
     for (slice, count, small_good) in [
         ("hard", 2000, false),
         ("easy", 2000, true),
-        ("tiny", 12, false),
+        ("tiny", 12, true),
     ] {
         for row in synthetic_rows(&[slice], count, 17) {
             rows.push(Row {
@@ -137,10 +139,23 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
     assert!(markdown.contains("| hard | 2000 |"), "{markdown}");
     assert!(markdown.contains("not enough rows to tell"), "{markdown}");
 
-    // The p-values, recomputed by SciPy's exact binomial test.
+    // Without a margin, the p-values are McNemar's: SciPy's exact binomial
+    // test at ½.
     let Some(python) = crate::common::test_python("checking p-values against SciPy") else {
         return;
     };
+    let report = gate_report(
+        directory.path(),
+        &results,
+        &directory.path().join("cheap.toml"),
+        "v2-no-margin",
+        &[
+            &FLAGS[..],
+            &["--baseline", &config, "--max-regression", "0"],
+        ]
+        .concat(),
+    );
+    let candidate = &report.candidates[0];
     let cases: Vec<String> = candidate
         .regressions
         .iter()
@@ -180,4 +195,76 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
             regression.slice, regression.p_value
         );
     }
+}
+
+/// Issue 25's worst case through the CLI: the deployed config's tier always
+/// passes (as `llm_pairwise`'s strongest does), and the candidate loses a
+/// row with probability exactly Δ, never winning one: every slice is a true
+/// null on its boundary (ψ = Δ). The earlier test called 11 of these 40
+/// slices `regressed` (32% at n = 5000); this one may call at most δ.
+#[test]
+fn slices_whose_true_regression_is_the_margin_are_rarely_called_regressed() {
+    let directory = tempfile::tempdir().unwrap();
+    let (slices, per_slice, margin) = (40, 2000, 0.03);
+    let names: Vec<String> = (0..slices)
+        .map(|index| format!("null-{index:02}"))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut random = crate::common::Random::new(25);
+    let rows: Vec<Row> = synthetic_rows(&names, per_slice, 25)
+        .into_iter()
+        .map(|row| Row {
+            score: 0.0,
+            large_ok: true,
+            small_ok: random.unit() >= margin,
+            ..row
+        })
+        .collect();
+    let results = directory.path().join("results.csv");
+    write_csv(&results, &rows);
+    let deployed = gate_report(
+        directory.path(),
+        &results,
+        &example_routes("always-large.toml"),
+        "v1",
+        &FLAGS,
+    );
+    let config = deployed.emitted.expect("always-large passes").config;
+    let always_small = directory.path().join("always-small.toml");
+    let text = std::fs::read_to_string(example_routes("predictive.toml"))
+        .unwrap()
+        .replace(
+            "thresholds_from_calibration = true",
+            "[policy.predictive.thresholds]\n\"*\" = 0.5",
+        );
+    std::fs::write(&always_small, text).unwrap();
+    let report = gate_report(
+        directory.path(),
+        &results,
+        &always_small,
+        "v2",
+        &[
+            &FLAGS[..],
+            &["--baseline", &config, "--max-regression", "0.03"],
+        ]
+        .concat(),
+    );
+    let regressions = &report.candidates[0].regressions;
+    assert_eq!(regressions.len(), slices);
+    assert!(
+        regressions
+            .iter()
+            .all(|regression| regression.candidate_only == 0),
+        "the candidate never wins a row"
+    );
+    let regressed = regressions
+        .iter()
+        .filter(|regression| regression.verdict == PairedVerdict::Regressed)
+        .count();
+    // At most δ = 5% in expectation: 2 of 40; 6 or more has probability
+    // 0.05 under the bound, while the earlier test's 25% size gives 10.
+    assert!(
+        regressed <= 5,
+        "{regressed} of {slices} null slices called regressed"
+    );
 }

@@ -4,6 +4,7 @@
 
 mod binomial;
 mod paired;
+mod paired_score;
 mod ppi;
 
 pub use binomial::{
