@@ -5,7 +5,7 @@
 //! `src/stats/paired_score.rs`.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use routeval::gate::{Rule, SliceRegression};
 
@@ -45,31 +45,38 @@ fn results(directory: &Path) -> std::path::PathBuf {
     path
 }
 
-#[test]
-fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
-    let directory = tempfile::tempdir().unwrap();
-    let results = results(directory.path());
+/// Always-large gated and deployed on `results` (its config's path), and a
+/// predictive candidate escalating from `threshold` in every slice.
+fn deployed_and_candidate(directory: &Path, results: &Path, threshold: f64) -> (String, PathBuf) {
     let deployed = gate_report(
-        directory.path(),
-        &results,
+        directory,
+        results,
         &example_routes("always-large.toml"),
         "v1",
         &FLAGS,
     );
     let config = deployed.emitted.expect("always-large passes").config;
-    // Escalates only the top tenth of router scores.
-    let candidate = directory.path().join("cheap.toml");
+    let candidate = directory.join("candidate.toml");
     let text = std::fs::read_to_string(example_routes("predictive.toml"))
         .unwrap()
         .replace(
             "thresholds_from_calibration = true",
-            "[policy.predictive.thresholds]\n\"*\" = 0.9",
+            &format!("[policy.predictive.thresholds]\n\"*\" = {threshold}"),
         );
     std::fs::write(&candidate, text).unwrap();
+    (config, candidate)
+}
+
+#[test]
+fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = results(directory.path());
+    // The candidate escalates only the top tenth of router scores.
+    let (config, candidate_path) = deployed_and_candidate(directory.path(), &results, 0.9);
     let report = gate_report(
         directory.path(),
         &results,
-        &candidate,
+        &candidate_path,
         "v2",
         &[
             &FLAGS[..],
@@ -147,7 +154,7 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
     let report = gate_report(
         directory.path(),
         &results,
-        &directory.path().join("cheap.toml"),
+        &candidate_path,
         "v2-no-margin",
         &[
             &FLAGS[..],
@@ -222,22 +229,8 @@ fn slices_whose_true_regression_is_the_margin_are_rarely_called_regressed() {
         .collect();
     let results = directory.path().join("results.csv");
     write_csv(&results, &rows);
-    let deployed = gate_report(
-        directory.path(),
-        &results,
-        &example_routes("always-large.toml"),
-        "v1",
-        &FLAGS,
-    );
-    let config = deployed.emitted.expect("always-large passes").config;
-    let always_small = directory.path().join("always-small.toml");
-    let text = std::fs::read_to_string(example_routes("predictive.toml"))
-        .unwrap()
-        .replace(
-            "thresholds_from_calibration = true",
-            "[policy.predictive.thresholds]\n\"*\" = 0.5",
-        );
-    std::fs::write(&always_small, text).unwrap();
+    // Scores of 0 under a threshold of 0.5: the candidate never escalates.
+    let (config, always_small) = deployed_and_candidate(directory.path(), &results, 0.5);
     let report = gate_report(
         directory.path(),
         &results,
