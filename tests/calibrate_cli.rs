@@ -300,6 +300,79 @@ fn holdout_reports_the_threshold_on_rows_it_did_not_see() {
     }
 }
 
+/// Issue 25: a held-out half of 50 rows below the target by noise is not a
+/// broken guarantee. Each slice's held-out quality comes with its exact
+/// interval, and the verdict reads the target against it.
+#[test]
+fn holdout_quality_comes_with_its_interval_and_noise_is_not_a_miss() {
+    use routeval::calibrate::HoldoutVerdict;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("graded.csv");
+    let slices: Vec<String> = (0..20).map(|index| format!("s{index:02}")).collect();
+    let slices: Vec<&str> = slices.iter().map(String::as_str).collect();
+    write_csv(&path, &synthetic_rows(&slices, 100, 25));
+    let calibrate = |json: bool| {
+        let mut command = routeval();
+        command
+            .args([
+                "calibrate",
+                "--target",
+                "0.8",
+                "--holdout",
+                "0.5",
+                "--results",
+            ])
+            .arg(&path);
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let document = document(&calibrate(true).stdout);
+    let mut cases = Vec::new();
+    let mut within_noise = 0;
+    for slice in &document.slices {
+        let holdout = slice.holdout.unwrap();
+        let (Some(quality), Some([low, high]), Some(verdict)) =
+            (holdout.quality, holdout.quality_interval, holdout.verdict)
+        else {
+            continue;
+        };
+        assert!(low <= quality && quality <= high, "{holdout:?}");
+        let expected = if quality >= 0.8 {
+            HoldoutVerdict::MeetsTarget
+        } else if high >= 0.8 {
+            HoldoutVerdict::BelowWithinNoise
+        } else {
+            HoldoutVerdict::BelowTarget
+        };
+        assert_eq!(verdict, expected, "{holdout:?}");
+        within_noise += usize::from(verdict == HoldoutVerdict::BelowWithinNoise);
+        let successes = (quality * holdout.n as f64).round() as u64;
+        cases.push(format!("({successes}, {}, {low:?}, {high:?})", holdout.n));
+    }
+    assert!(within_noise > 0, "no held-out half fell below by noise");
+    let terminal = String::from_utf8(calibrate(false).stdout).unwrap();
+    assert!(terminal.contains("below, within noise"), "{terminal}");
+    // The interval is SciPy's exact (Clopper–Pearson) one.
+    let Some(python) = crate::common::test_python("checking intervals against SciPy") else {
+        return;
+    };
+    let script = format!(
+        "from scipy.stats import binomtest\nfor k, n, low, high in [{}]:\n    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method='exact')\n    assert abs(ci.low - low) < 1e-9 and abs(ci.high - high) < 1e-9, (k, n, low, high, ci)\n",
+        cases.join(", ")
+    );
+    let output = std::process::Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[test]
 fn help_succeeds_and_unknown_flags_are_usage_errors() {
     routeval().args(["calibrate", "--help"]).assert().code(0);

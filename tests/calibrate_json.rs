@@ -22,8 +22,8 @@ fn calibration_json(extra: &[&str]) -> Value {
 #[test]
 fn document_keys_are_pinned() {
     let json = calibration_json(&["--confidence", "0.95", "--holdout", "0.2", "--seed", "3"]);
-    assert_eq!(json["schema_version"], 4);
-    assert_eq!(CALIBRATION_SCHEMA_VERSION, 4);
+    assert_eq!(json["schema_version"], 5);
+    assert_eq!(CALIBRATION_SCHEMA_VERSION, 5);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -88,7 +88,9 @@ fn document_keys_are_pinned() {
             "quality",
             "mean_cost",
             "escalation_rate",
-            "meets_target"
+            "meets_target",
+            "quality_interval",
+            "verdict"
         ])
     );
     assert_eq!(

@@ -10,7 +10,7 @@ use super::options::{Guarantee, Holdout, Policy, Scope};
 /// than two tiers (absent for two); version 3 added `guarantee` and
 /// `slice_confidence`; versions 1 and 2 read as per-slice guarantees at
 /// `confidence`.
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 4;
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 5;
 
 /// What `calibrate --out` writes, and so the only file it replaces.
 pub const CALIBRATION_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -216,6 +216,79 @@ pub struct HoldoutResult {
     pub mean_cost: Option<f64>,
     pub escalation_rate: Option<f64>,
     pub meets_target: Option<bool>,
+    /// The two-sided Clopper–Pearson interval of `quality` at the
+    /// calibration's confidence (0.95 without one); version 5 on.
+    #[serde(default)]
+    pub quality_interval: Option<[f64; 2]>,
+    /// What the held-out rows say of the target; version 5 on.
+    #[serde(default)]
+    pub verdict: Option<HoldoutVerdict>,
+}
+
+impl HoldoutResult {
+    /// The threshold on `n` held-out rows: `successes` acceptable answers,
+    /// `escalated` requests past the first tier, `cost_usd` in all; the
+    /// interval at `confidence` (0.95 without one).
+    pub fn measured(
+        n: u64,
+        successes: u64,
+        escalated: u64,
+        cost_usd: f64,
+        target: f64,
+        confidence: Option<f64>,
+    ) -> HoldoutResult {
+        let quality = successes as f64 / n as f64;
+        let interval =
+            crate::stats::clopper_pearson_interval(successes, n, 1.0 - confidence.unwrap_or(0.95));
+        HoldoutResult {
+            n,
+            quality: Some(quality),
+            mean_cost: Some(cost_usd / n as f64),
+            escalation_rate: Some(escalated as f64 / n as f64),
+            meets_target: Some(quality >= target),
+            quality_interval: Some(interval),
+            verdict: Some(HoldoutVerdict::of(quality, interval, target)),
+        }
+    }
+
+    /// `n` held-out rows and nothing measured on them (none, or no
+    /// threshold).
+    pub fn unmeasured(n: u64) -> HoldoutResult {
+        HoldoutResult {
+            n,
+            quality: None,
+            mean_cost: None,
+            escalation_rate: None,
+            meets_target: None,
+            quality_interval: None,
+            verdict: None,
+        }
+    }
+}
+
+/// The held-out quality against the target, read with its noise: a few
+/// dozen rows below the target are no evidence that the threshold misses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldoutVerdict {
+    /// The held-out quality is at least the target.
+    MeetsTarget,
+    /// Below the target, but the interval reaches it: no evidence of a miss.
+    BelowWithinNoise,
+    /// The whole interval is below the target: the threshold misses.
+    BelowTarget,
+}
+
+impl HoldoutVerdict {
+    pub fn of(quality: f64, interval: [f64; 2], target: f64) -> HoldoutVerdict {
+        if quality >= target {
+            HoldoutVerdict::MeetsTarget
+        } else if interval[1] >= target {
+            HoldoutVerdict::BelowWithinNoise
+        } else {
+            HoldoutVerdict::BelowTarget
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -227,22 +227,16 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
         match chosen {
             Some(chosen) if n > 0 => {
                 let (escalated, successes, cost) = held.evaluate_at(chosen.threshold);
-                let quality = successes as f64 / n as f64;
-                HoldoutResult {
+                HoldoutResult::measured(
                     n,
-                    quality: Some(quality),
-                    mean_cost: Some(to_usd(cost) / n as f64),
-                    escalation_rate: Some(escalated as f64 / n as f64),
-                    meets_target: Some(quality >= options.target),
-                }
+                    successes,
+                    escalated,
+                    to_usd(cost),
+                    options.target,
+                    options.confidence,
+                )
             }
-            _ => HoldoutResult {
-                n,
-                quality: None,
-                mean_cost: None,
-                escalation_rate: None,
-                meets_target: None,
-            },
+            _ => HoldoutResult::unmeasured(n),
         }
     });
     let full_frontier = frontier(&curve);

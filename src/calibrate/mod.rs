@@ -34,8 +34,8 @@ pub use crate::policy::{
 };
 pub use document::{
     AuditSummary, Baselines, CALIBRATION_OUTPUT, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
-    FrontierPoint, HoldoutResult, InputFile, Point, SliceCalibration, Threshold, TieredChoice,
-    TieredPoint,
+    FrontierPoint, HoldoutResult, HoldoutVerdict, InputFile, Point, SliceCalibration, Threshold,
+    TieredChoice, TieredPoint,
 };
 pub use engine::{CalibrateError, calibrate, thin};
 pub use ingest::GLOBAL_SLICE;

@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use super::document::{CalibrationDocument, Point, SliceCalibration};
+use super::document::{
+    CalibrationDocument, HoldoutResult, HoldoutVerdict, Point, SliceCalibration,
+};
 
 pub fn render_table(document: &CalibrationDocument) -> String {
     let certified = document.confidence.is_some();
@@ -194,9 +196,26 @@ fn chosen_row(slice: &SliceCalibration, certified: bool, holdout: bool) -> Vec<S
     if holdout {
         let result = slice.holdout.as_ref();
         cells.push(result.map_or_else(|| "-".to_owned(), |result| result.n.to_string()));
-        cells.push(quality(result.and_then(|result| result.quality)));
+        cells.push(result.map_or_else(|| "-".to_owned(), holdout_quality));
     }
     cells
+}
+
+/// The held-out quality with its interval, and what it says of the target.
+fn holdout_quality(result: &HoldoutResult) -> String {
+    let Some(value) = result.quality else {
+        return "-".to_owned();
+    };
+    let mut text = quality(Some(value));
+    if let Some([low, high]) = result.quality_interval {
+        let _ = write!(text, " [{low:.4}, {high:.4}]");
+    }
+    match result.verdict {
+        Some(HoldoutVerdict::BelowWithinNoise) => text.push_str(" below, within noise"),
+        Some(HoldoutVerdict::BelowTarget) => text.push_str(" below target"),
+        _ => {}
+    }
+    text
 }
 
 fn baseline_row(slice: &SliceCalibration) -> Vec<String> {

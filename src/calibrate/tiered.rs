@@ -286,22 +286,16 @@ fn calibrate_slice(
         match chosen {
             Some(chosen) if held_n > 0 => {
                 let (successes, cost, served) = serve_all(held, policy, &chosen.thresholds);
-                let quality = successes as f64 / held_n as f64;
-                HoldoutResult {
-                    n: held_n,
-                    quality: Some(quality),
-                    mean_cost: Some(to_usd(cost) / held_n as f64),
-                    escalation_rate: Some((held_n - served[0]) as f64 / held_n as f64),
-                    meets_target: Some(quality >= target),
-                }
+                HoldoutResult::measured(
+                    held_n,
+                    successes,
+                    held_n - served[0],
+                    to_usd(cost),
+                    target,
+                    options.confidence,
+                )
             }
-            _ => HoldoutResult {
-                n: held_n,
-                quality: None,
-                mean_cost: None,
-                escalation_rate: None,
-                meets_target: None,
-            },
+            _ => HoldoutResult::unmeasured(held_n),
         }
     });
     let frontier: Vec<TieredPoint> = thin(&search.frontier, options.frontier_points)

@@ -67,6 +67,15 @@ pub fn min_rows_to_certify(target: f64, delta: f64) -> Option<u64> {
     Some(rows)
 }
 
+/// The two-sided 1 − δ Clopper–Pearson interval of a share of `successes`
+/// in `n`: each end a one-sided bound at δ / 2.
+pub fn clopper_pearson_interval(successes: u64, n: u64, delta: f64) -> [f64; 2] {
+    [
+        clopper_pearson_lower(successes, n, delta / 2.0),
+        1.0 - clopper_pearson_lower(n - successes, n, delta / 2.0),
+    ]
+}
+
 /// The one-sided Clopper–Pearson lower bound, at confidence 1 − δ, on a
 /// success probability after `successes` of `n` trials: the p at which
 /// P(Bin(n, p) ≥ successes) = δ, i.e. the δ-quantile of Beta(x, n − x + 1).

@@ -8,8 +8,8 @@ mod paired_score;
 mod ppi;
 
 pub use binomial::{
-    P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_lower, max_certifiable_failures,
-    min_rows_to_certify,
+    P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
+    max_certifiable_failures, min_rows_to_certify,
 };
 pub use paired::{
     Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
