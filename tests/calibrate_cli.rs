@@ -362,15 +362,7 @@ fn holdout_quality_comes_with_its_interval_and_noise_is_not_a_miss() {
         "from scipy.stats import binomtest\nfor k, n, low, high in [{}]:\n    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method='exact')\n    assert abs(ci.low - low) < 1e-9 and abs(ci.high - high) < 1e-9, (k, n, low, high, ci)\n",
         cases.join(", ")
     );
-    let output = std::process::Command::new(python)
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::common::run_python(&python, &script);
 }
 
 #[test]

@@ -210,6 +210,21 @@ pub fn test_python(what: &str) -> Option<std::ffi::OsString> {
     python
 }
 
+/// Runs `script` with `python -c`, failing the test with Python's stderr
+/// when it fails; its stdout.
+pub fn run_python(python: &std::ffi::OsStr, script: &str) -> String {
+    let output = std::process::Command::new(python)
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 fn logistic(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }

@@ -179,17 +179,7 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
         "from scipy.stats import binomtest\nfor k, m, theta in [{}]:\n    print(1.0 if m == 0 or theta >= 1 else binomtest(k, m, theta, alternative='greater').pvalue)\n",
         cases.join(", ")
     );
-    let output = std::process::Command::new(python)
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let expected: Vec<f64> = String::from_utf8(output.stdout)
-        .unwrap()
+    let expected: Vec<f64> = crate::common::run_python(&python, &script)
         .lines()
         .map(|line| line.parse().unwrap())
         .collect();
