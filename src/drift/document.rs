@@ -7,7 +7,7 @@ use crate::calibrate::{InputFile, Threshold};
 
 /// Version 2 added per-slice `thresholds` for configs over more than two
 /// tiers; version 1 documents read as two-tier ones.
-pub const DRIFT_SCHEMA_VERSION: u32 = 2;
+pub const DRIFT_SCHEMA_VERSION: u32 = 3;
 
 /// What `drift --out` writes from graded results.
 pub const DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -56,6 +56,10 @@ pub struct DriftDocument {
     pub confidence: f64,
     /// The worst slice verdict.
     pub verdict: Verdict,
+    /// How many tests the run's false-alarm control spans (every slice's
+    /// quality, escalation and score tests); version 3 on.
+    #[serde(default)]
+    pub tests: u64,
     pub slices: Vec<SliceDrift>,
 }
 
@@ -103,6 +107,16 @@ pub struct SliceDrift {
 pub struct ScoreShift {
     /// Population stability index over the baseline's deciles.
     pub psi: f64,
+    /// What PSI averages at these sizes when nothing changed; version 3 on.
+    #[serde(default)]
+    pub psi_null: f64,
+    /// Pearson's χ² test of the same bins; version 3 on.
+    #[serde(default = "one")]
+    pub psi_p_value: f64,
     pub ks_statistic: f64,
     pub ks_p_value: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }

@@ -17,7 +17,8 @@ use crate::stats::binomial_cdf;
 use super::document::{
     ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };
-use super::statistics::{ks_two_sample, psi, two_proportion_z};
+use super::statistics::{ks_two_sample, psi_test, two_proportion_z};
+use crate::stats::alarms;
 
 #[derive(Debug, Clone)]
 pub struct DriftOptions {
@@ -34,12 +35,9 @@ pub struct DriftOptions {
     pub confidence: Option<f64>,
 }
 
-/// PSI bands: below 0.1 stable, up to 0.25 a moderate shift, above a major one.
-const PSI_WATCH: f64 = 0.1;
+/// A significant score shift whose PSI, less its null, reaches this is a
+/// major one.
 const PSI_RECALIBRATE: f64 = 0.25;
-/// An escalation-rate change this significant means the traffic or a model
-/// moved, not noise.
-const ESCALATION_RECALIBRATE_P: f64 = 0.01;
 
 fn input_file(table: &GradedTable, bytes_sha256: String) -> InputFile {
     InputFile {
@@ -196,7 +194,8 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
     // Counts recorded as rates (a config's provenance) are k / n in f64,
     // from which k is recovered exactly.
     let count_of = |rate: f64, n: u64| (rate * n as f64).round() as u64;
-    let mut slices = Vec::new();
+    let mut slices: Vec<SliceDrift> = Vec::new();
+    let mut tests: Vec<(usize, Test, f64)> = Vec::new();
     for (metrics, counts) in now.slices.iter().zip(&now.counts) {
         let n = counts.n;
         let successes = counts.successes;
@@ -221,78 +220,35 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             let baseline = baseline.get(&metrics.slice)?;
             let current = fresh_scores.get(&metrics.slice)?;
             let (ks_statistic, ks_p_value) = ks_two_sample(baseline, current)?;
+            let psi = psi_test(baseline, current)?;
             Some(ScoreShift {
-                psi: psi(baseline, current)?,
+                psi: psi.psi,
+                psi_null: psi.null,
+                psi_p_value: psi.p_value,
                 ks_statistic,
                 ks_p_value,
             })
         });
         let tier_drift = tier_drift.remove(&metrics.slice).unwrap_or_default();
-
-        let mut verdict = Verdict::Ok;
-        let mut reasons = Vec::new();
-        let mut flag = |level: Verdict, reason: String| {
-            verdict = verdict.max(level);
-            reasons.push(reason);
-        };
-        if quality_p_value < delta {
-            flag(
-                Verdict::Recalibrate,
-                format!(
-                    "quality {:.4} is below the target {target} (p = {quality_p_value:.2e})",
-                    metrics.quality
-                ),
-            );
-        } else if metrics.quality < target {
-            flag(
-                Verdict::Watch,
-                format!(
-                    "quality {:.4} is below the target {target}, not yet significantly",
-                    metrics.quality
-                ),
-            );
-        }
-        for drift in &tier_drift {
-            flag(Verdict::Recalibrate, drift.clone());
-        }
-        if let (Some((_, p)), Some(before)) = (escalation_test, before) {
-            let change = format!(
-                "the escalation rate moved from {:.1}% to {:.1}% (p = {p:.2e})",
-                before.escalation_rate * 100.0,
-                metrics.escalation_rate * 100.0
-            );
-            if p < ESCALATION_RECALIBRATE_P {
-                flag(Verdict::Recalibrate, change);
-            } else if p < delta {
-                flag(Verdict::Watch, change);
-            }
-        }
-        if let Some(shift) = score_shift {
-            if shift.psi >= PSI_RECALIBRATE {
-                flag(
-                    Verdict::Recalibrate,
-                    format!("the score distribution shifted (PSI {:.3})", shift.psi),
-                );
-            } else if shift.psi >= PSI_WATCH {
-                flag(
-                    Verdict::Watch,
-                    format!("the score distribution moved (PSI {:.3})", shift.psi),
-                );
-            } else if shift.ks_p_value < delta {
-                flag(
-                    Verdict::Watch,
-                    format!(
-                        "the score distribution differs (KS D = {:.3}, p = {:.2e})",
-                        shift.ks_statistic, shift.ks_p_value
-                    ),
-                );
-            }
-        }
+        let mut reasons = tier_drift.clone();
         if !thresholded && has_thresholds {
-            flag(
-                Verdict::Recalibrate,
-                "the deployed config has no threshold for this slice".to_owned(),
-            );
+            reasons.push("the deployed config has no threshold for this slice".to_owned());
+        }
+        // Facts, not tests: a model other than the pinned one, or no
+        // threshold, needs a recalibration whatever the counts say.
+        let verdict = if reasons.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Recalibrate
+        };
+        let index = slices.len();
+        tests.push((index, Test::Quality, quality_p_value));
+        if let Some((_, p)) = escalation_test {
+            tests.push((index, Test::Escalation, p));
+        }
+        if let Some(shift) = &score_shift {
+            tests.push((index, Test::Psi, shift.psi_p_value));
+            tests.push((index, Test::Ks, shift.ks_p_value));
         }
         slices.push(SliceDrift {
             slice: metrics.slice.clone(),
@@ -314,6 +270,58 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             tier_drift,
         });
     }
+    // One family for the run: Holm's step-down decides `recalibrate` (any
+    // false one at most δ of runs), Benjamini–Hochberg `watch`.
+    let p_values: Vec<f64> = tests.iter().map(|&(_, _, p)| p).collect();
+    for (&(index, test, p), alarm) in tests.iter().zip(alarms(&p_values, delta)) {
+        let Some(strong) = alarm else {
+            continue;
+        };
+        let slice = &mut slices[index];
+        let (level, reason) = match test {
+            Test::Quality => (
+                Verdict::Recalibrate,
+                format!(
+                    "quality {:.4} is below the target {target} (p = {p:.2e})",
+                    slice.quality
+                ),
+            ),
+            Test::Escalation => (
+                Verdict::Recalibrate,
+                format!(
+                    "the escalation rate moved from {:.1}% to {:.1}% (p = {p:.2e})",
+                    slice.escalation_rate_at_calibration.unwrap_or(0.0) * 100.0,
+                    slice.escalation_rate * 100.0
+                ),
+            ),
+            Test::Psi => {
+                let shift = slice.score_shift.expect("a score test has a shift");
+                let beyond_noise = shift.psi - shift.psi_null;
+                let level = if beyond_noise >= PSI_RECALIBRATE {
+                    Verdict::Recalibrate
+                } else {
+                    Verdict::Watch
+                };
+                (
+                    level,
+                    format!(
+                        "the score distribution shifted (PSI {:.3}, {:.3} when nothing changes; p = {p:.2e})",
+                        shift.psi, shift.psi_null
+                    ),
+                )
+            }
+            Test::Ks => (
+                Verdict::Watch,
+                format!(
+                    "the score distribution differs (KS D = {:.3}, p = {p:.2e})",
+                    slice.score_shift.map_or(0.0, |shift| shift.ks_statistic)
+                ),
+            ),
+        };
+        let level = if strong { level } else { Verdict::Watch };
+        slice.verdict = slice.verdict.max(level);
+        slice.reasons.push(reason);
+    }
     let verdict = slices
         .iter()
         .map(|slice| slice.verdict)
@@ -331,6 +339,16 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         target,
         confidence,
         verdict,
+        tests: tests.len() as u64,
         slices,
     })
+}
+
+/// The statistical tests of a slice, in one family for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Test {
+    Quality,
+    Escalation,
+    Psi,
+    Ks,
 }

@@ -20,14 +20,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::document::{ConfigRef, Verdict};
-use super::statistics::two_proportion_z;
+use super::statistics::{psi_of_bins, two_proportion_z};
 use crate::calibrate::{InputFile, Threshold};
 use crate::gate::RouteConfig;
 use crate::records::{FieldNames, fold_record_chunks};
 use crate::schema::{RowLocation, read_graded};
+use crate::stats::alarms;
 use tally::{Tally, TallyContext};
 
-pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 2;
+pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 3;
 
 /// What `drift --records` and `--aggregates` write with `--out`.
 pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -38,9 +39,9 @@ pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::Outpu
     },
 );
 
-const PSI_WATCH: f64 = 0.1;
+/// A significant score shift whose PSI, less its null, reaches this is a
+/// major one.
 const PSI_RECALIBRATE: f64 = 0.25;
-const ESCALATION_RECALIBRATE_P: f64 = 0.01;
 /// A window whose fallback share passes this is a brown-out to look at.
 const FALLBACK_WATCH: f64 = 0.05;
 /// A window whose p95 first token is this many times the route's overall.
@@ -298,6 +299,12 @@ impl Fold {
 #[serde(deny_unknown_fields)]
 pub struct BinnedShift {
     pub psi: f64,
+    /// What PSI averages at these sizes when nothing changed; version 3 on.
+    #[serde(default)]
+    pub psi_null: f64,
+    /// Pearson's χ² test of the same bins; version 3 on.
+    #[serde(default = "one")]
+    pub psi_p_value: f64,
     pub ks_statistic: f64,
     pub ks_p_value: f64,
     pub calibration_rows: u64,
@@ -369,8 +376,9 @@ pub struct RecordsRouteDrift {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordsDriftDocument {
-    /// 2 adds `records_left_out`; 1 reads with none.
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 2>")]
+    /// 2 adds `records_left_out`, 3 `tests` and the score shift's null and
+    /// test; older versions read without them.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 3>")]
     pub schema_version: u32,
     pub kind: String,
     pub routeval_version: String,
@@ -387,8 +395,16 @@ pub struct RecordsDriftDocument {
     pub first_ms: Option<i64>,
     pub last_ms: Option<i64>,
     pub verdict: Verdict,
+    /// How many tests the run's false-alarm control spans (each slice's
+    /// escalation and score tests, and every window's escalation test).
+    #[serde(default)]
+    pub tests: u64,
     pub slices: Vec<RecordsSliceDrift>,
     pub routes: Vec<RecordsRouteDrift>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 fn wilson(successes: u64, n: u64) -> Option<[f64; 2]> {
@@ -451,17 +467,11 @@ fn binned_shift(calibration: &BTreeMap<i64, u64>, now: &BTreeMap<i64, u64>) -> O
         }
     }
     groups.push(current);
-    let floor = 1e-4;
-    let psi = groups
-        .iter()
-        .map(|(a, b)| {
-            let expected = (*a as f64 / n0 as f64).max(floor);
-            let actual = (*b as f64 / n1 as f64).max(floor);
-            (actual - expected) * (actual / expected).ln()
-        })
-        .sum();
+    let psi = psi_of_bins(&groups)?;
     Some(BinnedShift {
-        psi,
+        psi: psi.psi,
+        psi_null: psi.null,
+        psi_p_value: psi.p_value,
         ks_statistic: statistic,
         ks_p_value: kolmogorov_tail(lambda),
         calibration_rows: n0,
@@ -793,7 +803,8 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         .map(|metrics| (metrics.slice.as_str(), (metrics.escalation_rate, metrics.n)))
         .collect();
     let routes_decide = config.table.policy.decides_by_score();
-    let mut slices = Vec::new();
+    let mut slices: Vec<RecordsSliceDrift> = Vec::new();
+    let mut tests: Vec<(usize, Test, f64)> = Vec::new();
     for (
         name,
         SliceFold {
@@ -803,8 +814,8 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         },
     ) in &fold.slices
     {
-        let mut reasons = Vec::new();
-        let mut verdict = Verdict::Ok;
+        let reasons: Vec<String> = Vec::new();
+        let verdict = Verdict::Ok;
         let rate = (counts.decided > 0).then(|| counts.escalated as f64 / counts.decided as f64);
         let calibrated = at_calibration.get(name.as_str()).copied();
         let p_value = match (calibrated, routes_decide) {
@@ -814,27 +825,16 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             }
             _ => None,
         };
-        if let (Some(p), Some(rate), Some((p0, _))) = (p_value, rate, calibrated)
-            && p < ESCALATION_RECALIBRATE_P
-        {
-            verdict = Verdict::Recalibrate;
-            reasons.push(format!(
-                "escalation rate {:.1}% against {:.1}% at calibration (p = {p:.2e})",
-                rate * 100.0,
-                p0 * 100.0
-            ));
+        let index = slices.len();
+        if let Some(p) = p_value {
+            tests.push((index, Test::Escalation, p));
         }
         let score_shift = calibration_scores
             .get(name)
             .and_then(|calibration| binned_shift(calibration, scores));
         if let Some(shift) = &score_shift {
-            if shift.psi >= PSI_RECALIBRATE {
-                verdict = verdict.max(Verdict::Recalibrate);
-                reasons.push(format!("score PSI {:.3} (major shift)", shift.psi));
-            } else if shift.psi >= PSI_WATCH {
-                verdict = verdict.max(Verdict::Watch);
-                reasons.push(format!("score PSI {:.3} (moderate shift)", shift.psi));
-            }
+            tests.push((index, Test::Psi, shift.psi_p_value));
+            tests.push((index, Test::Ks, shift.ks_p_value));
         }
         let mut window_rows = Vec::new();
         for (start, window) in windows {
@@ -847,14 +847,8 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
                 }
                 _ => None,
             };
-            if window_p.is_some_and(|p| p < ESCALATION_RECALIBRATE_P) && verdict == Verdict::Ok {
-                verdict = Verdict::Watch;
-                reasons.push(format!(
-                    "the window from {} escalated {:.1}% (p = {:.2e})",
-                    crate::clock::format_rfc3339(start.div_euclid(1000)),
-                    window_rate.unwrap_or(0.0) * 100.0,
-                    window_p.unwrap_or(1.0)
-                ));
+            if let Some(p) = window_p {
+                tests.push((index, Test::Window(window_rows.len()), p));
             }
             window_rows.push(SliceWindow {
                 start_ms: *start,
@@ -878,6 +872,71 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             score_shift,
             windows: window_rows,
         });
+    }
+    // One family for the run, every slice's and window's test in it:
+    // Holm's step-down decides `recalibrate` (any false one in at most δ of
+    // runs), Benjamini–Hochberg `watch`; a window's escalation alone is
+    // at most `watch`.
+    let p_values: Vec<f64> = tests.iter().map(|&(_, _, p)| p).collect();
+    // The run's level: the gate's confidence, 0.95 where it had none.
+    let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
+    for (&(index, test, p), alarm) in tests.iter().zip(alarms(&p_values, delta)) {
+        let Some(strong) = alarm else {
+            continue;
+        };
+        let slice = &mut slices[index];
+        let (level, reason) = match test {
+            Test::Escalation => (
+                Verdict::Recalibrate,
+                format!(
+                    "escalation rate {:.1}% against {:.1}% at calibration (p = {p:.2e})",
+                    slice.escalation_rate.unwrap_or(0.0) * 100.0,
+                    slice.escalation_rate_at_calibration.unwrap_or(0.0) * 100.0
+                ),
+            ),
+            Test::Psi => {
+                let shift = slice
+                    .score_shift
+                    .as_ref()
+                    .expect("a score test has a shift");
+                let level = if shift.psi - shift.psi_null >= PSI_RECALIBRATE {
+                    Verdict::Recalibrate
+                } else {
+                    Verdict::Watch
+                };
+                (
+                    level,
+                    format!(
+                        "score PSI {:.3} ({:.3} when nothing changes; p = {p:.2e})",
+                        shift.psi, shift.psi_null
+                    ),
+                )
+            }
+            Test::Ks => (
+                Verdict::Watch,
+                format!(
+                    "the score distribution differs (KS D = {:.3}, p = {p:.2e})",
+                    slice
+                        .score_shift
+                        .as_ref()
+                        .map_or(0.0, |shift| shift.ks_statistic)
+                ),
+            ),
+            Test::Window(window) => {
+                let window = &slice.windows[window];
+                (
+                    Verdict::Watch,
+                    format!(
+                        "the window from {} escalated {:.1}% (p = {p:.2e})",
+                        crate::clock::format_rfc3339(window.start_ms.div_euclid(1000)),
+                        window.escalation_rate.unwrap_or(0.0) * 100.0
+                    ),
+                )
+            }
+        };
+        let level = if strong { level } else { Verdict::Watch };
+        slice.verdict = slice.verdict.max(level);
+        slice.reasons.push(reason);
     }
     let mut routes = Vec::new();
     for (name, RouteFold { counts, windows }) in &fold.routes {
@@ -967,9 +1026,20 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         first_ms: fold.first_ms,
         last_ms: fold.last_ms,
         verdict,
+        tests: tests.len() as u64,
         slices,
         routes,
     })
+}
+
+/// The statistical tests of a slice, in one family for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Test {
+    Escalation,
+    Psi,
+    Ks,
+    /// The escalation test of the slice's window at this position.
+    Window(usize),
 }
 
 impl RecordsDriftDocument {

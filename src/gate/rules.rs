@@ -11,7 +11,7 @@ use super::evaluate::Evaluation;
 use super::report::SliceRegression;
 use crate::policy::to_usd;
 use crate::stats::{
-    Paired, PairedVerdict, binomial_cdf, certifies, mean_difference_interval, worse_by_more_than,
+    Paired, PairedVerdict, binomial_cdf, mean_difference_interval, worse_by_more_than,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -289,17 +289,11 @@ fn holm(evaluation: &Evaluation, target: f64, delta: f64) -> Vec<(f64, f64, bool
         .iter()
         .map(|counts| binomial_cdf(counts.n, alpha, counts.n - counts.successes))
         .collect();
-    let mut order: Vec<usize> = (0..p_values.len()).collect();
-    order.sort_by(|&a, &b| p_values[a].total_cmp(&p_values[b]));
-    let slices = p_values.len();
-    let mut result = vec![(1.0, 0.0, false); slices];
-    let mut still_rejecting = true;
-    for (rank, &index) in order.iter().enumerate() {
-        let level = delta / (slices - rank) as f64;
-        still_rejecting = still_rejecting && certifies(p_values[index], level);
-        result[index] = (p_values[index], level, still_rejecting);
-    }
-    result
+    crate::stats::holm(&p_values, delta)
+        .into_iter()
+        .zip(&p_values)
+        .map(|((level, certified), &p_value)| (p_value, level, certified))
+        .collect()
 }
 
 /// Per slice, the candidate against the deployed config on the same rows:

@@ -3,6 +3,7 @@
 //! of a candidate against the deployed baseline on the same rows.
 
 mod binomial;
+mod multiplicity;
 mod paired;
 mod paired_score;
 mod ppi;
@@ -11,6 +12,7 @@ pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
     max_certifiable_failures, min_rows_to_certify,
 };
+pub use multiplicity::{alarms, benjamini_hochberg, holm};
 pub use paired::{
     Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
     mean_difference_interval, worse_by_more_than,
