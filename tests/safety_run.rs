@@ -1097,3 +1097,43 @@ fn a_command_stopped_by_a_signal_takes_its_unfinished_file_with_it() {
         assert!(!out.exists(), "SIG{signal} left a half-written output");
     }
 }
+
+/// A signal after the demo's run step stops the demo (its run's engine had
+/// listened for signals, and the demo used to finish regardless, exit 0),
+/// while a signal during the step still stops the run in its orderly way.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_demo_stops_on_a_signal_after_its_run_step_too() {
+    let directory = tempfile::tempdir().unwrap();
+    let log = directory.path().join("demo.log");
+    let child = std::process::Command::new(binary())
+        .current_dir(repo())
+        .arg("demo")
+        .arg("--out")
+        .arg(directory.path().join("demo"))
+        .arg("--report")
+        .arg(directory.path().join("report"))
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the demo's step after its run", || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("== router train"))
+    });
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("demo finished")
+    );
+}

@@ -60,13 +60,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(USAGE_OR_INPUT);
         }
     };
-    // `run` (and the demo and serve-sim, which run it or serve) stop on a
-    // signal in their own orderly way; every other command stops at once,
-    // taking its unfinished files with it.
-    if !matches!(
-        cli.command,
-        Command::Run(_) | Command::Demo(_) | Command::ServeSim(_)
-    ) {
+    // Every command but serve-sim (a server that stops when killed) stops at
+    // once on a signal, taking its unfinished files with it; while `run` is
+    // under way (alone or as a demo step) it stops in its own orderly way.
+    if !matches!(cli.command, Command::ServeSim(_)) {
         stop_cleanly_on_signals();
     }
     match run(cli) {
@@ -78,9 +75,14 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Whether `run` is under way: its engine answers signals itself, saving
+/// what finished so that the same command resumes.
+static RUN_UNDER_WAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Installs, before the command starts, a watcher of SIGTERM, SIGINT and
 /// SIGHUP that removes the temporary files of writes under way and exits 2
-/// with one line, instead of the signal's default death that leaves them.
+/// with one line, instead of the signal's default death that leaves them
+/// (or, once a run's engine has listened for them, no death at all).
 fn stop_cleanly_on_signals() {
     let (ready, installed) = std::sync::mpsc::channel::<()>();
     let watcher = std::thread::Builder::new()
@@ -102,10 +104,15 @@ fn stop_cleanly_on_signals() {
                     return;
                 };
                 let _ = ready.send(());
-                let name = tokio::select! {
-                    _ = terminate.recv() => "SIGTERM",
-                    _ = interrupt.recv() => "SIGINT",
-                    _ = hang_up.recv() => "SIGHUP",
+                let name = loop {
+                    let name = tokio::select! {
+                        _ = terminate.recv() => "SIGTERM",
+                        _ = interrupt.recv() => "SIGINT",
+                        _ = hang_up.recv() => "SIGHUP",
+                    };
+                    if !RUN_UNDER_WAY.load(std::sync::atomic::Ordering::SeqCst) {
+                        break name;
+                    }
                 };
                 crate::atomic::remove_temporaries();
                 let _ = writeln!(
@@ -141,7 +148,12 @@ pub fn error_line(error: &anyhow::Error) -> String {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => {
+            RUN_UNDER_WAY.store(true, std::sync::atomic::Ordering::SeqCst);
+            let ran = run::run(args);
+            RUN_UNDER_WAY.store(false, std::sync::atomic::Ordering::SeqCst);
+            ran
+        }
         Command::Merge(args) => run::merge(args),
         Command::Grade(args) => grade::run(args),
         Command::Calibrate(args) => calibrate::run(args),
