@@ -40,6 +40,15 @@ fn wait_for(what: &str, ready: impl Fn() -> bool) {
     }
 }
 
+/// Sends `child` the signal `name` (`TERM`, `INT`, ...) with kill(1).
+fn send(child: &std::process::Child, name: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([format!("-{name}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {}", child.id());
+}
+
 fn journal_bytes(out: &Path) -> u64 {
     std::fs::read_dir(out.join("journal")).map_or(0, |entries| {
         entries
@@ -199,11 +208,7 @@ fn sigterm_stops_a_run_like_ctrl_c_and_a_second_writer_is_refused() {
     // The first run keeps going at its own pace: 2 calls per tier at 50 ms.
     assert!(second_sent < 200, "{second_sent}");
 
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
@@ -875,14 +880,7 @@ fn sigterm_during_the_endpoint_check_is_an_orderly_stop() {
     let out = directory.path().join("run");
     let child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
     std::thread::sleep(Duration::from_millis(700));
-    let pid = child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
@@ -1075,13 +1073,7 @@ fn a_command_stopped_by_a_signal_takes_its_unfinished_file_with_it() {
             .path()
             .join(format!(".records-{signal}.parquet.{}.tmp", child.id()));
         wait_for("the import's temporary file", || temporary.exists());
-        assert!(
-            std::process::Command::new("kill")
-                .args([format!("-{signal}"), child.id().to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
+        send(&child, signal);
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "SIG{signal}: {stderr}");
@@ -1120,13 +1112,7 @@ fn the_demo_stops_on_a_signal_after_its_run_step_too() {
     wait_for("the demo's step after its run", || {
         std::fs::read_to_string(&log).is_ok_and(|text| text.contains("== router train"))
     });
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
