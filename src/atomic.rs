@@ -125,6 +125,15 @@ pub enum Replaces {
     Lines(&'static [&'static str]),
     /// A file that begins with these bytes (a magic number, a marker line).
     Prefix(&'static [u8]),
+    /// A file that begins with `start` and holds `needle` in its first
+    /// 64 KiB: how outputs of earlier versions, written before their marker,
+    /// are known.
+    Holding {
+        start: &'static [u8],
+        needle: &'static [u8],
+    },
+    /// Any of these.
+    AnyOf(&'static [Replaces]),
     /// What the writer has itself recognised as its own unfinished output:
     /// the signature and export a gate killed before its config landed
     /// leaves behind, which sign and describe nothing.
@@ -138,7 +147,13 @@ impl OutputKind {
 
     /// Whether the existing file at `path` is this kind of routeval output.
     pub fn recognises(&self, path: &Path) -> bool {
-        match self.replaces {
+        self.replaces.recognises(path)
+    }
+}
+
+impl Replaces {
+    fn recognises(&self, path: &Path) -> bool {
+        match *self {
             Replaces::Nothing => false,
             Replaces::Unfinished => true,
             Replaces::Table(key) => parquet_metadata_has(path, key),
@@ -149,6 +164,13 @@ impl OutputKind {
                 .and_then(|line| serde_json::from_str(&line).ok())
                 .is_some_and(|object| has_keys(&object, keys, None)),
             Replaces::Prefix(prefix) => starts_with(path, prefix),
+            Replaces::Holding { start, needle } => {
+                starts_with(path, start)
+                    && head(path, 64 * 1024).is_some_and(|head| {
+                        head.windows(needle.len()).any(|window| window == needle)
+                    })
+            }
+            Replaces::AnyOf(kinds) => kinds.iter().any(|kind| kind.recognises(path)),
         }
     }
 }
@@ -268,15 +290,19 @@ fn first_line(path: &Path) -> Option<String> {
 }
 
 fn starts_with(path: &Path, prefix: &[u8]) -> bool {
+    head(path, prefix.len()).is_some_and(|head| head == prefix)
+}
+
+/// The first `bytes` bytes of the file at `path` (fewer if it is shorter).
+fn head(path: &Path, bytes: usize) -> Option<Vec<u8>> {
     use std::io::Read;
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    let mut head = Vec::with_capacity(prefix.len());
-    file.take(prefix.len() as u64)
+    let mut head = Vec::with_capacity(bytes);
+    File::open(path)
+        .ok()?
+        .take(bytes as u64)
         .read_to_end(&mut head)
-        .is_ok()
-        && head == prefix
+        .ok()?;
+    Some(head)
 }
 
 fn parquet_metadata_has(path: &Path, key: &str) -> bool {
