@@ -251,3 +251,110 @@ fn a_missing_argument_is_named_on_the_one_line() {
         "error: the following required arguments were not provided: --fallback <ROUTE>"
     );
 }
+
+/// The completion scripts and the manual page come from the same clap
+/// definitions: every command is in them, bash accepts its script, and
+/// groff renders the page without a warning.
+#[test]
+fn completions_and_the_man_page_know_every_command() {
+    let commands = [
+        "demo",
+        "run",
+        "merge",
+        "grade",
+        "calibrate",
+        "gate",
+        "keygen",
+        "verify",
+        "drift",
+        "report",
+        "import",
+        "router",
+        "evaluate",
+        "serve-sim",
+        "simulate",
+        "replay",
+        "records",
+        "sample",
+        "completions",
+        "man",
+    ];
+    let stdout = |args: &[&str]| {
+        let output = routeval().args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let bash = stdout(&["completions", "bash"]);
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let script = stdout(&["completions", shell]);
+        assert!(script.contains("max-regression"), "{shell}");
+    }
+    let man = stdout(&["man"]);
+    assert!(man.contains(".TH routeval"), "{man:.200}");
+    for command in commands {
+        assert!(bash.contains(command), "bash completion lacks {command}");
+        // roff writes a hyphen as `\-`.
+        assert!(
+            man.contains(&command.replace('-', "\\-")),
+            "the man page lacks {command}"
+        );
+    }
+    // A command's own page has its flags.
+    let gate = stdout(&["man", "gate"]);
+    assert!(
+        gate.contains(".TH routeval-gate") && gate.contains("max\\-regression"),
+        "{gate:.300}"
+    );
+    let fallback = stdout(&["man", "replay", "fallback"]);
+    assert!(fallback.contains("write\\-routes"), "{fallback:.300}");
+    let unknown = routeval().args(["man", "gait"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    let directory = tempfile::tempdir().unwrap();
+    let script = directory.path().join("routeval.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // Sourced, it registers the completion function for `routeval`.
+    let sourced = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p routeval",
+            script.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&sourced.stdout).contains("routeval"),
+        "{}",
+        String::from_utf8_lossy(&sourced.stderr)
+    );
+    if let Ok(rendered) = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        let mut rendered = rendered;
+        rendered
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(man.as_bytes())
+            .unwrap();
+        let output = rendered.wait_with_output().unwrap();
+        assert!(
+            output.status.success() && output.stderr.is_empty(),
+            "groff: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -62,6 +62,27 @@ pub enum Command {
     /// Draw the next labelling set from request records: per slice, across
     /// the score range, de-duplicated, secrets redacted.
     Sample(SampleArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// PowerShell (e.g. `routeval completions bash > ~/.local/share/bash-completion/completions/routeval`).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) of routeval or of one command, e.g.
+    /// `routeval man gate | man -l -`.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command, with its subcommand where it has them (`replay
+    /// fallback`); without one, routeval's own page.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

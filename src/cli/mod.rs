@@ -18,6 +18,7 @@ mod router;
 mod run;
 mod sample;
 mod serve_sim;
+mod shell;
 mod simulate;
 
 use std::io::Write;
@@ -26,8 +27,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{
-    CalibrateArgs, Cli, Command, DemoArgs, DriftArgs, EvaluateArgs, FallbackArgs, GateArgs,
-    GradeArgs, HedgeArgs, ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg,
+    CalibrateArgs, Cli, Command, CompletionsArgs, DemoArgs, DriftArgs, EvaluateArgs, FallbackArgs,
+    GateArgs, GradeArgs, HedgeArgs, ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg,
     RecordsCommand, RecordsImportArgs, ReplayCommand, ReplicasArgs, ReportArgs, RouterCommand,
     RunArgs, SampleArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
 };
@@ -170,6 +171,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Replay(command) => replay::run(command),
         Command::Records(command) => records::run(command),
         Command::Sample(args) => sample::run(&args),
+        Command::Completions(args) => shell::completions(args.shell),
+        Command::Man(args) => shell::man(&args.command),
     }
 }
 

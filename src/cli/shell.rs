@@ -1,0 +1,35 @@
+//! `routeval completions` and `routeval man`: what a shell and `man` need,
+//! generated from the same clap definitions the commands parse with, so they
+//! cannot fall behind a flag.
+
+use clap::CommandFactory;
+
+use super::args::Cli;
+use super::print::print;
+use crate::exit_codes::Outcome;
+
+pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "routeval", &mut script);
+    print(&String::from_utf8(script)?)?;
+    Ok(Outcome::Passed)
+}
+
+/// The page of `path` (`["replay", "fallback"]`), named `routeval-replay-fallback`;
+/// routeval's own without one.
+pub fn man(path: &[String]) -> anyhow::Result<Outcome> {
+    let mut command = Cli::command();
+    let mut name = "routeval".to_owned();
+    for part in path {
+        command = command
+            .find_subcommand(part)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("{name} has no command {part:?} (routeval man)"))?;
+        name = format!("{name}-{part}");
+    }
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command.name(name).version(env!("CARGO_PKG_VERSION")))
+        .render(&mut page)?;
+    print(&String::from_utf8(page)?)?;
+    Ok(Outcome::Passed)
+}
