@@ -28,6 +28,7 @@ pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod dataset;
+pub mod digest;
 pub mod drift;
 pub mod evaluate;
 pub mod exit_codes;

@@ -157,7 +157,7 @@ fn picks_the_cheapest_passing_candidate_and_emits_a_verified_config() {
     assert_eq!(config.parent_sha256, None);
     assert_eq!(config.created_at, "2026-11-29T12:00:00Z");
     assert_eq!(config.expires_at, "2026-12-29T12:00:00Z");
-    assert_eq!(routeval::gate::sha256_hex(&bytes), emitted.sha256);
+    assert_eq!(routeval::digest::sha256_hex(&bytes), emitted.sha256);
     // Canonical: re-serialising the parsed file gives the same bytes.
     assert_eq!(serde_json_canonicalizer::to_vec(&config).unwrap(), bytes);
     assert!(config.provenance.results_sha256.len() == 64);

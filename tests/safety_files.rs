@@ -807,7 +807,7 @@ fn a_baseline_must_verify_name_the_same_logical_model_and_leave_room_for_a_versi
         .code(0);
     let resign = |bytes: &[u8], key: &str, path: &Path| {
         let config: RouteConfig = serde_json::from_slice(bytes).unwrap();
-        let sha256 = routeval::gate::sha256_hex(bytes);
+        let sha256 = routeval::digest::sha256_hex(bytes);
         let secret = load_secret(&workspace.path(key)).unwrap();
         let signature = sign(&secret, bytes, &config.trusted_comment(&sha256)).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -1,13 +1,9 @@
 //! Runs a calibration: one pass over the file (hashed alongside), then each
 //! slice's sweep and selection, spread over the machine's cores.
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use sha2::{Digest, Sha256};
 
 use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
@@ -46,7 +42,7 @@ pub fn calibrate(
 ) -> Result<CalibrationDocument, CalibrateError> {
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let (read_result, sha256) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| sha256_of(path));
+        let hashing = scope.spawn(|| crate::digest::sha256_file(path));
         let read_result = for_each_graded_batch_parallel(
             path,
             read,
@@ -64,9 +60,9 @@ pub fn calibrate(
         ingest.merge(part);
     }
     let slices = ingest.finish();
-    let sha256 = sha256.map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
+    let sha256 = sha256.map_err(|error| ReadError::Io {
+        path: error.path,
+        source: error.source,
     })?;
     if let Some(empty) = slices
         .iter()
@@ -148,20 +144,6 @@ pub(super) fn document(
         tiers,
         slices,
     }
-}
-
-pub(super) fn sha256_of(path: &Path) -> std::io::Result<String> {
-    let mut file = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let read = file.read(&mut buffer)?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    Ok(format!("{:x}", hasher.finalize()))
 }
 
 /// Maps `work` over `items` on every available core, keeping their order.

@@ -22,7 +22,7 @@ use super::document::{
     Baselines, CalibrationDocument, HoldoutResult, Point, SliceCalibration, Threshold,
     TieredChoice, TieredPoint,
 };
-use super::engine::{CalibrateError, document, in_parallel, sha256_of, slice_confidence, thin};
+use super::engine::{CalibrateError, document, in_parallel, slice_confidence, thin};
 use super::ingest::GLOBAL_SLICE;
 use super::options::{CalibrateOptions, Scope};
 
@@ -71,7 +71,7 @@ pub fn calibrate_tiered(
         holdout: TieredSlice::new(policy, k),
     };
     let (read_result, sha256) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| sha256_of(path));
+        let hashing = scope.spawn(|| crate::digest::sha256_file(path));
         let result = for_each_graded_batch_parallel(
             path,
             &read,
@@ -179,9 +179,9 @@ pub fn calibrate_tiered(
         }
     }
     merged.sort_by(|a, b| a.name.cmp(&b.name));
-    let sha256 = sha256.map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
+    let sha256 = sha256.map_err(|error| ReadError::Io {
+        path: error.path,
+        source: error.source,
     })?;
     if let Some(empty) = merged.iter().find(|rows| rows.calibration.rows() == 0) {
         return Err(CalibrateError::NothingToCalibrate {

@@ -152,7 +152,7 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
 fn input_file(path: &std::path::Path, rows: u64) -> anyhow::Result<crate::calibrate::InputFile> {
     Ok(crate::calibrate::InputFile {
         path: path.display().to_string(),
-        sha256: crate::run::sha256_file(path)?,
+        sha256: crate::digest::sha256_file(path)?,
         rows,
     })
 }

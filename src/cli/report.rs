@@ -7,9 +7,10 @@ use serde::de::DeserializeOwned;
 
 use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
 use crate::calibrate::{CalibrationDocument, Policy};
+use crate::digest::sha256_hex;
 use crate::exit_codes::Outcome;
+use crate::gate::scores_of;
 use crate::gate::{GateReport, RouteConfig, TieredRows, tiered_rows};
-use crate::gate::{scores_of, sha256_hex};
 use crate::markdown::{code, text};
 use crate::replay::ReplayDocument;
 use crate::report::{

@@ -8,7 +8,8 @@ use arrow::array::Array;
 
 use crate::calibrate::InputFile;
 use crate::calibrate::Threshold;
-use crate::gate::{RouteConfig, evaluate, scores_of, sha256_hex, tiered_rows};
+use crate::digest::{sha256_file, sha256_hex};
+use crate::gate::{RouteConfig, evaluate, scores_of, tiered_rows};
 use crate::policy::Metrics;
 use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
@@ -45,12 +46,6 @@ fn input_file(table: &GradedTable, bytes_sha256: String) -> InputFile {
         sha256: bytes_sha256,
         rows: table.num_rows() as u64,
     }
-}
-
-fn sha256_of(path: &std::path::Path) -> anyhow::Result<String> {
-    Ok(sha256_hex(&std::fs::read(path).with_context(|| {
-        format!("{}: cannot read", path.display())
-    })?))
 }
 
 /// Scores per slice.
@@ -331,9 +326,9 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         schema_version: DRIFT_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         config: config_ref,
-        results: input_file(&fresh, sha256_of(&options.results)?),
+        results: input_file(&fresh, sha256_file(&options.results)?),
         baseline_results: match (&baseline, &options.baseline_results) {
-            (Some(table), Some(path)) => Some(input_file(table, sha256_of(path)?)),
+            (Some(table), Some(path)) => Some(input_file(table, sha256_file(path)?)),
             _ => None,
         },
         target,

@@ -303,7 +303,7 @@ pub struct BinnedShift {
     #[serde(default)]
     pub psi_null: f64,
     /// Pearson's χ² test of the same bins; version 3 on.
-    #[serde(default = "one")]
+    #[serde(default = "super::document::one")]
     pub psi_p_value: f64,
     pub ks_statistic: f64,
     pub ks_p_value: f64,
@@ -401,10 +401,6 @@ pub struct RecordsDriftDocument {
     pub tests: u64,
     pub slices: Vec<RecordsSliceDrift>,
     pub routes: Vec<RecordsRouteDrift>,
-}
-
-fn one() -> f64 {
-    1.0
 }
 
 fn wilson(successes: u64, n: u64) -> Option<[f64; 2]> {
@@ -750,7 +746,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     // The digest is read beside the fold rather than after it, so neither
     // core waits for the other at the end.
     let (folded, digest) = std::thread::scope(|scope| {
-        let digest = scope.spawn(|| crate::run::sha256_file(input_path));
+        let digest = scope.spawn(|| crate::digest::sha256_file(input_path));
         let folded = fold_input(&options.input, &config, options.window_ms, &pins);
         (folded, digest.join().expect("the digest does not panic"))
     });
@@ -790,7 +786,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             }
             Some(InputFile {
                 path: path.display().to_string(),
-                sha256: crate::run::sha256_file(path)?,
+                sha256: crate::digest::sha256_file(path)?,
                 rows: table.num_rows() as u64,
             })
         }

@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::routes::ResolvedTable;
 
@@ -91,14 +90,6 @@ impl RouteConfig {
     pub fn file_name(version: u64) -> String {
         format!("route-config.v{version}.json")
     }
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
-}
-
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    Ok(sha256_hex(&std::fs::read(path)?))
 }
 
 /// The signature file beside `config`.

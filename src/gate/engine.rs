@@ -13,8 +13,7 @@ use crate::routes::{Constraint, RouteTable};
 use crate::schema::{ReadOptions, read_graded};
 
 use super::config::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, sha256_file,
-    sha256_hex, signature_path,
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 use super::evaluate::{evaluate, recorded_models, scores_of, tiered_rows};
 use super::keys::{load_secret, sign};
@@ -25,6 +24,7 @@ use super::report::{
     GATE_REPORT_SCHEMA_VERSION, GateReport,
 };
 use super::rules::{RuleContext, check, regressions};
+use crate::digest::{sha256_file, sha256_hex};
 
 /// The confidence of the regression test when the gate is given none.
 pub const DEFAULT_REGRESSION_CONFIDENCE: f64 = 0.95;
@@ -149,8 +149,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     // reads it strictly below, and is refused naming the column.
     read.score_optional = true;
     let graded = read_graded(&options.results, &read)?;
-    let results_sha256 = sha256_file(&options.results)
-        .with_context(|| format!("{}: cannot read", options.results.display()))?;
+    let results_sha256 = sha256_file(&options.results)?;
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
     for path in &options.calibrations {
         let text = std::fs::read_to_string(path)
@@ -246,8 +245,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                 path.display()
             );
         }
-        let sha256 =
-            sha256_file(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let sha256 = sha256_file(path)?;
         let scores =
             scores_for(&resolved).with_context(|| format!("candidate {}", path.display()))?;
         let tiered = tiered_rows(&options.results, &options.read, &resolved)

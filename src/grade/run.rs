@@ -16,9 +16,7 @@ use arrow::datatypes::{DataType, Field};
 use super::rubric::{Rubric, Verdict};
 use super::verifier::{TokenChoice, self_consistency, verdict_score};
 use crate::dataset::{DatasetRow, Message, Role, read_dataset};
-use crate::run::{
-    CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses, sha256_file,
-};
+use crate::run::{CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses};
 use crate::schema::{GradedBatch, GradedTable, Present, Tiers};
 
 /// Where the cascade's reject scores came from.
@@ -354,7 +352,7 @@ impl Grading {
             .into());
         }
         let dataset = dataset.map_or_else(|| PathBuf::from(&manifest.dataset.path), Path::to_owned);
-        if sha256_file(&dataset)? != manifest.dataset.sha256 {
+        if crate::digest::sha256_file(&dataset)? != manifest.dataset.sha256 {
             return Err(run_error(format!(
                 "the dataset {} changed since the run (sha256 differs from manifest.json)",
                 dataset.display()

@@ -519,7 +519,7 @@ fn from_run<W: std::io::Write + Send>(
     let dataset = PathBuf::from(&manifest.dataset.path);
     // Prompts are attached by their place in the dataset: another dataset
     // would give each record another request's prompt.
-    if crate::run::sha256_file(&dataset)? != manifest.dataset.sha256 {
+    if crate::digest::sha256_file(&dataset)? != manifest.dataset.sha256 {
         anyhow::bail!(
             "{}: the dataset changed since the run (sha256 differs from {})",
             dataset.display(),

@@ -13,8 +13,9 @@ use anyhow::{Context, bail};
 
 use super::trace::{CHARACTERS_PER_BLOCK, Request, text_blocks};
 use crate::dataset::for_each_prompt;
+use crate::digest::sha256_file;
 use crate::run::CallTier;
-use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses, sha256_file};
+use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
 
 /// How to turn a run into arrivals.
 #[derive(Debug, Clone, Copy, PartialEq)]

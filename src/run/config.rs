@@ -202,11 +202,7 @@ pub enum ConfigError {
 impl RunConfig {
     /// The SHA-256 of the file, as the manifest records it.
     pub fn sha256(&self) -> String {
-        use sha2::Digest;
-        sha2::Sha256::digest(&self.bytes)
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        crate::digest::sha256_hex(&self.bytes)
     }
 
     /// The cheapest tier.

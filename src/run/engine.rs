@@ -451,7 +451,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
     })?;
     let dataset = FileDigest {
         path: settings.dataset.display().to_string(),
-        sha256: super::manifest::sha256_file(&settings.dataset)?,
+        sha256: crate::digest::sha256_file(&settings.dataset)?,
     };
     let config_digest = FileDigest {
         path: config.path.display().to_string(),

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
 pub use crate::atomic::run_directory::MANIFEST as MANIFEST_FILE;
@@ -64,28 +63,6 @@ pub struct TierCounts {
     pub errors: u64,
     pub cached: u64,
     pub cost_usd: f64,
-}
-
-pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)
-        .map_err(|error| anyhow::anyhow!("{}: cannot read: {error}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 16];
-    loop {
-        let read = file
-            .read(&mut buffer)
-            .map_err(|error| anyhow::anyhow!("{}: cannot read: {error}", path.display()))?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
 }
 
 impl Manifest {

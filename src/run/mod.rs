@@ -30,7 +30,6 @@ pub use engine::{
 };
 pub use manifest::{
     FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
-    sha256_file,
 };
 pub use merge::merge_runs;
 pub use responses::{
