@@ -1,7 +1,7 @@
 //! `routeval calibrate` end to end: tables, documents, exit codes.
 
 use predicates::prelude::*;
-use routeval::calibrate::{CalibrationDocument, Threshold};
+use routeval::schema::{CalibrationDocument, Threshold};
 
 use crate::common::{
     Row, example_results, routeval, synthetic_rows, write_csv, write_json_lines, write_parquet,
@@ -305,7 +305,7 @@ fn holdout_reports_the_threshold_on_rows_it_did_not_see() {
 /// interval, and the verdict reads the target against it.
 #[test]
 fn holdout_quality_comes_with_its_interval_and_noise_is_not_a_miss() {
-    use routeval::calibrate::HoldoutVerdict;
+    use routeval::schema::HoldoutVerdict;
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("graded.csv");
     let slices: Vec<String> = (0..20).map(|index| format!("s{index:02}")).collect();

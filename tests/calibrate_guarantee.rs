@@ -2,7 +2,9 @@
 //! to barely meet the target on a calibration sample misses it on new traffic
 //! about half the time; a certified threshold rarely does.
 
-use routeval::calibrate::{Curve, GradedRow, Policy, SliceObservations, select};
+use routeval::calibrate::select;
+use routeval::policy::{Curve, GradedRow, SliceObservations};
+use routeval::schema::Policy;
 
 use crate::common::Random;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use routeval::calibrate::{CALIBRATION_SCHEMA_VERSION, CalibrationDocument};
+use routeval::schema::{CALIBRATION_SCHEMA_VERSION, CalibrationDocument};
 use serde_json::Value;
 
 use crate::common::{example_results, keys, routeval};
@@ -137,7 +137,7 @@ fn version_2_documents_read_as_per_slice_guarantees() {
     object.remove("guarantee");
     object.remove("slice_confidence");
     let document: CalibrationDocument = serde_json::from_value(json).unwrap();
-    assert_eq!(document.guarantee, routeval::calibrate::Guarantee::PerSlice);
+    assert_eq!(document.guarantee, routeval::schema::Guarantee::PerSlice);
 }
 
 #[test]

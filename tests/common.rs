@@ -244,11 +244,11 @@ pub fn edge_request(random: &mut Random) -> (f64, bool, bool) {
 
 /// `rows` fresh requests of [`edge_request`]'s population as predictive
 /// observations: the truth a threshold is judged against.
-pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::calibrate::SliceObservations {
-    let mut truth = routeval::calibrate::SliceObservations::default();
+pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::policy::SliceObservations {
+    let mut truth = routeval::policy::SliceObservations::default();
     for _ in 0..rows {
         let (score, small_ok, large_ok) = edge_request(random);
-        let row = routeval::calibrate::GradedRow {
+        let row = routeval::policy::GradedRow {
             score,
             small_ok,
             large_ok,
@@ -257,7 +257,7 @@ pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::calibrate::Slic
             cost_verifier: 0.0,
             cost_router: 0.00002,
         };
-        truth.push(routeval::calibrate::Policy::Predictive, &row);
+        truth.push(routeval::schema::Policy::Predictive, &row);
     }
     truth
 }
@@ -298,7 +298,7 @@ pub fn gate_report(
 }
 
 /// `routeval calibrate --json` of `results` with `flags`, feasible or not.
-pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::calibrate::CalibrationDocument {
+pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::schema::CalibrationDocument {
     calibration_and_text(results, flags).0
 }
 
@@ -306,7 +306,7 @@ pub fn calibration_of(results: &Path, flags: &[&str]) -> routeval::calibrate::Ca
 pub fn calibration_and_text(
     results: &Path,
     flags: &[&str],
-) -> (routeval::calibrate::CalibrationDocument, String) {
+) -> (routeval::schema::CalibrationDocument, String) {
     let output = routeval()
         .args(["calibrate", "--json", "--results"])
         .arg(results)

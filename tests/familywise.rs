@@ -3,7 +3,7 @@
 //! often than δ, and more often the more slices there are; the family-wise
 //! guarantee holds the chance that any slice misses near δ.
 
-use routeval::calibrate::{CalibrationDocument, Guarantee};
+use routeval::schema::{CalibrationDocument, Guarantee};
 
 use crate::common::{Random, Row, calibration_of, edge_request, edge_truth, routeval, write_csv};
 

@@ -4,7 +4,7 @@
 //! more often than δ, and thresholds certified with the audited rows'
 //! correction (prediction-powered) miss it near δ. Through the CLI.
 
-use routeval::calibrate::CalibrationDocument;
+use routeval::schema::CalibrationDocument;
 
 use crate::common::{Random, calibration_of, edge_request, edge_truth, routeval};
 

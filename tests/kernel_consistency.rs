@@ -2,7 +2,7 @@
 //! measured it, and `simulate --compare` serves the simulated traffic exactly
 //! as the gate serves the simulated table.
 
-use routeval::calibrate::CalibrationDocument;
+use routeval::schema::CalibrationDocument;
 
 use crate::common::{example_results, gate_report, routeval};
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use routeval::calibrate::CalibrationDocument;
+use routeval::schema::CalibrationDocument;
 use serde_json::Value;
 
 use crate::common::routeval;

@@ -383,7 +383,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
         &text.replacen(
             &format!(
                 "\"schema_version\": {}",
-                routeval::calibrate::CALIBRATION_SCHEMA_VERSION
+                routeval::schema::CALIBRATION_SCHEMA_VERSION
             ),
             "\"schema_version\": 99",
             1,

@@ -1,7 +1,7 @@
 //! `routeval simulate`: deterministic tables that the other stages read.
 
 use predicates::prelude::*;
-use routeval::calibrate::CalibrationDocument;
+use routeval::schema::CalibrationDocument;
 
 use crate::common::routeval;
 

@@ -536,7 +536,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
             .unwrap();
     // Each k-tier candidate measures what its calibration measured, exactly.
     for (index, calibration) in [(1, &calibrations[1]), (2, &calibrations[2])] {
-        let document: routeval::calibrate::CalibrationDocument =
+        let document: routeval::schema::CalibrationDocument =
             serde_json::from_str(&std::fs::read_to_string(calibration).unwrap()).unwrap();
         let slice = &document.slices[0];
         let gated = &report.candidates[index].slices[0];
@@ -568,7 +568,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         (1, &calibrations[1], [270.0, 520.0, 920.0]),
         (2, &calibrations[2], [3400.0, 7800.0, 8700.0]),
     ] {
-        let document: routeval::calibrate::CalibrationDocument =
+        let document: routeval::schema::CalibrationDocument =
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let served = &document.slices[0].tiered.as_ref().unwrap().served;
         let n = document.slices[0].n as f64;
@@ -606,7 +606,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         "{config}"
     );
     // The gate reports each tier's share, as the calibration does.
-    let three_calibration: routeval::calibrate::CalibrationDocument =
+    let three_calibration: routeval::schema::CalibrationDocument =
         serde_json::from_str(&std::fs::read_to_string(&calibrations[1]).unwrap()).unwrap();
     assert_eq!(
         report.candidates[1].slices[0].served.as_ref(),
@@ -699,7 +699,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         .assert()
         .code(0);
     let summary = std::fs::read_to_string(report_dir.join("summary.md")).unwrap();
-    let listed = |document: &routeval::calibrate::CalibrationDocument| {
+    let listed = |document: &routeval::schema::CalibrationDocument| {
         let thresholds = &document.slices[0].tiered.as_ref().unwrap().thresholds;
         thresholds
             .iter()

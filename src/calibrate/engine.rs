@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
-use super::document::{
+use super::ingest::{Ingest, SliceData};
+use super::options::CalibrateOptions;
+use super::select::{Selection, frontier, select};
+use crate::policy::{Candidate, Curve, thin};
+use crate::policy::{Totals, to_usd};
+use crate::schema::Guarantee;
+use crate::schema::{
     AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
     HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
-use super::ingest::{Ingest, SliceData};
-use super::options::{CalibrateOptions, Guarantee};
-use super::select::{Selection, frontier, select};
-use crate::policy::{Candidate, Curve};
-use crate::policy::{Totals, to_usd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
@@ -311,22 +312,6 @@ fn audit_summary(
     })
 }
 
-/// At most `limit` of `items` (all when `limit` is 0), evenly spaced along
-/// them and always keeping both ends, so documents and charts stay small on
-/// slices where nearly every threshold is Pareto-optimal.
-pub fn thin<T: Clone>(items: &[T], limit: usize) -> Vec<T> {
-    if limit == 0 || items.len() <= limit {
-        return items.to_vec();
-    }
-    if limit == 1 {
-        return vec![items[0].clone()];
-    }
-    let last = items.len() - 1;
-    (0..limit)
-        .map(|step| items[(step * last + (limit - 1) / 2) / (limit - 1)].clone())
-        .collect()
-}
-
 pub(super) fn baselines(totals: &Totals) -> Baselines {
     let rows = totals.rows as f64;
     let point = |successes: u64, cost: i128| Point {
@@ -385,27 +370,5 @@ fn infeasibility(
                 all.failures(rows)
             )
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thin;
-
-    #[test]
-    fn thinning_keeps_both_ends_and_spaces_evenly() {
-        let points: Vec<usize> = (100..200).collect();
-        assert_eq!(thin(&points, 0), points);
-        assert_eq!(thin(&points, 500), points);
-        assert_eq!(thin(&points, 1), [100]);
-        assert_eq!(thin(&points, 2), [100, 199]);
-        assert_eq!(thin(&points, 4), [100, 133, 166, 199]);
-        let thinned = thin(&points, 10);
-        assert_eq!(thinned.len(), 10);
-        assert!(
-            thinned
-                .windows(2)
-                .all(|pair| pair[1] - pair[0] >= 10 && pair[1] - pair[0] <= 12)
-        );
     }
 }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use arrow::array::Array;
 
 use crate::policy::{Audit, GradedRow, SliceObservations};
-use crate::schema::GradedBatch;
+use crate::schema::{GLOBAL_SLICE, GradedBatch};
 
-use super::options::{Holdout, Policy, Scope};
+use crate::schema::{Holdout, Policy, Scope};
 
 /// A slice's calibration rows and held-out rows.
 #[derive(Debug, Default)]
@@ -17,9 +17,6 @@ pub struct SliceData {
     pub calibration: SliceObservations,
     pub holdout: SliceObservations,
 }
-
-/// The slice name used when one threshold is fitted over every row.
-pub const GLOBAL_SLICE: &str = "*";
 
 /// Collects batches into per-slice observations.
 #[derive(Debug)]

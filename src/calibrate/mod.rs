@@ -19,7 +19,6 @@
 //!   exact binomial tests (walked from escalate-all upwards, stopping at the
 //!   first failure) are eligible.
 
-mod document;
 mod engine;
 mod ingest;
 mod options;
@@ -29,18 +28,9 @@ mod terminal;
 mod tests;
 mod tiered;
 
-pub use crate::policy::{
-    Candidate, Curve, GradedRow, Observation, SliceObservations, Totals, to_picodollars,
-};
-pub use document::{
-    AuditSummary, Baselines, CALIBRATION_OUTPUT, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
-    FrontierPoint, HoldoutResult, HoldoutVerdict, InputFile, Point, SliceCalibration, Threshold,
-    TieredChoice, TieredPoint,
-};
-pub use engine::{CalibrateError, calibrate, thin};
-pub use ingest::GLOBAL_SLICE;
-pub use options::{CalibrateOptions, Guarantee, Holdout, Policy, Scope};
+pub use engine::{CalibrateError, calibrate};
+pub use options::CalibrateOptions;
 pub use select::{Selection, select};
+pub use terminal::render_table;
 pub(crate) use terminal::table;
-pub use terminal::{AUDIT_HEADER, audit_rows, render_table};
 pub use tiered::{DEFAULT_GRID, acceptable, calibrate_tiered};

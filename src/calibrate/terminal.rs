@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
-use super::document::{
-    CalibrationDocument, HoldoutResult, HoldoutVerdict, Point, SliceCalibration,
+use crate::schema::{
+    AUDIT_HEADER, CalibrationDocument, HoldoutResult, HoldoutVerdict, Point, SliceCalibration,
+    audit_rows,
 };
 
 pub fn render_table(document: &CalibrationDocument) -> String {
@@ -93,45 +94,6 @@ pub fn render_table(document: &CalibrationDocument) -> String {
         );
     }
     out
-}
-
-/// The columns of the audit table, every rendering's.
-pub const AUDIT_HEADER: [&str; 8] = [
-    "slice",
-    "audited",
-    "agreement",
-    "grader false accepts",
-    "grader false rejects",
-    "corrected q",
-    "corrected bound",
-    "audited rows for ±W",
-];
-
-/// One row per audited slice, or `None` when no slice has audits.
-pub fn audit_rows(document: &CalibrationDocument) -> Vec<Vec<String>> {
-    let percent =
-        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
-    let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}"));
-    document
-        .slices
-        .iter()
-        .filter_map(|slice| {
-            let audit = slice.audit.as_ref()?;
-            Some(vec![
-                slice.slice.clone(),
-                audit.rows.to_string(),
-                percent(Some(audit.agreement)),
-                percent(audit.grader_false_accept),
-                percent(audit.grader_false_reject),
-                number(audit.corrected_quality),
-                number(audit.corrected_lower_bound),
-                audit.rows_for_half_width.map_or_else(
-                    || "-".to_owned(),
-                    |rows| format!("{rows} (±{})", audit.half_width),
-                ),
-            ])
-        })
-        .collect()
 }
 
 fn audit_table(document: &CalibrationDocument) -> Option<String> {

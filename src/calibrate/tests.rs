@@ -3,10 +3,10 @@
 
 use proptest::prelude::*;
 
-use super::options::Policy;
 use super::select::{frontier, select};
 use crate::policy::Curve;
 use crate::policy::{GradedRow, SliceObservations, to_picodollars};
+use crate::schema::Policy;
 use crate::stats::certifies;
 
 /// What the brute force chooses: (threshold, successes, cost, escalated).

@@ -18,13 +18,15 @@ use crate::schema::{
 };
 use crate::stats::{clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify};
 
-use super::document::{
+use super::engine::{CalibrateError, document, in_parallel, slice_confidence};
+use super::options::CalibrateOptions;
+use crate::policy::thin;
+use crate::schema::GLOBAL_SLICE;
+use crate::schema::Scope;
+use crate::schema::{
     Baselines, CalibrationDocument, HoldoutResult, Point, SliceCalibration, Threshold,
     TieredChoice, TieredPoint,
 };
-use super::engine::{CalibrateError, document, in_parallel, slice_confidence, thin};
-use super::ingest::GLOBAL_SLICE;
-use super::options::{CalibrateOptions, Scope};
 
 /// Default cut values per threshold: exact below this many distinct
 /// scores, a quantile grid above.

@@ -3,12 +3,11 @@
 use anyhow::{Context, bail};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
-use crate::calibrate::CALIBRATION_OUTPUT;
-use crate::calibrate::{
-    CalibrateOptions, Holdout, Policy, Scope, calibrate, calibrate_tiered, render_table,
-};
+use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
 use crate::exit_codes::Outcome;
+use crate::schema::CALIBRATION_OUTPUT;
 use crate::schema::{ColumnNames, ReadOptions, Tiers, tiers_in_metadata};
+use crate::schema::{Holdout, Policy, Scope};
 
 use super::args::{CalibrateArgs, PolicyArg};
 use super::print::print;

@@ -6,12 +6,12 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use crate::calibrate::InputFile;
 use crate::digest::sha256_hex;
 use crate::evaluate::{
     RoutingQuality, ScoredOutcome, oracle_scores, random_scores, routing_quality,
 };
 use crate::exit_codes::Outcome;
+use crate::schema::InputFile;
 use crate::schema::{ColumnNames, ReadOptions, read_graded, tiers_in_metadata};
 
 use super::args::EvaluateArgs;

@@ -149,8 +149,8 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
 }
 
 /// The records' identity for a document: path, sha256, rows.
-fn input_file(path: &std::path::Path, rows: u64) -> anyhow::Result<crate::calibrate::InputFile> {
-    Ok(crate::calibrate::InputFile {
+fn input_file(path: &std::path::Path, rows: u64) -> anyhow::Result<crate::schema::InputFile> {
+    Ok(crate::schema::InputFile {
         path: path.display().to_string(),
         sha256: crate::digest::sha256_file(path)?,
         rows,

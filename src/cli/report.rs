@@ -6,7 +6,6 @@ use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
 use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
-use crate::calibrate::{CalibrationDocument, Policy};
 use crate::digest::sha256_hex;
 use crate::exit_codes::Outcome;
 use crate::gate::scores_of;
@@ -19,6 +18,7 @@ use crate::report::{
     records_summary, render, replay_page, replay_summary, slice_curves, summary,
 };
 use crate::routes::ResolvedTable;
+use crate::schema::{CalibrationDocument, Policy};
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 
 use super::args::ReportArgs;

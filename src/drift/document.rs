@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::{InputFile, Threshold};
+use crate::schema::{InputFile, Threshold};
 
 /// Version 2 added per-slice `thresholds` for configs over more than two
 /// tiers; version 1 documents read as two-tier ones.

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use arrow::array::Array;
 
-use crate::calibrate::InputFile;
-use crate::calibrate::Threshold;
 use crate::digest::{sha256_file, sha256_hex};
 use crate::gate::{RouteConfig, evaluate, scores_of, tiered_rows};
-use crate::policy::Metrics;
 use crate::routes::{ResolvedPolicy, Tier};
+use crate::schema::InputFile;
+use crate::schema::Metrics;
+use crate::schema::Threshold;
 use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
 

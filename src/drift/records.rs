@@ -21,11 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use super::document::{ConfigRef, Verdict};
 use super::statistics::{psi_of_bins, two_proportion_z};
-use crate::calibrate::{InputFile, Threshold};
 use crate::gate::RouteConfig;
 use crate::records::{FieldNames, fold_record_chunks};
+use crate::schema::{InputFile, Threshold};
 use crate::schema::{RowLocation, read_graded};
-use crate::stats::alarms;
+use crate::stats::{alarms, nearest_rank};
 use tally::{Tally, TallyContext};
 
 pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 3;
@@ -122,7 +122,7 @@ impl RouteCounts {
         if total == 0 {
             return None;
         }
-        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let rank = nearest_rank(total, q);
         let mut seen = 0;
         for (bin, count) in &self.ttft {
             seen += count;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::policy::{Curve, GradedRow, Policy, SliceObservations};
-use crate::simulate::Random;
+use crate::stats::Random;
 
 /// One prompt: its score and whether each tier's answer was acceptable.
 #[derive(Debug, Clone, Copy, PartialEq)]

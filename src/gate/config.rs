@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::routes::ResolvedTable;
 
-use crate::policy::Metrics;
+use crate::schema::Metrics;
 
 pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 

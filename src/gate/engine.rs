@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::atomic::{Named, Output, OutputKind, Replaces, Staged, check_outputs, commit_all};
-use crate::calibrate::{CalibrationDocument, InputFile};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
+use crate::schema::{CalibrationDocument, InputFile};
 use crate::schema::{ReadOptions, read_graded};
 
 use super::config::{

@@ -12,11 +12,12 @@ use arrow::array::{ArrayRef, AsArray};
 use arrow::datatypes::Float64Type;
 
 use crate::policy::{
-    Counts, GradedRow, Latencies, Metrics, Policy, Tally, TierLatency, TieredOutcomes, TieredSlice,
+    Counts, GradedRow, Latencies, Policy, Tally, TierLatency, TieredOutcomes, TieredSlice,
     cascade_stage, first_token_alone_ms, first_token_ms, first_token_tier_ms, predictive_tier,
     serve, serve_alone, serve_tier, to_picodollars,
 };
 use crate::routes::{ResolvedPolicy, ResolvedTable, RouteTier, Tier, TierThresholds};
+use crate::schema::Metrics;
 use crate::schema::{
     GradedBatch, GradedTable, ReadError, ReadOptions, Tiers, read_graded, tiered_columns,
 };

@@ -15,7 +15,6 @@ mod report;
 mod rules;
 mod verify;
 
-pub use crate::policy::Metrics;
 pub use config::{Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, signature_path};
 pub use engine::{GateOptions, gate};
 pub use evaluate::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};

@@ -10,7 +10,7 @@ use tabled::settings::{Alignment, Style};
 use crate::markdown::{code, text};
 
 use super::report::{CandidateReport, GateReport, SliceRegression};
-use crate::policy::Metrics;
+use crate::schema::Metrics;
 use crate::stats::PairedVerdict;
 
 fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::InputFile;
+use crate::schema::InputFile;
 
 use super::rules::Failure;
-use crate::policy::Metrics;
+use crate::schema::Metrics;
 use crate::stats::PairedVerdict;
 
 /// Version 3 added `served` to the metrics of candidates over more than two

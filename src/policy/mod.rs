@@ -7,7 +7,6 @@
 //! sweep over a slice. `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
 //! and `report` all call it; none keeps its own copy.
 
-mod kind;
 mod money;
 mod row;
 mod search;
@@ -16,7 +15,7 @@ mod sweep;
 mod tally;
 mod tiers;
 
-pub use kind::{Policy, escalates};
+pub use crate::schema::{Policy, escalates};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use row::GradedRow;
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
@@ -24,8 +23,8 @@ pub use serve::{
     Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
     serve_priced,
 };
-pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals};
-pub use tally::{Counts, Metrics, Tally, percentile};
+pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals, thin};
+pub use tally::{Counts, Tally};
 pub use tiers::{
     TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_tier,
 };

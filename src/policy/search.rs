@@ -15,7 +15,7 @@
 //! ties go to more successes, then to the lexicographically lower
 //! thresholds (the first threshold first).
 
-use super::kind::Policy;
+use crate::schema::Policy;
 
 /// Most candidates one slice's search evaluates.
 pub const MAX_CANDIDATES: u64 = 1 << 22;

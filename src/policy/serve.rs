@@ -2,10 +2,10 @@
 //! acceptable, what the row cost, and when its first token arrived. The
 //! cascade algebra of DOMAIN.md lives here and only here.
 
-use super::kind::Policy;
 use super::money::to_picodollars;
 use super::row::GradedRow;
 use super::tiers::{TieredOutcomes, serve_tier};
+use crate::schema::Policy;
 
 /// One row served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! quality–cost curve over every candidate threshold from one sort and
 //! running sums: the sweep `calibrate`, `evaluate` and `report` share.
 
-use super::kind::{Policy, escalates};
 use super::money::to_usd;
 use super::row::GradedRow;
 use super::serve::{Priced, serve_priced};
+use crate::schema::{Policy, escalates};
 
 /// What escalating one row changes, relative to escalating nothing.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -275,5 +275,43 @@ impl Curve {
         self.candidates
             .first()
             .expect("a curve has at least the +inf candidate")
+    }
+}
+
+/// At most `limit` of `items` (all when `limit` is 0), evenly spaced along
+/// them and always keeping both ends, so documents and charts stay small on
+/// slices where nearly every threshold is Pareto-optimal.
+pub fn thin<T: Clone>(items: &[T], limit: usize) -> Vec<T> {
+    if limit == 0 || items.len() <= limit {
+        return items.to_vec();
+    }
+    if limit == 1 {
+        return vec![items[0].clone()];
+    }
+    let last = items.len() - 1;
+    (0..limit)
+        .map(|step| items[(step * last + (limit - 1) / 2) / (limit - 1)].clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thin;
+
+    #[test]
+    fn thinning_keeps_both_ends_and_spaces_evenly() {
+        let points: Vec<usize> = (100..200).collect();
+        assert_eq!(thin(&points, 0), points);
+        assert_eq!(thin(&points, 500), points);
+        assert_eq!(thin(&points, 1), [100]);
+        assert_eq!(thin(&points, 2), [100, 199]);
+        assert_eq!(thin(&points, 4), [100, 133, 166, 199]);
+        let thinned = thin(&points, 10);
+        assert_eq!(thinned.len(), 10);
+        assert!(
+            thinned
+                .windows(2)
+                .all(|pair| pair[1] - pair[0] >= 10 && pair[1] - pair[0] <= 12)
+        );
     }
 }

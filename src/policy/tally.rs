@@ -1,36 +1,10 @@
 //! Counts of a policy over rows, kept as integers (picodollars for cost)
 //! until they are rendered as the rates of [`Metrics`].
 
-use serde::{Deserialize, Serialize};
-
 use super::money::to_usd;
 use super::serve::Served;
-use crate::stats::clopper_pearson_lower;
-
-/// How a route table does on one slice (or on all rows).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Metrics {
-    pub slice: String,
-    pub n: u64,
-    pub quality: f64,
-    /// One-sided Clopper–Pearson bound at the gate's confidence.
-    pub quality_lower_bound: Option<f64>,
-    /// Mean USD per request.
-    pub mean_cost: f64,
-    /// Time to the served answer's first token, where the results have the
-    /// latencies it needs.
-    pub p50_ms: Option<f64>,
-    pub p95_ms: Option<f64>,
-    pub escalation_rate: f64,
-    /// Cascades: the share of requests whose wrong small answer the verifier
-    /// accepted, which escalation can never repair.
-    pub false_accept_rate: Option<f64>,
-    /// Policies over more than two tiers: the share of requests each tier
-    /// served, cheapest first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub served: Option<Vec<f64>>,
-}
+use crate::schema::Metrics;
+use crate::stats::{clopper_pearson_lower, percentile};
 
 /// The integer counts of a [`Tally`], without its latencies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -124,28 +98,5 @@ impl Tally {
             slice,
             n: self.n,
         }
-    }
-}
-
-/// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[f64], fraction: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (fraction * sorted.len() as f64).ceil().max(1.0) as usize;
-    Some(sorted[rank.min(sorted.len()) - 1])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percentile;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let values: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(percentile(&values, 0.5), Some(10.0));
-        assert_eq!(percentile(&values, 0.95), Some(19.0));
-        assert_eq!(percentile(&[7.0], 0.95), Some(7.0));
-        assert_eq!(percentile(&[], 0.5), None);
     }
 }

@@ -3,8 +3,8 @@
 //! non-final stage, and what serving it there costs. The two-tier
 //! [`serve`](super::serve) is this with k = 2.
 
-use super::kind::{Policy, escalates};
 use super::serve::Served;
+use crate::schema::{Policy, escalates};
 
 /// One row's outcomes over k tiers, cheapest first, costs in picodollars.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BinaryHeap;
 
 use crate::records::Status;
+use crate::stats::percentile;
 
 /// One recorded request of the primary route.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -352,13 +353,7 @@ fn finish(outcome: &mut PolicyOutcome, waits: &mut [f64], fallback_seconds: &mut
     outcome.total_wait_s = (total_ms.round()) / 1000.0;
     outcome.mean_wait_s = total_ms / n / 1000.0;
     waits.sort_by(f64::total_cmp);
-    let rank = |q: f64| {
-        if waits.is_empty() {
-            return 0.0;
-        }
-        let index = ((q * waits.len() as f64).ceil() as usize).clamp(1, waits.len()) - 1;
-        waits[index] / 1000.0
-    };
+    let rank = |q: f64| percentile(&waits, q).map_or(0.0, |wait| wait / 1000.0);
     outcome.p50_wait_s = rank(0.50);
     outcome.p95_wait_s = rank(0.95);
     outcome.p99_wait_s = rank(0.99);
@@ -453,11 +448,8 @@ pub fn candidate_deadlines(requests: &[PrimaryRequest]) -> Vec<f64> {
     ttfts.sort_by(f64::total_cmp);
     let mut deadlines: Vec<f64> =
         [500.0, 1000.0, 2000.0, 3000.0, 5000.0, 8000.0, 12_000.0].to_vec();
-    if !ttfts.is_empty() {
-        for q in [0.5, 0.75, 0.9, 0.95, 0.99, 0.999] {
-            let index = ((q * ttfts.len() as f64).ceil() as usize).clamp(1, ttfts.len()) - 1;
-            deadlines.push(ttfts[index].ceil());
-        }
+    for q in [0.5, 0.75, 0.9, 0.95, 0.99, 0.999] {
+        deadlines.extend(percentile(&ttfts, q).map(f64::ceil));
     }
     deadlines.retain(|deadline| *deadline > 0.0);
     deadlines.sort_by(f64::total_cmp);
@@ -583,7 +575,7 @@ pub struct FallbackDocument {
     #[serde(deserialize_with = "crate::version::known::<_, 1, 2>")]
     pub schema_version: u32,
     pub kind: String,
-    pub records: crate::calibrate::InputFile,
+    pub records: crate::schema::InputFile,
     pub route: String,
     /// The fallback route whose records gave its latency, or `None` for a
     /// constant.

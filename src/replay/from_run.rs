@@ -16,6 +16,7 @@ use crate::dataset::for_each_prompt;
 use crate::digest::sha256_file;
 use crate::run::CallTier;
 use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
+use crate::stats::random::{GOLDEN_GAMMA, splitmix64, unit_of};
 
 /// How to turn a run into arrivals.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,10 +102,7 @@ fn saturate(tokens: u64) -> u32 {
 
 /// A uniform draw in [0, 1) from splitmix64.
 fn next_uniform(state: &mut u64) -> f64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut mixed = *state;
-    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    mixed ^= mixed >> 31;
-    (mixed >> 11) as f64 / (1u64 << 53) as f64
+    let draw = unit_of(splitmix64(*state));
+    *state = state.wrapping_add(GOLDEN_GAMMA);
+    draw
 }

@@ -8,6 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::stats::percentile;
+use crate::stats::random::splitmix64;
+
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HedgeRequest {
@@ -58,18 +61,7 @@ pub struct HedgeRow {
 pub const HEDGE_QUANTILES: [f64; 5] = [0.5, 0.75, 0.9, 0.95, 0.99];
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
-}
-
-fn mix(mut value: u64) -> u64 {
-    value = value.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    value ^ (value >> 31)
+    percentile(sorted, q).unwrap_or(0.0)
 }
 
 /// Every delay quantile, on every bucket and on all requests.
@@ -123,7 +115,7 @@ fn hedge_row(
         hedged += 1;
         // The copy: another request of the same prompt length, as recorded.
         let peers = &by_bucket[bucket_of(request.input_tokens)];
-        let draw = mix(seed ^ (index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let draw = splitmix64(seed ^ (index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
         let copy = requests[peers[(draw % peers.len() as u64) as usize]];
         let copy_first = delay + copy.ttft_ms;
         after.push(request.ttft_ms.min(copy_first));
@@ -177,7 +169,7 @@ pub struct HedgeDocument {
     #[serde(deserialize_with = "crate::version::known::<_, 1, 1>")]
     pub schema_version: u32,
     pub kind: String,
-    pub records: crate::calibrate::InputFile,
+    pub records: crate::schema::InputFile,
     /// The route replayed; `None` for every route's records together.
     pub route: Option<String>,
     pub seed: u64,

@@ -5,13 +5,13 @@
 
 use anyhow::Context;
 
-use crate::calibrate::{CalibrationDocument, Policy, Threshold};
 use crate::gate::{
     Evaluation, RouteConfig, SliceRegression, TieredRows, evaluate, regressions, scores_of,
 };
-use crate::policy::Metrics;
 use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds, TierThresholds};
 use crate::schema::GradedTable;
+use crate::schema::Metrics;
+use crate::schema::{CalibrationDocument, Policy, Threshold};
 use crate::stats::PairedVerdict;
 
 /// One slice before and after.
@@ -130,7 +130,7 @@ pub fn proposed_from_calibration(
             let Some(tiered) = &slice.tiered else {
                 continue;
             };
-            if slice.slice == crate::calibrate::GLOBAL_SLICE {
+            if slice.slice == crate::schema::GLOBAL_SLICE {
                 thresholds.default = Some(tiered.thresholds.clone());
             } else {
                 thresholds

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::calibrate::{Curve, GradedRow, Policy, SliceObservations, Totals};
+use crate::policy::{Curve, GradedRow, SliceObservations, Totals};
 use crate::schema::GradedTable;
+use crate::schema::Policy;
 
 /// One slice's curves and baselines.
 #[derive(Debug)]

@@ -3,10 +3,11 @@
 
 use std::fmt::Write;
 
-use crate::calibrate::{CalibrationDocument, Curve, Policy, SliceCalibration, Totals, thin};
 use crate::drift::DriftDocument;
 use crate::gate::{GateReport, comparison_rows};
+use crate::policy::{Curve, Totals, thin};
 use crate::replay::ReplayDocument;
+use crate::schema::{CalibrationDocument, Policy, SliceCalibration};
 use crate::stats::PairedVerdict;
 
 use super::PAGE_START;
@@ -75,8 +76,8 @@ th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}\
 
 fn curve_points(
     curve: &Curve,
-    x: impl Fn(&crate::calibrate::Candidate) -> f64,
-    y: impl Fn(&crate::calibrate::Candidate) -> f64,
+    x: impl Fn(&crate::policy::Candidate) -> f64,
+    y: impl Fn(&crate::policy::Candidate) -> f64,
 ) -> Vec<(f64, f64)> {
     thin(&curve.candidates, CURVE_POINTS)
         .iter()
@@ -338,14 +339,14 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     table(out, &header, rows);
     for calibration in inputs.calibrations {
-        let audits = crate::calibrate::audit_rows(calibration);
+        let audits = crate::schema::audit_rows(calibration);
         if !audits.is_empty() {
             let _ = write!(
                 out,
                 "<p>The grader against the humans' verdicts on the audited rows ({} policy): the quality corrected by them, and the audited rows that would bring its bound within ±W.</p>",
                 calibration.policy.name()
             );
-            table(out, &crate::calibrate::AUDIT_HEADER, audits.into_iter());
+            table(out, &crate::schema::AUDIT_HEADER, audits.into_iter());
         }
     }
 }

@@ -106,10 +106,10 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
             );
         }
         out.push('\n');
-        let audits = crate::calibrate::audit_rows(calibration);
+        let audits = crate::schema::audit_rows(calibration);
         if !audits.is_empty() {
             out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
-            let _ = writeln!(out, "| {} |", crate::calibrate::AUDIT_HEADER.join(" | "));
+            let _ = writeln!(out, "| {} |", crate::schema::AUDIT_HEADER.join(" | "));
             out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
             for mut row in audits {
                 row[0] = text(&row[0]);

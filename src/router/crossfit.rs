@@ -95,7 +95,7 @@ mod tests {
         // Each prompt is unique noise with a random label (the large tier
         // always passes, so the gain is the small tier's failure): a model
         // that saw the label would memorise it; out of fold it cannot.
-        let mut random = crate::simulate::Random::new(4);
+        let mut random = crate::stats::Random::new(4);
         let prompts: Vec<LabelledPrompt> = (0..600)
             .map(|index| LabelledPrompt {
                 id: format!("p{index}"),
@@ -132,7 +132,7 @@ mod tests {
     fn copies_of_a_prompt_under_other_ids_share_a_fold() {
         // Every random question is asked three times under three ids. Were
         // folds by id, the copies in other folds would give its label away.
-        let mut random = crate::simulate::Random::new(9);
+        let mut random = crate::stats::Random::new(9);
         let mut prompts = Vec::new();
         for question in 0..300 {
             let text = format!("token{} token{}", random.next_u64(), random.next_u64());

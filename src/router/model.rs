@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-use crate::simulate::Random;
+use crate::stats::Random;
 
 use super::features::{BUCKETS, Features};
 

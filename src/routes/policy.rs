@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::Threshold;
+use crate::schema::Threshold;
 
 /// A policy as written in a candidate table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

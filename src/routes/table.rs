@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::{CalibrationDocument, Policy as CalibratedPolicy, Threshold};
+use crate::schema::{CalibrationDocument, Policy as CalibratedPolicy, Threshold};
 
 use super::error::RouteError;
 use super::pin::floating_alias;
@@ -527,7 +527,7 @@ impl RouteTable {
             let calibration = match_calibration(calibrations, policy, Some(score), None)?;
             for slice in &calibration.slices {
                 if let Some(threshold) = slice.threshold {
-                    if slice.slice == crate::calibrate::GLOBAL_SLICE {
+                    if slice.slice == crate::schema::GLOBAL_SLICE {
                         resolved.default = Some(threshold);
                     } else {
                         resolved.slices.insert(slice.slice.clone(), threshold);
@@ -570,7 +570,7 @@ impl RouteTable {
                 let Some(tiered) = slice.tiered.as_ref().filter(|_| slice.feasible) else {
                     continue;
                 };
-                if slice.slice == crate::calibrate::GLOBAL_SLICE {
+                if slice.slice == crate::schema::GLOBAL_SLICE {
                     resolved.default = Some(tiered.thresholds.clone());
                 } else {
                     resolved

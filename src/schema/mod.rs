@@ -1,4 +1,4 @@
-//! The tables that connect the pipeline's stages, defined once.
+//! The tables and documents that connect the pipeline's stages, defined once.
 //!
 //! The graded-results table ([`graded`]) has one row per labelled prompt: its
 //! slice, the router or verifier score, whether each tier's answer was
@@ -9,17 +9,26 @@
 //! cost or a duplicate id. `docs/schema.md` documents the same columns, and a
 //! test holds the two together.
 
+pub mod calibration;
 mod error;
 mod format;
 pub mod graded;
 mod ids;
 mod lines;
+mod metrics;
+pub mod policy;
 mod read;
 mod read_parquet;
 mod read_text;
 mod tiered;
 mod write;
 
+pub use calibration::{
+    AUDIT_HEADER, AuditSummary, Baselines, CALIBRATION_OUTPUT, CALIBRATION_SCHEMA_VERSION,
+    CalibrationDocument, FrontierPoint, GLOBAL_SLICE, Guarantee, Holdout, HoldoutResult,
+    HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold, TieredChoice,
+    TieredPoint, audit_rows,
+};
 pub use error::ReadError;
 pub use format::Format;
 pub use graded::{
@@ -27,6 +36,8 @@ pub use graded::{
 };
 pub use ids::{DuplicateIds, id_hasher};
 pub use lines::{for_each_csv_record, for_each_line};
+pub use metrics::Metrics;
+pub use policy::{Policy, escalates};
 pub use read::{
     ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,
     for_each_graded_batch_parallel, read_graded,

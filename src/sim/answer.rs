@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use crate::dataset::{DatasetRow, Role};
+use crate::stats::random::{finalise, unit_of};
 
 /// A simulated model: its name, the version it reports, and its skill.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,10 +140,7 @@ fn unit(parts: &[&[u8]]) -> f64 {
         hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
     }
     // SplitMix64's finaliser spreads FNV's low-entropy high bits.
-    let mut z = hash;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    unit_of(finalise(hash))
 }
 
 /// A wrong answer shaped like the reference, so its rubric fails it.

@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use crate::stats::random::{finalise, unit_of};
+
 /// Rates in [0, 1] of each fault; they must sum to at most 1.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,12 +123,10 @@ impl FaultProfile {
 /// A number in [0, 1) fixed by the seed, a request's number and a salt that
 /// tells apart the draws made for one request (SplitMix64's finaliser).
 pub(super) fn request_unit(seed: u64, request: u64, salt: u64) -> f64 {
-    let mut z = seed
-        ^ request.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ salt.wrapping_mul(0xd1b5_4a32_d192_ed03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    unit_of(finalise(
+        seed ^ request.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ salt.wrapping_mul(0xd1b5_4a32_d192_ed03),
+    ))
 }
 
 #[cfg(test)]

@@ -21,10 +21,8 @@
 
 mod compare;
 mod model;
-mod random;
 mod tiers;
 
 pub use compare::{PolicySummary, compare, render_comparison};
 pub use model::{SimulatedRow, Simulation, SimulationError, to_table};
-pub use random::Random;
 pub use tiers::{TieredSummary, compare_tiers, render_tiered};

@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field};
 
 use crate::schema::{GradedBatch, GradedTable, Present};
 
-use super::random::Random;
+use crate::stats::Random;
 
 /// Every parameter of the model; [`Default`] is the documented pair.
 #[derive(Debug, Clone, PartialEq)]

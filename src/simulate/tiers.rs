@@ -10,8 +10,9 @@ use tabled::settings::{Alignment, Style};
 use super::model::{SimulatedRow, Simulation};
 use crate::policy::{
     Policy, TierLatency, TieredOutcomes, TieredSlice, cascade_stage, first_token_tier_ms,
-    percentile, predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
+    predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
 };
+use crate::stats::percentile;
 
 /// The three simulated models, cheapest first.
 const MODELS: [&str; 3] = ["small", "mid", "large"];

@@ -6,7 +6,9 @@ mod binomial;
 mod multiplicity;
 mod paired;
 mod paired_score;
+mod percentile;
 mod ppi;
+pub mod random;
 
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
@@ -17,4 +19,6 @@ pub use paired::{
     Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
     mean_difference_interval, worse_by_more_than,
 };
+pub use percentile::{nearest_rank, percentile};
 pub use ppi::Corrected;
+pub use random::Random;

@@ -1,5 +1,26 @@
-//! A small seeded generator with the distributions the simulation needs. Its
-//! own code, so a seed gives the same table on every machine and release.
+//! The one seeded generator: SplitMix64 and its finaliser, and the draws the
+//! simulation needs. Its own code, so a seed gives the same stream on every
+//! machine and in every release.
+
+/// SplitMix64's increment.
+pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// SplitMix64's finaliser: spreads the bits of a hash or a counter.
+pub fn finalise(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// One SplitMix64 step from `state`: the output for the state after it.
+pub fn splitmix64(state: u64) -> u64 {
+    finalise(state.wrapping_add(GOLDEN_GAMMA))
+}
+
+/// A uniform number in [0, 1) from the top 53 bits of `bits`.
+pub fn unit_of(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
 
 /// SplitMix64, with uniform, normal, gamma and beta draws.
 #[derive(Debug, Clone)]
@@ -17,16 +38,14 @@ impl Random {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        let output = splitmix64(self.state);
+        self.state = self.state.wrapping_add(GOLDEN_GAMMA);
+        output
     }
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        unit_of(self.next_u64())
     }
 
     pub fn chance(&mut self, probability: f64) -> bool {

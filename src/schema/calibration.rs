@@ -1,10 +1,12 @@
 //! `calibration.json`: the versioned document `calibrate` writes and `gate`,
-//! `drift` and `report` read. Changing a field means bumping
+//! `drift`, `routes` and `report` read, with the choices it records (policy,
+//! scope, holdout, guarantee). Changing a field means bumping
 //! [`CALIBRATION_SCHEMA_VERSION`] and updating `docs/schema.md`.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::options::{Guarantee, Holdout, Policy, Scope};
+pub use super::policy::Policy;
+use crate::stats::random::{splitmix64, unit_of};
 
 /// Version 4 added `tiers` and per-slice `tiered` for calibrations of more
 /// than two tiers (absent for two); version 3 added `guarantee` and
@@ -26,6 +28,53 @@ pub const CALIBRATION_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputK
         kind: None,
     },
 );
+
+/// The slice name used when one threshold is fitted over every row.
+pub const GLOBAL_SLICE: &str = "*";
+
+/// Whether each slice gets its own threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    PerSlice,
+    Global,
+}
+
+/// A held-out share of each slice, kept out of calibration and used to report
+/// how the chosen threshold does on rows it was not fitted to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Holdout {
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+impl Holdout {
+    /// Whether the row with this id is held out. The split depends only on
+    /// the id and the seed, so it survives reordering the file, and it is a
+    /// fixed function (FNV-1a, then the SplitMix64 finaliser) so it is the
+    /// same on every machine and in every release.
+    pub fn holds_out(&self, id: &str) -> bool {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in id.bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        unit_of(splitmix64(hash ^ splitmix64(self.seed))) < self.fraction
+    }
+}
+
+/// Which guarantee a certified calibration gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guarantee {
+    /// Each slice on its own misses its target with probability at most δ
+    /// (also the reading of a plain fit, which gives none).
+    #[default]
+    PerSlice,
+    /// All slices together: the probability that any slice misses is at
+    /// most δ.
+    Familywise,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -369,6 +418,45 @@ impl<'de> Deserialize<'de> for Threshold {
     }
 }
 
+/// The columns of the audit table, every rendering's.
+pub const AUDIT_HEADER: [&str; 8] = [
+    "slice",
+    "audited",
+    "agreement",
+    "grader false accepts",
+    "grader false rejects",
+    "corrected q",
+    "corrected bound",
+    "audited rows for ±W",
+];
+
+/// One row per audited slice, or `None` when no slice has audits.
+pub fn audit_rows(document: &CalibrationDocument) -> Vec<Vec<String>> {
+    let percent =
+        |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0));
+    let number = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}"));
+    document
+        .slices
+        .iter()
+        .filter_map(|slice| {
+            let audit = slice.audit.as_ref()?;
+            Some(vec![
+                slice.slice.clone(),
+                audit.rows.to_string(),
+                percent(Some(audit.agreement)),
+                percent(audit.grader_false_accept),
+                percent(audit.grader_false_reject),
+                number(audit.corrected_quality),
+                number(audit.corrected_lower_bound),
+                audit.rows_for_half_width.map_or_else(
+                    || "-".to_owned(),
+                    |rows| format!("{rows} (±{})", audit.half_width),
+                ),
+            ])
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +477,35 @@ mod tests {
             Threshold(1.0)
         );
         assert!(serde_json::from_str::<Threshold>("\"-inf\"").is_err());
+    }
+
+    #[test]
+    fn holdout_share_is_close_to_the_fraction_and_stable() {
+        let holdout = Holdout {
+            fraction: 0.2,
+            seed: 7,
+        };
+        let held = (0..100_000)
+            .filter(|row| holdout.holds_out(&format!("prompt-{row}")))
+            .count();
+        assert!((19_000..21_000).contains(&held), "{held} held out");
+        let again = (0..100_000)
+            .filter(|row| holdout.holds_out(&format!("prompt-{row}")))
+            .count();
+        assert_eq!(held, again);
+    }
+
+    #[test]
+    fn seeds_give_different_splits() {
+        let split = |seed| {
+            let holdout = Holdout {
+                fraction: 0.5,
+                seed,
+            };
+            (0..64)
+                .map(|row| holdout.holds_out(&row.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_ne!(split(1), split(2));
     }
 }
