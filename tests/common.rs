@@ -271,7 +271,7 @@ pub fn gate_report(
     candidate: &Path,
     out: &str,
     flags: &[&str],
-) -> routeval::gate::GateReport {
+) -> routeval::schema::GateReport {
     let key = directory.join("k.key");
     if !key.exists() {
         routeval()

@@ -129,7 +129,7 @@ fn the_gate_certifies_slices_jointly_with_holm() {
     };
     gate("each", &["--confidence", "0.95"]).code(0);
     gate("jointly", &["--confidence", "0.95", "--familywise"]).code(1);
-    let report: routeval::gate::GateReport = serde_json::from_str(
+    let report: routeval::schema::GateReport = serde_json::from_str(
         &std::fs::read_to_string(directory.path().join("jointly/gate-report.json")).unwrap(),
     )
     .unwrap();

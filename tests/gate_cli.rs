@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use predicates::prelude::*;
-use routeval::gate::{GateReport, RouteConfig, Rule};
+use routeval::routes::RouteConfig;
+use routeval::schema::{GateReport, Rule};
 
 use crate::common::{example_results, keys, routeval};
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use routeval::gate::{Rule, SliceRegression};
+use routeval::schema::{Rule, SliceRegression};
 
 /// Every gate here: a low target, so only regressions decide; the example
 /// tables name slices these results do not have.

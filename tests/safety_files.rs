@@ -341,7 +341,7 @@ fn signing_flags_are_bounded_and_the_clock_is_not_an_environment_variable() {
         .assert()
         .code(0);
     let config = workspace.path("now").join("route-config.v1.json");
-    let parsed: routeval::gate::RouteConfig =
+    let parsed: routeval::routes::RouteConfig =
         serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
     assert!(
         parsed.created_at.as_str() > "2026-01-01",
@@ -755,7 +755,7 @@ fn error_messages_name_the_file_and_the_flag() {
 
 #[test]
 fn a_baseline_must_verify_name_the_same_logical_model_and_leave_room_for_a_version() {
-    use routeval::gate::{RouteConfig, load_secret, sign, signature_path};
+    use routeval::routes::{RouteConfig, load_secret, sign, signature_path};
     let workspace = Workspace::new();
     let candidates = [example_routes("predictive.toml")];
     workspace

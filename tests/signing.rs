@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use routeval::clock::{FixedClock, parse_rfc3339};
-use routeval::gate::{SignatureError, VerifyError, check_config, load_public, signature_path};
+use routeval::routes::{SignatureError, VerifyError, check_config, load_public, signature_path};
 
 use crate::common::{Random, routeval};
 use crate::gate_cli::{Workspace, example_routes};

@@ -531,7 +531,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: routeval::gate::GateReport =
+    let report: routeval::schema::GateReport =
         serde_json::from_str(&std::fs::read_to_string(out.join("gate-report.json")).unwrap())
             .unwrap();
     // Each k-tier candidate measures what its calibration measured, exactly.

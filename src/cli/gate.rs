@@ -6,7 +6,8 @@ use anyhow::{Context, bail};
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::Outcome;
-use crate::gate::{GateOptions, gate, generate_keys, load_public, terminal, verify_config};
+use crate::gate::{GateOptions, gate, terminal};
+use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
 use super::args::{GateArgs, KeygenArgs, VerifyArgs};

@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
 use crate::digest::sha256_hex;
 use crate::exit_codes::Outcome;
-use crate::gate::scores_of;
-use crate::gate::{GateReport, RouteConfig, TieredRows, tiered_rows};
 use crate::markdown::{code, text};
+use crate::policy::scores_of;
+use crate::policy::{TieredRows, tiered_rows};
 use crate::replay::ReplayDocument;
 use crate::report::{
     Change, ChangeRows, REPORT_HTML_OUTPUT, REPORT_SUMMARY_OUTPUT, RecordsDocuments, ReportInputs,
@@ -18,6 +18,8 @@ use crate::report::{
     records_summary, render, replay_page, replay_summary, slice_curves, summary,
 };
 use crate::routes::ResolvedTable;
+use crate::routes::RouteConfig;
+use crate::schema::GateReport;
 use crate::schema::{CalibrationDocument, Policy};
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 

@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::digest::{sha256_file, sha256_hex};
-use crate::gate::{RouteConfig, evaluate, scores_of, tiered_rows};
+use crate::policy::{evaluate, scores_of, tiered_rows};
+use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::InputFile;
 use crate::schema::Metrics;

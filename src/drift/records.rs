@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::document::{ConfigRef, Verdict};
 use super::statistics::{psi_of_bins, two_proportion_z};
-use crate::gate::RouteConfig;
 use crate::records::{FieldNames, fold_record_chunks};
+use crate::routes::RouteConfig;
 use crate::schema::{InputFile, Threshold};
 use crate::schema::{RowLocation, read_graded};
 use crate::stats::{alarms, nearest_rank};

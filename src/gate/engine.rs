@@ -12,19 +12,20 @@ use crate::routes::{Constraint, RouteTable};
 use crate::schema::{CalibrationDocument, InputFile};
 use crate::schema::{ReadOptions, read_graded};
 
-use super::config::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
-};
-use super::evaluate::{evaluate, recorded_models, scores_of, tiered_rows};
-use super::keys::{load_secret, sign};
 use super::litellm::litellm_yaml;
 use super::render::markdown;
-use super::report::{
+use super::rules::{RuleContext, check};
+use crate::digest::{sha256_file, sha256_hex};
+use crate::policy::regressions;
+use crate::policy::{evaluate, recorded_models, scores_of, tiered_rows};
+use crate::routes::{
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
+};
+use crate::routes::{load_secret, sign};
+use crate::schema::{
     BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
     GATE_REPORT_SCHEMA_VERSION, GateReport,
 };
-use super::rules::{RuleContext, check, regressions};
-use crate::digest::{sha256_file, sha256_hex};
 
 /// The confidence of the regression test when the gate is given none.
 pub const DEFAULT_REGRESSION_CONFIDENCE: f64 = 0.95;
@@ -85,7 +86,7 @@ fn verified_baseline(
     let key = match &options.baseline_pubkey {
         Some(key) => key.clone(),
         None => {
-            let beside = super::keys::public_key_path(&options.key);
+            let beside = crate::routes::public_key_path(&options.key);
             if !beside.exists() {
                 anyhow::bail!(
                     "{}: --baseline must verify, and no public key is beside --key; give the key it was signed with as --pubkey",
@@ -95,9 +96,9 @@ fn verified_baseline(
             beside.display().to_string()
         }
     };
-    let public = super::keys::load_public(&key)?;
-    let (bytes, signature) = super::verify::read_signed(path, " (--baseline)")?;
-    let verified = super::verify::check_signed(&bytes, &signature, &public).map_err(|error| {
+    let public = crate::routes::load_public(&key)?;
+    let (bytes, signature) = crate::routes::read_signed(path, " (--baseline)")?;
+    let verified = crate::routes::check_signed(&bytes, &signature, &public).map_err(|error| {
         anyhow::anyhow!(
             "{}: {error} (--baseline must be a config signed with {key})",
             path.display()

@@ -20,7 +20,7 @@
 
 use std::fmt::Write;
 
-use super::config::RouteConfig;
+use crate::routes::RouteConfig;
 
 pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> String {
     let table = &config.table;

@@ -9,72 +9,9 @@ use tabled::settings::{Alignment, Style};
 
 use crate::markdown::{code, text};
 
-use super::report::{CandidateReport, GateReport, SliceRegression};
-use crate::schema::Metrics;
+use crate::schema::gate_report::{escalated_cell, optional_cell};
+use crate::schema::{CandidateReport, GateReport, SliceRegression, comparison_rows};
 use crate::stats::PairedVerdict;
-
-fn optional(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
-    value.map_or_else(|| "-".to_owned(), format)
-}
-
-/// The share escalated past the first tier, and with more than two tiers
-/// each tier's share: `60.3% (39.7 / 55.6 / 4.7)`.
-fn escalated(m: &Metrics) -> String {
-    let rate = format!("{:.1}%", m.escalation_rate * 100.0);
-    match &m.served {
-        Some(served) => {
-            let shares: Vec<String> = served
-                .iter()
-                .map(|share| format!("{:.1}", share * 100.0))
-                .collect();
-            format!("{rate} ({})", shares.join(" / "))
-        }
-        None => rate,
-    }
-}
-
-/// The rows every rendering shares: a label and one cell per candidate.
-pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
-    let metric = |label: &str, cell: &dyn Fn(&Metrics) -> String| -> (String, Vec<String>) {
-        (
-            label.to_owned(),
-            report
-                .candidates
-                .iter()
-                .map(|candidate| cell(&candidate.overall))
-                .collect(),
-        )
-    };
-    let each = |label: &str, cell: &dyn Fn(&CandidateReport) -> String| -> (String, Vec<String>) {
-        (
-            label.to_owned(),
-            report.candidates.iter().map(cell).collect(),
-        )
-    };
-    vec![
-        each("policy", &|candidate| candidate.policy.clone()),
-        each("verdict", &|candidate| {
-            if report.chosen.as_deref() == Some(candidate.file.as_str()) {
-                "chosen".to_owned()
-            } else if candidate.passed {
-                "passed".to_owned()
-            } else {
-                format!("rejected ({})", candidate.failures.len())
-            }
-        }),
-        metric("quality", &|m| format!("{:.4}", m.quality)),
-        metric("lower bound", &|m| {
-            optional(m.quality_lower_bound, |v| format!("{v:.4}"))
-        }),
-        metric("$/1k req", &|m| format!("{:.4}", m.mean_cost * 1000.0)),
-        metric("p50 ms", &|m| optional(m.p50_ms, |v| format!("{v:.0}"))),
-        metric("p95 ms", &|m| optional(m.p95_ms, |v| format!("{v:.0}"))),
-        metric("escalated", &escalated),
-        metric("false accepts", &|m| {
-            optional(m.false_accept_rate, |v| format!("{:.1}%", v * 100.0))
-        }),
-    ]
-}
 
 /// The cells of one slice's paired comparison with the deployed config:
 /// slice, rows, right only before, right only now, difference [interval],
@@ -252,7 +189,7 @@ pub fn terminal(report: &GateReport) -> String {
 }
 
 pub fn markdown(report: &GateReport) -> String {
-    let mut out = format!("{}\n", super::report::GATE_MARKDOWN_HEADER);
+    let mut out = format!("{}\n", crate::schema::GATE_MARKDOWN_HEADER);
     let _ = write!(out, "Target quality **{}**", report.target);
     if let Some(confidence) = report.confidence {
         let _ = write!(out, " at confidence {confidence}");
@@ -347,10 +284,10 @@ pub fn markdown(report: &GateReport) -> String {
                 text(&m.slice),
                 m.n,
                 m.quality,
-                optional(m.quality_lower_bound, |v| format!("{v:.4}")),
+                optional_cell(m.quality_lower_bound, |v| format!("{v:.4}")),
                 m.mean_cost * 1000.0,
-                optional(m.p95_ms, |v| format!("{v:.0}")),
-                escalated(m)
+                optional_cell(m.p95_ms, |v| format!("{v:.0}")),
+                escalated_cell(m)
             );
         }
     }

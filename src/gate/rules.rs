@@ -3,36 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::routes::{Constraint, ResolvedTable, RouteTier};
 
-use super::evaluate::Evaluation;
-use super::report::SliceRegression;
-use crate::policy::to_usd;
-use crate::stats::{
-    Paired, PairedVerdict, binomial_cdf, mean_difference_interval, worse_by_more_than,
-};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rule {
-    Constraint,
-    Unevaluated,
-    Capacity,
-    MissingThreshold,
-    BelowTarget,
-    Regression,
-    VersionMismatch,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Failure {
-    pub rule: Rule,
-    pub slice: Option<String>,
-    pub message: String,
-}
+use crate::policy::Evaluation;
+use crate::schema::{Failure, Rule, SliceRegression};
+use crate::stats::{PairedVerdict, binomial_cdf};
 
 /// What the rules need besides the candidate.
 #[derive(Debug)]
@@ -294,52 +269,6 @@ fn holm(evaluation: &Evaluation, target: f64, delta: f64) -> Vec<(f64, f64, bool
         .zip(&p_values)
         .map(|((level, certified), &p_value)| (p_value, level, certified))
         .collect()
-}
-
-/// Per slice, the candidate against the deployed config on the same rows:
-/// the paired test of "worse by more than `margin`" at level `delta`, and
-/// the paired cost difference.
-pub fn regressions(
-    evaluation: &Evaluation,
-    baseline: &Evaluation,
-    margin: f64,
-    delta: f64,
-) -> Vec<SliceRegression> {
-    let mut found = Vec::new();
-    for (metrics, outcomes) in evaluation.slices.iter().zip(&evaluation.outcomes) {
-        let Some(position) = baseline
-            .slices
-            .iter()
-            .position(|before| before.slice == metrics.slice)
-        else {
-            continue;
-        };
-        let before = &baseline.outcomes[position];
-        let mut paired = Paired::default();
-        let mut cost_differences = Vec::with_capacity(outcomes.len());
-        for (&(now_ok, now_cost), &(before_ok, before_cost)) in outcomes.iter().zip(before) {
-            paired.add(before_ok, now_ok);
-            cost_differences.push(to_usd(i128::from(now_cost) - i128::from(before_cost)));
-        }
-        let test = worse_by_more_than(paired, margin, delta);
-        let (cost_difference, cost_interval) =
-            mean_difference_interval(&cost_differences, delta).unwrap_or((0.0, (0.0, 0.0)));
-        found.push(SliceRegression {
-            slice: metrics.slice.clone(),
-            n: paired.n,
-            baseline_only: paired.baseline_only,
-            candidate_only: paired.candidate_only,
-            difference: test.difference,
-            difference_interval: [test.interval.0, test.interval.1],
-            p_value: test.p_value,
-            boundary_share: test.boundary_share,
-            power: test.power,
-            verdict: test.verdict,
-            cost_difference,
-            cost_difference_interval: [cost_interval.0, cost_interval.1],
-        });
-    }
-    found
 }
 
 /// Without recorded versions, a tier's rows measure the policy's route of

@@ -4,19 +4,24 @@
 //! whether the served answer was acceptable, whether a cascade's verifier
 //! accepted a wrong answer, and when the first token arrived; the integer
 //! counts of many rows and the rates rendered from them; and the threshold
-//! sweep over a slice. `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
+//! sweep over a slice; and what a whole route table does to graded rows
+//! ([`evaluate`]), and how it compares with the deployed one on the same rows
+//! ([`regressions`]). `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
 //! and `report` all call it; none keeps its own copy.
 
 mod money;
+mod regression;
 mod row;
 mod search;
 mod serve;
 mod sweep;
+mod table;
 mod tally;
 mod tiers;
 
 pub use crate::schema::{Policy, escalates};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
+pub use regression::regressions;
 pub use row::GradedRow;
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use serve::{
@@ -24,6 +29,7 @@ pub use serve::{
     serve_priced,
 };
 pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals, thin};
+pub use table::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 pub use tally::{Counts, Tally};
 pub use tiers::{
     TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_tier,

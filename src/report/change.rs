@@ -5,12 +5,12 @@
 
 use anyhow::Context;
 
-use crate::gate::{
-    Evaluation, RouteConfig, SliceRegression, TieredRows, evaluate, regressions, scores_of,
-};
+use crate::policy::{Evaluation, TieredRows, evaluate, regressions, scores_of};
+use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds, TierThresholds};
 use crate::schema::GradedTable;
 use crate::schema::Metrics;
+use crate::schema::SliceRegression;
 use crate::schema::{CalibrationDocument, Policy, Threshold};
 use crate::stats::PairedVerdict;
 

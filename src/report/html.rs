@@ -4,10 +4,10 @@
 use std::fmt::Write;
 
 use crate::drift::DriftDocument;
-use crate::gate::{GateReport, comparison_rows};
 use crate::policy::{Curve, Totals, thin};
 use crate::replay::ReplayDocument;
 use crate::schema::{CalibrationDocument, Policy, SliceCalibration};
+use crate::schema::{GateReport, comparison_rows};
 use crate::stats::PairedVerdict;
 
 use super::PAGE_START;

@@ -4,15 +4,33 @@
 //! the first token, and per-slice constraints. [`RouteTable::resolve`] turns
 //! a candidate into a [`ResolvedTable`] with concrete per-slice thresholds:
 //! the form the gate evaluates and the signed route config carries.
+//!
+//! The signed route config ([`RouteConfig`]) is the gate's output and what a
+//! deploy trusts: its minisign signatures ([`sign`], [`verify_signature`],
+//! `routeval keygen`) and the checks `routeval verify` makes before anything
+//! serves it ([`verify_config`]).
 
+mod config;
 mod error;
 mod pin;
 mod policy;
+mod signature;
 mod table;
+mod verify;
 
+pub use config::{
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
+};
 pub use error::RouteError;
 pub use pin::floating_alias;
 pub use policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
+pub use signature::{
+    SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,
+    verify as verify_signature,
+};
 pub use table::{
     Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteTable, RouteTier, Tier,
+};
+pub use verify::{
+    Verified, VerifyError, check as check_config, check_signed, read_signed, verify_config,
 };

@@ -12,6 +12,7 @@
 pub mod calibration;
 mod error;
 mod format;
+pub mod gate_report;
 pub mod graded;
 mod ids;
 mod lines;
@@ -31,6 +32,11 @@ pub use calibration::{
 };
 pub use error::ReadError;
 pub use format::Format;
+pub use gate_report::{
+    BaselineRef, CandidateReport, Emitted, Failure, GATE_MARKDOWN_HEADER, GATE_MARKDOWN_OUTPUT,
+    GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rule, SliceRegression,
+    comparison_rows,
+};
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,
 };

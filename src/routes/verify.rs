@@ -10,7 +10,7 @@ use minisign::PublicKey;
 use crate::clock::{Clock, format_rfc3339, parse_rfc3339};
 
 use super::config::{RouteConfig, signature_path};
-use super::keys::{SignatureError, verify as verify_signature};
+use super::signature::{SignatureError, verify as verify_signature};
 use crate::digest::sha256_hex;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,10 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::schema::InputFile;
+use super::InputFile;
 
-use super::rules::Failure;
-use crate::schema::Metrics;
+use super::Metrics;
 use crate::stats::PairedVerdict;
 
 /// Version 3 added `served` to the metrics of candidates over more than two
@@ -36,6 +35,26 @@ pub const GATE_MARKDOWN_OUTPUT: crate::atomic::OutputKind = crate::atomic::Outpu
     "a gate report",
     crate::atomic::Replaces::Prefix(GATE_MARKDOWN_HEADER.as_bytes()),
 );
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Constraint,
+    Unevaluated,
+    Capacity,
+    MissingThreshold,
+    BelowTarget,
+    Regression,
+    VersionMismatch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    pub rule: Rule,
+    pub slice: Option<String>,
+    pub message: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,4 +138,71 @@ pub struct Emitted {
     pub litellm: String,
     pub version: u64,
     pub sha256: String,
+}
+
+pub fn optional_cell(value: Option<f64>, format: impl Fn(f64) -> String) -> String {
+    value.map_or_else(|| "-".to_owned(), format)
+}
+
+/// The share escalated past the first tier, and with more than two tiers
+/// each tier's share: `60.3% (39.7 / 55.6 / 4.7)`.
+pub fn escalated_cell(m: &Metrics) -> String {
+    let rate = format!("{:.1}%", m.escalation_rate * 100.0);
+    match &m.served {
+        Some(served) => {
+            let shares: Vec<String> = served
+                .iter()
+                .map(|share| format!("{:.1}", share * 100.0))
+                .collect();
+            format!("{rate} ({})", shares.join(" / "))
+        }
+        None => rate,
+    }
+}
+
+/// The rows every rendering shares: a label and one cell per candidate.
+pub fn comparison_rows(report: &GateReport) -> Vec<(String, Vec<String>)> {
+    let metric = |label: &str, cell: &dyn Fn(&Metrics) -> String| -> (String, Vec<String>) {
+        (
+            label.to_owned(),
+            report
+                .candidates
+                .iter()
+                .map(|candidate| cell(&candidate.overall))
+                .collect(),
+        )
+    };
+    let each = |label: &str, cell: &dyn Fn(&CandidateReport) -> String| -> (String, Vec<String>) {
+        (
+            label.to_owned(),
+            report.candidates.iter().map(cell).collect(),
+        )
+    };
+    vec![
+        each("policy", &|candidate| candidate.policy.clone()),
+        each("verdict", &|candidate| {
+            if report.chosen.as_deref() == Some(candidate.file.as_str()) {
+                "chosen".to_owned()
+            } else if candidate.passed {
+                "passed".to_owned()
+            } else {
+                format!("rejected ({})", candidate.failures.len())
+            }
+        }),
+        metric("quality", &|m| format!("{:.4}", m.quality)),
+        metric("lower bound", &|m| {
+            optional_cell(m.quality_lower_bound, |v| format!("{v:.4}"))
+        }),
+        metric("$/1k req", &|m| format!("{:.4}", m.mean_cost * 1000.0)),
+        metric("p50 ms", &|m| {
+            optional_cell(m.p50_ms, |v| format!("{v:.0}"))
+        }),
+        metric("p95 ms", &|m| {
+            optional_cell(m.p95_ms, |v| format!("{v:.0}"))
+        }),
+        metric("escalated", &escalated_cell),
+        metric("false accepts", &|m| {
+            optional_cell(m.false_accept_rate, |v| format!("{:.1}%", v * 100.0))
+        }),
+    ]
 }
