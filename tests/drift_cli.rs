@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use routeval::drift::{DriftDocument, Verdict};
+use routeval::schema::{DriftDocument, Verdict};
 
 use crate::common::{example_results, keys, routeval};
 use crate::gate_cli::{Workspace, example_routes};

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use routeval::drift::{RecordsDriftDocument, Verdict};
 use routeval::replay::fallback::FallbackDocument;
+use routeval::schema::{RecordsDriftDocument, Verdict};
 use routeval::sim::{FaultProfile, SimSettings};
 
 use crate::common::{example_results, routeval};

@@ -640,7 +640,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
             .arg(results)
             .output()
             .unwrap();
-        let document: routeval::drift::DriftDocument = serde_json::from_slice(&output.stdout)
+        let document: routeval::schema::DriftDocument = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
         (output.status.code(), document)
     };
@@ -649,7 +649,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
     let slice = &same.slices[0];
     assert_eq!(
         slice.verdict,
-        routeval::drift::Verdict::Ok,
+        routeval::schema::Verdict::Ok,
         "{:?}",
         slice.reasons
     );
@@ -674,7 +674,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
     assert_eq!(code, Some(1));
     assert_eq!(
         shifted.slices[0].verdict,
-        routeval::drift::Verdict::Recalibrate,
+        routeval::schema::Verdict::Recalibrate,
         "{:?}",
         shifted.slices[0].reasons
     );
@@ -950,7 +950,7 @@ fn drift_from_records_tests_a_three_tier_configs_escalation() {
             .arg(records)
             .output()
             .unwrap();
-        let document: routeval::drift::RecordsDriftDocument =
+        let document: routeval::schema::RecordsDriftDocument =
             serde_json::from_slice(&output.stdout)
                 .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
         (output.status.code(), document)
@@ -970,7 +970,7 @@ fn drift_from_records_tests_a_three_tier_configs_escalation() {
         measured.escalation_p_value.is_some_and(|p| p < 0.01),
         "{measured:?}"
     );
-    assert_eq!(measured.verdict, routeval::drift::Verdict::Recalibrate);
+    assert_eq!(measured.verdict, routeval::schema::Verdict::Recalibrate);
     assert_eq!(code, Some(1));
     // Scores and no reasons: the decision is read from the first threshold.
     let threshold = measured.threshold.unwrap().0;

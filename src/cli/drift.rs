@@ -4,11 +4,12 @@ use anyhow::{Context, bail};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::drift::{
-    DRIFT_OUTPUT, DriftOptions, RECORDS_DRIFT_OUTPUT, RecordsDriftOptions, RecordsInput, Verdict,
-    drift, drift_records, markdown, render_records, terminal,
+    DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records, markdown,
+    render_records, terminal,
 };
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
+use crate::schema::{DRIFT_OUTPUT, RECORDS_DRIFT_OUTPUT, Verdict};
 
 use super::args::DriftArgs;
 use super::print::print;

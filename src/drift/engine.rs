@@ -16,11 +16,11 @@ use crate::schema::Threshold;
 use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
 
-use super::document::{
+use crate::schema::{
     ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };
-use super::statistics::{ks_two_sample, psi_test, two_proportion_z};
 use crate::stats::alarms;
+use crate::stats::{ks_two_sample, psi_test, two_proportion_z};
 
 #[derive(Debug, Clone)]
 pub struct DriftOptions {

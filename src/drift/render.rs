@@ -9,7 +9,7 @@ use tabled::settings::{Alignment, Style};
 
 use crate::markdown::{code, text};
 
-use super::document::{DriftDocument, SliceDrift};
+use crate::schema::{DriftDocument, SliceDrift};
 
 fn cells(slice: &SliceDrift) -> Vec<String> {
     let percent = |value: f64| format!("{:.1}%", value * 100.0);

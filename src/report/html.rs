@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::drift::DriftDocument;
 use crate::policy::{Curve, Totals, thin};
 use crate::replay::ReplayDocument;
+use crate::schema::DriftDocument;
 use crate::schema::{CalibrationDocument, Policy, SliceCalibration};
 use crate::schema::{GateReport, comparison_rows};
 use crate::stats::PairedVerdict;

@@ -149,7 +149,7 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         let flagged: Vec<String> = drift
             .slices
             .iter()
-            .filter(|slice| slice.verdict != crate::drift::Verdict::Ok)
+            .filter(|slice| slice.verdict != crate::schema::Verdict::Ok)
             .map(|slice| format!("{} ({})", code(&slice.slice), slice.verdict.name()))
             .collect();
         let _ = writeln!(

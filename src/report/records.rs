@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 
 use super::html::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
-use crate::drift::RecordsDriftDocument;
 use crate::markdown::{code, text};
 use crate::replay::fallback::FallbackDocument;
 use crate::replay::hedge::HedgeDocument;
+use crate::schema::RecordsDriftDocument;
 
 const PALETTE: [&str; 6] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
@@ -49,7 +49,7 @@ fn drift_section(out: &mut String, drift: &RecordsDriftDocument) {
     let per_route =
         |title: &str,
          y_label: &str,
-         value: &dyn Fn(&crate::drift::RecordsRouteDrift, usize) -> Option<f64>| Chart {
+         value: &dyn Fn(&crate::schema::RecordsRouteDrift, usize) -> Option<f64>| Chart {
             title: title.to_owned(),
             x_label: "hours into the records".to_owned(),
             y_label: y_label.to_owned(),

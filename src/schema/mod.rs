@@ -10,6 +10,8 @@
 //! test holds the two together.
 
 pub mod calibration;
+pub mod drift;
+pub mod drift_records;
 mod error;
 mod format;
 pub mod gate_report;
@@ -29,6 +31,13 @@ pub use calibration::{
     CalibrationDocument, FrontierPoint, GLOBAL_SLICE, Guarantee, Holdout, HoldoutResult,
     HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold, TieredChoice,
     TieredPoint, audit_rows,
+};
+pub use drift::{
+    ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
+};
+pub use drift_records::{
+    BinnedShift, RECORDS_DRIFT_OUTPUT, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument,
+    RecordsRouteDrift, RecordsSliceDrift, RouteWindow, SliceWindow,
 };
 pub use error::ReadError;
 pub use format::Format;

@@ -9,6 +9,7 @@ mod paired_score;
 mod percentile;
 mod ppi;
 pub mod random;
+mod shift;
 
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
@@ -22,3 +23,7 @@ pub use paired::{
 pub use percentile::{nearest_rank, percentile};
 pub use ppi::Corrected;
 pub use random::Random;
+pub use shift::{
+    PsiTest, homogeneity_p_value, kolmogorov_tail, ks_two_sample, psi, psi_null, psi_of_bins,
+    psi_test, two_proportion_z, wilson,
+};

@@ -1,43 +1,19 @@
-//! `routeval drift --records`: the deployed config watched from the
-//! gateway's request records alone, no labels. Per slice: the escalation
-//! rate now against the gate's at calibration (z-test and interval) and the
-//! score distribution against the calibration rows (PSI, KS); per route:
-//! fallbacks by reason, TTFT p50/p95, cost per request, and the share
-//! answered by a model other than the pinned one; each also per time window,
-//! so a brown-out shows as a window rather than an average.
-//!
-//! Records stream through one fold whose memory grows with slices, routes,
-//! windows and histogram bins, never with rows: scores in bins of 0.01, first
-//! tokens in bins of 1% (`floor(ln(ms) / ln(1.01))`). The same fold reads a
-//! table pre-aggregated by those keys in the warehouse (docs/records-sql.md),
-//! so billions of rows never leave it.
+//! The one fold over request records (or warehouse aggregates) and the
+//! verdicts drawn from it, per slice and per route.
 
 mod tally;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use super::document::{ConfigRef, Verdict};
-use super::statistics::{psi_of_bins, two_proportion_z};
 use crate::records::{FieldNames, fold_record_chunks};
 use crate::routes::RouteConfig;
-use crate::schema::{InputFile, Threshold};
-use crate::schema::{RowLocation, read_graded};
-use crate::stats::{alarms, nearest_rank};
+use crate::schema::{
+    BinnedShift, InputFile, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument, RecordsRouteDrift,
+    RecordsSliceDrift, RouteWindow, RowLocation, SliceWindow, Threshold, Verdict, read_graded,
+};
+use crate::stats::{alarms, kolmogorov_tail, nearest_rank, psi_of_bins, two_proportion_z, wilson};
 use tally::{Tally, TallyContext};
-
-pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 3;
-
-/// What `drift --records` and `--aggregates` write with `--out`.
-pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
-    "a drift document of request records",
-    crate::atomic::Replaces::Document {
-        keys: &["schema_version", "routeval_version", "config", "records"],
-        kind: Some("records"),
-    },
-);
 
 /// A significant score shift whose PSI, less its null, reaches this is a
 /// major one.
@@ -292,143 +268,6 @@ impl Fold {
             }
         }
     }
-}
-
-/// The score distribution now against the calibration rows'.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BinnedShift {
-    pub psi: f64,
-    /// What PSI averages at these sizes when nothing changed; version 3 on.
-    #[serde(default)]
-    pub psi_null: f64,
-    /// Pearson's χ² test of the same bins; version 3 on.
-    #[serde(default = "super::document::one")]
-    pub psi_p_value: f64,
-    pub ks_statistic: f64,
-    pub ks_p_value: f64,
-    pub calibration_rows: u64,
-    pub scored_requests: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SliceWindow {
-    /// Milliseconds since 1970 of the window's start.
-    pub start_ms: i64,
-    pub requests: u64,
-    pub escalation_rate: Option<f64>,
-    pub escalation_p_value: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecordsSliceDrift {
-    pub slice: String,
-    pub requests: u64,
-    pub verdict: Verdict,
-    pub reasons: Vec<String>,
-    pub threshold: Option<Threshold>,
-    /// Requests whose routing decision is known (a reason, or a score).
-    pub decided: u64,
-    pub escalation_rate: Option<f64>,
-    /// 95% Wilson interval of the escalation rate now.
-    pub escalation_interval: Option<[f64; 2]>,
-    pub escalation_rate_at_calibration: Option<f64>,
-    pub calibration_n: Option<u64>,
-    pub escalation_p_value: Option<f64>,
-    pub score_shift: Option<BinnedShift>,
-    pub windows: Vec<SliceWindow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RouteWindow {
-    pub start_ms: i64,
-    pub requests: u64,
-    pub fallback_share: f64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p95_ms: Option<f64>,
-    pub other_version_share: Option<f64>,
-    pub cost_per_request_usd: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecordsRouteDrift {
-    pub route: String,
-    pub requests: u64,
-    pub verdict: Verdict,
-    pub reasons: Vec<String>,
-    /// The model version the signed config pins; `None` for a route it
-    /// does not have.
-    pub pinned_model: Option<String>,
-    pub other_version_share: Option<f64>,
-    pub fallback_share: f64,
-    pub fallbacks_by_reason: BTreeMap<String, u64>,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p95_ms: Option<f64>,
-    pub cost_per_request_usd: Option<f64>,
-    pub windows: Vec<RouteWindow>,
-}
-
-/// `drift --records --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecordsDriftDocument {
-    /// 2 adds `records_left_out`, 3 `tests` and the score shift's null and
-    /// test; older versions read without them.
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 3>")]
-    pub schema_version: u32,
-    pub kind: String,
-    pub routeval_version: String,
-    pub config: ConfigRef,
-    /// The records, or the pre-aggregated table.
-    pub records: InputFile,
-    pub aggregated: bool,
-    /// Records (or aggregated requests) of other logical models, which the
-    /// deployed config does not route, by logical model: counted, not read.
-    #[serde(default)]
-    pub records_left_out: BTreeMap<String, u64>,
-    pub baseline_results: Option<InputFile>,
-    pub window_ms: i64,
-    pub first_ms: Option<i64>,
-    pub last_ms: Option<i64>,
-    pub verdict: Verdict,
-    /// How many tests the run's false-alarm control spans (each slice's
-    /// escalation and score tests, and every window's escalation test).
-    #[serde(default)]
-    pub tests: u64,
-    pub slices: Vec<RecordsSliceDrift>,
-    pub routes: Vec<RecordsRouteDrift>,
-}
-
-fn wilson(successes: u64, n: u64) -> Option<[f64; 2]> {
-    if n == 0 {
-        return None;
-    }
-    let z = 1.959_963_984_540_054_f64;
-    let (n, p) = (n as f64, successes as f64 / n as f64);
-    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
-    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    Some([(centre - half).max(0.0), (centre + half).min(1.0)])
-}
-
-/// The Kolmogorov distribution's upper tail, P(K > λ).
-fn kolmogorov_tail(lambda: f64) -> f64 {
-    if lambda < 0.2 {
-        return 1.0;
-    }
-    let mut sum = 0.0;
-    for k in 1..=100 {
-        let k = f64::from(k);
-        let term = 2.0 * (-1f64).powf(k - 1.0) * (-2.0 * k * k * lambda * lambda).exp();
-        sum += term;
-        if term.abs() < 1e-12 {
-            break;
-        }
-    }
-    sum.clamp(0.0, 1.0)
 }
 
 /// PSI over the calibration's deciles and KS over the bins, both from
@@ -732,7 +571,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     if options.window_ms <= 0 {
         anyhow::bail!("--window must be positive");
     }
-    let (config, config_ref) = super::engine::load_config(&options.config)?;
+    let (config, config_ref) = crate::drift::engine::load_config(&options.config)?;
     let pins: HashMap<String, String> = config
         .table
         .routes
@@ -1036,156 +875,6 @@ enum Test {
     Ks,
     /// The escalation test of the slice's window at this position.
     Window(usize),
-}
-
-impl RecordsDriftDocument {
-    /// The slices as a table's header and rows.
-    pub fn slice_table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
-        let header = vec![
-            "slice",
-            "requests",
-            "escalated now",
-            "at calibration",
-            "p",
-            "score PSI",
-            "verdict",
-            "why",
-        ];
-        let rows = self
-            .slices
-            .iter()
-            .map(|slice| {
-                vec![
-                    slice.slice.clone(),
-                    slice.requests.to_string(),
-                    percent(slice.escalation_rate),
-                    percent(slice.escalation_rate_at_calibration),
-                    slice
-                        .escalation_p_value
-                        .map_or_else(|| "-".to_owned(), |p| format!("{p:.2e}")),
-                    slice
-                        .score_shift
-                        .as_ref()
-                        .map_or_else(|| "-".to_owned(), |shift| format!("{:.3}", shift.psi)),
-                    slice.verdict.name().to_owned(),
-                    slice.reasons.join("; "),
-                ]
-            })
-            .collect();
-        (header, rows)
-    }
-
-    /// The routes as a table's header and rows.
-    pub fn route_table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
-        let header = vec![
-            "route",
-            "requests",
-            "fell back",
-            "TTFT p50 ms",
-            "p95",
-            "other version",
-            "$/request",
-            "verdict",
-            "why",
-        ];
-        let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
-        let rows = self
-            .routes
-            .iter()
-            .map(|route| {
-                vec![
-                    route.route.clone(),
-                    route.requests.to_string(),
-                    percent(Some(route.fallback_share)),
-                    ms(route.ttft_p50_ms),
-                    ms(route.ttft_p95_ms),
-                    percent(route.other_version_share),
-                    route
-                        .cost_per_request_usd
-                        .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.5}")),
-                    route.verdict.name().to_owned(),
-                    route.reasons.join("; "),
-                ]
-            })
-            .collect();
-        (header, rows)
-    }
-}
-
-fn percent(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| format!("{:.1}%", v * 100.0))
-}
-
-/// The document on the terminal (or as Markdown: the same tables).
-/// A window's length as `--window` would say it: whole seconds where it is
-/// whole seconds, else milliseconds (a 500 ms window is not "0 s").
-fn window_length(window_ms: i64) -> String {
-    if window_ms % 1000 == 0 {
-        format!("{} s", window_ms / 1000)
-    } else {
-        format!("{window_ms} ms")
-    }
-}
-
-pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
-    let render = |(header, rows): (Vec<&str>, Vec<Vec<String>>)| {
-        let rows: Vec<Vec<String>> =
-            std::iter::once(header.iter().map(|cell| (*cell).to_owned()).collect())
-                .chain(rows)
-                .collect();
-        if markdown {
-            let mut out = String::new();
-            for (index, row) in rows.iter().enumerate() {
-                let cells: Vec<String> =
-                    row.iter().map(|cell| crate::markdown::text(cell)).collect();
-                out.push_str(&format!("| {} |\n", cells.join(" | ")));
-                if index == 0 {
-                    out.push_str(&format!("|{}\n", "---|".repeat(row.len())));
-                }
-            }
-            out
-        } else {
-            let mut rows = rows.into_iter();
-            let header = rows.next().expect("a header row");
-            crate::terminal::table(header, rows) + "\n"
-        }
-    };
-    let mut out = String::new();
-    if markdown {
-        out.push_str(&format!(
-            "## Drift from request records: {}\n\n",
-            document.verdict.name()
-        ));
-    }
-    out.push_str(&format!(
-        "{}: {} records of {} v{}, windows of {}\n\n",
-        document.records.path,
-        document.records.rows,
-        document.config.config_id,
-        document.config.version,
-        window_length(document.window_ms)
-    ));
-    if !document.records_left_out.is_empty() {
-        let of: Vec<String> = document
-            .records_left_out
-            .iter()
-            .map(|(name, count)| format!("{name} ({count})"))
-            .collect();
-        let of = of.join(", ");
-        out.push_str(&format!(
-            "left out, of other logical models: {}\n\n",
-            if markdown {
-                crate::markdown::text(&of)
-            } else {
-                of
-            }
-        ));
-    }
-    out.push_str(&render(document.slice_table()));
-    out.push('\n');
-    out.push_str(&render(document.route_table()));
-    out.push_str(&format!("verdict: {}\n", document.verdict.name()));
-    out
 }
 
 #[cfg(test)]

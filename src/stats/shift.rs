@@ -1,6 +1,7 @@
-//! The drift statistics: a two-proportion z-test, the population stability
-//! index over a baseline's deciles judged against its own null, and the
-//! two-sample Kolmogorov–Smirnov test.
+//! Whether a rate or a distribution moved: a two-proportion z-test and the
+//! Wilson interval, the population stability index over a baseline's deciles
+//! judged against its own null, and the two-sample Kolmogorov–Smirnov test
+//! with the Kolmogorov distribution's tail.
 
 use statrs::distribution::{ContinuousCDF, Normal};
 use statrs::stats_tests::NaNPolicy;
@@ -149,6 +150,35 @@ pub fn ks_two_sample(baseline: &[f64], fresh: &[f64]) -> Option<(f64, f64)> {
         return Some((statistic, 1.0));
     }
     test(KSTwoSampleAlternativeMethod::TwoSidedAsymptotic)
+}
+
+/// The Wilson score interval of a proportion at 95%.
+pub fn wilson(successes: u64, n: u64) -> Option<[f64; 2]> {
+    if n == 0 {
+        return None;
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (n, p) = (n as f64, successes as f64 / n as f64);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    Some([(centre - half).max(0.0), (centre + half).min(1.0)])
+}
+
+/// The Kolmogorov distribution's upper tail, P(K > λ).
+pub fn kolmogorov_tail(lambda: f64) -> f64 {
+    if lambda < 0.2 {
+        return 1.0;
+    }
+    let mut sum = 0.0;
+    for k in 1..=100 {
+        let k = f64::from(k);
+        let term = 2.0 * (-1f64).powf(k - 1.0) * (-2.0 * k * k * lambda * lambda).exp();
+        sum += term;
+        if term.abs() < 1e-12 {
+            break;
+        }
+    }
+    sum.clamp(0.0, 1.0)
 }
 
 #[cfg(test)]

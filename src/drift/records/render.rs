@@ -1,0 +1,75 @@
+//! The records drift document on the terminal, or as Markdown: the same
+//! tables.
+
+use crate::schema::RecordsDriftDocument;
+
+/// A window's length as `--window` would say it: whole seconds where it is
+/// whole seconds, else milliseconds (a 500 ms window is not "0 s").
+fn window_length(window_ms: i64) -> String {
+    if window_ms % 1000 == 0 {
+        format!("{} s", window_ms / 1000)
+    } else {
+        format!("{window_ms} ms")
+    }
+}
+
+pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
+    let render = |(header, rows): (Vec<&str>, Vec<Vec<String>>)| {
+        let rows: Vec<Vec<String>> =
+            std::iter::once(header.iter().map(|cell| (*cell).to_owned()).collect())
+                .chain(rows)
+                .collect();
+        if markdown {
+            let mut out = String::new();
+            for (index, row) in rows.iter().enumerate() {
+                let cells: Vec<String> =
+                    row.iter().map(|cell| crate::markdown::text(cell)).collect();
+                out.push_str(&format!("| {} |\n", cells.join(" | ")));
+                if index == 0 {
+                    out.push_str(&format!("|{}\n", "---|".repeat(row.len())));
+                }
+            }
+            out
+        } else {
+            let mut rows = rows.into_iter();
+            let header = rows.next().expect("a header row");
+            crate::terminal::table(header, rows) + "\n"
+        }
+    };
+    let mut out = String::new();
+    if markdown {
+        out.push_str(&format!(
+            "## Drift from request records: {}\n\n",
+            document.verdict.name()
+        ));
+    }
+    out.push_str(&format!(
+        "{}: {} records of {} v{}, windows of {}\n\n",
+        document.records.path,
+        document.records.rows,
+        document.config.config_id,
+        document.config.version,
+        window_length(document.window_ms)
+    ));
+    if !document.records_left_out.is_empty() {
+        let of: Vec<String> = document
+            .records_left_out
+            .iter()
+            .map(|(name, count)| format!("{name} ({count})"))
+            .collect();
+        let of = of.join(", ");
+        out.push_str(&format!(
+            "left out, of other logical models: {}\n\n",
+            if markdown {
+                crate::markdown::text(&of)
+            } else {
+                of
+            }
+        ));
+    }
+    out.push_str(&render(document.slice_table()));
+    out.push('\n');
+    out.push_str(&render(document.route_table()));
+    out.push_str(&format!("verdict: {}\n", document.verdict.name()));
+    out
+}
