@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use routeval::replay::fallback::FallbackDocument;
+use routeval::schema::FallbackDocument;
 use routeval::schema::{RecordsDriftDocument, Verdict};
 use routeval::sim::{FaultProfile, SimSettings};
 

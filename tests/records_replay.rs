@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use routeval::replay::fallback::FallbackDocument;
-use routeval::replay::hedge::HedgeDocument;
+use routeval::schema::FallbackDocument;
+use routeval::schema::HedgeDocument;
 
 use crate::common::{example_results, routeval};
 
@@ -755,7 +755,7 @@ fn the_breaker_search_keeps_within_the_retry_budget_and_the_fallbacks_rpm() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     match output.status.code() {
         Some(0) => {
-            let tight: routeval::replay::fallback::FallbackDocument =
+            let tight: routeval::schema::FallbackDocument =
                 serde_json::from_slice(&output.stdout).unwrap();
             let chosen = tight.calibration.unwrap().chosen.unwrap();
             assert!(chosen.extra_share <= budget, "{chosen:?}");

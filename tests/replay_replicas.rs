@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use routeval::replay::ReplayDocument;
+use routeval::schema::ReplayDocument;
 
 use crate::common::{Random, routeval};
 use crate::real_data::data_dir;
@@ -49,10 +49,7 @@ fn replay(trace: &Path, flags: &[&str]) -> ReplayDocument {
     serde_json::from_slice(&output.stdout).expect("a replay document of the pinned schema")
 }
 
-fn policy<'a>(
-    document: &'a ReplayDocument,
-    name: &str,
-) -> &'a routeval::replay::replicas::PolicyResult {
+fn policy<'a>(document: &'a ReplayDocument, name: &str) -> &'a routeval::schema::PolicyResult {
     document
         .policies
         .iter()

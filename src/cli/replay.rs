@@ -4,14 +4,15 @@ use anyhow::{Context, bail};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
-use crate::replay::fallback::{FALLBACK_OUTPUT, ROUTE_TABLE_OUTPUT};
-use crate::replay::hedge::HEDGE_OUTPUT;
+use crate::replay::fallback::ROUTE_TABLE_OUTPUT;
 use crate::replay::replicas::{PolicySpec, Pool};
 use crate::replay::{
-    Objective, REPLAY_OUTPUT, RunArrivals, Source, calibrate, render_calibration, render_policies,
-    replay,
+    Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
 };
 use crate::run::CallTier;
+use crate::schema::FALLBACK_OUTPUT;
+use crate::schema::HEDGE_OUTPUT;
+use crate::schema::REPLAY_OUTPUT;
 
 use super::args::{
     FallbackArgs, HedgeArgs, LearningArg, ObjectiveArg, ReplayCommand, ReplayTierArg, ReplicasArgs,
@@ -179,10 +180,10 @@ fn emit<T: serde::Serialize>(
 
 fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
     use crate::replay::fallback::{
-        BreakerBounds, FALLBACK_SCHEMA_VERSION, FallbackDocument, FallbackLatency, Learning,
-        calibrate_breaker, load_fallback_inputs, render_fallback, replay_fallback,
-        standard_policies,
+        BreakerBounds, FallbackLatency, calibrate_breaker, load_fallback_inputs, render_fallback,
+        replay_fallback, standard_policies,
     };
+    use crate::schema::{FALLBACK_SCHEMA_VERSION, FallbackDocument, Learning};
     let mut inputs = vec![Named::new(&args.records, "--records")];
     if let Some(routes) = &args.routes {
         inputs.push(Named::new(routes, "--routes"));
@@ -358,9 +359,8 @@ fn stage(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<crate::atomic::
 }
 
 fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
-    use crate::replay::hedge::{
-        HEDGE_SCHEMA_VERSION, HedgeDocument, load_hedge_requests, render_hedge, replay_hedge,
-    };
+    use crate::replay::hedge::{load_hedge_requests, render_hedge, replay_hedge};
+    use crate::schema::{HEDGE_SCHEMA_VERSION, HedgeDocument};
     let outputs: Vec<Output<'_>> = args
         .out
         .iter()

@@ -11,7 +11,6 @@ use crate::exit_codes::Outcome;
 use crate::markdown::{code, text};
 use crate::policy::scores_of;
 use crate::policy::{TieredRows, tiered_rows};
-use crate::replay::ReplayDocument;
 use crate::report::{
     Change, ChangeRows, REPORT_HTML_OUTPUT, REPORT_SUMMARY_OUTPUT, RecordsDocuments, ReportInputs,
     SUMMARY_MARKER, change, proposed_from_calibration, records_page, records_section,
@@ -20,6 +19,7 @@ use crate::report::{
 use crate::routes::ResolvedTable;
 use crate::routes::RouteConfig;
 use crate::schema::GateReport;
+use crate::schema::ReplayDocument;
 use crate::schema::{CalibrationDocument, Policy};
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 

@@ -14,7 +14,6 @@ pub mod trace;
 
 pub use from_run::RunArrivals;
 pub use replicas::{
-    Objective, PolicySpec, Pool, REPLAY_OUTPUT, ReplayDocument, Source, calibrate,
-    render_calibration, render_policies, replay,
+    Objective, PolicySpec, Pool, Source, calibrate, render_calibration, render_policies, replay,
 };
 pub use trace::{Request, TraceError, for_each_request};

@@ -6,23 +6,26 @@
 
 mod cache;
 mod calibrate;
-mod document;
 mod metrics;
 mod policy;
 mod pool;
 mod render;
 
+use crate::schema::PolicyResult;
+use crate::schema::PoolSummary;
+use crate::schema::QueueQuantiles;
+use crate::schema::REPLAY_SCHEMA_VERSION;
+use crate::schema::ReplayDocument;
+use crate::schema::TraceSummary;
+use crate::schema::TtftQuantiles;
+use crate::schema::Window;
 use std::ops::Range;
 use std::path::Path;
 
 pub use cache::{BlockCache, PrefixIndex};
 pub use calibrate::{Objective, calibrate};
-pub use document::{
-    Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, REPLAY_OUTPUT,
-    REPLAY_SCHEMA_VERSION, ReplayDocument, Scored, TraceSummary,
-};
+pub use metrics::Histogram;
 use metrics::WindowSums;
-pub use metrics::{Histogram, QueueQuantiles, TtftQuantiles, Window};
 pub use policy::{PolicyError, PolicySpec, Strategy};
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use crate::policy::{Curve, Totals, thin};
-use crate::replay::ReplayDocument;
 use crate::schema::DriftDocument;
+use crate::schema::ReplayDocument;
 use crate::schema::{CalibrationDocument, Policy, SliceCalibration};
 use crate::schema::{GateReport, comparison_rows};
 use crate::stats::PairedVerdict;

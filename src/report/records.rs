@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use super::html::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
 use crate::markdown::{code, text};
-use crate::replay::fallback::FallbackDocument;
-use crate::replay::hedge::HedgeDocument;
+use crate::schema::FallbackDocument;
+use crate::schema::HedgeDocument;
 use crate::schema::RecordsDriftDocument;
 
 const PALETTE: [&str; 6] = [

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::html::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
 use crate::markdown::{code, text};
-use crate::replay::ReplayDocument;
+use crate::schema::ReplayDocument;
 
 const PALETTE: [&str; 10] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

@@ -13,9 +13,11 @@ pub mod calibration;
 pub mod drift;
 pub mod drift_records;
 mod error;
+pub mod fallback;
 mod format;
 pub mod gate_report;
 pub mod graded;
+pub mod hedge;
 mod ids;
 mod lines;
 mod metrics;
@@ -23,6 +25,7 @@ pub mod policy;
 mod read;
 mod read_parquet;
 mod read_text;
+pub mod replay;
 mod tiered;
 mod write;
 
@@ -40,6 +43,10 @@ pub use drift_records::{
     RecordsRouteDrift, RecordsSliceDrift, RouteWindow, SliceWindow,
 };
 pub use error::ReadError;
+pub use fallback::{
+    BreakerCalibration, BreakerPoint, BreakerSettings, FALLBACK_OUTPUT, FALLBACK_SCHEMA_VERSION,
+    FallbackDocument, Learning, PolicyOutcome,
+};
 pub use format::Format;
 pub use gate_report::{
     BaselineRef, CandidateReport, Emitted, Failure, GATE_MARKDOWN_HEADER, GATE_MARKDOWN_OUTPUT,
@@ -49,6 +56,7 @@ pub use gate_report::{
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,
 };
+pub use hedge::{HEDGE_OUTPUT, HEDGE_SCHEMA_VERSION, HedgeDocument, HedgeRow};
 pub use ids::{DuplicateIds, id_hasher};
 pub use lines::{for_each_csv_record, for_each_line};
 pub use metrics::Metrics;
@@ -58,6 +66,10 @@ pub use read::{
     for_each_graded_batch_parallel, read_graded,
 };
 pub use read_text::UniqueKeys;
+pub use replay::{
+    Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, QueueQuantiles, REPLAY_OUTPUT,
+    REPLAY_SCHEMA_VERSION, ReplayDocument, Scored, TraceSummary, TtftQuantiles, Window,
+};
 pub use tiered::{
     TIERS_KEY, TieredColumns, Tiers, is_tier_name, tiered_columns, tiers_in_metadata,
 };

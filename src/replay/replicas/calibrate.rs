@@ -4,11 +4,11 @@
 //! chosen there, and it is checked on the later half it never saw against
 //! SGLang's defaults and every fixed policy.
 
-use super::document::{Calibration, Chosen, Grid, Headline, Scored};
 use super::metrics::ratio;
 use super::policy::{PolicySpec, SGLANG_ABS_GAP, SGLANG_CACHE_THRESHOLD, SGLANG_REL_GAP, Strategy};
 use super::pool::{Pool, Simulation};
 use super::{Lane, Source, run_lanes};
+use crate::schema::{Calibration, Chosen, Grid, Headline, Scored};
 
 pub const CACHE_THRESHOLDS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 pub const ABS_GAPS: [f64; 5] = [4.0, 8.0, 16.0, 32.0, 64.0];

@@ -2,7 +2,7 @@
 //! latencies in a fixed-size histogram, so memory does not grow with the
 //! trace.
 
-use serde::{Deserialize, Serialize};
+use crate::schema::Window;
 
 /// Latencies in buckets 1% wide (relative), from 0 to about 10^8 ms:
 /// quantiles within 0.5% of the exact order statistic, in a few kilobytes.
@@ -43,35 +43,6 @@ impl Histogram {
         }
         unreachable!("the ranks sum to the total")
     }
-}
-
-/// TTFT quantiles of one policy.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TtftQuantiles {
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-}
-
-/// Queueing quantiles of one policy.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueueQuantiles {
-    pub p50: f64,
-    pub p95: f64,
-}
-
-/// One window of the replay, by arrival time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Window {
-    pub start_s: f64,
-    pub requests: u64,
-    pub prompt_tokens: u64,
-    pub cached_tokens: u64,
-    pub hit_rate: f64,
-    pub mean_ttft_ms: f64,
 }
 
 /// Sums over a window before they are rendered.

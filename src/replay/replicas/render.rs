@@ -5,7 +5,7 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::document::{Calibration, ReplayDocument, Scored};
+use crate::schema::{Calibration, ReplayDocument, Scored};
 
 fn table(builder: Builder) -> String {
     let mut table = builder.build();

@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::metrics::{QueueQuantiles, TtftQuantiles, Window};
-
 pub const REPLAY_SCHEMA_VERSION: u32 = 1;
 
 /// What `replay replicas --out` writes.
@@ -151,4 +149,33 @@ pub struct Headline {
     pub hit_rate: f64,
     pub ttft_p95_ms: f64,
     pub herding_s: f64,
+}
+
+/// TTFT quantiles of one policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtftQuantiles {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// Queueing quantiles of one policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueQuantiles {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+/// One window of the replay, by arrival time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    pub start_s: f64,
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub hit_rate: f64,
+    pub mean_ttft_ms: f64,
 }
