@@ -30,7 +30,8 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         assert!(stdout.contains(stage), "{stage} missing from:\n{stdout}");
     }
     assert!(stdout.contains("verified "), "{stdout}");
-    let responses = routeval::run::read_all_responses(&out.join("run/responses.parquet")).unwrap();
+    let responses =
+        routeval::schema::read_all_responses(&out.join("run/responses.parquet")).unwrap();
     assert_eq!(
         responses.len(),
         1500,

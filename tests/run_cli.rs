@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use routeval::dataset::read_dataset;
-use routeval::run::{ResponseRow, read_all_responses};
+use routeval::schema::{ResponseRow, read_all_responses};
 use routeval::sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
 use crate::common::routeval;
@@ -198,7 +198,7 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
             None => {
                 assert_eq!(row.finish_reason.as_deref(), Some("stop"), "{row:?}");
                 assert!(row.error_message.is_none());
-                if row.tier == routeval::run::CallTier::VERIFIER {
+                if row.tier == routeval::schema::CallTier::VERIFIER {
                     // A broken stream never becomes an accepted answer.
                     routeval::grade::verdict_score(row.text.as_deref().unwrap(), None)
                         .unwrap_or_else(|problem| panic!("{problem}: {row:?}"));
@@ -597,7 +597,7 @@ fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused()
         let id = batch.id.value(index);
         let small = responses
             .iter()
-            .find(|row| row.id == id && row.tier == routeval::run::CallTier::SMALL)
+            .find(|row| row.id == id && row.tier == routeval::schema::CallTier::SMALL)
             .unwrap();
         let reference = (0..30)
             .map(|q| (format!("q{q:04}"), (q + q % 7).to_string()))
@@ -629,7 +629,7 @@ fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused()
     let mut rows = responses.clone();
     rows[4].id = "stranger".to_owned();
     let file = std::fs::File::create(out.join("responses.parquet")).unwrap();
-    let mut writer = routeval::run::ResponsesWriter::new(file).unwrap();
+    let mut writer = routeval::schema::ResponsesWriter::new(file).unwrap();
     writer.write(&rows).unwrap();
     writer.close().unwrap();
     let stray = directory.path().join("stray.parquet");
@@ -703,7 +703,7 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
     let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
     let distinct_answers: std::collections::HashSet<(&str, Option<&str>)> = responses
         .iter()
-        .filter(|row| row.tier != routeval::run::CallTier::VERIFIER)
+        .filter(|row| row.tier != routeval::schema::CallTier::VERIFIER)
         .map(|row| (row.id.as_str(), row.text.as_deref()))
         .collect();
     let calls = distinct_answers.len();
@@ -745,7 +745,7 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         let small = responses
             .iter()
             .find(|row| {
-                row.id == batch.id.value(index) && row.tier == routeval::run::CallTier::SMALL
+                row.id == batch.id.value(index) && row.tier == routeval::schema::CallTier::SMALL
             })
             .unwrap();
         let right = small.text.as_deref() == Some("Use the reset link we emailed you.");

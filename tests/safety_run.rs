@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
-use routeval::run::read_all_responses;
+use routeval::schema::read_all_responses;
 use routeval::sim::{FaultProfile, RunningSim, SimSettings};
 
 use crate::common::routeval;
@@ -351,7 +351,7 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
     let manifest = std::fs::read_to_string(&manifest_path).unwrap();
     let current = format!(
         "\"schema_version\": {}",
-        routeval::run::MANIFEST_SCHEMA_VERSION
+        routeval::schema::MANIFEST_SCHEMA_VERSION
     );
     assert!(manifest.contains(&current), "{manifest}");
     let mut version_one: serde_json::Value = serde_json::from_str(&manifest).unwrap();
@@ -610,7 +610,7 @@ fn a_kill_at_any_rename_of_the_final_compaction_loses_no_answer() {
                 .join(format!("part-0000000000000000-{index:06}.parquet")),
         )
         .unwrap();
-        let mut writer = routeval::run::ResponsesWriter::new(file).unwrap();
+        let mut writer = routeval::schema::ResponsesWriter::new(file).unwrap();
         writer.write(chunk).unwrap();
         writer.close().unwrap();
     }

@@ -179,7 +179,7 @@ fn sampled_prompts_run_and_grade_pairwise_with_both_orders() {
         },
     )
     .unwrap();
-    let responses = routeval::run::read_all_responses(&out.join("responses.parquet")).unwrap();
+    let responses = routeval::schema::read_all_responses(&out.join("responses.parquet")).unwrap();
     let reference = |id: &str| -> String {
         let index: usize = id
             .trim_start_matches("rec-")
@@ -204,15 +204,15 @@ fn sampled_prompts_run_and_grade_pairwise_with_both_orders() {
     let details = arrow::array::AsArray::as_string::<i32>(details.as_ref());
     for index in 0..batch.num_rows() {
         let id = batch.id.value(index);
-        let answer = |tier: routeval::run::CallTier| {
+        let answer = |tier: routeval::schema::CallTier| {
             responses
                 .iter()
                 .find(|row| row.id == id && row.tier == tier)
                 .and_then(|row| row.text.clone())
                 .unwrap()
         };
-        let small_right = answer(routeval::run::CallTier::SMALL) == reference(id);
-        let large_right = answer(routeval::run::CallTier::LARGE) == reference(id);
+        let small_right = answer(routeval::schema::CallTier::SMALL) == reference(id);
+        let large_right = answer(routeval::schema::CallTier::LARGE) == reference(id);
         assert!(batch.large_ok.value(index), "the base passes by definition");
         disagreements += usize::from(details.value(index).contains("orders disagree"));
         if small_right {

@@ -57,7 +57,7 @@ fn every_responses_column_is_documented() {
             (cells[1].trim_matches('`').to_owned(), cells[3].to_owned())
         })
         .collect();
-    let defined: Vec<(String, String)> = routeval::run::RESPONSES_SCHEMA
+    let defined: Vec<(String, String)> = routeval::schema::RESPONSES_SCHEMA
         .fields()
         .iter()
         .map(|field| {

@@ -10,7 +10,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Float64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use routeval::run::{ResponseRow, read_all_responses};
+use routeval::schema::{ResponseRow, read_all_responses};
 use routeval::sim::{FaultProfile, SimSettings};
 
 use crate::common::{calibration_and_text, routeval};

@@ -5,10 +5,9 @@ use anyhow::bail;
 use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all, load_rubrics};
-use crate::run::{
-    Cache, Caller, MANIFEST_FILE, OpenAiEndpoint, RESPONSES_FILE, RunConfig, http_client, preflight,
-};
+use crate::run::{Cache, Caller, OpenAiEndpoint, RunConfig, http_client, preflight};
 use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
+use crate::schema::{MANIFEST_FILE, RESPONSES_FILE};
 
 use super::args::GradeArgs;
 use super::print::println;

@@ -25,7 +25,7 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--map renames the fields of --from generic only");
     }
     let mut inputs = vec![Named::new(&args.input, "--input")];
-    let responses = args.input.join(crate::run::RESPONSES_FILE);
+    let responses = args.input.join(crate::schema::RESPONSES_FILE);
     if format == ImportFormat::Run {
         inputs.push(Named::new(&responses, "--input"));
     }

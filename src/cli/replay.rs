@@ -9,7 +9,7 @@ use crate::replay::replicas::{PolicySpec, Pool};
 use crate::replay::{
     Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
 };
-use crate::run::CallTier;
+use crate::schema::CallTier;
 use crate::schema::FALLBACK_OUTPUT;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;

@@ -7,9 +7,10 @@ use anyhow::bail;
 use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::exit_codes::Outcome;
 use crate::run::{
-    EndpointConfig, Endpoints, OpenAiEndpoint, PromptTemplate, RESPONSES_FILE, RunConfig,
-    RunSettings, RunSummary, Shard, execute, http_client, merge_runs, preflight, prepare,
+    EndpointConfig, Endpoints, OpenAiEndpoint, PromptTemplate, RunConfig, RunSettings, RunSummary,
+    Shard, execute, http_client, merge_runs, preflight, prepare,
 };
+use crate::schema::RESPONSES_FILE;
 
 use super::args::{MergeArgs, RunArgs};
 use super::print::println;

@@ -16,7 +16,9 @@ use arrow::datatypes::{DataType, Field};
 use super::rubric::{Rubric, Verdict};
 use super::verifier::{TokenChoice, self_consistency, verdict_score};
 use crate::dataset::{DatasetRow, Message, Role, read_dataset};
-use crate::run::{CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses};
+use crate::schema::{
+    CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses,
+};
 use crate::schema::{GradedBatch, GradedTable, Present, Tiers};
 
 /// Where the cascade's reject scores came from.

@@ -512,7 +512,7 @@ fn from_run<W: std::io::Write + Send>(
     interval_ms: u64,
     writer: &mut RecordsWriter<W>,
 ) -> anyhow::Result<()> {
-    use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
+    use crate::schema::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
     let manifest = Manifest::load(&run.join(MANIFEST_FILE))?;
     let start_ms = crate::clock::parse_timestamp_ms(&manifest.started_at).unwrap_or(0);
     let mut prompts = std::collections::HashMap::new();

@@ -14,8 +14,8 @@ use anyhow::{Context, bail};
 use super::trace::{CHARACTERS_PER_BLOCK, Request, text_blocks};
 use crate::dataset::for_each_prompt;
 use crate::digest::sha256_file;
-use crate::run::CallTier;
-use crate::run::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
+use crate::schema::CallTier;
+use crate::schema::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
 use crate::stats::random::{GOLDEN_GAMMA, splitmix64, unit_of};
 
 /// How to turn a run into arrivals.

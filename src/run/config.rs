@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::tier::CallTier;
 use crate::routes::floating_alias;
+use crate::schema::CallTier;
 
 /// One OpenAI-compatible endpoint and how to treat it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

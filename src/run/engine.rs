@@ -17,12 +17,12 @@ use super::caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate}
 use super::config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
 use super::endpoint::{CallRequest, ChatEndpoint, Completion};
 use super::journal::{Journal, Recovered, recover};
-use super::manifest::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 use super::progress::{Progress, TierCounters};
-use super::responses::ResponseRow;
 use super::store::{Done, PartWriter, compact, packed_key, packed_tier, scan};
-use super::tier::CallTier;
 use crate::dataset::{DatasetRow, Message, Role, for_each_row};
+use crate::schema::CallTier;
+use crate::schema::ResponseRow;
+use crate::schema::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 
 /// `--shard K/N`: the prompts whose id hashes to K − 1 modulo N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -499,7 +499,7 @@ pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow:
         &verified_pairs(config),
     )?;
     let manifest = Manifest {
-        schema_version: super::manifest::MANIFEST_SCHEMA_VERSION,
+        schema_version: crate::schema::MANIFEST_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         dataset,
         config: config_digest,
@@ -742,8 +742,8 @@ pub async fn execute<E: ChatEndpoint>(
 
     let rows = compact(&settings.out)?;
     let mut tiers_counts: BTreeMap<String, TierCounts> = BTreeMap::new();
-    let responses = settings.out.join(super::store::RESPONSES_FILE);
-    for batch in super::responses::read_responses(&responses, 8192)? {
+    let responses = settings.out.join(crate::schema::RESPONSES_FILE);
+    for batch in crate::schema::read_responses(&responses, 8192)? {
         for row in batch? {
             let counts = tiers_counts.entry(row.tier.name().to_owned()).or_default();
             counts.model.clone_from(&row.model);

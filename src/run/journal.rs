@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::responses::ResponseRow;
 use super::store::PartWriter;
+use crate::schema::ResponseRow;
 
 use crate::atomic::run_directory::JOURNAL as JOURNAL_DIR;
 
@@ -147,8 +147,8 @@ pub fn recover(out: &Path) -> anyhow::Result<Recovered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::CallTier;
     use crate::run::store::scan;
+    use crate::schema::CallTier;
 
     fn row(prompt_index: u64) -> ResponseRow {
         ResponseRow {
@@ -208,7 +208,7 @@ mod tests {
         let done = scan(out, false, &[]).unwrap();
         assert_eq!(done.completed.len(), 3);
         let parts = super::super::store::sources(out).unwrap();
-        let rows = crate::run::read_all_responses(&parts[0]).unwrap();
+        let rows = crate::schema::read_all_responses(&parts[0]).unwrap();
         // Floats and text come back exactly as they were recorded.
         assert_eq!(rows, (0..3).map(row).collect::<Vec<_>>());
         assert_eq!(recover(out).unwrap(), Recovered::default());

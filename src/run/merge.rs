@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::engine::Shard;
-use super::manifest::{MANIFEST_FILE, MANIFEST_OUTPUT, Manifest};
-use super::responses::RESPONSES_OUTPUT;
-use super::store::{RESPONSES_FILE, merge_sorted};
+use super::store::merge_sorted;
 use crate::atomic::{Named, Output, check_outputs};
+use crate::schema::RESPONSES_FILE;
+use crate::schema::RESPONSES_OUTPUT;
+use crate::schema::{MANIFEST_FILE, MANIFEST_OUTPUT, Manifest};
 
 /// Merges the shard runs `inputs` into `out`; returns the merged manifest.
 pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {

@@ -11,12 +11,9 @@ mod endpoint;
 mod engine;
 mod journal;
 mod limits;
-mod manifest;
 mod merge;
 mod progress;
-mod responses;
 mod store;
-mod tier;
 
 pub use cache::{Cache, CachedCall, cache_key};
 pub use caller::{CallOutcome, Caller};
@@ -28,13 +25,5 @@ pub use endpoint::{
 pub use engine::{
     Endpoints, Prepared, RunSettings, RunSummary, Shard, TierSummary, execute, prepare,
 };
-pub use manifest::{
-    FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
-};
 pub use merge::merge_runs;
-pub use responses::{
-    RESPONSES_OUTPUT, RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow, ResponsesWriter,
-    read_all_responses, read_responses,
-};
-pub use store::{RESPONSES_FILE, merge_sorted};
-pub use tier::CallTier;
+pub use store::merge_sorted;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::tier::CallTier;
+use crate::schema::CallTier;
 
 /// Counters of one tier, updated by the workers.
 #[derive(Debug, Default)]

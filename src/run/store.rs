@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::responses::{ResponseRow, ResponsesWriter, read_responses};
-use super::tier::CallTier;
 use crate::atomic::write_atomically;
+use crate::schema::CallTier;
+use crate::schema::{ResponseRow, ResponsesWriter, read_responses};
 
 use crate::atomic::run_directory::PARTS;
-pub use crate::atomic::run_directory::RESPONSES as RESPONSES_FILE;
+use crate::schema::RESPONSES_FILE;
 
 /// A (prompt, tier, sample) packed for compact sets.
 pub fn packed_key(prompt_index: u64, tier: CallTier, sample: u32) -> u128 {
@@ -356,7 +356,7 @@ pub fn compact(out: &Path) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::responses::read_all_responses;
+    use crate::schema::read_all_responses;
 
     fn row(prompt_index: u64, tier: CallTier, sample: u32, error: bool) -> ResponseRow {
         ResponseRow {

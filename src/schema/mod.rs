@@ -10,6 +10,7 @@
 //! test holds the two together.
 
 pub mod calibration;
+mod call_tier;
 pub mod drift;
 pub mod drift_records;
 mod error;
@@ -20,12 +21,14 @@ pub mod graded;
 pub mod hedge;
 mod ids;
 mod lines;
+mod manifest;
 mod metrics;
 pub mod policy;
 mod read;
 mod read_parquet;
 mod read_text;
 pub mod replay;
+mod responses;
 mod tiered;
 mod write;
 
@@ -35,6 +38,7 @@ pub use calibration::{
     HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold, TieredChoice,
     TieredPoint, audit_rows,
 };
+pub use call_tier::CallTier;
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };
@@ -59,6 +63,9 @@ pub use graded::{
 pub use hedge::{HEDGE_OUTPUT, HEDGE_SCHEMA_VERSION, HedgeDocument, HedgeRow};
 pub use ids::{DuplicateIds, id_hasher};
 pub use lines::{for_each_csv_record, for_each_line};
+pub use manifest::{
+    FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
+};
 pub use metrics::Metrics;
 pub use policy::{Policy, escalates};
 pub use read::{
@@ -69,6 +76,10 @@ pub use read_text::UniqueKeys;
 pub use replay::{
     Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, QueueQuantiles, REPLAY_OUTPUT,
     REPLAY_SCHEMA_VERSION, ReplayDocument, Scored, TraceSummary, TtftQuantiles, Window,
+};
+pub use responses::{
+    RESPONSES_FILE, RESPONSES_OUTPUT, RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow,
+    ResponsesWriter, read_all_responses, read_responses,
 };
 pub use tiered::{
     TIERS_KEY, TieredColumns, Tiers, is_tier_name, tiered_columns, tiers_in_metadata,

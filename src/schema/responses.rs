@@ -17,7 +17,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use super::tier::CallTier;
+use super::CallTier;
+
+pub use crate::atomic::run_directory::RESPONSES as RESPONSES_FILE;
 
 pub const RESPONSES_SCHEMA_VERSION: u32 = 1;
 const SCHEMA_VERSION_KEY: &str = "routeval.responses.schema_version";
