@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use routeval::grade::{Rubric, load_rubrics};
+use routeval::rubric::{Rubric, load_rubrics};
 
 #[allow(dead_code)]
 #[path = "../tests/common.rs"]

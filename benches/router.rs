@@ -33,7 +33,7 @@ fn main() {
     training_time(&mmlu);
 
     let rubrics =
-        routeval::grade::load_rubrics(&Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"))
+        routeval::rubric::load_rubrics(&Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"))
             .unwrap();
     let gsm8k = routellm_gsm8k(
         &routellm.join("gsm8k/gsm8k_responses.csv"),

@@ -26,8 +26,8 @@
 pub mod atomic;
 pub mod calibrate;
 pub mod cli;
+pub mod client;
 pub mod clock;
-pub mod dataset;
 pub mod digest;
 pub mod drift;
 pub mod evaluate;
@@ -42,6 +42,7 @@ pub mod replay;
 pub mod report;
 pub mod router;
 pub mod routes;
+pub mod rubric;
 pub mod run;
 pub mod sample;
 pub mod schema;

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use routeval::dataset::read_dataset;
-use routeval::grade::load_rubrics;
+use routeval::rubric::load_rubrics;
+use routeval::schema::read_dataset;
 
 #[test]
 fn every_reference_passes_its_own_rubric() {

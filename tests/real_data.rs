@@ -140,12 +140,12 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
                 .to_owned()
         })
         .collect();
-    let rubrics = routeval::grade::load_rubrics(
+    let rubrics = routeval::rubric::load_rubrics(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"),
     )
     .unwrap();
     let strict = &rubrics["gsm8k"];
-    let by_value = routeval::grade::Rubric::from_toml(
+    let by_value = routeval::rubric::Rubric::from_toml(
         std::path::Path::new("by-value.toml"),
         "name = \"gsm8k-by-value\"\n[check.numeric]\nmarker = \"####\"\n",
     )

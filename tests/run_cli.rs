@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use routeval::dataset::read_dataset;
+use routeval::schema::read_dataset;
 use routeval::schema::{ResponseRow, read_all_responses};
 use routeval::sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
@@ -38,7 +38,7 @@ pub fn write_dataset(directory: &Path, count: usize) -> PathBuf {
 }
 
 pub fn start_sim(dataset: &Path, settings: SimSettings) -> RunningSim {
-    let names: BTreeSet<String> = routeval::grade::load_rubrics(&repo().join("rubrics"))
+    let names: BTreeSet<String> = routeval::rubric::load_rubrics(&repo().join("rubrics"))
         .unwrap()
         .into_keys()
         .collect();
@@ -200,7 +200,7 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
                 assert!(row.error_message.is_none());
                 if row.tier == routeval::schema::CallTier::VERIFIER {
                     // A broken stream never becomes an accepted answer.
-                    routeval::grade::verdict_score(row.text.as_deref().unwrap(), None)
+                    routeval::rubric::verdict_score(row.text.as_deref().unwrap(), None)
                         .unwrap_or_else(|problem| panic!("{problem}: {row:?}"));
                 }
             }

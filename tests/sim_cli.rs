@@ -6,14 +6,14 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 
-use routeval::dataset::{DatasetRow, read_dataset};
-use routeval::grade::load_rubrics;
+use routeval::rubric::load_rubrics;
+use routeval::schema::{DatasetRow, read_dataset};
 use routeval::sim::{Fault, FaultProfile, SimSettings, spawn};
 use serde_json::{Value, json};
 
 fn demo() -> (
     Vec<DatasetRow>,
-    std::collections::BTreeMap<String, routeval::grade::Rubric>,
+    std::collections::BTreeMap<String, routeval::rubric::Rubric>,
 ) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let rubrics = load_rubrics(&root.join("rubrics")).unwrap();

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Parser;
 
-use crate::dataset::read_dataset;
 use crate::exit_codes::Outcome;
-use crate::grade::load_rubrics;
+use crate::rubric::load_rubrics;
+use crate::schema::read_dataset;
 use crate::sim::{FaultProfile, SimSettings, spawn};
 
 use super::args::{Cli, DemoArgs};

@@ -3,9 +3,11 @@
 use anyhow::bail;
 
 use crate::atomic::{Named, Output, check_outputs};
+use crate::client::{Cache, Caller, OpenAiEndpoint, http_client, preflight};
 use crate::exit_codes::Outcome;
-use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all, load_rubrics};
-use crate::run::{Cache, Caller, OpenAiEndpoint, RunConfig, http_client, preflight};
+use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all};
+use crate::rubric::load_rubrics;
+use crate::run::RunConfig;
 use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
 use crate::schema::{MANIFEST_FILE, RESPONSES_FILE};
 

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::grade::Rubric;
+use crate::rubric::Rubric;
 
 use crate::import::{
     ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,

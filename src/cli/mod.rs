@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn an_error_line_names_each_cause_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let typed = crate::grade::RubricError::Io {
+        let typed = crate::rubric::RubricError::Io {
             path: "rubrics".into(),
             source: io,
         };

@@ -4,11 +4,12 @@ use std::time::Duration;
 
 use anyhow::bail;
 
+use crate::client::{EndpointConfig, OpenAiEndpoint, http_client, preflight};
 use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::exit_codes::Outcome;
+use crate::rubric::PromptTemplate;
 use crate::run::{
-    EndpointConfig, Endpoints, OpenAiEndpoint, PromptTemplate, RunConfig, RunSettings, RunSummary,
-    Shard, execute, http_client, merge_runs, preflight, prepare,
+    Endpoints, RunConfig, RunSettings, RunSummary, Shard, execute, merge_runs, prepare,
 };
 use crate::schema::RESPONSES_FILE;
 

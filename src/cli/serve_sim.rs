@@ -5,9 +5,9 @@ use std::io::Write;
 
 use anyhow::bail;
 
-use crate::dataset::read_dataset;
 use crate::exit_codes::Outcome;
-use crate::grade::load_rubrics;
+use crate::rubric::load_rubrics;
+use crate::schema::read_dataset;
 use crate::sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
 
 use super::args::ServeSimArgs;

@@ -13,12 +13,12 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray};
 use arrow::datatypes::{DataType, Field};
 
-use super::rubric::{Rubric, Verdict};
-use super::verifier::{TokenChoice, self_consistency, verdict_score};
-use crate::dataset::{DatasetRow, Message, Role, read_dataset};
+use crate::rubric::{Rubric, Verdict};
+use crate::rubric::{TokenChoice, self_consistency, verdict_score};
 use crate::schema::{
     CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses,
 };
+use crate::schema::{DatasetRow, Message, Role, read_dataset};
 use crate::schema::{GradedBatch, GradedTable, Present, Tiers};
 
 /// Where the cascade's reject scores came from.
@@ -140,8 +140,8 @@ fn judged(
     match (&row.error_kind, &row.text) {
         (None, Some(text)) => {
             let lookup = |at: &str| {
-                if let Some(check) = at.strip_suffix(super::rubric::PAIRWISE_BASE) {
-                    return is_base.then(|| super::rubric::Verdict {
+                if let Some(check) = at.strip_suffix(crate::rubric::PAIRWISE_BASE) {
+                    return is_base.then(|| crate::rubric::Verdict {
                         pass: true,
                         score: 1.0,
                         detail: format!(

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::grade::Rubric;
+use crate::rubric::Rubric;
 
 use super::build::ImportedRow;
 use super::prices::Prices;

@@ -527,12 +527,12 @@ fn from_run<W: std::io::Write + Send>(
         );
     }
     let mut index = 0u64;
-    crate::dataset::for_each_prompt(&dataset, |row| {
+    crate::schema::for_each_prompt(&dataset, |row| {
         let question = row
             .messages
             .iter()
             .rev()
-            .find(|message| message.role == crate::dataset::Role::User)
+            .find(|message| message.role == crate::schema::Role::User)
             .map(|message| message.content.clone());
         let messages = serde_json::to_string(&row.messages).ok();
         prompts.insert(index, (question, messages));

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use super::trace::{CHARACTERS_PER_BLOCK, Request, text_blocks};
-use crate::dataset::for_each_prompt;
 use crate::digest::sha256_file;
 use crate::schema::CallTier;
+use crate::schema::for_each_prompt;
 use crate::schema::{MANIFEST_FILE, Manifest, RESPONSES_FILE, read_responses};
 use crate::stats::random::{GOLDEN_GAMMA, splitmix64, unit_of};
 

@@ -5,141 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::client::{EndpointConfig, GenerationConfig};
 use crate::routes::floating_alias;
 use crate::schema::CallTier;
-
-/// One OpenAI-compatible endpoint and how to treat it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointConfig {
-    pub base_url: String,
-    /// A pinned model version; floating aliases are refused.
-    pub model: String,
-    /// The environment variable holding the API key; none sends no key.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Dollars per million tokens.
-    pub price_input_per_mtok: f64,
-    #[serde(default)]
-    pub price_cached_input_per_mtok: Option<f64>,
-    pub price_output_per_mtok: f64,
-    #[serde(default = "default_concurrency")]
-    pub max_concurrency: usize,
-    /// Requests per minute; none is unlimited.
-    #[serde(default)]
-    pub rpm: Option<u32>,
-    /// Tokens per minute (input plus `max_tokens`); none is unlimited.
-    #[serde(default)]
-    pub tpm: Option<u64>,
-    #[serde(default = "default_max_retries")]
-    pub max_retries: u32,
-    /// First delay of the exponential backoff, before jitter.
-    #[serde(default = "default_backoff_ms")]
-    pub backoff_base_ms: u64,
-    #[serde(default = "default_first_token_s")]
-    pub first_token_s: f64,
-    #[serde(default = "default_stall_s")]
-    pub stall_s: f64,
-    #[serde(default = "default_total_s")]
-    pub total_s: f64,
-    /// Verifier only: the prompt template in `<rubrics>/prompts/NAME.toml`.
-    #[serde(default)]
-    pub template: Option<String>,
-    /// Ask for token log-probabilities (verifier only; not every server has them).
-    #[serde(default)]
-    pub logprobs: bool,
-}
-
-fn default_concurrency() -> usize {
-    32
-}
-fn default_max_retries() -> u32 {
-    4
-}
-fn default_backoff_ms() -> u64 {
-    500
-}
-fn default_first_token_s() -> f64 {
-    60.0
-}
-fn default_stall_s() -> f64 {
-    30.0
-}
-fn default_total_s() -> f64 {
-    300.0
-}
-
-impl EndpointConfig {
-    pub fn first_token(&self) -> Duration {
-        Duration::from_secs_f64(self.first_token_s)
-    }
-    pub fn stall(&self) -> Duration {
-        Duration::from_secs_f64(self.stall_s)
-    }
-    pub fn total(&self) -> Duration {
-        Duration::from_secs_f64(self.total_s)
-    }
-
-    /// Dollars for a call's tokens.
-    pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
-        let cached = cached_input.min(input);
-        let cached_price = self
-            .price_cached_input_per_mtok
-            .unwrap_or(self.price_input_per_mtok);
-        ((input - cached) as f64 * self.price_input_per_mtok
-            + cached as f64 * cached_price
-            + output as f64 * self.price_output_per_mtok)
-            / 1e6
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GenerationConfig {
-    #[serde(default)]
-    pub temperature: f32,
-    #[serde(default = "default_max_tokens")]
-    pub max_tokens: u32,
-    #[serde(default)]
-    pub seed: i64,
-    /// Samples of each prompt per tier (self-consistency wants several).
-    #[serde(default = "default_samples")]
-    pub samples: u32,
-    /// Retries allowed as a share of first attempts, per tier.
-    #[serde(default = "default_retry_budget")]
-    pub retry_budget: f64,
-    /// The `[tiers.NAME]` sections, cheapest first; may be left out when
-    /// they are `small` and `large`.
-    #[serde(default)]
-    pub tiers: Option<Vec<String>>,
-}
-
-fn default_max_tokens() -> u32 {
-    512
-}
-fn default_samples() -> u32 {
-    1
-}
-fn default_retry_budget() -> f64 {
-    0.1
-}
-
-impl Default for GenerationConfig {
-    fn default() -> Self {
-        GenerationConfig {
-            temperature: 0.0,
-            max_tokens: default_max_tokens(),
-            seed: 0,
-            samples: default_samples(),
-            retry_budget: default_retry_budget(),
-            tiers: None,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -362,7 +233,7 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
     if !(endpoint.base_url.starts_with("http://") || endpoint.base_url.starts_with("https://")) {
         return Err(format!(
             "base_url must start with http:// or https://, got {:?}",
-            super::endpoint::redact_url(&endpoint.base_url)
+            crate::client::redact_url(&endpoint.base_url)
         ));
     }
     if let Some(alias) = floating_alias(&endpoint.model) {
@@ -415,75 +286,6 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A prompt of the verifier or a judge: `{question}`, `{answer}` and, for
-/// judges, `{reference}` and `{criteria}` are replaced.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PromptTemplate {
-    pub name: String,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub system: Option<String>,
-    pub user: String,
-}
-
-impl PromptTemplate {
-    pub fn load(rubrics: &Path, name: &str) -> anyhow::Result<PromptTemplate> {
-        PromptTemplate::load_requiring(rubrics, name, &["{question}", "{answer}"])
-    }
-
-    /// The template `rubrics/prompts/NAME.toml`, whose user prompt must
-    /// hold every one of `placeholders`.
-    pub fn load_requiring(
-        rubrics: &Path,
-        name: &str,
-        placeholders: &[&str],
-    ) -> anyhow::Result<PromptTemplate> {
-        let path = rubrics.join("prompts").join(format!("{name}.toml"));
-        let text = std::fs::read_to_string(&path).map_err(|error| {
-            anyhow::anyhow!("{}: cannot read the template: {error}", path.display())
-        })?;
-        let template: PromptTemplate = toml::from_str(&text).map_err(|error| {
-            anyhow::anyhow!(
-                "{}: {}",
-                path.display(),
-                crate::toml_message::one_line(&error.to_string())
-            )
-        })?;
-        for placeholder in placeholders {
-            if !template.user.contains(placeholder) {
-                anyhow::bail!(
-                    "{}: field \"user\" must contain {placeholder}",
-                    path.display()
-                );
-            }
-        }
-        Ok(template)
-    }
-
-    /// The messages with each `{placeholder}` of `values` replaced.
-    pub fn render(&self, values: &[(&str, &str)]) -> Vec<crate::dataset::Message> {
-        use crate::dataset::{Message, Role};
-        let user = values
-            .iter()
-            .fold(self.user.clone(), |text, (placeholder, value)| {
-                text.replace(placeholder, value)
-            });
-        self.system
-            .iter()
-            .map(|system| Message {
-                role: Role::System,
-                content: system.clone(),
-            })
-            .chain(std::iter::once(Message {
-                role: Role::User,
-                content: user,
-            }))
-            .collect()
-    }
 }
 
 #[cfg(test)]

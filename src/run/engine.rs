@@ -12,16 +12,18 @@ use anyhow::Context as _;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::cache::{Cache, CachedCall, cache_key};
-use super::caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
-use super::config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig};
-use super::endpoint::{CallRequest, ChatEndpoint, Completion};
+use super::config::RunConfig;
 use super::journal::{Journal, Recovered, recover};
 use super::progress::{Progress, TierCounters};
 use super::store::{Done, PartWriter, compact, packed_key, packed_tier, scan};
-use crate::dataset::{DatasetRow, Message, Role, for_each_row};
+use crate::client::{Cache, CachedCall, cache_key};
+use crate::client::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
+use crate::client::{CallRequest, ChatEndpoint, Completion};
+use crate::client::{EndpointConfig, GenerationConfig};
+use crate::rubric::PromptTemplate;
 use crate::schema::CallTier;
 use crate::schema::ResponseRow;
+use crate::schema::{DatasetRow, Message, Role, for_each_row};
 use crate::schema::{FileDigest, MANIFEST_FILE, Manifest, TierCounts};
 
 /// `--shard K/N`: the prompts whose id hashes to K − 1 modulo N.
@@ -265,7 +267,7 @@ impl<E: ChatEndpoint> Context<E> {
         request: &CallRequest,
         completion: Completion,
     ) {
-        let usage = completion.usage.unwrap_or_else(|| super::endpoint::Usage {
+        let usage = completion.usage.unwrap_or_else(|| crate::client::Usage {
             input: input_tokens_estimate(request),
             cached_input: 0,
             output: estimate_tokens(&completion.text),
@@ -439,7 +441,7 @@ fn refuse_foreign_directory(out: &std::path::Path) -> anyhow::Result<()> {
 /// run left in it.
 pub fn prepare(config: &RunConfig, settings: &RunSettings, now: &str) -> anyhow::Result<Prepared> {
     let rubrics: std::collections::BTreeSet<String> =
-        crate::grade::load_rubrics(&settings.rubrics)?
+        crate::rubric::load_rubrics(&settings.rubrics)?
             .into_keys()
             .collect();
     let mut prompts = 0u64;
@@ -631,7 +633,7 @@ pub async fn execute<E: ChatEndpoint>(
                     })
                     .is_err()
                 {
-                    return Err(crate::dataset::DatasetError::Empty {
+                    return Err(crate::schema::DatasetError::Empty {
                         path: PathBuf::new(),
                     });
                 }

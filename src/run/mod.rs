@@ -4,24 +4,14 @@
 //! The output is the responses table (`responses.parquet`) and
 //! `manifest.json` under `--out`.
 
-mod cache;
-mod caller;
 mod config;
-mod endpoint;
 mod engine;
 mod journal;
-mod limits;
 mod merge;
 mod progress;
 mod store;
 
-pub use cache::{Cache, CachedCall, cache_key};
-pub use caller::{CallOutcome, Caller};
-pub use config::{EndpointConfig, GenerationConfig, PromptTemplate, RunConfig, TierEndpoint};
-pub use endpoint::{
-    AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
-    preflight, redact,
-};
+pub use config::{RunConfig, TierEndpoint};
 pub use engine::{
     Endpoints, Prepared, RunSettings, RunSummary, Shard, TierSummary, execute, prepare,
 };

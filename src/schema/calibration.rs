@@ -356,7 +356,7 @@ pub struct Threshold(pub f64);
 
 impl Threshold {
     pub fn escalates(&self, score: f64) -> bool {
-        crate::policy::escalates(score, self.0)
+        super::escalates(score, self.0)
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod calibration;
 mod call_tier;
+mod dataset;
 pub mod drift;
 pub mod drift_records;
 mod error;
@@ -39,6 +40,9 @@ pub use calibration::{
     TieredPoint, audit_rows,
 };
 pub use call_tier::CallTier;
+pub use dataset::{
+    DatasetError, DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset,
+};
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::dataset::{DatasetRow, Role};
+use crate::schema::{DatasetRow, Role};
 use crate::stats::random::{finalise, unit_of};
 
 /// A simulated model: its name, the version it reports, and its skill.
@@ -339,7 +339,7 @@ mod tests {
             .map(|index| DatasetRow {
                 id: format!("p{index}"),
                 slice: "s".to_owned(),
-                messages: vec![crate::dataset::Message {
+                messages: vec![crate::schema::Message {
                     role: Role::User,
                     content: format!("question {index}"),
                 }],
@@ -370,7 +370,7 @@ mod tests {
                     );
                     let (text, id) = verdict_for(&knowledge, verifier, &prompt, 0).unwrap();
                     assert_eq!(id, Some(format!("p{index}")));
-                    crate::grade::verdict_score(&text, None).unwrap()
+                    crate::rubric::verdict_score(&text, None).unwrap()
                 })
                 .sum::<f64>()
                 / 500.0
@@ -390,7 +390,7 @@ mod tests {
                         "<question>question {index}</question><answer>{answer}</answer><reference> 42 </reference>"
                     );
                     let (text, _) = verdict_for(&knowledge, verifier, &prompt, 0).unwrap();
-                    crate::grade::judgement_verdict(&text).unwrap().pass
+                    crate::rubric::judgement_verdict(&text).unwrap().pass
                 })
                 .count()
         };

@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::dataset::DatasetRow;
+use crate::schema::DatasetRow;
 
 use super::answer::{Knowledge, SimModel, answer_for, verdict_for};
 use super::faults::{Fault, FaultProfile, request_unit};

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::config::EndpointConfig;
-use super::endpoint::{AttemptError, CallRequest, ChatEndpoint, Completion};
-use super::limits::{AdaptiveLimit, RetryBudget, TokenBucket, backoff};
+use crate::client::EndpointConfig;
+use crate::client::{AdaptiveLimit, RetryBudget, TokenBucket, backoff};
+use crate::client::{AttemptError, CallRequest, ChatEndpoint, Completion};
 
 /// An endpoint and the state of its limits.
 #[derive(Debug)]

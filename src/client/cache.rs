@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::endpoint::CallRequest;
+use crate::client::CallRequest;
 
 /// What a cached call answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,7 +92,7 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::{Message, Role};
+    use crate::schema::{Message, Role};
 
     fn request(content: &str) -> CallRequest {
         CallRequest {

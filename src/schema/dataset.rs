@@ -1,4 +1,8 @@
-//! Reading and checking a dataset.
+//! Labelled prompts: the input of `routeval run` and the references `grade`
+//! grades against. One prompt a row, in JSON lines (primary), CSV or
+//! Parquet: `id`, `slice`, `prompt` or `messages`, `reference`, `rubric`,
+//! and free metadata. Every row is checked, and the rubric it names must
+//! exist, before anything is sent to a model.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
@@ -12,7 +16,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::schema::{Format, RowLocation};
+use super::{Format, RowLocation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,7 +68,7 @@ pub enum DatasetError {
     Empty { path: PathBuf },
     /// The file could not be opened as a table at all; the message names it.
     #[error(transparent)]
-    Format(#[from] crate::schema::ReadError),
+    Format(#[from] super::ReadError),
 }
 
 /// A row before checking: where it is, and its fields.
@@ -118,7 +122,7 @@ fn for_each_checked_row(
     let format = Format::detect(path)?;
     // Ids by 64-bit hash, so that a million prompts cost megabytes, not the
     // strings; equal hashes are confirmed against the earlier row's id.
-    let hasher = crate::schema::id_hasher();
+    let hasher = super::id_hasher();
     let mut seen: HashMap<u64, RowLocation> = HashMap::new();
     let mut count = 0u64;
     let mut check = |(location, object): RawRow| -> Result<(), DatasetError> {
@@ -279,7 +283,7 @@ fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetErro
         path: path.to_owned(),
         message: error.to_string(),
     };
-    crate::schema::for_each_line(path, unreadable, |number, bytes| {
+    super::for_each_line(path, unreadable, |number, bytes| {
         let location = RowLocation::Line(number);
         let malformed = |problem: String| DatasetError::Malformed {
             path: path.to_owned(),
@@ -288,7 +292,7 @@ fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetErro
         };
         let line = std::str::from_utf8(bytes)
             .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-        let crate::schema::UniqueKeys(object) = serde_json::from_str(line)
+        let super::UniqueKeys(object) = serde_json::from_str(line)
             .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
         visit((location, object))
     })
@@ -304,7 +308,7 @@ fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError>
         location,
         problem,
     };
-    crate::schema::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
+    super::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
         let object = headers
             .iter()
             .zip(record.iter())

@@ -111,7 +111,7 @@ pub fn self_consistency(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grade::final_number;
+    use crate::rubric::final_number;
 
     #[test]
     fn logprobs_give_the_probability_of_reject() {

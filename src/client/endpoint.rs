@@ -19,8 +19,8 @@ use async_openai::types::chat::{
 };
 use futures_util::StreamExt;
 
-use super::config::EndpointConfig;
-use crate::dataset::{Message, Role};
+use crate::client::EndpointConfig;
+use crate::schema::{Message, Role};
 
 /// What to send, apart from the endpoint's own settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -531,7 +531,7 @@ pub async fn preflight(
                         "{shown} answered HTTP {status} to {attempt} checks (GET /models); it is overloaded or the key is out of quota"
                     ));
                 }
-                let wait = super::limits::backoff(
+                let wait = crate::client::backoff(
                     Duration::from_millis(endpoint.backoff_base_ms),
                     attempt,
                     retry_after(response.headers()),

@@ -10,8 +10,8 @@ use regex::Regex;
 use serde::Deserialize;
 
 use super::extract::{ChoiceFinder, final_number, value};
-use crate::dataset::Message;
-use crate::run::PromptTemplate;
+use crate::rubric::PromptTemplate;
+use crate::schema::Message;
 
 /// The judgements of a prompt's `llm_judge` checks, by where they sit.
 pub type Judged<'a> = &'a dyn Fn(&str) -> Option<Verdict>;

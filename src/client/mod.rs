@@ -1,0 +1,19 @@
+//! The endpoint client that `run`, grade's judge and serve share: one
+//! OpenAI-compatible endpoint called with its deadlines (first token, stall,
+//! total), retries with backoff inside a retry budget, an adaptive
+//! concurrency limit and a token bucket, and the response cache.
+
+mod cache;
+mod caller;
+mod config;
+mod endpoint;
+mod limits;
+
+pub use cache::{Cache, CachedCall, cache_key};
+pub use caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
+pub use config::{EndpointConfig, GenerationConfig};
+pub use endpoint::{
+    AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
+    preflight, redact, redact_url,
+};
+pub use limits::{AdaptiveLimit, RetryBudget, Slot, TokenBucket, backoff};
