@@ -3,25 +3,22 @@
 //! of traffic so that quality meets a target at the lowest cost, optionally with
 //! a statistical guarantee.
 //!
-//! The stages communicate through tables whose Arrow schemas live in
-//! [`schema`]; each stage has its own folder:
+//! The code stands on floors, each using only what stands below it
+//! (docs/architecture.md draws them, and a test holds the code to it):
 //!
-//! - [`import`]: public benchmark outcomes as graded results.
-//! - [`grade`]: rubrics that decide whether an answer was acceptable.
-//! - [`router`] and [`evaluate`]: the built-in learned router and how well a
-//!   score separates the prompts that need the large tier.
-//! - [`policy`]: the kernel every stage calls for what a policy does to a
-//!   row: the tier that serves it, its cost, its outcome, its latency.
-//! - [`calibrate`]: graded results in, per-slice thresholds out.
-//! - [`gate`]: candidate [`routes`] tables scored on graded results; the
-//!   cheapest that passes every rule becomes a signed route config.
-//!
-//! - [`drift`]: fresh graded traffic against a deployed config's thresholds.
-//! - [`report`]: the HTML and Markdown a reviewer reads.
-//! - [`sim`]: the embedded OpenAI-compatible simulated endpoint.
-//! - [`simulate`]: graded results from a documented generative model.
-//!
-//! [`cli`] is the only module that knows about command-line parsing.
+//! - [`cli`]: parses flags into each stage's typed options and prints.
+//! - The stages, side by side, never importing one another: [`run`],
+//!   [`grade`], [`calibrate`], [`gate`], [`drift`], [`report`], [`replay`],
+//!   [`sample`], [`simulate`], [`evaluate`], [`import`] and [`serve_sim`]
+//!   (the embedded OpenAI-compatible simulated endpoint).
+//! - The kernel: [`policy`], what a policy does to a row and a route table
+//!   to graded rows, and [`router`], the built-in learned router's model.
+//! - Contracts and clients: [`routes`] (route tables and the signed route
+//!   config), [`records`] (one record per request), [`client`] (the
+//!   endpoint client) and [`rubric`] (rubrics and what an answer means).
+//! - The tables and versioned documents stages exchange: [`schema`].
+//! - Ground: [`stats`], [`atomic`], [`digest`], [`clock`], [`exit_codes`],
+//!   [`terminal`], [`markdown`], [`version`].
 
 pub mod atomic;
 pub mod calibrate;
@@ -46,7 +43,7 @@ pub mod rubric;
 pub mod run;
 pub mod sample;
 pub mod schema;
-pub mod sim;
+pub mod serve_sim;
 pub mod simulate;
 pub mod stats;
 pub mod terminal;

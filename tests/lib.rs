@@ -3,6 +3,7 @@
 
 mod common;
 
+mod architecture;
 mod calibrate_cli;
 mod calibrate_guarantee;
 mod calibrate_json;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use routeval::schema::FallbackDocument;
 use routeval::schema::{RecordsDriftDocument, Verdict};
-use routeval::sim::{FaultProfile, SimSettings};
+use routeval::serve_sim::{FaultProfile, SimSettings};
 
 use crate::common::{example_results, routeval};
 use crate::gate_cli::{Workspace, example_routes};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use routeval::schema::read_dataset;
 use routeval::schema::{ResponseRow, read_all_responses};
-use routeval::sim::{FaultProfile, RunningSim, SimSettings, spawn};
+use routeval::serve_sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
 use crate::common::routeval;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 use routeval::schema::read_all_responses;
-use routeval::sim::{FaultProfile, RunningSim, SimSettings};
+use routeval::serve_sim::{FaultProfile, RunningSim, SimSettings};
 
 use crate::common::routeval;
 use crate::run_cli::{

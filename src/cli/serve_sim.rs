@@ -8,7 +8,7 @@ use anyhow::bail;
 use crate::exit_codes::Outcome;
 use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
-use crate::sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
+use crate::serve_sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
 
 use super::args::ServeSimArgs;
 

@@ -13,9 +13,9 @@
 mod config;
 mod error;
 mod pin;
-mod policy;
 mod signature;
 mod table;
+mod thresholds;
 mod verify;
 
 pub use config::{
@@ -23,7 +23,6 @@ pub use config::{
 };
 pub use error::RouteError;
 pub use pin::floating_alias;
-pub use policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 pub use signature::{
     SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,
     verify as verify_signature,
@@ -31,6 +30,7 @@ pub use signature::{
 pub use table::{
     Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteTable, RouteTier, Tier,
 };
+pub use thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 pub use verify::{
     Verified, VerifyError, check as check_config, check_signed, read_signed, verify_config,
 };

@@ -9,7 +9,7 @@ use crate::schema::{CalibrationDocument, Policy as CalibratedPolicy, Threshold};
 
 use super::error::RouteError;
 use super::pin::floating_alias;
-use super::policy::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
+use super::thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 
 /// Which tier of the graded results measures a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

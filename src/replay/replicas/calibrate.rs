@@ -5,8 +5,10 @@
 //! SGLang's defaults and every fixed policy.
 
 use super::metrics::ratio;
-use super::policy::{PolicySpec, SGLANG_ABS_GAP, SGLANG_CACHE_THRESHOLD, SGLANG_REL_GAP, Strategy};
 use super::pool::{Pool, Simulation};
+use super::strategy::{
+    PolicySpec, SGLANG_ABS_GAP, SGLANG_CACHE_THRESHOLD, SGLANG_REL_GAP, Strategy,
+};
 use super::{Lane, Source, run_lanes};
 use crate::schema::{Calibration, Chosen, Grid, Headline, Scored};
 

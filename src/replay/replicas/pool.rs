@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::cache::{BlockCache, PrefixIndex};
 use super::metrics::{Histogram, WindowSums};
-use super::policy::{PolicySpec, Strategy};
+use super::strategy::{PolicySpec, Strategy};
 use crate::replay::trace::Request;
 
 /// The pool's constants; each is a flag with a documented default.

@@ -7,9 +7,9 @@
 mod cache;
 mod calibrate;
 mod metrics;
-mod policy;
 mod pool;
 mod render;
+mod strategy;
 
 use crate::schema::PolicyResult;
 use crate::schema::PoolSummary;
@@ -26,9 +26,9 @@ pub use cache::{BlockCache, PrefixIndex};
 pub use calibrate::{Objective, calibrate};
 pub use metrics::Histogram;
 use metrics::WindowSums;
-pub use policy::{PolicyError, PolicySpec, Strategy};
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
+pub use strategy::{PolicyError, PolicySpec, Strategy};
 
 use super::from_run::{RunArrivals, for_each_run_request};
 use super::trace::{Request, for_each_request};
