@@ -22,7 +22,7 @@ use parquet::file::properties::WriterProperties;
 // The integration tests' table builder and random stream; the bench uses
 // only some of the helpers.
 #[allow(dead_code)]
-#[path = "../tests/common.rs"]
+#[path = "../tests/common/graded.rs"]
 mod common;
 
 use common::{Random, Row, record_batch};

@@ -16,7 +16,7 @@ use arrow::array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArra
 use parquet::arrow::ArrowWriter;
 
 #[allow(dead_code)]
-#[path = "../tests/common.rs"]
+#[path = "../tests/common/graded.rs"]
 mod common;
 
 use common::Random;

@@ -18,7 +18,7 @@ use std::process::Command;
 use routeval::records::{Record, RecordsWriter, Status};
 
 #[allow(dead_code)]
-#[path = "../tests/common.rs"]
+#[path = "../tests/common/graded.rs"]
 mod common;
 mod measure;
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 use routeval::rubric::{Rubric, load_rubrics};
 
 #[allow(dead_code)]
-#[path = "../tests/common.rs"]
+#[path = "../tests/common/graded.rs"]
 mod common;
 
 use common::Random;

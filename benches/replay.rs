@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[allow(dead_code)]
-#[path = "../tests/common.rs"]
+#[path = "../tests/common/graded.rs"]
 mod common;
 
 use common::Random;

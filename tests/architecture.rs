@@ -264,3 +264,26 @@ fn the_scan_reads_grouped_and_inline_paths() {
         r#"let url = "http://x"; "#
     );
 }
+
+#[test]
+fn test_modules_share_helpers_only_through_common() {
+    let tests = repository().join("tests");
+    let mut files = Vec::new();
+    rust_files(&tests, &mut files);
+    let borrowing: Vec<String> = files
+        .iter()
+        .filter(|file| !file.starts_with(tests.join("common")))
+        .filter(|file| !file.ends_with("lib.rs") && !file.ends_with("architecture.rs"))
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let name = file.display().to_string();
+            text.lines()
+                .map(code_of)
+                .flat_map(named_modules)
+                .filter(|module| module != "common")
+                .map(move |module| format!("{name} uses crate::{module}"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(borrowing.is_empty(), "{borrowing:#?}");
+}

@@ -84,7 +84,7 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         "{text}"
     );
     assert!(!text.contains("routeval-sim/"), "{text}");
-    crate::litellm_export::loads_into_litellm(&export);
+    crate::common::loads_into_litellm(&export);
 
     // The demo writes nothing at the top of its directory it would not
     // clear, and the next demo clears that and nothing else.

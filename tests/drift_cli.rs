@@ -1,26 +1,15 @@
 //! `routeval drift`: fresh traffic against the deployed config.
 
+use crate::common::certified_synthetic;
+use crate::common::deployed;
+use crate::common::slice_names;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use routeval::schema::{DriftDocument, Verdict};
 
+use crate::common::Workspace;
 use crate::common::{example_results, keys, routeval};
-use crate::gate_cli::{Workspace, example_routes};
-
-/// A deployed config for the example data, gated at target 0.9.
-pub fn deployed() -> (Workspace, String) {
-    let workspace = Workspace::new();
-    workspace
-        .gate(
-            &[example_routes("predictive.toml")],
-            "dist",
-            &["--target", "0.9"],
-        )
-        .code(0);
-    let config = workspace.report("dist").emitted.unwrap().config;
-    (workspace, config)
-}
 
 /// The example results with `edit(slice, header, fields)` applied to each row.
 fn fresh(
@@ -220,7 +209,7 @@ fn document_keys_are_pinned_and_markdown_summarises() {
 
 #[test]
 fn drift_reads_the_score_column_the_deployed_config_names() {
-    use crate::gate_cli::{by_router, calibrate_into, two_scores};
+    use crate::common::{by_router, calibrate_into, two_scores};
     let workspace = Workspace::new();
     let (both, _) = two_scores(&workspace);
     let calibration = workspace.path("on-router.json");
@@ -255,47 +244,6 @@ fn drift_reads_the_score_column_the_deployed_config_names() {
             .iter()
             .any(|slice| slice.escalation_rate_at_calibration != Some(slice.escalation_rate))
     );
-}
-
-/// `count` slice names.
-pub fn slice_names(count: usize) -> Vec<String> {
-    (0..count).map(|index| format!("s{index:02}")).collect()
-}
-
-/// 1,000 synthetic rows a slice (seed 1) and the config gated on them with
-/// thresholds calibrated at target 0.8, confidence 0.95, family-wise: the
-/// population's later draws (other seeds) are traffic where nothing changed.
-pub fn certified_synthetic(workspace: &Workspace, names: &[&str]) -> (PathBuf, String) {
-    use crate::common::{synthetic_rows, write_csv};
-    let baseline = workspace.path("baseline.csv");
-    write_csv(&baseline, &synthetic_rows(names, 1000, 1));
-    let calibration = workspace.path("calibration.json");
-    routeval()
-        .args([
-            "calibrate",
-            "--target",
-            "0.8",
-            "--confidence",
-            "0.95",
-            "--familywise",
-        ])
-        .arg("--results")
-        .arg(&baseline)
-        .arg("--out")
-        .arg(&calibration)
-        .assert()
-        .code(0);
-    workspace
-        .gate_on(
-            &baseline,
-            &[example_routes("predictive.toml")],
-            std::slice::from_ref(&calibration),
-            "dist",
-            &["--target", "0.8", "--allow-unknown-slices"],
-        )
-        .code(0);
-    let config = workspace.report("dist").emitted.unwrap().config;
-    (baseline, config)
 }
 
 /// Issue 25: nothing changed (a family-wise certified config, fresh draws

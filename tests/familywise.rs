@@ -117,7 +117,7 @@ fn the_gate_certifies_slices_jointly_with_holm() {
                 "--allow-unknown-slices",
                 "--candidates",
             ])
-            .arg(crate::gate_cli::example_routes("always-large.toml"))
+            .arg(crate::common::example_routes("always-large.toml"))
             .arg("--results")
             .arg(&results)
             .arg("--key")

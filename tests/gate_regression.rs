@@ -14,8 +14,8 @@ use routeval::schema::{Rule, SliceRegression};
 const FLAGS: [&str; 3] = ["--target", "0.5", "--allow-unknown-slices"];
 use routeval::stats::PairedVerdict;
 
+use crate::common::example_routes;
 use crate::common::{Row, gate_report, keys, synthetic_rows, write_csv};
-use crate::gate_cli::example_routes;
 
 /// Results with a large slice whose small tier fails often (a predictive
 /// table that escalates little regresses there against always-large), a

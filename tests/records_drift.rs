@@ -10,9 +10,9 @@ use routeval::schema::FallbackDocument;
 use routeval::schema::{RecordsDriftDocument, Verdict};
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
+use crate::common::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};
+use crate::common::{Workspace, example_routes};
 use crate::common::{example_results, routeval};
-use crate::gate_cli::{Workspace, example_routes};
-use crate::run_cli::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};
 
 #[test]
 fn a_run_with_slow_first_tokens_converts_to_records_and_the_breaker_cuts_the_wait() {
@@ -1106,7 +1106,7 @@ fn sums_of_user_counts_that_would_wrap_are_refused() {
 #[test]
 fn a_day_of_unchanged_records_rarely_raises_an_alarm() {
     use crate::common::synthetic_rows;
-    use crate::drift_cli::{certified_synthetic, slice_names};
+    use crate::common::{certified_synthetic, slice_names};
     let workspace = Workspace::new();
     let names = slice_names(20);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -3,7 +3,9 @@
 //! config and the LiteLLM export, hedging by prompt length, the importers
 //! on real-shaped logs, and bad rows.
 
-use std::path::{Path, PathBuf};
+use crate::common::table_with_fallback;
+use crate::common::write_day;
+use std::path::Path;
 
 use routeval::schema::FallbackDocument;
 use routeval::schema::HedgeDocument;
@@ -134,55 +136,6 @@ fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
     assert!(stdout.contains("slow-first-token-breaker") && stdout.contains("26.3"));
 }
 
-pub fn table_with_fallback(directory: &Path) -> PathBuf {
-    let route = |name: &str, region: &str| {
-        format!(
-            "[[routes]]\nname = \"{name}\"\nprovider = \"openai\"\nmodel = \"gpt-4o-2024-08-06\"\nregion = \"{region}\"\ntier = \"large\"\nprompt_variant = \"support-v3\"\nprice_input_per_mtok = 3.0\nprice_output_per_mtok = 15.0\nrpm = 600\ntpm = 30000000\n\n"
-        )
-    };
-    let text = format!(
-        "# The primary and its fallback in another region.\nlogical_model = \"support-fast\"\n\n{}{}[policy.single]\nroute = \"primary\"\n\n[[fallbacks]]\nroute = \"primary\"\nto = [\"backup\"]\n",
-        route("primary", "eu-west-1"),
-        route("backup", "eu-central-1"),
-    );
-    let path = directory.join("routes.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Brown-outs of `primary` in a day of traffic, with `backup`'s records.
-pub fn write_day(path: &Path) {
-    let mut lines = Vec::new();
-    for index in 0..2000u64 {
-        let browning = (index % 400) >= 300 && (index % 400) < 340;
-        let ttft = if browning {
-            6000.0 + (index % 5) as f64 * 1000.0
-        } else {
-            300.0 + (index % 17) as f64 * 40.0
-        };
-        for (route, ttft) in [
-            ("primary", ttft),
-            ("backup", 700.0 + (index % 3) as f64 * 100.0),
-        ] {
-            lines.push(
-                serde_json::json!({
-                    "id": format!("{route}-{index}"),
-                    "timestamp": 1_764_504_000_000u64 + index * 1000,
-                    "slice": "support",
-                    "route": route,
-                    "status": 200,
-                    "input_tokens": 800,
-                    "output_tokens": 200,
-                    "ttft_ms": ttft,
-                    "total_ms": ttft + 1500.0,
-                })
-                .to_string(),
-            );
-        }
-    }
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
-
 #[test]
 fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm() {
     let directory = tempfile::tempdir().unwrap();
@@ -282,7 +235,7 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
     );
     assert!(yaml.contains(&format!("allowed_fails: {}", chosen.open_after)));
     assert!(yaml.contains("cooldown_time: 5"), "{yaml}");
-    crate::litellm_export::loads_into_litellm(&export);
+    crate::common::loads_into_litellm(&export);
 
     // Written again, the breaker is replaced, not repeated.
     let again = directory.path().join("again.toml");

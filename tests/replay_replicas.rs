@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use routeval::schema::ReplayDocument;
 
+use crate::common::data_dir;
 use crate::common::{Random, routeval};
-use crate::real_data::data_dir;
 
 /// One request of a trace, as the test writes it.
 #[derive(Debug, Clone)]
@@ -554,7 +554,7 @@ fn bad_traces_get_one_line_exit_2_and_no_output() {
 
 #[test]
 fn a_run_replays_with_its_prompts_cut_into_blocks() {
-    use crate::run_cli::{Tuning, base_url, run_command, start_sim, write_config};
+    use crate::common::{Tuning, base_url, run_command, start_sim, write_config};
 
     let directory = tempfile::tempdir().unwrap();
     let dataset = directory.path().join("prompts.jsonl");

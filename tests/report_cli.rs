@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::{Workspace, example_routes};
 use crate::common::{example_results, routeval};
-use crate::gate_cli::{Workspace, example_routes};
 
 /// A report over the example results with a calibration, a gate report and
 /// a drift document.
@@ -168,7 +168,7 @@ fn chromium_draws_the_charts() {
 #[test]
 fn each_curve_is_drawn_on_its_policys_score_column() {
     let workspace = Workspace::new();
-    let (both, moved) = crate::gate_cli::two_scores(&workspace);
+    let (both, moved) = crate::common::two_scores(&workspace);
     let report = |results: &Path, out: &str, extra: &[&str]| {
         routeval()
             .arg("report")
@@ -206,11 +206,11 @@ fn each_curve_is_drawn_on_its_policys_score_column() {
 #[test]
 fn a_calibration_per_policy_marks_each_policys_thresholds() {
     let workspace = Workspace::new();
-    let (both, _) = crate::gate_cli::two_scores(&workspace);
+    let (both, _) = crate::common::two_scores(&workspace);
     let predictive = workspace.path("predictive.json");
     let cascade = workspace.path("cascade.json");
-    crate::gate_cli::calibrate_into(&both, "router_score", "predictive", &predictive);
-    crate::gate_cli::calibrate_into(&both, "score", "cascade", &cascade);
+    crate::common::calibrate_into(&both, "router_score", "predictive", &predictive);
+    crate::common::calibrate_into(&both, "score", "cascade", &cascade);
     let report = |calibrations: &[&Path], out: &str| {
         routeval()
             .arg("report")

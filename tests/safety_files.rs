@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use predicates::prelude::*;
 
 use crate::common::{Row, example_results, routeval, synthetic_rows, write_csv};
-use crate::gate_cli::{Workspace, example_routes, variant};
+use crate::common::{Workspace, example_routes, variant};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -468,7 +468,7 @@ fn a_stdout_that_cannot_be_written_is_an_error() {
         eprintln!("skipped: no /dev/full");
         return;
     }
-    let (workspace, config) = crate::drift_cli::deployed();
+    let (workspace, config) = crate::common::deployed();
     let results = example_results();
     let commands: Vec<Vec<std::ffi::OsString>> = vec![
         vec![
@@ -506,7 +506,7 @@ fn a_stdout_that_cannot_be_written_is_an_error() {
         ],
     ];
     for arguments in commands {
-        let output = std::process::Command::new(crate::safety_run::binary())
+        let output = std::process::Command::new(crate::common::binary())
             .args(&arguments)
             .stdout(full().unwrap())
             .output()
@@ -888,7 +888,7 @@ fn a_gate_killed_at_any_step_of_its_commit_completes_on_the_next_run() {
         ]);
         args
     };
-    let binary = crate::safety_run::binary();
+    let binary = crate::common::binary();
     // The four renames (signature, export, both reports), then the link
     // that puts the config in place.
     let kills = [
@@ -965,7 +965,7 @@ fn a_gate_killed_at_any_step_of_its_commit_completes_on_the_next_run() {
 #[test]
 fn two_gates_into_one_directory_never_both_sign_a_version() {
     let workspace = Workspace::new();
-    let binary = crate::safety_run::binary();
+    let binary = crate::common::binary();
     for trial in 0..8 {
         let out = workspace.path(&format!("race-{trial}"));
         let spawn = || {

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::deployed;
+use crate::common::example_routes;
+use crate::common::flowing;
+use crate::common::run_command;
 use crate::common::{example_results, routeval};
-use crate::drift_cli::deployed;
-use crate::gate_cli::example_routes;
-use crate::records_replay::{table_with_fallback, write_day};
-use crate::run_cli::run_command;
-use crate::safety_run::flowing;
+use crate::common::{table_with_fallback, write_day};
 
 /// Asserts exit 2 with one stderr line naming `path` and containing
 /// `expected`, and that `path` still holds `before`.
@@ -346,7 +346,7 @@ fn a_runs_files_are_written_by_the_run_alone() {
             .arg("--dataset")
             .arg(&dataset)
             .arg("--rubrics")
-            .arg(crate::run_cli::repo().join("rubrics"))
+            .arg(crate::common::repo().join("rubrics"))
             .arg("--out")
             .arg(run.join("graded.parquet"))
             .output()

@@ -4,22 +4,19 @@
 //! directory has one writer, failed calls fail the run and leave no silent
 //! holes in grading, and the preflight is as polite as every call.
 
+use crate::common::binary;
+use crate::common::flowing;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 use routeval::schema::read_all_responses;
-use routeval::serve_sim::{FaultProfile, RunningSim, SimSettings};
+use routeval::serve_sim::{FaultProfile, SimSettings};
 
 use crate::common::routeval;
-use crate::run_cli::{
+use crate::common::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
 };
-
-pub fn binary() -> PathBuf {
-    #[allow(deprecated, reason = "the path of the binary under test")]
-    assert_cmd::cargo::cargo_bin("routeval")
-}
 
 fn spawn_run(config: &Path, dataset: &Path, out: &Path, extra: &[&str]) -> std::process::Child {
     std::process::Command::new(binary())
@@ -70,34 +67,6 @@ fn parts(out: &Path) -> Vec<PathBuf> {
                 .collect()
         },
     )
-}
-
-/// `prompts` prompts served by a sim answering after `ttft_ms` (at
-/// `tokens_per_second`, 0 for at once), and a config with `concurrency` per
-/// tier and no verifier: (the sim, the dataset, the config).
-pub fn flowing(
-    directory: &Path,
-    prompts: usize,
-    ttft_ms: u64,
-    tokens_per_second: f64,
-    concurrency: usize,
-) -> (RunningSim, PathBuf, PathBuf) {
-    let dataset = write_dataset(directory, prompts);
-    let sim = start_sim(
-        &dataset,
-        SimSettings {
-            ttft_ms,
-            tokens_per_second,
-            ..SimSettings::default()
-        },
-    );
-    let tuning = Tuning {
-        concurrency,
-        verifier: false,
-        ..Tuning::default()
-    };
-    let config = write_config(directory, &base_url(&sim), &tuning);
-    (sim, dataset, config)
 }
 
 #[cfg(unix)]

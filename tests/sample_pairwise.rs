@@ -9,7 +9,7 @@ use std::path::Path;
 use routeval::serve_sim::SimSettings;
 
 use crate::common::routeval;
-use crate::run_cli::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};
+use crate::common::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};
 
 /// Records of the `count` prompts of `write_dataset` (each asked twice, the
 /// second time with a key pasted in), with scores spread over [0, 1).

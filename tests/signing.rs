@@ -10,7 +10,7 @@ use routeval::clock::{FixedClock, parse_rfc3339};
 use routeval::routes::{SignatureError, VerifyError, check_config, load_public, signature_path};
 
 use crate::common::{Random, routeval};
-use crate::gate_cli::{Workspace, example_routes};
+use crate::common::{Workspace, example_routes};
 
 /// A workspace with an emitted v1 (always-large) and v2 (predictive) config.
 fn signed_configs() -> (Workspace, String, String) {

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
+use crate::common::example_routes;
 use crate::common::{example_results, routeval};
-use crate::gate_cli::example_routes;
 
 fn check(name: &str, rendered: &str, directory: &Path) {
     let normalised = without_digests(

@@ -629,7 +629,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         "{litellm}"
     );
     assert!(litellm.contains("support/mid"), "{litellm}");
-    crate::litellm_export::loads_into_litellm(&out.join("route-config.v1.litellm.yaml"));
+    crate::common::loads_into_litellm(&out.join("route-config.v1.litellm.yaml"));
     // Drift re-evaluates the three-tier config: fine on the rows it was
     // gated on, and a slice to recalibrate once the mid model gets worse.
     let drift = |results: &Path| {

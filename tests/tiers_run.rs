@@ -13,8 +13,8 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use routeval::schema::{ResponseRow, read_all_responses};
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
+use crate::common::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};
 use crate::common::{calibration_and_text, routeval};
-use crate::run_cli::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};
 
 /// The run config of `run_cli` with a `mid` tier between and the tiers
 /// named `first`, `mid`, `large`, without retries.

@@ -297,7 +297,7 @@ fn finish(outcome: &mut PolicyOutcome, waits: &mut [f64], fallback_seconds: &mut
     outcome.total_wait_s = (total_ms.round()) / 1000.0;
     outcome.mean_wait_s = total_ms / n / 1000.0;
     waits.sort_by(f64::total_cmp);
-    let rank = |q: f64| percentile(&waits, q).map_or(0.0, |wait| wait / 1000.0);
+    let rank = |q: f64| percentile(waits, q).map_or(0.0, |wait| wait / 1000.0);
     outcome.p50_wait_s = rank(0.50);
     outcome.p95_wait_s = rank(0.95);
     outcome.p99_wait_s = rank(0.99);

@@ -1,0 +1,52 @@
+//! Request records of a brown-out day and a route table with a fallback.
+
+use std::path::{Path, PathBuf};
+
+pub fn table_with_fallback(directory: &Path) -> PathBuf {
+    let route = |name: &str, region: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\nprovider = \"openai\"\nmodel = \"gpt-4o-2024-08-06\"\nregion = \"{region}\"\ntier = \"large\"\nprompt_variant = \"support-v3\"\nprice_input_per_mtok = 3.0\nprice_output_per_mtok = 15.0\nrpm = 600\ntpm = 30000000\n\n"
+        )
+    };
+    let text = format!(
+        "# The primary and its fallback in another region.\nlogical_model = \"support-fast\"\n\n{}{}[policy.single]\nroute = \"primary\"\n\n[[fallbacks]]\nroute = \"primary\"\nto = [\"backup\"]\n",
+        route("primary", "eu-west-1"),
+        route("backup", "eu-central-1"),
+    );
+    let path = directory.join("routes.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Brown-outs of `primary` in a day of traffic, with `backup`'s records.
+pub fn write_day(path: &Path) {
+    let mut lines = Vec::new();
+    for index in 0..2000u64 {
+        let browning = (index % 400) >= 300 && (index % 400) < 340;
+        let ttft = if browning {
+            6000.0 + (index % 5) as f64 * 1000.0
+        } else {
+            300.0 + (index % 17) as f64 * 40.0
+        };
+        for (route, ttft) in [
+            ("primary", ttft),
+            ("backup", 700.0 + (index % 3) as f64 * 100.0),
+        ] {
+            lines.push(
+                serde_json::json!({
+                    "id": format!("{route}-{index}"),
+                    "timestamp": 1_764_504_000_000u64 + index * 1000,
+                    "slice": "support",
+                    "route": route,
+                    "status": 200,
+                    "input_tokens": 800,
+                    "output_tokens": 200,
+                    "ttft_ms": ttft,
+                    "total_ms": ttft + 1500.0,
+                })
+                .to_string(),
+            );
+        }
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
