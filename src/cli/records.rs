@@ -46,10 +46,7 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     })
     .map_err(|error| {
         // A bad input row names its own file; anything else is the output's.
-        if error
-            .downcast_ref::<crate::records::RecordsError>()
-            .is_some()
-        {
+        if error.downcast_ref::<crate::schema::InputError>().is_some() {
             error
         } else {
             error.context(format!("{}: cannot write (--out)", args.out.display()))

@@ -24,8 +24,7 @@ use parquet::arrow::arrow_reader::{
 };
 
 use super::read::{
-    FieldNames, Record, RecordsError, check_table_version, fold_records, join_workers,
-    parquet_records,
+    FieldNames, Record, check_table_version, fold_records, join_workers, parquet_records,
 };
 use super::schema::field::{
     CACHED_INPUT_TOKENS, COST_USD, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL, OUTPUT_TOKENS, REASON,
@@ -33,6 +32,7 @@ use super::schema::field::{
 };
 use super::schema::{RECORD_COLUMNS, RecordKind, Status};
 use crate::schema::Format;
+use crate::schema::InputError;
 
 /// Rows per batch: large enough that mapping each dictionary once per batch
 /// costs nothing, small enough that a batch of every projected column stays
@@ -426,8 +426,8 @@ pub fn fold_record_chunks<S: Send>(
     workers: usize,
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, RecordChunk<'_>) + Sync,
-) -> Result<(Vec<S>, u64), RecordsError> {
-    let unreadable = |message: String| RecordsError::Unreadable {
+) -> Result<(Vec<S>, u64), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -452,12 +452,13 @@ pub fn fold_record_chunks<S: Send>(
         rows += group.num_rows() as u64;
     }
     if rows == 0 {
-        return Err(RecordsError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the file has no records",
         });
     }
     let workers = workers.clamp(1, groups.max(1));
-    let fold_group = |state: &mut S, group: usize| -> Result<(), RecordsError> {
+    let fold_group = |state: &mut S, group: usize| -> Result<(), InputError> {
         let (mask, decode_id) = plan.projection(group);
         // A handle of its own: clones share one offset, which readers seek.
         let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
@@ -499,7 +500,7 @@ pub fn fold_record_chunks<S: Send>(
         }
         Ok(())
     };
-    let results: Vec<Result<S, (u64, RecordsError)>> = std::thread::scope(|scope| {
+    let results: Vec<Result<S, (u64, InputError)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 let (init, fold_group, offsets) = (&init, &fold_group, &offsets);

@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::read::{
-    FieldNames, Record, RecordsError, check_values, for_each_record, parse_timestamp,
-};
+use super::read::{FieldNames, Record, check_values, for_each_record, parse_timestamp};
 use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
 use super::write::RecordsWriter;
+use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
 
 /// Where the records come from.
@@ -64,7 +63,8 @@ pub fn import_records<W: std::io::Write + Send>(
     match options.format {
         ImportFormat::Generic => {
             let names = match &options.map {
-                Some(map) => FieldNames::parse(map).map_err(|problem| RecordsError::Map {
+                Some(map) => FieldNames::parse(map).map_err(|problem| InputError::Flag {
+                    flag: "--map",
                     path: path.clone(),
                     problem,
                 })?,
@@ -75,7 +75,7 @@ pub fn import_records<W: std::io::Write + Send>(
                 ids.check(path, location, &record.id, names.source(ID_FIELD))?;
                 writer
                     .push(record.clone().into_owned())
-                    .map_err(|error| RecordsError::Unreadable {
+                    .map_err(|error| InputError::Unreadable {
                         path: path.clone(),
                         message: error.to_string(),
                     })
@@ -93,7 +93,7 @@ pub fn import_records<W: std::io::Write + Send>(
                     ImportFormat::Litellm => litellm(object, &slice_field),
                     _ => openai_log(object, &slice_field),
                 };
-                let invalid = |(field, problem): (String, String)| RecordsError::Invalid {
+                let invalid = |(field, problem): (String, String)| InputError::Invalid {
                     path: path.clone(),
                     location,
                     field,
@@ -106,15 +106,17 @@ pub fn import_records<W: std::io::Write + Send>(
                 })?;
                 ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
                 count += 1;
-                writer
-                    .push(record)
-                    .map_err(|error| RecordsError::Unreadable {
-                        path: path.clone(),
-                        message: error.to_string(),
-                    })
+                writer.push(record).map_err(|error| InputError::Unreadable {
+                    path: path.clone(),
+                    message: error.to_string(),
+                })
             })?;
             if count == 0 {
-                return Err(RecordsError::Empty { path: path.clone() }.into());
+                return Err(InputError::Empty {
+                    path: path.clone(),
+                    nothing: "the file has no records",
+                }
+                .into());
             }
         }
         ImportFormat::Run => from_run(path, options.interval_ms, &mut writer)?,
@@ -140,7 +142,7 @@ impl UniqueIds {
         location: RowLocation,
         id: &str,
         field: &str,
-    ) -> Result<(), RecordsError> {
+    ) -> Result<(), InputError> {
         use std::hash::{BuildHasher, Hasher};
         let half = |seed: u64| {
             let mut hasher = foldhash::quality::FixedState::with_seed(seed).build_hasher();
@@ -149,7 +151,7 @@ impl UniqueIds {
         };
         let key = (u128::from(half(0x6964_7331)) << 64) | u128::from(half(0x6964_7332));
         match self.seen.entry(key) {
-            std::collections::hash_map::Entry::Occupied(first) => Err(RecordsError::Invalid {
+            std::collections::hash_map::Entry::Occupied(first) => Err(InputError::Invalid {
                 path: path.to_owned(),
                 location,
                 field: field.to_owned(),
@@ -167,9 +169,9 @@ impl UniqueIds {
 /// strings, empty ones left out).
 pub fn for_each_object(
     path: &Path,
-    mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), RecordsError>,
-) -> Result<(), RecordsError> {
-    let unreadable = |message: String| RecordsError::Unreadable {
+    mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -180,7 +182,7 @@ pub fn for_each_object(
             |number, line| {
                 let location = RowLocation::Line(number);
                 let object: serde_json::Map<String, Value> =
-                    serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
+                    serde_json::from_slice(line).map_err(|error| InputError::Malformed {
                         path: path.to_owned(),
                         location,
                         problem: format!("not a JSON object: {error}"),
@@ -191,7 +193,7 @@ pub fn for_each_object(
         Format::Csv => crate::schema::for_each_csv_record(
             path,
             unreadable,
-            |location, problem| RecordsError::Malformed {
+            |location, problem| InputError::Malformed {
                 path: path.to_owned(),
                 location,
                 problem,

@@ -3,8 +3,9 @@
 //! value is checked: a bad one is one error naming the file, the line or
 //! row, and the field.
 
+use crate::schema::InputError;
 use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
@@ -65,29 +66,6 @@ impl Record<'_> {
             messages: self.messages.map(own),
         }
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RecordsError {
-    #[error("{}: cannot read: {message}", path.display())]
-    Unreadable { path: PathBuf, message: String },
-    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
-    Invalid {
-        path: PathBuf,
-        location: RowLocation,
-        field: String,
-        problem: String,
-    },
-    #[error("{}: {location}: {problem}", path.display())]
-    Malformed {
-        path: PathBuf,
-        location: RowLocation,
-        problem: String,
-    },
-    #[error("{}: the file has no records", path.display())]
-    Empty { path: PathBuf },
-    #[error("{}: --map {problem}", path.display())]
-    Map { path: PathBuf, problem: String },
 }
 
 /// Where each field of a record is read from: its own name, or the column
@@ -303,19 +281,18 @@ pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
 pub fn for_each_record(
     path: &Path,
     names: &FieldNames,
-    mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), RecordsError>,
-) -> Result<u64, RecordsError> {
-    let unreadable = |message: String| RecordsError::Unreadable {
+    mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
-    let invalid =
-        |location: RowLocation, (field, problem): (String, String)| RecordsError::Invalid {
-            path: path.to_owned(),
-            location,
-            field,
-            problem,
-        };
+    let invalid = |location: RowLocation, (field, problem): (String, String)| InputError::Invalid {
+        path: path.to_owned(),
+        location,
+        field,
+        problem,
+    };
     let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
     let mut count = 0u64;
     match format {
@@ -326,7 +303,7 @@ pub fn for_each_record(
                 |number, line| {
                     let location = RowLocation::Line(number);
                     let object: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_slice(line).map_err(|error| RecordsError::Malformed {
+                        serde_json::from_slice(line).map_err(|error| InputError::Malformed {
                             path: path.to_owned(),
                             location,
                             problem: format!("not a JSON object: {error}"),
@@ -347,7 +324,7 @@ pub fn for_each_record(
             crate::schema::for_each_csv_record(
                 path,
                 unreadable,
-                |location, problem| RecordsError::Malformed {
+                |location, problem| InputError::Malformed {
                     path: path.to_owned(),
                     location,
                     problem,
@@ -376,8 +353,9 @@ pub fn for_each_record(
         }
     }
     if count == 0 {
-        return Err(RecordsError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the file has no records",
         });
     }
     Ok(count)
@@ -394,8 +372,8 @@ pub fn fold_records<S: Send>(
     workers: usize,
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, &Record<'_>) + Sync,
-) -> Result<(Vec<S>, u64), RecordsError> {
-    let unreadable = |message: String| RecordsError::Unreadable {
+) -> Result<(Vec<S>, u64), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -429,11 +407,11 @@ pub fn fold_records<S: Send>(
         rows += group.num_rows() as u64;
     }
     let workers = workers.min(groups);
-    let results: Vec<Result<(S, u64), (u64, RecordsError)>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(S, u64), (u64, InputError)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 let (init, visit, offsets) = (&init, &visit, &offsets);
-                scope.spawn(move || -> Result<(S, u64), (u64, RecordsError)> {
+                scope.spawn(move || -> Result<(S, u64), (u64, InputError)> {
                     let mut state = init();
                     let mut count = 0u64;
                     for group in (worker..groups).step_by(workers) {
@@ -465,8 +443,9 @@ pub fn fold_records<S: Send>(
         count += rows;
     }
     if count == 0 {
-        return Err(RecordsError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the file has no records",
         });
     }
     Ok((states, count))
@@ -478,7 +457,7 @@ pub fn fold_records<S: Send>(
 pub(super) fn check_table_version(
     path: &Path,
     metadata: &parquet::file::metadata::FileMetaData,
-) -> Result<(), RecordsError> {
+) -> Result<(), InputError> {
     let tagged = metadata
         .key_value_metadata()
         .into_iter()
@@ -487,7 +466,7 @@ pub(super) fn check_table_version(
         .and_then(|entry| entry.value.as_deref());
     match tagged {
         Some(found) if found.trim() != RECORDS_SCHEMA_VERSION.to_string() => {
-            Err(RecordsError::Unreadable {
+            Err(InputError::Unreadable {
                 path: path.to_owned(),
                 message: format!(
                     "{SCHEMA_VERSION_KEY} = {found}: {}",
@@ -504,10 +483,10 @@ pub(super) fn check_table_version(
 /// that failed (a worker's error comes with its group's first row), which is
 /// the error a sequential read would report.
 pub(super) fn join_workers<S>(
-    results: Vec<Result<S, (u64, RecordsError)>>,
-) -> Result<Vec<S>, RecordsError> {
+    results: Vec<Result<S, (u64, InputError)>>,
+) -> Result<Vec<S>, InputError> {
     let mut states = Vec::with_capacity(results.len());
-    let mut first_error: Option<(u64, RecordsError)> = None;
+    let mut first_error: Option<(u64, InputError)> = None;
     for result in results {
         match result {
             Ok(state) => states.push(state),
@@ -535,9 +514,9 @@ pub(super) fn parquet_records(
     names: &FieldNames,
     group: Option<(usize, Option<RowSelection>)>,
     first_row: u64,
-    visit: &mut dyn FnMut(RowLocation, &Record<'_>) -> Result<(), RecordsError>,
-) -> Result<u64, RecordsError> {
-    let unreadable = |message: String| RecordsError::Unreadable {
+    visit: &mut dyn FnMut(RowLocation, &Record<'_>) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -568,7 +547,7 @@ pub(super) fn parquet_records(
                 index,
             };
             let record =
-                build(&parquet_row, names).map_err(|(field, problem)| RecordsError::Invalid {
+                build(&parquet_row, names).map_err(|(field, problem)| InputError::Invalid {
                     path: path.to_owned(),
                     location,
                     field,

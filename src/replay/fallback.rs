@@ -11,6 +11,7 @@
 //! policy, never a save), and an open breaker sends requests straight to
 //! the fallback until one half-open probe tries the primary again.
 
+use crate::schema::InputError;
 use std::collections::BinaryHeap;
 
 use crate::records::Status;
@@ -473,12 +474,12 @@ pub fn load_fallback_inputs(
     path: &std::path::Path,
     route: &str,
     fallback_route: Option<&str>,
-) -> Result<FallbackInputs, crate::records::RecordsError> {
-    use crate::records::{FieldNames, RecordsError, for_each_record};
+) -> Result<FallbackInputs, crate::schema::InputError> {
+    use crate::records::{FieldNames, for_each_record};
     let mut primary: Vec<(i64, Option<f64>, Option<f64>, Status)> = Vec::new();
     let mut fallback: Vec<(i64, f64)> = Vec::new();
     let rows = for_each_record(path, &FieldNames::default(), |location, record| {
-        let missing_ttft = || RecordsError::Invalid {
+        let missing_ttft = || InputError::Invalid {
             path: path.to_owned(),
             location,
             field: "ttft_ms".to_owned(),
@@ -504,7 +505,7 @@ pub fn load_fallback_inputs(
         Ok(())
     })?;
     if primary.is_empty() {
-        return Err(RecordsError::Unreadable {
+        return Err(InputError::Unreadable {
             path: path.to_owned(),
             message: format!("no records of the route {route:?} (--route)"),
         });
@@ -512,7 +513,7 @@ pub fn load_fallback_inputs(
     if let Some(name) = fallback_route
         && fallback.is_empty()
     {
-        return Err(RecordsError::Unreadable {
+        return Err(InputError::Unreadable {
             path: path.to_owned(),
             message: format!(
                 "no answered records of the fallback route {name:?} (--fallback); give --fallback-ttft-ms instead"

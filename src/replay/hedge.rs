@@ -6,6 +6,7 @@
 //! deterministically. Both copies pay their input tokens; without
 //! cancellation the loser also runs to its end and pays its output.
 
+use crate::schema::InputError;
 use crate::schema::{HedgeDocument, HedgeRow};
 use crate::stats::percentile;
 use crate::stats::random::splitmix64;
@@ -130,8 +131,8 @@ fn hedge_row(
 pub fn load_hedge_requests(
     path: &std::path::Path,
     route: Option<&str>,
-) -> Result<(Vec<HedgeRequest>, u64), crate::records::RecordsError> {
-    use crate::records::{FieldNames, RecordsError, Status, for_each_record};
+) -> Result<(Vec<HedgeRequest>, u64), crate::schema::InputError> {
+    use crate::records::{FieldNames, Status, for_each_record};
     let mut requests = Vec::new();
     // Every sum the replay makes is at most these: if they fit, none wraps.
     let (mut all_input, mut all_output) = (0u64, 0u64);
@@ -139,7 +140,7 @@ pub fn load_hedge_requests(
         if route.is_some_and(|route| route != record.route) || record.status != Status::Ok {
             return Ok(());
         }
-        let invalid = |field: &str, problem: &str| RecordsError::Invalid {
+        let invalid = |field: &str, problem: &str| InputError::Invalid {
             path: path.to_owned(),
             location,
             field: field.to_owned(),
@@ -167,7 +168,7 @@ pub fn load_hedge_requests(
         Ok(())
     })?;
     if requests.is_empty() {
-        return Err(RecordsError::Unreadable {
+        return Err(InputError::Unreadable {
             path: path.to_owned(),
             message: match route {
                 Some(route) => format!("no answered records of the route {route:?} (--route)"),

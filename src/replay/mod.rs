@@ -16,4 +16,4 @@ pub use from_run::RunArrivals;
 pub use replicas::{
     Objective, PolicySpec, Pool, Source, calibrate, render_calibration, render_policies, replay,
 };
-pub use trace::{Request, TraceError, for_each_request};
+pub use trace::{Request, for_each_request};

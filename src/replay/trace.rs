@@ -5,8 +5,9 @@
 //! prompts. Requests stream one at a time: a trace of any length is read in
 //! memory bounded by one request.
 
+use crate::schema::InputError;
 use std::hash::{BuildHasher, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
@@ -27,27 +28,6 @@ pub struct Request {
     pub blocks: Arc<[u64]>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum TraceError {
-    #[error("{}: cannot read: {message}", path.display())]
-    Unreadable { path: PathBuf, message: String },
-    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
-    Invalid {
-        path: PathBuf,
-        location: RowLocation,
-        field: &'static str,
-        problem: String,
-    },
-    #[error("{}: {location}: {problem}", path.display())]
-    Malformed {
-        path: PathBuf,
-        location: RowLocation,
-        problem: String,
-    },
-    #[error("{}: the trace has no requests", path.display())]
-    Empty { path: PathBuf },
-}
-
 /// A request's fields as a file gives them, before checking.
 #[derive(Debug, Default, Deserialize)]
 struct RawRequest {
@@ -66,14 +46,14 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn check(&mut self, location: RowLocation, raw: RawRequest) -> Result<Request, TraceError> {
-        let invalid = |field: &'static str, problem: String| TraceError::Invalid {
+    fn check(&mut self, location: RowLocation, raw: RawRequest) -> Result<Request, InputError> {
+        let invalid = |field: &'static str, problem: String| InputError::Invalid {
             path: self.path.to_owned(),
             location,
-            field,
+            field: field.to_owned(),
             problem,
         };
-        let whole = |field: &'static str, value: Option<f64>| -> Result<f64, TraceError> {
+        let whole = |field: &'static str, value: Option<f64>| -> Result<f64, InputError> {
             let value = value.ok_or_else(|| invalid(field, "missing".to_owned()))?;
             if !value.is_finite() || value < 0.0 {
                 return Err(invalid(
@@ -104,7 +84,7 @@ impl Checker<'_> {
                 ),
             ));
         }
-        let tokens = |field: &'static str, value: Option<f64>| -> Result<u32, TraceError> {
+        let tokens = |field: &'static str, value: Option<f64>| -> Result<u32, InputError> {
             let value = whole(field, value)?;
             if value > f64::from(u32::MAX) {
                 return Err(invalid(field, format!("{value} tokens is too many")));
@@ -139,8 +119,8 @@ impl Checker<'_> {
 
 /// Streams the checked requests of the trace at `path` to `visit`, in file
 /// order; returns how many there were.
-pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u64, TraceError> {
-    let unreadable = |message: String| TraceError::Unreadable {
+pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u64, InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -153,7 +133,7 @@ pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u
         previous_ms: 0.0,
         count: 0,
     };
-    let mut accept = |location: RowLocation, raw: RawRequest| -> Result<(), TraceError> {
+    let mut accept = |location: RowLocation, raw: RawRequest| -> Result<(), InputError> {
         visit(checker.check(location, raw)?);
         Ok(())
     };
@@ -163,17 +143,18 @@ pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u
         Format::Parquet => parquet_rows(path, &mut accept)?,
     }
     if checker.count == 0 {
-        return Err(TraceError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the trace has no requests",
         });
     }
     Ok(checker.count)
 }
 
-type Accept<'a> = dyn FnMut(RowLocation, RawRequest) -> Result<(), TraceError> + 'a;
+type Accept<'a> = dyn FnMut(RowLocation, RawRequest) -> Result<(), InputError> + 'a;
 
-fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
-    let unreadable = |error: std::io::Error| TraceError::Unreadable {
+fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
+    let unreadable = |error: std::io::Error| InputError::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
     };
@@ -181,7 +162,7 @@ fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
         let location = RowLocation::Line(number);
         let raw: RawRequest = serde_json::from_slice(line).map_err(|error| {
             // serde names the field whose value has the wrong type.
-            TraceError::Malformed {
+            InputError::Malformed {
                 path: path.to_owned(),
                 location,
                 problem: format!("not a trace request: {error}"),
@@ -191,12 +172,12 @@ fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
     })
 }
 
-fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
-    let unreadable = |message: String| TraceError::Unreadable {
+fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
-    let malformed = |location, problem| TraceError::Malformed {
+    let malformed = |location, problem| InputError::Malformed {
         path: path.to_owned(),
         location,
         problem,
@@ -217,13 +198,13 @@ fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
                 .and_then(|index| record.get(index))
                 .filter(|text| !text.is_empty())
         };
-        let number = |index: usize, name: &'static str| -> Result<Option<f64>, TraceError> {
+        let number = |index: usize, name: &'static str| -> Result<Option<f64>, InputError> {
             field(columns[index])
                 .map(|text| {
-                    text.trim().parse::<f64>().map_err(|_| TraceError::Invalid {
+                    text.trim().parse::<f64>().map_err(|_| InputError::Invalid {
                         path: path.to_owned(),
                         location,
-                        field: name,
+                        field: name.to_owned(),
                         problem: format!("{text:?} is not a number"),
                     })
                 })
@@ -231,10 +212,10 @@ fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
         };
         let hash_ids = field(columns[3])
             .map(|text| {
-                parse_ids(text).map_err(|problem| TraceError::Invalid {
+                parse_ids(text).map_err(|problem| InputError::Invalid {
                     path: path.to_owned(),
                     location,
-                    field: "hash_ids",
+                    field: "hash_ids".to_owned(),
                     problem,
                 })
             })
@@ -264,8 +245,8 @@ fn parse_ids(text: &str) -> Result<Vec<i128>, String> {
         .collect()
 }
 
-fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> {
-    let unreadable = |message: String| TraceError::Unreadable {
+fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -276,7 +257,7 @@ fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> 
     let mut row = 0u64;
     for batch in reader {
         let batch = batch.map_err(|error| unreadable(error.to_string()))?;
-        let numbers = |name: &'static str| -> Result<Option<Vec<Option<f64>>>, TraceError> {
+        let numbers = |name: &'static str| -> Result<Option<Vec<Option<f64>>>, InputError> {
             let Some(column) = batch.column_by_name(name) else {
                 return Ok(None);
             };
@@ -308,10 +289,10 @@ fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), TraceError> 
                 None => None,
                 Some(column) if column.is_null(index) => None,
                 Some(column) => Some(parquet_ids(column.as_ref(), index).map_err(|problem| {
-                    TraceError::Invalid {
+                    InputError::Invalid {
                         path: path.to_owned(),
                         location,
-                        field: "hash_ids",
+                        field: "hash_ids".to_owned(),
                         problem,
                     }
                 })?),

@@ -633,8 +633,9 @@ pub async fn execute<E: ChatEndpoint>(
                     })
                     .is_err()
                 {
-                    return Err(crate::schema::DatasetError::Empty {
+                    return Err(crate::schema::InputError::Empty {
                         path: PathBuf::new(),
+                        nothing: "the dataset has no rows",
                     });
                 }
             }

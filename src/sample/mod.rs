@@ -11,6 +11,7 @@
 //! smallest draws; memory grows with slices × strata × `--per-slice`, not
 //! with the records.
 
+use crate::schema::InputError;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::records::{FieldNames, Record, RecordsError, for_each_record};
+use crate::records::{FieldNames, Record, for_each_record};
 
 #[derive(Debug, Clone)]
 pub struct SampleOptions {
@@ -259,9 +260,7 @@ fn score_bin(score: f64) -> i64 {
 
 /// The prompts drawn, per slice in slice order, each slice's strata taken
 /// in turn so every part of the score range is represented.
-pub fn sample(
-    options: &SampleOptions,
-) -> Result<(Vec<SampledPrompt>, SampleSummary), RecordsError> {
+pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSummary), InputError> {
     let names = FieldNames::default();
     let eligible = |record: &Record<'_>| {
         options

@@ -4,10 +4,11 @@
 //! and free metadata. Every row is checked, and the rubric it names must
 //! exist, before anything is sent to a model.
 
+use crate::schema::InputError;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow::array::{Array, AsArray};
 use arrow::compute::cast;
@@ -47,30 +48,6 @@ pub struct DatasetRow {
     pub location: RowLocation,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum DatasetError {
-    #[error("{}: cannot read: {message}", path.display())]
-    Unreadable { path: PathBuf, message: String },
-    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
-    Invalid {
-        path: PathBuf,
-        location: RowLocation,
-        field: String,
-        problem: String,
-    },
-    #[error("{}: {location}: {problem}", path.display())]
-    Malformed {
-        path: PathBuf,
-        location: RowLocation,
-        problem: String,
-    },
-    #[error("{}: the dataset has no rows", path.display())]
-    Empty { path: PathBuf },
-    /// The file could not be opened as a table at all; the message names it.
-    #[error(transparent)]
-    Format(#[from] super::ReadError),
-}
-
 /// A row before checking: where it is, and its fields.
 type RawRow = (RowLocation, Map<String, Value>);
 
@@ -79,7 +56,7 @@ type RawRow = (RowLocation, Map<String, Value>);
 pub fn read_dataset(
     path: &Path,
     rubrics: &BTreeSet<String>,
-) -> Result<Vec<DatasetRow>, DatasetError> {
+) -> Result<Vec<DatasetRow>, InputError> {
     let mut rows = Vec::new();
     for_each_row(path, rubrics, |row| {
         rows.push(row);
@@ -93,8 +70,8 @@ pub fn read_dataset(
 pub fn for_each_row(
     path: &Path,
     rubrics: &BTreeSet<String>,
-    visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
-) -> Result<u64, DatasetError> {
+    visit: impl FnMut(DatasetRow) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
     for_each_checked_row(path, Some(rubrics), visit)
 }
 
@@ -102,17 +79,17 @@ pub fn for_each_row(
 /// replay of their prefixes: any rubric name is accepted.
 pub fn for_each_prompt(
     path: &Path,
-    visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
-) -> Result<u64, DatasetError> {
+    visit: impl FnMut(DatasetRow) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
     for_each_checked_row(path, None, visit)
 }
 
 fn for_each_checked_row(
     path: &Path,
     rubrics: Option<&BTreeSet<String>>,
-    mut visit: impl FnMut(DatasetRow) -> Result<(), DatasetError>,
-) -> Result<u64, DatasetError> {
-    let unreadable = |message: String| DatasetError::Unreadable {
+    mut visit: impl FnMut(DatasetRow) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -125,7 +102,7 @@ fn for_each_checked_row(
     let hasher = super::id_hasher();
     let mut seen: HashMap<u64, RowLocation> = HashMap::new();
     let mut count = 0u64;
-    let mut check = |(location, object): RawRow| -> Result<(), DatasetError> {
+    let mut check = |(location, object): RawRow| -> Result<(), InputError> {
         let row = check_row(path, location, object, rubrics)?;
         match seen.entry(hasher.hash_one(&row.id)) {
             Entry::Vacant(entry) => {
@@ -134,7 +111,7 @@ fn for_each_checked_row(
             Entry::Occupied(entry) => {
                 let first = *entry.get();
                 if id_at(path, format, first)?.as_deref() == Some(row.id.as_str()) {
-                    return Err(DatasetError::Invalid {
+                    return Err(InputError::Invalid {
                         path: path.to_owned(),
                         location,
                         field: "id".to_owned(),
@@ -152,17 +129,18 @@ fn for_each_checked_row(
         Format::Parquet => parquet_rows(path, &mut check)?,
     }
     if count == 0 {
-        return Err(DatasetError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the dataset has no rows",
         });
     }
     Ok(count)
 }
 
 /// The id of the row at `wanted`, as `check_row` reads it.
-fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<String>, DatasetError> {
+fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<String>, InputError> {
     let mut found = None;
-    let mut visit = |(location, mut object): RawRow| -> Result<(), DatasetError> {
+    let mut visit = |(location, mut object): RawRow| -> Result<(), InputError> {
         if location == wanted {
             found = object.remove("id").map(|id| match id {
                 Value::String(text) => text,
@@ -180,21 +158,21 @@ fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<Stri
 }
 
 /// Receives the raw rows of a file, one at a time.
-type RawVisitor<'a> = dyn FnMut(RawRow) -> Result<(), DatasetError> + 'a;
+type RawVisitor<'a> = dyn FnMut(RawRow) -> Result<(), InputError> + 'a;
 
 fn check_row(
     path: &Path,
     location: RowLocation,
     mut object: Map<String, Value>,
     rubrics: Option<&BTreeSet<String>>,
-) -> Result<DatasetRow, DatasetError> {
-    let invalid = |field: &str, problem: String| DatasetError::Invalid {
+) -> Result<DatasetRow, InputError> {
+    let invalid = |field: &str, problem: String| InputError::Invalid {
         path: path.to_owned(),
         location,
         field: field.to_owned(),
         problem,
     };
-    let mut text = |field: &str, required: bool| -> Result<Option<String>, DatasetError> {
+    let mut text = |field: &str, required: bool| -> Result<Option<String>, InputError> {
         match object.remove(field) {
             None | Some(Value::Null) if required => Err(invalid(field, "missing".to_owned())),
             None | Some(Value::Null) => Ok(None),
@@ -278,14 +256,14 @@ fn check_row(
     })
 }
 
-fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
-    let unreadable = |error: std::io::Error| DatasetError::Unreadable {
+fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
+    let unreadable = |error: std::io::Error| InputError::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
     };
     super::for_each_line(path, unreadable, |number, bytes| {
         let location = RowLocation::Line(number);
-        let malformed = |problem: String| DatasetError::Malformed {
+        let malformed = |problem: String| InputError::Malformed {
             path: path.to_owned(),
             location,
             problem,
@@ -298,12 +276,12 @@ fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetErro
     })
 }
 
-fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
-    let unreadable = |message: String| DatasetError::Unreadable {
+fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
-    let malformed = |location, problem| DatasetError::Malformed {
+    let malformed = |location, problem| InputError::Malformed {
         path: path.to_owned(),
         location,
         problem,
@@ -319,8 +297,8 @@ fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError>
     })
 }
 
-fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetError> {
-    let unreadable = |message: String| DatasetError::Unreadable {
+fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -363,12 +341,13 @@ fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), DatasetEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn rubrics() -> BTreeSet<String> {
         ["exact", "refund"].into_iter().map(str::to_owned).collect()
     }
 
-    fn read(name: &str, text: &str) -> Result<Vec<DatasetRow>, DatasetError> {
+    fn read(name: &str, text: &str) -> Result<Vec<DatasetRow>, InputError> {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -377,7 +356,7 @@ mod tests {
             let message = error
                 .to_string()
                 .replace(&directory.path().display().to_string(), "");
-            DatasetError::Unreadable {
+            InputError::Unreadable {
                 path: PathBuf::new(),
                 message,
             }
@@ -386,7 +365,7 @@ mod tests {
 
     fn error(name: &str, text: &str) -> String {
         match read(name, text).unwrap_err() {
-            DatasetError::Unreadable { message, .. } => message,
+            InputError::Unreadable { message, .. } => message,
             other => other.to_string(),
         }
     }

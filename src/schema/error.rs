@@ -1,5 +1,7 @@
-//! Why a graded-results file could not be read. Every message names the file,
-//! and where it can, the column and the row or line.
+//! Why an input file could not be read: a graded-results table
+//! ([`ReadError`]), or a file of rows of another kind (a dataset, request
+//! records, a trace: [`InputError`]). Every message names the file, and
+//! where it can, the column or field and the row or line.
 
 use std::path::PathBuf;
 
@@ -95,4 +97,40 @@ pub enum ReadError {
 
     #[error("{}: the file has no rows", path.display())]
     Empty { path: PathBuf },
+}
+
+/// Why a dataset, a file of request records or a trace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{}: cannot read: {message}", path.display())]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{}: {location}, field \"{field}\": {problem}", path.display())]
+    Invalid {
+        path: PathBuf,
+        location: RowLocation,
+        field: String,
+        problem: String,
+    },
+    #[error("{}: {location}: {problem}", path.display())]
+    Malformed {
+        path: PathBuf,
+        location: RowLocation,
+        problem: String,
+    },
+    /// `nothing` says what is missing: "the trace has no requests".
+    #[error("{}: {nothing}", path.display())]
+    Empty {
+        path: PathBuf,
+        nothing: &'static str,
+    },
+    /// A flag's value that does not fit the file, `--map` of the records.
+    #[error("{}: {flag} {problem}", path.display())]
+    Flag {
+        path: PathBuf,
+        flag: &'static str,
+        problem: String,
+    },
+    /// The file could not be opened as a table at all; the message names it.
+    #[error(transparent)]
+    Table(#[from] ReadError),
 }

@@ -40,9 +40,7 @@ pub use calibration::{
     TieredPoint, audit_rows,
 };
 pub use call_tier::CallTier;
-pub use dataset::{
-    DatasetError, DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset,
-};
+pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };
@@ -50,7 +48,7 @@ pub use drift_records::{
     BinnedShift, RECORDS_DRIFT_OUTPUT, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument,
     RecordsRouteDrift, RecordsSliceDrift, RouteWindow, SliceWindow,
 };
-pub use error::ReadError;
+pub use error::{InputError, ReadError};
 pub use fallback::{
     BreakerCalibration, BreakerPoint, BreakerSettings, FALLBACK_OUTPUT, FALLBACK_SCHEMA_VERSION,
     FallbackDocument, Learning, PolicyOutcome,

@@ -398,8 +398,8 @@ struct AggregateRow {
 /// Streams a pre-aggregated table (CSV, JSON lines or Parquet) whose
 /// columns docs/records-sql.md defines.
 fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow::Result<u64> {
-    use crate::records::RecordsError;
-    let invalid = |location: RowLocation, field: &str, problem: String| RecordsError::Invalid {
+    use crate::schema::InputError;
+    let invalid = |location: RowLocation, field: &str, problem: String| InputError::Invalid {
         path: path.to_owned(),
         location,
         field: field.to_owned(),
@@ -417,7 +417,7 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
                 _ => None,
             }
         };
-        let integer = |field: &str| -> Result<Option<i64>, RecordsError> {
+        let integer = |field: &str| -> Result<Option<i64>, InputError> {
             match object.get(field) {
                 None | Some(serde_json::Value::Null) => Ok(None),
                 Some(serde_json::Value::Number(number)) => number
@@ -509,7 +509,7 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
         visit(&row);
         Ok(())
     };
-    let unreadable = |message: String| RecordsError::Unreadable {
+    let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,
     };
@@ -555,8 +555,9 @@ fn read_aggregates(path: &Path, mut visit: impl FnMut(&AggregateRow)) -> anyhow:
         }
     }
     if rows == 0 {
-        return Err(RecordsError::Empty {
+        return Err(InputError::Empty {
             path: path.to_owned(),
+            nothing: "the file has no records",
         }
         .into());
     }
