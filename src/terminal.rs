@@ -1,5 +1,8 @@
 //! Tables on the terminal, one look for every command: sharp borders, the
-//! first column left-aligned and the rest right-aligned.
+//! first column left-aligned and the rest (or the columns a table names)
+//! right-aligned.
+
+use std::ops::RangeBounds;
 
 use tabled::builder::Builder;
 use tabled::settings::object::Columns;
@@ -9,6 +12,15 @@ pub fn table<S: Into<String>>(
     header: impl IntoIterator<Item = S>,
     rows: impl IntoIterator<Item = Vec<String>>,
 ) -> String {
+    table_aligned(header, rows, 1..)
+}
+
+/// A table whose `right` columns are right-aligned, the others left.
+pub fn table_aligned<S: Into<String>>(
+    header: impl IntoIterator<Item = S>,
+    rows: impl IntoIterator<Item = Vec<String>>,
+    right: impl RangeBounds<usize>,
+) -> String {
     let mut builder = Builder::default();
     builder.push_record(header.into_iter().map(Into::into));
     for row in rows {
@@ -17,6 +29,6 @@ pub fn table<S: Into<String>>(
     let mut table = builder.build();
     table
         .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
+        .modify(Columns::new(right), Alignment::right());
     table.to_string()
 }

@@ -287,3 +287,20 @@ fn test_modules_share_helpers_only_through_common() {
         .collect();
     assert!(borrowing.is_empty(), "{borrowing:#?}");
 }
+
+#[test]
+fn every_terminal_table_is_drawn_by_terminal() {
+    let source = repository().join("src");
+    let mut files = Vec::new();
+    rust_files(&source, &mut files);
+    let drawing: Vec<String> = files
+        .iter()
+        .filter(|file| !file.ends_with("terminal.rs"))
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            text.lines().map(code_of).any(|line| line.contains("tabled::"))
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(drawing.is_empty(), "{drawing:?}");
+}

@@ -32,5 +32,4 @@ pub use engine::{CalibrateError, calibrate};
 pub use options::CalibrateOptions;
 pub use select::{Selection, select};
 pub use terminal::render_table;
-pub(crate) use terminal::table;
 pub use tiered::{DEFAULT_GRID, acceptable, calibrate_tiered};

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use crate::terminal::table;
+
 use crate::schema::{
     AUDIT_HEADER, CalibrationDocument, HoldoutResult, HoldoutVerdict, Point, SliceCalibration,
     audit_rows,
@@ -98,11 +100,7 @@ pub fn render_table(document: &CalibrationDocument) -> String {
 
 fn audit_table(document: &CalibrationDocument) -> Option<String> {
     let rows = audit_rows(document);
-    (!rows.is_empty()).then(|| table(AUDIT_HEADER.to_vec(), rows.into_iter()))
-}
-
-pub(crate) fn table(header: Vec<&str>, rows: impl Iterator<Item = Vec<String>>) -> String {
-    crate::terminal::table(header, rows)
+    (!rows.is_empty()).then(|| table(AUDIT_HEADER, rows))
 }
 
 fn quality(value: Option<f64>) -> String {

@@ -2,9 +2,6 @@
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
 
 use crate::digest::sha256_hex;
 use crate::evaluate::{
@@ -78,27 +75,24 @@ pub fn run(args: EvaluateArgs) -> anyhow::Result<Outcome> {
     let printed = if args.json {
         serde_json::to_string_pretty(&document).context("cannot encode the evaluation")? + "\n"
     } else {
-        let mut builder = Builder::default();
-        builder.push_record(["router", "APGR", "CPT(50%)", "CPT(80%)"]);
         let share = |value: Option<f64>| {
             value.map_or_else(|| "-".to_owned(), |value| format!("{:.1}%", value * 100.0))
         };
-        for (name, quality) in [
+        let rows = [
             ("scores in the file", &document.router),
             ("random", &document.random),
             ("oracle", &document.oracle),
-        ] {
-            builder.push_record([
+        ]
+        .into_iter()
+        .map(|(name, quality)| {
+            vec![
                 name.to_owned(),
                 format!("{:.3}", quality.apgr),
                 share(quality.cpt50),
                 share(quality.cpt80),
-            ]);
-        }
-        let mut table = builder.build();
-        table
-            .with(Style::sharp())
-            .modify(Columns::new(1..), Alignment::right());
+            ]
+        });
+        let table = crate::terminal::table(["router", "APGR", "CPT(50%)", "CPT(80%)"], rows);
         format!("{table}\n")
     };
     print(&printed)?;

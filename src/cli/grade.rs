@@ -65,7 +65,7 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
         .into_iter()
         .chain(graded.tiers.iter().map(|tier| format!("{tier} ok")))
         .collect();
-    let table = crate::calibrate::table(headers.iter().map(String::as_str).collect(), rows);
+    let table = crate::terminal::table(headers.iter().map(String::as_str), rows);
     let source = match graded.score_source {
         ScoreSource::Verifier => "the verifier's reject probability",
         ScoreSource::SelfConsistency => "self-consistency of the small tier's samples",

@@ -185,7 +185,7 @@ fn print_summary(summary: &RunSummary, responses: &std::path::Path) -> anyhow::R
             format!("{:.4}", tier.cost_usd),
         ]
     });
-    let table = crate::calibrate::table(
+    let table = crate::terminal::table(
         vec![
             "tier", "model", "calls", "errors", "cached", "retries", "cost $",
         ],

@@ -3,10 +3,6 @@
 
 use std::fmt::Write;
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use crate::markdown::{code, text};
 
 use crate::schema::{DriftDocument, SliceDrift};
@@ -56,15 +52,7 @@ const HEADER: [&str; 10] = [
 ];
 
 pub fn terminal(document: &DriftDocument) -> String {
-    let mut builder = Builder::default();
-    builder.push_record(HEADER);
-    for slice in &document.slices {
-        builder.push_record(cells(slice));
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
+    let table = crate::terminal::table(HEADER, document.slices.iter().map(cells));
     let mut out = format!("{table}\n");
     let _ = writeln!(
         out,

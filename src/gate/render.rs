@@ -3,10 +3,6 @@
 
 use std::fmt::Write;
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use crate::markdown::{code, text};
 
 use crate::schema::gate_report::{escalated_cell, optional_cell};
@@ -114,7 +110,6 @@ fn file_name(path: &str) -> String {
 }
 
 pub fn terminal(report: &GateReport) -> String {
-    let mut builder = Builder::default();
     let mut header = vec![String::new()];
     header.extend(
         report
@@ -122,32 +117,26 @@ pub fn terminal(report: &GateReport) -> String {
             .iter()
             .map(|candidate| file_name(&candidate.file)),
     );
-    builder.push_record(header);
-    for (label, cells) in comparison_rows(report) {
+    let rows = comparison_rows(report).into_iter().map(|(label, cells)| {
         let mut row = vec![label];
         row.extend(cells);
-        builder.push_record(row);
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
-    let mut out = table.to_string();
+        row
+    });
+    let mut out = crate::terminal::table(header, rows);
     out.push('\n');
     for candidate in report
         .candidates
         .iter()
         .filter(|candidate| !candidate.regressions.is_empty())
     {
-        let mut builder = Builder::default();
-        builder.push_record(REGRESSION_HEADER);
-        for regression in &candidate.regressions {
-            builder.push_record(regression_cells(regression));
-        }
-        let mut table = builder.build();
-        table
-            .with(Style::sharp())
-            .modify(Columns::new(1..7), Alignment::right());
+        let table = crate::terminal::table_aligned(
+            REGRESSION_HEADER,
+            candidate
+                .regressions
+                .iter()
+                .map(|regression| regression_cells(regression).to_vec()),
+            1..7,
+        );
         let _ = writeln!(
             out,
             "{} against the deployed config (paired, margin {}):\n{table}",

@@ -1,10 +1,6 @@
 //! `routeval simulate --compare`: the four ways to serve the simulated
 //! traffic side by side.
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use super::model::{SimulatedRow, Simulation};
 use crate::policy::{
     GradedRow, Latencies, Policy, Tally, escalates, first_token_alone_ms, first_token_ms, serve,
@@ -95,27 +91,24 @@ pub fn compare(simulation: &Simulation, rows: &[SimulatedRow]) -> Vec<PolicySumm
 }
 
 pub fn render_comparison(summaries: &[PolicySummary], requests: usize) -> String {
-    let mut builder = Builder::default();
-    builder.push_record([
-        "policy",
-        "$ per 1k req",
-        "quality",
-        "sent to large",
-        "p95 TTFT ms",
-    ]);
-    for summary in summaries {
-        builder.push_record([
-            summary.policy.to_owned(),
-            format!("{:.3}", summary.dollars_per_1k),
-            format!("{:.4}", summary.quality),
-            format!("{:.1}%", summary.large_share * 100.0),
-            format!("{:.0}", summary.p95_ttft_ms),
-        ]);
-    }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
+    let table = crate::terminal::table(
+        [
+            "policy",
+            "$ per 1k req",
+            "quality",
+            "sent to large",
+            "p95 TTFT ms",
+        ],
+        summaries.iter().map(|summary| {
+            vec![
+                summary.policy.to_owned(),
+                format!("{:.3}", summary.dollars_per_1k),
+                format!("{:.4}", summary.quality),
+                format!("{:.1}%", summary.large_share * 100.0),
+                format!("{:.0}", summary.p95_ttft_ms),
+            ]
+        }),
+    );
     format!("{requests} simulated requests\n{table}\n")
 }
 

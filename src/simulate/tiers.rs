@@ -3,10 +3,6 @@
 //! three-tier policy that reach the target on the simulated requests,
 //! chosen by the kernel's search exactly as `calibrate` chooses them.
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use super::model::{SimulatedRow, Simulation};
 use crate::policy::{
     Policy, TierLatency, TieredOutcomes, TieredSlice, cascade_stage, first_token_tier_ms,
@@ -157,15 +153,7 @@ pub fn compare_tiers(
 }
 
 pub fn render_tiered(summaries: &[TieredSummary], target: f64) -> String {
-    let mut builder = Builder::default();
-    builder.push_record([
-        "policy",
-        "thresholds",
-        "$ per 1k req",
-        "quality",
-        "small / mid / large",
-        "p95 TTFT ms",
-    ]);
+    let mut rows = Vec::with_capacity(summaries.len());
     for summary in summaries {
         let thresholds = summary.thresholds.as_ref().map_or_else(
             || "target not reached".to_owned(),
@@ -196,7 +184,7 @@ pub fn render_tiered(summaries: &[TieredSummary], target: f64) -> String {
                     )
             })
             .collect();
-        builder.push_record([
+        rows.push(vec![
             summary.policy.clone(),
             thresholds,
             format!("{:.3}", summary.dollars_per_1k),
@@ -205,9 +193,14 @@ pub fn render_tiered(summaries: &[TieredSummary], target: f64) -> String {
             format!("{:.0}", summary.p95_ttft_ms),
         ]);
     }
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(2..), Alignment::right());
+    let header = [
+        "policy",
+        "thresholds",
+        "$ per 1k req",
+        "quality",
+        "small / mid / large",
+        "p95 TTFT ms",
+    ];
+    let table = crate::terminal::table_aligned(header, rows, 2..);
     format!("cheapest thresholds reaching quality {target} (with a mid model)\n{table}\n")
 }

@@ -1,19 +1,7 @@
 //! The replay on the terminal: one row per policy, and the calibration's
 //! choice against the defaults on both parts of the trace.
 
-use tabled::builder::Builder;
-use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
-
 use crate::schema::{Calibration, ReplayDocument, Scored};
-
-fn table(builder: Builder) -> String {
-    let mut table = builder.build();
-    table
-        .with(Style::sharp())
-        .modify(Columns::new(1..), Alignment::right());
-    table.to_string()
-}
 
 pub fn render_policies(document: &ReplayDocument) -> String {
     let (trace, pool) = (&document.trace, &document.pool);
@@ -21,8 +9,7 @@ pub fn render_policies(document: &ReplayDocument) -> String {
         || "unbounded caches".to_owned(),
         |blocks| format!("{blocks} cache blocks each"),
     );
-    let mut builder = Builder::default();
-    builder.push_record([
+    let header = [
         "policy",
         "hit rate",
         "prefill Mtok",
@@ -33,9 +20,9 @@ pub fn render_policies(document: &ReplayDocument) -> String {
         "imbalance",
         "herding s",
         "drift misses",
-    ]);
-    for policy in &document.policies {
-        builder.push_record([
+    ];
+    let rows = document.policies.iter().map(|policy| {
+        vec![
             policy.name.clone(),
             format!("{:.1}%", policy.hit_rate * 100.0),
             format!("{:.2}", policy.prefill_tokens as f64 / 1e6),
@@ -46,8 +33,9 @@ pub fn render_policies(document: &ReplayDocument) -> String {
             format!("{:.2}", policy.imbalance),
             format!("{:.0}", policy.herding_s),
             policy.index_drift_misses.to_string(),
-        ]);
-    }
+        ]
+    });
+    let table = crate::terminal::table(header, rows);
     let speedup = if pool.speedup == 1.0 {
         String::new()
     } else {
@@ -60,7 +48,7 @@ pub fn render_policies(document: &ReplayDocument) -> String {
         trace.duration_s,
         pool.replicas,
         trace.ceiling_hit_rate * 100.0,
-        table(builder)
+        table
     )
 }
 
@@ -77,14 +65,14 @@ pub fn render_calibration(calibration: &Calibration) -> String {
             format!("{objective:.0}")
         }
     };
-    let mut builder = Builder::default();
-    builder.push_record([
+    let header = [
         "policy".to_owned(),
         format!("first {} requests: {unit}", calibration.train_requests),
         format!("held-out {}: {unit}", calibration.holdout_requests),
-    ]);
+    ];
+    let mut rows = Vec::new();
     let mut row = |label: &str, scored: &Scored| {
-        builder.push_record([
+        rows.push(vec![
             format!("{label}{}", scored.name),
             value(scored.train.objective),
             value(scored.holdout.objective),
@@ -106,7 +94,7 @@ pub fn render_calibration(calibration: &Calibration) -> String {
         "calibration for {} over {} grid points\n{}\ncache-aware choice {}\nscorer choice {}\nSGLang router: {}\nendpoint picker:\n{}",
         calibration.objective,
         calibration.grid.points,
-        table(builder),
+        crate::terminal::table(header, rows),
         verdict(calibration.cache_aware.wins_on_holdout),
         verdict(calibration.scorer.wins_on_holdout),
         calibration.sglang_flags,
