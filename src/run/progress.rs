@@ -1,11 +1,12 @@
 //! Live counters of a run, the progress bars drawn from them on stderr
 //! (only on a terminal and without `--quiet`), and the closing summary.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::policy::{to_picodollars, to_usd};
 use crate::schema::CallTier;
 
 /// Counters of one tier, updated by the workers.
@@ -16,8 +17,8 @@ pub struct TierCounters {
     pub errors: AtomicU64,
     pub retries: AtomicU64,
     pub cached: AtomicU64,
-    /// Dollars × 10⁹, so the sum is exact and atomic.
-    pub nano_dollars: AtomicU64,
+    /// The kernel's integer picodollars, so the sum is exact and atomic.
+    pub picodollars: AtomicI64,
 }
 
 impl TierCounters {
@@ -30,13 +31,13 @@ impl TierCounters {
             self.cached.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(cost) = cost {
-            self.nano_dollars
-                .fetch_add((cost * 1e9).round() as u64, Ordering::Relaxed);
+            self.picodollars
+                .fetch_add(to_picodollars(cost), Ordering::Relaxed);
         }
     }
 
     pub fn dollars(&self) -> f64 {
-        self.nano_dollars.load(Ordering::Relaxed) as f64 / 1e9
+        to_usd(i128::from(self.picodollars.load(Ordering::Relaxed)))
     }
 }
 
