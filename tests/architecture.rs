@@ -298,7 +298,9 @@ fn every_terminal_table_is_drawn_by_terminal() {
         .filter(|file| !file.ends_with("terminal.rs"))
         .filter(|file| {
             let text = std::fs::read_to_string(file).unwrap();
-            text.lines().map(code_of).any(|line| line.contains("tabled::"))
+            text.lines()
+                .map(code_of)
+                .any(|line| line.contains("tabled::"))
         })
         .map(|file| file.display().to_string())
         .collect();

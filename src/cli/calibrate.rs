@@ -1,6 +1,9 @@
 //! `routeval calibrate`: flags to options, then the table or JSON out.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
@@ -9,8 +12,102 @@ use crate::schema::CALIBRATION_OUTPUT;
 use crate::schema::{ColumnNames, ReadOptions, Tiers, tiers_in_metadata};
 use crate::schema::{Holdout, Policy, Scope};
 
-use super::args::{CalibrateArgs, PolicyArg};
 use super::print::print;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// A router scores each prompt; escalated prompts go to the large tier only.
+    Predictive,
+    /// The small tier answers first; answers the verifier rejects are escalated.
+    Cascade,
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Graded results: Parquet, CSV or JSON lines (see docs/schema.md).
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// Quality each slice must reach: the share of acceptable answers, in (0, 1].
+    #[arg(long, value_name = "Q")]
+    pub target: f64,
+
+    /// How escalation works, which decides what each threshold costs.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Predictive)]
+    pub policy: PolicyArg,
+
+    /// Only choose thresholds whose quality is certified at this confidence,
+    /// e.g. 0.95 (exact binomial tests, fixed-sequence).
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
+    /// With --confidence, hold it for all slices jointly: each slice is
+    /// certified at 1 − (1 − C) / slices (Bonferroni).
+    #[arg(long)]
+    pub familywise: bool,
+
+    /// With audited rows (`audited_ok_small`/`audited_ok_large`): the
+    /// half-width of the corrected bound to size the audit for.
+    #[arg(long, value_name = "W", default_value_t = 0.02)]
+    pub audit_width: f64,
+
+    /// Hold out this fraction of each slice and report the chosen threshold's
+    /// quality on it.
+    #[arg(long, value_name = "F")]
+    pub holdout: Option<f64>,
+
+    /// Seed of the holdout split; the split depends only on ids and the seed.
+    #[arg(long, value_name = "S", default_value_t = 0, requires = "holdout")]
+    pub seed: u64,
+
+    /// One threshold over all rows instead of one per slice.
+    #[arg(long)]
+    pub global: bool,
+
+    /// Print the calibration document as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Most Pareto-frontier points per slice in the document (evenly spaced,
+    /// both ends kept); 0 keeps them all.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub frontier_points: usize,
+
+    /// Also write the calibration document to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// The file's name for the score column.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "score",
+        env = "ROUTEVAL_SCORE_COL"
+    )]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "slice",
+        env = "ROUTEVAL_SLICE_COL"
+    )]
+    pub slice_col: String,
+
+    /// The tiers, cheapest first (`mini,mid,large`): each has NAME_ok and
+    /// cost_NAME columns, and for --policy cascade each non-final stage a
+    /// score_NAME verifier score. Default: the file's metadata, else
+    /// small,large.
+    #[arg(long, value_name = "A,B,...")]
+    pub tiers: Option<String>,
+
+    /// With more than two tiers: candidate thresholds per tier boundary;
+    /// every distinct score when a slice has at most this many, else this
+    /// many quantiles.
+    #[arg(long, value_name = "N", default_value_t = crate::calibrate::DEFAULT_GRID)]
+    pub grid: usize,
+}
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let (read, options) = options(&args)?;

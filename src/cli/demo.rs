@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use clap::Args;
 use clap::Parser;
 
 use crate::exit_codes::Outcome;
@@ -13,8 +14,32 @@ use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
 use crate::serve_sim::{FaultProfile, SimSettings, spawn};
 
-use super::args::{Cli, DemoArgs};
+use super::args::Cli;
 use super::print::println;
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The demo data set: prompts.jsonl, routeval.toml, faults.toml, routes/.
+    #[arg(long, value_name = "DIR", default_value = "datasets/demo")]
+    pub data: PathBuf,
+
+    /// The rubrics and prompt templates.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// Where the demo's run, tables, keys and configs go: a new or empty
+    /// directory, or one an earlier demo made (which it clears).
+    #[arg(long, value_name = "DIR", default_value = "runs/demo")]
+    pub out: PathBuf,
+
+    /// Where the report goes.
+    #[arg(long, value_name = "DIR", default_value = "reports/demo")]
+    pub report: PathBuf,
+
+    /// The quality target of every slice.
+    #[arg(long, value_name = "Q", default_value_t = 0.8)]
+    pub target: f64,
+}
 
 /// Runs one routeval command as the CLI would.
 fn step(title: &str, arguments: &[OsString]) -> anyhow::Result<Outcome> {

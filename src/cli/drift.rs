@@ -1,6 +1,9 @@
 //! `routeval drift`.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
+use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::drift::{
@@ -11,8 +14,71 @@ use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
 use crate::schema::{DRIFT_OUTPUT, RECORDS_DRIFT_OUTPUT, Verdict};
 
-use super::args::DriftArgs;
 use super::print::print;
+
+#[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// The deployed route config (from `routeval gate`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+
+    /// Fresh graded results: recent traffic, graded.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present_any = ["records", "aggregates"],
+        conflicts_with_all = ["records", "aggregates"]
+    )]
+    pub results: Option<PathBuf>,
+
+    /// The gateway's request records instead, no labels: escalation rates,
+    /// score distribution, fallbacks, first tokens, cost and model versions.
+    #[arg(long, value_name = "FILE", conflicts_with = "aggregates")]
+    pub records: Option<PathBuf>,
+
+    /// Records pre-aggregated where they live (docs/records-sql.md): counts
+    /// per window, slice, route, reason, model, score bin and TTFT bin.
+    #[arg(long, value_name = "FILE")]
+    pub aggregates: Option<PathBuf>,
+
+    /// With --records or --aggregates: the width of the time windows.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub window: String,
+
+    /// The graded results the config was calibrated on, to compare score
+    /// distributions and escalation rates; without it, the gate's recorded
+    /// metrics are the reference.
+    #[arg(long, value_name = "FILE")]
+    pub baseline_results: Option<PathBuf>,
+
+    /// Quality target; defaults to the one the gate recorded in the config.
+    #[arg(long, value_name = "Q")]
+    pub target: Option<f64>,
+
+    /// Confidence of the tests; defaults to the gate's, else 0.95.
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
+    /// Print the drift document as JSON.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+
+    /// Print Markdown (for an issue or $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    pub markdown: bool,
+
+    /// Also write the drift document (JSON) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// The score column; defaults to the one the config's policy names.
+    #[arg(long, value_name = "NAME")]
+    pub score_col: Option<String>,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
 
 pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
     if args.records.is_some() || args.aggregates.is_some() {

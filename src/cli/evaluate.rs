@@ -1,6 +1,9 @@
 //! `routeval evaluate`.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::sha256_hex;
@@ -11,8 +14,30 @@ use crate::exit_codes::Outcome;
 use crate::schema::InputFile;
 use crate::schema::{ColumnNames, ReadOptions, read_graded, tiers_in_metadata};
 
-use super::args::EvaluateArgs;
 use super::print::print;
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Graded results with router scores.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// Print the metrics as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Seed of the random router.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
 
 pub const EVALUATION_SCHEMA_VERSION: u32 = 1;
 

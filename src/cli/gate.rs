@@ -1,8 +1,10 @@
 //! `routeval gate`, `routeval keygen` and `routeval verify`.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use clap::Args;
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::Outcome;
@@ -10,8 +12,126 @@ use crate::gate::{GateOptions, gate, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
-use super::args::{GateArgs, KeygenArgs, VerifyArgs};
 use super::print::{print, println};
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Candidate route tables (TOML).
+    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    pub candidates: Vec<PathBuf>,
+
+    /// Graded results every candidate is scored on.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// Calibration documents for the policies that take their thresholds
+    /// from one, matched by policy and score column.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub calibration: Vec<PathBuf>,
+
+    /// The deployed route config: the new one's parent, and the quality no
+    /// slice may fall below by more than --max-regression. It must verify
+    /// with --pubkey and be of the candidates' logical model.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// The public key --baseline was signed with (a `.pub` file or
+    /// minisign's base64) [default: the `.pub` beside --key].
+    #[arg(long, value_name = "KEY", requires = "baseline")]
+    pub pubkey: Option<String>,
+
+    /// Organisation-wide constraints per slice (TOML), applied to every candidate.
+    #[arg(long, value_name = "FILE")]
+    pub constraints: Option<PathBuf>,
+
+    /// Quality every slice must reach, in (0, 1].
+    #[arg(long, value_name = "Q")]
+    pub target: f64,
+
+    /// Hold each slice's quality lower bound at this confidence to the target.
+    #[arg(long, value_name = "C")]
+    pub confidence: Option<f64>,
+
+    /// With --confidence, certify the target for all slices jointly (Holm's
+    /// step-down over the slices' exact binomial tests).
+    #[arg(long)]
+    pub familywise: bool,
+
+    /// The margin of the paired regression test against --baseline: a slice
+    /// fails when the data show its quality more than D below the deployed
+    /// config's (at --confidence, 0.95 without it).
+    #[arg(long, value_name = "D", default_value_t = 0.01)]
+    pub max_regression: f64,
+
+    /// Secret key that signs the emitted config (from `routeval keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+
+    /// Directory for the config, its signature, the LiteLLM export and the reports.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Days until the emitted config expires, from 1 to 3650.
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub ttl_days: u64,
+
+    /// sha256 of the labelled dataset behind the results, for provenance
+    /// (64 hexadecimal digits).
+    #[arg(long, value_name = "HEX")]
+    pub dataset_sha256: Option<String>,
+
+    /// Accept constraints that name slices the results do not have (they
+    /// cannot apply to any row).
+    #[arg(long)]
+    pub allow_unknown_slices: bool,
+
+    /// Sign as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of now; the
+    /// gate says so on stderr. For reproducible tests.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+
+    /// The file's name for the score column.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+
+    /// Print the gate report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Secret key file to create (mode 0600); the public key goes beside it
+    /// with `.pub`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The route config; its signature is read from CONFIG.minisig.
+    #[arg(value_name = "CONFIG")]
+    pub config: PathBuf,
+
+    /// Public key: a `.pub` file or minisign's base64 key.
+    #[arg(long, value_name = "KEY")]
+    pub pubkey: String,
+
+    /// The config this one replaces: it must verify with the same key
+    /// (its signature beside it), its version must be lower and its sha256
+    /// must be the new one's parent.
+    #[arg(long, value_name = "FILE")]
+    pub previous: Option<PathBuf>,
+
+    /// Check expiry as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of
+    /// now; verify says so in its output.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+}
 
 pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     if !(args.target > 0.0 && args.target <= 1.0) {

@@ -1,6 +1,9 @@
 //! `routeval grade`.
 
+use std::path::PathBuf;
+
 use anyhow::bail;
+use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::client::{Cache, Caller, OpenAiEndpoint, http_client, preflight};
@@ -11,9 +14,41 @@ use crate::run::RunConfig;
 use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
 use crate::schema::{MANIFEST_FILE, RESPONSES_FILE};
 
-use super::args::GradeArgs;
 use super::print::println;
-use super::run::api_key;
+use super::run::{CacheArgs, api_key};
+
+#[derive(Debug, Args)]
+pub struct GradeArgs {
+    /// A run directory from `routeval run`.
+    #[arg(long, value_name = "DIR")]
+    pub run: PathBuf,
+
+    /// The rubrics the dataset names.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// The run's dataset, if it moved since the run (its digest must match).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+
+    /// The run's config, if it moved since the run (its digest must match);
+    /// its `[judge]` answers `llm_judge` checks.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The judge's answers are cached like a run's.
+    #[command(flatten)]
+    pub cache: CacheArgs,
+
+    /// Grade without the prompts whose small or large call failed (counted
+    /// in the output) instead of refusing the run.
+    #[arg(long)]
+    pub allow_missing: bool,
+
+    /// The graded-results table (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
 
 pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     let (responses, manifest) = (args.run.join(RESPONSES_FILE), args.run.join(MANIFEST_FILE));

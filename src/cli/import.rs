@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
@@ -15,8 +16,114 @@ use crate::schema::{
     Column, ColumnNames, GRADED_OUTPUT, GradedTable, ReadOptions, read_graded, write_graded_parquet,
 };
 
-use super::args::{ImportArgs, ImportCommand};
 use super::print::println;
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// RouteLLM's MMLU responses: one mmlu_<subject>.csv per subject, the subject as slice.
+    RoutellmMmlu {
+        /// The directory of mmlu_<subject>.csv files.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        #[command(flatten)]
+        common: ImportArgs,
+    },
+    /// RouteLLM's GSM8K responses, regraded with a rubric against GSM8K's reference answers.
+    RoutellmGsm8k {
+        /// gsm8k_responses.csv.
+        #[arg(long, value_name = "FILE")]
+        responses: PathBuf,
+        /// GSM8K's test.jsonl, in the same order.
+        #[arg(long, value_name = "FILE")]
+        questions: PathBuf,
+        /// The rubric file that grades the answers.
+        #[arg(long, value_name = "FILE", default_value = "rubrics/gsm8k.toml")]
+        rubric: PathBuf,
+        #[command(flatten)]
+        common: ImportArgs,
+    },
+    /// MT-Bench single-answer judgments; the question's category is the slice.
+    MtBench {
+        /// judgements.jsonl.
+        #[arg(long, value_name = "FILE")]
+        judgments: PathBuf,
+        /// question.jsonl.
+        #[arg(long, value_name = "FILE")]
+        questions: PathBuf,
+        /// A judge score at or above this is an acceptable answer.
+        #[arg(long, value_name = "SCORE", default_value_t = 8.0)]
+        pass_score: f64,
+        #[command(flatten)]
+        common: ImportArgs,
+    },
+    /// Any CSV, JSON-lines or Parquet table, its columns mapped to the graded-results columns.
+    Generic {
+        /// The table to convert.
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+        /// Column mapping, e.g. score=p_hard,small_ok=mixtral_correct (graded column = file column).
+        #[arg(long, value_name = "MAP", default_value = "")]
+        map: String,
+        /// The graded results (Parquet).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+/// What every benchmark import needs: where to write, the models, prices
+/// and scores.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The graded results (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// The weak model's name in the source files.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    )]
+    pub small_model: String,
+
+    /// The strong model's name in the source files.
+    #[arg(long, value_name = "NAME", default_value = "gpt-4-1106-preview")]
+    pub large_model: String,
+
+    /// USD per call of the small tier.
+    #[arg(
+        long,
+        value_name = "USD",
+        requires = "cost_large",
+        conflicts_with = "prices"
+    )]
+    pub cost_small: Option<f64>,
+
+    /// USD per call of the large tier.
+    #[arg(long, value_name = "USD", requires = "cost_small")]
+    pub cost_large: Option<f64>,
+
+    /// A price file: [models."NAME"] per_call = USD.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+
+    /// Take scores from this file's column (joined by id) instead of the built-in router.
+    #[arg(long, value_name = "FILE")]
+    pub scores: Option<PathBuf>,
+
+    /// The column of --scores.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "score",
+        requires = "scores"
+    )]
+    pub scores_col: String,
+
+    /// Folds for the built-in router's cross-fitted scores.
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub folds: usize,
+}
 
 fn prices(args: &ImportArgs) -> anyhow::Result<Prices> {
     match (&args.prices, args.cost_small, args.cost_large) {

@@ -26,12 +26,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use args::{
-    CalibrateArgs, Cli, Command, CompletionsArgs, DemoArgs, DriftArgs, EvaluateArgs, FallbackArgs,
-    GateArgs, GradeArgs, HedgeArgs, ImportArgs, ImportCommand, KeygenArgs, MergeArgs, PolicyArg,
-    RecordsCommand, RecordsImportArgs, ReplayCommand, ReplicasArgs, ReportArgs, RouterCommand,
-    RunArgs, SampleArgs, ServeSimArgs, SimulateArgs, VerifyArgs,
-};
+pub use args::{Cli, Command};
 pub use demo::{DEMO_MARKER, DEMO_OUTPUTS};
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};

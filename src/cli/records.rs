@@ -1,12 +1,63 @@
 //! `routeval records import`.
 
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
 use crate::atomic::{Named, Output, check_outputs, write_atomically};
 use crate::exit_codes::Outcome;
 use crate::records::{ImportFormat, ImportOptions, RECORDS_OUTPUT, import_records};
 
-use super::args::{RecordsCommand, RecordsFormatArg, RecordsImportArgs};
 use super::print::println;
 use super::replay::milliseconds;
+
+#[derive(Debug, Subcommand)]
+pub enum RecordsCommand {
+    /// Convert LiteLLM spend logs, OpenAI-style log lines, any table by
+    /// --map, or a routeval run into the request-record table (Parquet).
+    Import(RecordsImportArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordsFormatArg {
+    /// Rows of LiteLLM's LiteLLM_SpendLogs table (JSON lines or CSV).
+    Litellm,
+    /// One `{"request": ..., "response": ...}` object per line.
+    OpenaiLog,
+    /// The records' own fields, renamed by --map.
+    Generic,
+    /// A routeval run directory (`routeval run --out`).
+    Run,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordsImportArgs {
+    /// What the input is.
+    #[arg(long, value_enum)]
+    pub from: RecordsFormatArg,
+
+    /// The file (or, for `run`, the run directory) to convert.
+    #[arg(long, value_name = "PATH")]
+    pub input: PathBuf,
+
+    /// Generic: `field=column,...` for fields under other names.
+    #[arg(long, value_name = "MAP")]
+    pub map: Option<String>,
+
+    /// The field naming each request's slice: a dotted path into the row
+    /// (`team_id`, `metadata.user_api_key_team_alias`, `request.user`).
+    #[arg(long, value_name = "PATH")]
+    pub slice_field: Option<String>,
+
+    /// Run: the time between consecutive prompts' records (a batch run
+    /// records no arrivals).
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+
+    /// The request-record table to write (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
 
 pub fn run(command: RecordsCommand) -> anyhow::Result<Outcome> {
     match command {

@@ -1,6 +1,9 @@
 //! `routeval replay replicas`.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
@@ -14,10 +17,248 @@ use crate::schema::FALLBACK_OUTPUT;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;
 
-use super::args::{
-    FallbackArgs, HedgeArgs, LearningArg, ObjectiveArg, ReplayCommand, ReplayTierArg, ReplicasArgs,
-};
 use super::print::print;
+
+#[derive(Debug, Subcommand)]
+pub enum ReplayCommand {
+    /// Replay a request trace through a pool of replicas under each
+    /// replica-routing policy, side by side; with --calibrate, choose the
+    /// cache-aware router's thresholds and the scorer's weights on the trace.
+    Replicas(ReplicasArgs),
+    /// Replay a route's request records through no breaker, a breaker on
+    /// errors, and a breaker that also counts slow first tokens, with the
+    /// fallback route's latency; with --calibrate, choose the deadline and
+    /// the failure count.
+    Fallback(FallbackArgs),
+    /// Replay request records with a hedged second copy after each delay
+    /// quantile: first-token percentiles and the extra input tokens, by
+    /// prompt length.
+    Hedge(HedgeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LearningArg {
+    /// Before the next request (DOMAIN.md's reference replay).
+    Instantly,
+    /// When the outcome is known: the first token, the error, or the deadline.
+    AtOutcome,
+}
+
+#[derive(Debug, Args)]
+pub struct FallbackArgs {
+    /// Request records (Parquet, CSV or JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// The primary route whose requests are replayed.
+    #[arg(long, value_name = "ROUTE")]
+    pub route: String,
+
+    /// The fallback route, whose own records give its first-token times.
+    #[arg(
+        long,
+        value_name = "ROUTE",
+        required_unless_present = "fallback_ttft_ms"
+    )]
+    pub fallback: Option<String>,
+
+    /// A constant first-token time for the fallback, where it has no records.
+    #[arg(long, value_name = "MS", conflicts_with = "fallback")]
+    pub fallback_ttft_ms: Option<f64>,
+
+    /// The first-token deadline of the slow-first-token breaker.
+    #[arg(long, value_name = "MS", default_value_t = 3000.0)]
+    pub deadline_ms: f64,
+
+    /// Consecutive failures that open a breaker.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub open_after: u32,
+
+    /// How long an open breaker stays open before one half-open probe.
+    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
+    pub open_ms: f64,
+
+    /// When the breaker learns how a request went.
+    #[arg(long, value_enum, default_value_t = LearningArg::Instantly)]
+    pub learning: LearningArg,
+
+    /// Retries and fallbacks allowed as a share of requests.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
+    pub retry_budget: f64,
+
+    /// A route table: the fallback route's `rpm` is the capacity its peak
+    /// must fit in.
+    #[arg(long, value_name = "FILE")]
+    pub routes: Option<PathBuf>,
+
+    /// Search the deadline and failure count for the lowest p95 wait.
+    #[arg(long)]
+    pub calibrate: bool,
+
+    /// The most of the traffic the calibrated breaker may send to the fallback.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
+    pub max_fallback_share: f64,
+
+    /// With --calibrate and --routes: write the route table with the chosen
+    /// breaker as the primary route's `[routes.breaker]` to this new file.
+    #[arg(long, value_name = "FILE", requires_all = ["calibrate", "routes"])]
+    pub write_routes: Option<PathBuf>,
+
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct HedgeArgs {
+    /// Request records (Parquet, CSV or JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// Replay only this route's records (default: every route's).
+    #[arg(long, value_name = "ROUTE")]
+    pub route: Option<String>,
+
+    /// Seed of the draw of each copy's first token.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ObjectiveArg {
+    /// The 95th percentile of time to first token (lower is better).
+    P95Ttft,
+    /// The share of prompt tokens served from cache (higher is better).
+    HitRate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayTierArg {
+    Small,
+    Large,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplicasArgs {
+    /// The trace: Mooncake's JSON lines (timestamp ms, input_length,
+    /// output_length, hash_ids), or the same columns in CSV or Parquet.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "from_run",
+        conflicts_with = "from_run"
+    )]
+    pub trace: Option<PathBuf>,
+
+    /// Replay a routeval run's prompts instead: each prompt's text cut into
+    /// 512-token-equivalent blocks (2,048 characters).
+    #[arg(long, value_name = "DIR")]
+    pub from_run: Option<PathBuf>,
+
+    /// With --from-run: the dataset, when it moved since the run.
+    #[arg(long, value_name = "FILE", requires = "from_run")]
+    pub dataset: Option<PathBuf>,
+
+    /// With --from-run: the tier whose answers give the output lengths.
+    #[arg(long, value_enum, default_value_t = ReplayTierArg::Small, requires = "from_run")]
+    pub tier: ReplayTierArg,
+
+    /// With --from-run: requests per second, arriving as a Poisson process.
+    #[arg(long, value_name = "R", default_value_t = 4.0, requires = "from_run")]
+    pub arrival_rate: f64,
+
+    /// Replicas in the pool.
+    #[arg(long, value_name = "N")]
+    pub replicas: usize,
+
+    /// Replay the arrivals this many times faster than recorded: the same
+    /// traffic at a higher rate.
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub speedup: f64,
+
+    /// Prefix-cache capacity per replica, in blocks, or `inf`.
+    #[arg(long, value_name = "B|inf", default_value = "inf")]
+    pub cache_blocks: String,
+
+    /// Tokens per cache block (Mooncake's traces use 512).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub block_tokens: u32,
+
+    /// Prefill speed of one replica, uncached prompt tokens per second.
+    #[arg(long, value_name = "N", default_value_t = 10_000.0)]
+    pub prefill_tokens_per_s: f64,
+
+    /// Decode time per output token, milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    pub decode_ms_per_token: f64,
+
+    /// Requests a replica runs at once; more wait in its queue.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_batch: u32,
+
+    /// How often the router's view of load is refreshed, milliseconds; 0
+    /// means it always sees the true load.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub scrape_ms: f64,
+
+    /// Prompts per replica the router's approximate prefix index remembers.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub index_history: usize,
+
+    /// Wipe the router's prefix index at this trace time (`90s`, `30m`,
+    /// `1h`, `500ms`; a bare number is seconds).
+    #[arg(long, value_name = "T")]
+    pub index_loss_at: Option<String>,
+
+    /// KV-cache tokens per replica, for the scorer's KV-use signal
+    /// (default: the cache's capacity, or 1,048,576 when unbounded).
+    #[arg(long, value_name = "N")]
+    pub kv_tokens: Option<u64>,
+
+    /// Width of the windows of the timeline (`60s`, `5m`, ...).
+    #[arg(long, value_name = "T", default_value = "60s")]
+    pub window: String,
+
+    /// A policy to replay, `NAME[:key=value,...]`, repeatable: round-robin,
+    /// least-load, session, prefix-hash, cache-aware, sglang, scorer
+    /// (default: all, with their default parameters).
+    #[arg(long = "policy", value_name = "NAME[:k=v,...]")]
+    pub policies: Vec<String>,
+
+    /// Choose the cache-aware thresholds and the scorer's weights on the
+    /// first half of the trace and check them on the second.
+    #[arg(long)]
+    pub calibrate: bool,
+
+    /// What --calibrate optimises.
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::P95Ttft)]
+    pub objective: ObjectiveArg,
+
+    /// Print the versioned JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the versioned JSON document here (for `routeval report --replay`).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Seed for hashing and drawn arrivals; a seed gives the same replay on
+    /// every machine.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+}
 
 pub fn run(command: ReplayCommand) -> anyhow::Result<Outcome> {
     match command {

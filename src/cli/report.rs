@@ -1,8 +1,10 @@
 //! `routeval report`.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use clap::Args;
 use serde::de::DeserializeOwned;
 
 use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
@@ -23,8 +25,75 @@ use crate::schema::ReplayDocument;
 use crate::schema::{CalibrationDocument, Policy};
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 
-use super::args::ReportArgs;
 use super::print::println;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Graded results to chart (optional with --replay or --records).
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["replay", "records"])]
+    pub results: Option<PathBuf>,
+
+    /// A replica-routing replay (from `routeval replay replicas --out`).
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// What request records said: the documents of `drift --records`,
+    /// `replay fallback` and `replay hedge` (`--out`), at most one of each.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub records: Vec<PathBuf>,
+
+    /// Calibration documents, at most one per policy: mark the chosen
+    /// thresholds and name each curve's score column.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub calibration: Vec<PathBuf>,
+
+    /// A gate report (gate-report.json).
+    #[arg(long, value_name = "FILE")]
+    pub gate: Option<PathBuf>,
+
+    /// The deployed route config: the report leads with the change from it
+    /// to the proposal (the gate's emitted config with --gate, else the
+    /// deployed table with the thresholds of the matching --calibration).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// The margin of the paired comparison with --baseline.
+    #[arg(long, value_name = "D", default_value_t = 0.01)]
+    pub max_regression: f64,
+
+    /// The confidence of the paired comparison with --baseline.
+    #[arg(long, value_name = "C", default_value_t = 0.95)]
+    pub confidence: f64,
+
+    /// A drift document (from `routeval drift --out`).
+    #[arg(long, value_name = "FILE")]
+    pub drift: Option<PathBuf>,
+
+    /// Directory for report.html and summary.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The report's title.
+    #[arg(long, value_name = "TEXT", default_value = "routeval report")]
+    pub title: String,
+
+    /// The score column of both curves, unless named by their own flags or
+    /// the calibration; `score` by default.
+    #[arg(long, value_name = "NAME")]
+    pub score_col: Option<String>,
+
+    /// The router's score column, for the predictive curve.
+    #[arg(long, value_name = "NAME")]
+    pub predictive_score_col: Option<String>,
+
+    /// The verifier's score column, for the cascade curve.
+    #[arg(long, value_name = "NAME")]
+    pub cascade_score_col: Option<String>,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
 
 fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(path)

@@ -1,8 +1,10 @@
 //! `routeval router train` and `routeval router score`.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
 
 use crate::atomic::{Named, Output, check_outputs, commit_all};
 use crate::evaluate::{ScoredOutcome, routing_quality};
@@ -17,8 +19,109 @@ use crate::schema::{
     stage_graded_parquet, tiers_in_metadata, write_graded_parquet,
 };
 
-use super::args::{RouterCommand, RouterJoinArgs, RouterScoreArgs, RouterTrainArgs};
 use super::print::println;
+
+#[derive(Debug, Subcommand)]
+pub enum RouterCommand {
+    /// Fit on graded results; write the model and cross-fitted scores.
+    Train(RouterTrainArgs),
+    /// Score prompts with a trained model.
+    Score(RouterScoreArgs),
+    /// Join an external router's scores into the results by id.
+    Join(RouterJoinArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RouterTrainArgs {
+    /// Graded results with a prompt column.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The model trained on every row, for scoring new prompts.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// Also write the results with out-of-fold scores in --into (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub scored_out: Option<PathBuf>,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score (a cascade's verifier score) beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
+
+    /// Folds for cross-fitting: each row is scored by a model that never saw it.
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    pub folds: usize,
+
+    /// Seed of the training order.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// The column with the prompt text.
+    #[arg(long, value_name = "NAME", default_value = "prompt")]
+    pub prompt_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterScoreArgs {
+    /// A model from `routeval router train`.
+    #[arg(long, value_name = "FILE")]
+    pub router: PathBuf,
+
+    /// Graded results with a prompt column.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The results with the router's scores in --into (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
+
+    /// The column with the prompt text.
+    #[arg(long, value_name = "NAME", default_value = "prompt")]
+    pub prompt_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterJoinArgs {
+    /// Graded results.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// A table (CSV, JSONL or Parquet) with an `id` column and the scores.
+    #[arg(long, value_name = "FILE")]
+    pub scores: PathBuf,
+
+    /// The column of --scores that holds them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub scores_col: String,
+
+    /// The column the scores go into; another than `score` keeps the
+    /// results' own score beside them.
+    #[arg(long, value_name = "NAME", default_value = "score")]
+    pub into: String,
+
+    /// The results with the joined scores (Parquet).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// The file's name for the slice column.
+    #[arg(long, value_name = "NAME", default_value = "slice")]
+    pub slice_col: String,
+}
 
 pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
     match command {

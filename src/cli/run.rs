@@ -1,8 +1,10 @@
 //! `routeval run` and `routeval merge`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
+use clap::Args;
 
 use crate::client::{EndpointConfig, OpenAiEndpoint, http_client, preflight};
 use crate::clock::{Clock, SystemClock, format_rfc3339};
@@ -13,8 +15,76 @@ use crate::run::{
 };
 use crate::schema::RESPONSES_FILE;
 
-use super::args::{MergeArgs, RunArgs};
 use super::print::println;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The endpoints, prices, limits and generation parameters.
+    #[arg(long, value_name = "FILE", default_value = "routeval.toml")]
+    pub config: PathBuf,
+
+    /// Labelled prompts: JSON lines, CSV or Parquet.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+
+    /// Rubrics the dataset names, and the verifier's prompt templates (prompts/).
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// The run's directory; running again on it resumes.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Take a deterministic 1/N of the prompts: shard K of N.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+
+    #[command(flatten)]
+    pub cache: CacheArgs,
+
+    /// On resume, send again the calls that ended in an error.
+    #[arg(long)]
+    pub retry_errors: bool,
+
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The run directories of every shard.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+
+    /// Where the merged run goes.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// The response cache of `run` and of the judge in `grade`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Where answers are cached across runs.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".routeval/cache",
+        env = "ROUTEVAL_CACHE_DIR"
+    )]
+    pub cache_dir: PathBuf,
+
+    /// Send every request, reading and writing no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache directory, or none with `--no-cache`.
+    pub fn directory(&self) -> Option<PathBuf> {
+        (!self.no_cache).then(|| self.cache_dir.clone())
+    }
+}
 
 /// The key of an endpoint, from the variable its config names.
 pub(super) fn api_key(

@@ -1,13 +1,59 @@
 //! `routeval sample`.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
 use crate::sample::{SAMPLE_OUTPUT, SampleOptions, sample};
 
-use super::args::{SampleArgs, StratifyArg};
 use super::print::println;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StratifyArg {
+    /// Strata of equal shares of each slice's scores.
+    Score,
+    /// The slice as a whole.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// Request records (Parquet, CSV or JSON lines) with prompts or messages.
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+
+    /// Prompts to take from each slice.
+    #[arg(long, value_name = "N")]
+    pub per_slice: usize,
+
+    /// Only records from this time on: RFC 3339 or epoch milliseconds.
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+
+    /// How to spread each slice's draw.
+    #[arg(long, value_enum, default_value_t = StratifyArg::Score)]
+    pub stratify: StratifyArg,
+
+    /// With --stratify score: the number of strata.
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    pub strata: usize,
+
+    /// Seed of the draw.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// The rubric of every sampled prompt; the default compares each tier's
+    /// answer with the strongest tier's (the prompts have no reference).
+    #[arg(long, value_name = "NAME", default_value = "pairwise")]
+    pub rubric: String,
+
+    /// The dataset to write (JSON lines), for `routeval run`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
 
 pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
     check_outputs(

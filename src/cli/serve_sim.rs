@@ -2,15 +2,58 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::bail;
+use clap::Args;
 
 use crate::exit_codes::Outcome;
 use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
 use crate::serve_sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
 
-use super::args::ServeSimArgs;
+#[derive(Debug, Args)]
+pub struct ServeSimArgs {
+    /// The labelled prompts it knows the answers to.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: PathBuf,
+
+    /// The rubrics the dataset names.
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8089")]
+    pub listen: std::net::SocketAddr,
+
+    /// Seed of right and wrong answers and of faults.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Time to first token, ms.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub ttft_ms: u64,
+
+    /// Generation speed after the first token; 0 answers at once.
+    #[arg(long, value_name = "RATE", default_value_t = 0.0)]
+    pub tokens_per_second: f64,
+
+    /// Spread of time to first token and generation speed: the σ of a
+    /// log-normal factor each request draws around the values above.
+    #[arg(long, value_name = "SIGMA", default_value_t = 0.0)]
+    pub latency_sigma: f64,
+
+    /// A fault profile (TOML): rates of 429s, 5xx, resets, slow or stalled or cut streams.
+    #[arg(long, value_name = "FILE")]
+    pub faults: Option<PathBuf>,
+
+    /// A model's skill, `NAME=SKILL`, repeatable: changes sim-small (0.55),
+    /// sim-mid (0.75), sim-large (0.92) or sim-verifier (0.8), or adds a
+    /// model of that name. A model of skill s answers a prompt of difficulty
+    /// d right with probability 1 / (1 + e^(−(s − d)/0.05)).
+    #[arg(long = "skill", value_name = "NAME=SKILL")]
+    pub skills: Vec<String>,
+}
 
 pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
     if !(args.tokens_per_second.is_finite() && args.tokens_per_second >= 0.0) {

@@ -2,11 +2,27 @@
 //! generated from the same clap definitions the commands parse with, so they
 //! cannot fall behind a flag.
 
+use clap::Args;
 use clap::CommandFactory;
 
 use super::args::Cli;
 use super::print::print;
 use crate::exit_codes::Outcome;
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command, with its subcommand where it has them (`replay
+    /// fallback`); without one, routeval's own page.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
 
 pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
     let mut script = Vec::new();
