@@ -109,6 +109,12 @@ fn threshold_text(threshold: f64) -> String {
     }
 }
 
+/// `sections` added at the end of a rendered page's body.
+pub fn insert_before_body_end(page: &mut String, sections: &str) {
+    let end = page.rfind("</body>").expect("a page ends its body");
+    page.insert_str(end, sections);
+}
+
 pub fn render(inputs: &ReportInputs<'_>) -> String {
     let mut out = String::new();
     let _ = write!(

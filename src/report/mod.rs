@@ -12,6 +12,7 @@
 
 mod change;
 mod curves;
+mod engine;
 mod html;
 mod markdown;
 mod records;
@@ -54,6 +55,7 @@ pub const REPORT_SUMMARY_OUTPUT: crate::atomic::OutputKind = crate::atomic::Outp
 
 pub use change::{Change, ChangeRows, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
+pub use engine::{ReportOptions, Written, report};
 pub use html::{ReportInputs, render};
 pub use markdown::summary;
 pub use records::{RecordsDocuments, records_page, records_section, records_summary};
