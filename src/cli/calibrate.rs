@@ -2,17 +2,17 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 
-use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
 use crate::exit_codes::Outcome;
 use crate::schema::CALIBRATION_OUTPUT;
 use crate::schema::{ColumnNames, ReadOptions, Tiers, tiers_in_metadata};
 use crate::schema::{Holdout, Policy, Scope};
 
-use super::print::print;
+use super::print::emit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PolicyArg {
@@ -140,17 +140,13 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         }
         None => calibrate(&args.results, &read, &options)?,
     };
-    let json =
-        serde_json::to_string_pretty(&document).context("cannot encode the calibration")? + "\n";
-    if let Some(out) = &args.out {
-        write_bytes_atomically(out, json.as_bytes())
-            .with_context(|| format!("{}: cannot write the calibration (--out)", out.display()))?;
-    }
-    if args.json {
-        print(&json)?;
-    } else {
-        print(&render_table(&document))?;
-    }
+    emit(
+        &document,
+        "the calibration",
+        args.out.as_deref(),
+        args.json,
+        || render_table(&document),
+    )?;
     Ok(if document.feasible {
         Outcome::Passed
     } else {

@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
-use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::drift::{
     DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records, markdown,
     render_records, terminal,
@@ -13,8 +13,6 @@ use crate::drift::{
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
 use crate::schema::{DRIFT_OUTPUT, RECORDS_DRIFT_OUTPUT, Verdict};
-
-use super::print::print;
 
 #[derive(Debug, Args)]
 pub struct DriftArgs {
@@ -133,14 +131,13 @@ fn emit<T: serde::Serialize>(
     args: &DriftArgs,
     render: impl FnOnce() -> String,
 ) -> anyhow::Result<Outcome> {
-    let json =
-        serde_json::to_string_pretty(document).context("cannot encode the drift document")? + "\n";
-    if let Some(out) = &args.out {
-        write_bytes_atomically(out, json.as_bytes()).with_context(|| {
-            format!("{}: cannot write the drift document (--out)", out.display())
-        })?;
-    }
-    print(&if args.json { json } else { render() })?;
+    super::print::emit(
+        document,
+        "the drift document",
+        args.out.as_deref(),
+        args.json,
+        render,
+    )?;
     Ok(if verdict == Verdict::Recalibrate {
         Outcome::CheckFailed
     } else {

@@ -12,7 +12,7 @@ use crate::gate::{GateOptions, gate, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
-use super::print::{print, println};
+use super::print::println;
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
@@ -180,12 +180,9 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     if let Some(at) = &args.at {
         eprintln!("note: the gate's clock was set to {at} by --at, not the current time");
     }
-    let printed = if args.json {
-        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n"
-    } else {
+    super::print::emit(&report, "the gate report", None, args.json, || {
         terminal(&report)
-    };
-    print(&printed)?;
+    })?;
     Ok(if report.emitted.is_some() {
         Outcome::Passed
     } else {

@@ -5,19 +5,20 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::replay::fallback::ROUTE_TABLE_OUTPUT;
+use crate::replay::fallback::{FallbackOptions, ROUTE_TABLE_OUTPUT, render_fallback};
+use crate::replay::hedge::{HedgeOptions, render_hedge};
 use crate::replay::replicas::{PolicySpec, Pool};
 use crate::replay::{
     Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
 };
 use crate::schema::CallTier;
-use crate::schema::FALLBACK_OUTPUT;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;
+use crate::schema::{FALLBACK_OUTPUT, Learning};
 
-use super::print::print;
+use super::print::{emit, encode, print};
 
 #[derive(Debug, Subcommand)]
 pub enum ReplayCommand {
@@ -373,58 +374,71 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
         };
         document.calibration = Some(calibrate(&source, &pool, &policies, objective)?);
     }
-    let mut json = serde_json::to_string_pretty(&document).expect("serialisable");
-    json.push('\n');
-    if let Some(out) = &args.out {
-        write_bytes_atomically(out, json.as_bytes())
-            .with_context(|| format!("--out {}", out.display()))?;
-    }
-    if args.json {
-        print(&json)?;
-    } else {
-        print(&render_policies(&document))?;
-        if let Some(calibration) = &document.calibration {
-            print(&render_calibration(calibration))?;
-        }
-    }
+    emit(
+        &document,
+        "the replay",
+        args.out.as_deref(),
+        args.json,
+        || {
+            let mut text = render_policies(&document);
+            if let Some(calibration) = &document.calibration {
+                text.push_str(&render_calibration(calibration));
+            }
+            text
+        },
+    )?;
     Ok(Outcome::Passed)
 }
 
-/// The records' identity for a document: path, sha256, rows.
-fn input_file(path: &std::path::Path, rows: u64) -> anyhow::Result<crate::schema::InputFile> {
-    Ok(crate::schema::InputFile {
-        path: path.display().to_string(),
-        sha256: crate::digest::sha256_file(path)?,
-        rows,
-    })
-}
-
-/// Prints the document (as JSON with `--json`) and writes it to `--out`.
-fn emit<T: serde::Serialize>(
-    document: &T,
-    json: bool,
-    out: Option<&std::path::Path>,
-    text: impl FnOnce() -> String,
-) -> anyhow::Result<()> {
-    let encoded =
-        serde_json::to_string_pretty(document).context("cannot encode the document")? + "\n";
-    if let Some(out) = out {
-        write_bytes_atomically(out, encoded.as_bytes())
-            .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
-    }
-    if json {
-        print(&encoded)
-    } else {
-        print(&text())
+impl FallbackArgs {
+    /// The stage's options, each flag checked where it is parsed.
+    pub fn options(&self) -> anyhow::Result<FallbackOptions> {
+        for (flag, value) in [
+            ("--deadline-ms", self.deadline_ms),
+            ("--open-ms", self.open_ms),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                bail!("{flag} must be a positive number of milliseconds, got {value}");
+            }
+        }
+        if let Some(ms) = self.fallback_ttft_ms
+            && !(ms.is_finite() && ms >= 0.0)
+        {
+            bail!("--fallback-ttft-ms must be a non-negative number, got {ms}");
+        }
+        if self.open_after == 0 {
+            bail!("--open-after must be at least 1");
+        }
+        for (flag, share) in [
+            ("--retry-budget", self.retry_budget),
+            ("--max-fallback-share", self.max_fallback_share),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                bail!("{flag} must be a share in [0, 1], got {share}");
+            }
+        }
+        Ok(FallbackOptions {
+            records: self.records.clone(),
+            route: self.route.clone(),
+            fallback: self.fallback.clone(),
+            fallback_ttft_ms: self.fallback_ttft_ms,
+            routes: self.routes.clone(),
+            deadline_ms: self.deadline_ms,
+            open_ms: self.open_ms,
+            open_after: self.open_after,
+            learning: match self.learning {
+                LearningArg::Instantly => Learning::Instantly,
+                LearningArg::AtOutcome => Learning::AtOutcome,
+            },
+            calibrate: self.calibrate,
+            retry_budget: self.retry_budget,
+            max_fallback_share: self.max_fallback_share,
+            write_routes: self.write_routes.clone(),
+        })
     }
 }
 
 fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
-    use crate::replay::fallback::{
-        BreakerBounds, FallbackLatency, calibrate_breaker, load_fallback_inputs, render_fallback,
-        replay_fallback, standard_policies,
-    };
-    use crate::schema::{FALLBACK_SCHEMA_VERSION, FallbackDocument, Learning};
     let mut inputs = vec![Named::new(&args.records, "--records")];
     if let Some(routes) = &args.routes {
         inputs.push(Named::new(routes, "--routes"));
@@ -437,141 +451,9 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
         outputs.push(Output::new(written, "--write-routes", &ROUTE_TABLE_OUTPUT));
     }
     check_outputs(&outputs, &inputs)?;
-    for (flag, value) in [
-        ("--deadline-ms", args.deadline_ms),
-        ("--open-ms", args.open_ms),
-    ] {
-        if !(value.is_finite() && value > 0.0) {
-            bail!("{flag} must be a positive number of milliseconds, got {value}");
-        }
-    }
-    if let Some(ms) = args.fallback_ttft_ms
-        && !(ms.is_finite() && ms >= 0.0)
-    {
-        bail!("--fallback-ttft-ms must be a non-negative number, got {ms}");
-    }
-    if args.open_after == 0 {
-        bail!("--open-after must be at least 1");
-    }
-    for (flag, share) in [
-        ("--retry-budget", args.retry_budget),
-        ("--max-fallback-share", args.max_fallback_share),
-    ] {
-        if !(0.0..=1.0).contains(&share) {
-            bail!("{flag} must be a share in [0, 1], got {share}");
-        }
-    }
-    let table = args
-        .routes
-        .as_deref()
-        .map(crate::routes::RouteTable::load)
-        .transpose()?;
-    let capacity = match (&table, &args.fallback) {
-        (Some(table), Some(name)) => {
-            let route = table
-                .routes
-                .iter()
-                .find(|route| &route.name == name)
-                .with_context(|| {
-                    format!(
-                        "{}: no route named {name:?} (--fallback)",
-                        args.routes.as_deref().expect("a table").display()
-                    )
-                })?;
-            Some(route.rpm as f64 / 60.0)
-        }
-        _ => None,
-    };
-    if let Some(table) = &table
-        && !table.routes.iter().any(|route| route.name == args.route)
-    {
-        bail!(
-            "{}: no route named {:?} (--route)",
-            args.routes.as_deref().expect("a table").display(),
-            args.route
-        );
-    }
-    let inputs = load_fallback_inputs(&args.records, &args.route, args.fallback.as_deref())?;
-    let (requests, rows) = (&inputs.requests, inputs.rows);
-    let latency = match args.fallback_ttft_ms {
-        Some(ms) => FallbackLatency::Constant(ms),
-        None => FallbackLatency::Recorded(inputs.fallback_points.clone()),
-    };
-    let learning = match args.learning {
-        LearningArg::Instantly => Learning::Instantly,
-        LearningArg::AtOutcome => Learning::AtOutcome,
-    };
-    let policies = standard_policies(args.open_after, args.open_ms, args.deadline_ms);
-    let calibration = args.calibrate.then(|| {
-        calibrate_breaker(
-            requests,
-            &latency,
-            args.open_ms,
-            BreakerBounds {
-                max_fallback_share: args.max_fallback_share,
-                retry_budget: args.retry_budget,
-                fallback_capacity_per_s: capacity,
-            },
-            learning,
-        )
-    });
-    let document = FallbackDocument {
-        schema_version: FALLBACK_SCHEMA_VERSION,
-        kind: "fallback".to_owned(),
-        records: input_file(&args.records, rows)?,
-        route: args.route.clone(),
-        fallback_route: args.fallback.clone(),
-        fallback_ttft_ms: args.fallback_ttft_ms,
-        learning,
-        fallback_capacity_per_s: capacity,
-        retry_budget: args.retry_budget,
-        policies: replay_fallback(requests, &latency, &policies, learning),
-        calibration,
-    };
-    let mut routes_written = None;
-    if let Some(written) = &args.write_routes {
-        let source = args.routes.as_deref().expect("clap requires --routes");
-        let chosen = document
-            .calibration
-            .as_ref()
-            .and_then(|calibration| calibration.chosen.as_ref())
-            .with_context(|| {
-                format!(
-                    "{}: no breaker keeps within --max-fallback-share {}, --retry-budget {} and the fallback's rpm; nothing written",
-                    written.display(),
-                    args.max_fallback_share,
-                    args.retry_budget
-                )
-            })?;
-        let breaker = crate::routes::RouteBreaker {
-            first_token_deadline_ms: chosen.first_token_deadline_ms,
-            open_after: chosen.open_after,
-            open_ms: args.open_ms,
-        };
-        let text = std::fs::read_to_string(source)
-            .with_context(|| format!("{}: cannot read (--routes)", source.display()))?;
-        let updated = breaker
-            .written_into(&text, &args.route)
-            .map_err(|problem| anyhow::anyhow!("{}: {problem}", source.display()))?;
-        // The table written must load as the one read did.
-        let check: crate::routes::RouteTable = toml::from_str(&updated)
-            .with_context(|| format!("{}: the written table does not parse", written.display()))?;
-        if !check
-            .routes
-            .iter()
-            .any(|route| route.breaker == Some(breaker))
-        {
-            bail!(
-                "{}: the breaker did not land on route {:?}; nothing written",
-                source.display(),
-                args.route
-            );
-        }
-        routes_written = Some((written, updated));
-    }
+    let replay = crate::replay::fallback::fallback(&args.options()?)?;
     // Both outputs staged before either lands: a failure leaves neither.
-    let encoded =
-        serde_json::to_string_pretty(&document).context("cannot encode the document")? + "\n";
+    let encoded = encode(&replay.document, "the document")?;
     let mut staged = Vec::new();
     if let Some(out) = &args.out {
         staged.push(
@@ -579,18 +461,18 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
                 .with_context(|| format!("{}: cannot write (--out)", out.display()))?,
         );
     }
-    if let Some((written, updated)) = &routes_written {
+    if let (Some(written), Some(updated)) = (&args.write_routes, &replay.routes_written) {
         staged
             .push(stage(written, updated.as_bytes()).with_context(|| {
                 format!("{}: cannot write (--write-routes)", written.display())
             })?);
     }
     crate::atomic::commit_all(staged)?;
-    if args.json {
-        print(&encoded)?;
+    print(&if args.json {
+        encoded
     } else {
-        print(&render_fallback(&document))?;
-    }
+        render_fallback(&replay.document)
+    })?;
     Ok(Outcome::Passed)
 }
 
@@ -600,26 +482,24 @@ fn stage(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<crate::atomic::
 }
 
 fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
-    use crate::replay::hedge::{load_hedge_requests, render_hedge, replay_hedge};
-    use crate::schema::{HEDGE_SCHEMA_VERSION, HedgeDocument};
     let outputs: Vec<Output<'_>> = args
         .out
         .iter()
         .map(|out| Output::new(out, "--out", &HEDGE_OUTPUT))
         .collect();
     check_outputs(&outputs, &[Named::new(&args.records, "--records")])?;
-    let (requests, rows) = load_hedge_requests(&args.records, args.route.as_deref())?;
-    let document = HedgeDocument {
-        schema_version: HEDGE_SCHEMA_VERSION,
-        kind: "hedge".to_owned(),
-        records: input_file(&args.records, rows)?,
+    let document = crate::replay::hedge::hedge(&HedgeOptions {
+        records: args.records.clone(),
         route: args.route.clone(),
         seed: args.seed,
-        rows: replay_hedge(&requests, args.seed),
-    };
-    emit(&document, args.json, args.out.as_deref(), || {
-        render_hedge(&document)
     })?;
+    emit(
+        &document,
+        "the document",
+        args.out.as_deref(),
+        args.json,
+        || render_hedge(&document),
+    )?;
     Ok(Outcome::Passed)
 }
 

@@ -7,7 +7,7 @@
 //! cancellation the loser also runs to its end and pays its output.
 
 use crate::schema::InputError;
-use crate::schema::{HedgeDocument, HedgeRow};
+use crate::schema::{HEDGE_SCHEMA_VERSION, HedgeDocument, HedgeRow};
 use crate::stats::percentile;
 use crate::stats::random::splitmix64;
 
@@ -191,6 +191,28 @@ pub fn render_hedge(document: &HedgeDocument) -> String {
         ),
         table
     )
+}
+
+/// A hedging replay: the records, the route replayed (all when `None`), and
+/// the seed of the copies' draws.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HedgeOptions {
+    pub records: std::path::PathBuf,
+    pub route: Option<String>,
+    pub seed: u64,
+}
+
+/// Every delay quantile replayed over the records, as a document.
+pub fn hedge(options: &HedgeOptions) -> anyhow::Result<HedgeDocument> {
+    let (requests, rows) = load_hedge_requests(&options.records, options.route.as_deref())?;
+    Ok(HedgeDocument {
+        schema_version: HEDGE_SCHEMA_VERSION,
+        kind: "hedge".to_owned(),
+        records: crate::schema::InputFile::of_file(&options.records, rows)?,
+        route: options.route.clone(),
+        seed: options.seed,
+        rows: replay_hedge(&requests, options.seed),
+    })
 }
 
 #[cfg(test)]

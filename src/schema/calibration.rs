@@ -139,6 +139,20 @@ pub struct InputFile {
     pub rows: u64,
 }
 
+impl InputFile {
+    /// The file at `path`, of `rows` rows, by its digest.
+    pub fn of_file(
+        path: &std::path::Path,
+        rows: u64,
+    ) -> Result<InputFile, crate::digest::UnreadableFile> {
+        Ok(InputFile {
+            path: path.display().to_string(),
+            sha256: crate::digest::sha256_file(path)?,
+            rows,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SliceCalibration {
