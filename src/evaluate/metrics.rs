@@ -1,8 +1,7 @@
 //! APGR and CPT from scored outcomes.
 
-use serde::{Deserialize, Serialize};
-
 use crate::policy::{Curve, GradedRow, Policy, SliceObservations};
+use crate::schema::RoutingQuality;
 use crate::stats::Random;
 
 /// One prompt: its score and whether each tier's answer was acceptable.
@@ -11,15 +10,6 @@ pub struct ScoredOutcome {
     pub score: f64,
     pub small_ok: bool,
     pub large_ok: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RoutingQuality {
-    pub apgr: f64,
-    /// Share of calls to the large tier needed to recover half the gap.
-    pub cpt50: Option<f64>,
-    pub cpt80: Option<f64>,
 }
 
 /// The PGR curve's points (share escalated, PGR); `None` when the tiers are

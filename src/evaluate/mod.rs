@@ -8,6 +8,8 @@
 //! the smallest share of calls to the large tier with PGR ≥ p. A random
 //! router's APGR is 0.5 in expectation.
 
+mod engine;
 mod metrics;
 
-pub use metrics::{RoutingQuality, ScoredOutcome, oracle_scores, random_scores, routing_quality};
+pub use engine::{EvaluateOptions, evaluate, render};
+pub use metrics::{ScoredOutcome, oracle_scores, random_scores, routing_quality};

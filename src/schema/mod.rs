@@ -15,6 +15,7 @@ mod dataset;
 pub mod drift;
 pub mod drift_records;
 mod error;
+mod evaluation;
 pub mod fallback;
 mod format;
 pub mod gate_report;
@@ -49,6 +50,7 @@ pub use drift_records::{
     RecordsRouteDrift, RecordsSliceDrift, RouteWindow, SliceWindow,
 };
 pub use error::{InputError, ReadError};
+pub use evaluation::{EVALUATION_SCHEMA_VERSION, EvaluationDocument, RoutingQuality};
 pub use fallback::{
     BreakerCalibration, BreakerPoint, BreakerSettings, FALLBACK_OUTPUT, FALLBACK_SCHEMA_VERSION,
     FallbackDocument, Learning, PolicyOutcome,
