@@ -10,9 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use routeval::evaluate::{ScoredOutcome, routing_quality};
 use routeval::import::{ImportedRow, Prices, mt_bench, routellm_gsm8k, routellm_mmlu};
-use routeval::router::{
+use routeval::policy::{ScoredOutcome, routing_quality};
+use routeval::router_model::{
     LabelledPrompt, Router, Training, cross_fit, featurise, small_failure_only,
 };
 

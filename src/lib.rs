@@ -9,10 +9,12 @@
 //! - [`cli`]: parses flags into each stage's typed options and prints.
 //! - The stages, side by side, never importing one another: [`run`],
 //!   [`grade`], [`calibrate`], [`gate`], [`drift`], [`report`], [`replay`],
-//!   [`sample`], [`simulate`], [`evaluate`], [`import`] and [`serve_sim`]
+//!   [`sample`], [`simulate`], [`evaluate`], [`router`], [`import`] and
+//!   [`serve_sim`]
 //!   (the embedded OpenAI-compatible simulated endpoint).
 //! - The kernel: [`policy`], what a policy does to a row and a route table
-//!   to graded rows, and [`router`], the built-in learned router's model.
+//!   to graded rows, and [`router_model`], the built-in learned router's
+//!   model.
 //! - Contracts and clients: [`routes`] (route tables and the signed route
 //!   config), [`records`] (one record per request), [`client`] (the
 //!   endpoint client) and [`rubric`] (rubrics and what an answer means).
@@ -38,6 +40,7 @@ pub mod records;
 pub mod replay;
 pub mod report;
 pub mod router;
+pub mod router_model;
 pub mod routes;
 pub mod rubric;
 pub mod run;

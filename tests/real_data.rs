@@ -174,9 +174,9 @@ fn the_gsm8k_rubric_agrees_with_the_recorded_labels() {
 /// scoring the gain of escalating is what earns the difference.
 #[test]
 fn the_built_in_router_reaches_its_apgr_on_mmlu() {
-    use routeval::evaluate::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
     use routeval::import::{ImportedRow, Prices, routellm_mmlu};
-    use routeval::router::{LabelledPrompt, Training, cross_fit, small_failure_only};
+    use routeval::policy::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
+    use routeval::router_model::{LabelledPrompt, Training, cross_fit, small_failure_only};
 
     let Some(data) = data_dir("the_built_in_router_reaches_its_apgr_on_mmlu") else {
         return;

@@ -1,23 +1,16 @@
-//! `routeval router train` and `routeval router score`.
+//! `routeval router train`, `routeval router score` and `routeval router
+//! join`.
 
-use std::path::Path;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 
-use crate::atomic::{Named, Output, check_outputs, commit_all};
-use crate::evaluate::{ScoredOutcome, routing_quality};
+use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::import::{read_scores, score_of};
-use crate::router::{
-    ROUTER_OUTPUT, Router, Training, cross_fit, featurise, labelled_prompts, stored_score,
-    with_scores,
-};
-use crate::schema::{
-    Column, ColumnNames, GRADED_OUTPUT, GradedTable, ReadOptions, read_graded,
-    stage_graded_parquet, tiers_in_metadata, write_graded_parquet,
-};
+use crate::router::{JoinOptions, ScoreOptions, TrainOptions};
+use crate::router_model::ROUTER_OUTPUT;
+use crate::schema::{Column, GRADED_OUTPUT};
 
 use super::print::println;
 
@@ -131,29 +124,6 @@ pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-fn read_options(slice_col: &str) -> ReadOptions {
-    ReadOptions {
-        names: ColumnNames::new("score", slice_col),
-        carry_extra: true,
-        details: true,
-        score_optional: true,
-        carry_read_only: false,
-    }
-}
-
-/// The graded results at `path`; a file naming its tiers in its metadata
-/// is read with them, and keeps them when written back.
-fn read_results(path: &Path, slice_col: &str) -> anyhow::Result<GradedTable> {
-    let tiers = tiers_in_metadata(path)?;
-    let mut options = read_options(slice_col);
-    if let Some(tiers) = &tiers {
-        options.names = tiers.column_names(options.names);
-    }
-    let mut table = read_graded(path, &options)?;
-    table.tiers = tiers;
-    Ok(table)
-}
-
 /// The most folds a cross-fit may have: each fold trains a model, so more
 /// than this is a typo, not a plan.
 pub const MAX_FOLDS: usize = 100;
@@ -187,50 +157,25 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
         outputs.push(Output::new(scored, "--scored-out", &GRADED_OUTPUT));
     }
     check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
-    let table = read_results(&args.results, &args.slice_col)?;
-    let prompts = labelled_prompts(&table, &args.prompt_col)?;
-    let training = Training {
+    let trained = crate::router::train(&TrainOptions {
+        results: args.results,
+        out: args.out.clone(),
+        scored_out: args.scored_out,
+        into: args.into,
+        folds: args.folds,
         seed: args.seed,
-        ..Training::default()
-    };
-    let (scores, router) = cross_fit(&prompts, args.folds, &training);
-    let mut outcomes = Vec::with_capacity(prompts.len());
-    for batch in &table.batches {
-        for index in 0..batch.num_rows() {
-            outcomes.push((batch.small_ok.value(index), batch.large_ok.value(index)));
-        }
-    }
-    let quality = routing_quality(
-        &scores
-            .iter()
-            .zip(&outcomes)
-            .map(|(&score, &(small_ok, large_ok))| ScoredOutcome {
-                score: f64::from(score),
-                small_ok,
-                large_ok,
-            })
-            .collect::<Vec<_>>(),
-    );
-    // Both outputs or neither: a scored table whose model was not written
-    // (or the other way round) would not match.
-    let mut staged = vec![router.stage(&args.out)?];
-    if let Some(scored) = &args.scored_out {
-        let scores: Vec<f64> = scores.iter().copied().map(stored_score).collect();
-        staged.push(
-            stage_graded_parquet(&with_scores(table, &scores, &args.into), scored)
-                .with_context(|| format!("{}: cannot write (--scored-out)", scored.display()))?,
-        );
-    }
-    commit_all(staged)?;
+        prompt_col: args.prompt_col,
+        slice_col: args.slice_col,
+    })?;
     println(&format!(
         "trained on {} prompts; model: {}",
-        prompts.len(),
+        trained.prompts,
         args.out.display()
     ))?;
-    if let Some(quality) = quality {
+    if let Some(apgr) = trained.apgr {
         println(&format!(
-            "cross-fitted ({} folds) APGR {:.3}",
-            args.folds, quality.apgr
+            "cross-fitted ({} folds) APGR {apgr:.3}",
+            args.folds
         ))?;
     }
     Ok(Outcome::Passed)
@@ -245,19 +190,15 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
             Named::new(&args.results, "--results"),
         ],
     )?;
-    let router = Router::load(&args.router)?;
-    let table = read_results(&args.results, &args.slice_col)?;
-    let prompts = labelled_prompts(&table, &args.prompt_col)?;
-    let scores: Vec<f64> = prompts
-        .iter()
-        .map(|prompt| stored_score(router.score(&featurise(&prompt.prompt, &prompt.slice))))
-        .collect();
-    write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
-    println(&format!(
-        "scored {} prompts: {}",
-        prompts.len(),
-        args.out.display()
-    ))?;
+    let prompts = crate::router::score(&ScoreOptions {
+        router: args.router,
+        results: args.results,
+        out: args.out.clone(),
+        into: args.into,
+        prompt_col: args.prompt_col,
+        slice_col: args.slice_col,
+    })?;
+    println(&format!("scored {prompts} prompts: {}", args.out.display()))?;
     Ok(Outcome::Passed)
 }
 
@@ -271,16 +212,14 @@ fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
             Named::new(&args.scores, "--scores"),
         ],
     )?;
-    let table = read_results(&args.results, &args.slice_col)?;
-    let by_id = read_scores(&args.scores, &args.scores_col)?;
-    let mut scores = Vec::with_capacity(table.num_rows());
-    for batch in &table.batches {
-        for index in 0..batch.num_rows() {
-            scores.push(score_of(&by_id, &args.scores, batch.id.value(index))?);
-        }
-    }
-    let rows = scores.len();
-    write_graded_parquet(&with_scores(table, &scores, &args.into), &args.out)?;
+    let rows = crate::router::join(&JoinOptions {
+        results: args.results,
+        scores: args.scores.clone(),
+        scores_col: args.scores_col,
+        into: args.into.clone(),
+        out: args.out.clone(),
+        slice_col: args.slice_col,
+    })?;
     println(&format!(
         "joined {rows} scores from {} into \"{}\": {}",
         args.scores.display(),

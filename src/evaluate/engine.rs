@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use super::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
+use crate::policy::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
 use crate::schema::{
     ColumnNames, EVALUATION_SCHEMA_VERSION, EvaluationDocument, InputFile, ReadOptions,
     read_graded, tiers_in_metadata,

@@ -11,6 +11,6 @@ mod build;
 mod prices;
 mod sources;
 
-pub use build::{ImportedRow, ScoreSource, build_table, read_scores, score_of};
+pub use build::{ImportedRow, ScoreSource, build_table};
 pub use prices::Prices;
 pub use sources::{mt_bench, routellm_gsm8k, routellm_mmlu};

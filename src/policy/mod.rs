@@ -13,6 +13,7 @@ mod money;
 mod regression;
 mod row;
 mod search;
+mod separation;
 mod serve;
 mod sweep;
 mod table;
@@ -24,6 +25,7 @@ pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use regression::regressions;
 pub use row::GradedRow;
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
+pub use separation::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
 pub use serve::{
     Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
     serve_priced,

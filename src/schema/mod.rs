@@ -31,6 +31,7 @@ mod read_parquet;
 mod read_text;
 pub mod replay;
 mod responses;
+mod scores;
 mod tiered;
 mod write;
 
@@ -85,6 +86,7 @@ pub use responses::{
     RESPONSES_FILE, RESPONSES_OUTPUT, RESPONSES_SCHEMA, RESPONSES_SCHEMA_VERSION, ResponseRow,
     ResponsesWriter, read_all_responses, read_responses,
 };
+pub use scores::{read_scores, score_of};
 pub use tiered::{
     TIERS_KEY, TieredColumns, Tiers, is_tier_name, tiered_columns, tiers_in_metadata,
 };

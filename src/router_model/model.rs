@@ -229,7 +229,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::features::featurise;
+    use crate::router_model::features::featurise;
 
     #[test]
     fn scores_the_gain_of_escalating_and_round_trips_through_a_file() {
