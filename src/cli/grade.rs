@@ -87,20 +87,6 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     };
     let graded = grading.finish(&rubrics, &judging.verdicts, &args.out);
     write_graded_parquet(&graded.table, &args.out)?;
-    let rows = graded.slices.iter().map(|(slice, (prompts, ok))| {
-        let shares = ok
-            .iter()
-            .map(|count| format!("{:.3}", *count as f64 / *prompts as f64));
-        [slice.clone(), prompts.to_string()]
-            .into_iter()
-            .chain(shares)
-            .collect::<Vec<_>>()
-    });
-    let headers: Vec<String> = ["slice".to_owned(), "prompts".to_owned()]
-        .into_iter()
-        .chain(graded.tiers.iter().map(|tier| format!("{tier} ok")))
-        .collect();
-    let table = crate::terminal::table(headers.iter().map(String::as_str), rows);
     let source = match graded.score_source {
         ScoreSource::Verifier => "the verifier's reject probability",
         ScoreSource::SelfConsistency => "self-consistency of the small tier's samples",
@@ -108,7 +94,7 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
             "none (null): the run had no verifier and one sample; `routeval router train --scored-out` fills it"
         }
     };
-    println(&table.to_string())?;
+    println(&graded.slice_table())?;
     println(&format!("score: {source}"))?;
     if judging.calls > 0 {
         println(&format!(

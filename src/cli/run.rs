@@ -173,13 +173,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     }
     let (mut terminated, mut interrupted) = stop_signals;
     let summary = runtime.block_on(async {
-        let widest = config
-            .tiers
-            .iter()
-            .map(|tier| tier.endpoint.max_concurrency)
-            .max()
-            .unwrap_or(1);
-        let http = http_client(widest)?;
+        let http = http_client(config.widest_concurrency())?;
         let mut checks: Vec<(String, &EndpointConfig, Option<&str>)> = config
             .tiers
             .iter()

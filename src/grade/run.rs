@@ -45,6 +45,27 @@ pub struct GradedRun {
     pub pairwise_disagreements: u64,
 }
 
+impl GradedRun {
+    /// Per slice, its prompts and each tier's share of acceptable answers,
+    /// as a terminal table.
+    pub fn slice_table(&self) -> String {
+        let rows = self.slices.iter().map(|(slice, (prompts, ok))| {
+            let shares = ok
+                .iter()
+                .map(|count| format!("{:.3}", *count as f64 / *prompts as f64));
+            [slice.clone(), prompts.to_string()]
+                .into_iter()
+                .chain(shares)
+                .collect::<Vec<_>>()
+        });
+        let headers: Vec<String> = ["slice".to_owned(), "prompts".to_owned()]
+            .into_iter()
+            .chain(self.tiers.iter().map(|tier| format!("{tier} ok")))
+            .collect();
+        crate::terminal::table(headers, rows)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GradeRunError {
     #[error("{}: row {row}: {problem}", path.display())]

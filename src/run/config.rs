@@ -77,6 +77,23 @@ impl RunConfig {
     }
 
     /// The cheapest tier.
+    /// The most calls any one endpoint (a tier or a verifier) takes at
+    /// once: what the shared HTTP pool and the prompts in flight are sized
+    /// for.
+    pub fn widest_concurrency(&self) -> usize {
+        self.tiers
+            .iter()
+            .map(|tier| tier.endpoint.max_concurrency)
+            .chain(
+                self.verifier
+                    .iter()
+                    .chain(self.stage_verifiers.values())
+                    .map(|verifier| verifier.max_concurrency),
+            )
+            .max()
+            .unwrap_or(1)
+    }
+
     pub fn small(&self) -> &EndpointConfig {
         &self.tiers[0].endpoint
     }

@@ -644,21 +644,7 @@ pub async fn execute<E: ChatEndpoint>(
         Ok(())
     });
 
-    let widest = config
-        .tiers
-        .iter()
-        .map(|tier| tier.endpoint.max_concurrency)
-        .max()
-        .unwrap_or(1)
-        .max(
-            config
-                .verifier
-                .iter()
-                .chain(config.stage_verifiers.values())
-                .map(|verifier| verifier.max_concurrency)
-                .max()
-                .unwrap_or(1),
-        );
+    let widest = config.widest_concurrency();
     // Enough prompts in flight to keep every tier busy, and no more, so that
     // memory does not grow with the dataset.
     let prompt_slots = Arc::new(Semaphore::new(2 * widest + 16));
