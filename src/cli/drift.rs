@@ -79,6 +79,11 @@ pub struct DriftArgs {
 }
 
 pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
+    if let Some(target) = args.target
+        && !(target > 0.0 && target <= 1.0)
+    {
+        bail!("--target must be in (0, 1], got {target}");
+    }
     if args.records.is_some() || args.aggregates.is_some() {
         return from_records(args);
     }

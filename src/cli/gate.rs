@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::exit_codes::Outcome;
-use crate::gate::{GateOptions, gate, terminal};
+use crate::gate::{GateOptions, MAX_TTL_DAYS, gate, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
@@ -136,6 +136,12 @@ pub struct VerifyArgs {
 pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     if !(args.target > 0.0 && args.target <= 1.0) {
         bail!("--target must be in (0, 1], got {}", args.target);
+    }
+    if !(1..=MAX_TTL_DAYS).contains(&args.ttl_days) {
+        bail!(
+            "--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {}",
+            args.ttl_days
+        );
     }
     if let Some(confidence) = args.confidence
         && !(confidence > 0.0 && confidence < 1.0)

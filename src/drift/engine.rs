@@ -123,7 +123,10 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         .or(config.provenance.confidence)
         .unwrap_or(0.95);
     if !(target > 0.0 && target <= 1.0) {
-        bail!("--target must be in (0, 1], got {target}");
+        bail!(
+            "{}: the target {target} the config records is not in (0, 1]",
+            options.config.display()
+        );
     }
     let delta = 1.0 - confidence;
     let mut read = options.read.clone();

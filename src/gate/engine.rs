@@ -131,12 +131,6 @@ fn load_constraints(path: &Path) -> anyhow::Result<BTreeMap<String, Constraint>>
 
 pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateReport> {
     // Everything that can be refused is read before anything is written.
-    if !(1..=MAX_TTL_DAYS).contains(&options.ttl_days) {
-        anyhow::bail!(
-            "--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {}",
-            options.ttl_days
-        );
-    }
     if let Some(sha256) = &options.dataset_sha256
         && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
     {

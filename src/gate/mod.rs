@@ -10,6 +10,6 @@ mod litellm;
 mod render;
 mod rules;
 
-pub use engine::{GateOptions, gate};
+pub use engine::{GateOptions, MAX_TTL_DAYS, gate};
 pub use litellm::litellm_yaml;
 pub use render::{markdown, terminal};
