@@ -19,7 +19,8 @@
 //!   config), [`records`] (one record per request), [`client`] (the
 //!   endpoint client) and [`rubric`] (rubrics and what an answer means).
 //! - The tables and versioned documents stages exchange: [`schema`].
-//! - Ground: [`stats`], [`atomic`], [`digest`], [`clock`], [`exit_codes`],
+//! - Ground: [`stats`], [`atomic`], [`digest`], [`clock`], [`events`],
+//!   [`exit_codes`],
 //!   [`terminal`], [`markdown`], [`version`].
 
 pub mod atomic;
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod digest;
 pub mod drift;
 pub mod evaluate;
+pub mod events;
 pub mod exit_codes;
 pub mod gate;
 pub mod grade;

@@ -20,6 +20,7 @@ mod input_formats;
 mod judge_error;
 mod kernel_consistency;
 mod litellm_export;
+mod progress_events;
 mod real_data;
 mod records_drift;
 mod records_replay;

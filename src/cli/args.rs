@@ -14,6 +14,7 @@ use super::import::ImportCommand;
 use super::records::RecordsCommand;
 use super::replay::ReplayCommand;
 use super::report::ReportArgs;
+use super::reporter::OutputArgs;
 use super::router::RouterCommand;
 use super::run::{MergeArgs, RunArgs};
 use super::sample::SampleArgs;
@@ -26,6 +27,9 @@ use super::simulate::SimulateArgs;
 #[derive(Debug, Parser)]
 #[command(name = "routeval", version, about, max_term_width = 100)]
 pub struct Cli {
+    #[command(flatten)]
+    pub output: OutputArgs,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
+use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateOptions, MAX_TTL_DAYS, gate, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
@@ -133,7 +134,7 @@ pub struct VerifyArgs {
     pub at: Option<String>,
 }
 
-pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
+pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     if !(args.target > 0.0 && args.target <= 1.0) {
         bail!("--target must be in (0, 1], got {}", args.target);
     }
@@ -184,7 +185,11 @@ pub fn run(args: GateArgs) -> anyhow::Result<Outcome> {
     let clock = clock_at(args.at.as_deref())?;
     let report = gate(&options, clock.as_ref())?;
     if let Some(at) = &args.at {
-        eprintln!("note: the gate's clock was set to {at} by --at, not the current time");
+        reporter.report(Event::Message {
+            stage: "gate",
+            level: Level::Note,
+            text: format!("the gate's clock was set to {at} by --at, not the current time"),
+        });
     }
     super::print::emit(&report, "the gate report", None, args.json, || {
         terminal(&report)

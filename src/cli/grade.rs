@@ -7,6 +7,7 @@ use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::client::{Cache, Caller, OpenAiEndpoint, http_client, preflight};
+use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
 use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all};
 use crate::rubric::load_rubrics;
@@ -50,7 +51,7 @@ pub struct GradeArgs {
     pub out: PathBuf,
 }
 
-pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
+pub fn run(args: GradeArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     let (responses, manifest) = (args.run.join(RESPONSES_FILE), args.run.join(MANIFEST_FILE));
     let mut inputs = vec![
         Named::new(&args.run, "--run"),
@@ -83,7 +84,7 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
             Some(config) => config,
             None => run_config(&grading, &grading.config)?,
         };
-        judge(&config, requests, &args)?
+        judge(&config, requests, &args, reporter)?
     };
     let graded = grading.finish(&rubrics, &judging.verdicts, &args.out);
     write_graded_parquet(&graded.table, &args.out)?;
@@ -116,10 +117,14 @@ pub fn run(args: GradeArgs) -> anyhow::Result<Outcome> {
     }
     println(&format!("wrote {}", args.out.display()))?;
     if judging.errors > 0 {
-        eprintln!(
-            "warning: {} judged checks failed because the judge failed or answered unreadably (see the detail column)",
-            judging.errors
-        );
+        reporter.report(Event::Message {
+            stage: "grade",
+            level: Level::Warning,
+            text: format!(
+                "{} judged checks failed because the judge failed or answered unreadably (see the detail column)",
+                judging.errors
+            ),
+        });
     }
     Ok(Outcome::Passed)
 }
@@ -141,6 +146,7 @@ fn judge(
     config: &RunConfig,
     requests: Vec<JudgeRequest>,
     args: &GradeArgs,
+    reporter: &dyn Reporter,
 ) -> anyhow::Result<Judging> {
     let path = &config.path;
     let Some(endpoint) = &config.judge else {
@@ -168,6 +174,6 @@ fn judge(
             endpoint,
             config.run.retry_budget,
         );
-        Ok(judge_all(&caller, cache.as_ref(), &config.run, requests).await)
+        Ok(judge_all(&caller, cache.as_ref(), &config.run, requests, reporter).await)
     })
 }

@@ -14,6 +14,7 @@ mod print;
 mod records;
 mod replay;
 mod report;
+mod reporter;
 mod router;
 mod run;
 mod sample;
@@ -142,18 +143,19 @@ pub fn error_line(error: &anyhow::Error) -> String {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    let reporter = cli.output.reporter();
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Run(args) => {
             RUN_UNDER_WAY.store(true, std::sync::atomic::Ordering::SeqCst);
-            let ran = run::run(args);
+            let ran = run::run(args, reporter);
             RUN_UNDER_WAY.store(false, std::sync::atomic::Ordering::SeqCst);
             ran
         }
         Command::Merge(args) => run::merge(args),
-        Command::Grade(args) => grade::run(args),
+        Command::Grade(args) => grade::run(args, reporter.as_ref()),
         Command::Calibrate(args) => calibrate::run(args),
-        Command::Gate(args) => gate::run(args),
+        Command::Gate(args) => gate::run(args, reporter.as_ref()),
         Command::Keygen(args) => gate::keygen(args),
         Command::Verify(args) => gate::verify(args),
         Command::Simulate(args) => simulate::run(args),

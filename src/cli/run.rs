@@ -3,11 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use anyhow::bail;
 use clap::Args;
 
 use crate::client::{EndpointConfig, OpenAiEndpoint, http_client, preflight};
 use crate::clock::{Clock, SystemClock, format_rfc3339};
+use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
 use crate::rubric::PromptTemplate;
 use crate::run::{
@@ -45,10 +48,6 @@ pub struct RunArgs {
     /// On resume, send again the calls that ended in an error.
     #[arg(long)]
     pub retry_errors: bool,
-
-    /// No progress bars.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -104,7 +103,7 @@ pub(super) fn api_key(
     }
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+pub fn run(args: RunArgs, reporter: Arc<dyn Reporter>) -> anyhow::Result<Outcome> {
     // The handlers first: a SIGTERM or Ctrl-C while the dataset is read or
     // the endpoints are checked stops the run as one during the calls does
     // (exit 2, nothing lost), not with the signal's default death.
@@ -154,22 +153,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
         shard,
         cache_dir: args.cache.directory(),
         retry_errors: args.retry_errors,
-        show_progress: !args.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        reporter: reporter.clone(),
         flush_every: Duration::from_secs(2),
     };
     let clock = SystemClock;
     let prepared = prepare(&config, &settings, &format_rfc3339(clock.now()))?;
     if prepared.recovered.rows > 0 || prepared.recovered.torn > 0 {
-        eprintln!(
-            "resuming: {} calls recovered from the journal of an interrupted run ({} cut short by the interruption will be sent again)",
-            prepared.recovered.rows, prepared.recovered.torn
-        );
+        reporter.report(message(
+            Level::Note,
+            format!(
+                "resuming: {} calls recovered from the journal of an interrupted run ({} cut short by the interruption will be sent again)",
+                prepared.recovered.rows, prepared.recovered.torn
+            ),
+        ));
     }
     for (path, why) in prepared.quarantined() {
-        eprintln!(
-            "warning: {}: unreadable ({why}); moved aside, its calls will be sent again",
-            path.display()
-        );
+        reporter.report(message(
+            Level::Warning,
+            format!(
+                "{}: unreadable ({why}); moved aside, its calls will be sent again",
+                path.display()
+            ),
+        ));
     }
     let (mut terminated, mut interrupted) = stop_signals;
     let summary = runtime.block_on(async {
@@ -232,12 +237,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     })?;
     // Dropping the runtime would wait for requests abandoned by an interrupt.
     runtime.shutdown_background();
-    print_summary(&summary, &settings.out.join(RESPONSES_FILE))
+    print_summary(
+        &summary,
+        &settings.out.join(RESPONSES_FILE),
+        reporter.as_ref(),
+    )
+}
+
+fn message(level: Level, text: String) -> Event {
+    Event::Message {
+        stage: "run",
+        level,
+        text,
+    }
 }
 
 /// Prints the run's table; a run with failed calls is a failed check (exit
 /// 1), so that CI notices before grading a table with holes.
-fn print_summary(summary: &RunSummary, responses: &std::path::Path) -> anyhow::Result<Outcome> {
+fn print_summary(
+    summary: &RunSummary,
+    responses: &std::path::Path,
+    reporter: &dyn Reporter,
+) -> anyhow::Result<Outcome> {
     let rows = summary.tiers.iter().map(|tier| {
         vec![
             tier.tier.name().to_owned(),
@@ -269,10 +290,13 @@ fn print_summary(summary: &RunSummary, responses: &std::path::Path) -> anyhow::R
         .map(|tier| tier.errors)
         .sum();
     if errors > 0 {
-        eprintln!(
-            "error: {errors} calls ended in an error (see error_kind in {}); run the same command with --retry-errors to send them again",
-            responses.display()
-        );
+        reporter.report(message(
+            Level::Error,
+            format!(
+                "{errors} calls ended in an error (see error_kind in {}); run the same command with --retry-errors to send them again",
+                responses.display()
+            ),
+        ));
         return Ok(Outcome::CheckFailed);
     }
     Ok(Outcome::Passed)

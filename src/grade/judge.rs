@@ -13,6 +13,7 @@ use super::run::{JudgeKey, JudgeRequest, Judgements};
 use crate::client::{
     Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, GenerationConfig, cache_key,
 };
+use crate::events::{Event, Reporter};
 use crate::rubric::verdict_for_check;
 
 /// What judging cost and how it went.
@@ -36,6 +37,7 @@ pub async fn judge_all<E: ChatEndpoint>(
     cache: Option<&Cache>,
     generation: &GenerationConfig,
     requests: Vec<JudgeRequest>,
+    reporter: &dyn Reporter,
 ) -> Judging {
     let config = &caller.config;
     let mut judging = Judging {
@@ -61,6 +63,12 @@ pub async fn judge_all<E: ChatEndpoint>(
             }
         }
     }
+    let total = distinct.len() as u64;
+    reporter.report(Event::Planned {
+        stage: "grade",
+        lane: "judge".to_owned(),
+        total,
+    });
     let mut answers = futures_util::stream::iter(distinct)
         .map(|(key, call, checks)| async move {
             if let Some(hit) = cache.and_then(|cache| cache.get(&key)) {
@@ -105,10 +113,22 @@ pub async fn judge_all<E: ChatEndpoint>(
             }
         })
         .buffer_unordered(config.max_concurrency);
+    let mut failed_calls = 0;
     while let Some((checks, answer, cached, cost)) = answers.next().await {
         judging.calls += 1;
         judging.cached += u64::from(cached);
         judging.cost_usd += cost;
+        failed_calls += u64::from(answer.is_err());
+        reporter.report(Event::Progress {
+            stage: "grade",
+            lane: "judge".to_owned(),
+            done: judging.calls,
+            total,
+            errors: failed_calls,
+            retries: 0,
+            cached: judging.cached,
+            cost_usd: judging.cost_usd,
+        });
         for check in checks {
             let verdict = answer
                 .clone()
@@ -124,5 +144,9 @@ pub async fn judge_all<E: ChatEndpoint>(
             judging.verdicts.insert(check, verdict);
         }
     }
+    reporter.report(Event::Finished {
+        stage: "grade",
+        lane: "judge".to_owned(),
+    });
     judging
 }

@@ -14,12 +14,13 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::config::RunConfig;
 use super::journal::{Journal, Recovered, recover};
-use super::progress::{Progress, TierCounters};
+use super::progress::TierCounters;
 use super::store::{Done, PartWriter, compact, packed_key, packed_tier, scan};
 use crate::client::{Cache, CachedCall, cache_key};
 use crate::client::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 use crate::client::{CallRequest, ChatEndpoint, Completion};
 use crate::client::{EndpointConfig, GenerationConfig};
+use crate::events::{Event, Reporter};
 use crate::rubric::PromptTemplate;
 use crate::schema::CallTier;
 use crate::schema::ResponseRow;
@@ -69,7 +70,8 @@ pub struct RunSettings {
     /// None: `--no-cache`.
     pub cache_dir: Option<PathBuf>,
     pub retry_errors: bool,
-    pub show_progress: bool,
+    /// Who hears of every finished call.
+    pub reporter: Arc<dyn Reporter>,
     /// How often buffered rows reach disk.
     pub flush_every: Duration,
 }
@@ -125,6 +127,7 @@ struct Context<E> {
     rows: mpsc::Sender<ResponseRow>,
     done: Done,
     awaiting_verifier: Mutex<std::collections::HashMap<(u64, CallTier, u32), String>>,
+    reporter: Arc<dyn Reporter>,
 }
 
 /// A prompt to run, with its position in the dataset.
@@ -167,6 +170,7 @@ impl<E: ChatEndpoint> Context<E> {
     async fn emit(&self, row: ResponseRow) {
         let counters = &self.tier(row.tier).counters;
         counters.finished(!row.answered(), row.cached, row.cost_usd);
+        self.reporter.report(counters.progress(row.tier));
         // The writer only goes away when the run is stopped.
         let _ = self.rows.send(row).await;
     }
@@ -594,6 +598,7 @@ pub async fn execute<E: ChatEndpoint>(
         rows: row_sender,
         awaiting_verifier: Mutex::new(awaiting),
         done,
+        reporter: settings.reporter.clone(),
     });
     let planned_per_tier = prompts * u64::from(generation.samples);
     for tier in context.tiers() {
@@ -612,9 +617,13 @@ pub async fn execute<E: ChatEndpoint>(
         writer_stopped,
         write_failed,
     ));
-    let counters: Vec<&TierCounters> = context.tiers().iter().map(|tier| &tier.counters).collect();
-    let tiers: Vec<CallTier> = context.tiers().iter().map(|tier| tier.tier).collect();
-    let progress = Progress::new(&tiers, &counters, settings.show_progress);
+    for tier in context.tiers() {
+        settings.reporter.report(Event::Planned {
+            stage: "run",
+            lane: tier.tier.name().to_owned(),
+            total: tier.counters.planned.load(Ordering::Relaxed),
+        });
+    }
 
     let (job_sender, mut jobs) = mpsc::channel::<Job>(256);
     let dataset = settings.dataset.clone();
@@ -668,12 +677,6 @@ pub async fn execute<E: ChatEndpoint>(
             let _ = prompt_slots.acquire_many(all).await;
         }
     };
-    let ticker = async {
-        loop {
-            progress.update(&counters);
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
     // SIGTERM is what CI runners and Kubernetes send: treat it as Ctrl-C.
     let terminated = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -687,14 +690,16 @@ pub async fn execute<E: ChatEndpoint>(
     // every request sent after it would be paid for and lost.
     let stopped = tokio::select! {
         () = dispatch => None,
-        () = ticker => unreachable!("the ticker never ends"),
         _ = tokio::signal::ctrl_c() => Some(Stop::Interrupted),
         () = terminated => Some(Stop::Interrupted),
         Ok(()) = &mut writing_failed => Some(Stop::WriteFailed),
     };
-    progress.update(&counters);
-    progress.finish();
-    drop(counters);
+    for tier in context.tiers() {
+        settings.reporter.report(Event::Finished {
+            stage: "run",
+            lane: tier.tier.name().to_owned(),
+        });
+    }
     let summaries: Vec<TierSummary> = context
         .tiers()
         .iter()

@@ -1,11 +1,9 @@
-//! Live counters of a run, the progress bars drawn from them on stderr
-//! (only on a terminal and without `--quiet`), and the closing summary.
+//! Live counters of a run: each finished call updates its tier's and says
+//! so as an event, which the command line's reporter draws.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-
+use crate::events::Event;
 use crate::policy::{to_picodollars, to_usd};
 use crate::schema::CallTier;
 
@@ -41,63 +39,18 @@ impl TierCounters {
     }
 }
 
-/// Bars per tier, redrawn from the counters a few times a second.
-#[derive(Debug)]
-pub struct Progress {
-    bars: Vec<(CallTier, ProgressBar)>,
-    started: Instant,
-}
-
-impl Progress {
-    pub fn new(tiers: &[CallTier], counters: &[&TierCounters], visible: bool) -> Progress {
-        let target = if visible {
-            ProgressDrawTarget::stderr_with_hz(4)
-        } else {
-            ProgressDrawTarget::hidden()
-        };
-        let multi = MultiProgress::with_draw_target(target);
-        let style =
-            ProgressStyle::with_template("{prefix:>8} [{bar:28}] {pos}/{len} {msg} eta {eta}")
-                .expect("a valid template")
-                .progress_chars("=> ");
-        let bars = tiers
-            .iter()
-            .zip(counters)
-            .map(|(tier, counters)| {
-                let bar = multi.add(ProgressBar::new(counters.planned.load(Ordering::Relaxed)));
-                bar.set_style(style.clone());
-                bar.set_prefix(tier.name());
-                (*tier, bar)
-            })
-            .collect();
-        Progress {
-            bars,
-            started: Instant::now(),
-        }
-    }
-
-    pub fn update(&self, counters: &[&TierCounters]) {
-        let elapsed = self
-            .started
-            .elapsed()
-            .max(Duration::from_millis(1))
-            .as_secs_f64();
-        for ((_, bar), counters) in self.bars.iter().zip(counters) {
-            let done = counters.done.load(Ordering::Relaxed);
-            bar.set_position(done);
-            bar.set_message(format!(
-                "errors {} retries {} {:.0} req/s ${:.4}",
-                counters.errors.load(Ordering::Relaxed),
-                counters.retries.load(Ordering::Relaxed),
-                done as f64 / elapsed,
-                counters.dollars(),
-            ));
-        }
-    }
-
-    pub fn finish(&self) {
-        for (_, bar) in &self.bars {
-            bar.finish_and_clear();
+impl TierCounters {
+    /// The counts so far, as the event of tier `tier`.
+    pub fn progress(&self, tier: CallTier) -> Event {
+        Event::Progress {
+            stage: "run",
+            lane: tier.name().to_owned(),
+            done: self.done.load(Ordering::Relaxed),
+            total: self.planned.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            cached: self.cached.load(Ordering::Relaxed),
+            cost_usd: self.dollars(),
         }
     }
 }
