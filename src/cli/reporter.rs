@@ -54,13 +54,16 @@ impl OutputArgs {
     }
 }
 
+/// A lane's bar and when its work began, by stage and lane.
+type Lanes = HashMap<(&'static str, String), (ProgressBar, Instant)>;
+
 /// A bar per lane, on stderr, with messages printed above the bars.
 #[derive(Debug)]
 struct Bars {
     multi: MultiProgress,
     visible: bool,
     quiet: bool,
-    lanes: Mutex<HashMap<(&'static str, String), (ProgressBar, Instant)>>,
+    lanes: Mutex<Lanes>,
 }
 
 impl Bars {
