@@ -44,7 +44,7 @@ pub enum Event {
     },
 }
 
-/// How much a [`Event::Message`] matters: `--quiet` hides notes only.
+/// How much a [`Event::Message`] matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {

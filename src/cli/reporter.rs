@@ -1,7 +1,7 @@
 //! The two reporters of the stages' events, chosen by the global
 //! `--progress` and `--quiet`: progress bars on stderr (on a terminal), or
-//! one JSON line per event for CI logs. Messages print either way; `--quiet`
-//! hides the bars and the notes, never a warning or an error.
+//! one JSON line per event for CI logs. Messages (notes, warnings, errors)
+//! print either way; `--quiet` hides the bars, as `--progress none` does.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use crate::events::{EVENTS_SCHEMA_VERSION, Event, Level, Reporter};
+use crate::events::{EVENTS_SCHEMA_VERSION, Event, Reporter};
 
 /// How progress shows on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -30,7 +30,8 @@ pub enum ProgressArg {
 /// The flags every command takes.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Hide progress and notes; warnings and errors still print.
+    /// No progress bars (as `--progress none`); notes, warnings and errors
+    /// still print.
     #[arg(long, short, global = true)]
     pub quiet: bool,
 
@@ -43,13 +44,12 @@ impl OutputArgs {
     /// The reporter these flags choose.
     pub fn reporter(&self) -> Arc<dyn Reporter> {
         match self.progress {
-            ProgressArg::Json => Arc::new(JsonLines::new(self.quiet)),
-            ProgressArg::Bar => Arc::new(Bars::new(!self.quiet, self.quiet)),
+            ProgressArg::Json => Arc::new(JsonLines::new()),
+            ProgressArg::Bar => Arc::new(Bars::new(!self.quiet)),
             ProgressArg::Auto => Arc::new(Bars::new(
                 !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                self.quiet,
             )),
-            ProgressArg::None => Arc::new(Bars::new(false, self.quiet)),
+            ProgressArg::None => Arc::new(Bars::new(false)),
         }
     }
 }
@@ -62,12 +62,11 @@ type Lanes = HashMap<(&'static str, String), (ProgressBar, Instant)>;
 struct Bars {
     multi: MultiProgress,
     visible: bool,
-    quiet: bool,
     lanes: Mutex<Lanes>,
 }
 
 impl Bars {
-    fn new(visible: bool, quiet: bool) -> Bars {
+    fn new(visible: bool) -> Bars {
         let target = if visible {
             ProgressDrawTarget::stderr_with_hz(4)
         } else {
@@ -76,7 +75,6 @@ impl Bars {
         Bars {
             multi: MultiProgress::with_draw_target(target),
             visible,
-            quiet,
             lanes: Mutex::new(HashMap::new()),
         }
     }
@@ -86,9 +84,7 @@ impl Reporter for Bars {
     fn report(&self, event: Event) {
         match event {
             Event::Message { level, text, .. } => {
-                if !(self.quiet && level == Level::Note) {
-                    self.multi.suspend(|| eprintln!("{}{text}", level.prefix()));
-                }
+                self.multi.suspend(|| eprintln!("{}{text}", level.prefix()));
             }
             // Hidden bars cost nothing: the events that draw them are dropped.
             _ if !self.visible => {}
@@ -139,14 +135,12 @@ impl Reporter for Bars {
 /// a second, and always its last.
 #[derive(Debug)]
 struct JsonLines {
-    quiet: bool,
     last_progress: Mutex<HashMap<(&'static str, String), Instant>>,
 }
 
 impl JsonLines {
-    fn new(quiet: bool) -> JsonLines {
+    fn new() -> JsonLines {
         JsonLines {
-            quiet,
             last_progress: Mutex::new(HashMap::new()),
         }
     }
@@ -161,29 +155,24 @@ struct Line<'a> {
 
 impl Reporter for JsonLines {
     fn report(&self, event: Event) {
-        match &event {
-            Event::Message {
-                level: Level::Note, ..
-            } if self.quiet => return,
-            Event::Progress {
-                stage,
-                lane,
-                done,
-                total,
-                ..
-            } => {
-                let mut last = self.last_progress.lock().expect("never poisoned");
-                let now = Instant::now();
-                let key = (*stage, lane.clone());
-                let due = last
-                    .get(&key)
-                    .is_none_or(|at| now.duration_since(*at) >= Duration::from_millis(250));
-                if !(due || done >= total) {
-                    return;
-                }
-                last.insert(key, now);
+        if let Event::Progress {
+            stage,
+            lane,
+            done,
+            total,
+            ..
+        } = &event
+        {
+            let mut last = self.last_progress.lock().expect("never poisoned");
+            let now = Instant::now();
+            let key = (*stage, lane.clone());
+            let due = last
+                .get(&key)
+                .is_none_or(|at| now.duration_since(*at) >= Duration::from_millis(250));
+            if !(due || done >= total) {
+                return;
             }
-            _ => {}
+            last.insert(key, now);
         }
         let line = Line {
             schema_version: EVENTS_SCHEMA_VERSION,

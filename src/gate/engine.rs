@@ -1,7 +1,7 @@
 //! Runs the gate: every candidate on the same graded results, the rules, the
 //! choice, and the signed config with its exports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -17,11 +17,13 @@ use super::render::markdown;
 use super::rules::{RuleContext, check};
 use crate::digest::{sha256_file, sha256_hex};
 use crate::policy::regressions;
-use crate::policy::{evaluate, recorded_models, scores_of, tiered_rows};
+use crate::policy::{TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
+use crate::routes::ResolvedTable;
 use crate::routes::{
     Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 use crate::routes::{load_secret, sign};
+use crate::schema::GradedTable;
 use crate::schema::{
     BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
     GATE_REPORT_SCHEMA_VERSION, GateReport,
@@ -63,10 +65,10 @@ pub const MAX_TTL_DAYS: u64 = 3650;
 /// a residency rule would otherwise never apply.
 fn check_constraint_slices<'a>(
     constraints: impl IntoIterator<Item = (&'a String, String)>,
-    slices: &std::collections::BTreeSet<&str>,
+    slices: &BTreeSet<String>,
 ) -> anyhow::Result<()> {
     for (slice, source) in constraints {
-        if slice != "*" && !slices.contains(slice.as_str()) {
+        if slice != "*" && !slices.contains(slice) {
             anyhow::bail!(
                 "{source}: constraints name slice {slice:?}, which the results do not have; fix the name or pass --allow-unknown-slices"
             );
@@ -137,71 +139,219 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         anyhow::bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
     }
     let secret = load_secret(&options.key)?;
-    let mut read = options.read.clone();
-    read.details = true;
-    // Single and static tables read no score: a table without one yet
-    // (before `router train`) can gate them; a policy that needs the score
-    // reads it strictly below, and is refused naming the column.
-    read.score_optional = true;
-    let graded = read_graded(&options.results, &read)?;
-    let results_sha256 = sha256_file(&options.results)?;
-    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
-    for path in &options.calibrations {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
-        let calibration: CalibrationDocument = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a calibration document", path.display()))?;
-        calibrations.push(calibration);
-    }
-    let constraints = match &options.constraints {
-        Some(path) => load_constraints(path)?,
-        None => BTreeMap::new(),
-    };
-    let slices: std::collections::BTreeSet<&str> = graded
-        .batches
-        .iter()
-        .flat_map(|batch| batch.slice.iter().flatten())
-        .collect();
-    if !options.allow_unknown_slices
-        && let Some(path) = &options.constraints
-    {
-        check_constraint_slices(
-            constraints
-                .keys()
-                .map(|slice| (slice, format!("{} (--constraints)", path.display()))),
-            &slices,
-        )?;
-    }
-    let baseline = match &options.baseline {
-        Some(path) => Some(verified_baseline(path, options)?),
+    let inputs = Inputs::read(options)?;
+    let mut scores = ScoreColumns::new(options, &inputs.graded);
+    let tables = candidate_tables(options, &inputs, &mut scores)?;
+    let candidates = score_candidates(options, &inputs, &tables, &mut scores)?;
+    let chosen = cheapest_passing(&candidates);
+    let version = inputs
+        .baseline
+        .as_ref()
+        .map_or(1, |(_, _, config)| config.version + 1);
+    let paths = OutPaths::new(&options.out, version);
+    paths.refuse_existing(chosen.is_some())?;
+    check_outputs(&paths.outputs(chosen.is_some()), &named_inputs(options))?;
+    // One gate writes a directory at a time; the lock goes with the process,
+    // even one killed.
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    let _lock = lock_out(&options.out)?;
+    paths.refuse_existing(chosen.is_some())?;
+    // Every output is staged, then all are committed: a failure leaves none.
+    // The config is committed last, and only where no file is: a kill before
+    // then leaves no config, and the next gate writes the others again.
+    let mut staged = Vec::new();
+    let mut config_staged = None;
+    let emitted = match chosen {
+        Some(index) => {
+            let config = route_config(
+                options,
+                &inputs,
+                &tables[index],
+                &candidates[index],
+                version,
+                clock,
+            );
+            let bytes = config.canonical_bytes();
+            let sha256 = sha256_hex(&bytes);
+            let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
+            let name = RouteConfig::file_name(version);
+            config_staged = Some(stage_bytes(&paths.config, &bytes)?);
+            staged.push(stage_bytes(&paths.signature, signature.as_bytes())?);
+            staged.push(stage_bytes(
+                &paths.litellm,
+                litellm_yaml(&config, &name, &sha256).as_bytes(),
+            )?);
+            Some(Emitted {
+                config: paths.config.display().to_string(),
+                signature: paths.signature.display().to_string(),
+                litellm: paths.litellm.display().to_string(),
+                version,
+                sha256,
+            })
+        }
         None => None,
     };
-    // Each policy reads its own score column: the router's for a predictive
-    // table, the verifier's for a cascade, all on the same rows.
-    let read_as = options.read.names.score.clone();
-    let unscored = scores_of(&graded);
-    let mut score_columns: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    if graded
-        .batches
-        .iter()
-        .all(|batch| arrow::array::Array::null_count(&batch.score) == 0)
-    {
-        score_columns.insert(read_as.clone(), unscored.clone());
+    let rows = inputs.graded.num_rows() as u64;
+    let report = GateReport {
+        schema_version: GATE_REPORT_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        results: InputFile {
+            path: options.results.display().to_string(),
+            sha256: inputs.results_sha256,
+            rows,
+        },
+        target: options.target,
+        confidence: options.confidence,
+        max_regression: options.max_regression,
+        familywise: options.familywise,
+        baseline: inputs.baseline.map(|(path, sha256, config)| BaselineRef {
+            path: path.display().to_string(),
+            version: config.version,
+            sha256,
+        }),
+        chosen: chosen.map(|index| candidates[index].file.clone()),
+        candidates,
+        emitted,
+    };
+    let json =
+        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n";
+    staged.push(stage_bytes(&paths.report_json, json.as_bytes())?);
+    staged.push(stage_bytes(
+        &paths.report_markdown,
+        markdown(&report).as_bytes(),
+    )?);
+    commit_all(staged)?;
+    if let Some(config) = config_staged {
+        config.commit_new()?;
     }
-    let mut scores_for = |table: &crate::routes::ResolvedTable| -> anyhow::Result<Vec<f64>> {
-        let Some(column) = table.policy.score() else {
-            return Ok(unscored.clone());
+    Ok(report)
+}
+
+/// What every candidate is scored against: the graded results (and their
+/// digest), the calibrations, the organisation's constraints, the slices
+/// the results have, and the deployed config with its path and sha256.
+struct Inputs {
+    graded: GradedTable,
+    results_sha256: String,
+    calibrations: Vec<CalibrationDocument>,
+    constraints: BTreeMap<String, Constraint>,
+    slices: BTreeSet<String>,
+    baseline: Option<(PathBuf, String, RouteConfig)>,
+}
+
+impl Inputs {
+    fn read(options: &GateOptions) -> anyhow::Result<Inputs> {
+        let mut read = options.read.clone();
+        read.details = true;
+        // Single and static tables read no score: a table without one yet
+        // (before `router train`) can gate them; a policy that needs the score
+        // reads it strictly below, and is refused naming the column.
+        read.score_optional = true;
+        let graded = read_graded(&options.results, &read)?;
+        let results_sha256 = sha256_file(&options.results)?;
+        let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+        for path in &options.calibrations {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
+            let calibration: CalibrationDocument = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a calibration document", path.display()))?;
+            calibrations.push(calibration);
+        }
+        let constraints = match &options.constraints {
+            Some(path) => load_constraints(path)?,
+            None => BTreeMap::new(),
         };
-        if let Some(scores) = score_columns.get(column) {
+        let slices: BTreeSet<String> = graded
+            .batches
+            .iter()
+            .flat_map(|batch| batch.slice.iter().flatten())
+            .map(str::to_owned)
+            .collect();
+        if !options.allow_unknown_slices
+            && let Some(path) = &options.constraints
+        {
+            check_constraint_slices(
+                constraints
+                    .keys()
+                    .map(|slice| (slice, format!("{} (--constraints)", path.display()))),
+                &slices,
+            )?;
+        }
+        let baseline = match &options.baseline {
+            Some(path) => Some(verified_baseline(path, options)?),
+            None => None,
+        };
+        Ok(Inputs {
+            graded,
+            results_sha256,
+            calibrations,
+            constraints,
+            slices,
+            baseline,
+        })
+    }
+}
+
+/// Each policy's score column, read once: the router's for a predictive
+/// table, the verifier's for a cascade, all on the same rows.
+struct ScoreColumns<'a> {
+    options: &'a GateOptions,
+    unscored: Vec<f64>,
+    columns: BTreeMap<String, Vec<f64>>,
+}
+
+impl<'a> ScoreColumns<'a> {
+    fn new(options: &'a GateOptions, graded: &GradedTable) -> ScoreColumns<'a> {
+        let unscored = scores_of(graded);
+        let mut columns = BTreeMap::new();
+        if graded
+            .batches
+            .iter()
+            .all(|batch| arrow::array::Array::null_count(&batch.score) == 0)
+        {
+            columns.insert(options.read.names.score.clone(), unscored.clone());
+        }
+        ScoreColumns {
+            options,
+            unscored,
+            columns,
+        }
+    }
+
+    fn for_table(&mut self, table: &ResolvedTable) -> anyhow::Result<Vec<f64>> {
+        let Some(column) = table.policy.score() else {
+            return Ok(self.unscored.clone());
+        };
+        if let Some(scores) = self.columns.get(column) {
             return Ok(scores.clone());
         }
-        let mut read = options.read.clone();
+        let mut read = self.options.read.clone();
         read.names.score = column.to_owned();
         read.details = false;
-        let scores = scores_of(&read_graded(&options.results, &read)?);
-        score_columns.insert(column.to_owned(), scores.clone());
+        let scores = scores_of(&read_graded(&self.options.results, &read)?);
+        self.columns.insert(column.to_owned(), scores.clone());
         Ok(scores)
-    };
+    }
+}
+
+/// A candidate route table, resolved against the calibrations, with what
+/// it is scored on.
+struct Candidate {
+    path: PathBuf,
+    sha256: String,
+    table: ResolvedTable,
+    scores: Vec<f64>,
+    tiered: Option<TieredRows>,
+}
+
+/// Every candidate, loaded, checked against the results and the deployed
+/// config, and resolved.
+fn candidate_tables(
+    options: &GateOptions,
+    inputs: &Inputs,
+    scores: &mut ScoreColumns<'_>,
+) -> anyhow::Result<Vec<Candidate>> {
     let mut tables = Vec::new();
     for path in &options.candidates {
         let table = RouteTable::load(path)?;
@@ -211,10 +361,10 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                     .constraints
                     .keys()
                     .map(|slice| (slice, path.display().to_string())),
-                &slices,
+                &inputs.slices,
             )?;
         }
-        if let Some((baseline_path, _, deployed)) = &baseline
+        if let Some((baseline_path, _, deployed)) = &inputs.baseline
             && deployed.table.logical_model != table.logical_model
         {
             anyhow::bail!(
@@ -226,14 +376,14 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             );
         }
         let resolved = table
-            .resolve(&calibrations, &options.read.names.score)
+            .resolve(&inputs.calibrations, &options.read.names.score)
             .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
         if !options.allow_unknown_slices
             && let Some(slice) = resolved
                 .policy
                 .slices()
                 .into_iter()
-                .find(|slice| *slice != "*" && !slices.contains(slice))
+                .find(|slice| *slice != "*" && !inputs.slices.contains(*slice))
         {
             anyhow::bail!(
                 "{}: the policy gives slice {slice:?} thresholds or a route of its own, but the results do not have it (it would be signed untested, and the slice meant would get the default); fix the name or pass --allow-unknown-slices",
@@ -241,31 +391,50 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             );
         }
         let sha256 = sha256_file(path)?;
-        let scores =
-            scores_for(&resolved).with_context(|| format!("candidate {}", path.display()))?;
+        let scores = scores
+            .for_table(&resolved)
+            .with_context(|| format!("candidate {}", path.display()))?;
         let tiered = tiered_rows(&options.results, &options.read, &resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
-        tables.push((path.clone(), sha256, resolved, scores, tiered));
+        tables.push(Candidate {
+            path: path.clone(),
+            sha256,
+            table: resolved,
+            scores,
+            tiered,
+        });
     }
+    Ok(tables)
+}
 
-    let mut recorded = recorded_models(&graded);
+/// Each candidate's metrics, its paired comparison with the deployed config
+/// and the rules it breaks.
+fn score_candidates(
+    options: &GateOptions,
+    inputs: &Inputs,
+    tables: &[Candidate],
+    scores: &mut ScoreColumns<'_>,
+) -> anyhow::Result<Vec<CandidateReport>> {
+    let graded = &inputs.graded;
+    let mut recorded = recorded_models(graded);
     // The tiers between record their versions in columns of their own.
-    for (_, _, _, _, tiered) in &tables {
-        for (tier, models) in tiered.iter().flat_map(|rows| &rows.models) {
+    for candidate in tables {
+        for (tier, models) in candidate.tiered.iter().flat_map(|rows| &rows.models) {
             recorded
                 .entry(tier.clone())
                 .or_insert_with(|| models.clone());
         }
     }
-    let baseline_evaluation = match &baseline {
+    let baseline_evaluation = match &inputs.baseline {
         Some((path, _, config)) => {
-            let scores = scores_for(&config.table)
+            let scores = scores
+                .for_table(&config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
             let tiered = tiered_rows(&options.results, &options.read, &config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
             Some(evaluate(
                 &config.table,
-                &graded,
+                graded,
                 &scores,
                 options.confidence,
                 tiered.as_ref(),
@@ -276,14 +445,14 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let context = RuleContext {
         target: options.target,
         confidence: options.confidence,
-        constraints: &constraints,
+        constraints: &inputs.constraints,
         max_regression: options.max_regression,
         familywise: options.familywise,
         recorded_models: &recorded,
     };
     let mut shared_warnings = Vec::new();
-    for (path, calibration) in options.calibrations.iter().zip(&calibrations) {
-        if calibration.results.sha256 != results_sha256 {
+    for (path, calibration) in options.calibrations.iter().zip(&inputs.calibrations) {
+        if calibration.results.sha256 != inputs.results_sha256 {
             shared_warnings.push(format!(
                 "the calibration {} was computed on other results (sha256 {})",
                 path.display(),
@@ -292,8 +461,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         }
     }
     let mut candidates = Vec::new();
-    for (path, sha256, table, scores, tiered) in &tables {
-        let evaluation = evaluate(table, &graded, scores, options.confidence, tiered.as_ref());
+    for candidate in tables {
+        let table = &candidate.table;
+        let evaluation = evaluate(
+            table,
+            graded,
+            &candidate.scores,
+            options.confidence,
+            candidate.tiered.as_ref(),
+        );
         let regressions = match &baseline_evaluation {
             Some(baseline) => regressions(
                 &evaluation,
@@ -306,8 +482,8 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         let (failures, mut warnings) = check(table, &evaluation, &regressions, &context);
         warnings.extend(shared_warnings.iter().cloned());
         candidates.push(CandidateReport {
-            file: path.display().to_string(),
-            sha256: sha256.clone(),
+            file: candidate.path.display().to_string(),
+            sha256: candidate.sha256.clone(),
             logical_model: table.logical_model.clone(),
             policy: table.policy.kind().to_owned(),
             passed: failures.is_empty(),
@@ -318,7 +494,13 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             regressions,
         });
     }
-    let chosen = candidates
+    Ok(candidates)
+}
+
+/// The cheapest candidate that passes every rule; ties go to the higher
+/// quality, then to the file name.
+fn cheapest_passing(candidates: &[CandidateReport]) -> Option<usize> {
+    candidates
         .iter()
         .enumerate()
         .filter(|(_, candidate)| candidate.passed)
@@ -329,189 +511,155 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                 .then(b.overall.quality.total_cmp(&a.overall.quality))
                 .then(a.file.cmp(&b.file))
         })
-        .map(|(index, _)| index);
+        .map(|(index, _)| index)
+}
 
-    let version = baseline
-        .as_ref()
-        .map_or(1, |(_, _, config)| config.version + 1);
-    let report_json = options.out.join("gate-report.json");
-    let report_markdown = options.out.join("gate-report.md");
-    let config_path = options.out.join(RouteConfig::file_name(version));
-    let signature_file = signature_path(&config_path);
-    let litellm_path = options
-        .out
-        .join(format!("route-config.v{version}.litellm.yaml"));
-    // A signed config is never replaced: a second v1 with other content
-    // would make "version 1" mean two things. Its signature and export
-    // without it are what a gate killed before its last step left: they
-    // sign nothing, and are written again. Asked again under the lock, for
-    // a gate that got there first.
-    let refuse_existing = || -> anyhow::Result<()> {
-        if chosen.is_none() {
+/// The files a gate of `version` writes under `--out`.
+struct OutPaths {
+    report_json: PathBuf,
+    report_markdown: PathBuf,
+    config: PathBuf,
+    signature: PathBuf,
+    litellm: PathBuf,
+    version: u64,
+}
+
+impl OutPaths {
+    fn new(out: &Path, version: u64) -> OutPaths {
+        let config = out.join(RouteConfig::file_name(version));
+        OutPaths {
+            report_json: out.join("gate-report.json"),
+            report_markdown: out.join("gate-report.md"),
+            signature: signature_path(&config),
+            litellm: out.join(format!("route-config.v{version}.litellm.yaml")),
+            config,
+            version,
+        }
+    }
+
+    /// A signed config is never replaced: a second v1 with other content
+    /// would make "version 1" mean two things. Its signature and export
+    /// without it are what a gate killed before its last step left: they
+    /// sign nothing, and are written again. Asked again under the lock, for
+    /// a gate that got there first.
+    fn refuse_existing(&self, signing: bool) -> anyhow::Result<()> {
+        if !signing {
             return Ok(());
         }
-        if std::fs::symlink_metadata(&config_path).is_ok() {
+        if std::fs::symlink_metadata(&self.config).is_ok() {
             anyhow::bail!(
                 "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
-                config_path.display()
+                self.config.display()
             );
         }
-        for path in [&signature_file, &litellm_path] {
-            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, version) {
+        for path in [&self.signature, &self.litellm] {
+            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, self.version)
+            {
                 anyhow::bail!(
-                    "{}: exists and is not what a gate of version {version} leaves; left as it is",
-                    path.display()
+                    "{}: exists and is not what a gate of version {} leaves; left as it is",
+                    path.display(),
+                    self.version
                 );
             }
         }
         Ok(())
-    };
-    refuse_existing()?;
-    let leftover = |path: &Path| {
-        if std::fs::symlink_metadata(path).is_ok() {
-            &UNFINISHED
-        } else {
-            &SIGNED_CONFIG_OUTPUT
-        }
-    };
-    let mut outputs = vec![
-        Output::new(&report_json, "--out", &GATE_REPORT_OUTPUT),
-        Output::new(&report_markdown, "--out", &GATE_MARKDOWN_OUTPUT),
-    ];
-    if chosen.is_some() {
-        outputs.extend([
-            Output::new(&config_path, "--out", &SIGNED_CONFIG_OUTPUT),
-            Output::new(&signature_file, "--out", leftover(&signature_file)),
-            Output::new(&litellm_path, "--out", leftover(&litellm_path)),
-        ]);
     }
+
+    /// The outputs as `check_outputs` judges them: the signature and export
+    /// a killed gate left are unfinished, to be written again.
+    fn outputs(&self, signing: bool) -> Vec<Output<'_>> {
+        let leftover = |path: &Path| {
+            if std::fs::symlink_metadata(path).is_ok() {
+                &UNFINISHED
+            } else {
+                &SIGNED_CONFIG_OUTPUT
+            }
+        };
+        let mut outputs = vec![
+            Output::new(&self.report_json, "--out", &GATE_REPORT_OUTPUT),
+            Output::new(&self.report_markdown, "--out", &GATE_MARKDOWN_OUTPUT),
+        ];
+        if signing {
+            outputs.extend([
+                Output::new(&self.config, "--out", &SIGNED_CONFIG_OUTPUT),
+                Output::new(&self.signature, "--out", leftover(&self.signature)),
+                Output::new(&self.litellm, "--out", leftover(&self.litellm)),
+            ]);
+        }
+        outputs
+    }
+}
+
+/// Every file the gate reads, by its flag.
+fn named_inputs(options: &GateOptions) -> Vec<Named<'_>> {
     let mut inputs = vec![
         Named::new(&options.results, "--results"),
         Named::new(&options.key, "--key"),
     ];
-    inputs.extend(
-        options
-            .candidates
-            .iter()
-            .map(|path| Named::new(path, "--candidates")),
-    );
-    inputs.extend(
-        options
-            .calibrations
-            .iter()
-            .map(|path| Named::new(path, "--calibration")),
-    );
-    inputs.extend(
-        options
-            .baseline
-            .iter()
-            .map(|path| Named::new(path, "--baseline")),
-    );
-    inputs.extend(
-        options
-            .constraints
-            .iter()
-            .map(|path| Named::new(path, "--constraints")),
-    );
-    check_outputs(&outputs, &inputs)?;
-    // One gate writes a directory at a time; the lock goes with the process,
-    // even one killed.
-    std::fs::create_dir_all(&options.out)
-        .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
-    let _lock = lock_out(&options.out)?;
-    refuse_existing()?;
-    // Every output is staged, then all are committed: a failure leaves none.
-    // The config is committed last, and only where no file is: a kill before
-    // then leaves no config, and the next gate writes the others again.
-    let mut staged = Vec::new();
-    let mut config_staged = None;
-    let emitted = match chosen {
-        Some(index) => {
-            let (path, candidate_sha256, table, _, _) = &tables[index];
-            let now = clock.now();
-            let mut metrics = vec![candidates[index].overall.clone()];
-            metrics.extend(candidates[index].slices.iter().cloned());
-            let mut config = RouteConfig {
-                schema: if table.policy.tier_routes().is_some() {
-                    TIERED_ROUTE_CONFIG_SCHEMA
-                } else {
-                    ROUTE_CONFIG_SCHEMA
-                }
-                .to_owned(),
-                config_id: String::new(),
-                version,
-                parent_sha256: baseline.as_ref().map(|(_, sha256, _)| sha256.clone()),
-                created_at: format_rfc3339(now),
-                expires_at: format_rfc3339(now + options.ttl_days as i64 * 86_400),
-                table: table.clone(),
-                provenance: Provenance {
-                    routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-                    results_sha256: results_sha256.clone(),
-                    dataset_sha256: options.dataset_sha256.clone(),
-                    candidate_file: path.display().to_string(),
-                    candidate_sha256: candidate_sha256.clone(),
-                    git_commit: git_commit(path),
-                    target: options.target,
-                    confidence: options.confidence,
-                    metrics,
-                },
-            };
-            // The id names the content it was minted for.
-            config.config_id = format!(
-                "{}-v{version}-{}",
-                table.logical_model,
-                &sha256_hex(&config.canonical_bytes())[..12]
-            );
-            let bytes = config.canonical_bytes();
-            let sha256 = sha256_hex(&bytes);
-            let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
-            let name = RouteConfig::file_name(version);
-            config_staged = Some(stage_bytes(&config_path, &bytes)?);
-            staged.push(stage_bytes(&signature_file, signature.as_bytes())?);
-            staged.push(stage_bytes(
-                &litellm_path,
-                litellm_yaml(&config, &name, &sha256).as_bytes(),
-            )?);
-            Some(Emitted {
-                config: config_path.display().to_string(),
-                signature: signature_file.display().to_string(),
-                litellm: litellm_path.display().to_string(),
-                version,
-                sha256,
-            })
-        }
-        None => None,
-    };
-    let report = GateReport {
-        schema_version: GATE_REPORT_SCHEMA_VERSION,
-        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        results: InputFile {
-            path: options.results.display().to_string(),
-            sha256: results_sha256,
-            rows: graded.num_rows() as u64,
-        },
-        target: options.target,
-        confidence: options.confidence,
-        max_regression: options.max_regression,
-        familywise: options.familywise,
-        baseline: baseline.map(|(path, sha256, config)| BaselineRef {
-            path: path.display().to_string(),
-            version: config.version,
-            sha256,
-        }),
-        chosen: chosen.map(|index| candidates[index].file.clone()),
-        candidates,
-        emitted,
-    };
-    let json =
-        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n";
-    staged.push(stage_bytes(&report_json, json.as_bytes())?);
-    staged.push(stage_bytes(&report_markdown, markdown(&report).as_bytes())?);
-    commit_all(staged)?;
-    if let Some(config) = config_staged {
-        config.commit_new()?;
+    for (paths, flag) in [
+        (&options.candidates, "--candidates"),
+        (&options.calibrations, "--calibration"),
+    ] {
+        inputs.extend(paths.iter().map(|path| Named::new(path, flag)));
     }
-    Ok(report)
+    for (path, flag) in [
+        (&options.baseline, "--baseline"),
+        (&options.constraints, "--constraints"),
+    ] {
+        inputs.extend(path.iter().map(|path| Named::new(path, flag)));
+    }
+    inputs
+}
+
+/// The chosen candidate as the route config of `version`: its table, its
+/// metrics, its provenance, and an id minted from its content.
+fn route_config(
+    options: &GateOptions,
+    inputs: &Inputs,
+    candidate: &Candidate,
+    report: &CandidateReport,
+    version: u64,
+    clock: &dyn Clock,
+) -> RouteConfig {
+    let table = &candidate.table;
+    let now = clock.now();
+    let mut metrics = vec![report.overall.clone()];
+    metrics.extend(report.slices.iter().cloned());
+    let mut config = RouteConfig {
+        schema: if table.policy.tier_routes().is_some() {
+            TIERED_ROUTE_CONFIG_SCHEMA
+        } else {
+            ROUTE_CONFIG_SCHEMA
+        }
+        .to_owned(),
+        config_id: String::new(),
+        version,
+        parent_sha256: inputs
+            .baseline
+            .as_ref()
+            .map(|(_, sha256, _)| sha256.clone()),
+        created_at: format_rfc3339(now),
+        expires_at: format_rfc3339(now + options.ttl_days as i64 * 86_400),
+        table: table.clone(),
+        provenance: Provenance {
+            routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+            results_sha256: inputs.results_sha256.clone(),
+            dataset_sha256: options.dataset_sha256.clone(),
+            candidate_file: candidate.path.display().to_string(),
+            candidate_sha256: candidate.sha256.clone(),
+            git_commit: git_commit(&candidate.path),
+            target: options.target,
+            confidence: options.confidence,
+            metrics,
+        },
+    };
+    // The id names the content it was minted for.
+    config.config_id = format!(
+        "{}-v{version}-{}",
+        table.logical_model,
+        &sha256_hex(&config.canonical_bytes())[..12]
+    );
+    config
 }
 
 /// The gate's lock on `out`, held while it writes there.
