@@ -10,6 +10,7 @@
 //! `routeval keygen`) and the checks `routeval verify` makes before anything
 //! serves it ([`verify_config`]).
 
+mod check;
 mod config;
 mod error;
 mod pin;
