@@ -605,9 +605,50 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         );
     }
     let input_sha256 = digest?;
-    // The calibration rows' scores, binned as the records' are.
+    let (calibration_scores, baseline) = calibration_scores(options, &config)?;
+    let (mut slices, tests) = slice_drifts(&config, &fold, &calibration_scores);
+    judge_as_one_family(&mut slices, &tests, &config);
+    let routes = route_drifts(&fold, &pins);
+    let verdict = worst(
+        slices
+            .iter()
+            .map(|slice| slice.verdict)
+            .chain(routes.iter().map(|route| route.verdict)),
+    );
+    Ok(RecordsDriftDocument {
+        schema_version: RECORDS_DRIFT_SCHEMA_VERSION,
+        kind: "records".to_owned(),
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        config: config_ref,
+        records: InputFile {
+            path: input_path.display().to_string(),
+            sha256: input_sha256,
+            rows,
+        },
+        aggregated,
+        records_left_out,
+        baseline_results: baseline,
+        window_ms: options.window_ms,
+        first_ms: fold.first_ms,
+        last_ms: fold.last_ms,
+        verdict,
+        tests: tests.len() as u64,
+        slices,
+        routes,
+    })
+}
+
+/// Per slice, rows by score bin.
+type BinnedScores = BTreeMap<String, BTreeMap<i64, u64>>;
+
+/// The calibration rows' scores per slice, binned as the records' are, and
+/// the file they came from (`--baseline-results`).
+fn calibration_scores(
+    options: &RecordsDriftOptions,
+    config: &RouteConfig,
+) -> anyhow::Result<(BinnedScores, Option<InputFile>)> {
     let score_column = config.table.policy.score().unwrap_or("score").to_owned();
-    let mut calibration_scores: BTreeMap<String, BTreeMap<i64, u64>> = BTreeMap::new();
+    let mut calibration_scores: BinnedScores = BTreeMap::new();
     let baseline = match &options.baseline_results {
         Some(path) => {
             let read = crate::schema::ReadOptions {
@@ -632,6 +673,16 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         }
         None => None,
     };
+    Ok((calibration_scores, baseline))
+}
+
+/// Each slice's escalation against calibration time, its score shift and
+/// its windows, with every test of the run (slice, test, p-value).
+fn slice_drifts(
+    config: &RouteConfig,
+    fold: &Fold,
+    calibration_scores: &BinnedScores,
+) -> (Vec<RecordsSliceDrift>, Vec<(usize, Test, f64)>) {
     let at_calibration: HashMap<&str, (f64, u64)> = config
         .provenance
         .metrics
@@ -709,10 +760,18 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             windows: window_rows,
         });
     }
-    // One family for the run, every slice's and window's test in it:
-    // Holm's step-down decides `recalibrate` (any false one in at most δ of
-    // runs), Benjamini–Hochberg `watch`; a window's escalation alone is
-    // at most `watch`.
+    (slices, tests)
+}
+
+/// One family for the run, every slice's and window's test in it: Holm's
+/// step-down decides `recalibrate` (any false one in at most δ of runs),
+/// Benjamini–Hochberg `watch`; a window's escalation alone is at most
+/// `watch`.
+fn judge_as_one_family(
+    slices: &mut [RecordsSliceDrift],
+    tests: &[(usize, Test, f64)],
+    config: &RouteConfig,
+) {
     let p_values: Vec<f64> = tests.iter().map(|&(_, _, p)| p).collect();
     // The run's level: the gate's confidence, 0.95 where it had none.
     let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
@@ -774,6 +833,11 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         slice.verdict = slice.verdict.max(level);
         slice.reasons.push(reason);
     }
+}
+
+/// Each route's fallbacks, first tokens, cost and answers from an unpinned
+/// model, overall and per window.
+fn route_drifts(fold: &Fold, pins: &HashMap<String, String>) -> Vec<RecordsRouteDrift> {
     let mut routes = Vec::new();
     for (name, RouteFold { counts, windows }) in &fold.routes {
         let mut reasons = Vec::new();
@@ -839,33 +903,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
             windows: window_rows,
         });
     }
-    let verdict = worst(
-        slices
-            .iter()
-            .map(|slice| slice.verdict)
-            .chain(routes.iter().map(|route| route.verdict)),
-    );
-    Ok(RecordsDriftDocument {
-        schema_version: RECORDS_DRIFT_SCHEMA_VERSION,
-        kind: "records".to_owned(),
-        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        config: config_ref,
-        records: InputFile {
-            path: input_path.display().to_string(),
-            sha256: input_sha256,
-            rows,
-        },
-        aggregated,
-        records_left_out,
-        baseline_results: baseline,
-        window_ms: options.window_ms,
-        first_ms: fold.first_ms,
-        last_ms: fold.last_ms,
-        verdict,
-        tests: tests.len() as u64,
-        slices,
-        routes,
-    })
+    routes
 }
 
 /// The statistical tests of a slice, in one family for the run.
