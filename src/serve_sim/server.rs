@@ -322,68 +322,10 @@ async fn chat(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refusal) = refuse_key(&shared, &headers) {
-        shared.record(StatusCode::UNAUTHORIZED, None);
-        return refusal;
-    }
-    let request: Value = match serde_json::from_slice(&body) {
+    let request = match ChatRequest::parse(&shared, &headers, &body) {
         Ok(request) => request,
-        Err(problem) => {
-            shared.record(StatusCode::BAD_REQUEST, None);
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("body is not JSON: {problem}"),
-            );
-        }
+        Err(refusal) => return *refusal,
     };
-    let Some(model) = request["model"]
-        .as_str()
-        .and_then(|name| {
-            shared
-                .settings
-                .models
-                .iter()
-                .find(|model| model.name == name || model.version == name)
-        })
-        .cloned()
-    else {
-        shared.record(StatusCode::NOT_FOUND, None);
-        return error(
-            StatusCode::NOT_FOUND,
-            "not_found_error",
-            "the model does not exist",
-        );
-    };
-    let Some(messages) = request["messages"]
-        .as_array()
-        .filter(|messages| !messages.is_empty())
-    else {
-        shared.record(StatusCode::BAD_REQUEST, None);
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "messages is required",
-        );
-    };
-    let prompt = messages
-        .iter()
-        .rev()
-        .find(|message| message["role"] == "user")
-        .and_then(|message| message["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    let prompt_tokens: u64 = messages
-        .iter()
-        .filter_map(|message| message["content"].as_str())
-        .map(tokens)
-        .sum();
-    let seed = request["seed"].as_u64().unwrap_or(0);
-    let stream = request["stream"].as_bool().unwrap_or(false);
-    let include_usage = request["stream_options"]["include_usage"]
-        .as_bool()
-        .unwrap_or(false);
-
     let number = shared.requests.fetch_add(1, Ordering::Relaxed);
     let fault = shared.settings.faults.draw(shared.settings.seed, number);
     let body_hash = {
@@ -392,6 +334,147 @@ async fn chat(
         hasher.finish()
     };
     shared.check_repeat(body_hash);
+    if let Some(refusal) = refused_by_fault(&shared, fault, body_hash) {
+        return refusal;
+    }
+    shared.record(StatusCode::OK, fault);
+
+    let (text, prompt_id) = match verdict_for(
+        &shared.knowledge,
+        &request.model,
+        &request.prompt,
+        request.seed,
+    ) {
+        Some(verdict) => verdict,
+        None => {
+            let (text, _, prompt_id) = answer_for(
+                &shared.knowledge,
+                &request.model,
+                &request.prompt,
+                request.seed,
+                shared.settings.steepness,
+            );
+            (text, prompt_id)
+        }
+    };
+    let completed_key = format!(
+        "{}|{}|{}",
+        request.model.name,
+        prompt_id.unwrap_or_default(),
+        request.seed
+    );
+    let reply = Reply::new(&shared.settings, &request, number, fault, text);
+    let pieces = if request.stream {
+        reply.streamed(&shared.settings, fault, request.include_usage)
+    } else {
+        reply.whole(&shared.settings, fault)
+    };
+    let finishes = !matches!(
+        fault,
+        Some(Fault::CutStream | Fault::Reset | Fault::MalformedChunk)
+    );
+    let content_type = if request.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(timed_body(shared, pieces, finishes, completed_key))
+        .expect("a valid response")
+}
+
+/// What a chat request asks for, once its key, JSON, model and messages
+/// have passed; a refusal is the response to send (and is recorded).
+struct ChatRequest {
+    model: SimModel,
+    /// The last user message.
+    prompt: String,
+    prompt_tokens: u64,
+    seed: u64,
+    stream: bool,
+    include_usage: bool,
+}
+
+impl ChatRequest {
+    fn parse(
+        shared: &Shared,
+        headers: &axum::http::HeaderMap,
+        body: &[u8],
+    ) -> Result<ChatRequest, Box<Response>> {
+        if let Some(refusal) = refuse_key(shared, headers) {
+            shared.record(StatusCode::UNAUTHORIZED, None);
+            return Err(Box::new(refusal));
+        }
+        let request: Value = match serde_json::from_slice(body) {
+            Ok(request) => request,
+            Err(problem) => {
+                shared.record(StatusCode::BAD_REQUEST, None);
+                return Err(Box::new(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    &format!("body is not JSON: {problem}"),
+                )));
+            }
+        };
+        let Some(model) = request["model"]
+            .as_str()
+            .and_then(|name| {
+                shared
+                    .settings
+                    .models
+                    .iter()
+                    .find(|model| model.name == name || model.version == name)
+            })
+            .cloned()
+        else {
+            shared.record(StatusCode::NOT_FOUND, None);
+            return Err(Box::new(error(
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "the model does not exist",
+            )));
+        };
+        let Some(messages) = request["messages"]
+            .as_array()
+            .filter(|messages| !messages.is_empty())
+        else {
+            shared.record(StatusCode::BAD_REQUEST, None);
+            return Err(Box::new(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "messages is required",
+            )));
+        };
+        let prompt = messages
+            .iter()
+            .rev()
+            .find(|message| message["role"] == "user")
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let prompt_tokens: u64 = messages
+            .iter()
+            .filter_map(|message| message["content"].as_str())
+            .map(tokens)
+            .sum();
+        Ok(ChatRequest {
+            model,
+            prompt,
+            prompt_tokens,
+            seed: request["seed"].as_u64().unwrap_or(0),
+            stream: request["stream"].as_bool().unwrap_or(false),
+            include_usage: request["stream_options"]["include_usage"]
+                .as_bool()
+                .unwrap_or(false),
+        })
+    }
+}
+
+/// The error response of a fault that refuses the request outright (and
+/// records it); `None` for the faults that answer, or none.
+fn refused_by_fault(shared: &Shared, fault: Option<Fault>, body_hash: u64) -> Option<Response> {
     match fault {
         Some(Fault::RateLimit) => {
             shared.record(StatusCode::TOO_MANY_REQUESTS, fault);
@@ -409,101 +492,125 @@ async fn chat(
                 header::RETRY_AFTER,
                 HeaderValue::from_str(&retry_after).expect("digits"),
             );
-            return response;
+            Some(response)
         }
         Some(Fault::ServerError) => {
             shared.record(StatusCode::INTERNAL_SERVER_ERROR, fault);
-            return error(
+            Some(error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 "the server had an error",
-            );
+            ))
         }
         Some(Fault::Unavailable) => {
             shared.record(StatusCode::SERVICE_UNAVAILABLE, fault);
-            return error(
+            Some(error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
                 "the engine is overloaded",
-            );
+            ))
         }
         Some(Fault::BadRequest) => {
             shared.record(StatusCode::BAD_REQUEST, fault);
             shared.refused(body_hash, None);
-            return error(
+            Some(error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 "the request was refused",
-            );
+            ))
         }
-        _ => shared.record(StatusCode::OK, fault),
+        _ => None,
+    }
+}
+
+/// A piece of a response: a delay before it, then its bytes, or an error
+/// that drops the connection.
+type Piece = (Duration, Result<String, ()>);
+
+/// The answer to send and its timing.
+struct Reply {
+    id: String,
+    model_version: String,
+    text: String,
+    usage: Value,
+    completion_tokens: u64,
+    first_delay: Duration,
+    /// Seconds per token.
+    per_token: f64,
+}
+
+impl Reply {
+    fn new(
+        settings: &SimSettings,
+        request: &ChatRequest,
+        number: u64,
+        fault: Option<Fault>,
+        text: String,
+    ) -> Reply {
+        let completion_tokens = tokens(&text);
+        let prompt_tokens = request.prompt_tokens;
+        let sigma = settings.latency_sigma;
+        let first_delay = (settings.ttft_ms as f64
+            * lognormal_factor(settings.seed, number, 0, sigma))
+        .round() as u64
+            + if fault == Some(Fault::SlowFirstToken) {
+                settings.faults.slow_first_token_ms
+            } else {
+                0
+            };
+        let per_token = if settings.tokens_per_second > 0.0 {
+            1.0 / (settings.tokens_per_second * lognormal_factor(settings.seed, number, 1, sigma))
+        } else {
+            0.0
+        };
+        Reply {
+            id: format!("chatcmpl-sim-{number}"),
+            model_version: request.model.version.clone(),
+            text,
+            usage: json!({
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0}
+            }),
+            completion_tokens,
+            first_delay: Duration::from_millis(first_delay),
+            per_token,
+        }
     }
 
-    let (text, prompt_id) = match verdict_for(&shared.knowledge, &model, &prompt, seed) {
-        Some(verdict) => verdict,
-        None => {
-            let (text, _, prompt_id) = answer_for(
-                &shared.knowledge,
-                &model,
-                &prompt,
-                seed,
-                shared.settings.steepness,
-            );
-            (text, prompt_id)
-        }
-    };
-    let completion_tokens = tokens(&text);
-    let usage = json!({
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0}
-    });
-    let id = format!("chatcmpl-sim-{number}");
-    let completed_key = format!("{}|{}|{seed}", model.name, prompt_id.unwrap_or_default());
-    let sigma = shared.settings.latency_sigma;
-    let first_delay = (shared.settings.ttft_ms as f64
-        * lognormal_factor(shared.settings.seed, number, 0, sigma))
-    .round() as u64
-        + if fault == Some(Fault::SlowFirstToken) {
-            shared.settings.faults.slow_first_token_ms
-        } else {
-            0
-        };
-    let per_token = if shared.settings.tokens_per_second > 0.0 {
-        1.0 / (shared.settings.tokens_per_second
-            * lognormal_factor(shared.settings.seed, number, 1, sigma))
-    } else {
-        0.0
-    };
-
-    // The response as timed pieces: a delay before each, then its bytes, or
-    // an error that drops the connection.
-    let mut pieces: Vec<(Duration, Result<String, ()>)> = Vec::new();
-    if stream {
+    /// Server-sent events: the role, four characters a chunk, the finish,
+    /// the usage when asked for, `[DONE]`; each fault where it strikes.
+    fn streamed(
+        &self,
+        settings: &SimSettings,
+        fault: Option<Fault>,
+        include_usage: bool,
+    ) -> Vec<Piece> {
+        let (id, model) = (&self.id, &self.model_version);
         let chunk = |delta: Value, finish: Value| {
             let body = json!({
-                "id": id, "object": "chat.completion.chunk", "created": 0, "model": model.version,
+                "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
             });
             format!("data: {body}\n\n")
         };
-        pieces.push((
-            Duration::from_millis(first_delay),
+        let mut pieces: Vec<Piece> = vec![(
+            self.first_delay,
             Ok(chunk(
                 json!({"role": "assistant", "content": ""}),
                 Value::Null,
             )),
-        ));
-        let characters: Vec<char> = text.chars().collect();
+        )];
+        let characters: Vec<char> = self.text.chars().collect();
         let parts: Vec<String> = characters
             .chunks(4)
             .map(|part| part.iter().collect())
             .collect();
         for (index, part) in parts.iter().enumerate() {
-            let mut delay = Duration::from_secs_f64(per_token);
+            let mut delay = Duration::from_secs_f64(self.per_token);
             if fault == Some(Fault::Stall) && index == parts.len() / 2 {
-                delay += Duration::from_millis(shared.settings.faults.stall_ms);
+                delay += Duration::from_millis(settings.faults.stall_ms);
             }
             if fault == Some(Fault::MalformedChunk) && index == parts.len() / 2 {
                 pieces.push((
@@ -519,16 +626,20 @@ async fn chat(
         if fault != Some(Fault::CutStream) {
             pieces.push((Duration::ZERO, Ok(chunk(json!({}), json!("stop")))));
             if include_usage && fault != Some(Fault::MissingUsage) {
-                let body = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model.version, "choices": [], "usage": usage});
+                let body = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": self.usage});
                 pieces.push((Duration::ZERO, Ok(format!("data: {body}\n\n"))));
             }
             pieces.push((Duration::ZERO, Ok("data: [DONE]\n\n".to_owned())));
         }
-    } else {
+        pieces
+    }
+
+    /// One JSON body after the whole generation; each fault where it strikes.
+    fn whole(&self, settings: &SimSettings, fault: Option<Fault>) -> Vec<Piece> {
         let mut body = json!({
-            "id": id, "object": "chat.completion", "created": 0, "model": model.version,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": usage
+            "id": self.id, "object": "chat.completion", "created": 0, "model": self.model_version,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.text}, "finish_reason": "stop"}],
+            "usage": self.usage
         });
         if fault == Some(Fault::MissingUsage) {
             body.as_object_mut().expect("an object").remove("usage");
@@ -537,33 +648,34 @@ async fn chat(
         if fault == Some(Fault::MalformedChunk) || fault == Some(Fault::CutStream) {
             body.truncate(body.len() / 2);
         }
-        let generation = Duration::from_secs_f64(per_token * completion_tokens as f64);
+        let generation = Duration::from_secs_f64(self.per_token * self.completion_tokens as f64);
         let stall = if fault == Some(Fault::Stall) {
-            Duration::from_millis(shared.settings.faults.stall_ms)
+            Duration::from_millis(settings.faults.stall_ms)
         } else {
             Duration::ZERO
         };
         if fault == Some(Fault::Reset) {
-            pieces.push((
-                Duration::from_millis(first_delay),
-                Ok(body[..body.len() / 2].to_owned()),
-            ));
-            pieces.push((Duration::ZERO, Err(())));
+            vec![
+                (self.first_delay, Ok(body[..body.len() / 2].to_owned())),
+                (Duration::ZERO, Err(())),
+            ]
         } else {
-            pieces.push((
-                Duration::from_millis(first_delay) + generation + stall,
-                Ok(body),
-            ));
+            vec![(self.first_delay + generation + stall, Ok(body))]
         }
     }
-    let finishes = !matches!(
-        fault,
-        Some(Fault::CutStream | Fault::Reset | Fault::MalformedChunk)
-    );
-    let shared_for_body = shared.clone();
+}
+
+/// The pieces sent as their delays come (held while the sim is paused); a
+/// response that ends whole marks its prompt completed.
+fn timed_body(
+    shared: Arc<Shared>,
+    pieces: Vec<Piece>,
+    finishes: bool,
+    completed_key: String,
+) -> Body {
     let body =
         futures_util::stream::unfold((pieces.into_iter(), false), move |(mut pieces, failed)| {
-            let shared = shared_for_body.clone();
+            let shared = shared.clone();
             let completed_key = completed_key.clone();
             async move {
                 if failed {
@@ -597,16 +709,7 @@ async fn chat(
                 }
             }
         });
-    let content_type = if stream {
-        "text/event-stream"
-    } else {
-        "application/json"
-    };
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, content_type)
-        .body(Body::from_stream(body))
-        .expect("a valid response")
+    Body::from_stream(body)
 }
 
 #[cfg(test)]
