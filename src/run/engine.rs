@@ -554,52 +554,15 @@ pub async fn execute<E: ChatEndpoint>(
     for key in &done.completed {
         *already.entry(packed_tier(*key)).or_default() += 1;
     }
-    assert_eq!(
-        endpoints.tiers.len(),
-        config.tiers.len(),
-        "an endpoint per tier"
-    );
-    let answering: Vec<TierState<E>> = endpoints
-        .tiers
-        .into_iter()
-        .zip(&config.tiers)
-        .map(|(endpoint, tier)| state(tier.tier, caller(endpoint, &tier.endpoint, &generation)))
-        .collect();
-    // Stages checked by `[verifier]` share its caller: one endpoint, one
-    // set of limits; a stage with a verifier of its own has its own.
-    let shared = endpoints.verifier.map(|(endpoint, template)| {
-        let verifier = config.verifier.as_ref().expect("a verifier section");
-        (caller(endpoint, verifier, &generation), template)
-    });
-    let mut own = endpoints.stage_verifiers;
-    let mut verifiers = Vec::new();
-    let mut templates = Vec::new();
-    for (answering, tier) in verified_pairs(config) {
-        let name = answering.name();
-        let (checking, template) = match own.remove(name) {
-            Some((endpoint, template)) => {
-                let section = config.stage_verifiers.get(name).expect("checked on load");
-                (caller(endpoint, section, &generation), template)
-            }
-            None => {
-                let (shared, template) = shared.as_ref().expect("checked on load");
-                (shared.clone(), template.clone())
-            }
-        };
-        verifiers.push(state(tier, checking));
-        templates.push(template);
-    }
-    let context = Arc::new(Context {
-        answering,
-        verifiers,
-        templates,
-        cache: settings.cache_dir.as_deref().map(Cache::open).transpose()?,
-        generation: generation.clone(),
-        rows: row_sender,
-        awaiting_verifier: Mutex::new(awaiting),
+    let context = Arc::new(context(
+        config,
+        endpoints,
+        settings,
+        &generation,
         done,
-        reporter: settings.reporter.clone(),
-    });
+        awaiting,
+        row_sender,
+    )?);
     let planned_per_tier = prompts * u64::from(generation.samples);
     for tier in context.tiers() {
         let already = already.get(&tier.tier).copied().unwrap_or_default();
@@ -700,19 +663,7 @@ pub async fn execute<E: ChatEndpoint>(
             lane: tier.tier.name().to_owned(),
         });
     }
-    let summaries: Vec<TierSummary> = context
-        .tiers()
-        .iter()
-        .map(|tier| TierSummary {
-            tier: tier.tier,
-            model: tier.caller.config.model.clone(),
-            calls: tier.counters.done.load(Ordering::Relaxed),
-            errors: tier.counters.errors.load(Ordering::Relaxed),
-            cached: tier.counters.cached.load(Ordering::Relaxed),
-            retries: tier.counters.retries.load(Ordering::Relaxed),
-            cost_usd: tier.counters.dollars(),
-        })
-        .collect();
+    let summaries = summaries(context.tiers());
     // Every sender must go for the writer to finish: the context holds one.
     drop(context);
     if let Some(stop) = stopped {
@@ -735,8 +686,102 @@ pub async fn execute<E: ChatEndpoint>(
     writer.await.context("the writer failed")??;
 
     let rows = compact(&settings.out)?;
+    let tiers_counts = tier_counts(&settings.out)?;
+    let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
+    let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
+    manifest.complete = rows == expected;
+    manifest.finished_at = Some(finished_at());
+    manifest.tiers = tiers_counts;
+    manifest.save(&settings.out.join(MANIFEST_FILE))?;
+    drop(lock);
+    Ok(RunSummary {
+        tiers: summaries,
+        rows,
+        elapsed: started.elapsed(),
+        manifest,
+    })
+}
+
+/// The run's callers, one per tier and verifier (stages checked by
+/// `[verifier]` share its caller), and what every prompt's task needs.
+fn context<E: ChatEndpoint>(
+    config: &RunConfig,
+    endpoints: Endpoints<E>,
+    settings: &RunSettings,
+    generation: &GenerationConfig,
+    done: Done,
+    awaiting: std::collections::HashMap<(u64, CallTier, u32), String>,
+    row_sender: mpsc::Sender<ResponseRow>,
+) -> anyhow::Result<Context<E>> {
+    assert_eq!(
+        endpoints.tiers.len(),
+        config.tiers.len(),
+        "an endpoint per tier"
+    );
+    let answering: Vec<TierState<E>> = endpoints
+        .tiers
+        .into_iter()
+        .zip(&config.tiers)
+        .map(|(endpoint, tier)| state(tier.tier, caller(endpoint, &tier.endpoint, generation)))
+        .collect();
+    // Stages checked by `[verifier]` share its caller: one endpoint, one
+    // set of limits; a stage with a verifier of its own has its own.
+    let shared = endpoints.verifier.map(|(endpoint, template)| {
+        let verifier = config.verifier.as_ref().expect("a verifier section");
+        (caller(endpoint, verifier, generation), template)
+    });
+    let mut own = endpoints.stage_verifiers;
+    let mut verifiers = Vec::new();
+    let mut templates = Vec::new();
+    for (answering, tier) in verified_pairs(config) {
+        let name = answering.name();
+        let (checking, template) = match own.remove(name) {
+            Some((endpoint, template)) => {
+                let section = config.stage_verifiers.get(name).expect("checked on load");
+                (caller(endpoint, section, generation), template)
+            }
+            None => {
+                let (shared, template) = shared.as_ref().expect("checked on load");
+                (shared.clone(), template.clone())
+            }
+        };
+        verifiers.push(state(tier, checking));
+        templates.push(template);
+    }
+    Ok(Context {
+        answering,
+        verifiers,
+        templates,
+        cache: settings.cache_dir.as_deref().map(Cache::open).transpose()?,
+        generation: generation.clone(),
+        rows: row_sender,
+        awaiting_verifier: Mutex::new(awaiting),
+        done,
+        reporter: settings.reporter.clone(),
+    })
+}
+
+/// Each tier's counts as the closing summary shows them.
+fn summaries<E>(tiers: Vec<&TierState<E>>) -> Vec<TierSummary> {
+    tiers
+        .iter()
+        .map(|tier| TierSummary {
+            tier: tier.tier,
+            model: tier.caller.config.model.clone(),
+            calls: tier.counters.done.load(Ordering::Relaxed),
+            errors: tier.counters.errors.load(Ordering::Relaxed),
+            cached: tier.counters.cached.load(Ordering::Relaxed),
+            retries: tier.counters.retries.load(Ordering::Relaxed),
+            cost_usd: tier.counters.dollars(),
+        })
+        .collect()
+}
+
+/// The rows of each tier in the compacted responses table, for the
+/// manifest.
+fn tier_counts(out: &std::path::Path) -> anyhow::Result<BTreeMap<String, TierCounts>> {
     let mut tiers_counts: BTreeMap<String, TierCounts> = BTreeMap::new();
-    let responses = settings.out.join(crate::schema::RESPONSES_FILE);
+    let responses = out.join(crate::schema::RESPONSES_FILE);
     for batch in crate::schema::read_responses(&responses, 8192)? {
         for row in batch? {
             let counts = tiers_counts.entry(row.tier.name().to_owned()).or_default();
@@ -751,19 +796,7 @@ pub async fn execute<E: ChatEndpoint>(
             counts.cost_usd += row.cost_usd.unwrap_or_default();
         }
     }
-    let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
-    let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
-    manifest.complete = rows == expected;
-    manifest.finished_at = Some(finished_at());
-    manifest.tiers = tiers_counts;
-    manifest.save(&settings.out.join(MANIFEST_FILE))?;
-    drop(lock);
-    Ok(RunSummary {
-        tiers: summaries,
-        rows,
-        elapsed: started.elapsed(),
-        manifest,
-    })
+    Ok(tiers_counts)
 }
 
 /// Each answering tier whose answers a verifier checks (every tier but the
