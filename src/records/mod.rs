@@ -6,13 +6,13 @@
 //! `drift --records` and `sample` read it.
 
 mod columns;
-mod import;
+mod from_logs;
 mod read;
 mod schema;
 mod write;
 
 pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
-pub use import::{ImportFormat, ImportOptions, UniqueIds, for_each_object, import_records};
+pub use from_logs::{ImportFormat, ImportOptions, UniqueIds, for_each_object, import_records};
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp};
 pub use schema::{
     RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, RecordColumn,
