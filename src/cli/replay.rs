@@ -555,4 +555,53 @@ mod tests {
             .to_string();
         assert_eq!(error, "--replicas: must be at least 1");
     }
+
+    fn fallback_args(argv: &str) -> FallbackArgs {
+        let full = format!("routeval replay fallback {argv}");
+        let Command::Replay(ReplayCommand::Fallback(args)) =
+            Cli::try_parse_from(full.split_whitespace())
+                .unwrap()
+                .command
+        else {
+            panic!("a replay fallback command");
+        };
+        args
+    }
+
+    #[test]
+    fn fallback_flags_become_options() {
+        let options = fallback_args(
+            "--records r.parquet --route primary --fallback backup --routes t.toml --calibrate --write-routes t2.toml --learning at-outcome --open-after 3",
+        )
+        .options()
+        .unwrap();
+        assert_eq!(options.records, std::path::PathBuf::from("r.parquet"));
+        assert_eq!(options.route, "primary");
+        assert_eq!(options.fallback.as_deref(), Some("backup"));
+        assert_eq!(options.learning, Learning::AtOutcome);
+        assert_eq!(options.open_after, 3);
+        assert!(options.calibrate);
+        assert_eq!(
+            options.write_routes,
+            Some(std::path::PathBuf::from("t2.toml"))
+        );
+        for (flags, message) in [
+            ("--open-after 0", "--open-after must be at least 1"),
+            (
+                "--retry-budget 1.5",
+                "--retry-budget must be a share in [0, 1], got 1.5",
+            ),
+            (
+                "--deadline-ms 0",
+                "--deadline-ms must be a positive number of milliseconds, got 0",
+            ),
+        ] {
+            let error = fallback_args(&format!(
+                "--records r.parquet --route p --fallback b {flags}"
+            ))
+            .options()
+            .unwrap_err();
+            assert_eq!(error.to_string(), message, "{flags}");
+        }
+    }
 }

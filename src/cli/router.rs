@@ -149,24 +149,62 @@ fn check_into(into: &str) -> anyhow::Result<()> {
     }
 }
 
+impl RouterTrainArgs {
+    /// The stage's options, each flag checked where it is parsed.
+    pub fn options(&self) -> anyhow::Result<TrainOptions> {
+        check_into(&self.into)?;
+        check_folds(self.folds)?;
+        Ok(TrainOptions {
+            results: self.results.clone(),
+            out: self.out.clone(),
+            scored_out: self.scored_out.clone(),
+            into: self.into.clone(),
+            folds: self.folds,
+            seed: self.seed,
+            prompt_col: self.prompt_col.clone(),
+            slice_col: self.slice_col.clone(),
+        })
+    }
+}
+
+impl RouterScoreArgs {
+    /// The stage's options, each flag checked where it is parsed.
+    pub fn options(&self) -> anyhow::Result<ScoreOptions> {
+        check_into(&self.into)?;
+        Ok(ScoreOptions {
+            router: self.router.clone(),
+            results: self.results.clone(),
+            out: self.out.clone(),
+            into: self.into.clone(),
+            prompt_col: self.prompt_col.clone(),
+            slice_col: self.slice_col.clone(),
+        })
+    }
+}
+
+impl RouterJoinArgs {
+    /// The stage's options, each flag checked where it is parsed.
+    pub fn options(&self) -> anyhow::Result<JoinOptions> {
+        check_into(&self.into)?;
+        Ok(JoinOptions {
+            results: self.results.clone(),
+            scores: self.scores.clone(),
+            scores_col: self.scores_col.clone(),
+            into: self.into.clone(),
+            out: self.out.clone(),
+            slice_col: self.slice_col.clone(),
+        })
+    }
+}
+
 fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
-    check_into(&args.into)?;
-    check_folds(args.folds)?;
+    let options = args.options()?;
     let mut outputs = vec![Output::new(&args.out, "--out", &ROUTER_OUTPUT)];
     if let Some(scored) = &args.scored_out {
         outputs.push(Output::new(scored, "--scored-out", &GRADED_OUTPUT));
     }
     check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
-    let trained = crate::router::train(&TrainOptions {
-        results: args.results,
-        out: args.out.clone(),
-        scored_out: args.scored_out,
-        into: args.into,
-        folds: args.folds,
-        seed: args.seed,
-        prompt_col: args.prompt_col,
-        slice_col: args.slice_col,
-    })?;
+    let trained = crate::router::train(&options)?;
     println(&format!(
         "trained on {} prompts; model: {}",
         trained.prompts,
@@ -182,7 +220,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
 }
 
 fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
-    check_into(&args.into)?;
+    let options = args.options()?;
     check_outputs(
         &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
@@ -190,21 +228,14 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
             Named::new(&args.results, "--results"),
         ],
     )?;
-    let prompts = crate::router::score(&ScoreOptions {
-        router: args.router,
-        results: args.results,
-        out: args.out.clone(),
-        into: args.into,
-        prompt_col: args.prompt_col,
-        slice_col: args.slice_col,
-    })?;
+    let prompts = crate::router::score(&options)?;
     println(&format!("scored {prompts} prompts: {}", args.out.display()))?;
     Ok(Outcome::Passed)
 }
 
 /// An external router's scores, joined by id into the results.
 fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
-    check_into(&args.into)?;
+    let options = args.options()?;
     check_outputs(
         &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
@@ -212,14 +243,7 @@ fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
             Named::new(&args.scores, "--scores"),
         ],
     )?;
-    let rows = crate::router::join(&JoinOptions {
-        results: args.results,
-        scores: args.scores.clone(),
-        scores_col: args.scores_col,
-        into: args.into.clone(),
-        out: args.out.clone(),
-        slice_col: args.slice_col,
-    })?;
+    let rows = crate::router::join(&options)?;
     println(&format!(
         "joined {rows} scores from {} into \"{}\": {}",
         args.scores.display(),
@@ -227,4 +251,87 @@ fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
         args.out.display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn command(argv: &str) -> RouterCommand {
+        let Command::Router(command) = Cli::try_parse_from(argv.split_whitespace())
+            .unwrap()
+            .command
+        else {
+            panic!("{argv} is a router command");
+        };
+        command
+    }
+
+    #[test]
+    fn flags_become_options() {
+        let RouterCommand::Train(train) = command(
+            "routeval router train --results r.parquet --out m.bin --scored-out s.parquet --into router_score --folds 4 --seed 9",
+        ) else {
+            panic!("train");
+        };
+        assert_eq!(
+            train.options().unwrap(),
+            TrainOptions {
+                results: PathBuf::from("r.parquet"),
+                out: PathBuf::from("m.bin"),
+                scored_out: Some(PathBuf::from("s.parquet")),
+                into: "router_score".to_owned(),
+                folds: 4,
+                seed: 9,
+                prompt_col: "prompt".to_owned(),
+                slice_col: "slice".to_owned(),
+            }
+        );
+        let RouterCommand::Join(join) = command(
+            "routeval router join --results r.parquet --scores s.csv --scores-col p --out o.parquet",
+        ) else {
+            panic!("join");
+        };
+        assert_eq!(
+            join.options().unwrap(),
+            JoinOptions {
+                results: PathBuf::from("r.parquet"),
+                scores: PathBuf::from("s.csv"),
+                scores_col: "p".to_owned(),
+                into: "score".to_owned(),
+                out: PathBuf::from("o.parquet"),
+                slice_col: "slice".to_owned(),
+            }
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused_where_they_are_parsed() {
+        let RouterCommand::Train(train) =
+            command("routeval router train --results r.parquet --out m.bin --folds 1")
+        else {
+            panic!("train");
+        };
+        assert_eq!(
+            train.options().unwrap_err().to_string(),
+            "--folds must be from 2 to 100, got 1"
+        );
+        let RouterCommand::Score(score) = command(
+            "routeval router score --router m.bin --results r.parquet --out o.parquet --into large_ok",
+        ) else {
+            panic!("score");
+        };
+        assert!(
+            score
+                .options()
+                .unwrap_err()
+                .to_string()
+                .starts_with("--into: \"large_ok\" is a column of the graded-results table")
+        );
+    }
 }
