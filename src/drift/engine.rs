@@ -269,8 +269,38 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             tier_drift,
         });
     }
-    // One family for the run: Holm's step-down decides `recalibrate` (any
-    // false one at most δ of runs), Benjamini–Hochberg `watch`.
+    judge_as_one_family(&mut slices, &tests, delta, target);
+    let verdict = slices
+        .iter()
+        .map(|slice| slice.verdict)
+        .max()
+        .unwrap_or(Verdict::Ok);
+    Ok(DriftDocument {
+        schema_version: DRIFT_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        config: config_ref,
+        results: input_file(&fresh, sha256_file(&options.results)?),
+        baseline_results: match (&baseline, &options.baseline_results) {
+            (Some(table), Some(path)) => Some(input_file(table, sha256_file(path)?)),
+            _ => None,
+        },
+        target,
+        confidence,
+        verdict,
+        tests: tests.len() as u64,
+        slices,
+    })
+}
+
+/// One family for the run: Holm's step-down decides `recalibrate` (any
+/// false one at most δ of runs), Benjamini–Hochberg `watch`; each alarm
+/// gives its slice a reason.
+fn judge_as_one_family(
+    slices: &mut [SliceDrift],
+    tests: &[(usize, Test, f64)],
+    delta: f64,
+    target: f64,
+) {
     let p_values: Vec<f64> = tests.iter().map(|&(_, _, p)| p).collect();
     for (&(index, test, p), alarm) in tests.iter().zip(alarms(&p_values, delta)) {
         let Some(strong) = alarm else {
@@ -321,26 +351,6 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         slice.verdict = slice.verdict.max(level);
         slice.reasons.push(reason);
     }
-    let verdict = slices
-        .iter()
-        .map(|slice| slice.verdict)
-        .max()
-        .unwrap_or(Verdict::Ok);
-    Ok(DriftDocument {
-        schema_version: DRIFT_SCHEMA_VERSION,
-        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
-        config: config_ref,
-        results: input_file(&fresh, sha256_file(&options.results)?),
-        baseline_results: match (&baseline, &options.baseline_results) {
-            (Some(table), Some(path)) => Some(input_file(table, sha256_file(path)?)),
-            _ => None,
-        },
-        target,
-        confidence,
-        verdict,
-        tests: tests.len() as u64,
-        slices,
-    })
 }
 
 /// The statistical tests of a slice, in one family for the run.

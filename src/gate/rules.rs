@@ -29,17 +29,52 @@ pub fn check(
     regressions: &[SliceRegression],
     context: &RuleContext<'_>,
 ) -> (Vec<Failure>, Vec<String>) {
-    let mut failures = Vec::new();
-    let mut warnings = Vec::new();
-    let mut fail = |rule: Rule, slice: Option<&str>, message: String| {
-        failures.push(Failure {
+    let mut findings = Findings::default();
+    // Constraints first: they filter routes before anything is ranked.
+    check_constraints(&mut findings, table, evaluation, context);
+    check_versions(&mut findings, table, context);
+    check_capacity(&mut findings, table);
+    for slice in &evaluation.slices_without_threshold {
+        findings.fail(
+            Rule::MissingThreshold,
+            Some(slice),
+            format!(
+                "the {} policy has no threshold for this slice",
+                table.policy.kind()
+            ),
+        );
+    }
+
+    check_quality(&mut findings, evaluation, context);
+    check_regressions(&mut findings, regressions, context);
+    (findings.failures, findings.warnings)
+}
+
+/// The failures and warnings of one candidate, in the order found.
+#[derive(Debug, Default)]
+struct Findings {
+    failures: Vec<Failure>,
+    warnings: Vec<String>,
+}
+
+impl Findings {
+    fn fail(&mut self, rule: Rule, slice: Option<&str>, message: String) {
+        self.failures.push(Failure {
             rule,
             slice: slice.map(str::to_owned),
             message,
         });
-    };
+    }
+}
 
-    // Constraints first: they filter routes before anything is ranked.
+/// Every route a slice may be served by, fallbacks included, within the
+/// slice's regions and allowlist (the table's and the organisation's).
+fn check_constraints(
+    findings: &mut Findings,
+    table: &ResolvedTable,
+    evaluation: &Evaluation,
+    context: &RuleContext<'_>,
+) {
     let slices: Vec<&str> = evaluation
         .slices
         .iter()
@@ -68,7 +103,7 @@ pub fn check(
                 if let Some(regions) = &constraint.regions
                     && !regions.contains(&route.region)
                 {
-                    fail(
+                    findings.fail(
                         Rule::Constraint,
                         Some(slice),
                         format!(
@@ -80,7 +115,7 @@ pub fn check(
                 if let Some(allowed) = &constraint.routes
                     && !allowed.iter().any(|allowed| allowed == name)
                 {
-                    fail(
+                    findings.fail(
                         Rule::Constraint,
                         Some(slice),
                         format!("route \"{name}\" is not on the slice's allowlist {allowed:?}"),
@@ -89,8 +124,11 @@ pub fn check(
             }
         }
     }
+}
 
-    // Every route that may answer, fallbacks included, needs evaluation rows.
+/// Every route that may answer, fallbacks included, has evaluation rows
+/// answered by the model version it pins.
+fn check_versions(findings: &mut Findings, table: &ResolvedTable, context: &RuleContext<'_>) {
     let policy_routes = table.policy.routes();
     let measured_by = |tier: &RouteTier| -> Option<&crate::routes::Route> {
         policy_routes
@@ -120,7 +158,7 @@ pub fn check(
                     .map(|(model, rows)| format!("{model} ({rows} rows)"))
                     .collect();
                 if matching == 0 {
-                    fail(
+                    findings.fail(
                         Rule::Unevaluated,
                         None,
                         format!(
@@ -130,7 +168,7 @@ pub fn check(
                         ),
                     );
                 } else if !others.is_empty() && policy_routes.contains(&name) {
-                    fail(
+                    findings.fail(
                         Rule::VersionMismatch,
                         None,
                         format!(
@@ -144,10 +182,10 @@ pub fn check(
             }
             None => {
                 if let Some(measured) = measure_mismatch(measured_by(&route.tier), route) {
-                    fail(Rule::Unevaluated, None, measured);
+                    findings.fail(Rule::Unevaluated, None, measured);
                 }
                 if policy_routes.contains(&name) {
-                    warnings.push(format!(
+                    findings.warnings.push(format!(
                         "the results record no {}_model column, so route \"{name}\"'s pinned version {} is unchecked",
                         route.tier.name(),
                         route.model
@@ -156,15 +194,17 @@ pub fn check(
             }
         }
     }
+}
 
-    // Fallbacks only onto capacity that exists.
+/// Fallbacks only onto capacity that exists.
+fn check_capacity(findings: &mut Findings, table: &ResolvedTable) {
     for fallback in &table.fallbacks {
         let Some(primary) = table.route(&fallback.route) else {
             continue;
         };
         for target in fallback.to.iter().filter_map(|name| table.route(name)) {
             if target.rpm < primary.rpm || target.tpm < primary.tpm {
-                fail(
+                findings.fail(
                     Rule::Capacity,
                     None,
                     format!(
@@ -175,18 +215,11 @@ pub fn check(
             }
         }
     }
+}
 
-    for slice in &evaluation.slices_without_threshold {
-        fail(
-            Rule::MissingThreshold,
-            Some(slice),
-            format!(
-                "the {} policy has no threshold for this slice",
-                table.policy.kind()
-            ),
-        );
-    }
-
+/// Each slice's quality (or its bound, or the joint Holm certificate)
+/// against the target.
+fn check_quality(findings: &mut Findings, evaluation: &Evaluation, context: &RuleContext<'_>) {
     let jointly = context
         .confidence
         .filter(|_| context.familywise)
@@ -195,7 +228,7 @@ pub fn check(
         if let Some(jointly) = &jointly {
             let (p_value, level, certified) = jointly[index];
             if !certified {
-                fail(
+                findings.fail(
                     Rule::BelowTarget,
                     Some(&metrics.slice),
                     format!(
@@ -214,7 +247,7 @@ pub fn check(
             _ => ("quality".to_owned(), metrics.quality),
         };
         if value < context.target {
-            fail(
+            findings.fail(
                 Rule::BelowTarget,
                 Some(&metrics.slice),
                 format!(
@@ -224,9 +257,18 @@ pub fn check(
             );
         }
     }
+}
+
+/// A slice that regressed beyond the margin fails; one too small to tell
+/// warns.
+fn check_regressions(
+    findings: &mut Findings,
+    regressions: &[SliceRegression],
+    context: &RuleContext<'_>,
+) {
     for regression in regressions {
         match regression.verdict {
-            PairedVerdict::Regressed => fail(
+            PairedVerdict::Regressed => findings.fail(
                 Rule::Regression,
                 Some(&regression.slice),
                 format!(
@@ -239,7 +281,7 @@ pub fn check(
                     regression.p_value
                 ),
             ),
-            PairedVerdict::TooSmallToTell => warnings.push(format!(
+            PairedVerdict::TooSmallToTell => findings.warnings.push(format!(
                 "slice {}: not enough rows to tell whether quality fell more than {} below the deployed config's ({} rows, power {:.0}%)",
                 regression.slice,
                 context.max_regression,
@@ -249,7 +291,6 @@ pub fn check(
             PairedVerdict::NotWorse => {}
         }
     }
-    (failures, warnings)
 }
 
 /// Holm's step-down over the slices' exact tests of "quality ≥ target"
