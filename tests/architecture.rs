@@ -165,22 +165,7 @@ fn arrows() -> BTreeMap<(String, String), Vec<String>> {
 
 #[test]
 fn every_import_goes_down_a_floor() {
-    let floors = floors();
-    assert!(floors.len() >= 5, "{floors:?}");
-    let mut floor_of = BTreeMap::new();
-    for (height, (floor, modules)) in floors.iter().rev().enumerate() {
-        for module in modules {
-            let earlier = floor_of.insert(module.clone(), (height, floor.clone()));
-            assert!(earlier.is_none(), "{module} stands on two floors");
-        }
-    }
-    let in_src = modules_in_src();
-    let placed: BTreeSet<String> = floor_of.keys().cloned().collect();
-    assert_eq!(
-        in_src, placed,
-        "docs/architecture.md must place every module of src/, and only those"
-    );
-
+    // The graph first, so that it prints even on a tree that breaks a rule.
     let arrows = arrows();
     let mut graph: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for ((from, to), places) in &arrows {
@@ -201,6 +186,22 @@ fn every_import_goes_down_a_floor() {
     for (from, to) in &graph {
         println!("{from} -> {}", to.join(" "));
     }
+
+    let floors = floors();
+    assert!(floors.len() >= 5, "{floors:?}");
+    let mut floor_of = BTreeMap::new();
+    for (height, (floor, modules)) in floors.iter().rev().enumerate() {
+        for module in modules {
+            let earlier = floor_of.insert(module.clone(), (height, floor.clone()));
+            assert!(earlier.is_none(), "{module} stands on two floors");
+        }
+    }
+    let in_src = modules_in_src();
+    let placed: BTreeSet<String> = floor_of.keys().cloned().collect();
+    assert_eq!(
+        in_src, placed,
+        "docs/architecture.md must place every module of src/, and only those"
+    );
 
     let wrong: Vec<String> = arrows
         .iter()
