@@ -97,6 +97,42 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let run_dir = path("run");
     let graded = path("graded.parquet");
     let scored = path("graded-scored.parquet");
+    run_with_retries(&config, &dataset, &rubrics, &run_dir)?;
+    grade_and_train(&run_dir, &rubrics, &graded, &path("router.bin"), &scored)?;
+    let target = args_in.target.to_string();
+    calibrate_each(&scored, &target, &path)?;
+    let (gated, signed, gate_dir) = gate_and_verify(data, &scored, &target, &path)?;
+    let report_dir = args_in.report.clone();
+    report(&scored, &path, &gate_dir, &report_dir)?;
+    let stats = sim.stats();
+    println(&format!(
+        "\nserve-sim received {} requests ({} faults injected)",
+        stats.requests,
+        stats.faults.values().sum::<u64>()
+    ))?;
+    if let Some(signed) = signed {
+        println(&format!("signed route config: {}", signed.display()))?;
+    }
+    println(&format!(
+        "report: {}",
+        report_dir.join("report.html").display()
+    ))?;
+    println(&format!(
+        "demo finished in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ))?;
+    Ok(gated)
+}
+
+/// The run, and once more with `--retry-errors` for the calls that
+/// exhausted their retries under the faults, as a user would, rather than
+/// grading a table with holes.
+fn run_with_retries(
+    config: &Path,
+    dataset: &Path,
+    rubrics: &Path,
+    run_dir: &Path,
+) -> anyhow::Result<()> {
     let mut run = args(&[
         &"run",
         &"--config",
@@ -114,8 +150,6 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         "run: every prompt to sim-small, sim-mid and sim-large, small and mid answers to sim-verifier",
         &run,
     )?;
-    // Calls that exhausted their retries under the faults are sent again,
-    // as a user would, rather than graded as holes.
     if ran == Outcome::CheckFailed {
         run.push("--retry-errors".into());
         ran = step(
@@ -129,6 +163,17 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             run_dir.display()
         );
     }
+    Ok(())
+}
+
+/// Grading, and the router trained on the grades with cross-fitted scores.
+fn grade_and_train(
+    run_dir: &Path,
+    rubrics: &Path,
+    graded: &Path,
+    router: &Path,
+    scored: &Path,
+) -> anyhow::Result<()> {
     step(
         "grade: rubrics decide which answers are acceptable",
         &args(&[
@@ -149,14 +194,23 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             &"--results",
             &graded,
             &"--out",
-            &path("router.bin"),
+            &router,
             &"--scored-out",
             &scored,
             &"--into",
             &"router_score",
         ]),
     )?;
-    let target = args_in.target.to_string();
+    Ok(())
+}
+
+/// The four calibrations: predictive plain and certified, cascade, and
+/// three tiers.
+fn calibrate_each(
+    scored: &Path,
+    target: &str,
+    path: &dyn Fn(&str) -> PathBuf,
+) -> anyhow::Result<()> {
     // Each calibration differs from the others only in these flags.
     let calibrate = |title: &str, flags: &[&str], out: &str| {
         let mut arguments = args(&[
@@ -198,6 +252,18 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         &["--tiers", "small,mid,large", "--score-col", "router_score"],
         "calibration-predictive-three-tier.json",
     )?;
+    Ok(())
+}
+
+/// A throwaway key, the gate over the demo's candidates, and the signed
+/// config verified as a deploy would: the gate's outcome, the signed config
+/// and the gate's directory.
+fn gate_and_verify(
+    data: &Path,
+    scored: &Path,
+    target: &str,
+    path: &dyn Fn(&str) -> PathBuf,
+) -> anyhow::Result<(Outcome, Option<PathBuf>, PathBuf)> {
     let key = path("keys/demo.key");
     std::fs::create_dir_all(path("keys"))?;
     step(
@@ -240,7 +306,16 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             ]),
         )?;
     }
-    let report_dir = args_in.report.clone();
+    Ok((gated, signed, gate_dir))
+}
+
+/// The report a reviewer reads.
+fn report(
+    scored: &Path,
+    path: &dyn Fn(&str) -> PathBuf,
+    gate_dir: &Path,
+    report_dir: &Path,
+) -> anyhow::Result<()> {
     step(
         "report: what a reviewer reads",
         &args(&[
@@ -257,24 +332,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
             &report_dir,
         ]),
     )?;
-    let stats = sim.stats();
-    println(&format!(
-        "\nserve-sim received {} requests ({} faults injected)",
-        stats.requests,
-        stats.faults.values().sum::<u64>()
-    ))?;
-    if let Some(signed) = signed {
-        println(&format!("signed route config: {}", signed.display()))?;
-    }
-    println(&format!(
-        "report: {}",
-        report_dir.join("report.html").display()
-    ))?;
-    println(&format!(
-        "demo finished in {:.1} s",
-        started.elapsed().as_secs_f64()
-    ))?;
-    Ok(gated)
+    Ok(())
 }
 
 /// The file that marks a directory as the demo's own, so that a later demo
