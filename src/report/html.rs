@@ -661,13 +661,30 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
     if policies.is_empty() {
         policies.push(Policy::Predictive);
     }
+    let numbers = policy_charts(out, &policies, named, curves, &rules);
+    out.push_str("</div>");
+    out.push_str(&numbers);
+}
+
+/// Each policy's threshold charts (into `out`), and the numbers behind
+/// them, folded, for after the charts.
+fn policy_charts(
+    out: &mut String,
+    policies: &[Policy],
+    named: bool,
+    curves: &SliceCurves,
+    rules: &[Rule],
+) -> String {
+    let totals = &curves.totals;
+    let n = totals.rows as f64;
+    let per_thousand = |picodollars: i128| picodollars as f64 / 1e12 / n * 1000.0;
     let mut numbers = String::new();
-    for policy in policies {
+    for &policy in policies {
         let curve = match policy {
             Policy::Predictive => &curves.predictive,
             Policy::Cascade => &curves.cascade,
         };
-        threshold_charts(out, policy, curve, totals, &rules);
+        threshold_charts(out, policy, curve, totals, rules);
         let named_policy = if named {
             format!("{}, ", policy.name())
         } else {
@@ -713,8 +730,7 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
         );
         numbers.push_str("</details>");
     }
-    out.push_str("</div>");
-    out.push_str(&numbers);
+    numbers
 }
 
 /// Quality, escalation and cost by threshold of one policy's curve.
