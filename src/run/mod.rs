@@ -8,12 +8,12 @@ mod config;
 mod engine;
 mod journal;
 mod merge;
+mod prepare;
 mod progress;
 mod store;
 
 pub use config::{RunConfig, TierEndpoint};
-pub use engine::{
-    Endpoints, Prepared, RunSettings, RunSummary, Shard, TierSummary, execute, prepare,
-};
+pub use engine::{Endpoints, RunSettings, RunSummary, Shard, TierSummary, execute};
 pub use merge::merge_runs;
+pub use prepare::{Prepared, prepare};
 pub use store::merge_sorted;
