@@ -10,13 +10,12 @@ mod checks;
 mod extract;
 mod judgement;
 mod prompt;
+mod spec;
 mod verifier;
 
-pub use checks::{
-    CheckSpec, Judged, NumberComparison, PAIRWISE_BASE, Rubric, RubricError, RubricFile, Verdict,
-    WeightedSpec, load_rubrics,
-};
+pub use checks::{Judged, PAIRWISE_BASE, Rubric, RubricError, Verdict, load_rubrics};
 pub use extract::{ChoiceFinder, final_number};
 pub use judgement::{judgement_verdict, pairwise_judgement, verdict_for_check};
 pub use prompt::PromptTemplate;
+pub use spec::{CheckSpec, NumberComparison, RubricFile, WeightedSpec};
 pub use verifier::{TokenChoice, self_consistency, verdict_score};
