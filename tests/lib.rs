@@ -11,6 +11,7 @@ mod ci_workflow;
 mod demo_cli;
 mod demo_dataset;
 mod drift_cli;
+mod evaluate_cli;
 mod familywise;
 mod gate_cli;
 mod gate_regression;
