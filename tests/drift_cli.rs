@@ -1,14 +1,14 @@
 //! `routeval drift`: fresh traffic against the deployed config.
 
-use crate::common::certified_synthetic;
-use crate::common::deployed;
-use crate::common::slice_names;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use routeval::schema::{DriftDocument, Verdict};
 
 use crate::common::Workspace;
+use crate::common::certified_synthetic;
+use crate::common::deployed;
+use crate::common::slice_names;
 use crate::common::{example_results, keys, routeval};
 
 /// The example results with `edit(slice, header, fields)` applied to each row.

@@ -1,18 +1,18 @@
 //! `routeval gate` end to end on the example results: the choice, every
 //! rule, the emitted files and the report format.
 
-use crate::common::Workspace;
-use crate::common::by_router;
-use crate::common::calibrate_into;
-use crate::common::example_routes;
-use crate::common::two_scores;
-use crate::common::variant;
 use std::collections::BTreeSet;
 
 use predicates::prelude::*;
 use routeval::routes::RouteConfig;
 use routeval::schema::{GateReport, Rule};
 
+use crate::common::Workspace;
+use crate::common::by_router;
+use crate::common::calibrate_into;
+use crate::common::example_routes;
+use crate::common::two_scores;
+use crate::common::variant;
 use crate::common::{example_results, keys, routeval};
 
 fn rules_of(report: &GateReport, file_suffix: &str) -> BTreeSet<Rule> {

@@ -3,8 +3,9 @@
 //! `litellm`, `pyyaml` and `scipy`, which `.ci/run` sets up) and a mock completion is
 //! routed through every model name and every fallback chain.
 
-use crate::common::loads_into_litellm;
 use std::path::Path;
+
+use crate::common::loads_into_litellm;
 
 #[test]
 fn the_example_export_routes_every_model_and_fallback_in_litellm() {

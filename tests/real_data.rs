@@ -2,11 +2,10 @@
 //! ../shared/data/README.md). Skipped, saying so, where the variable is not
 //! set.
 
-use crate::common::data_dir;
-
 use routeval::schema::CalibrationDocument;
 use serde_json::Value;
 
+use crate::common::data_dir;
 use crate::common::routeval;
 
 /// The MoT date-reasoning cascade: GPT-3.5 answers with 20 sampled chains of

@@ -3,13 +3,13 @@
 //! config and the LiteLLM export, hedging by prompt length, the importers
 //! on real-shaped logs, and bad rows.
 
-use crate::common::table_with_fallback;
-use crate::common::write_day;
 use std::path::Path;
 
 use routeval::schema::FallbackDocument;
 use routeval::schema::HedgeDocument;
 
+use crate::common::table_with_fallback;
+use crate::common::write_day;
 use crate::common::{example_results, routeval};
 
 /// DOMAIN.md's brown-out: 20 requests of `primary`, one second apart.

@@ -2,14 +2,6 @@
 //! loopback: faults, a SIGKILL and resume, setup errors, key hygiene,
 //! shards and the cache.
 
-use crate::common::Tuning;
-use crate::common::base_url;
-use crate::common::repo;
-use crate::common::run_args;
-use crate::common::run_command;
-use crate::common::start_sim;
-use crate::common::write_config;
-use crate::common::write_dataset;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,7 +9,15 @@ use std::time::{Duration, Instant};
 use routeval::schema::{ResponseRow, read_all_responses};
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
+use crate::common::Tuning;
+use crate::common::base_url;
+use crate::common::repo;
 use crate::common::routeval;
+use crate::common::run_args;
+use crate::common::run_command;
+use crate::common::start_sim;
+use crate::common::write_config;
+use crate::common::write_dataset;
 
 /// What a row says about the model's answer, without timings.
 fn content(row: &ResponseRow) -> ResponseRow {

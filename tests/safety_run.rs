@@ -4,8 +4,6 @@
 //! directory has one writer, failed calls fail the run and leave no silent
 //! holes in grading, and the preflight is as polite as every call.
 
-use crate::common::binary;
-use crate::common::flowing;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -13,6 +11,8 @@ use predicates::prelude::*;
 use routeval::schema::read_all_responses;
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
+use crate::common::binary;
+use crate::common::flowing;
 use crate::common::routeval;
 use crate::common::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,

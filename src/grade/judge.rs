@@ -4,7 +4,6 @@
 //! answer that cannot be read, or a call that failed, is a failed check with
 //! the reason, never a pass.
 
-use crate::rubric::Verdict;
 use std::collections::HashMap;
 
 use futures_util::StreamExt;
@@ -14,6 +13,7 @@ use crate::client::{
     Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, GenerationConfig, cache_key,
 };
 use crate::events::{Event, Reporter};
+use crate::rubric::Verdict;
 use crate::rubric::verdict_for_check;
 
 /// What judging cost and how it went.

@@ -3,7 +3,6 @@
 //! value is checked: a bad one is one error naming the file, the line or
 //! row, and the field.
 
-use crate::schema::InputError;
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -15,6 +14,7 @@ use super::schema::field::*;
 use super::schema::{
     RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, RecordKind, SCHEMA_VERSION_KEY, Status,
 };
+use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
 
 /// One request, checked. Texts borrow from the row being read.

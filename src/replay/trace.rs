@@ -5,7 +5,6 @@
 //! prompts. Requests stream one at a time: a trace of any length is read in
 //! memory bounded by one request.
 
-use crate::schema::InputError;
 use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
 use std::sync::Arc;
@@ -15,6 +14,7 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Deserialize;
 
+use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
 
 /// One request of a trace.

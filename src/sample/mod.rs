@@ -11,7 +11,6 @@
 //! smallest draws; memory grows with slices × strata × `--per-slice`, not
 //! with the records.
 
-use crate::schema::InputError;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
@@ -21,6 +20,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::records::{FieldNames, Record, for_each_record};
+use crate::schema::InputError;
 
 #[derive(Debug, Clone)]
 pub struct SampleOptions {

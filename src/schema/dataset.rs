@@ -4,7 +4,6 @@
 //! and free metadata. Every row is checked, and the rubric it names must
 //! exist, before anything is sent to a model.
 
-use crate::schema::InputError;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
@@ -18,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Format, RowLocation};
+use crate::schema::InputError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

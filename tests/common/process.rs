@@ -1,12 +1,14 @@
 //! The routeval binary as a child process, stopped while responses flow.
 
+use std::path::{Path, PathBuf};
+
+use routeval::serve_sim::{RunningSim, SimSettings};
+
 use crate::common::Tuning;
 use crate::common::base_url;
 use crate::common::start_sim;
 use crate::common::write_config;
 use crate::common::write_dataset;
-use routeval::serve_sim::{RunningSim, SimSettings};
-use std::path::{Path, PathBuf};
 
 pub fn binary() -> PathBuf {
     #[allow(deprecated, reason = "the path of the binary under test")]

@@ -14,6 +14,7 @@ use crate::schema::{
     RecordsSliceDrift, RouteWindow, SliceWindow, Threshold, Verdict, read_graded,
 };
 use crate::stats::{alarms, kolmogorov_tail, nearest_rank, psi_of_bins, two_proportion_z, wilson};
+
 use aggregates::read_aggregates;
 use tally::{Tally, TallyContext};
 
@@ -483,11 +484,7 @@ fn calibration_scores(
                         .or_default() += 1;
                 }
             }
-            Some(InputFile {
-                path: path.display().to_string(),
-                sha256: crate::digest::sha256_file(path)?,
-                rows: table.num_rows() as u64,
-            })
+            Some(InputFile::of_file(path, table.num_rows() as u64)?)
         }
         None => None,
     };

@@ -11,6 +11,11 @@ mod pool;
 mod render;
 mod strategy;
 
+use std::ops::Range;
+use std::path::Path;
+
+use super::from_run::{RunArrivals, for_each_run_request};
+use super::trace::{Request, for_each_request};
 use crate::schema::PolicyResult;
 use crate::schema::PoolSummary;
 use crate::schema::QueueQuantiles;
@@ -19,20 +24,15 @@ use crate::schema::ReplayDocument;
 use crate::schema::TraceSummary;
 use crate::schema::TtftQuantiles;
 use crate::schema::Window;
-use std::ops::Range;
-use std::path::Path;
 
 pub use cache::{BlockCache, PrefixIndex};
 pub use calibrate::{Objective, calibrate};
 pub use metrics::Histogram;
 use metrics::WindowSums;
+use metrics::ratio;
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
 pub use strategy::{PolicyError, PolicySpec, Strategy};
-
-use super::from_run::{RunArrivals, for_each_run_request};
-use super::trace::{Request, for_each_request};
-use metrics::ratio;
 
 /// Where the requests come from.
 #[derive(Debug, Clone, Copy)]
