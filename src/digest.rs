@@ -37,6 +37,39 @@ pub fn sha256_file(path: &Path) -> Result<String, UnreadableFile> {
     Ok(format!("{:x}", hasher.finalize()))
 }
 
+/// [`sha256_file`] of a file, [`sha256_directory`] of a directory.
+pub fn sha256_path(path: &Path) -> Result<String, UnreadableFile> {
+    if path.is_dir() {
+        sha256_directory(path)
+    } else {
+        sha256_file(path)
+    }
+}
+
+/// The digest of a directory of files (serve's record parts): the sha256
+/// of one `NAME SHA256` line per regular file, by name, hidden files (a
+/// lock) left out.
+pub fn sha256_directory(path: &Path) -> Result<String, UnreadableFile> {
+    let unreadable = |source| UnreadableFile {
+        path: path.to_owned(),
+        source,
+    };
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && entry.file_type().map_err(unreadable)?.is_file() {
+            files.push((name, entry.path()));
+        }
+    }
+    files.sort();
+    let mut listing = String::new();
+    for (name, file) in files {
+        listing.push_str(&format!("{name} {}\n", sha256_file(&file)?));
+    }
+    Ok(sha256_hex(listing.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

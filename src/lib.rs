@@ -9,8 +9,8 @@
 //! - [`cli`]: parses flags into each stage's typed options and prints.
 //! - The stages, side by side, never importing one another: [`run`],
 //!   [`grade`], [`calibrate`], [`gate`], [`drift`], [`report`], [`replay`],
-//!   [`sample`], [`simulate`], [`evaluate`], [`router`], [`import`] and
-//!   [`serve_sim`]
+//!   [`sample`], [`simulate`], [`evaluate`], [`router`], [`import`],
+//!   [`serve`] (the signed config in the request path) and [`serve_sim`]
 //!   (the embedded OpenAI-compatible simulated endpoint).
 //! - The kernel: [`policy`], what a policy does to a row and a route table
 //!   to graded rows, and [`router_model`], the built-in learned router's
@@ -48,6 +48,7 @@ pub mod rubric;
 pub mod run;
 pub mod sample;
 pub mod schema;
+pub mod serve;
 pub mod serve_sim;
 pub mod simulate;
 pub mod stats;

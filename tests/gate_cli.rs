@@ -443,12 +443,16 @@ fn cascade_and_static_metrics_match_a_recomputation() {
         "cascade.toml",
         &format!(
             "{routes}{verifier}\n[policy.cascade]\nsmall = \"mini\"\nverifier = \"judge\"\nlarge = \"large\"\n\
-             [policy.cascade.thresholds]\n\"*\" = 0.5\nlegal = 0.3\n"
+             [policy.cascade.thresholds]\n\"*\" = 0.5\nlegal = 0.3\n{}",
+            crate::common::serving_for("[policy.cascade]")
         ),
     );
     let fixed = workspace.write(
         "static.toml",
-        &format!("{routes}\n[policy.static]\ndefault = \"mini\"\n[policy.static.slices]\nlegal = \"large\"\n"),
+        &format!(
+            "{routes}\n[policy.static]\ndefault = \"mini\"\n[policy.static.slices]\nlegal = \"large\"\n{}",
+            crate::common::serving_for("[policy.static]")
+        ),
     );
     workspace
         .gate(&[cascade, fixed], "dist", &["--target", "0.5"])
@@ -565,7 +569,7 @@ fn each_policy_escalates_by_its_own_score_column() {
         "score"
     };
     assert_eq!(config.table.policy.score(), Some(expected));
-    assert_eq!(config.schema, "routeval.route-config/2");
+    assert_eq!(config.schema, "routeval.route-config/4");
     // A version-1 config, without the score column, reads as on `score`.
     let mut old: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&emitted).unwrap()).unwrap();

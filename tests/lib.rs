@@ -34,6 +34,7 @@ mod safety_outputs;
 mod safety_run;
 mod sample_pairwise;
 mod schema_docs;
+mod serve_cli;
 mod signing;
 mod sim_cli;
 mod simulate_cli;

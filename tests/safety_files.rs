@@ -423,7 +423,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
     let text = std::fs::read_to_string(&config).unwrap();
     let future_config = workspace.write(
         "future-config.json",
-        &text.replacen("routeval.route-config/2", "routeval.route-config/9", 1),
+        &text.replacen("routeval.route-config/4", "routeval.route-config/9", 1),
     );
     refused(
         routeval()

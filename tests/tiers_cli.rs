@@ -55,6 +55,8 @@ fn gate(
         .args(flags)
         .arg("--key")
         .arg(&key)
+        .arg("--rubrics")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"))
         .arg("--out")
         .arg(&out)
         .output()
@@ -460,11 +462,12 @@ fn three_tier_table(policy: &str) -> String {
         )
     };
     format!(
-        "logical_model = \"support\"\n\n{}{}{}{}{policy}\n",
+        "logical_model = \"support\"\n\n{}{}{}{}{policy}\n{}",
         route("mini", "small", 0.15),
         route("mid", "mid", 0.6),
         route("frontier", "large", 3.0),
         route("judge", "verifier", 0.1),
+        crate::common::serving_for(policy),
     )
 }
 
@@ -602,7 +605,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
     let config = std::fs::read_to_string(&emitted.config).unwrap();
     assert!(config.contains("\"predictive_tiers\""), "{config}");
     assert!(
-        config.contains("\"schema\":\"routeval.route-config/3\""),
+        config.contains("\"schema\":\"routeval.route-config/4\""),
         "{config}"
     );
     // The gate reports each tier's share, as the calibration does.

@@ -18,6 +18,7 @@ use super::reporter::OutputArgs;
 use super::router::RouterCommand;
 use super::run::{MergeArgs, RunArgs};
 use super::sample::SampleArgs;
+use super::serve::ServeArgs;
 use super::serve_sim::ServeSimArgs;
 use super::shell::{CompletionsArgs, ManArgs};
 use super::simulate::SimulateArgs;
@@ -68,6 +69,9 @@ pub enum Command {
     /// How well the results' scores separate the prompts that need the large
     /// tier (APGR, CPT), against a random router and the oracle.
     Evaluate(EvaluateArgs),
+    /// Serve a signed route config: an OpenAI-compatible endpoint that
+    /// decides each request exactly as the gate certified it.
+    Serve(ServeArgs),
     /// Serve an OpenAI-compatible simulated endpoint that answers a dataset's
     /// prompts, for demos and tests without keys or network.
     ServeSim(ServeSimArgs),

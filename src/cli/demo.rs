@@ -101,7 +101,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     grade_and_train(&run_dir, &rubrics, &graded, &path("router.bin"), &scored)?;
     let target = args_in.target.to_string();
     calibrate_each(&scored, &target, &path)?;
-    let (gated, signed, gate_dir) = gate_and_verify(data, &scored, &target, &path)?;
+    let (gated, signed, gate_dir) = gate_and_verify(data, &rubrics, &scored, &target, &path)?;
     let report_dir = args_in.report.clone();
     report(&scored, &path, &gate_dir, &report_dir)?;
     let stats = sim.stats();
@@ -260,6 +260,7 @@ fn calibrate_each(
 /// and the gate's directory.
 fn gate_and_verify(
     data: &Path,
+    rubrics: &Path,
     scored: &Path,
     target: &str,
     path: &dyn Fn(&str) -> PathBuf,
@@ -288,6 +289,10 @@ fn gate_and_verify(
             &path("calibration-predictive-three-tier.json"),
             &"--target",
             &target,
+            &"--router",
+            &path("router.bin"),
+            &"--rubrics",
+            &rubrics,
             &"--key",
             &key,
             &"--out",

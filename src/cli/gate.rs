@@ -64,6 +64,17 @@ pub struct GateArgs {
     #[arg(long, value_name = "D", default_value_t = 0.01)]
     pub max_regression: f64,
 
+    /// The built-in router (`router train --out`) whose scores a predictive
+    /// candidate's thresholds apply to; the signed config pins its sha256 so
+    /// `serve` scores with exactly this model.
+    #[arg(long, value_name = "FILE")]
+    pub router: Option<PathBuf>,
+
+    /// Where a cascade candidate's `[serving.verifier] template` is found
+    /// (its `prompts/NAME.toml`).
+    #[arg(long, value_name = "DIR", default_value = "rubrics")]
+    pub rubrics: PathBuf,
+
     /// Secret key that signs the emitted config (from `routeval keygen`).
     #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
@@ -181,6 +192,8 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
         dataset_sha256: args.dataset_sha256,
         allow_unknown_slices: args.allow_unknown_slices,
         familywise: args.familywise,
+        router: args.router,
+        rubrics: args.rubrics,
     };
     let clock = clock_at(args.at.as_deref())?;
     let report = gate(&options, clock.as_ref())?;

@@ -18,6 +18,7 @@ mod reporter;
 mod router;
 mod run;
 mod sample;
+mod serve;
 mod serve_sim;
 mod shell;
 mod simulate;
@@ -57,10 +58,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(USAGE_OR_INPUT);
         }
     };
-    // Every command but serve-sim (a server that stops when killed) stops at
+    // Every command but the servers (serve rolls its records on SIGTERM,
+    // serve-sim stops when killed) stops at
     // once on a signal, taking its unfinished files with it; while `run` is
     // under way (alone or as a demo step) it stops in its own orderly way.
-    if !matches!(cli.command, Command::ServeSim(_)) {
+    if !matches!(cli.command, Command::ServeSim(_) | Command::Serve(_)) {
         stop_cleanly_on_signals();
     }
     match run(cli) {
@@ -164,6 +166,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Router(command) => router::run(command),
         Command::Import(command) => import::run(command),
         Command::ServeSim(args) => serve_sim::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Replay(command) => replay::run(command),
         Command::Records(command) => records::run(command),

@@ -9,7 +9,7 @@ use anyhow::Context;
 use crate::atomic::{Named, Output, OutputKind, Replaces, Staged, check_outputs, commit_all};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
-use crate::schema::{CalibrationDocument, InputFile};
+use crate::schema::{CalibrationDocument, Failure, InputFile, Rule};
 use crate::schema::{ReadOptions, read_graded};
 
 use super::litellm::litellm_yaml;
@@ -18,11 +18,13 @@ use super::rules::{RuleContext, check};
 use crate::digest::{sha256_file, sha256_hex};
 use crate::policy::regressions;
 use crate::policy::{TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
+use crate::router_model::{FEATURES_VERSION, Router};
 use crate::routes::ResolvedTable;
 use crate::routes::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
+    Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Serving, ServingInputs, signature_path,
 };
 use crate::routes::{load_secret, sign};
+use crate::rubric::PromptTemplate;
 use crate::schema::GradedTable;
 use crate::schema::{
     BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
@@ -55,6 +57,11 @@ pub struct GateOptions {
     pub allow_unknown_slices: bool,
     /// With a confidence, certify the target for all slices jointly (Holm).
     pub familywise: bool,
+    /// The built-in router whose scores a predictive candidate's thresholds
+    /// apply to: pinned by sha256 in the signed config.
+    pub router: Option<PathBuf>,
+    /// Where a cascade candidate's `[serving.verifier] template` is found.
+    pub rubrics: PathBuf,
 }
 
 /// The longest a signed config may live, in days: ten years keeps
@@ -238,6 +245,8 @@ struct Inputs {
     constraints: BTreeMap<String, Constraint>,
     slices: BTreeSet<String>,
     baseline: Option<(PathBuf, String, RouteConfig)>,
+    /// sha256 of `--router`, checked to be a router this build loads.
+    router_sha256: Option<String>,
 }
 
 impl Inputs {
@@ -282,6 +291,13 @@ impl Inputs {
             Some(path) => Some(verified_baseline(path, options)?),
             None => None,
         };
+        let router_sha256 = match &options.router {
+            Some(path) => {
+                Router::load(path).context("--router")?;
+                Some(sha256_file(path)?)
+            }
+            None => None,
+        };
         Ok(Inputs {
             graded,
             results_sha256,
@@ -289,6 +305,7 @@ impl Inputs {
             constraints,
             slices,
             baseline,
+            router_sha256,
         })
     }
 }
@@ -341,6 +358,8 @@ struct Candidate {
     path: PathBuf,
     sha256: String,
     table: ResolvedTable,
+    /// Its signed `serving` block, or what it leaves open.
+    serving: Result<Serving, String>,
     scores: Vec<f64>,
     tiered: Option<TieredRows>,
 }
@@ -396,15 +415,53 @@ fn candidate_tables(
             .with_context(|| format!("candidate {}", path.display()))?;
         let tiered = tiered_rows(&options.results, &options.read, &resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
+        let serving = pin_serving(options, inputs, &table, &resolved)?;
         tables.push(Candidate {
             path: path.clone(),
             sha256,
+            serving,
             table: resolved,
             scores,
             tiered,
         });
     }
     Ok(tables)
+}
+
+/// The candidate's `[serving]` with what the gate pins for it: the router's
+/// sha256 and the verifier template's text. A template the candidate names
+/// that cannot be read is an input error; anything left open is the
+/// candidate's failure.
+fn pin_serving(
+    options: &GateOptions,
+    inputs: &Inputs,
+    table: &RouteTable,
+    resolved: &ResolvedTable,
+) -> anyhow::Result<Result<Serving, String>> {
+    let template = match &table.serving.verifier {
+        Some(spec) => {
+            PromptTemplate::load(&options.rubrics, &spec.template)?;
+            let path = options
+                .rubrics
+                .join("prompts")
+                .join(format!("{}.toml", spec.template));
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("{}: cannot read the template", path.display()))?;
+            let sha256 = sha256_hex(text.as_bytes());
+            Some((spec.template.clone(), text, sha256))
+        }
+        None => None,
+    };
+    let serving_inputs = ServingInputs {
+        router_sha256: inputs.router_sha256.as_deref(),
+        template: template
+            .as_ref()
+            .map(|(name, text, sha256)| (name.as_str(), text.as_str(), sha256.as_str())),
+        constraints: Some(&inputs.constraints),
+    };
+    Ok(table
+        .serving
+        .pin(&resolved.policy, serving_inputs, FEATURES_VERSION))
 }
 
 /// Each candidate's metrics, its paired comparison with the deployed config
@@ -479,7 +536,14 @@ fn score_candidates(
             ),
             None => Vec::new(),
         };
-        let (failures, mut warnings) = check(table, &evaluation, &regressions, &context);
+        let (mut failures, mut warnings) = check(table, &evaluation, &regressions, &context);
+        if let Err(open) = &candidate.serving {
+            failures.push(Failure {
+                rule: Rule::Serving,
+                slice: None,
+                message: format!("not deployable: {open}"),
+            });
+        }
         warnings.extend(shared_warnings.iter().cloned());
         candidates.push(CandidateReport {
             file: candidate.path.display().to_string(),
@@ -605,6 +669,7 @@ fn named_inputs(options: &GateOptions) -> Vec<Named<'_>> {
     for (path, flag) in [
         (&options.baseline, "--baseline"),
         (&options.constraints, "--constraints"),
+        (&options.router, "--router"),
     ] {
         inputs.extend(path.iter().map(|path| Named::new(path, flag)));
     }
@@ -626,12 +691,7 @@ fn route_config(
     let mut metrics = vec![report.overall.clone()];
     metrics.extend(report.slices.iter().cloned());
     let mut config = RouteConfig {
-        schema: if table.policy.tier_routes().is_some() {
-            TIERED_ROUTE_CONFIG_SCHEMA
-        } else {
-            ROUTE_CONFIG_SCHEMA
-        }
-        .to_owned(),
+        schema: SERVING_ROUTE_CONFIG_SCHEMA.to_owned(),
         config_id: String::new(),
         version,
         parent_sha256: inputs
@@ -641,6 +701,7 @@ fn route_config(
         created_at: format_rfc3339(now),
         expires_at: format_rfc3339(now + options.ttl_days as i64 * 86_400),
         table: table.clone(),
+        serving: candidate.serving.clone().ok(),
         provenance: Provenance {
             routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
             results_sha256: inputs.results_sha256.clone(),

@@ -427,6 +427,25 @@ pub fn fold_record_chunks<S: Send>(
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, RecordChunk<'_>) + Sync,
 ) -> Result<(Vec<S>, u64), InputError> {
+    if path.is_dir() {
+        let (mut states, mut count) = (Vec::new(), 0);
+        for part in super::read::record_parts(path)? {
+            let (folded, rows) = fold_record_chunks_in_file(&part, names, workers, &init, &visit)?;
+            states.extend(folded);
+            count += rows;
+        }
+        return Ok((states, count));
+    }
+    fold_record_chunks_in_file(path, names, workers, init, visit)
+}
+
+fn fold_record_chunks_in_file<S: Send>(
+    path: &Path,
+    names: &FieldNames,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, RecordChunk<'_>) + Sync,
+) -> Result<(Vec<S>, u64), InputError> {
     let unreadable = |message: String| InputError::Unreadable {
         path: path.to_owned(),
         message,

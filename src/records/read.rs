@@ -275,10 +275,58 @@ pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
     Ok(())
 }
 
+/// The record files of a directory, in name order: `serve`'s rolled
+/// Parquet parts and the journal it is appending to. Other files (its lock)
+/// and empty files (a journal not yet written to) are not records.
+pub fn record_parts(directory: &Path) -> Result<Vec<std::path::PathBuf>, InputError> {
+    let unreadable = |message: String| InputError::Unreadable {
+        path: directory.to_owned(),
+        message,
+    };
+    let mut parts = Vec::new();
+    for entry in std::fs::read_dir(directory).map_err(|error| unreadable(error.to_string()))? {
+        let entry = entry.map_err(|error| unreadable(error.to_string()))?;
+        let path = entry.path();
+        let is_records = path
+            .extension()
+            .and_then(|extension| extension.to_str())
+            .is_some_and(|extension| matches!(extension, "parquet" | "jsonl" | "csv"));
+        let written = entry
+            .metadata()
+            .is_ok_and(|metadata| metadata.is_file() && metadata.len() > 0);
+        if is_records && written {
+            parts.push(path);
+        }
+    }
+    parts.sort();
+    if parts.is_empty() {
+        return Err(InputError::Empty {
+            path: directory.to_owned(),
+            nothing: "the directory has no record files (.parquet, .jsonl, .csv)",
+        });
+    }
+    Ok(parts)
+}
+
 /// Streams every record of `path` (Parquet, CSV or JSON lines by its
-/// extension) to `visit` with its place in the file, read with `names`.
-/// A file without records is an error.
+/// extension, or a directory of them: [`record_parts`]) to `visit` with its
+/// place in the file, read with `names`. A file without records is an error.
 pub fn for_each_record(
+    path: &Path,
+    names: &FieldNames,
+    mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
+    if path.is_dir() {
+        let mut count = 0;
+        for part in record_parts(path)? {
+            count += for_each_record_in_file(&part, names, &mut visit)?;
+        }
+        return Ok(count);
+    }
+    for_each_record_in_file(path, names, visit)
+}
+
+fn for_each_record_in_file(
     path: &Path,
     names: &FieldNames,
     mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), InputError>,
@@ -367,6 +415,25 @@ pub fn for_each_record(
 /// back with the number of records; the caller merges them. Errors name the
 /// same row a sequential read would (the first bad row a worker meets).
 pub fn fold_records<S: Send>(
+    path: &Path,
+    names: &FieldNames,
+    workers: usize,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, &Record<'_>) + Sync,
+) -> Result<(Vec<S>, u64), InputError> {
+    if path.is_dir() {
+        let (mut states, mut count) = (Vec::new(), 0);
+        for part in record_parts(path)? {
+            let (folded, rows) = fold_records_in_file(&part, names, workers, &init, &visit)?;
+            states.extend(folded);
+            count += rows;
+        }
+        return Ok((states, count));
+    }
+    fold_records_in_file(path, names, workers, init, visit)
+}
+
+fn fold_records_in_file<S: Send>(
     path: &Path,
     names: &FieldNames,
     workers: usize,

@@ -3,6 +3,12 @@
 //! hash is FNV-1a, fixed, so a trained router scores the same on every
 //! machine and release.
 
+/// The featurisation's name and version, which a signed config pins beside
+/// the router file: a change to how prompts become features is a new
+/// version, and a config pinned to the old one is refused.
+pub const FEATURES_VERSION: &str =
+    "routeval.features/1: fnv1a word unigrams and bigrams, 2^20 buckets, slice indicator";
+
 /// log2 of the number of hashed feature buckets.
 pub const BUCKET_BITS: u32 = 20;
 pub const BUCKETS: usize = 1 << BUCKET_BITS;

@@ -11,6 +11,6 @@ mod model;
 mod table;
 
 pub use crossfit::{LabelledPrompt, cross_fit, fold_of, small_failure_only};
-pub use features::{Features, featurise};
+pub use features::{FEATURES_VERSION, Features, featurise};
 pub use model::{Classifier, Outcome, ROUTER_OUTPUT, Router, Training, stored_score};
 pub use table::{PromptError, labelled_prompts, with_scores};

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::routes::ResolvedTable;
+use crate::routes::{ResolvedTable, Serving};
 
 use crate::schema::Metrics;
 
@@ -18,12 +18,18 @@ pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 /// reader of /2 cannot read it, so it says /3. Two-tier configs stay /2.
 pub const TIERED_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/3";
 
+/// The schema of a config with a `serving` block: everything `routeval
+/// serve` needs to reproduce the gated decisions. Every config the gate
+/// signs now says /4; /1 to /3 still verify, and serve names what they lack.
+pub const SERVING_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/4";
+
 /// Every route-config schema this build reads: /1 configs carry no per-policy
 /// score column and read as `score`.
-const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 3] = [
+const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 4] = [
     "routeval.route-config/1",
     ROUTE_CONFIG_SCHEMA,
     TIERED_ROUTE_CONFIG_SCHEMA,
+    SERVING_ROUTE_CONFIG_SCHEMA,
 ];
 
 fn known_schema<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -51,6 +57,9 @@ pub struct RouteConfig {
     pub created_at: String,
     pub expires_at: String,
     pub table: ResolvedTable,
+    /// How a runtime serves the table (/4 on); `None` in older configs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<Serving>,
     pub provenance: Provenance,
 }
 

@@ -14,16 +14,22 @@ mod check;
 mod config;
 mod error;
 mod pin;
+mod serving;
 mod signature;
 mod table;
 mod thresholds;
 mod verify;
 
 pub use config::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
+    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA,
+    TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 pub use error::RouteError;
 pub use pin::floating_alias;
+pub use serving::{
+    BUILTIN_ROUTER_FORMAT, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
+    ServingInputs, ServingSpec, SliceSource, UnknownSlice, VerdictScore, VerifierSpec,
+};
 pub use signature::{
     SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,
     verify as verify_signature,

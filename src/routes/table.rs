@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::schema::{CalibrationDocument, Policy as CalibratedPolicy, Threshold};
 
 use super::error::RouteError;
+use super::serving::ServingSpec;
 use super::thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 
 /// Which tier of the graded results measures a route.
@@ -209,6 +210,9 @@ pub struct RouteTable {
     pub fallbacks: Vec<Fallback>,
     #[serde(default)]
     pub constraints: BTreeMap<String, Constraint>,
+    /// What serving the table needs beyond it (docs/serve.md).
+    #[serde(default)]
+    pub serving: ServingSpec,
 }
 
 /// A route table with concrete thresholds.

@@ -147,7 +147,7 @@ impl InputFile {
     ) -> Result<InputFile, crate::digest::UnreadableFile> {
         Ok(InputFile {
             path: path.display().to_string(),
-            sha256: crate::digest::sha256_file(path)?,
+            sha256: crate::digest::sha256_path(path)?,
             rows,
         })
     }

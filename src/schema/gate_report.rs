@@ -46,6 +46,8 @@ pub enum Rule {
     BelowTarget,
     Regression,
     VersionMismatch,
+    /// The candidate leaves open something serving it needs (`[serving]`).
+    Serving,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,6 +11,19 @@ mod run;
 mod workspace;
 
 pub use data::data_dir;
+
+/// The `[serving]` section a candidate of `policy` (its TOML) needs to be
+/// signed: what an unnamed slice gets, and a predictive policy's external
+/// scorer or a cascade's verifier template.
+pub fn serving_for(policy: &str) -> &'static str {
+    if policy.contains("[policy.cascade") {
+        "\n[serving]\nunknown_slice = \"strongest\"\n\n[serving.verifier]\ntemplate = \"verifier\"\n"
+    } else if policy.contains("[policy.predictive") {
+        "\n[serving]\nunknown_slice = \"strongest\"\n\n[serving.scorer]\nname = \"test-router\"\nversion = \"1\"\nheader = \"x-router-score\"\n"
+    } else {
+        "\n[serving]\nunknown_slice = \"global\"\n"
+    }
+}
 pub use drift::{certified_synthetic, deployed, slice_names};
 pub use graded::{
     HEADER, Random, Row, csv_line, record_batch, synthetic_rows, write_csv, write_json_lines,

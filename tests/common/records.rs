@@ -9,7 +9,7 @@ pub fn table_with_fallback(directory: &Path) -> PathBuf {
         )
     };
     let text = format!(
-        "# The primary and its fallback in another region.\nlogical_model = \"support-fast\"\n\n{}{}[policy.single]\nroute = \"primary\"\n\n[[fallbacks]]\nroute = \"primary\"\nto = [\"backup\"]\n",
+        "# The primary and its fallback in another region.\nlogical_model = \"support-fast\"\n\n{}{}[policy.single]\nroute = \"primary\"\n\n[[fallbacks]]\nroute = \"primary\"\nto = [\"backup\"]\n\n[serving]\nunknown_slice = \"global\"\n",
         route("primary", "eu-west-1"),
         route("backup", "eu-central-1"),
     );

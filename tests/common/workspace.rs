@@ -77,6 +77,8 @@ impl Workspace {
             .args(calibrations)
             .arg("--key")
             .arg(self.path("routeval.key"))
+            .arg("--rubrics")
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rubrics"))
             .arg("--out")
             .arg(self.path(out))
             .args(extra)

@@ -405,7 +405,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     // The digest is read beside the fold rather than after it, so neither
     // core waits for the other at the end.
     let (folded, digest) = std::thread::scope(|scope| {
-        let digest = scope.spawn(|| crate::digest::sha256_file(input_path));
+        let digest = scope.spawn(|| crate::digest::sha256_path(input_path));
         let folded = fold_input(&options.input, &config, options.window_ms, &pins);
         (folded, digest.join().expect("the digest does not panic"))
     });

@@ -1,0 +1,139 @@
+//! `routeval serve`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::exit_codes::Outcome;
+use crate::serve::{DEFAULT_MAX_BODY_BYTES, ServeOptions, Sources, serve};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The signed route config to serve (`route-config.vN.json`, its
+    /// `.minisig` beside it).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+
+    /// The public key the config must verify with (a file or the key).
+    #[arg(long, value_name = "KEY")]
+    pub pubkey: String,
+
+    /// The built-in router the config pins by sha256 (predictive configs
+    /// scored by it).
+    #[arg(long, value_name = "FILE")]
+    pub router: Option<PathBuf>,
+
+    /// The clients: a TOML file of `[[keys]]` with each key's sha256, its
+    /// tenant and optionally its slice.
+    #[arg(long, value_name = "FILE")]
+    pub keys: PathBuf,
+
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+
+    /// Where one record per request goes: a JSON-lines journal rolled into
+    /// Parquet parts, read as it is by drift --records, replay and sample.
+    #[arg(long, value_name = "DIR")]
+    pub records: PathBuf,
+
+    /// Honour the slice a request claims (the config's slice header, metadata
+    /// field or user field), for a serve behind a gateway that sets it;
+    /// without it a request's slice is its key's. Constraints always follow
+    /// the key's tenant.
+    #[arg(long)]
+    pub trust_slice_header: bool,
+
+    /// Once the config expires, refuse requests (503) rather than keep
+    /// serving it while reporting not ready.
+    #[arg(long)]
+    pub strict_expiry: bool,
+
+    /// The largest request body read; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+
+    /// Records per Parquet part.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub roll_records: u64,
+}
+
+impl ServeArgs {
+    fn options(self) -> anyhow::Result<ServeOptions> {
+        if self.roll_records == 0 {
+            bail!("--roll-records must be at least 1");
+        }
+        if self.max_body_bytes == 0 {
+            bail!("--max-body-bytes must be at least 1");
+        }
+        Ok(ServeOptions {
+            sources: Sources {
+                config: self.config,
+                router: self.router,
+                env: std::env::vars().collect(),
+            },
+            public_key: self.pubkey,
+            keys: self.keys,
+            listen: self.listen,
+            records: self.records,
+            trust_slice_header: self.trust_slice_header,
+            strict_expiry: self.strict_expiry,
+            max_body_bytes: self.max_body_bytes,
+            roll_records: self.roll_records,
+        })
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
+    let options = args.options()?;
+    serve(&options, |address, deployed| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "serving {} ({} version {}, sha256 {}) on http://{address}/v1",
+            deployed.config.table.logical_model,
+            deployed.config.config_id,
+            deployed.config.version,
+            deployed.sha256
+        );
+        let _ = out.flush();
+    })?;
+    Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::args::{Cli, Command};
+
+    #[test]
+    fn flags_become_options() {
+        let cli = Cli::try_parse_from([
+            "routeval",
+            "serve",
+            "--config",
+            "c.json",
+            "--pubkey",
+            "k.pub",
+            "--keys",
+            "keys.toml",
+            "--records",
+            "rec",
+            "--trust-slice-header",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        let options = args.options().unwrap();
+        assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
+        assert!(options.trust_slice_header && !options.strict_expiry);
+        assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(options.roll_records, 100_000);
+    }
+}

@@ -1,0 +1,330 @@
+//! The config being served and everything it pins, loaded and checked
+//! before a request sees it: the signature, the expiry, the schema, the
+//! chain from the running config on reload, the router file's sha256 and
+//! format, the verifier template's sha256, and each route's endpoint.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use minisign::PublicKey;
+
+use crate::clock::{Clock, parse_rfc3339};
+use crate::digest::sha256_hex;
+use crate::router_model::{FEATURES_VERSION, Router};
+use crate::routes::{
+    BUILTIN_ROUTER_FORMAT, RouteConfig, Scorer, Serving, VerdictScore, VerifyError, check_config,
+    check_signed, read_signed,
+};
+use crate::rubric::PromptTemplate;
+
+/// Why a config cannot be served; each is one line naming what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("{path}: {error}")]
+    Refused { path: PathBuf, error: VerifyError },
+    #[error(
+        "{path}: a {schema} config has no `serving` block (serving.slice, serving.unknown_slice, serving.scorer or serving.verifier): gate it again with this routeval to sign what serving needs"
+    )]
+    NotServable { path: PathBuf, schema: String },
+    #[error("{path}: {problem}")]
+    Pin { path: PathBuf, problem: String },
+    #[error(
+        "{path}: version {version} does not follow the running version {running}; a rollback is refused (the running config keeps serving)"
+    )]
+    Rollback {
+        path: PathBuf,
+        version: u64,
+        running: u64,
+    },
+}
+
+/// An OpenAI-compatible endpoint of one route, with its key and prices.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub chat_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub price_input_per_mtok: f64,
+    pub price_cached_input_per_mtok: Option<f64>,
+    pub price_output_per_mtok: f64,
+}
+
+impl Upstream {
+    /// What a call cost, USD, as the run prices it.
+    pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
+        let cached = cached_input.min(input);
+        let cached_price = self
+            .price_cached_input_per_mtok
+            .unwrap_or(self.price_input_per_mtok);
+        ((input - cached) as f64 * self.price_input_per_mtok
+            + cached as f64 * cached_price
+            + output as f64 * self.price_output_per_mtok)
+            / 1e6
+    }
+}
+
+/// A cascade's verifier, ready to ask.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    pub route: String,
+    pub template: PromptTemplate,
+    pub score: VerdictScore,
+    pub max_tokens: u32,
+}
+
+/// A verified config and what it pins, loaded.
+#[derive(Debug)]
+pub struct Deployed {
+    pub config: RouteConfig,
+    pub sha256: String,
+    pub bytes: Vec<u8>,
+    pub signature: String,
+    pub serving: Serving,
+    pub router: Option<Arc<Router>>,
+    pub verifier: Option<Verifier>,
+    pub upstreams: BTreeMap<String, Upstream>,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+/// Where the config's artifacts are and how its keys are found.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    pub config: PathBuf,
+    pub router: Option<PathBuf>,
+    /// The environment, for the routes' `api_key_env`.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Loads the config at `sources.config`. With `running`, the new config must
+/// chain from it: a higher version whose parent is the running file.
+pub fn load(
+    sources: &Sources,
+    public: &PublicKey,
+    clock: &dyn Clock,
+    running: Option<&Deployed>,
+) -> Result<Deployed, LoadError> {
+    let path = &sources.config;
+    let (bytes, signature) =
+        read_signed(path, "").map_err(|error| LoadError::Unreadable(format!("{error:#}")))?;
+    let refused = |error| LoadError::Refused {
+        path: path.clone(),
+        error,
+    };
+    if let Some(running) = running {
+        let signed = check_signed(&bytes, &signature, public).map_err(refused)?;
+        if signed.config.version <= running.config.version {
+            return Err(LoadError::Rollback {
+                path: path.clone(),
+                version: signed.config.version,
+                running: running.config.version,
+            });
+        }
+    }
+    let previous = running.map(|running| (running.bytes.as_slice(), running.signature.as_str()));
+    let verified = check_config(&bytes, &signature, public, previous, clock).map_err(refused)?;
+    let config = verified.config;
+    let pin = |problem: String| LoadError::Pin {
+        path: path.clone(),
+        problem,
+    };
+    let Some(serving) = config.serving.clone() else {
+        return Err(LoadError::NotServable {
+            path: path.clone(),
+            schema: config.schema.clone(),
+        });
+    };
+    let router = match &serving.scorer {
+        Some(Scorer::Builtin {
+            sha256,
+            format,
+            features,
+        }) => {
+            if format != BUILTIN_ROUTER_FORMAT || features != FEATURES_VERSION {
+                return Err(pin(format!(
+                    "serving.scorer pins a router of format {format} scoring with {features:?}; this routeval loads {BUILTIN_ROUTER_FORMAT} with {FEATURES_VERSION:?}"
+                )));
+            }
+            let router_path = sources.router.as_ref().ok_or_else(|| {
+                pin(format!(
+                    "the predictive policy scores with the built-in router of sha256 {sha256}; pass it with --router"
+                ))
+            })?;
+            let file = std::fs::read(router_path).map_err(|error| {
+                LoadError::Unreadable(format!(
+                    "{}: cannot read the router (--router): {error}",
+                    router_path.display()
+                ))
+            })?;
+            let found = sha256_hex(&file);
+            if found != *sha256 {
+                return Err(pin(format!(
+                    "--router {} has sha256 {found}, the config pins {sha256}: it is not the router the thresholds were calibrated on",
+                    router_path.display()
+                )));
+            }
+            drop(file);
+            let router = Router::load(router_path)
+                .map_err(|error| LoadError::Unreadable(format!("{error:#}")))?;
+            Some(Arc::new(router))
+        }
+        Some(Scorer::External(_)) | None => None,
+    };
+    let verifier = match &serving.verifier {
+        Some(pinned) => {
+            let found = sha256_hex(pinned.template_toml.as_bytes());
+            if found != pinned.template_sha256 {
+                return Err(pin(format!(
+                    "serving.verifier.template_toml has sha256 {found}, the config pins {}",
+                    pinned.template_sha256
+                )));
+            }
+            let template: PromptTemplate =
+                toml::from_str(&pinned.template_toml).map_err(|error| {
+                    pin(format!(
+                        "serving.verifier.template_toml: {}",
+                        crate::toml_message::one_line(&error.to_string())
+                    ))
+                })?;
+            Some(Verifier {
+                route: pinned.route.clone(),
+                template,
+                score: pinned.score,
+                max_tokens: pinned.max_tokens,
+            })
+        }
+        None => None,
+    };
+    let mut upstreams = BTreeMap::new();
+    for route in &config.table.routes {
+        let base_url = route.base_url.as_ref().ok_or_else(|| {
+            pin(format!(
+                "route {:?} has no base_url; serve calls each route's OpenAI-compatible endpoint",
+                route.name
+            ))
+        })?;
+        let api_key = match &route.api_key_env {
+            Some(variable) => Some(sources.env.get(variable).cloned().ok_or_else(|| {
+                pin(format!(
+                    "route {:?}: the environment variable {variable} (api_key_env) is not set",
+                    route.name
+                ))
+            })?),
+            None => None,
+        };
+        upstreams.insert(
+            route.name.clone(),
+            Upstream {
+                chat_url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+                model: route.model.clone(),
+                api_key,
+                price_input_per_mtok: route.price_input_per_mtok,
+                price_cached_input_per_mtok: route.price_cached_input_per_mtok,
+                price_output_per_mtok: route.price_output_per_mtok,
+            },
+        );
+    }
+    let expires_at = parse_rfc3339(&config.expires_at).unwrap_or(i64::MIN);
+    Ok(Deployed {
+        config,
+        sha256: verified.sha256,
+        bytes,
+        signature,
+        serving,
+        router,
+        verifier,
+        upstreams,
+        expires_at,
+    })
+}
+
+impl Deployed {
+    pub fn expired(&self, clock: &dyn Clock) -> bool {
+        clock.now() >= self.expires_at
+    }
+}
+
+/// What a records directory remembers of the last config served into it,
+/// so a restart with an older config is a refused rollback too.
+const LAST_SERVED: &str = ".routeval-serve-config.json";
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct LastServed {
+    logical_model: String,
+    version: u64,
+    sha256: String,
+}
+
+/// Refuses `deployed` when the records directory last served a later
+/// version of the same logical model, or the same version with other bytes.
+pub fn check_not_rolled_back(
+    records: &Path,
+    config: &Path,
+    deployed: &Deployed,
+) -> Result<(), LoadError> {
+    let path = records.join(LAST_SERVED);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let last: LastServed = serde_json::from_str(&text).map_err(|error| {
+        LoadError::Unreadable(format!(
+            "{}: not what serve writes: {error}",
+            path.display()
+        ))
+    })?;
+    let path = config.to_owned();
+    let config = &deployed.config;
+    if last.logical_model != config.table.logical_model {
+        return Ok(());
+    }
+    if config.version < last.version
+        || (config.version == last.version && deployed.sha256 != last.sha256)
+    {
+        return Err(LoadError::Pin {
+            path,
+            problem: format!(
+                "version {} (sha256 {}) is a rollback: version {} (sha256 {}) was last served into {}",
+                config.version,
+                deployed.sha256,
+                last.version,
+                last.sha256,
+                records.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Remembers `deployed` as the last config served into `records`.
+pub fn remember_served(records: &Path, deployed: &Deployed) -> anyhow::Result<()> {
+    let last = LastServed {
+        logical_model: deployed.config.table.logical_model.clone(),
+        version: deployed.config.version,
+        sha256: deployed.sha256.clone(),
+    };
+    let bytes = serde_json::to_vec(&last)?;
+    crate::atomic::Staged::new(&records.join(LAST_SERVED), |file| {
+        std::io::Write::write_all(file, &bytes)?;
+        Ok(())
+    })?
+    .commit()
+}
+
+/// A config file's and its signature's lengths and modification times.
+pub type Fingerprint = (u64, std::time::SystemTime, u64, std::time::SystemTime);
+
+/// The file's identity for the reload watch: its length and modification
+/// time, and its signature's.
+pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    let config = std::fs::metadata(path).ok()?;
+    let signature = std::fs::metadata(crate::routes::signature_path(path)).ok()?;
+    Some((
+        config.len(),
+        config.modified().ok()?,
+        signature.len(),
+        signature.modified().ok()?,
+    ))
+}

@@ -1,0 +1,108 @@
+//! What `GET /metrics` reports, in Prometheus text format: requests by
+//! route, reason and status; first-token latency per route as a
+//! histogram; the served config's version; and reloads by outcome.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+/// Upper bounds of the first-token histogram, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: BTreeMap<(String, String, String), u64>,
+    first_token: BTreeMap<String, Histogram>,
+    reloads: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    counters: Mutex<Counters>,
+}
+
+impl Metrics {
+    pub fn request(&self, route: &str, reason: &str, status: &str, ttft_ms: Option<f64>) {
+        let mut counters = self.counters.lock().expect("unpoisoned");
+        *counters
+            .requests
+            .entry((route.to_owned(), reason.to_owned(), status.to_owned()))
+            .or_default() += 1;
+        if let Some(ms) = ttft_ms {
+            let seconds = ms / 1e3;
+            let histogram = counters.first_token.entry(route.to_owned()).or_default();
+            for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
+                if seconds <= bound {
+                    *count += 1;
+                }
+            }
+            histogram.count += 1;
+            histogram.sum += seconds;
+        }
+    }
+
+    pub fn reload(&self, outcome: &'static str) {
+        *self
+            .counters
+            .lock()
+            .expect("unpoisoned")
+            .reloads
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
+    /// The text `GET /metrics` returns.
+    pub fn render(&self, config_version: u64, config_id: &str, expired: bool) -> String {
+        let counters = self.counters.lock().expect("unpoisoned");
+        let mut text = String::new();
+        let label = |value: &str| value.replace('\\', "\\\\").replace('"', "\\\"");
+        text.push_str("# HELP routeval_requests_total Requests served, by route, reason and status.\n# TYPE routeval_requests_total counter\n");
+        for ((route, reason, status), count) in &counters.requests {
+            let _ = writeln!(
+                text,
+                "routeval_requests_total{{route=\"{}\",reason=\"{}\",status=\"{}\"}} {count}",
+                label(route),
+                label(reason),
+                label(status)
+            );
+        }
+        text.push_str("# HELP routeval_first_token_seconds Time to the first token the client received.\n# TYPE routeval_first_token_seconds histogram\n");
+        for (route, histogram) in &counters.first_token {
+            let route = label(route);
+            for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
+                let _ = writeln!(
+                    text,
+                    "routeval_first_token_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                text,
+                "routeval_first_token_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}\nrouteval_first_token_seconds_sum{{route=\"{route}\"}} {}\nrouteval_first_token_seconds_count{{route=\"{route}\"}} {}",
+                histogram.count, histogram.sum, histogram.count
+            );
+        }
+        let _ = writeln!(
+            text,
+            "# HELP routeval_config_version The signed route config being served.\n# TYPE routeval_config_version gauge\nrouteval_config_version{{config_id=\"{}\"}} {config_version}\n# HELP routeval_config_expired Whether the served config has expired.\n# TYPE routeval_config_expired gauge\nrouteval_config_expired {}",
+            label(config_id),
+            u8::from(expired)
+        );
+        text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
+        for (outcome, count) in &counters.reloads {
+            let _ = writeln!(
+                text,
+                "routeval_config_reloads_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
+        text
+    }
+}

@@ -1,0 +1,183 @@
+//! `routeval serve`: an OpenAI-compatible endpoint that serves a signed
+//! route config exactly as it was gated. Before it listens it verifies the
+//! config and every artifact it pins ([`deployed`]); each request is
+//! authenticated by its key ([`keys`]), planned by the policy kernel
+//! (constraints first, then the slice's thresholds on the pinned router's
+//! score, or a cascade's stages and verifier), passed through to the
+//! chosen route byte for byte ([`http`]), and written as one request record
+//! ([`journal`]). SIGHUP or a change to the file reloads the config, which
+//! must verify and follow the running one, or the running one keeps
+//! serving. docs/serve.md says each behaviour exactly.
+
+mod answer;
+mod deployed;
+mod http;
+mod journal;
+mod keys;
+mod metrics;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::routing::{get, post};
+
+use crate::clock::{Clock, SystemClock};
+
+pub use deployed::{Deployed, LoadError, Sources, load};
+pub use http::ROUTE_DECISION_SCHEMA_VERSION;
+pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
+pub use keys::{Identity, Keys};
+
+/// The largest request body serve reads, unless `--max-body-bytes` says.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How often the config file is looked at for a change.
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub sources: Sources,
+    pub public_key: String,
+    pub keys: PathBuf,
+    pub listen: SocketAddr,
+    pub records: PathBuf,
+    pub trust_slice_header: bool,
+    pub strict_expiry: bool,
+    pub max_body_bytes: usize,
+    /// Records per Parquet part.
+    pub roll_records: u64,
+}
+
+/// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
+pub fn serve(
+    options: &ServeOptions,
+    ready: impl FnOnce(SocketAddr, &Deployed),
+) -> anyhow::Result<()> {
+    let public = crate::routes::load_public(&options.public_key)?;
+    let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
+    // Taken before the config is read: a change from here on is reloaded.
+    let loaded_fingerprint = deployed::fingerprint(&options.sources.config);
+    let deployed = load(&options.sources, &public, clock.as_ref(), None)?;
+    let keys = Keys::load(&options.keys)?;
+    let http = crate::client::http_client(256)?;
+    let listener = std::net::TcpListener::bind(options.listen)
+        .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
+    let (journal, writer) = journal::open(&options.records, options.roll_records)?;
+    deployed::remember_served(&options.records, &deployed)?;
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let app = Arc::new(http::App {
+        deployed: RwLock::new(Arc::new(deployed)),
+        keys,
+        trust_slice_header: options.trust_slice_header,
+        strict_expiry: options.strict_expiry,
+        clock,
+        http,
+        journal,
+        metrics: metrics::Metrics::default(),
+        requests: AtomicU64::new(0),
+        started_ms,
+    });
+    ready(address, &app.current());
+    let router = axum::Router::new()
+        .route("/v1/chat/completions", post(http::chat))
+        .route("/v1/route", post(http::route))
+        .route("/v1/models", get(http::models))
+        .route("/metrics", get(http::metrics))
+        .route("/healthz", get(http::healthz))
+        .route("/readyz", get(http::readyz))
+        .layer(axum::extract::DefaultBodyLimit::max(options.max_body_bytes))
+        .with_state(app.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let watcher = tokio::spawn(watch(
+            app.clone(),
+            options.sources.clone(),
+            public,
+            loaded_fingerprint,
+            options.records.clone(),
+        ));
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(stop_signal())
+            .await;
+        watcher.abort();
+        served
+    })?;
+    drop(runtime);
+    drop(app);
+    writer.finish()
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// Reloads on SIGHUP and when the config or its signature changes; a
+/// refused config is logged and counted, and the running one keeps serving.
+async fn watch(
+    app: Arc<http::App>,
+    sources: Sources,
+    public: minisign::PublicKey,
+    mut seen: Option<deployed::Fingerprint>,
+    records: PathBuf,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup()).expect("a SIGHUP handler");
+    loop {
+        let asked = tokio::select! {
+            _ = hangup.recv() => true,
+            () = tokio::time::sleep(WATCH_INTERVAL) => false,
+        };
+        let now = deployed::fingerprint(&sources.config);
+        if !asked && now == seen {
+            continue;
+        }
+        seen = now;
+        let running = app.current();
+        let unchanged = std::fs::read(&sources.config)
+            .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == running.sha256);
+        if unchanged && !asked {
+            continue;
+        }
+        match load(&sources, &public, app.clock.as_ref(), Some(&running)) {
+            Ok(next) => {
+                eprintln!(
+                    "serve: reloaded {}: {} version {} (sha256 {})",
+                    sources.config.display(),
+                    next.config.config_id,
+                    next.config.version,
+                    next.sha256
+                );
+                if let Err(error) = deployed::remember_served(&records, &next) {
+                    eprintln!("serve: {error:#}");
+                }
+                *app.deployed.write().expect("unpoisoned") = Arc::new(next);
+                app.metrics.reload("applied");
+            }
+            Err(refusal) => {
+                eprintln!(
+                    "serve: reload refused, version {} keeps serving: {refusal}",
+                    running.config.version
+                );
+                app.metrics.reload("refused");
+            }
+        }
+    }
+}

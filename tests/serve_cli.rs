@@ -1,0 +1,894 @@
+//! `routeval serve` through the binary: what was gated is what is served.
+//! The demo's signed configs (two-tier predictive, three-tier predictive,
+//! cascade) serve every prompt of the demo's dataset in front of serve-sim;
+//! each prompt's tier is the kernel's for the score the pinned router gives
+//! it, and each slice's live quality, cost and escalation are the gate's for
+//! the same table on results scored that way. Also: keys, refused configs
+//! at start and on reload, bad requests, and the records read as they are.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type};
+use serde_json::{Value, json};
+
+use crate::common::binary;
+use crate::common::routeval;
+use crate::common::{base_url, repo, start_sim};
+
+const KEY: &str = "sk-serve-test-0123456789";
+const EU_KEY: &str = "sk-serve-test-eu-tenant";
+
+/// A column of a Parquet table as text, numbers or booleans, by name.
+fn column(path: &Path, name: &str) -> Vec<Value> {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut values = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let array = batch
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("{}: no column {name}", path.display()));
+        for index in 0..array.len() {
+            values.push(if array.is_null(index) {
+                Value::Null
+            } else {
+                match array.data_type() {
+                    DataType::Boolean => json!(array.as_boolean().value(index)),
+                    DataType::Utf8 => json!(array.as_string::<i32>().value(index)),
+                    DataType::LargeUtf8 => json!(array.as_string::<i64>().value(index)),
+                    _ => {
+                        let cast = arrow::compute::cast(array, &DataType::Float64).unwrap();
+                        json!(cast.as_primitive::<Float64Type>().value(index))
+                    }
+                }
+            });
+        }
+    }
+    values
+}
+
+struct Served {
+    child: Child,
+    address: String,
+}
+
+impl Served {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY-free: a signal through the kill command, as an operator sends it.
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "serve stopped with {status}");
+    }
+}
+
+/// Starts serve; its first line names the address it listens on.
+fn start_serve(
+    config: &Path,
+    pubkey: &Path,
+    router: &Path,
+    keys: &Path,
+    records: &Path,
+    extra: &[&str],
+) -> Served {
+    let mut child = Command::new(binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .arg("--pubkey")
+        .arg(pubkey)
+        .arg("--router")
+        .arg(router)
+        .arg("--keys")
+        .arg(keys)
+        .arg("--records")
+        .arg(records)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .rsplit_once("http://")
+        .map(|(_, rest)| rest.trim_end_matches("/v1").to_owned())
+        .unwrap_or_else(|| {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            panic!("serve did not start: {line}{stderr}")
+        });
+    Served { child, address }
+}
+
+fn write_keys(path: &Path) {
+    let digest = |key: &str| routeval::digest::sha256_hex(key.as_bytes());
+    std::fs::write(
+        path,
+        format!(
+            "[[keys]]\nsha256 = \"{}\"\ntenant = \"demo\"\n\n[[keys]]\nsha256 = \"{}\"\ntenant = \"eu-tenant\"\n",
+            digest(KEY),
+            digest(EU_KEY)
+        ),
+    )
+    .unwrap();
+}
+
+/// The demo's candidates pointed at `base_url`, gated on `results`.
+struct Pipeline {
+    directory: tempfile::TempDir,
+    out: PathBuf,
+    full: PathBuf,
+}
+
+impl Pipeline {
+    fn new() -> Pipeline {
+        let directory = tempfile::tempdir().unwrap();
+        let out = directory.path().join("demo");
+        routeval()
+            .current_dir(repo())
+            .args(["demo", "--out"])
+            .arg(&out)
+            .arg("--report")
+            .arg(directory.path().join("report"))
+            .assert()
+            .success();
+        // The scores the full router gives every prompt: what serve computes.
+        let full = directory.path().join("full-scores.parquet");
+        routeval()
+            .args(["router", "score", "--router"])
+            .arg(out.join("router.bin"))
+            .arg("--results")
+            .arg(out.join("graded-scored.parquet"))
+            .arg("--out")
+            .arg(&full)
+            .args(["--into", "router_score"])
+            .assert()
+            .success();
+        Pipeline {
+            directory,
+            out,
+            full,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.directory.path().join(name)
+    }
+
+    /// Gates `candidate` (its routes pointed at `base_url`) on `results`
+    /// into `name`; the gate's report.
+    fn gate(&self, candidate: &str, base_url: &str, results: &Path, name: &str) -> Value {
+        let text = std::fs::read_to_string(repo().join("datasets/demo/routes").join(candidate))
+            .unwrap()
+            .replace("http://127.0.0.1:8089/v1", base_url);
+        let table = self.path(&format!("{name}-{candidate}"));
+        std::fs::write(&table, text).unwrap();
+        let mut command = routeval();
+        command
+            .args(["gate", "--candidates"])
+            .arg(&table)
+            .arg("--results")
+            .arg(results)
+            .arg("--calibration");
+        for calibration in ["cascade", "predictive", "predictive-three-tier"] {
+            command.arg(self.out.join(format!("calibration-{calibration}.json")));
+        }
+        command
+            .args(["--target", "0.8", "--router"])
+            .arg(self.out.join("router.bin"))
+            .arg("--rubrics")
+            .arg(repo().join("rubrics"))
+            .arg("--key")
+            .arg(self.out.join("keys/demo.key"))
+            .arg("--out")
+            .arg(self.path(name));
+        let output = command.output().unwrap();
+        assert!(
+            output.status.code().unwrap() < 2,
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&std::fs::read(self.path(name).join("gate-report.json")).unwrap())
+            .unwrap()
+    }
+}
+
+/// Every prompt of the demo's dataset: (id, slice, prompt).
+fn demo_prompts() -> Vec<(String, String, String)> {
+    std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            (
+                row["id"].as_str().unwrap().to_owned(),
+                row["slice"].as_str().unwrap().to_owned(),
+                row["prompt"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// What serve answered one prompt: the tier header, the body, the decision.
+struct Answered {
+    tier: String,
+    route: String,
+    text: String,
+    decision: Value,
+}
+
+fn ask_all(served: &Served, prompts: &[(String, String, String)]) -> Vec<Answered> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = routeval::client::http_client(16).unwrap();
+    runtime.block_on(async {
+        let mut answers = Vec::new();
+        for chunk in prompts.chunks(16) {
+            let calls = chunk.iter().map(|(_, slice, prompt)| {
+                let client = client.clone();
+                let body = json!({
+                    "model": "support-assistant",
+                    "messages": [{"role": "user", "content": prompt}],
+                    "temperature": 0.0,
+                    "max_tokens": 256,
+                    "seed": 7,
+                });
+                let chat = served.url("/v1/chat/completions");
+                let route = served.url("/v1/route");
+                async move {
+                    let send = |url: String| {
+                        client
+                            .post(url)
+                            .bearer_auth(KEY)
+                            .header("x-routeval-slice", slice)
+                            .json(&body)
+                            .send()
+                    };
+                    let response = send(chat).await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
+                    let (tier, route_name) =
+                        (header("x-routeval-tier"), header("x-routeval-route"));
+                    let reply: Value = response.json().await.unwrap();
+                    let decision: Value = send(route).await.unwrap().json().await.unwrap();
+                    Answered {
+                        tier,
+                        route: route_name,
+                        text: reply["choices"][0]["message"]["content"]
+                            .as_str()
+                            .unwrap()
+                            .to_owned(),
+                        decision,
+                    }
+                }
+            });
+            answers.extend(futures_util::future::join_all(calls).await);
+        }
+        answers
+    })
+}
+
+/// The tier a route's name stands for in the signed config.
+fn tier_of(config: &Value, route: &str) -> String {
+    config["table"]["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|found| found["name"] == route)
+        .unwrap()["tier"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn threshold(value: &Value) -> f64 {
+    value.as_f64().unwrap_or_else(|| match value.as_str() {
+        Some("inf") => f64::INFINITY,
+        other => panic!("not a threshold: {other:?}"),
+    })
+}
+
+#[test]
+fn what_the_gate_signed_is_what_serve_serves() {
+    let pipeline = Pipeline::new();
+    let dataset = repo().join("datasets/demo/prompts.jsonl");
+    let sim = start_sim(
+        &dataset,
+        routeval::serve_sim::SimSettings {
+            seed: 7,
+            ..routeval::serve_sim::SimSettings::default()
+        },
+    );
+    let url = base_url(&sim);
+    let keys = pipeline.path("keys.toml");
+    write_keys(&keys);
+    let prompts = demo_prompts();
+    let graded = pipeline.out.join("graded-scored.parquet");
+    let ids = column(&pipeline.full, "id");
+    let full_scores = column(&pipeline.full, "router_score");
+    let verifier_scores = column(&graded, "score");
+    let slices = column(&graded, "slice");
+    let row_of: BTreeMap<String, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(row, id)| (id.as_str().unwrap().to_owned(), row))
+        .collect();
+    let ok_of = |tier: &str| column(&graded, &format!("{tier}_ok"));
+    let oks: BTreeMap<&str, Vec<Value>> = ["small", "mid", "large"]
+        .into_iter()
+        .map(|tier| (tier, ok_of(tier)))
+        .collect();
+    let responses =
+        routeval::schema::read_all_responses(&pipeline.out.join("run/responses.parquet")).unwrap();
+    let run_text: BTreeMap<(String, String), String> = responses
+        .iter()
+        .filter_map(|row| Some(((row.id.clone(), row.tier.to_string()), row.text.clone()?)))
+        .collect();
+    let mut gaps = Vec::new();
+    for (candidate, policy) in [
+        ("predictive.toml", "predictive"),
+        ("predictive-three-tier.toml", "predictive"),
+        ("cascade.toml", "cascade"),
+    ] {
+        let signed_report = pipeline.gate(
+            candidate,
+            &url,
+            &graded,
+            &format!("signed-{policy}-{candidate}"),
+        );
+        assert!(
+            signed_report["emitted"].is_object(),
+            "{candidate}: {signed_report}"
+        );
+        let gate_dir = pipeline.path(&format!("signed-{policy}-{candidate}"));
+        let config_path = gate_dir.join("route-config.v1.json");
+        let config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+        // The gate on the same table, with the scores serve computes.
+        let scored = if policy == "cascade" {
+            &graded
+        } else {
+            &pipeline.full
+        };
+        let live_report = pipeline.gate(
+            candidate,
+            &url,
+            scored,
+            &format!("live-{policy}-{candidate}"),
+        );
+        let records = pipeline.path(&format!("records-{candidate}"));
+        let served = start_serve(
+            &config_path,
+            &pipeline.out.join("keys/demo.key.pub"),
+            &pipeline.out.join("router.bin"),
+            &keys,
+            &records,
+            &["--trust-slice-header"],
+        );
+        let answers = ask_all(&served, &prompts);
+        served.stop();
+        let policy_json = &config["table"]["policy"];
+        let (kind, body) = policy_json.as_object().unwrap().iter().next().unwrap();
+        let mut per_slice: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for ((id, slice, _), answer) in prompts.iter().zip(&answers) {
+            let row = row_of[id];
+            assert_eq!(slices[row].as_str().unwrap(), slice);
+            let (routes, thresholds): (Vec<String>, Vec<f64>) = match kind.as_str() {
+                "predictive" => (
+                    vec![
+                        body["small"].as_str().unwrap().to_owned(),
+                        body["large"].as_str().unwrap().to_owned(),
+                    ],
+                    vec![threshold(&body["thresholds"]["slices"][slice])],
+                ),
+                "predictive_tiers" => (
+                    body["tiers"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|tier| tier.as_str().unwrap().to_owned())
+                        .collect(),
+                    body["thresholds"]["slices"][slice]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(threshold)
+                        .collect(),
+                ),
+                "cascade" => (
+                    vec![
+                        body["small"].as_str().unwrap().to_owned(),
+                        body["large"].as_str().unwrap().to_owned(),
+                    ],
+                    vec![threshold(&body["thresholds"]["slices"][slice])],
+                ),
+                other => panic!("{other}"),
+            };
+            let score = if kind == "cascade" {
+                verifier_scores[row].as_f64().unwrap()
+            } else {
+                let full = full_scores[row].as_f64().unwrap();
+                assert_eq!(
+                    answer.decision["score"].as_f64(),
+                    Some(full),
+                    "{id}: serve's score is `router score`'s"
+                );
+                full
+            };
+            let expected_tier = thresholds
+                .iter()
+                .take_while(|&&threshold| score >= threshold)
+                .count();
+            let expected = tier_of(&config, &routes[expected_tier]);
+            assert_eq!(
+                answer.tier, expected,
+                "{candidate} {id}: score {score} thresholds {thresholds:?}"
+            );
+            assert_eq!(answer.route, routes[expected_tier]);
+            assert_eq!(
+                Some(&answer.text),
+                run_text.get(&(id.clone(), expected.clone())),
+                "{candidate} {id}: the answer is the tier's, as the run graded it"
+            );
+            let counts = per_slice.entry(slice.clone()).or_default();
+            counts.0 += 1;
+            counts.1 += u64::from(oks[expected.as_str()][row].as_bool().unwrap());
+            counts.2 += u64::from(expected_tier > 0);
+        }
+        // Per slice: live quality and escalation from what was served, cost
+        // from serve's own records, all equal to the gate's on the same rows.
+        let mut costs: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+        let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+        for part in routeval::records::record_parts(&records).unwrap() {
+            assert!(
+                part.extension().unwrap() == "parquet",
+                "rolled on stop: {}",
+                part.display()
+            );
+            for ((slice, cost), reason) in column(&part, "slice")
+                .iter()
+                .zip(column(&part, "cost_usd"))
+                .zip(column(&part, "reason"))
+            {
+                let entry = costs.entry(slice.as_str().unwrap().to_owned()).or_default();
+                entry.0 += cost.as_f64().unwrap();
+                entry.1 += 1;
+                *reasons
+                    .entry(reason.as_str().unwrap().to_owned())
+                    .or_default() += 1;
+            }
+        }
+        assert_eq!(
+            costs.values().map(|(_, n)| n).sum::<u64>(),
+            prompts.len() as u64
+        );
+        let live_candidate = &live_report["candidates"][0];
+        for metrics in live_candidate["slices"].as_array().unwrap() {
+            let slice = metrics["slice"].as_str().unwrap();
+            let (n, ok, escalated) = per_slice[slice];
+            assert_eq!(metrics["n"].as_u64(), Some(n));
+            assert_eq!(
+                metrics["quality"].as_f64().unwrap(),
+                ok as f64 / n as f64,
+                "{candidate} {slice}"
+            );
+            assert_eq!(
+                metrics["escalation_rate"].as_f64().unwrap(),
+                escalated as f64 / n as f64,
+                "{candidate} {slice}"
+            );
+            let (cost, count) = costs[slice];
+            let mean = metrics["mean_cost"].as_f64().unwrap();
+            assert!(
+                (cost / count as f64 - mean).abs() <= 1e-12 * mean.max(1e-9),
+                "{candidate} {slice}: live {} gate {mean}",
+                cost / count as f64
+            );
+        }
+        let signed_quality = signed_report["candidates"][0]["overall"]["quality"]
+            .as_f64()
+            .unwrap();
+        let live_quality = live_candidate["overall"]["quality"].as_f64().unwrap();
+        gaps.push(format!(
+            "{candidate}: signed {signed_quality:.4}, served {live_quality:.4}"
+        ));
+        // The records pass through drift as they are: a healthy run.
+        routeval()
+            .args(["drift", "--records"])
+            .arg(&records)
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--out")
+            .arg(pipeline.path(&format!("drift-{candidate}.json")))
+            .assert()
+            .success();
+        if kind == "cascade" {
+            assert!(
+                reasons.contains_key("cascade-accepted") && reasons.contains_key("escalated"),
+                "{reasons:?}"
+            );
+        }
+    }
+    eprintln!(
+        "cross-fitted vs full-model router scores: {}",
+        gaps.join("; ")
+    );
+    drop(sim);
+}
+
+/// A one-route config signed for these tests, pointed at `base_url`, with
+/// a constraint: the EU tenant may only be served from the EU.
+fn signed_single(
+    pipeline: &Pipeline,
+    base_url: &str,
+    name: &str,
+    baseline: Option<&Path>,
+) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8089/v1", base_url)
+        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n";
+    let table = pipeline.path(&format!("{name}.toml"));
+    std::fs::write(&table, text).unwrap();
+    let out = pipeline.path(name);
+    let mut command = routeval();
+    command
+        .args(["gate", "--allow-unknown-slices", "--candidates"])
+        .arg(&table)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .args(["--target", "0.8", "--router"])
+        .arg(pipeline.out.join("router.bin"))
+        .arg("--key")
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&out);
+    if let Some(baseline) = baseline {
+        command.arg("--baseline").arg(baseline);
+    }
+    command.assert().success();
+    let version = if baseline.is_some() { 2 } else { 1 };
+    out.join(format!("route-config.v{version}.json"))
+}
+
+#[test]
+fn keys_constraints_refusals_and_reloads() {
+    let pipeline = Pipeline::new();
+    let sim = start_sim(
+        &repo().join("datasets/demo/prompts.jsonl"),
+        routeval::serve_sim::SimSettings::default(),
+    );
+    let keys = pipeline.path("keys.toml");
+    write_keys(&keys);
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let router = pipeline.out.join("router.bin");
+    let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
+    let start = |config: &Path, router: &Path| {
+        Command::new(binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .arg("--pubkey")
+            .arg(&pubkey)
+            .arg("--router")
+            .arg(router)
+            .arg("--keys")
+            .arg(&keys)
+            .arg("--records")
+            .arg(pipeline.path("refused-records"))
+            .args(["--listen", "127.0.0.1:0"])
+            .env("ROUTEVAL_SIM_KEY", "x")
+            .output()
+            .unwrap()
+    };
+    // Refused at start, one line each, exit 2: tampered, unsigned, wrong
+    // router file, expired.
+    let tampered = pipeline.path("tampered.json");
+    let text = std::fs::read_to_string(&v1)
+        .unwrap()
+        .replace("\"policy\"", "\"policy\" ");
+    std::fs::write(&tampered, text).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(&v1),
+        routeval::routes::signature_path(&tampered),
+    )
+    .unwrap();
+    let unsigned = pipeline.path("unsigned.json");
+    std::fs::copy(&v1, &unsigned).unwrap();
+    let other_router = pipeline.path("other-router.bin");
+    let mut bytes = std::fs::read(&router).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&other_router, bytes).unwrap();
+    let expired_out = pipeline.path("expired");
+    routeval()
+        .args([
+            "gate",
+            "--allow-unknown-slices",
+            "--at",
+            "2020-01-01T00:00:00Z",
+            "--ttl-days",
+            "1",
+            "--candidates",
+        ])
+        .arg(pipeline.path("v1.toml"))
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .args(["--target", "0.8", "--router"])
+        .arg(&router)
+        .arg("--key")
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&expired_out)
+        .assert()
+        .success();
+    let expired = expired_out.join("route-config.v1.json");
+    let stranger = pipeline.path("stranger.key");
+    routeval()
+        .args(["keygen", "--out"])
+        .arg(&stranger)
+        .assert()
+        .success();
+    let signed = Command::new(binary())
+        .args(["gate", "--allow-unknown-slices", "--candidates"])
+        .arg(pipeline.path("v1.toml"))
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .args(["--target", "0.8", "--router"])
+        .arg(&router)
+        .arg("--key")
+        .arg(&stranger)
+        .arg("--out")
+        .arg(pipeline.path("stranger"))
+        .status()
+        .unwrap();
+    assert!(signed.success());
+    let by_stranger = pipeline.path("stranger").join("route-config.v1.json");
+    for (config, router, says) in [
+        (&expired, &router, "expired at 2020-01-02"),
+        (&by_stranger, &router, "signature"),
+        (&tampered, &router, "signature"),
+        (&unsigned, &router, "cannot read the signature"),
+        (
+            &v1,
+            &other_router,
+            "is not the router the thresholds were calibrated on",
+        ),
+    ] {
+        let output = start(config, router);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+
+    let records = pipeline.path("records");
+    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    let body_file = pipeline.path("body.json");
+    let client = |key: Option<&str>, slice: Option<&str>, body: String| {
+        std::fs::write(&body_file, body).unwrap();
+        let mut command = Command::new("curl");
+        command
+            .args([
+                "-s",
+                "-i",
+                "-X",
+                "POST",
+                &served.url("/v1/chat/completions"),
+                "--data-binary",
+            ])
+            .arg(format!("@{}", body_file.display()));
+        if let Some(key) = key {
+            command.args(["-H", &format!("Authorization: Bearer {key}")]);
+        }
+        if let Some(slice) = slice {
+            command.args(["-H", &format!("x-routeval-slice: {slice}")]);
+        }
+        String::from_utf8(command.output().unwrap().stdout).unwrap()
+    };
+    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
+    let body =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
+            .to_string();
+    let unauthorized = client(Some("sk-not-a-key"), Some(&slice), body.clone());
+    assert!(unauthorized.starts_with("HTTP/1.1 401"), "{unauthorized}");
+    assert!(!unauthorized.contains("sk-not-a-key"));
+    assert!(client(None, None, body.clone()).starts_with("HTTP/1.1 401"));
+    // Without --trust-slice-header the key's tenant is the slice: a tenant
+    // the table does not name gets the strongest tier.
+    let claimed = client(Some(KEY), Some(&slice), body.clone());
+    assert!(claimed.contains("x-routeval-tier: large"), "{claimed}");
+    // The EU tenant is served only from EU routes, which this table has
+    // none of: refused, whatever slice it claims.
+    let eu = client(Some(EU_KEY), Some(&slice), body.clone());
+    assert!(eu.starts_with("HTTP/1.1 403"), "{eu}");
+    let malformed = client(Some(KEY), None, "{\"model\":".to_owned());
+    assert!(
+        malformed.starts_with("HTTP/1.1 400") && malformed.contains("\"param\":\"body\""),
+        "{malformed}"
+    );
+    let no_messages = client(
+        Some(KEY),
+        None,
+        json!({"model": "support-assistant"}).to_string(),
+    );
+    assert!(
+        no_messages.contains("\"param\":\"messages\""),
+        "{no_messages}"
+    );
+    let huge = client(Some(KEY), None, "x".repeat(5 << 20));
+    assert!(
+        huge.contains("HTTP/1.1 413") && huge.contains("\"param\":\"body\""),
+        "{}",
+        &huge[..300.min(huge.len())]
+    );
+
+    // Reload: a rolled-back (same version) or tampered config is refused and
+    // v1 keeps serving; the next version that chains from v1 is taken.
+    let version = || {
+        let metrics = Command::new("curl")
+            .args(["-s", &served.url("/metrics")])
+            .output()
+            .unwrap();
+        String::from_utf8(metrics.stdout).unwrap()
+    };
+    let live = pipeline.path("live.json");
+    std::fs::copy(&v1, &live).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(&v1),
+        routeval::routes::signature_path(&live),
+    )
+    .unwrap();
+    let served_live = start_serve(
+        &live,
+        &pubkey,
+        &router,
+        &keys,
+        &pipeline.path("live-records"),
+        &[],
+    );
+    let metrics_of = |served: &Served| {
+        String::from_utf8(
+            Command::new("curl")
+                .args(["-s", &served.url("/metrics")])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    std::fs::copy(&tampered, &live).unwrap();
+    let wait_for = |served: &Served, text: &str| {
+        for _ in 0..40 {
+            if metrics_of(served).contains(text) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("never: {text}\n{}", metrics_of(served));
+    };
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 1",
+    );
+    assert!(metrics_of(&served_live).contains("} 1\n# HELP routeval_config_expired"));
+    let v2 = signed_single(&pipeline, &base_url(&sim), "v2", Some(&v1));
+    std::fs::copy(
+        routeval::routes::signature_path(&v2),
+        routeval::routes::signature_path(&live),
+    )
+    .unwrap();
+    std::fs::copy(&v2, &live).unwrap();
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"applied\"} 1",
+    );
+    assert!(
+        metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"),
+        "{}",
+        metrics_of(&served_live)
+    );
+    // Back to v1 is a rollback.
+    std::fs::copy(
+        routeval::routes::signature_path(&v1),
+        routeval::routes::signature_path(&live),
+    )
+    .unwrap();
+    std::fs::copy(&v1, &live).unwrap();
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 2",
+    );
+    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
+    served_live.stop();
+    // The records directory remembers v2: a restart on v1 is a rollback too.
+    let restart = Command::new(binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(&v1)
+        .arg("--pubkey")
+        .arg(&pubkey)
+        .arg("--router")
+        .arg(&router)
+        .arg("--keys")
+        .arg(&keys)
+        .arg("--records")
+        .arg(pipeline.path("live-records"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("ROUTEVAL_SIM_KEY", "x")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&restart.stderr);
+    assert_eq!(restart.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is a rollback: version 2"), "{stderr}");
+    assert!(
+        version().contains(
+            "routeval_requests_total{route=\"-\",reason=\"unauthorized\",status=\"error\"} 2"
+        ),
+        "{}",
+        version()
+    );
+    served.stop();
+    // The records: every request, no key material, readable as they are.
+    let mut all = String::new();
+    for part in routeval::records::record_parts(&records).unwrap() {
+        for (reason, slice) in column(&part, "reason").iter().zip(column(&part, "slice")) {
+            all.push_str(&format!("{reason} {slice}\n"));
+        }
+    }
+    assert!(all.contains("\"unauthorized\""), "{all}");
+    assert!(all.contains("\"constrained\" \"eu-tenant\""), "{all}");
+    let raw: Vec<u8> = routeval::records::record_parts(&records)
+        .unwrap()
+        .iter()
+        .flat_map(|part| std::fs::read(part).unwrap())
+        .collect();
+    for key in [KEY, EU_KEY, "sk-not-a-key"] {
+        assert!(
+            !raw.windows(key.len())
+                .any(|window| window == key.as_bytes()),
+            "{key} in the records"
+        );
+    }
+    routeval()
+        .args(["sample", "--per-slice", "1", "--records"])
+        .arg(&records)
+        .arg("--out")
+        .arg(pipeline.path("sample.jsonl"))
+        .assert()
+        .success();
+    routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&records)
+        .args(["--route", "large", "--fallback-ttft-ms", "1000"])
+        .assert()
+        .code(predicates::ord::lt(2));
+}
