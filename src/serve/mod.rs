@@ -10,7 +10,10 @@
 //! serving. docs/serve.md says each behaviour exactly.
 
 mod answer;
+mod cascade;
+mod decision;
 mod deployed;
+mod forward;
 mod http;
 mod journal;
 mod keys;
@@ -27,8 +30,8 @@ use axum::routing::{get, post};
 
 use crate::clock::{Clock, SystemClock};
 
+pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
-pub use http::ROUTE_DECISION_SCHEMA_VERSION;
 pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
 pub use keys::{Identity, Keys};
 
@@ -89,7 +92,7 @@ pub fn serve(
     ready(address, &app.current());
     let router = axum::Router::new()
         .route("/v1/chat/completions", post(http::chat))
-        .route("/v1/route", post(http::route))
+        .route("/v1/route", post(decision::route))
         .route("/v1/models", get(http::models))
         .route("/metrics", get(http::metrics))
         .route("/healthz", get(http::healthz))

@@ -1,0 +1,350 @@
+//! What a request asks for and what the signed table decides for it: the
+//! key's identity, the parsed body, the slice, the plan and the score; and
+//! `POST /v1/route`, which answers the decision alone.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::policy::{Plan, Refusal, applicable, plan};
+use crate::router_model::{featurise, stored_score};
+use crate::routes::{Scorer, SliceSource};
+
+use super::deployed::Deployed;
+use super::http::{App, begin, error, refuse, unreadable_body};
+use super::journal::ServedRecord;
+use super::keys::Identity;
+
+/// The schema of `POST /v1/route`'s answer.
+pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;
+
+/// A request refused before any route is called: the response, and the
+/// reason its record gives.
+pub(super) struct Refused {
+    pub response: Response,
+    pub reason: &'static str,
+}
+
+pub(super) fn refused(response: Response, reason: &'static str) -> Box<Refused> {
+    Box::new(Refused { response, reason })
+}
+
+/// A request that passed authentication and parsing, and its decision.
+pub(super) struct Decided {
+    pub request: serde_json::Map<String, Value>,
+    pub deployed: Arc<Deployed>,
+    pub slice: String,
+    pub plan: Plan,
+    /// Predictive: the score and the tier it chose.
+    pub score: Option<f64>,
+    pub tier: usize,
+}
+
+/// The last user message's text: what the router scores and a verifier is
+/// asked about.
+pub(super) fn last_user_text(request: &Value) -> String {
+    let Some(message) = request["messages"].as_array().and_then(|messages| {
+        messages
+            .iter()
+            .rev()
+            .find(|message| message["role"] == "user")
+    }) else {
+        return String::new();
+    };
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Authenticates, parses and decides; a refusal is the response to send,
+/// with the reason the record gives.
+pub(super) fn decide(
+    app: &App,
+    headers: &HeaderMap,
+    body: &[u8],
+    record: &mut ServedRecord,
+) -> Result<Decided, Box<Refused>> {
+    let deployed = app.current();
+    let identity = authenticate(app, headers)?;
+    if app.strict_expiry && deployed.expired(app.clock.as_ref()) {
+        return Err(refused(
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                None,
+                &format!(
+                    "the signed route config expired at {}; --strict-expiry serves nothing past it",
+                    deployed.config.expires_at
+                ),
+            ),
+            "expired",
+        ));
+    }
+    let request = parse(&deployed, body)?;
+    let slice = slice_for(app, headers, &deployed.serving.slice, &request, &identity);
+    record.slice = slice.clone();
+    let value = Value::Object(request.clone());
+    record.prompt = Some(last_user_text(&value));
+    record.messages = request.get("messages").map(Value::to_string);
+    let table = &deployed.config.table;
+    let keys: Vec<&str> = if slice == identity.tenant {
+        vec![&slice]
+    } else {
+        vec![&slice, &identity.tenant]
+    };
+    let constraints = applicable(table, &deployed.serving.constraints, &keys);
+    let planned =
+        plan(table, &slice, deployed.serving.unknown_slice, &constraints).map_err(|refusal| {
+            let reason = match refusal {
+                Refusal::UnknownSlice(_) => "unknown-slice",
+                Refusal::NoAllowedRoute { .. } => "constrained",
+            };
+            refused(
+                error(
+                    StatusCode::FORBIDDEN,
+                    "permission_error",
+                    None,
+                    &refusal.to_string(),
+                ),
+                reason,
+            )
+        })?;
+    let (score, tier) = match &planned {
+        Plan::Predictive { .. } => {
+            let score = score_for(&deployed, headers, &value, &slice)?;
+            (Some(score), planned.tier_for_score(score))
+        }
+        _ => (None, 0),
+    };
+    Ok(Decided {
+        request,
+        deployed,
+        slice,
+        plan: planned,
+        score,
+        tier,
+    })
+}
+
+/// The identity of the request's key, or a 401.
+fn authenticate(app: &App, headers: &HeaderMap) -> Result<Identity, Box<Refused>> {
+    app.keys
+        .authenticate(
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok()),
+        )
+        .cloned()
+        .ok_or_else(|| {
+            refused(
+                error(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_request_error",
+                    None,
+                    "a valid API key is required (Authorization: Bearer KEY)",
+                ),
+                "unauthorized",
+            )
+        })
+}
+
+fn bad_request(param: &str, message: String) -> Box<Refused> {
+    refused(
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some(param),
+            &message,
+        ),
+        "bad-request",
+    )
+}
+
+/// The body as a chat request for the logical model, or a 400 or 404
+/// naming the field.
+fn parse(deployed: &Deployed, body: &[u8]) -> Result<serde_json::Map<String, Value>, Box<Refused>> {
+    let bad = |param: &str, message: String| {
+        refused(
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                &message,
+            ),
+            "bad-request",
+        )
+    };
+    let request: serde_json::Map<String, Value> = serde_json::from_slice(body)
+        .map_err(|problem| bad("body", format!("the body is not a JSON object: {problem}")))?;
+    let logical = &deployed.config.table.logical_model;
+    match request.get("model") {
+        Some(Value::String(model)) if model == logical => {}
+        Some(Value::String(model)) => {
+            return Err(refused(
+                error(
+                    StatusCode::NOT_FOUND,
+                    "invalid_request_error",
+                    Some("model"),
+                    &format!(
+                        "the model {model:?} does not exist here; this endpoint serves {logical:?}"
+                    ),
+                ),
+                "unknown-model",
+            ));
+        }
+        _ => return Err(bad("model", "model is required (a string)".to_owned())),
+    }
+    match request.get("messages") {
+        Some(Value::Array(messages)) if !messages.is_empty() => Ok(request),
+        _ => Err(bad(
+            "messages",
+            "messages is required (a non-empty array)".to_owned(),
+        )),
+    }
+}
+
+/// The request's slice: its key's, else (where claims are trusted) the one
+/// it claims, else its tenant's name.
+fn slice_for(
+    app: &App,
+    headers: &HeaderMap,
+    serving_slice: &SliceSource,
+    request: &serde_json::Map<String, Value>,
+    identity: &Identity,
+) -> String {
+    let claimed = match serving_slice {
+        SliceSource::Header(name) => headers
+            .get(name.as_str())
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned),
+        SliceSource::Metadata(key) => request
+            .get("metadata")
+            .and_then(|metadata| metadata.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        SliceSource::User => request
+            .get("user")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    };
+    // The key decides the slice; a claim counts only where serve sits behind
+    // a gateway that sets it.
+    identity
+        .slice
+        .clone()
+        .or(if app.trust_slice_header {
+            claimed
+        } else {
+            None
+        })
+        .unwrap_or_else(|| identity.tenant.clone())
+}
+
+/// The predictive score: the pinned router's of the last user message, or
+/// the external scorer's from its header.
+fn score_for(
+    deployed: &Deployed,
+    headers: &HeaderMap,
+    request: &Value,
+    slice: &str,
+) -> Result<f64, Box<Refused>> {
+    Ok(match &deployed.serving.scorer {
+        Some(Scorer::Builtin { .. }) => {
+            let router = deployed.router.as_ref().expect("loaded with the config");
+            stored_score(router.score(&featurise(&last_user_text(request), slice)))
+        }
+        Some(Scorer::External(external)) => headers
+            .get(external.header.as_str())
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.trim().parse::<f64>().ok())
+            .filter(|score| score.is_finite())
+            .ok_or_else(|| {
+                bad_request(
+                    &external.header,
+                    format!(
+                        "the header {} must carry {} {}'s score, a number",
+                        external.header, external.name, external.version
+                    ),
+                )
+            })?,
+        None => unreachable!("a predictive config pins its scorer"),
+    })
+}
+
+pub(super) fn routes_of(plan: &Plan) -> Vec<&str> {
+    match plan {
+        Plan::Route { route, .. } => vec![route],
+        Plan::Predictive { tiers, .. } => tiers.iter().map(String::as_str).collect(),
+        Plan::Cascade { stages, .. } => stages.iter().map(String::as_str).collect(),
+    }
+}
+
+/// `POST /v1/route`: the decision, with no call made.
+pub async fn route(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unreadable_body(&app, &rejection),
+    };
+    let deployed = app.current();
+    let mut record = begin(&app, &deployed);
+    let started = Instant::now();
+    let decided = match decide(&app, &headers, &body, &mut record) {
+        Ok(decided) => decided,
+        Err(refusal) => {
+            return refuse(&app, record, refusal.reason, started, refusal.response);
+        }
+    };
+    let routes = routes_of(&decided.plan);
+    let (route, reason) = match &decided.plan {
+        Plan::Cascade { .. } => (routes[0], "cascade-start".to_owned()),
+        plan => (
+            routes[decided.tier],
+            plan.reason(&decided.deployed.config.table, decided.tier),
+        ),
+    };
+    let thresholds = match &decided.plan {
+        Plan::Predictive { thresholds, .. } | Plan::Cascade { thresholds, .. } => {
+            thresholds.clone()
+        }
+        Plan::Route { .. } => Vec::new(),
+    };
+    let config = &decided.deployed.config;
+    let tier_name = config
+        .table
+        .route(route)
+        .map(|found| found.tier.name().to_owned());
+    axum::Json(json!({
+        "schema_version": ROUTE_DECISION_SCHEMA_VERSION,
+        "logical_model": config.table.logical_model,
+        "slice": decided.slice,
+        "policy": config.table.policy.kind(),
+        "route": route,
+        "model": decided.deployed.upstreams.get(route).map(|upstream| upstream.model.clone()),
+        "tier": tier_name,
+        "routes": routes,
+        "score": decided.score,
+        "thresholds": thresholds.iter().map(|threshold| crate::schema::Threshold(*threshold)).collect::<Vec<_>>(),
+        "verifier": match &decided.plan { Plan::Cascade { verifier, .. } => Some(verifier.clone()), _ => None },
+        "reason": reason,
+        "config_id": config.config_id,
+        "config_version": config.version,
+        "config_sha256": decided.deployed.sha256,
+    }))
+    .into_response()
+}
