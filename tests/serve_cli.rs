@@ -575,6 +575,17 @@ fn signed_single(
     out.join(format!("route-config.v{version}.json"))
 }
 
+/// Puts `config` and its signature where serve watches (`live`), the
+/// signature first, as a deploy tool replaces them.
+fn install(config: &Path, live: &Path) {
+    std::fs::copy(
+        routeval::routes::signature_path(config),
+        routeval::routes::signature_path(live),
+    )
+    .unwrap();
+    std::fs::copy(config, live).unwrap();
+}
+
 #[test]
 fn keys_constraints_refusals_and_reloads() {
     let pipeline = Pipeline::new();
@@ -587,7 +598,7 @@ fn keys_constraints_refusals_and_reloads() {
     let pubkey = pipeline.out.join("keys/demo.key.pub");
     let router = pipeline.out.join("router.bin");
     let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
-    let start = |config: &Path, router: &Path| {
+    let start = |config: &Path, router: &Path, records: &Path| {
         Command::new(binary())
             .arg("serve")
             .arg("--config")
@@ -599,7 +610,7 @@ fn keys_constraints_refusals_and_reloads() {
             .arg("--keys")
             .arg(&keys)
             .arg("--records")
-            .arg(pipeline.path("refused-records"))
+            .arg(records)
             .args(["--listen", "127.0.0.1:0"])
             .env("ROUTEVAL_SIM_KEY", "x")
             .output()
@@ -683,7 +694,7 @@ fn keys_constraints_refusals_and_reloads() {
             "is not the router the thresholds were calibrated on",
         ),
     ] {
-        let output = start(config, router);
+        let output = start(config, router, &pipeline.path("refused-records"));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -761,12 +772,7 @@ fn keys_constraints_refusals_and_reloads() {
         String::from_utf8(metrics.stdout).unwrap()
     };
     let live = pipeline.path("live.json");
-    std::fs::copy(&v1, &live).unwrap();
-    std::fs::copy(
-        routeval::routes::signature_path(&v1),
-        routeval::routes::signature_path(&live),
-    )
-    .unwrap();
+    install(&v1, &live);
     let served_live = start_serve(
         &live,
         &pubkey,
@@ -801,12 +807,7 @@ fn keys_constraints_refusals_and_reloads() {
     );
     assert!(metrics_of(&served_live).contains("} 1\n# HELP routeval_config_expired"));
     let v2 = signed_single(&pipeline, &base_url(&sim), "v2", Some(&v1));
-    std::fs::copy(
-        routeval::routes::signature_path(&v2),
-        routeval::routes::signature_path(&live),
-    )
-    .unwrap();
-    std::fs::copy(&v2, &live).unwrap();
+    install(&v2, &live);
     wait_for(
         &served_live,
         "routeval_config_reloads_total{outcome=\"applied\"} 1",
@@ -817,12 +818,7 @@ fn keys_constraints_refusals_and_reloads() {
         metrics_of(&served_live)
     );
     // Back to v1 is a rollback.
-    std::fs::copy(
-        routeval::routes::signature_path(&v1),
-        routeval::routes::signature_path(&live),
-    )
-    .unwrap();
-    std::fs::copy(&v1, &live).unwrap();
+    install(&v1, &live);
     wait_for(
         &served_live,
         "routeval_config_reloads_total{outcome=\"refused\"} 2",
@@ -830,22 +826,7 @@ fn keys_constraints_refusals_and_reloads() {
     assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
     served_live.stop();
     // The records directory remembers v2: a restart on v1 is a rollback too.
-    let restart = Command::new(binary())
-        .arg("serve")
-        .arg("--config")
-        .arg(&v1)
-        .arg("--pubkey")
-        .arg(&pubkey)
-        .arg("--router")
-        .arg(&router)
-        .arg("--keys")
-        .arg(&keys)
-        .arg("--records")
-        .arg(pipeline.path("live-records"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env("ROUTEVAL_SIM_KEY", "x")
-        .output()
-        .unwrap();
+    let restart = start(&v1, &router, &pipeline.path("live-records"));
     let stderr = String::from_utf8_lossy(&restart.stderr);
     assert_eq!(restart.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("is a rollback: version 2"), "{stderr}");

@@ -85,13 +85,33 @@ impl EndpointConfig {
 
     /// Dollars for a call's tokens.
     pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
+        TokenPrices {
+            input_per_mtok: self.price_input_per_mtok,
+            cached_input_per_mtok: self.price_cached_input_per_mtok,
+            output_per_mtok: self.price_output_per_mtok,
+        }
+        .cost(input, cached_input, output)
+    }
+}
+
+/// An endpoint's prices per million tokens: what `run` and `serve` charge a
+/// call, the same way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenPrices {
+    pub input_per_mtok: f64,
+    /// Cached input tokens; the input price where the endpoint has none.
+    pub cached_input_per_mtok: Option<f64>,
+    pub output_per_mtok: f64,
+}
+
+impl TokenPrices {
+    /// Dollars for a call's tokens.
+    pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
         let cached = cached_input.min(input);
-        let cached_price = self
-            .price_cached_input_per_mtok
-            .unwrap_or(self.price_input_per_mtok);
-        ((input - cached) as f64 * self.price_input_per_mtok
+        let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        ((input - cached) as f64 * self.input_per_mtok
             + cached as f64 * cached_price
-            + output as f64 * self.price_output_per_mtok)
+            + output as f64 * self.output_per_mtok)
             / 1e6
     }
 }

@@ -11,7 +11,7 @@ mod limits;
 
 pub use cache::{Cache, CachedCall, cache_key};
 pub use caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
-pub use config::{EndpointConfig, GenerationConfig};
+pub use config::{EndpointConfig, GenerationConfig, TokenPrices};
 pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
     preflight, redact, redact_url,

@@ -70,7 +70,7 @@ pub(super) fn last_user_text(request: &Value) -> String {
 
 /// Authenticates, parses and decides; a refusal is the response to send,
 /// with the reason the record gives.
-pub(super) fn decide(
+fn decide(
     app: &App,
     headers: &HeaderMap,
     body: &[u8],
@@ -291,24 +291,38 @@ pub(super) fn routes_of(plan: &Plan) -> Vec<&str> {
     }
 }
 
+/// A request read, authenticated and decided, with its record begun and
+/// the time it arrived; or the refusal to send, already recorded.
+pub(super) fn admit(
+    app: &App,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Decided, ServedRecord, Instant), Box<Response>> {
+    let body = body.map_err(|rejection| Box::new(unreadable_body(app, &rejection)))?;
+    let started = Instant::now();
+    let deployed = app.current();
+    let mut record = begin(app, &deployed);
+    match decide(app, headers, &body, &mut record) {
+        Ok(decided) => Ok((decided, record, started)),
+        Err(refusal) => Err(Box::new(refuse(
+            app,
+            record,
+            refusal.reason,
+            started,
+            refusal.response,
+        ))),
+    }
+}
+
 /// `POST /v1/route`: the decision, with no call made.
 pub async fn route(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return unreadable_body(&app, &rejection),
-    };
-    let deployed = app.current();
-    let mut record = begin(&app, &deployed);
-    let started = Instant::now();
-    let decided = match decide(&app, &headers, &body, &mut record) {
-        Ok(decided) => decided,
-        Err(refusal) => {
-            return refuse(&app, record, refusal.reason, started, refusal.response);
-        }
+    let (decided, _, _) = match admit(&app, &headers, body) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
     };
     let routes = routes_of(&decided.plan);
     let (route, reason) = match &decided.plan {

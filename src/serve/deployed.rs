@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use minisign::PublicKey;
 
+use crate::client::TokenPrices;
 use crate::clock::{Clock, parse_rfc3339};
 use crate::digest::sha256_hex;
 use crate::router_model::{FEATURES_VERSION, Router};
@@ -47,22 +48,13 @@ pub struct Upstream {
     pub chat_url: String,
     pub model: String,
     pub api_key: Option<String>,
-    pub price_input_per_mtok: f64,
-    pub price_cached_input_per_mtok: Option<f64>,
-    pub price_output_per_mtok: f64,
+    pub prices: TokenPrices,
 }
 
 impl Upstream {
     /// What a call cost, USD, as the run prices it.
     pub fn cost(&self, input: u64, cached_input: u64, output: u64) -> f64 {
-        let cached = cached_input.min(input);
-        let cached_price = self
-            .price_cached_input_per_mtok
-            .unwrap_or(self.price_input_per_mtok);
-        ((input - cached) as f64 * self.price_input_per_mtok
-            + cached as f64 * cached_price
-            + output as f64 * self.price_output_per_mtok)
-            / 1e6
+        self.prices.cost(input, cached_input, output)
     }
 }
 
@@ -221,9 +213,11 @@ pub fn load(
                 chat_url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
                 model: route.model.clone(),
                 api_key,
-                price_input_per_mtok: route.price_input_per_mtok,
-                price_cached_input_per_mtok: route.price_cached_input_per_mtok,
-                price_output_per_mtok: route.price_output_per_mtok,
+                prices: TokenPrices {
+                    input_per_mtok: route.price_input_per_mtok,
+                    cached_input_per_mtok: route.price_cached_input_per_mtok,
+                    output_per_mtok: route.price_output_per_mtok,
+                },
             },
         );
     }

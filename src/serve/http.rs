@@ -20,7 +20,7 @@ use crate::records::Status;
 
 use super::answer::Answer;
 use super::cascade::verify;
-use super::decision::{Decided, decide, routes_of};
+use super::decision::{Decided, admit, routes_of};
 use super::deployed::Deployed;
 use super::forward::{Called, Finishing, Source, call, is_sse, pass_through, without_url};
 use super::journal::{Journal, ServedRecord};
@@ -135,18 +135,9 @@ pub async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return unreadable_body(&app, &rejection),
-    };
-    let started = Instant::now();
-    let deployed = app.current();
-    let mut record = begin(&app, &deployed);
-    let decided = match decide(&app, &headers, &body, &mut record) {
-        Ok(decided) => decided,
-        Err(refusal) => {
-            return refuse(&app, record, refusal.reason, started, refusal.response);
-        }
+    let (decided, mut record, started) = match admit(&app, &headers, body) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
     };
     record.score = decided.score;
     let (stages, cascade) = match &decided.plan {
