@@ -271,6 +271,8 @@ fn write_records(path: &Path, rows: usize) {
                 cost_usd: Some(if large { 0.009 } else { 0.0004 }),
                 prompt: None,
                 messages: None,
+                config_version: None,
+                config_sha256: None,
             })
             .unwrap();
     }

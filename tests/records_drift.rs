@@ -650,6 +650,8 @@ fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
                 cost_usd: (index % 20 != 0).then(|| (1 + index % 37) as f64 / 1024.0),
                 prompt: None,
                 messages: None,
+                config_version: None,
+                config_sha256: None,
             }
         })
         .collect()

@@ -55,7 +55,7 @@ fn column(path: &Path, name: &str) -> Vec<Value> {
 }
 
 struct Served {
-    child: Child,
+    child: Option<Child>,
     address: String,
 }
 
@@ -64,15 +64,26 @@ impl Served {
         format!("http://{}{path}", self.address)
     }
 
+    /// SIGTERM, as an operator stops it: it must exit 0 having rolled its
+    /// records.
     fn stop(mut self) {
-        let pid = self.child.id() as i32;
-        // SAFETY-free: a signal through the kill command, as an operator sends it.
+        let mut child = self.child.take().expect("running");
         Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args(["-TERM", &child.id().to_string()])
             .status()
             .unwrap();
-        let status = self.child.wait().unwrap();
+        let status = child.wait().unwrap();
         assert!(status.success(), "serve stopped with {status}");
+    }
+}
+
+impl Drop for Served {
+    /// A test that failed leaves no server behind.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -117,7 +128,10 @@ fn start_serve(
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
             panic!("serve did not start: {line}{stderr}")
         });
-    Served { child, address }
+    Served {
+        child: Some(child),
+        address,
+    }
 }
 
 fn write_keys(path: &Path) {

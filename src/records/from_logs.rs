@@ -361,6 +361,8 @@ fn record_of(
         cost_usd: None,
         prompt: None,
         messages: None,
+        config_version: None,
+        config_sha256: None,
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Record<'a> {
     pub cost_usd: Option<f64>,
     pub prompt: Option<Cow<'a, str>>,
     pub messages: Option<Cow<'a, str>>,
+    /// The signed config that decided the request, where serve wrote it.
+    pub config_version: Option<u64>,
+    pub config_sha256: Option<Cow<'a, str>>,
 }
 
 impl Record<'_> {
@@ -64,6 +67,8 @@ impl Record<'_> {
             cost_usd: self.cost_usd,
             prompt: self.prompt.map(own),
             messages: self.messages.map(own),
+            config_version: self.config_version,
+            config_sha256: self.config_sha256.map(own),
         }
     }
 }
@@ -203,6 +208,16 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         cost_usd: number(COST_USD)?,
         prompt: text(PROMPT)?,
         messages: text(MESSAGES)?,
+        config_version: match number(CONFIG_VERSION)? {
+            Some(value) if !(value.is_finite() && value >= 1.0 && value.fract() == 0.0) => {
+                return Err((
+                    field(CONFIG_VERSION),
+                    format!("{value} is not a config version"),
+                ));
+            }
+            value => value.map(|value| value as u64),
+        },
+        config_sha256: text(CONFIG_SHA256)?,
     };
     check_values(&record).map_err(|(index, problem)| (field(index), problem))?;
     Ok(record)

@@ -66,7 +66,7 @@ const COUNT: RecordKind = RecordKind::Count;
 const REAL: RecordKind = RecordKind::Real;
 
 /// Every column, in the order routeval writes them.
-pub const RECORD_COLUMNS: [RecordColumn; 18] = [
+pub const RECORD_COLUMNS: [RecordColumn; 20] = [
     column("id", TEXT, true, "the request's id, unique in the file"),
     column(
         "timestamp",
@@ -140,6 +140,18 @@ pub const RECORD_COLUMNS: [RecordColumn; 18] = [
         false,
         "the conversation, as OpenAI chat-format JSON text",
     ),
+    column(
+        "config_version",
+        COUNT,
+        false,
+        "the version of the signed route config that decided the request (`routeval serve`)",
+    ),
+    column(
+        "config_sha256",
+        TEXT,
+        false,
+        "the sha256 of that config's file",
+    ),
 ];
 
 /// Each field's position in [`RECORD_COLUMNS`], for the readers.
@@ -162,6 +174,8 @@ pub(super) mod field {
     pub const COST_USD: usize = 15;
     pub const PROMPT: usize = 16;
     pub const MESSAGES: usize = 17;
+    pub const CONFIG_VERSION: usize = 18;
+    pub const CONFIG_SHA256: usize = 19;
 }
 
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -248,6 +262,8 @@ mod tests {
             (field::COST_USD, "cost_usd"),
             (field::PROMPT, "prompt"),
             (field::MESSAGES, "messages"),
+            (field::CONFIG_VERSION, "config_version"),
+            (field::CONFIG_SHA256, "config_sha256"),
         ];
         assert_eq!(positions.len(), RECORD_COLUMNS.len());
         for (position, name) in positions {

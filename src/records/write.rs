@@ -124,6 +124,8 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             reals(&|row| row.cost_usd),
             texts(&|row| row.prompt.as_deref()),
             texts(&|row| row.messages.as_deref()),
+            counts(&|row| row.config_version),
+            texts(&|row| row.config_sha256.as_deref()),
         ];
         self.written += rows.len() as u64;
         let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;

@@ -72,11 +72,11 @@ pub(super) fn last_user_text(request: &Value) -> String {
 /// with the reason the record gives.
 fn decide(
     app: &App,
+    deployed: Arc<Deployed>,
     headers: &HeaderMap,
     body: &[u8],
     record: &mut ServedRecord,
 ) -> Result<Decided, Box<Refused>> {
-    let deployed = app.current();
     let identity = authenticate(app, headers)?;
     if app.strict_expiry && deployed.expired(app.clock.as_ref()) {
         return Err(refused(
@@ -302,7 +302,7 @@ pub(super) fn admit(
     let started = Instant::now();
     let deployed = app.current();
     let mut record = begin(app, &deployed);
-    match decide(app, headers, &body, &mut record) {
+    match decide(app, deployed, headers, &body, &mut record) {
         Ok(decided) => Ok((decided, record, started)),
         Err(refusal) => Err(Box::new(refuse(
             app,

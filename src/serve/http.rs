@@ -91,6 +91,8 @@ pub(super) fn begin(app: &App, deployed: &Deployed) -> ServedRecord {
         cost_usd: None,
         prompt: None,
         messages: None,
+        config_version: deployed.config.version,
+        config_sha256: deployed.sha256.clone(),
     }
 }
 

@@ -41,6 +41,8 @@ pub struct ServedRecord {
     pub cost_usd: Option<f64>,
     pub prompt: Option<String>,
     pub messages: Option<String>,
+    pub config_version: u64,
+    pub config_sha256: String,
 }
 
 /// The sending end: records go to the writer thread.

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 
 use crate::clock::{Clock, SystemClock};
 
@@ -104,7 +105,12 @@ pub fn serve(
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
+        // Each response's header and body are written apart: without
+        // NODELAY, Nagle's algorithm holds the second until the client's
+        // delayed ACK, 40 ms later.
+        let listener = tokio::net::TcpListener::from_std(listener)?.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
         let watcher = tokio::spawn(watch(
             app.clone(),
             options.sources.clone(),

@@ -15,6 +15,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -213,8 +214,13 @@ pub fn spawn(
                 .build()
                 .expect("a tokio runtime");
             runtime.block_on(async move {
-                let listener =
-                    tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+                // Without NODELAY a response's header and body, written
+                // apart, wait 40 ms for the client's delayed ACK.
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .expect("a tokio listener")
+                    .tap_io(|stream| {
+                        let _ = stream.set_nodelay(true);
+                    });
                 let _ = axum::serve(listener, app)
                     .with_graceful_shutdown(async {
                         let _ = stopped.await;
@@ -666,49 +672,71 @@ impl Reply {
 }
 
 /// The pieces sent as their delays come (held while the sim is paused); a
-/// response that ends whole marks its prompt completed.
+/// response that ends whole marks its prompt completed. Delays add up to
+/// each piece's due time from the first poll, and every piece already due
+/// goes out in one chunk: a timer per token would round each token's few
+/// microseconds up to the timer's millisecond, so a fast simulated model
+/// would answer slower than the code it is meant to measure.
 fn timed_body(
     shared: Arc<Shared>,
     pieces: Vec<Piece>,
     finishes: bool,
     completed_key: String,
 ) -> Body {
-    let body =
-        futures_util::stream::unfold((pieces.into_iter(), false), move |(mut pieces, failed)| {
-            let shared = shared.clone();
-            let completed_key = completed_key.clone();
-            async move {
-                if failed {
-                    return None;
+    struct Paced {
+        pieces: std::iter::Peekable<std::vec::IntoIter<Piece>>,
+        started: Option<tokio::time::Instant>,
+        due: Duration,
+        failed: bool,
+    }
+    let paced = Paced {
+        pieces: pieces.into_iter().peekable(),
+        started: None,
+        due: Duration::ZERO,
+        failed: false,
+    };
+    let body = futures_util::stream::unfold(paced, move |mut paced| {
+        let shared = shared.clone();
+        let completed_key = completed_key.clone();
+        async move {
+            if paced.failed {
+                return None;
+            }
+            let Some((delay, piece)) = paced.pieces.next() else {
+                if finishes {
+                    shared.completed(completed_key);
                 }
-                match pieces.next() {
-                    None => {
-                        if finishes {
-                            shared.completed(completed_key);
-                        }
-                        None
-                    }
-                    Some((delay, piece)) => {
-                        while shared.paused.load(Ordering::SeqCst) {
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                        if !delay.is_zero() {
-                            tokio::time::sleep(delay).await;
-                        }
-                        match piece {
-                            Ok(bytes) => Some((
-                                Ok::<Bytes, std::io::Error>(Bytes::from(bytes)),
-                                (pieces, false),
-                            )),
-                            Err(()) => Some((
-                                Err(std::io::Error::other("connection reset by the simulator")),
-                                (pieces, true),
-                            )),
-                        }
-                    }
+                return None;
+            };
+            while shared.paused.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let started = *paced.started.get_or_insert_with(tokio::time::Instant::now);
+            paced.due += delay;
+            tokio::time::sleep_until(started + paced.due).await;
+            let mut bytes = match piece {
+                Ok(bytes) => bytes,
+                Err(()) => {
+                    paced.failed = true;
+                    return Some((
+                        Err(std::io::Error::other("connection reset by the simulator")),
+                        paced,
+                    ));
+                }
+            };
+            // Every later piece already due joins this chunk.
+            while let Some((delay, Ok(_))) = paced.pieces.peek() {
+                if started + paced.due + *delay > tokio::time::Instant::now() {
+                    break;
+                }
+                paced.due += *delay;
+                if let Some((_, Ok(more))) = paced.pieces.next() {
+                    bytes.push_str(&more);
                 }
             }
-        });
+            Some((Ok::<Bytes, std::io::Error>(Bytes::from(bytes)), paced))
+        }
+    });
     Body::from_stream(body)
 }
 

@@ -1,0 +1,571 @@
+//! The latency `routeval serve` adds to a request, with the built-in router
+//! scoring every one, against calling serve-sim directly; the same for the
+//! LiteLLM proxy in front of the same serve-sim, in the same run; and the
+//! decision API's throughput on one core.
+//!
+//! Open loop: requests leave on a fixed schedule at each offered load
+//! (`ROUTEVAL_BENCH_LOADS`, default 500,2000,5000 requests per second) for
+//! `ROUTEVAL_BENCH_SECONDS` (default 3), and each latency runs from the
+//! moment the request was due, so a server that falls behind is charged for
+//! the queue it builds. serve-sim answers at once (no simulated latency),
+//! so what is left is each hop's own cost. The resident memory of each
+//! server is read after each load.
+//!
+//! The LiteLLM peer runs when `ROUTEVAL_BENCH_LITELLM` names its `litellm`
+//! command (default `~/.cache/routeval/litellm-proxy-venv/bin/litellm`, from
+//! `pip install 'litellm[proxy]'`); without it the peer is skipped, and said.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The proxy's master key, which its clients send.
+const LITELLM_KEY: &str = "sk-litellm-bench-0123456789abcdef";
+
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_routeval")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// A child server and the address its first stdout line names.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(command: &mut Command) -> Server {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches("/v1")
+        .to_owned();
+    Server { child, address }
+}
+
+/// Resident memory of `pid` and its children, MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let mut pids = vec![pid];
+    if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+        pids.extend(
+            children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok()),
+        );
+    }
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .sum::<f64>()
+        / 1024.0
+}
+
+/// The demo's pipeline, its predictive config gated with routes on `sim`.
+fn signed_config(directory: &Path, sim: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let out = directory.join("demo");
+    let status = Command::new(binary())
+        .arg("demo")
+        .arg("--data")
+        .arg(repo().join("datasets/demo"))
+        .arg("--rubrics")
+        .arg(repo().join("rubrics"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--report")
+        .arg(directory.join("report"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let table = directory.join("predictive.toml");
+    std::fs::write(
+        &table,
+        std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
+            .unwrap()
+            .replace("http://127.0.0.1:8089/v1", &format!("http://{sim}/v1")),
+    )
+    .unwrap();
+    let status = Command::new(binary())
+        .args(["gate", "--target", "0.8", "--candidates"])
+        .arg(&table)
+        .arg("--results")
+        .arg(out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(out.join("calibration-predictive.json"))
+        .arg("--router")
+        .arg(out.join("router.bin"))
+        .arg("--key")
+        .arg(out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(directory.join("gate"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (
+        directory.join("gate/route-config.v1.json"),
+        out.join("keys/demo.key.pub"),
+        out.join("router.bin"),
+    )
+}
+
+fn prompts() -> Vec<(String, String)> {
+    std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                row["slice"].as_str().unwrap().to_owned(),
+                row["prompt"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A request unanswered this long counts as an error, so a server that
+/// falls far behind does not carry its backlog into the next load.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first failure a load met, printed once so a broken setup says why.
+static FIRST_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// What one load gave: latencies (ms, sorted), errors, achieved rate.
+struct Load {
+    latencies: Vec<f64>,
+    errors: usize,
+    achieved: f64,
+}
+
+impl Load {
+    fn percentile(&self, p: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        let rank =
+            ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
+        self.latencies[rank - 1]
+    }
+}
+
+/// One target: where requests go, the model they name, and the key.
+#[derive(Clone)]
+struct Target {
+    url: String,
+    model: String,
+    key: String,
+}
+
+fn offered(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    target: &Target,
+    rate: f64,
+    seconds: f64,
+    prompts: &[(String, String)],
+) -> Load {
+    let total = (rate * seconds) as usize;
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    let errors = Arc::new(Mutex::new(0usize));
+    let started = Instant::now();
+    runtime.block_on(async {
+        let begin = tokio::time::Instant::now();
+        let mut tasks = Vec::with_capacity(total);
+        for index in 0..total {
+            let due = begin + Duration::from_secs_f64(index as f64 / rate);
+            tokio::time::sleep_until(due).await;
+            let (slice, prompt) = &prompts[index % prompts.len()];
+            let body = serde_json::json!({
+                "model": target.model,
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 64,
+                "seed": 7,
+            });
+            let request = client
+                .post(&target.url)
+                .bearer_auth(&target.key)
+                .header("x-routeval-slice", slice.as_str())
+                .json(&body);
+            let (latencies, errors) = (latencies.clone(), errors.clone());
+            tasks.push(tokio::spawn(async move {
+                let exchange = async {
+                    match request.send().await {
+                        Ok(response) if response.status().is_success() => {
+                            response.bytes().await.is_ok()
+                        }
+                        Ok(response) => {
+                            FIRST_ERROR.get_or_init(|| format!("status {}", response.status()));
+                            false
+                        }
+                        Err(error) => {
+                            FIRST_ERROR.get_or_init(|| format!("{error:?}"));
+                            false
+                        }
+                    }
+                };
+                let answered = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+                    .await
+                    .unwrap_or_else(|_| {
+                        FIRST_ERROR.get_or_init(|| "a request timed out".to_owned());
+                        false
+                    });
+                let elapsed = due.elapsed().as_secs_f64() * 1e3;
+                if answered {
+                    latencies.lock().unwrap().push(elapsed);
+                } else {
+                    *errors.lock().unwrap() += 1;
+                }
+            }));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut latencies = std::mem::take(&mut *latencies.lock().unwrap());
+    latencies.sort_by(f64::total_cmp);
+    let errors = *errors.lock().unwrap();
+    Load {
+        achieved: latencies.len() as f64 / elapsed,
+        latencies,
+        errors,
+    }
+}
+
+/// Closed-loop `POST /v1/route` from `clients` at once for `seconds`.
+fn decisions_per_second(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    seconds: f64,
+    prompts: &[(String, String)],
+) -> f64 {
+    let clients = 64;
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    runtime.block_on(async {
+        let mut tasks = Vec::new();
+        for worker in 0..clients {
+            let (client, url, key, done) =
+                (client.clone(), url.to_owned(), key.to_owned(), done.clone());
+            let prompts = prompts.to_vec();
+            tasks.push(tokio::spawn(async move {
+                let mut index = worker;
+                while Instant::now() < deadline {
+                    let (slice, prompt) = &prompts[index % prompts.len()];
+                    index += clients;
+                    let body = serde_json::json!({
+                        "model": "support-assistant",
+                        "messages": [{"role": "user", "content": prompt}],
+                    });
+                    let ok = client
+                        .post(&url)
+                        .bearer_auth(&key)
+                        .header("x-routeval-slice", slice.as_str())
+                        .json(&body)
+                        .send()
+                        .await
+                        .is_ok_and(|response| response.status().is_success());
+                    if ok {
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    done.load(std::sync::atomic::Ordering::Relaxed) as f64 / seconds
+}
+
+fn litellm_command() -> Option<PathBuf> {
+    let path = std::env::var_os("ROUTEVAL_BENCH_LITELLM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| {
+                PathBuf::from(home).join(".cache/routeval/litellm-proxy-venv/bin/litellm")
+            })
+        })?;
+    path.exists().then_some(path)
+}
+
+fn start_litellm(litellm: &Path, directory: &Path, sim: &str) -> Option<(Child, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = directory.join("litellm.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "model_list:\n  - model_name: support-assistant\n    litellm_params:\n      model: openai/sim-small-2026-11-01\n      api_base: http://{sim}/v1\n      api_key: sk-sim\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new(litellm)
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--num_workers",
+            "1",
+        ])
+        .env("LITELLM_LOG", "ERROR")
+        .env("LITELLM_MASTER_KEY", LITELLM_KEY)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let address = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            // Listening; give the app a moment to load its routes.
+            std::thread::sleep(Duration::from_secs(2));
+            return Some((child, address));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    None
+}
+
+fn main() {
+    let directory = tempfile::tempdir().unwrap();
+    let seconds: f64 = env_or("ROUTEVAL_BENCH_SECONDS", "3").parse().unwrap();
+    let rates = |name: &str, default: &str| -> Vec<f64> {
+        env_or(name, default)
+            .split(',')
+            .map(|load| load.trim().parse().unwrap())
+            .collect()
+    };
+    let loads = rates("ROUTEVAL_BENCH_LOADS", "500,2000,5000");
+    // The peer climbs until it no longer keeps up.
+    let peer_loads = rates("ROUTEVAL_BENCH_PEER_LOADS", "50,100,200,500,1000,2000");
+    let sim = start(
+        Command::new(binary())
+            .args([
+                "serve-sim",
+                "--listen",
+                "127.0.0.1:0",
+                "--seed",
+                "7",
+                "--dataset",
+            ])
+            .arg(repo().join("datasets/demo/prompts.jsonl"))
+            .arg("--rubrics")
+            .arg(repo().join("rubrics")),
+    );
+    let (config, pubkey, router) = signed_config(directory.path(), &sim.address);
+    let key = "sk-bench-client";
+    let keys = directory.path().join("keys.toml");
+    std::fs::write(
+        &keys,
+        format!(
+            "[[keys]]\nsha256 = \"{}\"\ntenant = \"bench\"\n",
+            routeval::digest::sha256_hex(key.as_bytes())
+        ),
+    )
+    .unwrap();
+    let serve_command = |records: &str| {
+        let mut command = Command::new(binary());
+        command
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--pubkey")
+            .arg(&pubkey)
+            .arg("--router")
+            .arg(&router)
+            .arg("--keys")
+            .arg(&keys)
+            .arg("--records")
+            .arg(directory.path().join(records))
+            .args(["--listen", "127.0.0.1:0", "--trust-slice-header"])
+            .env("ROUTEVAL_SIM_KEY", "sk-sim");
+        command
+    };
+    let serve = start(&mut serve_command("records"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = routeval::client::http_client(4096).unwrap();
+    let prompts = prompts();
+    let mut targets = vec![
+        (
+            "serve-sim directly",
+            Target {
+                url: format!("http://{}/v1/chat/completions", sim.address),
+                model: "sim-small-2026-11-01".to_owned(),
+                key: "sk-sim".to_owned(),
+            },
+            sim.child.id(),
+        ),
+        (
+            "routeval serve",
+            Target {
+                url: format!("http://{}/v1/chat/completions", serve.address),
+                model: "support-assistant".to_owned(),
+                key: key.to_owned(),
+            },
+            serve.child.id(),
+        ),
+    ];
+    let litellm = litellm_command()
+        .and_then(|command| start_litellm(&command, directory.path(), &sim.address));
+    match &litellm {
+        Some((child, address)) => targets.push((
+            "LiteLLM proxy",
+            Target {
+                url: format!("http://{address}/v1/chat/completions"),
+                model: "support-assistant".to_owned(),
+                key: LITELLM_KEY.to_owned(),
+            },
+            child.id(),
+        )),
+        None => println!("LiteLLM proxy: skipped (no litellm[proxy]; set ROUTEVAL_BENCH_LITELLM)"),
+    }
+    println!(
+        "open loop, {seconds} s per load, latency from each request's due time, ms; memory: resident MiB after the load"
+    );
+    println!(
+        "{:<20} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}",
+        "target", "offered", "achieved", "errors", "p50 ms", "p99 ms", "RSS MiB"
+    );
+    let mut direct: Vec<(f64, f64, f64)> = Vec::new();
+    let mut every_load: Vec<f64> = loads.iter().chain(&peer_loads).copied().collect();
+    every_load.sort_by(f64::total_cmp);
+    every_load.dedup();
+    for (name, target, pid) in &targets {
+        // Warm the connections and the server.
+        offered(&runtime, &client, target, 100.0, 1.0, &prompts);
+        let (ladder, stop_when_unsustained): (&[f64], bool) = match *name {
+            "serve-sim directly" => (&every_load, false),
+            "routeval serve" => (&loads, false),
+            _ => (&peer_loads, true),
+        };
+        let mut highest_sustained = None;
+        for &rate in ladder {
+            let load = offered(&runtime, &client, target, rate, seconds, &prompts);
+            let (p50, p99) = (load.percentile(0.5), load.percentile(0.99));
+            let sustained = load.errors == 0 && load.achieved >= 0.95 * rate;
+            println!(
+                "{name:<20} {rate:>8.0} {:>10.0} {:>8} {p50:>9.3} {p99:>9.3} {:>9.1}{}",
+                load.achieved,
+                load.errors,
+                rss_mib(*pid),
+                if sustained { "" } else { "  (not sustained)" }
+            );
+            if *name == "serve-sim directly" {
+                direct.push((rate, p50, p99));
+            } else if let Some((_, direct_p50, direct_p99)) =
+                direct.iter().find(|(offered, _, _)| *offered == rate)
+            {
+                println!(
+                    "{:<20} {:>8} added: p50 {:+.3} ms, p99 {:+.3} ms",
+                    "",
+                    "",
+                    p50 - direct_p50,
+                    p99 - direct_p99
+                );
+            }
+            if sustained {
+                highest_sustained = Some(rate);
+            } else if stop_when_unsustained {
+                break;
+            }
+        }
+        if stop_when_unsustained {
+            println!(
+                "{name}: highest load sustained (no errors, at least 95% of the offered rate answered): {}",
+                highest_sustained.map_or("none".to_owned(), |rate| format!("{rate:.0} requests/s"))
+            );
+        }
+    }
+    if let Some(error) = FIRST_ERROR.get() {
+        println!("first failed request: {error}");
+    }
+    drop(serve);
+    // The decision API alone, its server on one core (the load on the other).
+    let pinned = Command::new("taskset").arg("--version").output().is_ok();
+    let mut one_core = serve_command("records-decisions");
+    let mut one_core = if pinned {
+        let mut taskset = Command::new("taskset");
+        taskset
+            .args(["-c", "0"])
+            .arg(one_core.get_program())
+            .args(one_core.get_args());
+        for (name, value) in one_core.get_envs() {
+            if let Some(value) = value {
+                taskset.env(name, value);
+            }
+        }
+        taskset
+    } else {
+        std::mem::replace(&mut one_core, Command::new("true"))
+    };
+    let decisions = start(&mut one_core);
+    let _ = Command::new("taskset")
+        .args(["-p", "-c", "1", &std::process::id().to_string()])
+        .stdout(Stdio::null())
+        .status();
+    let url = format!("http://{}/v1/route", decisions.address);
+    decisions_per_second(&runtime, &client, &url, key, 1.0, &prompts);
+    let rate = decisions_per_second(&runtime, &client, &url, key, seconds, &prompts);
+    println!(
+        "decision API (POST /v1/route, built-in router, 64 clients, closed loop): {rate:.0} decisions/s on {}; RSS {:.1} MiB",
+        if pinned {
+            "one core (taskset -c 0)"
+        } else {
+            "the machine (no taskset)"
+        },
+        rss_mib(decisions.child.id())
+    );
+    if let Some((mut child, _)) = litellm {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+    }
+}
