@@ -8,10 +8,15 @@
 //! `ROUTEVAL_BENCH_SECONDS` (default 3), and each latency runs from the
 //! moment the request was due, so a server that falls behind is charged for
 //! the queue it builds. serve-sim answers at once (no simulated latency),
-//! so what is left is each hop's own cost. The resident memory of each
-//! server is read after each load.
+//! so what is left is each hop's own cost. Direct calls and calls through
+//! serve take turns, `ROUTEVAL_BENCH_ROUNDS` (default 3) rounds per load,
+//! and the added latency is the median of the rounds' differences, so both
+//! sides see the same machine. The resident memory of each server is read
+//! after each load.
 //!
-//! The LiteLLM peer runs when `ROUTEVAL_BENCH_LITELLM` names its `litellm`
+//! The LiteLLM peer climbs `ROUTEVAL_BENCH_PEER_LOADS` (default
+//! 10,25,50,...,2000) until it no longer keeps up. It runs when
+//! `ROUTEVAL_BENCH_LITELLM` names its `litellm`
 //! command (default `~/.cache/routeval/litellm-proxy-venv/bin/litellm`, from
 //! `pip install 'litellm[proxy]'`); without it the peer is skipped, and said.
 
@@ -380,7 +385,10 @@ fn main() {
     };
     let loads = rates("ROUTEVAL_BENCH_LOADS", "500,2000,5000");
     // The peer climbs until it no longer keeps up.
-    let peer_loads = rates("ROUTEVAL_BENCH_PEER_LOADS", "50,100,200,500,1000,2000");
+    let peer_loads = rates(
+        "ROUTEVAL_BENCH_PEER_LOADS",
+        "10,25,50,100,200,500,1000,2000",
+    );
     let sim = start(
         Command::new(binary())
             .args([
@@ -473,55 +481,80 @@ fn main() {
         "{:<20} {:>8} {:>10} {:>8} {:>9} {:>9} {:>9}",
         "target", "offered", "achieved", "errors", "p50 ms", "p99 ms", "RSS MiB"
     );
-    let mut direct: Vec<(f64, f64, f64)> = Vec::new();
-    let mut every_load: Vec<f64> = loads.iter().chain(&peer_loads).copied().collect();
-    every_load.sort_by(f64::total_cmp);
-    every_load.dedup();
-    for (name, target, pid) in &targets {
-        // Warm the connections and the server.
-        offered(&runtime, &client, target, 100.0, 1.0, &prompts);
-        let (ladder, stop_when_unsustained): (&[f64], bool) = match *name {
-            "serve-sim directly" => (&every_load, false),
-            "routeval serve" => (&loads, false),
-            _ => (&peer_loads, true),
-        };
+    let rounds: usize = env_or("ROUTEVAL_BENCH_ROUNDS", "3").parse().unwrap();
+    let row = |name: &str, rate: f64, load: &Load, pid: u32| {
+        let sustained = load.errors == 0 && load.achieved >= 0.95 * rate;
+        println!(
+            "{name:<20} {rate:>8.0} {:>10.0} {:>8} {:>9.3} {:>9.3} {:>9.1}{}",
+            load.achieved,
+            load.errors,
+            load.percentile(0.5),
+            load.percentile(0.99),
+            rss_mib(pid),
+            if sustained { "" } else { "  (not sustained)" }
+        );
+        sustained
+    };
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (direct, routed) = (&targets[0], &targets[1]);
+    for (_, target, _) in &targets {
+        // Warm the connections and the server, below the first load.
+        offered(&runtime, &client, target, 10.0, 2.0, &prompts);
+    }
+    // Direct and through serve in turn at each load, so both see the same
+    // machine; the added latency is the median over the rounds of each
+    // round's difference.
+    let mut summary = Vec::new();
+    for &rate in &loads {
+        let (mut added_p50, mut added_p99) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let alone = offered(&runtime, &client, &direct.1, rate, seconds, &prompts);
+            row(direct.0, rate, &alone, direct.2);
+            let through = offered(&runtime, &client, &routed.1, rate, seconds, &prompts);
+            row(routed.0, rate, &through, routed.2);
+            added_p50.push(through.percentile(0.5) - alone.percentile(0.5));
+            added_p99.push(through.percentile(0.99) - alone.percentile(0.99));
+        }
+        summary.push((
+            rate,
+            median(added_p50),
+            median(added_p99),
+            rss_mib(routed.2),
+        ));
+    }
+    for (rate, p50, p99, rss) in summary {
+        println!(
+            "routeval serve at {rate:.0} requests/s: added p50 {p50:+.3} ms, p99 {p99:+.3} ms (median of {rounds} rounds); serve RSS {rss:.1} MiB"
+        );
+    }
+    // The peer climbs until it no longer keeps up, each load beside a
+    // direct one.
+    if let Some(peer) = targets.get(2) {
         let mut highest_sustained = None;
-        for &rate in ladder {
-            let load = offered(&runtime, &client, target, rate, seconds, &prompts);
-            let (p50, p99) = (load.percentile(0.5), load.percentile(0.99));
-            let sustained = load.errors == 0 && load.achieved >= 0.95 * rate;
+        for &rate in &peer_loads {
+            let alone = offered(&runtime, &client, &direct.1, rate, seconds, &prompts);
+            row(direct.0, rate, &alone, direct.2);
+            let through = offered(&runtime, &client, &peer.1, rate, seconds, &prompts);
+            let sustained = row(peer.0, rate, &through, peer.2);
             println!(
-                "{name:<20} {rate:>8.0} {:>10.0} {:>8} {p50:>9.3} {p99:>9.3} {:>9.1}{}",
-                load.achieved,
-                load.errors,
-                rss_mib(*pid),
-                if sustained { "" } else { "  (not sustained)" }
+                "{} at {rate:.0} requests/s: added p50 {:+.3} ms, p99 {:+.3} ms",
+                peer.0,
+                through.percentile(0.5) - alone.percentile(0.5),
+                through.percentile(0.99) - alone.percentile(0.99)
             );
-            if *name == "serve-sim directly" {
-                direct.push((rate, p50, p99));
-            } else if let Some((_, direct_p50, direct_p99)) =
-                direct.iter().find(|(offered, _, _)| *offered == rate)
-            {
-                println!(
-                    "{:<20} {:>8} added: p50 {:+.3} ms, p99 {:+.3} ms",
-                    "",
-                    "",
-                    p50 - direct_p50,
-                    p99 - direct_p99
-                );
-            }
-            if sustained {
-                highest_sustained = Some(rate);
-            } else if stop_when_unsustained {
+            if !sustained {
                 break;
             }
+            highest_sustained = Some(rate);
         }
-        if stop_when_unsustained {
-            println!(
-                "{name}: highest load sustained (no errors, at least 95% of the offered rate answered): {}",
-                highest_sustained.map_or("none".to_owned(), |rate| format!("{rate:.0} requests/s"))
-            );
-        }
+        println!(
+            "{}: highest load sustained (no errors, at least 95% of the offered rate answered): {}",
+            peer.0,
+            highest_sustained.map_or("none".to_owned(), |rate| format!("{rate:.0} requests/s"))
+        );
     }
     if let Some(error) = FIRST_ERROR.get() {
         println!("first failed request: {error}");

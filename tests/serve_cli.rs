@@ -697,7 +697,35 @@ fn keys_constraints_refusals_and_reloads() {
         .unwrap();
     assert!(signed.success());
     let by_stranger = pipeline.path("stranger").join("route-config.v1.json");
+    // A config of the schema before `serving`, properly signed: it verifies,
+    // and serve names what it lacks.
+    let older = pipeline.path("older.json");
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&v1).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("serving");
+    value["schema"] = json!("routeval.route-config/2");
+    let config: routeval::routes::RouteConfig = serde_json::from_value(value).unwrap();
+    let bytes = config.canonical_bytes();
+    std::fs::write(&older, &bytes).unwrap();
+    let secret = routeval::routes::load_secret(&pipeline.out.join("keys/demo.key")).unwrap();
+    let comment = config.trusted_comment(&routeval::digest::sha256_hex(&bytes));
+    std::fs::write(
+        routeval::routes::signature_path(&older),
+        routeval::routes::sign(&secret, &bytes, &comment).unwrap(),
+    )
+    .unwrap();
+    routeval()
+        .arg("verify")
+        .arg(&older)
+        .arg("--pubkey")
+        .arg(&pubkey)
+        .assert()
+        .success();
     for (config, router, says) in [
+        (
+            &older,
+            &router,
+            "a routeval.route-config/2 config has no `serving` block",
+        ),
         (&expired, &router, "expired at 2020-01-02"),
         (&by_stranger, &router, "signature"),
         (&tampered, &router, "signature"),
@@ -838,6 +866,13 @@ fn keys_constraints_refusals_and_reloads() {
         "routeval_config_reloads_total{outcome=\"refused\"} 2",
     );
     assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
+    // A config signed by another key is refused on reload too.
+    install(&by_stranger, &live);
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 3",
+    );
+    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
     served_live.stop();
     // The records directory remembers v2: a restart on v1 is a rollback too.
     let restart = start(&v1, &router, &pipeline.path("live-records"));
@@ -886,4 +921,180 @@ fn keys_constraints_refusals_and_reloads() {
         .args(["--route", "large", "--fallback-ttft-ms", "1000"])
         .assert()
         .code(predicates::ord::lt(2));
+}
+
+#[test]
+fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
+    let pipeline = Pipeline::new();
+    // Tokens a few hundred milliseconds apart: a stream a client can leave.
+    let sim = start_sim(
+        &repo().join("datasets/demo/prompts.jsonl"),
+        routeval::serve_sim::SimSettings {
+            tokens_per_second: 10.0,
+            ..routeval::serve_sim::SimSettings::default()
+        },
+    );
+    let keys = pipeline.path("keys.toml");
+    write_keys(&keys);
+    let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
+    // Signed so that it expires four seconds from now.
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        - 86_400
+        + 4;
+    let expiring_out = pipeline.path("expiring");
+    routeval()
+        .args(["gate", "--allow-unknown-slices", "--ttl-days", "1", "--at"])
+        .arg(routeval::clock::format_rfc3339(created))
+        .arg("--candidates")
+        .arg(pipeline.path("v1.toml"))
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .args(["--target", "0.8", "--router"])
+        .arg(pipeline.out.join("router.bin"))
+        .arg("--key")
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&expiring_out)
+        .assert()
+        .success();
+    let expiring = expiring_out.join("route-config.v1.json");
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let router = pipeline.out.join("router.bin");
+    let lenient = start_serve(
+        &expiring,
+        &pubkey,
+        &router,
+        &keys,
+        &pipeline.path("lenient"),
+        &[],
+    );
+    let strict = start_serve(
+        &expiring,
+        &pubkey,
+        &router,
+        &keys,
+        &pipeline.path("strict"),
+        &["--strict-expiry"],
+    );
+    let status_of = |served: &Served, path: &str| {
+        let output = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &served.url(path),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
+    let body =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
+            .to_string();
+    let chat = |served: &Served, extra: &[&str]| {
+        let output = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+            .arg(format!("Authorization: Bearer {KEY}"))
+            .args(["-H", &format!("x-routeval-slice: {slice}"), "-d", &body])
+            .args(extra)
+            .arg(served.url("/v1/chat/completions"))
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(status_of(&lenient, "/readyz"), "200");
+    assert_eq!(chat(&strict, &[]), "200");
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(
+        status_of(&lenient, "/readyz"),
+        "503",
+        "an expired config is not ready"
+    );
+    assert_eq!(status_of(&lenient, "/healthz"), "200");
+    assert_eq!(
+        chat(&lenient, &[]),
+        "200",
+        "the last good config keeps serving"
+    );
+    assert_eq!(
+        chat(&strict, &[]),
+        "503",
+        "--strict-expiry refuses past expiry"
+    );
+    strict.stop();
+    lenient.stop();
+
+    // A client that leaves mid-stream: serve records it and keeps serving.
+    let records = pipeline.path("left");
+    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    // The prompt with the longest answer: a stream of many tokens.
+    let long = std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .max_by_key(|row| row["reference"].as_str().map_or(0, str::len))
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let streamed = json!({"model": "support-assistant", "stream": true, "messages": [{"role": "user", "content": long}]})
+        .to_string();
+    let left = Command::new("curl")
+        .args(["-s", "-N", "--max-time", "0.5", "-H"])
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-d", &streamed])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let received = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        received.starts_with("data: "),
+        "the stream had begun: {received}"
+    );
+    assert!(
+        !received.contains("[DONE]"),
+        "the client left before the end: {received}"
+    );
+    assert_eq!(chat(&served, &[]), "200");
+    served.stop();
+    let mut reasons = Vec::new();
+    for part in routeval::records::record_parts(&records).unwrap() {
+        reasons.extend(column(&part, "finish_reason"));
+    }
+    assert!(
+        reasons.contains(&json!("client_disconnected")),
+        "{reasons:?}"
+    );
+    assert!(reasons.contains(&json!("stop")), "{reasons:?}");
+
+    // The gate will not sign a predictive candidate whose scorer is open.
+    let report = pipeline.path("unpinned");
+    let output = routeval()
+        .args(["gate", "--allow-unknown-slices", "--candidates"])
+        .arg(pipeline.path("v1.toml"))
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .args(["--target", "0.8", "--key"])
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let gate: routeval::schema::GateReport =
+        serde_json::from_slice(&std::fs::read(report.join("gate-report.json")).unwrap()).unwrap();
+    let failure = &gate.candidates[0].failures[0];
+    assert_eq!(failure.rule, routeval::schema::Rule::Serving);
+    assert!(failure.message.contains("--router"), "{}", failure.message);
+    assert!(gate.emitted.is_none());
 }

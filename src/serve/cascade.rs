@@ -29,7 +29,7 @@ pub(super) async fn verify(
         .upstreams
         .get(route)
         .ok_or("the verifier has no route")?;
-    let question = last_user_text(&Value::Object(request.clone()));
+    let question = last_user_text(request);
     let messages = verifier
         .template
         .render(&[("{question}", &question), ("{answer}", answer)]);

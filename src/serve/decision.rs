@@ -48,13 +48,17 @@ pub(super) struct Decided {
 
 /// The last user message's text: what the router scores and a verifier is
 /// asked about.
-pub(super) fn last_user_text(request: &Value) -> String {
-    let Some(message) = request["messages"].as_array().and_then(|messages| {
-        messages
-            .iter()
-            .rev()
-            .find(|message| message["role"] == "user")
-    }) else {
+pub(super) fn last_user_text(request: &serde_json::Map<String, Value>) -> String {
+    let Some(message) = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|messages| {
+            messages
+                .iter()
+                .rev()
+                .find(|message| message["role"] == "user")
+        })
+    else {
         return String::new();
     };
     match &message["content"] {
@@ -95,8 +99,7 @@ fn decide(
     let request = parse(&deployed, body)?;
     let slice = slice_for(app, headers, &deployed.serving.slice, &request, &identity);
     record.slice = slice.clone();
-    let value = Value::Object(request.clone());
-    record.prompt = Some(last_user_text(&value));
+    let prompt = last_user_text(&request);
     record.messages = request.get("messages").map(Value::to_string);
     let table = &deployed.config.table;
     let keys: Vec<&str> = if slice == identity.tenant {
@@ -123,11 +126,12 @@ fn decide(
         })?;
     let (score, tier) = match &planned {
         Plan::Predictive { .. } => {
-            let score = score_for(&deployed, headers, &value, &slice)?;
+            let score = score_for(&deployed, headers, &prompt, &slice)?;
             (Some(score), planned.tier_for_score(score))
         }
         _ => (None, 0),
     };
+    record.prompt = Some(prompt);
     Ok(Decided {
         request,
         deployed,
@@ -257,13 +261,13 @@ fn slice_for(
 fn score_for(
     deployed: &Deployed,
     headers: &HeaderMap,
-    request: &Value,
+    prompt: &str,
     slice: &str,
 ) -> Result<f64, Box<Refused>> {
     Ok(match &deployed.serving.scorer {
         Some(Scorer::Builtin { .. }) => {
             let router = deployed.router.as_ref().expect("loaded with the config");
-            stored_score(router.score(&featurise(&last_user_text(request), slice)))
+            stored_score(router.score(&featurise(prompt, slice)))
         }
         Some(Scorer::External(external)) => headers
             .get(external.header.as_str())

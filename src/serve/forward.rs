@@ -32,6 +32,27 @@ fn content_tokens(messages: &str) -> u64 {
         .sum()
 }
 
+/// The client's body with the route's model in place of the logical one
+/// (or added, for a body that names none: the verifier's), serialised
+/// without copying the body.
+struct WithModel<'a> {
+    body: &'a serde_json::Map<String, Value>,
+    model: &'a str,
+}
+
+impl serde::Serialize for WithModel<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let others = self.body.iter().filter(|(key, _)| *key != "model");
+        let mut map = serializer.serialize_map(Some(others.clone().count() + 1))?;
+        map.serialize_entry("model", self.model)?;
+        for (key, value) in others {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
 /// One upstream call's response, before its body is read.
 pub(super) struct Called {
     pub status: StatusCode,
@@ -51,8 +72,10 @@ pub(super) async fn call(
     upstream: &Upstream,
     body: &serde_json::Map<String, Value>,
 ) -> Result<Called, String> {
-    let mut body = body.clone();
-    body.insert("model".to_owned(), Value::String(upstream.model.clone()));
+    let body = WithModel {
+        body,
+        model: &upstream.model,
+    };
     let mut request = app
         .http
         .post(&upstream.chat_url)

@@ -33,13 +33,29 @@ pub struct Metrics {
 impl Metrics {
     pub fn request(&self, route: &str, reason: &str, status: &str, ttft_ms: Option<f64>) {
         let mut counters = self.counters.lock().expect("unpoisoned");
-        *counters
+        let key = (route, reason, status);
+        // Found without allocating: only a new key is copied.
+        match counters
             .requests
-            .entry((route.to_owned(), reason.to_owned(), status.to_owned()))
-            .or_default() += 1;
+            .iter_mut()
+            .find(|((route, reason, status), _)| {
+                (route.as_str(), reason.as_str(), status.as_str()) == key
+            }) {
+            Some((_, count)) => *count += 1,
+            None => {
+                counters
+                    .requests
+                    .insert((route.to_owned(), reason.to_owned(), status.to_owned()), 1);
+            }
+        }
         if let Some(ms) = ttft_ms {
             let seconds = ms / 1e3;
-            let histogram = counters.first_token.entry(route.to_owned()).or_default();
+            if !counters.first_token.contains_key(route) {
+                counters
+                    .first_token
+                    .insert(route.to_owned(), Histogram::default());
+            }
+            let histogram = counters.first_token.get_mut(route).expect("inserted above");
             for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
                 if seconds <= bound {
                     *count += 1;

@@ -162,7 +162,14 @@ async fn watch(
         let running = app.current();
         let unchanged = std::fs::read(&sources.config)
             .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == running.sha256);
-        if unchanged && !asked {
+        if unchanged {
+            if asked {
+                eprintln!(
+                    "serve: SIGHUP: {} is unchanged; version {} keeps serving",
+                    sources.config.display(),
+                    running.config.version
+                );
+            }
             continue;
         }
         match load(&sources, &public, app.clock.as_ref(), Some(&running)) {
