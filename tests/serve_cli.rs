@@ -21,6 +21,7 @@ use crate::common::{base_url, repo, start_sim};
 
 const KEY: &str = "sk-serve-test-0123456789";
 const EU_KEY: &str = "sk-serve-test-eu-tenant";
+const NOWHERE_KEY: &str = "sk-serve-test-nowhere";
 
 /// A column of a Parquet table as text, numbers or booleans, by name.
 fn column(path: &Path, name: &str) -> Vec<Value> {
@@ -136,15 +137,18 @@ fn start_serve(
 
 fn write_keys(path: &Path) {
     let digest = |key: &str| routeval::digest::sha256_hex(key.as_bytes());
-    std::fs::write(
-        path,
-        format!(
-            "[[keys]]\nsha256 = \"{}\"\ntenant = \"demo\"\n\n[[keys]]\nsha256 = \"{}\"\ntenant = \"eu-tenant\"\n",
-            digest(KEY),
-            digest(EU_KEY)
-        ),
-    )
-    .unwrap();
+    let mut text = String::new();
+    for (key, tenant) in [
+        (KEY, "demo"),
+        (EU_KEY, "eu-tenant"),
+        (NOWHERE_KEY, "nowhere"),
+    ] {
+        text.push_str(&format!(
+            "[[keys]]\nsha256 = \"{}\"\ntenant = \"{tenant}\"\n\n",
+            digest(key)
+        ));
+    }
+    std::fs::write(path, text).unwrap();
 }
 
 /// The demo's candidates pointed at `base_url`, gated on `results`.
@@ -538,6 +542,11 @@ fn what_the_gate_signed_is_what_serve_serves() {
             .arg(pipeline.path(&format!("drift-{candidate}.json")))
             .assert()
             .success();
+        routeval()
+            .args(["replay", "hedge", "--records"])
+            .arg(&records)
+            .assert()
+            .success();
         if kind == "cascade" {
             assert!(
                 reasons.contains_key("cascade-accepted") && reasons.contains_key("escalated"),
@@ -563,7 +572,11 @@ fn signed_single(
     let text = std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
         .unwrap()
         .replace("http://127.0.0.1:8089/v1", base_url)
-        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n";
+        .replace(
+            "model = \"sim-large-2026-11-01\"\nregion = \"local\"",
+            "model = \"sim-large-2026-11-01\"\nregion = \"eu\"",
+        )
+        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n\n[constraints.nowhere]\nregions = [\"mars\"]\n";
     let table = pipeline.path(&format!("{name}.toml"));
     std::fs::write(&table, text).unwrap();
     let out = pipeline.path(name);
@@ -779,10 +792,12 @@ fn keys_constraints_refusals_and_reloads() {
     // the table does not name gets the strongest tier.
     let claimed = client(Some(KEY), Some(&slice), body.clone());
     assert!(claimed.contains("x-routeval-tier: large"), "{claimed}");
-    // The EU tenant is served only from EU routes, which this table has
-    // none of: refused, whatever slice it claims.
+    // The EU tenant is served only from the EU route (large), whatever
+    // slice it claims; a tenant whose region no route serves is refused.
     let eu = client(Some(EU_KEY), Some(&slice), body.clone());
-    assert!(eu.starts_with("HTTP/1.1 403"), "{eu}");
+    assert!(eu.contains("x-routeval-route: large"), "{eu}");
+    let nowhere = client(Some(NOWHERE_KEY), Some(&slice), body.clone());
+    assert!(nowhere.starts_with("HTTP/1.1 403"), "{nowhere}");
     let malformed = client(Some(KEY), None, "{\"model\":".to_owned());
     assert!(
         malformed.starts_with("HTTP/1.1 400") && malformed.contains("\"param\":\"body\""),
@@ -895,13 +910,13 @@ fn keys_constraints_refusals_and_reloads() {
         }
     }
     assert!(all.contains("\"unauthorized\""), "{all}");
-    assert!(all.contains("\"constrained\" \"eu-tenant\""), "{all}");
+    assert!(all.contains("\"constrained\" \"nowhere\""), "{all}");
     let raw: Vec<u8> = routeval::records::record_parts(&records)
         .unwrap()
         .iter()
         .flat_map(|part| std::fs::read(part).unwrap())
         .collect();
-    for key in [KEY, EU_KEY, "sk-not-a-key"] {
+    for key in [KEY, EU_KEY, NOWHERE_KEY, "sk-not-a-key"] {
         assert!(
             !raw.windows(key.len())
                 .any(|window| window == key.as_bytes()),
@@ -1034,7 +1049,60 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
 
     // A client that leaves mid-stream: serve records it and keeps serving.
     let records = pipeline.path("left");
-    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    let served = start_serve(
+        &v1,
+        &pubkey,
+        &router,
+        &keys,
+        &records,
+        &["--trust-slice-header"],
+    );
+    // Behind a gateway that sets the slice: the demo tenant's billing
+    // requests split between the tiers, the EU tenant's claiming the same
+    // slice only ever reach the EU route.
+    let mut routes: BTreeMap<(&str, String), u64> = BTreeMap::new();
+    for (_, slice, prompt) in demo_prompts()
+        .iter()
+        .filter(|(_, slice, _)| slice == "billing")
+        .take(20)
+    {
+        for key in [KEY, EU_KEY] {
+            let body = json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]});
+            let output = Command::new("curl")
+                .args(["-s", "-i", "-H"])
+                .arg(format!("Authorization: Bearer {key}"))
+                .args([
+                    "-H",
+                    &format!("x-routeval-slice: {slice}"),
+                    "-d",
+                    &body.to_string(),
+                ])
+                .arg(served.url("/v1/chat/completions"))
+                .output()
+                .unwrap();
+            let text = String::from_utf8(output.stdout).unwrap();
+            let route = text
+                .lines()
+                .find_map(|line| line.strip_prefix("x-routeval-route: "))
+                .unwrap_or_else(|| panic!("{text}"))
+                .trim()
+                .to_owned();
+            *routes.entry((key, route)).or_default() += 1;
+        }
+    }
+    assert!(
+        routes.contains_key(&(KEY, "small".to_owned())),
+        "{routes:?}"
+    );
+    assert!(
+        routes.contains_key(&(KEY, "large".to_owned())),
+        "{routes:?}"
+    );
+    assert_eq!(
+        routes.get(&(EU_KEY, "large".to_owned())),
+        Some(&20),
+        "{routes:?}"
+    );
     // The prompt with the longest answer: a stream of many tokens.
     let long = std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
         .unwrap()
