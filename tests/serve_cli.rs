@@ -580,26 +580,47 @@ fn signed_single(
     let table = pipeline.path(&format!("{name}.toml"));
     std::fs::write(&table, text).unwrap();
     let out = pipeline.path(name);
-    let mut command = routeval();
-    command
-        .args(["gate", "--allow-unknown-slices", "--candidates"])
-        .arg(&table)
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive.json"))
-        .args(["--target", "0.8", "--router"])
-        .arg(pipeline.out.join("router.bin"))
-        .arg("--key")
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&out);
+    let mut command = gate_single(pipeline, &table, &out, None, true);
     if let Some(baseline) = baseline {
         command.arg("--baseline").arg(baseline);
     }
     command.assert().success();
     let version = if baseline.is_some() { 2 } else { 1 };
     out.join(format!("route-config.v{version}.json"))
+}
+
+/// `routeval gate` of a table [`signed_single`] wrote (`NAME.toml`) into
+/// `out`, signed with `key` (the demo's when `None`), with `--router` when
+/// `pinned`; more flags may follow.
+fn gate_single(
+    pipeline: &Pipeline,
+    table: &Path,
+    out: &Path,
+    key: Option<&Path>,
+    pinned: bool,
+) -> assert_cmd::Command {
+    let mut command = routeval();
+    command
+        .args([
+            "gate",
+            "--allow-unknown-slices",
+            "--target",
+            "0.8",
+            "--candidates",
+        ])
+        .arg(table)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .arg("--key")
+        .arg(key.map_or_else(|| pipeline.out.join("keys/demo.key"), Path::to_owned))
+        .arg("--out")
+        .arg(out);
+    if pinned {
+        command.arg("--router").arg(pipeline.out.join("router.bin"));
+    }
+    command
 }
 
 /// Puts `config` and its signature where serve watches (`live`), the
@@ -663,29 +684,16 @@ fn keys_constraints_refusals_and_reloads() {
     bytes[last] ^= 1;
     std::fs::write(&other_router, bytes).unwrap();
     let expired_out = pipeline.path("expired");
-    routeval()
-        .args([
-            "gate",
-            "--allow-unknown-slices",
-            "--at",
-            "2020-01-01T00:00:00Z",
-            "--ttl-days",
-            "1",
-            "--candidates",
-        ])
-        .arg(pipeline.path("v1.toml"))
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive.json"))
-        .args(["--target", "0.8", "--router"])
-        .arg(&router)
-        .arg("--key")
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&expired_out)
-        .assert()
-        .success();
+    gate_single(
+        &pipeline,
+        &pipeline.path("v1.toml"),
+        &expired_out,
+        None,
+        true,
+    )
+    .args(["--at", "2020-01-01T00:00:00Z", "--ttl-days", "1"])
+    .assert()
+    .success();
     let expired = expired_out.join("route-config.v1.json");
     let stranger = pipeline.path("stranger.key");
     routeval()
@@ -693,22 +701,15 @@ fn keys_constraints_refusals_and_reloads() {
         .arg(&stranger)
         .assert()
         .success();
-    let signed = Command::new(binary())
-        .args(["gate", "--allow-unknown-slices", "--candidates"])
-        .arg(pipeline.path("v1.toml"))
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive.json"))
-        .args(["--target", "0.8", "--router"])
-        .arg(&router)
-        .arg("--key")
-        .arg(&stranger)
-        .arg("--out")
-        .arg(pipeline.path("stranger"))
-        .status()
-        .unwrap();
-    assert!(signed.success());
+    gate_single(
+        &pipeline,
+        &pipeline.path("v1.toml"),
+        &pipeline.path("stranger"),
+        Some(&stranger),
+        true,
+    )
+    .assert()
+    .success();
     let by_stranger = pipeline.path("stranger").join("route-config.v1.json");
     // A config of the schema before `serving`, properly signed: it verifies,
     // and serve names what it lacks.
@@ -960,23 +961,17 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         - 86_400
         + 4;
     let expiring_out = pipeline.path("expiring");
-    routeval()
-        .args(["gate", "--allow-unknown-slices", "--ttl-days", "1", "--at"])
-        .arg(routeval::clock::format_rfc3339(created))
-        .arg("--candidates")
-        .arg(pipeline.path("v1.toml"))
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive.json"))
-        .args(["--target", "0.8", "--router"])
-        .arg(pipeline.out.join("router.bin"))
-        .arg("--key")
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&expiring_out)
-        .assert()
-        .success();
+    gate_single(
+        &pipeline,
+        &pipeline.path("v1.toml"),
+        &expiring_out,
+        None,
+        true,
+    )
+    .args(["--ttl-days", "1", "--at"])
+    .arg(routeval::clock::format_rfc3339(created))
+    .assert()
+    .success();
     let expiring = expiring_out.join("route-config.v1.json");
     let pubkey = pipeline.out.join("keys/demo.key.pub");
     let router = pipeline.out.join("router.bin");
@@ -1145,17 +1140,7 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
 
     // The gate will not sign a predictive candidate whose scorer is open.
     let report = pipeline.path("unpinned");
-    let output = routeval()
-        .args(["gate", "--allow-unknown-slices", "--candidates"])
-        .arg(pipeline.path("v1.toml"))
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive.json"))
-        .args(["--target", "0.8", "--key"])
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&report)
+    let output = gate_single(&pipeline, &pipeline.path("v1.toml"), &report, None, false)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
