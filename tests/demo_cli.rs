@@ -5,12 +5,14 @@ use crate::common::routeval;
 
 #[test]
 fn the_demo_runs_every_stage_and_signs_a_verified_config() {
+    // From a directory with no checkout in it: the demo carries its inputs.
     let directory = tempfile::tempdir().unwrap();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let empty = directory.path().join("anywhere");
+    std::fs::create_dir_all(&empty).unwrap();
     let out = directory.path().join("runs");
     let report = directory.path().join("report");
     let assert = routeval()
-        .current_dir(root)
+        .current_dir(&empty)
         .args(["demo", "--out"])
         .arg(&out)
         .arg("--report")
@@ -30,6 +32,25 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
         assert!(stdout.contains(stage), "{stage} missing from:\n{stdout}");
     }
     assert!(stdout.contains("verified "), "{stdout}");
+    assert!(stdout.contains("signed route config: "), "{stdout}");
+    // What it ran is there to read, byte for byte the repository's.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for input in [
+        "datasets/demo/prompts.jsonl",
+        "datasets/demo/routes/cascade.toml",
+        "rubrics/prompts/verifier.toml",
+    ] {
+        assert_eq!(
+            std::fs::read(out.join("inputs").join(input)).unwrap(),
+            std::fs::read(root.join(input)).unwrap(),
+            "{input}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "the demo wrote into the current directory"
+    );
     let responses =
         routeval::schema::read_all_responses(&out.join("run/responses.parquet")).unwrap();
     assert_eq!(
@@ -145,15 +166,15 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
 }
 
 #[test]
-fn the_demo_away_from_the_repository_names_what_it_needs() {
+fn a_data_directory_that_is_not_there_is_named_and_nothing_is_written() {
     let directory = tempfile::tempdir().unwrap();
     routeval()
         .current_dir(directory.path())
-        .arg("demo")
+        .args(["demo", "--data", "my-demo"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
-            "datasets/demo: no such directory (--data); run the demo from the repository root",
+            "my-demo: no such directory (--data)",
         ));
     assert_eq!(
         std::fs::read_dir(directory.path()).unwrap().count(),

@@ -15,17 +15,21 @@ use crate::schema::read_dataset;
 use crate::serve_sim::{FaultProfile, SimSettings, spawn};
 
 use super::args::Cli;
+use super::demo_inputs::{INPUTS_DIR, write_inputs};
 use super::print::println;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// The demo data set: prompts.jsonl, routeval.toml, faults.toml, routes/.
-    #[arg(long, value_name = "DIR", default_value = "datasets/demo")]
-    pub data: PathBuf,
+    /// Without it, the demo's own (embedded in the binary, the repository's
+    /// datasets/demo), written under --out/inputs.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
 
-    /// The rubrics and prompt templates.
-    #[arg(long, value_name = "DIR", default_value = "rubrics")]
-    pub rubrics: PathBuf,
+    /// The rubrics and prompt templates; without them, the embedded ones
+    /// (the repository's rubrics/), written under --out/inputs.
+    #[arg(long, value_name = "DIR")]
+    pub rubrics: Option<PathBuf>,
 
     /// Where the demo's run, tables, keys and configs go: a new or empty
     /// directory, or one an earlier demo made (which it clears).
@@ -59,19 +63,33 @@ fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
 
 pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let started = std::time::Instant::now();
-    let data = &args_in.data;
-    for (directory, flag) in [(data, "--data"), (&args_in.rubrics, "--rubrics")] {
+    let out = &args_in.out;
+    let given: Vec<(&PathBuf, &str)> = [(&args_in.data, "--data"), (&args_in.rubrics, "--rubrics")]
+        .into_iter()
+        .filter_map(|(path, flag)| path.as_ref().map(|path| (path, flag)))
+        .collect();
+    for (directory, flag) in &given {
         if !directory.is_dir() {
-            anyhow::bail!(
-                "{}: no such directory ({flag}); run the demo from the repository root, or point --data and --rubrics at its datasets/demo and rubrics",
-                directory.display()
-            );
+            anyhow::bail!("{}: no such directory ({flag})", directory.display());
         }
     }
+    prepare_out(out, &given)?;
+    let (data, rubrics) = match (&args_in.data, &args_in.rubrics) {
+        (Some(data), Some(rubrics)) => (data.clone(), rubrics.clone()),
+        (data, rubrics) => {
+            let (embedded_data, embedded_rubrics) = write_inputs(&out.join(INPUTS_DIR))?;
+            println(&format!(
+                "the demo's inputs: {}",
+                out.join(INPUTS_DIR).display()
+            ))?;
+            (
+                data.clone().unwrap_or(embedded_data),
+                rubrics.clone().unwrap_or(embedded_rubrics),
+            )
+        }
+    };
+    let data = &data;
     let dataset = data.join("prompts.jsonl");
-    let rubrics = args_in.rubrics.clone();
-    let out = &args_in.out;
-    prepare_out(out, &[(data, "--data"), (&args_in.rubrics, "--rubrics")])?;
     let names = load_rubrics(&rubrics)?.into_keys().collect();
     let rows = read_dataset(&dataset, &names)?;
     let settings = SimSettings {
@@ -346,7 +364,8 @@ pub const DEMO_MARKER: &str = ".routeval-demo";
 
 /// Every file and folder the demo writes at the top of its `--out`: what a
 /// later demo clears there, and all it clears.
-pub const DEMO_OUTPUTS: [&str; 11] = [
+pub const DEMO_OUTPUTS: [&str; 12] = [
+    "inputs",
     "routeval.toml",
     "run",
     "graded.parquet",

@@ -5,6 +5,7 @@
 mod args;
 mod calibrate;
 mod demo;
+mod demo_inputs;
 mod drift;
 mod evaluate;
 mod gate;
