@@ -57,6 +57,7 @@ fn column(path: &Path, name: &str) -> Vec<Value> {
 
 struct Served {
     child: Option<Child>,
+    pid: u32,
     address: String,
 }
 
@@ -67,14 +68,32 @@ impl Served {
 
     /// SIGTERM, as an operator stops it: it must exit 0 having rolled its
     /// records.
-    fn stop(mut self) {
+    fn stop(self) {
+        self.stop_with_log();
+    }
+
+    /// [`Served::stop`], returning what serve wrote to stderr.
+    fn stop_with_log(mut self) -> String {
         let mut child = self.child.take().expect("running");
+        self.signal("TERM");
+        let status = child.wait().unwrap();
+        let mut log = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+        }
+        assert!(status.success(), "serve stopped with {status}: {log}");
+        log
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .map_or_else(|| self.pid.to_string(), |child| child.id().to_string());
         Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([&format!("-{name}"), &pid])
             .status()
             .unwrap();
-        let status = child.wait().unwrap();
-        assert!(status.success(), "serve stopped with {status}");
     }
 }
 
@@ -130,6 +149,7 @@ fn start_serve(
             panic!("serve did not start: {line}{stderr}")
         });
     Served {
+        pid: child.id(),
         child: Some(child),
         address,
     }
@@ -889,7 +909,19 @@ fn keys_constraints_refusals_and_reloads() {
         "routeval_config_reloads_total{outcome=\"refused\"} 3",
     );
     assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
-    served_live.stop();
+    // The running v2 back in the file is no change; SIGHUP asks anyway, and
+    // serve says the config is unchanged.
+    install(&v2, &live);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    served_live.signal("HUP");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = served_live.stop_with_log();
+    assert!(
+        log.contains("is unchanged; version 2 keeps serving"),
+        "SIGHUP on an unchanged config: {log}"
+    );
+    assert_eq!(log.matches("serve: reload refused").count(), 3, "{log}");
+    assert!(!log.contains(KEY) && !log.contains(EU_KEY), "{log}");
     // The records directory remembers v2: a restart on v1 is a rollback too.
     let restart = start(&v1, &router, &pipeline.path("live-records"));
     let stderr = String::from_utf8_lossy(&restart.stderr);
