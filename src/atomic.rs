@@ -636,10 +636,10 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Takes the exclusive lock `name` in `directory` for `who` (`"routeval
 /// run"`), or says that another holds it. The operating system releases it
 /// when the process ends, however it ends, so a kill leaves no stale lock.
-pub fn lock_directory(directory: &Path, name: &str, who: &str) -> anyhow::Result<File> {
+pub fn lock_directory(directory: &Path, name: &str, who: &str, flag: &str) -> anyhow::Result<File> {
     use anyhow::Context;
     let path = directory.join(name);
-    check_destination(&path, "--out")?;
+    check_destination(&path, flag)?;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -649,7 +649,7 @@ pub fn lock_directory(directory: &Path, name: &str, who: &str) -> anyhow::Result
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "{}: another {who} is writing to this directory (it holds {name}); wait for it to finish or give another --out",
+            "{}: another {who} is writing to this directory (it holds {name}); wait for it to finish or give another {flag}",
             directory.display()
         ),
         Err(std::fs::TryLockError::Error(error)) => {

@@ -779,6 +779,15 @@ fn keys_constraints_refusals_and_reloads() {
 
     let records = pipeline.path("records");
     let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    // A second serve on the same records would interleave two journals.
+    let second = start(&v1, &router, &records);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another routeval serve is writing to this directory")
+            && stderr.contains("give another --records"),
+        "{stderr}"
+    );
     let body_file = pipeline.path("body.json");
     let client = |key: Option<&str>, slice: Option<&str>, body: String| {
         std::fs::write(&body_file, body).unwrap();

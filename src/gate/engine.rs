@@ -725,7 +725,7 @@ fn route_config(
 
 /// The gate's lock on `out`, held while it writes there.
 fn lock_out(out: &Path) -> anyhow::Result<std::fs::File> {
-    crate::atomic::lock_directory(out, ".routeval-gate.lock", "routeval gate")
+    crate::atomic::lock_directory(out, ".routeval-gate.lock", "routeval gate", "--out")
 }
 
 /// A signed config, its signature and its export: each a new file, never a

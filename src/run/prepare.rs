@@ -39,7 +39,7 @@ impl Prepared {
 
 /// Takes the run directory's exclusive lock, or says who holds it.
 fn lock_run(out: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    crate::atomic::lock_directory(out, LOCK_FILE, "routeval run")
+    crate::atomic::lock_directory(out, LOCK_FILE, "routeval run", "--out")
 }
 
 /// Refuses an existing `--out` that no run made: a run moves aside and

@@ -79,7 +79,7 @@ impl JournalThread {
 pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, JournalThread)> {
     std::fs::create_dir_all(directory)
         .with_context(|| format!("{}: cannot create (--records)", directory.display()))?;
-    let lock = crate::atomic::lock_directory(directory, LOCK, "routeval serve")?;
+    let lock = crate::atomic::lock_directory(directory, LOCK, "routeval serve", "--records")?;
     let mut next = 1;
     for (number, kind) in parts(directory)? {
         next = next.max(number + 1);
