@@ -329,6 +329,28 @@ fn ask_all(served: &Served, prompts: &[(String, String, String)]) -> Vec<Answere
     })
 }
 
+/// `POST /v1/route`'s answer, read strictly: a key added or dropped fails.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code, reason = "read to pin the document's keys and types")]
+struct RouteDecision {
+    schema_version: u32,
+    logical_model: String,
+    slice: String,
+    policy: String,
+    route: String,
+    model: Option<String>,
+    tier: Option<String>,
+    routes: Vec<String>,
+    score: Option<f64>,
+    thresholds: Vec<routeval::schema::Threshold>,
+    verifier: Option<String>,
+    reason: String,
+    config_id: String,
+    config_version: u64,
+    config_sha256: String,
+}
+
 /// The tier a route's name stands for in the signed config.
 fn tier_of(config: &Value, route: &str) -> String {
     config["table"]["routes"]
@@ -337,6 +359,80 @@ fn tier_of(config: &Value, route: &str) -> String {
         .iter()
         .find(|found| found["name"] == route)
         .unwrap()["tier"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A streamed request gets what the whole one got: the same tier, and the
+/// same answer, released only once verified (for the first stage) and
+/// passed through as SSE.
+fn streamed_like_whole(
+    pipeline: &Pipeline,
+    config: &Path,
+    keys: &Path,
+    prompts: &[(String, String, String)],
+    answers: &[Answered],
+) {
+    let served = start_serve(
+        config,
+        &pipeline.out.join("keys/demo.key.pub"),
+        &pipeline.out.join("router.bin"),
+        keys,
+        &pipeline.path("records-streamed"),
+        &["--trust-slice-header"],
+    );
+    let mut tiers = std::collections::BTreeSet::new();
+    for ((_, slice, prompt), whole) in prompts.iter().zip(answers).take(40) {
+        let body = json!({
+            "model": "support-assistant",
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.0,
+            "max_tokens": 256,
+            "seed": 7,
+            "stream": true,
+        });
+        let output = Command::new("curl")
+            .args(["-s", "-N", "-i", "-H"])
+            .arg(format!("Authorization: Bearer {KEY}"))
+            .args([
+                "-H",
+                &format!("x-routeval-slice: {slice}"),
+                "-d",
+                &body.to_string(),
+            ])
+            .arg(served.url("/v1/chat/completions"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        let tier = text
+            .lines()
+            .find_map(|line| line.strip_prefix("x-routeval-tier: "))
+            .unwrap_or_else(|| panic!("{text}"))
+            .trim();
+        assert_eq!(tier, whole.tier, "{prompt}");
+        assert!(text.contains("content-type: text/event-stream"), "{text}");
+        let streamed: String = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter(|data| *data != "[DONE]")
+            .filter_map(|data| {
+                let chunk: Value = serde_json::from_str(data).unwrap();
+                chunk["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert_eq!(streamed, whole.text, "{prompt}");
+        tiers.insert(tier.to_owned());
+    }
+    served.stop();
+    assert_eq!(tiers.len(), 2, "both stages answered some: {tiers:?}");
+}
+
+/// A cascade's first stage in the signed config.
+fn routes_first(config: &Value) -> String {
+    config["table"]["policy"]["cascade"]["small"]
         .as_str()
         .unwrap()
         .to_owned()
@@ -427,6 +523,9 @@ fn what_the_gate_signed_is_what_serve_serves() {
         );
         let answers = ask_all(&served, &prompts);
         served.stop();
+        if candidate == "cascade.toml" {
+            streamed_like_whole(&pipeline, &config_path, &keys, &prompts, &answers);
+        }
         let policy_json = &config["table"]["policy"];
         let (kind, body) = policy_json.as_object().unwrap().iter().next().unwrap();
         let mut per_slice: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
@@ -464,6 +563,28 @@ fn what_the_gate_signed_is_what_serve_serves() {
                 ),
                 other => panic!("{other}"),
             };
+            let decision: RouteDecision = serde_json::from_value(answer.decision.clone())
+                .unwrap_or_else(|error| panic!("{error}: {}", answer.decision));
+            assert_eq!(
+                decision.schema_version,
+                routeval::serve::ROUTE_DECISION_SCHEMA_VERSION
+            );
+            assert_eq!(&decision.slice, slice);
+            assert!(
+                crate::common::undocumented_keys("## Route decisions", &[&answer.decision])
+                    .is_empty(),
+                "{}",
+                answer.decision
+            );
+            if kind == "cascade" {
+                assert_eq!(decision.reason, "cascade-start");
+                assert_eq!(decision.route, routes_first(&config));
+            } else {
+                assert_eq!(
+                    decision.route, answer.route,
+                    "{id}: the decision is what was served"
+                );
+            }
             let score = if kind == "cascade" {
                 verifier_scores[row].as_f64().unwrap()
             } else {
