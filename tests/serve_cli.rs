@@ -1300,6 +1300,92 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     );
     assert!(reasons.contains(&json!("stop")), "{reasons:?}");
 
+    // Admission: beyond the bounds a request is refused at once with 429
+    // and Retry-After, while the admitted ones are answered; a slot comes
+    // back with its answer's last byte.
+    for (flags, reason) in [
+        (["--max-in-flight", "2"], "admission:total"),
+        (["--max-in-flight-per-route", "2"], "admission:route"),
+    ] {
+        let records = pipeline.path(reason);
+        let served = start_serve(&v1, &pubkey, &router, &keys, &records, &flags);
+        let slow =
+            json!({"model": "support-assistant", "messages": [{"role": "user", "content": long}]})
+                .to_string();
+        let calls: Vec<std::process::Child> = (0..4)
+            .map(|_| {
+                Command::new("curl")
+                    .args([
+                        "-s",
+                        "-D",
+                        "-",
+                        "-o",
+                        "/dev/null",
+                        "-w",
+                        "%{http_code} %{time_total}\n",
+                        "-H",
+                    ])
+                    .arg(format!("Authorization: Bearer {KEY}"))
+                    .args(["-d", &slow])
+                    .arg(served.url("/v1/chat/completions"))
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outcomes: Vec<String> = calls
+            .into_iter()
+            .map(|call| String::from_utf8(call.wait_with_output().unwrap().stdout).unwrap())
+            .collect();
+        let last_line = |text: &str| text.trim_end().lines().last().unwrap().to_owned();
+        let timed = |code: &str| -> Vec<f64> {
+            outcomes
+                .iter()
+                .map(|text| last_line(text))
+                .filter_map(|line| {
+                    let (status, time) = line.split_once(' ')?;
+                    (status == code).then(|| time.parse().unwrap())
+                })
+                .collect()
+        };
+        let (answered, refused) = (timed("200"), timed("429"));
+        assert_eq!((answered.len(), refused.len()), (2, 2), "{outcomes:?}");
+        assert!(
+            refused
+                .iter()
+                .all(|refused| answered.iter().all(|answered| refused < answered)),
+            "refusals come at once, before the admitted answers end: {outcomes:?}"
+        );
+        assert!(
+            outcomes
+                .iter()
+                .filter(|text| last_line(text).starts_with("429"))
+                .all(|text| text.to_ascii_lowercase().contains("retry-after: 1")),
+            "{outcomes:?}"
+        );
+        // The slots came back.
+        assert_eq!(chat(&served, &[]), "200");
+        served.stop();
+        let mut reasons = Vec::new();
+        for part in routeval::records::record_parts(&records).unwrap() {
+            reasons.extend(
+                column(&part, "reason")
+                    .into_iter()
+                    .zip(column(&part, "status")),
+            );
+        }
+        assert_eq!(
+            reasons
+                .iter()
+                .filter(
+                    |(found, status)| *found == json!(reason) && *status == json!("rate_limited")
+                )
+                .count(),
+            2,
+            "{reasons:?}"
+        );
+    }
+
     // The gate will not sign a predictive candidate whose scorer is open.
     let report = pipeline.path("unpinned");
     let output = gate_single(&pipeline, &pipeline.path("v1.toml"), &report, None, false)

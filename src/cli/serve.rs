@@ -8,7 +8,7 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::exit_codes::Outcome;
-use crate::serve::{DEFAULT_MAX_BODY_BYTES, ServeOptions, Sources, serve};
+use crate::serve::{DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, serve};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -58,6 +58,15 @@ pub struct ServeArgs {
     /// Records per Parquet part.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub roll_records: u64,
+
+    /// Requests answered at once; more get 429 with Retry-After, never a
+    /// queue.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_in_flight: usize,
+
+    /// Requests one route answers at once; more get 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_in_flight_per_route: usize,
 }
 
 impl ServeArgs {
@@ -67,6 +76,14 @@ impl ServeArgs {
         }
         if self.max_body_bytes == 0 {
             bail!("--max-body-bytes must be at least 1");
+        }
+        for (value, flag) in [
+            (self.max_in_flight, "--max-in-flight"),
+            (self.max_in_flight_per_route, "--max-in-flight-per-route"),
+        ] {
+            if value == 0 {
+                bail!("{flag} must be at least 1");
+            }
         }
         Ok(ServeOptions {
             sources: Sources {
@@ -82,6 +99,10 @@ impl ServeArgs {
             strict_expiry: self.strict_expiry,
             max_body_bytes: self.max_body_bytes,
             roll_records: self.roll_records,
+            limits: Limits {
+                total: self.max_in_flight,
+                per_route: self.max_in_flight_per_route,
+            },
         })
     }
 }
@@ -135,5 +156,12 @@ mod tests {
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);
         assert_eq!(options.roll_records, 100_000);
+        assert_eq!(
+            options.limits,
+            crate::serve::Limits {
+                total: 4096,
+                per_route: 1024
+            }
+        );
     }
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::client::estimate_tokens;
 use crate::records::Status;
 
+use super::admission::Slot;
 use super::answer::Answer;
 use super::deployed::Upstream;
 use super::http::App;
@@ -129,6 +130,8 @@ pub(super) struct Finishing {
     pub spent_before: f64,
     pub first_byte: Option<f64>,
     pub finished: bool,
+    /// Admission slots, given back with the answer's last byte.
+    pub slots: Vec<Slot>,
 }
 
 impl Finishing {

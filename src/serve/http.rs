@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::policy::Plan;
 use crate::records::Status;
 
+use super::admission::{Admission, Full, Slot};
 use super::answer::Answer;
 use super::cascade::verify;
 use super::decision::{Decided, admit, routes_of};
@@ -37,6 +38,7 @@ pub struct App {
     pub http: reqwest::Client,
     pub journal: Journal,
     pub metrics: Metrics,
+    pub admission: Admission,
     pub requests: AtomicU64,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
@@ -142,6 +144,11 @@ pub async fn chat(
         Err(refusal) => return *refusal,
     };
     record.score = decided.score;
+    let total = match app.admission.request() {
+        Ok(slot) => slot,
+        Err(full) => return overloaded(&app, record, started, full),
+    };
+    let mut total = Some(total);
     let (stages, cascade) = match &decided.plan {
         Plan::Cascade { stages, .. } => (stages.clone(), true),
         plan => (vec![routes_of(plan)[decided.tier].to_owned()], false),
@@ -159,7 +166,7 @@ pub async fn chat(
             last: stage + 1 == stages.len(),
             started,
         };
-        match call.answer(record, &mut spent).await {
+        match call.answer(record, &mut spent, &mut total).await {
             Stage::Answered(response) => return response,
             Stage::Escalated(kept) => record = *kept,
         }
@@ -210,7 +217,20 @@ impl StageCall<'_> {
 
     /// Calls the route; passes its answer on, or (a cascade stage before the
     /// last) reads it whole, asks the verifier, and releases it or escalates.
-    async fn answer(&self, mut record: ServedRecord, spent: &mut f64) -> Stage {
+    /// The request's slot (`total`) and the route's go with the answer,
+    /// given back when its last byte has gone.
+    async fn answer(
+        &self,
+        mut record: ServedRecord,
+        spent: &mut f64,
+        total: &mut Option<Slot>,
+    ) -> Stage {
+        let route_slot = match self.app.admission.route(self.route) {
+            Ok(slot) => slot,
+            Err(full) => {
+                return Stage::Answered(overloaded(self.app, record, self.started, full));
+            }
+        };
         let deployed = &self.decided.deployed;
         let upstream = deployed
             .upstreams
@@ -235,6 +255,7 @@ impl StageCall<'_> {
             spent_before: *spent,
             first_byte: None,
             finished: false,
+            slots: Vec::new(),
         };
         let Called {
             status,
@@ -243,6 +264,8 @@ impl StageCall<'_> {
         } = called;
         if self.last || !answered {
             finishing.record = Some(record);
+            finishing.slots.extend(total.take());
+            finishing.slots.push(route_slot);
             return Stage::Answered(pass_through(
                 finishing,
                 status,
@@ -294,6 +317,8 @@ impl StageCall<'_> {
         }
         finishing.spent_before = *spent - own;
         finishing.record = Some(record);
+        finishing.slots.extend(total.take());
+        finishing.slots.push(route_slot);
         Stage::Answered(pass_through(
             finishing,
             status,
@@ -302,6 +327,27 @@ impl StageCall<'_> {
             Source::Buffered(bytes),
         ))
     }
+}
+
+/// A 429 with `Retry-After` for a request beyond an admission bound,
+/// recorded as rate limited with the bound that refused it.
+fn overloaded(app: &App, mut record: ServedRecord, started: Instant, full: Full) -> Response {
+    record.status = Status::RateLimited.name();
+    let which = match full {
+        Full::Total => "serve has --max-in-flight requests in flight",
+        Full::Route => "the route has --max-in-flight-per-route requests in flight",
+    };
+    let mut response = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit_error",
+        None,
+        &format!("{which}; retry after a second"),
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    refuse(app, record, full.reason(), started, response)
 }
 
 /// `GET /v1/models`.
@@ -325,6 +371,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
         deployed.config.version,
         &deployed.config.config_id,
         deployed.expired(app.clock.as_ref()),
+        app.admission.in_flight(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -77,7 +77,13 @@ impl Metrics {
     }
 
     /// The text `GET /metrics` returns.
-    pub fn render(&self, config_version: u64, config_id: &str, expired: bool) -> String {
+    pub fn render(
+        &self,
+        config_version: u64,
+        config_id: &str,
+        expired: bool,
+        in_flight: usize,
+    ) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
         let mut text = String::new();
         let label = |value: &str| value.replace('\\', "\\\\").replace('"', "\\\"");
@@ -111,6 +117,10 @@ impl Metrics {
             "# HELP routeval_config_version The signed route config being served.\n# TYPE routeval_config_version gauge\nrouteval_config_version{{config_id=\"{}\"}} {config_version}\n# HELP routeval_config_expired Whether the served config has expired.\n# TYPE routeval_config_expired gauge\nrouteval_config_expired {}",
             label(config_id),
             u8::from(expired)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP routeval_in_flight Requests being answered now.\n# TYPE routeval_in_flight gauge\nrouteval_in_flight {in_flight}"
         );
         text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
         for (outcome, count) in &counters.reloads {

@@ -9,6 +9,7 @@
 //! must verify and follow the running one, or the running one keeps
 //! serving. docs/serve.md says each behaviour exactly.
 
+mod admission;
 mod answer;
 mod cascade;
 mod decision;
@@ -31,6 +32,7 @@ use axum::serve::ListenerExt;
 
 use crate::clock::{Clock, SystemClock};
 
+pub use admission::Limits;
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
 pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
@@ -54,6 +56,8 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// Records per Parquet part.
     pub roll_records: u64,
+    /// Requests in flight at once, in total and per route.
+    pub limits: admission::Limits,
 }
 
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
@@ -87,6 +91,7 @@ pub fn serve(
         http,
         journal,
         metrics: metrics::Metrics::default(),
+        admission: admission::Admission::new(options.limits),
         requests: AtomicU64::new(0),
         started_ms,
     });
