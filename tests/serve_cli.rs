@@ -1386,6 +1386,108 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         );
     }
 
+    // The timers: no first byte in time is a 504 at the deadline; a stream
+    // that stalls after its first byte ends with an error the client sees.
+    let records = pipeline.path("timers");
+    let served = start_serve(
+        &v1,
+        &pubkey,
+        &router,
+        &keys,
+        &records,
+        &[
+            "--first-token-timeout-ms",
+            "300",
+            "--stall-timeout-ms",
+            "50",
+        ],
+    );
+    let whole =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": long}]})
+            .to_string();
+    let late = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code} %{time_total}", "-H"])
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-d", &whole])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let late = String::from_utf8(late.stdout).unwrap();
+    let (body, outcome) = late.rsplit_once('\n').unwrap();
+    // A 504 at all says the deadline came first: the answer takes 2 s.
+    let (status, _) = outcome.split_once(' ').unwrap();
+    assert_eq!(status, "504", "{late}");
+    assert!(body.contains("--first-token-timeout-ms"), "{body}");
+    let stalled = Command::new("curl")
+        .args(["-s", "-N", "-H"])
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-d", &streamed])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let received = String::from_utf8_lossy(&stalled.stdout);
+    assert!(received.starts_with("data: "), "{received}");
+    assert!(
+        !received.contains("[DONE]"),
+        "a stalled stream is not finished: {received}"
+    );
+    assert!(
+        !stalled.status.success(),
+        "the client sees the stream end in an error"
+    );
+    served.stop();
+    let mut outcomes = Vec::new();
+    for part in routeval::records::record_parts(&records).unwrap() {
+        outcomes.extend(
+            column(&part, "status")
+                .into_iter()
+                .zip(column(&part, "reason"))
+                .zip(column(&part, "finish_reason")),
+        );
+    }
+    assert!(
+        outcomes.contains(&(
+            (json!("timeout"), json!("timeout:first-token")),
+            Value::Null
+        )),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|((status, _), finish)| *status == json!("timeout") && *finish == json!("stall")),
+        "{outcomes:?}"
+    );
+    // The total deadline ends a stream that flows but runs too long.
+    let records = pipeline.path("total");
+    let served = start_serve(
+        &v1,
+        &pubkey,
+        &router,
+        &keys,
+        &records,
+        &["--total-timeout-ms", "700"],
+    );
+    let long_stream = Command::new("curl")
+        .args(["-s", "-N", "-H"])
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-d", &streamed])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let received = String::from_utf8_lossy(&long_stream.stdout);
+    assert!(
+        received.matches("data: ").count() > 2,
+        "it flowed for a while: {received}"
+    );
+    assert!(!received.contains("[DONE]"), "{received}");
+    served.stop();
+    let mut finishes = Vec::new();
+    for part in routeval::records::record_parts(&records).unwrap() {
+        finishes.extend(column(&part, "finish_reason"));
+    }
+    assert_eq!(finishes, [json!("total_deadline")]);
+
     // The gate will not sign a predictive candidate whose scorer is open.
     let report = pipeline.path("unpinned");
     let output = gate_single(&pipeline, &pipeline.path("v1.toml"), &report, None, false)

@@ -3,12 +3,13 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
 
 use crate::exit_codes::Outcome;
-use crate::serve::{DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, serve};
+use crate::serve::{DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -67,6 +68,19 @@ pub struct ServeArgs {
     /// Requests one route answers at once; more get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_in_flight_per_route: usize,
+
+    /// A route that gives no first byte within this gets the client a 504.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub first_token_timeout_ms: u64,
+
+    /// An answer that gives no byte for this long after its first is ended
+    /// with an error the client sees (never another model's text).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub stall_timeout_ms: u64,
+
+    /// No request is answered for longer than this from its arrival.
+    #[arg(long, value_name = "MS", default_value_t = 600_000)]
+    pub total_timeout_ms: u64,
 }
 
 impl ServeArgs {
@@ -80,6 +94,12 @@ impl ServeArgs {
         for (value, flag) in [
             (self.max_in_flight, "--max-in-flight"),
             (self.max_in_flight_per_route, "--max-in-flight-per-route"),
+            (
+                self.first_token_timeout_ms as usize,
+                "--first-token-timeout-ms",
+            ),
+            (self.stall_timeout_ms as usize, "--stall-timeout-ms"),
+            (self.total_timeout_ms as usize, "--total-timeout-ms"),
         ] {
             if value == 0 {
                 bail!("{flag} must be at least 1");
@@ -102,6 +122,11 @@ impl ServeArgs {
             limits: Limits {
                 total: self.max_in_flight,
                 per_route: self.max_in_flight_per_route,
+            },
+            timeouts: Timeouts {
+                first_token: Duration::from_millis(self.first_token_timeout_ms),
+                stall: Duration::from_millis(self.stall_timeout_ms),
+                total: Duration::from_millis(self.total_timeout_ms),
             },
         })
     }

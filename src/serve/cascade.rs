@@ -10,7 +10,7 @@ use crate::rubric::{TokenChoice, verdict_score};
 use super::answer::Answer;
 use super::decision::last_user_text;
 use super::deployed::Deployed;
-use super::forward::{call, without_url};
+use super::forward::{CallFailed, call, without_url};
 use super::http::App;
 
 /// The verifier's reject score for `answer`, and what asking it cost.
@@ -20,6 +20,7 @@ pub(super) async fn verify(
     route: &str,
     request: &serde_json::Map<String, Value>,
     answer: &str,
+    deadline: tokio::time::Instant,
 ) -> Result<(f64, f64), String> {
     let verifier = deployed
         .verifier
@@ -47,7 +48,13 @@ pub(super) async fn verify(
         body.insert("logprobs".to_owned(), json!(true));
         body.insert("top_logprobs".to_owned(), json!(5));
     }
-    let called = call(app, upstream, &body).await?;
+    let late = || "the verifier did not answer within --total-timeout-ms".to_owned();
+    let called = call(app, upstream, &body, deadline)
+        .await
+        .map_err(|failed| match failed {
+            CallFailed::Unreachable(problem) => problem,
+            CallFailed::TimedOut => late(),
+        })?;
     if !called.status.is_success() {
         return Err(format!("the verifier answered {}", called.status));
     }

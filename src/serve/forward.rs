@@ -5,12 +5,13 @@
 //! went away.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::client::estimate_tokens;
@@ -54,6 +55,25 @@ impl serde::Serialize for WithModel<'_> {
     }
 }
 
+/// The three timers of a call: to its first byte, between bytes, and to
+/// its end (from the request's arrival), from `--first-token-timeout-ms`,
+/// `--stall-timeout-ms` and `--total-timeout-ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub first_token: Duration,
+    pub stall: Duration,
+    pub total: Duration,
+}
+
+/// Why a call gave no response to pass on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CallFailed {
+    /// No connection, or the connection failed before a response.
+    Unreachable(String),
+    /// No response, or no first byte of it, within the deadline.
+    TimedOut,
+}
+
 /// One upstream call's response, before its body is read.
 pub(super) struct Called {
     pub status: StatusCode,
@@ -64,15 +84,41 @@ pub(super) struct Called {
 /// Where the client's body comes from: the upstream's, as it arrives, or a
 /// cascade stage's answer read whole and verified.
 pub(super) enum Source {
-    Stream(reqwest::Response),
+    /// The first chunk, already read within the first-token deadline, and
+    /// the rest.
+    Stream {
+        first: Option<Bytes>,
+        rest: BoxStream<'static, Result<Bytes, reqwest::Error>>,
+    },
     Buffered(Vec<u8>),
 }
 
+/// The response's first chunk within `deadline`, and the rest of it.
+pub(super) async fn first_chunk(
+    response: reqwest::Response,
+    deadline: tokio::time::Instant,
+) -> Result<Source, CallFailed> {
+    let mut rest = response.bytes_stream().boxed();
+    match tokio::time::timeout_at(deadline, rest.next()).await {
+        Err(_) => Err(CallFailed::TimedOut),
+        Ok(Some(Err(problem))) => Err(CallFailed::Unreachable(format!(
+            "the upstream's answer was cut: {}",
+            without_url(&problem)
+        ))),
+        Ok(first) => Ok(Source::Stream {
+            first: first.map(|chunk| chunk.expect("matched above")),
+            rest,
+        }),
+    }
+}
+
+/// Sends `body` to `upstream`; its response's head must come by `deadline`.
 pub(super) async fn call(
     app: &App,
     upstream: &Upstream,
     body: &serde_json::Map<String, Value>,
-) -> Result<Called, String> {
+    deadline: tokio::time::Instant,
+) -> Result<Called, CallFailed> {
     let body = WithModel {
         body,
         model: &upstream.model,
@@ -85,13 +131,16 @@ pub(super) async fn call(
     if let Some(key) = &upstream.api_key {
         request = request.bearer_auth(key);
     }
-    let response = request.send().await.map_err(|problem| {
-        format!(
-            "the upstream at {} did not answer: {}",
-            upstream.chat_url,
-            without_url(&problem)
-        )
-    })?;
+    let response = tokio::time::timeout_at(deadline, request.send())
+        .await
+        .map_err(|_| CallFailed::TimedOut)?
+        .map_err(|problem| {
+            CallFailed::Unreachable(format!(
+                "the upstream at {} did not answer: {}",
+                upstream.chat_url,
+                without_url(&problem)
+            ))
+        })?;
     Ok(Called {
         status: StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY),
         content_type: response
@@ -129,7 +178,7 @@ pub(super) struct Finishing {
     /// What earlier calls of a cascade cost.
     pub spent_before: f64,
     pub first_byte: Option<f64>,
-    pub finished: bool,
+    pub ending: Ending,
     /// Admission slots, given back with the answer's last byte.
     pub slots: Vec<Slot>,
 }
@@ -145,6 +194,21 @@ impl Finishing {
             self.body.extend_from_slice(chunk);
         }
     }
+}
+
+/// How an answer's passing on ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Ending {
+    /// Every byte went to the client.
+    Finished,
+    /// The client went away first (the default until the end is seen).
+    #[default]
+    ClientLeft,
+    UpstreamCut,
+    /// No byte within `--stall-timeout-ms` after the first.
+    Stalled,
+    /// The answer ran past `--total-timeout-ms`.
+    PastTotal,
 }
 
 impl Drop for Finishing {
@@ -181,9 +245,18 @@ impl Drop for Finishing {
                 .cost(input, answer.cached_input_tokens.unwrap_or(0), output)
         });
         record.cost_usd = own.map(|own| own + self.spent_before);
-        if !self.finished {
-            record.status = Status::Error.name();
-            record.finish_reason = Some("client_disconnected".to_owned());
+        let (status, finish_reason) = match self.ending {
+            Ending::Finished => (None, None),
+            Ending::ClientLeft => (Some(Status::Error), Some("client_disconnected")),
+            Ending::UpstreamCut => (Some(Status::Error), Some("upstream_cut")),
+            Ending::Stalled => (Some(Status::Timeout), Some("stall")),
+            Ending::PastTotal => (Some(Status::Timeout), Some("total_deadline")),
+        };
+        if let Some(status) = status {
+            record.status = status.name();
+        }
+        if let Some(finish_reason) = finish_reason {
+            record.finish_reason = Some(finish_reason.to_owned());
         }
         self.app
             .metrics
@@ -213,34 +286,52 @@ pub(super) fn pass_through(
     let body = match source {
         Source::Buffered(bytes) => {
             finishing.feed(&bytes);
-            finishing.finished = true;
+            finishing.ending = Ending::Finished;
             drop(finishing);
             Body::from(bytes)
         }
-        Source::Stream(response) => {
-            let stream = response.bytes_stream();
+        Source::Stream { first, rest } => {
+            let timeouts = finishing.app.timeouts;
+            let total = tokio::time::Instant::from_std(finishing.started) + timeouts.total;
+            let first = first.map(Ok::<Bytes, reqwest::Error>);
+            let rest = futures_util::stream::iter(first).chain(rest);
             let body = futures_util::stream::unfold(
-                (stream, finishing),
-                |(mut stream, mut finishing)| async move {
-                    match stream.next().await {
-                        Some(Ok(chunk)) => {
-                            finishing.feed(&chunk);
-                            Some((Ok::<Bytes, std::io::Error>(chunk), (stream, finishing)))
+                (rest, Some(finishing)),
+                move |(mut rest, mut finishing)| async move {
+                    let mut state = finishing.take()?;
+                    let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
+                    let (item, ending) = match tokio::time::timeout_at(deadline, rest.next()).await
+                    {
+                        Ok(Some(Ok(chunk))) => {
+                            state.feed(&chunk);
+                            (Some(Ok(chunk)), None)
                         }
-                        Some(Err(problem)) => {
-                            if let Some(record) = finishing.record.as_mut() {
-                                record.finish_reason = Some("upstream_cut".to_owned());
-                            }
-                            Some((
-                                Err(std::io::Error::other(without_url(&problem))),
-                                (stream, finishing),
-                            ))
+                        Ok(Some(Err(problem))) => (
+                            Some(Err(std::io::Error::other(without_url(&problem)))),
+                            Some(Ending::UpstreamCut),
+                        ),
+                        Ok(None) => (None, Some(Ending::Finished)),
+                        Err(_) => {
+                            let ending = if deadline >= total {
+                                Ending::PastTotal
+                            } else {
+                                Ending::Stalled
+                            };
+                            let message = match ending {
+                                Ending::PastTotal => "the answer ran past --total-timeout-ms",
+                                _ => "the answer stalled past --stall-timeout-ms",
+                            };
+                            (Some(Err(std::io::Error::other(message))), Some(ending))
                         }
-                        None => {
-                            finishing.finished = true;
-                            drop(finishing);
-                            None
+                    };
+                    match ending {
+                        // The last item, then the record (on drop).
+                        Some(ending) => {
+                            state.ending = ending;
+                            drop(state);
+                            item.map(|item| (item, (rest, None)))
                         }
+                        None => item.map(|item| (item, (rest, Some(state)))),
                     }
                 },
             );

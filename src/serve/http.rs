@@ -23,7 +23,10 @@ use super::answer::Answer;
 use super::cascade::verify;
 use super::decision::{Decided, admit, routes_of};
 use super::deployed::Deployed;
-use super::forward::{Called, Finishing, Source, call, is_sse, pass_through, without_url};
+use super::forward::{
+    CallFailed, Called, Ending, Finishing, Source, Timeouts, call, first_chunk, is_sse,
+    pass_through, without_url,
+};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
 use super::metrics::Metrics;
@@ -39,6 +42,7 @@ pub struct App {
     pub journal: Journal,
     pub metrics: Metrics,
     pub admission: Admission,
+    pub timeouts: Timeouts,
     pub requests: AtomicU64,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
@@ -205,6 +209,35 @@ impl StageCall<'_> {
         ]
     }
 
+    /// A call that gave no response: unreachable (502), or no first byte
+    /// in time (504, recorded as a timeout).
+    fn call_failed(&self, mut record: ServedRecord, failed: CallFailed) -> Stage {
+        match failed {
+            CallFailed::Unreachable(problem) => {
+                self.failed(record, "upstream-unreachable", &problem)
+            }
+            CallFailed::TimedOut => {
+                record.status = Status::Timeout.name();
+                Stage::Answered(refuse(
+                    self.app,
+                    record,
+                    "timeout:first-token",
+                    self.started,
+                    error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "timeout",
+                        None,
+                        &format!(
+                            "route {:?} gave no first token within --first-token-timeout-ms ({} ms)",
+                            self.route,
+                            self.app.timeouts.first_token.as_millis()
+                        ),
+                    ),
+                ))
+            }
+        }
+    }
+
     fn failed(&self, record: ServedRecord, reason: &str, message: &str) -> Stage {
         Stage::Answered(refuse(
             self.app,
@@ -237,9 +270,12 @@ impl StageCall<'_> {
             .get(self.route)
             .expect("every route has an upstream")
             .clone();
-        let called = match call(self.app, &upstream, &self.decided.request).await {
+        let timeouts = self.app.timeouts;
+        let first_token = tokio::time::Instant::now() + timeouts.first_token;
+        let total_deadline = tokio::time::Instant::from_std(self.started) + timeouts.total;
+        let called = match call(self.app, &upstream, &self.decided.request, first_token).await {
             Ok(called) => called,
-            Err(problem) => return self.failed(record, "upstream-unreachable", &problem),
+            Err(failed) => return self.call_failed(record, failed),
         };
         let sse = is_sse(called.content_type.as_ref());
         let answered = called.status.is_success();
@@ -254,7 +290,7 @@ impl StageCall<'_> {
             upstream: upstream.clone(),
             spent_before: *spent,
             first_byte: None,
-            finished: false,
+            ending: Ending::default(),
             slots: Vec::new(),
         };
         let Called {
@@ -263,6 +299,12 @@ impl StageCall<'_> {
             response,
         } = called;
         if self.last || !answered {
+            // The client's status waits for the first byte: a route that
+            // gives none in time is a 504, not a 200 that never starts.
+            let source = match first_chunk(response, first_token.min(total_deadline)).await {
+                Ok(source) => source,
+                Err(failed) => return self.call_failed(record, failed),
+            };
             finishing.record = Some(record);
             finishing.slots.extend(total.take());
             finishing.slots.push(route_slot);
@@ -271,14 +313,17 @@ impl StageCall<'_> {
                 status,
                 content_type,
                 self.headers(),
-                Source::Stream(response),
+                source,
             ));
         }
         // A cascade stage before the last: its answer is read whole and
         // verified before the client sees any of it.
-        let bytes = match response.bytes().await {
-            Ok(bytes) => bytes.to_vec(),
-            Err(problem) => return self.failed(record, "upstream-cut", &without_url(&problem)),
+        let bytes = match tokio::time::timeout_at(total_deadline, response.bytes()).await {
+            Ok(Ok(bytes)) => bytes.to_vec(),
+            Ok(Err(problem)) => {
+                return self.failed(record, "upstream-cut", &without_url(&problem));
+            }
+            Err(_) => return self.call_failed(record, CallFailed::TimedOut),
         };
         let answer = if sse {
             let mut answer = Answer::default();
@@ -301,6 +346,7 @@ impl StageCall<'_> {
             verifier,
             &self.decided.request,
             &answer.text,
+            total_deadline,
         )
         .await;
         let (score, verifier_cost) = match verdict {

@@ -35,6 +35,7 @@ use crate::clock::{Clock, SystemClock};
 pub use admission::Limits;
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
+pub use forward::Timeouts;
 pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
 pub use keys::{Identity, Keys};
 
@@ -58,6 +59,7 @@ pub struct ServeOptions {
     pub roll_records: u64,
     /// Requests in flight at once, in total and per route.
     pub limits: admission::Limits,
+    pub timeouts: Timeouts,
 }
 
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
@@ -92,6 +94,7 @@ pub fn serve(
         journal,
         metrics: metrics::Metrics::default(),
         admission: admission::Admission::new(options.limits),
+        timeouts: options.timeouts,
         requests: AtomicU64::new(0),
         started_ms,
     });
