@@ -1488,6 +1488,89 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     }
     assert_eq!(finishes, [json!("total_deadline")]);
 
+    // A real kill: the journal holds every answered request; the next serve
+    // rolls it into its Parquet part, dropping only a torn last line.
+    let records = pipeline.path("killed");
+    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    for _ in 0..5 {
+        assert_eq!(chat(&served, &[]), "200");
+    }
+    // The writer syncs each batch it drains: wait for the fifth.
+    let journal = records.join("part-000001.jsonl");
+    for _ in 0..50 {
+        if std::fs::read_to_string(&journal).is_ok_and(|text| text.lines().count() == 5) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    served.signal("KILL");
+    drop(served);
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap().lines().count(),
+        5
+    );
+    let mut torn = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .unwrap();
+    std::io::Write::write_all(&mut torn, b"{\"id\": \"half-writ").unwrap();
+    drop(torn);
+    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    assert!(!journal.exists(), "the killed serve's journal was rolled");
+    assert_eq!(column(&records.join("part-000001.parquet"), "id").len(), 5);
+    assert_eq!(chat(&served, &[]), "200");
+    served.stop();
+    assert_eq!(column(&records.join("part-000002.parquet"), "id").len(), 1);
+
+    // Records serve did not make are never taken for its own: a directory
+    // of someone's journals is refused, and so is a link by a journal's name.
+    let theirs = pipeline.path("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let their_journal = theirs.join("part-000001.jsonl");
+    std::fs::write(&their_journal, "{\"id\": \"mine\"}\n").unwrap();
+    let outside = pipeline.path("outside.jsonl");
+    std::fs::write(&outside, "{\"id\": \"keep\"}\n{\"id\": \"torn").unwrap();
+    std::os::unix::fs::symlink(&outside, records.join("part-000009.jsonl")).unwrap();
+    for (directory, says) in [
+        (&theirs, "was not made by routeval serve"),
+        (&records, "part-000009.jsonl"),
+    ] {
+        let refused = Command::new(binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(&v1)
+            .arg("--pubkey")
+            .arg(&pubkey)
+            .arg("--router")
+            .arg(&router)
+            .arg("--keys")
+            .arg(&keys)
+            .arg("--records")
+            .arg(directory)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("ROUTEVAL_SIM_KEY", "x")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&their_journal).unwrap(),
+        "{\"id\": \"mine\"}\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(&theirs).unwrap().count(),
+        1,
+        "nothing written there"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "{\"id\": \"keep\"}\n{\"id\": \"torn",
+        "the link's target is untouched"
+    );
+    assert!(std::fs::symlink_metadata(records.join("part-000009.jsonl")).is_ok());
+
     // The gate will not sign a predictive candidate whose scorer is open.
     let report = pipeline.path("unpinned");
     let output = gate_single(&pipeline, &pipeline.path("v1.toml"), &report, None, false)

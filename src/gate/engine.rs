@@ -293,8 +293,10 @@ impl Inputs {
         };
         let router_sha256 = match &options.router {
             Some(path) => {
-                Router::load(path).context("--router")?;
-                Some(sha256_file(path)?)
+                let bytes = std::fs::read(path)
+                    .with_context(|| format!("{}: cannot read (--router)", path.display()))?;
+                Router::from_bytes(&bytes, path).context("--router")?;
+                Some(sha256_hex(&bytes))
             }
             None => None,
         };

@@ -193,6 +193,12 @@ impl Router {
         std::fs::File::open(path)
             .and_then(|mut file| file.read_to_end(&mut bytes))
             .with_context(|| format!("{}: cannot read the router", path.display()))?;
+        Router::from_bytes(&bytes, path)
+    }
+
+    /// The router in `bytes`, read from `path` (which errors name): for a
+    /// caller that also digests the file, so it is read once.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<Router> {
         if bytes.len() >= 8 && &bytes[..8] == OLD_MAGIC {
             bail!(
                 "{}: a router from an older routeval, which scored only the small tier; retrain it with `routeval router train`",

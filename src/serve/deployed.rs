@@ -158,8 +158,7 @@ pub fn load(
                     router_path.display()
                 )));
             }
-            drop(file);
-            let router = Router::load(router_path)
+            let router = Router::from_bytes(&file, router_path)
                 .map_err(|error| LoadError::Unreadable(format!("{error:#}")))?;
             Some(Arc::new(router))
         }

@@ -74,9 +74,34 @@ impl JournalThread {
     }
 }
 
+/// Refuses a records directory serve did not make: one that exists, holds
+/// anything, and has no [`LOCK`] (which only serve creates). serve rolls and
+/// removes the journals it finds there, so a directory of someone else's
+/// `part-*.jsonl` must never be taken for its own.
+pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
+    let mut entries = match std::fs::read_dir(directory) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(error)
+                .with_context(|| format!("{}: cannot list (--records)", directory.display()));
+        }
+    };
+    let made_by_serve = std::fs::symlink_metadata(directory.join(LOCK))
+        .is_ok_and(|metadata| metadata.file_type().is_file());
+    if made_by_serve || entries.next().is_none() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}: is not empty and was not made by routeval serve (no {LOCK}); give a new or empty --records",
+        directory.display()
+    )
+}
+
 /// Opens `directory` (created if missing), rolls what a killed serve left,
 /// and starts the writer.
 pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, JournalThread)> {
+    check_directory(directory)?;
     std::fs::create_dir_all(directory)
         .with_context(|| format!("{}: cannot create (--records)", directory.display()))?;
     let lock = crate::atomic::lock_directory(directory, LOCK, "routeval serve", "--records")?;
@@ -142,7 +167,9 @@ fn parts(directory: &Path) -> anyhow::Result<Vec<(u64, PartKind)>> {
 /// is already there (the kill came between the commit and the removal).
 fn recover(directory: &Path, number: u64) -> anyhow::Result<()> {
     let journal = journal_path(directory, number);
-    if parquet_path(directory, number).exists() {
+    // A link or a device by a journal's name is not a journal serve wrote.
+    crate::atomic::check_destination(&journal, "--records")?;
+    if std::fs::symlink_metadata(parquet_path(directory, number)).is_ok() {
         std::fs::remove_file(&journal)
             .with_context(|| format!("{}: cannot remove the rolled journal", journal.display()))?;
         return Ok(());

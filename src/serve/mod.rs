@@ -78,6 +78,7 @@ pub fn serve(
         .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
+    journal::check_directory(&options.records)?;
     deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
     let (journal, writer) = journal::open(&options.records, options.roll_records)?;
     deployed::remember_served(&options.records, &deployed)?;
