@@ -107,16 +107,16 @@ impl Drop for Served {
     }
 }
 
-/// Starts serve; its first line names the address it listens on.
-fn start_serve(
+/// `routeval serve` on a free port, with the routes' key variable set.
+fn serve_command(
     config: &Path,
     pubkey: &Path,
     router: &Path,
     keys: &Path,
     records: &Path,
-    extra: &[&str],
-) -> Served {
-    let mut child = Command::new(binary())
+) -> Command {
+    let mut command = Command::new(binary());
+    command
         .arg("serve")
         .arg("--config")
         .arg(config)
@@ -129,8 +129,21 @@ fn start_serve(
         .arg("--records")
         .arg(records)
         .args(["--listen", "127.0.0.1:0"])
+        .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim");
+    command
+}
+
+/// Starts serve; its first line names the address it listens on.
+fn start_serve(
+    config: &Path,
+    pubkey: &Path,
+    router: &Path,
+    keys: &Path,
+    records: &Path,
+    extra: &[&str],
+) -> Served {
+    let mut child = serve_command(config, pubkey, router, keys, records)
         .args(extra)
-        .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -788,20 +801,7 @@ fn keys_constraints_refusals_and_reloads() {
     let router = pipeline.out.join("router.bin");
     let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
     let start = |config: &Path, router: &Path, records: &Path| {
-        Command::new(binary())
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
-            .arg("--pubkey")
-            .arg(&pubkey)
-            .arg("--router")
-            .arg(router)
-            .arg("--keys")
-            .arg(&keys)
-            .arg("--records")
-            .arg(records)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("ROUTEVAL_SIM_KEY", "x")
+        serve_command(config, &pubkey, router, &keys, records)
             .output()
             .unwrap()
     };
@@ -1535,20 +1535,7 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         (&theirs, "was not made by routeval serve"),
         (&records, "part-000009.jsonl"),
     ] {
-        let refused = Command::new(binary())
-            .arg("serve")
-            .arg("--config")
-            .arg(&v1)
-            .arg("--pubkey")
-            .arg(&pubkey)
-            .arg("--router")
-            .arg(&router)
-            .arg("--keys")
-            .arg(&keys)
-            .arg("--records")
-            .arg(directory)
-            .args(["--listen", "127.0.0.1:0"])
-            .env("ROUTEVAL_SIM_KEY", "x")
+        let refused = serve_command(&v1, &pubkey, &router, &keys, directory)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&refused.stderr);
