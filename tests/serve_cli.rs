@@ -85,6 +85,26 @@ impl Served {
         log
     }
 
+    /// `curl -i` of a chat request with `key` and the slice header: the
+    /// response's head and body as text.
+    fn post(&self, key: &str, slice: &str, body: &Value, flags: &[&str]) -> String {
+        let output = Command::new("curl")
+            .args(["-s", "-i"])
+            .args(flags)
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {key}"))
+            .args([
+                "-H",
+                &format!("x-routeval-slice: {slice}"),
+                "-d",
+                &body.to_string(),
+            ])
+            .arg(self.url("/v1/chat/completions"))
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    }
+
     fn signal(&self, name: &str) {
         let pid = self
             .child
@@ -105,6 +125,16 @@ impl Drop for Served {
             let _ = child.wait();
         }
     }
+}
+
+/// The value of response header `name` in `curl -i` output.
+fn header_of(response: &str, name: &str) -> String {
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {response}"))
+        .trim()
+        .to_owned()
 }
 
 /// `routeval serve` on a free port, with the routes' key variable set.
@@ -405,24 +435,8 @@ fn streamed_like_whole(
             "seed": 7,
             "stream": true,
         });
-        let output = Command::new("curl")
-            .args(["-s", "-N", "-i", "-H"])
-            .arg(format!("Authorization: Bearer {KEY}"))
-            .args([
-                "-H",
-                &format!("x-routeval-slice: {slice}"),
-                "-d",
-                &body.to_string(),
-            ])
-            .arg(served.url("/v1/chat/completions"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8(output.stdout).unwrap();
-        let tier = text
-            .lines()
-            .find_map(|line| line.strip_prefix("x-routeval-tier: "))
-            .unwrap_or_else(|| panic!("{text}"))
-            .trim();
+        let text = served.post(KEY, slice, &body, &["-N"]);
+        let tier = header_of(&text, "x-routeval-tier");
         assert_eq!(tier, whole.tier, "{prompt}");
         assert!(text.contains("content-type: text/event-stream"), "{text}");
         let streamed: String = text
@@ -1225,25 +1239,7 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     {
         for key in [KEY, EU_KEY] {
             let body = json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]});
-            let output = Command::new("curl")
-                .args(["-s", "-i", "-H"])
-                .arg(format!("Authorization: Bearer {key}"))
-                .args([
-                    "-H",
-                    &format!("x-routeval-slice: {slice}"),
-                    "-d",
-                    &body.to_string(),
-                ])
-                .arg(served.url("/v1/chat/completions"))
-                .output()
-                .unwrap();
-            let text = String::from_utf8(output.stdout).unwrap();
-            let route = text
-                .lines()
-                .find_map(|line| line.strip_prefix("x-routeval-route: "))
-                .unwrap_or_else(|| panic!("{text}"))
-                .trim()
-                .to_owned();
+            let route = header_of(&served.post(key, slice, &body, &[]), "x-routeval-route");
             *routes.entry((key, route)).or_default() += 1;
         }
     }
