@@ -9,6 +9,7 @@
 //! ([`regressions`]). `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
 //! and `report` all call it; none keeps its own copy.
 
+mod breaker;
 mod decide;
 mod money;
 mod regression;
@@ -22,6 +23,7 @@ mod tally;
 mod tiers;
 
 pub use crate::schema::{Policy, escalates};
+pub use breaker::{Admit, Breaker, State as BreakerState};
 pub use decide::{Plan, Refusal, allowed, applicable, plan};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use regression::regressions;

@@ -1,8 +1,7 @@
 //! Each gateway policy over the primary route's recorded requests, in
 //! arrival order: the user's waits, the fallbacks, the breaker's opens.
 
-use std::collections::BinaryHeap;
-
+use crate::policy::{Admit, Breaker};
 use crate::records::Status;
 use crate::schema::{BreakerSettings, Learning, PolicyOutcome};
 use crate::stats::percentile;
@@ -94,87 +93,16 @@ pub fn replay_fallback(
         .collect()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum State {
-    Closed {
-        failures: u32,
-    },
-    Open {
-        until_ms: f64,
-    },
-    /// A probe is in flight; requests meanwhile go to the fallback.
-    Probing,
-}
-
-/// An outcome the breaker has yet to learn, ordered by time (earliest
-/// first in the heap).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Pending {
-    at_ms: f64,
-    failure: bool,
-    probe: bool,
-}
-
-impl Eq for Pending {}
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.at_ms.total_cmp(&self.at_ms)
-    }
-}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-struct Breaker {
-    settings: BreakerSettings,
-    state: State,
-    opens: u64,
-}
-
-impl Breaker {
-    fn learn(&mut self, outcome: Pending) {
-        let open = |breaker: &mut Breaker| {
-            breaker.state = State::Open {
-                until_ms: outcome.at_ms + breaker.settings.open_ms,
-            };
-            breaker.opens += 1;
-        };
-        match (self.state, outcome.probe, outcome.failure) {
-            (State::Probing, true, true) => open(self),
-            (State::Probing, true, false) => self.state = State::Closed { failures: 0 },
-            (State::Closed { failures }, false, true) => {
-                let failures = failures + 1;
-                if failures >= self.settings.open_after {
-                    open(self);
-                } else {
-                    self.state = State::Closed { failures };
-                }
-            }
-            (State::Closed { .. }, false, false) => self.state = State::Closed { failures: 0 },
-            // Outcomes of requests sent before the breaker opened change
-            // nothing once it has.
-            _ => {}
-        }
-    }
-}
-
 pub(super) fn replay_policy(
     requests: &[PrimaryRequest],
     fallback: &FallbackLatency,
     policy: &FallbackPolicy,
     learning: Learning,
 ) -> PolicyOutcome {
-    let mut breaker = policy.breaker.map(|settings| Breaker {
-        settings,
-        state: State::Closed { failures: 0 },
-        opens: 0,
-    });
+    let mut breaker = policy.breaker.map(Breaker::new);
     let deadline = policy
         .breaker
         .and_then(|settings| settings.first_token_deadline_ms);
-    let mut pending: BinaryHeap<Pending> = BinaryHeap::new();
     let mut waits: Vec<f64> = Vec::with_capacity(requests.len());
     let mut outcome = PolicyOutcome {
         name: policy.name.clone(),
@@ -199,20 +127,12 @@ pub(super) fn replay_policy(
     let mut fallback_seconds: Vec<i64> = Vec::new();
     for request in requests {
         let now = request.arrival_ms;
-        if let Some(breaker) = &mut breaker {
-            while pending.peek().is_some_and(|next| next.at_ms <= now) {
-                breaker.learn(pending.pop().expect("peeked"));
-            }
-        }
         // Whether the breaker sends this request to the primary, and if so
         // whether as the half-open probe.
-        let (to_primary, probe) = match breaker.as_mut().map(|breaker| breaker.state) {
-            None | Some(State::Closed { .. }) => (true, false),
-            Some(State::Open { until_ms }) if now >= until_ms => {
-                breaker.as_mut().expect("a breaker").state = State::Probing;
-                (true, true)
-            }
-            Some(State::Open { .. } | State::Probing) => (false, false),
+        let (to_primary, probe) = match breaker.as_mut().map(|breaker| breaker.admit(now)) {
+            None | Some(Admit::Route) => (true, false),
+            Some(Admit::Probe) => (true, true),
+            Some(Admit::Fallback) => (false, false),
         };
         let fallback_ttft = |at: f64| fallback.ttft_at(at);
         if !to_primary {
@@ -260,19 +180,13 @@ pub(super) fn replay_policy(
                 Learning::Instantly => now,
                 Learning::AtOutcome => now + learned_after,
             };
-            pending.push(Pending {
-                at_ms,
-                failure,
-                probe,
-            });
+            breaker.outcome(at_ms, failure, probe);
             if learning == Learning::Instantly {
-                while let Some(next) = pending.pop() {
-                    breaker.learn(next);
-                }
+                breaker.learn_all();
             }
         }
     }
-    outcome.breaker_opens = breaker.as_ref().map_or(0, |breaker| breaker.opens);
+    outcome.breaker_opens = breaker.as_ref().map_or(0, Breaker::opens);
     finish(&mut outcome, &mut waits, &mut fallback_seconds);
     outcome
 }
