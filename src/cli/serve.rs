@@ -9,7 +9,7 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::exit_codes::Outcome;
-use crate::serve::{DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve};
+use crate::serve::{BudgetSettings, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -81,6 +81,19 @@ pub struct ServeArgs {
     /// No request is answered for longer than this from its arrival.
     #[arg(long, value_name = "MS", default_value_t = 600_000)]
     pub total_timeout_ms: u64,
+
+    /// Extra calls (a fallback after a failed attempt) allowed, as a share
+    /// of the requests of the last --retry-budget-window-s.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
+    pub retry_budget: f64,
+
+    /// The retry budget's sliding window.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub retry_budget_window_s: f64,
+
+    /// Extra calls always allowed per window, however few the requests.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub retry_budget_min: u64,
 }
 
 impl ServeArgs {
@@ -105,6 +118,18 @@ impl ServeArgs {
                 bail!("{flag} must be at least 1");
             }
         }
+        if !(0.0..=1.0).contains(&self.retry_budget) {
+            bail!(
+                "--retry-budget must be a share in [0, 1], got {}",
+                self.retry_budget
+            );
+        }
+        if !(self.retry_budget_window_s.is_finite() && self.retry_budget_window_s > 0.0) {
+            bail!(
+                "--retry-budget-window-s must be a positive number of seconds, got {}",
+                self.retry_budget_window_s
+            );
+        }
         Ok(ServeOptions {
             sources: Sources {
                 config: self.config,
@@ -127,6 +152,11 @@ impl ServeArgs {
                 first_token: Duration::from_millis(self.first_token_timeout_ms),
                 stall: Duration::from_millis(self.stall_timeout_ms),
                 total: Duration::from_millis(self.total_timeout_ms),
+            },
+            budget: BudgetSettings {
+                share: self.retry_budget,
+                window_ms: self.retry_budget_window_s * 1e3,
+                min_per_window: self.retry_budget_min,
             },
         })
     }
@@ -152,6 +182,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use crate::serve::BudgetSettings;
 
     use crate::cli::args::{Cli, Command};
 
@@ -186,6 +217,14 @@ mod tests {
             crate::serve::Limits {
                 total: 4096,
                 per_route: 1024
+            }
+        );
+        assert_eq!(
+            options.budget,
+            BudgetSettings {
+                share: 0.1,
+                window_ms: 10_000.0,
+                min_per_window: 3
             }
         );
     }

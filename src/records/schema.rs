@@ -65,6 +65,11 @@ const MILLIS: RecordKind = RecordKind::Millis;
 const COUNT: RecordKind = RecordKind::Count;
 const REAL: RecordKind = RecordKind::Real;
 
+/// The id suffix of the record of a route's abandoned attempt (serve's,
+/// when a request moved to a fallback before its first token): the
+/// request's own record is under the id without it.
+pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
+
 /// Every column, in the order routeval writes them.
 pub const RECORD_COLUMNS: [RecordColumn; 20] = [
     column("id", TEXT, true, "the request's id, unique in the file"),

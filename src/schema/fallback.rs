@@ -60,6 +60,11 @@ pub struct PolicyOutcome {
     /// Recorded failures after the first token: no policy may switch them
     /// (the user already has part of an answer), so each is a failure.
     pub failed_after_first_token: u64,
+    /// Requests the records show moved without a try (serve's open
+    /// breaker) that this policy sends to the primary: each goes as the
+    /// nearest request in time the primary was tried with.
+    #[serde(default)]
+    pub imputed_requests: u64,
 }
 
 /// One point of the breaker search and how it did.

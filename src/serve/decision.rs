@@ -44,6 +44,8 @@ pub(super) struct Decided {
     /// Predictive: the score and the tier it chose.
     pub score: Option<f64>,
     pub tier: usize,
+    /// The routes the request's tenant may use: its fallbacks are these.
+    pub allowed: Vec<String>,
 }
 
 /// The last user message's text: what the router scores and a verifier is
@@ -132,13 +134,20 @@ fn decide(
         _ => (None, 0),
     };
     record.prompt = Some(prompt);
+    let allowed = table
+        .routes
+        .iter()
+        .filter(|route| crate::policy::allowed(table, &constraints, &route.name))
+        .map(|route| route.name.clone())
+        .collect();
     Ok(Decided {
         request,
-        deployed,
+        deployed: deployed.clone(),
         slice,
         plan: planned,
         score,
         tier,
+        allowed,
     })
 }
 

@@ -25,7 +25,7 @@ use super::journal::ServedRecord;
 
 /// The estimated tokens of a conversation's contents, as `run` estimates a
 /// prompt whose endpoint reported no usage.
-fn content_tokens(messages: &str) -> u64 {
+pub(super) fn content_tokens(messages: &str) -> u64 {
     serde_json::from_str::<Vec<Value>>(messages)
         .unwrap_or_default()
         .iter()

@@ -18,17 +18,14 @@ use crate::clock::Clock;
 use crate::policy::Plan;
 use crate::records::Status;
 
-use super::admission::{Admission, Full, Slot};
-use super::answer::Answer;
-use super::cascade::verify;
-use super::decision::{Decided, admit, routes_of};
+use super::admission::{Admission, Full};
+use super::decision::{admit, routes_of};
 use super::deployed::Deployed;
-use super::forward::{
-    CallFailed, Called, Ending, Finishing, Source, Timeouts, call, first_chunk, is_sse,
-    pass_through, without_url,
-};
+use super::forward::{Timeouts, content_tokens};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
+use super::resilience::Resilience;
+use super::stage::{Stage, StageCall};
 use super::metrics::Metrics;
 
 /// What every request shares.
@@ -43,6 +40,7 @@ pub struct App {
     pub metrics: Metrics,
     pub admission: Admission,
     pub timeouts: Timeouts,
+    pub resilience: Resilience,
     pub requests: AtomicU64,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
@@ -61,7 +59,7 @@ impl App {
         self.deployed.read().expect("unpoisoned").clone()
     }
 
-    fn now_ms(&self) -> i64 {
+    pub(super) fn now_ms(&self) -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.as_millis() as i64)
@@ -153,6 +151,8 @@ pub async fn chat(
         Err(full) => return overloaded(&app, record, started, full),
     };
     let mut total = Some(total);
+    app.resilience.request(record.timestamp as f64);
+    let tokens = reserved_tokens(&decided.request);
     let (stages, cascade) = match &decided.plan {
         Plan::Cascade { stages, .. } => (stages.clone(), true),
         plan => (vec![routes_of(plan)[decided.tier].to_owned()], false),
@@ -169,6 +169,7 @@ pub async fn chat(
             stage,
             last: stage + 1 == stages.len(),
             started,
+            tokens,
         };
         match call.answer(record, &mut spent, &mut total).await {
             Stage::Answered(response) => return response,
@@ -178,206 +179,9 @@ pub async fn chat(
     unreachable!("the last stage always answers")
 }
 
-/// One route's turn at a request: the only one, or a cascade's stage.
-struct StageCall<'a> {
-    app: &'a Arc<App>,
-    decided: &'a Decided,
-    route: &'a str,
-    stage: usize,
-    last: bool,
-    started: Instant,
-}
-
-/// How a stage ended: the client's response, or (a cascade stage whose
-/// answer the verifier rejected) the record, for the next stage.
-enum Stage {
-    Answered(Response),
-    Escalated(Box<ServedRecord>),
-}
-
-impl StageCall<'_> {
-    fn headers(&self) -> Vec<(&'static str, String)> {
-        let config = &self.decided.deployed.config;
-        let tier = config.table.route(self.route).map_or_else(
-            || self.stage.to_string(),
-            |found| found.tier.name().to_owned(),
-        );
-        vec![
-            ("x-routeval-route", self.route.to_owned()),
-            ("x-routeval-tier", tier),
-            ("x-routeval-config-version", config.version.to_string()),
-        ]
-    }
-
-    /// A call that gave no response: unreachable (502), or no first byte
-    /// in time (504, recorded as a timeout).
-    fn call_failed(&self, mut record: ServedRecord, failed: CallFailed) -> Stage {
-        match failed {
-            CallFailed::Unreachable(problem) => {
-                self.failed(record, "upstream-unreachable", &problem)
-            }
-            CallFailed::TimedOut => {
-                record.status = Status::Timeout.name();
-                Stage::Answered(refuse(
-                    self.app,
-                    record,
-                    "timeout:first-token",
-                    self.started,
-                    error(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "timeout",
-                        None,
-                        &format!(
-                            "route {:?} gave no first token within --first-token-timeout-ms ({} ms)",
-                            self.route,
-                            self.app.timeouts.first_token.as_millis()
-                        ),
-                    ),
-                ))
-            }
-        }
-    }
-
-    fn failed(&self, record: ServedRecord, reason: &str, message: &str) -> Stage {
-        Stage::Answered(refuse(
-            self.app,
-            record,
-            reason,
-            self.started,
-            error(StatusCode::BAD_GATEWAY, "upstream_error", None, message),
-        ))
-    }
-
-    /// Calls the route; passes its answer on, or (a cascade stage before the
-    /// last) reads it whole, asks the verifier, and releases it or escalates.
-    /// The request's slot (`total`) and the route's go with the answer,
-    /// given back when its last byte has gone.
-    async fn answer(
-        &self,
-        mut record: ServedRecord,
-        spent: &mut f64,
-        total: &mut Option<Slot>,
-    ) -> Stage {
-        let route_slot = match self.app.admission.route(self.route) {
-            Ok(slot) => slot,
-            Err(full) => {
-                return Stage::Answered(overloaded(self.app, record, self.started, full));
-            }
-        };
-        let deployed = &self.decided.deployed;
-        let upstream = deployed
-            .upstreams
-            .get(self.route)
-            .expect("every route has an upstream")
-            .clone();
-        let timeouts = self.app.timeouts;
-        let first_token = tokio::time::Instant::now() + timeouts.first_token;
-        let total_deadline = tokio::time::Instant::from_std(self.started) + timeouts.total;
-        let called = match call(self.app, &upstream, &self.decided.request, first_token).await {
-            Ok(called) => called,
-            Err(failed) => return self.call_failed(record, failed),
-        };
-        let sse = is_sse(called.content_type.as_ref());
-        let answered = called.status.is_success();
-        record.status = Status::from_http(called.status.as_u16()).name();
-        let mut finishing = Finishing {
-            app: self.app.clone(),
-            record: None,
-            started: self.started,
-            answer: Answer::default(),
-            sse,
-            body: Vec::new(),
-            upstream: upstream.clone(),
-            spent_before: *spent,
-            first_byte: None,
-            ending: Ending::default(),
-            slots: Vec::new(),
-        };
-        let Called {
-            status,
-            content_type,
-            response,
-        } = called;
-        if self.last || !answered {
-            // The client's status waits for the first byte: a route that
-            // gives none in time is a 504, not a 200 that never starts.
-            let source = match first_chunk(response, first_token.min(total_deadline)).await {
-                Ok(source) => source,
-                Err(failed) => return self.call_failed(record, failed),
-            };
-            finishing.record = Some(record);
-            finishing.slots.extend(total.take());
-            finishing.slots.push(route_slot);
-            return Stage::Answered(pass_through(
-                finishing,
-                status,
-                content_type,
-                self.headers(),
-                source,
-            ));
-        }
-        // A cascade stage before the last: its answer is read whole and
-        // verified before the client sees any of it.
-        let bytes = match tokio::time::timeout_at(total_deadline, response.bytes()).await {
-            Ok(Ok(bytes)) => bytes.to_vec(),
-            Ok(Err(problem)) => {
-                return self.failed(record, "upstream-cut", &without_url(&problem));
-            }
-            Err(_) => return self.call_failed(record, CallFailed::TimedOut),
-        };
-        let answer = if sse {
-            let mut answer = Answer::default();
-            answer.feed_sse(&bytes);
-            answer
-        } else {
-            Answer::of_json(&bytes)
-        };
-        let own = upstream.cost(
-            answer.input_tokens.unwrap_or(0),
-            answer.cached_input_tokens.unwrap_or(0),
-            answer.output_tokens.unwrap_or(0),
-        );
-        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
-            unreachable!("only a cascade has stages before the last")
-        };
-        let verdict = verify(
-            self.app,
-            deployed,
-            verifier,
-            &self.decided.request,
-            &answer.text,
-            total_deadline,
-        )
-        .await;
-        let (score, verifier_cost) = match verdict {
-            Ok(verdict) => verdict,
-            Err(problem) => {
-                record.score = None;
-                return self.failed(record, "verifier-failed", &problem);
-            }
-        };
-        *spent += own + verifier_cost;
-        record.score = Some(score);
-        if self.decided.plan.escalates_from(self.stage, score) {
-            return Stage::Escalated(Box::new(record));
-        }
-        finishing.spent_before = *spent - own;
-        finishing.record = Some(record);
-        finishing.slots.extend(total.take());
-        finishing.slots.push(route_slot);
-        Stage::Answered(pass_through(
-            finishing,
-            status,
-            content_type,
-            self.headers(),
-            Source::Buffered(bytes),
-        ))
-    }
-}
-
 /// A 429 with `Retry-After` for a request beyond an admission bound,
 /// recorded as rate limited with the bound that refused it.
-fn overloaded(app: &App, mut record: ServedRecord, started: Instant, full: Full) -> Response {
+pub(super) fn overloaded(app: &App, mut record: ServedRecord, started: Instant, full: Full) -> Response {
     record.status = Status::RateLimited.name();
     let which = match full {
         Full::Total => "serve has --max-in-flight requests in flight",
@@ -394,6 +198,19 @@ fn overloaded(app: &App, mut record: ServedRecord, started: Instant, full: Full)
         axum::http::HeaderValue::from_static("1"),
     );
     refuse(app, record, full.reason(), started, response)
+}
+
+/// What a call of the request reserves against a route's `tpm`: its
+/// conversation's estimated tokens and the most it asks to be generated.
+fn reserved_tokens(request: &serde_json::Map<String, Value>) -> u64 {
+    let prompt = request
+        .get("messages")
+        .map_or(0, |messages| content_tokens(&messages.to_string()));
+    let most = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|key| request.get(*key).and_then(Value::as_u64))
+        .unwrap_or(0);
+    prompt + most
 }
 
 /// `GET /v1/models`.
@@ -418,6 +235,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
         &deployed.config.config_id,
         deployed.expired(app.clock.as_ref()),
         app.admission.in_flight(),
+        &app.resilience.breakers(app.now_ms() as f64),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

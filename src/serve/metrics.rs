@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
+use super::resilience::BreakerReport;
+
 /// Upper bounds of the first-token histogram, in seconds.
 const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -83,6 +85,7 @@ impl Metrics {
         config_id: &str,
         expired: bool,
         in_flight: usize,
+        breakers: &[BreakerReport],
     ) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
         let mut text = String::new();
@@ -122,6 +125,24 @@ impl Metrics {
             text,
             "# HELP routeval_in_flight Requests being answered now.\n# TYPE routeval_in_flight gauge\nrouteval_in_flight {in_flight}"
         );
+        text.push_str("# HELP routeval_breaker_state A route's breaker: 0 closed, 1 open, 2 half-open (this replica's).\n# TYPE routeval_breaker_state gauge\n");
+        for breaker in breakers {
+            let _ = writeln!(
+                text,
+                "routeval_breaker_state{{route=\"{}\"}} {}",
+                label(&breaker.route),
+                breaker.state
+            );
+        }
+        text.push_str("# HELP routeval_breaker_opens_total Times a route's breaker opened.\n# TYPE routeval_breaker_opens_total counter\n");
+        for breaker in breakers {
+            let _ = writeln!(
+                text,
+                "routeval_breaker_opens_total{{route=\"{}\"}} {}",
+                label(&breaker.route),
+                breaker.opens
+            );
+        }
         text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
         for (outcome, count) in &counters.reloads {
             let _ = writeln!(

@@ -19,6 +19,8 @@ mod http;
 mod journal;
 mod keys;
 mod metrics;
+mod resilience;
+mod stage;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ pub use admission::Limits;
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
 pub use forward::Timeouts;
+pub use resilience::BudgetSettings;
 pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
 pub use keys::{Identity, Keys};
 
@@ -60,6 +63,8 @@ pub struct ServeOptions {
     /// Requests in flight at once, in total and per route.
     pub limits: admission::Limits,
     pub timeouts: Timeouts,
+    /// The share of extra calls falling back may make.
+    pub budget: BudgetSettings,
 }
 
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
@@ -85,6 +90,7 @@ pub fn serve(
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let deployed_table = deployed.config.table.clone();
     let app = Arc::new(http::App {
         deployed: RwLock::new(Arc::new(deployed)),
         keys,
@@ -96,6 +102,7 @@ pub fn serve(
         metrics: metrics::Metrics::default(),
         admission: admission::Admission::new(options.limits),
         timeouts: options.timeouts,
+        resilience: resilience::Resilience::new(options.budget, &deployed_table),
         requests: AtomicU64::new(0),
         started_ms,
     });
@@ -193,6 +200,7 @@ async fn watch(
                 if let Err(error) = deployed::remember_served(&records, &next) {
                     eprintln!("serve: {error:#}");
                 }
+                app.resilience.follow(&next.config.table);
                 *app.deployed.write().expect("unpoisoned") = Arc::new(next);
                 app.metrics.reload("applied");
             }

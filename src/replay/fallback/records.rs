@@ -23,15 +23,31 @@ pub struct FallbackInputs {
     pub rows: u64,
 }
 
+/// A record of the fallback route that a request moved to.
+struct Moved {
+    at: i64,
+    id: String,
+    ttft_ms: Option<f64>,
+    by_breaker: bool,
+}
+
 /// The primary route's requests and the fallback's first tokens, from
 /// the records at `path`: sorted by arrival, milliseconds from the first.
+///
+/// Records serve writes when a request moves are read as what they are:
+/// the primary's abandoned attempt (`<id>-attempt-1`) is the primary's
+/// request, and its fallback's record (`fallback:deadline`,
+/// `fallback:error`) gives the fallback's own first token for it; a
+/// request the open breaker moved without a try (`fallback:breaker`) is a
+/// request of the primary it never saw.
 pub fn load_fallback_inputs(
     path: &std::path::Path,
     route: &str,
     fallback_route: Option<&str>,
 ) -> Result<FallbackInputs, crate::schema::InputError> {
     use crate::records::{FieldNames, for_each_record};
-    let mut primary: Vec<(i64, Option<f64>, Option<f64>, Status)> = Vec::new();
+    let mut primary: Vec<(i64, Option<String>, PrimaryRequest)> = Vec::new();
+    let mut moved: Vec<Moved> = Vec::new();
     let mut fallback: Vec<(i64, f64)> = Vec::new();
     let rows = for_each_record(path, &FieldNames::default(), |location, record| {
         let missing_ttft = || InputError::Invalid {
@@ -45,20 +61,64 @@ pub fn load_fallback_inputs(
             if record.status == Status::Ok && record.ttft_ms.is_none() {
                 return Err(missing_ttft());
             }
+            let attempt_of = record
+                .id
+                .strip_suffix(crate::records::ATTEMPT_ID_SUFFIX)
+                .map(str::to_owned);
             primary.push((
                 record.timestamp_ms,
-                record.ttft_ms,
-                record.total_ms,
-                record.status,
+                attempt_of,
+                PrimaryRequest::tried(0.0, record.ttft_ms, record.total_ms, record.status),
             ));
-        } else if fallback_route == Some(record.route.as_ref()) && record.status == Status::Ok {
-            fallback.push((
-                record.timestamp_ms,
-                record.ttft_ms.ok_or_else(missing_ttft)?,
-            ));
+        } else if fallback_route == Some(record.route.as_ref()) {
+            let reason = record.reason.as_deref().unwrap_or_default();
+            if reason.starts_with("fallback:") {
+                if record.status == Status::Ok && record.ttft_ms.is_none() {
+                    return Err(missing_ttft());
+                }
+                moved.push(Moved {
+                    at: record.timestamp_ms,
+                    id: record.id.to_string(),
+                    ttft_ms: record.ttft_ms,
+                    by_breaker: reason == "fallback:breaker",
+                });
+            } else if record.status == Status::Ok {
+                fallback.push((
+                    record.timestamp_ms,
+                    record.ttft_ms.ok_or_else(missing_ttft)?,
+                ));
+            }
         }
         Ok(())
     })?;
+    let attempts: std::collections::HashMap<String, usize> = primary
+        .iter()
+        .enumerate()
+        .filter_map(|(index, (_, attempt_of, _))| attempt_of.clone().map(|id| (id, index)))
+        .collect();
+    for request in moved {
+        if request.by_breaker {
+            fallback.extend(request.ttft_ms.map(|ttft| (request.at, ttft)));
+            primary.push((
+                request.at,
+                None,
+                PrimaryRequest {
+                    tried: false,
+                    fallback_ttft_ms: request.ttft_ms,
+                    ..PrimaryRequest::tried(0.0, None, None, Status::Ok)
+                },
+            ));
+        } else if let Some(&index) = attempts.get(&request.id) {
+            let attempt = &mut primary[index].2;
+            // The user's wait less the attempt's: the fallback's own.
+            let own = request
+                .ttft_ms
+                .zip(attempt.total_ms)
+                .map(|(ttft, moved_at)| ttft - moved_at);
+            attempt.fallback_ttft_ms = own;
+            fallback.extend(own.map(|own| (request.at, own)));
+        }
+    }
     if primary.is_empty() {
         return Err(InputError::Unreadable {
             path: path.to_owned(),
@@ -82,11 +142,9 @@ pub fn load_fallback_inputs(
         .min(fallback.first().map_or(i64::MAX, |point| point.0));
     let requests = primary
         .into_iter()
-        .map(|(at, ttft_ms, total_ms, status)| PrimaryRequest {
+        .map(|(at, _, request)| PrimaryRequest {
             arrival_ms: (at - origin) as f64,
-            ttft_ms,
-            total_ms,
-            status,
+            ..request
         })
         .collect();
     let points = fallback

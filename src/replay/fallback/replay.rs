@@ -15,6 +15,31 @@ pub struct PrimaryRequest {
     /// When it ended (an error: when the error came), after arrival.
     pub total_ms: Option<f64>,
     pub status: Status,
+    /// Whether the primary was tried: a request serve's open breaker sent
+    /// straight to the fallback was not, and has no outcome of its own.
+    pub tried: bool,
+    /// The fallback's own first token for this request, after it was
+    /// moved, where the records have it (serve's do).
+    pub fallback_ttft_ms: Option<f64>,
+}
+
+impl PrimaryRequest {
+    /// A request the primary answered (or failed) as recorded.
+    pub fn tried(
+        arrival_ms: f64,
+        ttft_ms: Option<f64>,
+        total_ms: Option<f64>,
+        status: Status,
+    ) -> PrimaryRequest {
+        PrimaryRequest {
+            arrival_ms,
+            ttft_ms,
+            total_ms,
+            status,
+            tried: true,
+            fallback_ttft_ms: None,
+        }
+    }
 }
 
 /// Where a request that leaves the primary is answered.
@@ -123,10 +148,12 @@ pub(super) fn replay_policy(
         breaker_fallbacks: 0,
         breaker_opens: 0,
         failed_after_first_token: 0,
+        imputed_requests: 0,
     };
     let mut fallback_seconds: Vec<i64> = Vec::new();
-    for request in requests {
-        let now = request.arrival_ms;
+    let stand_ins = stand_ins(requests);
+    for (index, recorded) in requests.iter().enumerate() {
+        let now = recorded.arrival_ms;
         // Whether the breaker sends this request to the primary, and if so
         // whether as the half-open probe.
         let (to_primary, probe) = match breaker.as_mut().map(|breaker| breaker.admit(now)) {
@@ -134,7 +161,16 @@ pub(super) fn replay_policy(
             Some(Admit::Probe) => (true, true),
             Some(Admit::Fallback) => (false, false),
         };
-        let fallback_ttft = |at: f64| fallback.ttft_at(at);
+        let fallback_ttft = |at: f64| recorded.fallback_ttft_ms.unwrap_or_else(|| fallback.ttft_at(at));
+        // A request the primary never saw, sent to it here, goes as the
+        // nearest request in time that it did see.
+        let request = match (recorded.tried, to_primary, stand_ins[index]) {
+            (false, true, Some(stand_in)) => {
+                outcome.imputed_requests += 1;
+                &requests[stand_in]
+            }
+            _ => recorded,
+        };
         if !to_primary {
             let wait = fallback_ttft(now);
             waits.push(wait);
@@ -149,6 +185,7 @@ pub(super) fn replay_policy(
             (Some(_), None) => !request.status.is_failure(),
             (None, _) => false,
         };
+        let timed_out = request.status == Status::Timeout;
         let (wait, failure, learned_after) = if late {
             let deadline = deadline.expect("late needs a deadline");
             outcome.deadline_fallbacks += 1;
@@ -162,7 +199,11 @@ pub(super) fn replay_policy(
             // deadline that passes first moves the request then.
             let failed_at = request.total_ms.unwrap_or(0.0);
             let moved_at = deadline.map_or(failed_at, |deadline| failed_at.min(deadline));
-            outcome.error_fallbacks += 1;
+            if timed_out || deadline.is_some_and(|deadline| moved_at >= deadline) {
+                outcome.deadline_fallbacks += 1;
+            } else {
+                outcome.error_fallbacks += 1;
+            }
             outcome.fallback_requests += 1;
             outcome.extra_requests += 1;
             fallback_seconds.push(((now + moved_at) / 1000.0).floor() as i64);
@@ -172,7 +213,9 @@ pub(super) fn replay_policy(
             if request.status.is_failure() {
                 outcome.failed_after_first_token += 1;
             }
-            (ttft, request.status.is_failure(), ttft)
+            // A first token in time is the route answering: what fails
+            // after it is the stream's, and the breaker does not count it.
+            (ttft, false, ttft)
         };
         waits.push(wait);
         if let Some(breaker) = &mut breaker {
@@ -189,6 +232,34 @@ pub(super) fn replay_policy(
     outcome.breaker_opens = breaker.as_ref().map_or(0, Breaker::opens);
     finish(&mut outcome, &mut waits, &mut fallback_seconds);
     outcome
+}
+
+/// For each request, the nearest request in arrival order the primary
+/// was tried with (itself, if it was).
+fn stand_ins(requests: &[PrimaryRequest]) -> Vec<Option<usize>> {
+    let mut nearest = vec![None; requests.len()];
+    let mut last: Option<usize> = None;
+    for (index, request) in requests.iter().enumerate() {
+        if request.tried {
+            last = Some(index);
+        }
+        nearest[index] = last;
+    }
+    let mut next: Option<usize> = None;
+    for index in (0..requests.len()).rev() {
+        if requests[index].tried {
+            next = Some(index);
+        }
+        let gap = |other: Option<usize>| {
+            other.map(|other| (requests[other].arrival_ms - requests[index].arrival_ms).abs())
+        };
+        if let (Some(after), before) = (next, nearest[index])
+            && before.is_none_or(|_| gap(Some(after)) < gap(before))
+        {
+            nearest[index] = Some(after);
+        }
+    }
+    nearest
 }
 
 fn finish(outcome: &mut PolicyOutcome, waits: &mut [f64], fallback_seconds: &mut [i64]) {
@@ -230,11 +301,13 @@ mod tests {
         ]
         .iter()
         .enumerate()
-        .map(|(index, seconds)| PrimaryRequest {
-            arrival_ms: index as f64 * 1000.0,
-            ttft_ms: Some(seconds * 1000.0),
-            total_ms: Some(seconds * 1000.0 + 500.0),
-            status: Status::Ok,
+        .map(|(index, seconds)| {
+            PrimaryRequest::tried(
+                index as f64 * 1000.0,
+                Some(seconds * 1000.0),
+                Some(seconds * 1000.0 + 500.0),
+                Status::Ok,
+            )
         })
         .collect()
     }
@@ -282,12 +355,12 @@ mod tests {
 
     #[test]
     fn a_failure_after_the_first_token_is_never_a_save() {
-        let requests = vec![PrimaryRequest {
-            arrival_ms: 0.0,
-            ttft_ms: Some(200.0),
-            total_ms: Some(4000.0),
-            status: Status::Error,
-        }];
+        let requests = vec![PrimaryRequest::tried(
+            0.0,
+            Some(200.0),
+            Some(4000.0),
+            Status::Error,
+        )];
         let outcomes = replay_fallback(
             &requests,
             &FallbackLatency::Constant(900.0),

@@ -1,0 +1,332 @@
+//! What lets a request leave a failing route safely: each route's breaker
+//! (the kernel's, the one `replay fallback` replays), the retry budget that
+//! bounds the extra calls falling back makes, and each route's `rpm` and
+//! `tpm` over the last minute, which a fallback may not exceed. All of it is
+//! per serve process: a fleet of replicas has a breaker and a budget each.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::policy::{Admit, Breaker, BreakerState};
+use crate::routes::{ResolvedTable, Route};
+use crate::schema::BreakerSettings;
+
+/// The retry budget, from `--retry-budget`, `--retry-budget-window-s` and
+/// `--retry-budget-min`: extra calls (a fallback after a failed attempt)
+/// may be at most `share` of the requests of the last `window_ms`, plus
+/// `min_per_window` that are always allowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetSettings {
+    pub share: f64,
+    pub window_ms: f64,
+    pub min_per_window: u64,
+}
+
+const MINUTE_MS: f64 = 60_000.0;
+
+/// Why a failed request did not move to a fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stay {
+    /// The route has no fallback the request may use.
+    NoFallback,
+    /// Every fallback is at its `rpm` or `tpm`, or its own breaker is open.
+    Capacity,
+    /// The retry budget is spent.
+    Budget,
+}
+
+impl Stay {
+    /// The reason the request's record gives.
+    pub fn reason(self) -> Option<&'static str> {
+        match self {
+            Stay::NoFallback => None,
+            Stay::Capacity => Some("no-fallback:capacity"),
+            Stay::Budget => Some("no-fallback:budget"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    /// (ms, tokens) of each call in the last minute.
+    calls: VecDeque<(f64, u64)>,
+    tokens: u64,
+}
+
+impl Window {
+    fn forget_before(&mut self, ms: f64) {
+        while self.calls.front().is_some_and(|(at, _)| *at <= ms) {
+            let (_, tokens) = self.calls.pop_front().expect("checked");
+            self.tokens -= tokens;
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Budget {
+    /// (ms, extra) of each request and each extra call in the window.
+    events: VecDeque<(f64, bool)>,
+    requests: u64,
+    extras: u64,
+}
+
+/// Breakers, the budget and the usage windows of one serve.
+#[derive(Debug)]
+pub struct Resilience {
+    budget_settings: BudgetSettings,
+    breakers: Mutex<BTreeMap<String, Breaker>>,
+    budget: Mutex<Budget>,
+    usage: Mutex<HashMap<String, Window>>,
+}
+
+/// A breaker's state for `/metrics`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BreakerReport {
+    pub route: String,
+    /// 0 closed, 1 open, 2 half-open.
+    pub state: u8,
+    pub opens: u64,
+}
+
+/// The kernel's settings for a route's `[routes.breaker]`.
+pub fn breaker_settings(route: &Route) -> Option<BreakerSettings> {
+    route.breaker.map(|breaker| BreakerSettings {
+        open_after: breaker.open_after,
+        open_ms: breaker.open_ms,
+        first_token_deadline_ms: Some(breaker.first_token_deadline_ms),
+    })
+}
+
+impl Resilience {
+    pub fn new(budget_settings: BudgetSettings, table: &ResolvedTable) -> Resilience {
+        let resilience = Resilience {
+            budget_settings,
+            breakers: Mutex::new(BTreeMap::new()),
+            budget: Mutex::new(Budget::default()),
+            usage: Mutex::new(HashMap::new()),
+        };
+        resilience.follow(table);
+        resilience
+    }
+
+    /// After a reload: a route whose breaker settings are unchanged keeps
+    /// its breaker and what it has learned; a changed one starts closed.
+    pub fn follow(&self, table: &ResolvedTable) {
+        let mut breakers = self.breakers.lock().expect("unpoisoned");
+        let mut kept = BTreeMap::new();
+        for route in &table.routes {
+            if let Some(settings) = breaker_settings(route) {
+                let breaker = match breakers.remove(&route.name) {
+                    Some(breaker) if breaker.settings() == settings => breaker,
+                    _ => Breaker::new(settings),
+                };
+                kept.insert(route.name.clone(), breaker);
+            }
+        }
+        *breakers = kept;
+    }
+
+    /// What `route`'s breaker does with a request at `now_ms`; `None` for a
+    /// route without one.
+    pub fn admit(&self, route: &str, now_ms: f64) -> Option<Admit> {
+        let mut breakers = self.breakers.lock().expect("unpoisoned");
+        breakers.get_mut(route).map(|breaker| breaker.admit(now_ms))
+    }
+
+    /// Whether `route`'s breaker would send a request at `now_ms` to its
+    /// fallback, without changing it: a fallback is only used closed.
+    pub fn is_closed(&self, route: &str, now_ms: f64) -> bool {
+        let mut breakers = self.breakers.lock().expect("unpoisoned");
+        breakers.get_mut(route).is_none_or(|breaker| {
+            matches!(breaker.state_at(now_ms), BreakerState::Closed { .. })
+        })
+    }
+
+    /// How a call to `route` went, known at `at_ms`.
+    pub fn outcome(&self, route: &str, at_ms: f64, failure: bool, probe: bool) {
+        if let Some(breaker) = self.breakers.lock().expect("unpoisoned").get_mut(route) {
+            breaker.outcome(at_ms, failure, probe);
+        }
+    }
+
+    /// Counts a request into the budget's window.
+    pub fn request(&self, now_ms: f64) {
+        let mut budget = self.budget.lock().expect("unpoisoned");
+        self.forget_budget(&mut budget, now_ms);
+        budget.events.push_back((now_ms, false));
+        budget.requests += 1;
+    }
+
+    fn forget_budget(&self, budget: &mut Budget, now_ms: f64) {
+        let before = now_ms - self.budget_settings.window_ms;
+        while budget.events.front().is_some_and(|(at, _)| *at <= before) {
+            let (_, extra) = budget.events.pop_front().expect("checked");
+            if extra {
+                budget.extras -= 1;
+            } else {
+                budget.requests -= 1;
+            }
+        }
+    }
+
+    /// Counts a call of `tokens` to `route` at `now_ms` into its minute.
+    pub fn count_call(&self, route: &Route, now_ms: f64, tokens: u64) {
+        let mut usage = self.usage.lock().expect("unpoisoned");
+        let window = Self::window(&mut usage, route, now_ms);
+        window.calls.push_back((now_ms, tokens));
+        window.tokens += tokens;
+    }
+
+    fn window<'a>(
+        usage: &'a mut HashMap<String, Window>,
+        route: &Route,
+        now_ms: f64,
+    ) -> &'a mut Window {
+        if !usage.contains_key(&route.name) {
+            usage.insert(route.name.clone(), Window::default());
+        }
+        let window = usage.get_mut(&route.name).expect("inserted above");
+        window.forget_before(now_ms - MINUTE_MS);
+        window
+    }
+
+    /// The first of `candidates` (fallbacks whose breakers are closed) with
+    /// room for a call of `tokens` at `now_ms` within its `rpm` and `tpm`,
+    /// and, for an `extra` call (one after a failed attempt), a retry
+    /// budget that allows it; the call is counted against both. The budget
+    /// and the usage are held together, so concurrent requests cannot
+    /// overrun either.
+    pub fn take_fallback(
+        &self,
+        candidates: &[&Route],
+        now_ms: f64,
+        tokens: u64,
+        extra: bool,
+    ) -> Result<String, Stay> {
+        if candidates.is_empty() {
+            return Err(Stay::NoFallback);
+        }
+        let mut budget = self.budget.lock().expect("unpoisoned");
+        let mut usage = self.usage.lock().expect("unpoisoned");
+        let route = candidates
+            .iter()
+            .find(|route| {
+                let window = Self::window(&mut usage, route, now_ms);
+                (window.calls.len() as u64) < route.rpm && window.tokens + tokens <= route.tpm
+            })
+            .ok_or(Stay::Capacity)?;
+        if extra {
+            self.forget_budget(&mut budget, now_ms);
+            let allowed = self.budget_settings.min_per_window
+                + (self.budget_settings.share * budget.requests as f64).floor() as u64;
+            if budget.extras >= allowed {
+                return Err(Stay::Budget);
+            }
+            budget.events.push_back((now_ms, true));
+            budget.extras += 1;
+        }
+        let window = Self::window(&mut usage, route, now_ms);
+        window.calls.push_back((now_ms, tokens));
+        window.tokens += tokens;
+        Ok(route.name.clone())
+    }
+
+    /// Every breaker's state at `now_ms`, for `/metrics`.
+    pub fn breakers(&self, now_ms: f64) -> Vec<BreakerReport> {
+        let mut breakers = self.breakers.lock().expect("unpoisoned");
+        breakers
+            .iter_mut()
+            .map(|(route, breaker)| BreakerReport {
+                route: route.clone(),
+                state: match breaker.state_at(now_ms) {
+                    BreakerState::Closed { .. } => 0,
+                    BreakerState::Open { .. } => 1,
+                    BreakerState::Probing => 2,
+                },
+                opens: breaker.opens(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resilience(share: f64, min_per_window: u64) -> Resilience {
+        let table = ResolvedTable {
+            logical_model: "m".to_owned(),
+            routes: Vec::new(),
+            policy: crate::routes::ResolvedPolicy::Single {
+                route: "a".to_owned(),
+            },
+            fallbacks: Vec::new(),
+            constraints: BTreeMap::new(),
+        };
+        Resilience::new(
+            BudgetSettings {
+                share,
+                window_ms: 10_000.0,
+                min_per_window,
+            },
+            &table,
+        )
+    }
+
+    fn route(rpm: u64, tpm: u64) -> Route {
+        toml::from_str(&format!(
+            "name = \"backup\"\nprovider = \"p\"\nmodel = \"m-2026-01-01\"\nregion = \"r\"\ntier = \"large\"\nprompt_variant = \"v\"\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 1.0\nrpm = {rpm}\ntpm = {tpm}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_budget_allows_its_share_of_the_window() {
+        let resilience = resilience(0.2, 0);
+        let backup = route(1000, 1_000_000);
+        let mut extras = 0;
+        for index in 0..50 {
+            let now = f64::from(index) * 10.0;
+            resilience.request(now);
+            extras += u32::from(resilience.take_fallback(&[&backup], now, 10, true).is_ok());
+        }
+        assert_eq!(extras, 10);
+        // Past the window, what was spent is forgotten.
+        resilience.request(20_000.0);
+        assert_eq!(
+            resilience.take_fallback(&[&backup], 20_000.0, 10, true),
+            Err(Stay::Budget)
+        );
+        // A move without a failed attempt (an open breaker) is not extra.
+        assert!(resilience.take_fallback(&[&backup], 20_000.0, 10, false).is_ok());
+        assert!(
+            self::resilience(0.0, 2)
+                .take_fallback(&[&backup], 0.0, 10, true)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_fallback_is_used_within_its_rpm_and_tpm_only() {
+        let resilience = resilience(1.0, 100);
+        let by_rpm = route(3, 1_000_000);
+        let taken = (0..5)
+            .filter(|index| {
+                resilience
+                    .take_fallback(&[&by_rpm], f64::from(*index), 10, true)
+                    .is_ok()
+            })
+            .count();
+        assert_eq!(taken, 3);
+        // A minute on, the window has room again.
+        assert!(resilience.take_fallback(&[&by_rpm], 60_001.0, 10, true).is_ok());
+        let resilience = self::resilience(1.0, 100);
+        let by_tpm = route(1000, 25);
+        assert!(resilience.take_fallback(&[&by_tpm], 0.0, 10, true).is_ok());
+        assert!(resilience.take_fallback(&[&by_tpm], 1.0, 10, true).is_ok());
+        assert_eq!(
+            resilience.take_fallback(&[&by_tpm], 2.0, 10, true),
+            Err(Stay::Capacity)
+        );
+    }
+}

@@ -1,0 +1,576 @@
+//! One route's turn at a request (the only one, or a cascade's stage), and
+//! how it leaves a failing route: the route's breaker is asked first; a
+//! request it sends on, or one whose route fails before its first byte (an
+//! error, a 429, no answer, or a first token past the route's deadline),
+//! moves to the table's fallback if the fallback's `rpm`/`tpm` and the retry
+//! budget allow; otherwise the client gets the route's failure. After the
+//! first byte there is no moving: a stall or a cut is the client's error,
+//! never a second model's text spliced on.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use futures_util::StreamExt;
+
+use crate::policy::{Admit, Plan};
+use crate::records::Status;
+
+use super::admission::{Full, Slot};
+use super::answer::Answer;
+use super::cascade::verify;
+use super::decision::Decided;
+use super::deployed::Upstream;
+use super::forward::{
+    CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
+};
+use super::http::{App, error, overloaded, refuse};
+use super::journal::ServedRecord;
+use super::resilience::Stay;
+
+/// One route's turn at a request: the only one, or a cascade's stage.
+pub(super) struct StageCall<'a> {
+    pub app: &'a Arc<App>,
+    pub decided: &'a Decided,
+    pub route: &'a str,
+    pub stage: usize,
+    pub last: bool,
+    pub started: Instant,
+    /// The tokens a call reserves against a route's `tpm`: the prompt's
+    /// estimate plus the request's `max_tokens`.
+    pub tokens: u64,
+}
+
+/// How a stage ended: the client's response, or (a cascade stage whose
+/// answer the verifier rejected) the record, for the next stage.
+pub(super) enum Stage {
+    Answered(Response),
+    Escalated(Box<ServedRecord>),
+}
+
+/// A route that gave its first byte in time.
+struct Reached {
+    route: String,
+    upstream: Upstream,
+    status: StatusCode,
+    content_type: Option<HeaderValue>,
+    source: Source,
+    slot: Slot,
+    /// Its first byte, ms after the request arrived.
+    ttft_ms: f64,
+}
+
+/// Why an attempt gave no first byte.
+enum Failure {
+    /// No first byte by the deadline: the route's breaker deadline
+    /// (`by_breaker`) or `--first-token-timeout-ms`.
+    Deadline { by_breaker: bool },
+    Unreachable(String),
+    /// An error status; its body is passed on if nothing else answers.
+    Status(Box<Called>),
+}
+
+impl Failure {
+    fn status(&self) -> Status {
+        match self {
+            Failure::Deadline { .. } => Status::Timeout,
+            Failure::Unreachable(_) => Status::Error,
+            Failure::Status(called) => Status::from_http(called.status.as_u16()),
+        }
+    }
+
+    /// The reason of a request moved by this failure.
+    fn moved_reason(&self) -> &'static str {
+        match self {
+            Failure::Deadline { .. } => "fallback:deadline",
+            _ => "fallback:error",
+        }
+    }
+}
+
+enum Attempt {
+    Reached(Reached),
+    /// Failed `at_ms` after the request arrived.
+    Failed {
+        failure: Failure,
+        at_ms: f64,
+    },
+    Full(Full),
+}
+
+impl StageCall<'_> {
+    fn headers(&self, route: &str) -> Vec<(&'static str, String)> {
+        let config = &self.decided.deployed.config;
+        let tier = config.table.route(route).map_or_else(
+            || self.stage.to_string(),
+            |found| found.tier.name().to_owned(),
+        );
+        vec![
+            ("x-routeval-route", route.to_owned()),
+            ("x-routeval-tier", tier),
+            ("x-routeval-config-version", config.version.to_string()),
+        ]
+    }
+
+    fn elapsed_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1e3
+    }
+
+    /// Where this stage's deadlines count from: the request's arrival for
+    /// its first stage (the times its record gives), else now.
+    fn stage_start(&self) -> (Instant, f64) {
+        if self.stage == 0 {
+            (self.started, 0.0)
+        } else {
+            (Instant::now(), self.elapsed_ms())
+        }
+    }
+
+    /// The route's first-token deadline, ms: its breaker's, if sooner than
+    /// `--first-token-timeout-ms`, and whether it is the breaker's.
+    fn deadline_ms(&self, route: &str) -> (f64, bool) {
+        let global = self.app.timeouts.first_token.as_secs_f64() * 1e3;
+        let table = &self.decided.deployed.config.table;
+        match table.route(route).and_then(|found| found.breaker) {
+            Some(breaker) if breaker.first_token_deadline_ms < global => {
+                (breaker.first_token_deadline_ms, true)
+            }
+            _ => (global, false),
+        }
+    }
+
+    /// Calls `route`; its first byte must come within its deadline,
+    /// counted from `from` (`offset_ms` after the request arrived).
+    async fn attempt(&self, route: &str, from: Instant, offset_ms: f64) -> Attempt {
+        let slot = match self.app.admission.route(route) {
+            Ok(slot) => slot,
+            Err(full) => return Attempt::Full(full),
+        };
+        let upstream = self
+            .decided
+            .deployed
+            .upstreams
+            .get(route)
+            .expect("every route has an upstream")
+            .clone();
+        let (deadline_ms, by_breaker) = self.deadline_ms(route);
+        let total = tokio::time::Instant::from_std(self.started) + self.app.timeouts.total;
+        let first_token = (tokio::time::Instant::from_std(from)
+            + std::time::Duration::from_secs_f64(deadline_ms / 1e3))
+        .min(total);
+        let late = Failure::Deadline { by_breaker };
+        // A deadline is recorded as the moment it passed, so that what
+        // serve did and what `replay fallback` computes from its records
+        // agree to the millisecond.
+        let at_deadline = offset_ms + deadline_ms;
+        let failed = |failure: Failure, at_ms: f64| Attempt::Failed { failure, at_ms };
+        let called = match call(self.app, &upstream, &self.decided.request, first_token).await {
+            Ok(called) => called,
+            Err(CallFailed::TimedOut) => return failed(late, at_deadline),
+            Err(CallFailed::Unreachable(problem)) => {
+                return failed(Failure::Unreachable(problem), self.elapsed_ms());
+            }
+        };
+        if !called.status.is_success() {
+            return failed(Failure::Status(Box::new(called)), self.elapsed_ms());
+        }
+        let Called {
+            status,
+            content_type,
+            response,
+        } = called;
+        let first = first_chunk(response, first_token).await;
+        let ttft_ms = self.elapsed_ms();
+        match first {
+            // A first byte measured past the deadline is late however the
+            // race with the timer went.
+            Ok(_) if ttft_ms - offset_ms > deadline_ms => failed(late, at_deadline),
+            Ok(source) => Attempt::Reached(Reached {
+                route: route.to_owned(),
+                upstream,
+                status,
+                content_type,
+                source,
+                slot,
+                ttft_ms,
+            }),
+            Err(CallFailed::TimedOut) => failed(late, at_deadline),
+            Err(CallFailed::Unreachable(problem)) => {
+                failed(Failure::Unreachable(problem), self.elapsed_ms())
+            }
+        }
+    }
+
+    /// The first fallback of this stage's route the request may use now:
+    /// allowed for its tenant, its breaker closed, within its `rpm`/`tpm`;
+    /// and with `extra`, a call the retry budget allows.
+    fn fallback_for(&self, now_ms: f64, extra: bool) -> Result<String, Stay> {
+        let table = &self.decided.deployed.config.table;
+        let resilience = &self.app.resilience;
+        let allowed: Vec<&str> = table
+            .fallbacks_of(self.route)
+            .filter(|name| self.decided.allowed.iter().any(|allowed| allowed == name))
+            .collect();
+        if allowed.is_empty() {
+            return Err(Stay::NoFallback);
+        }
+        let closed: Vec<_> = allowed
+            .into_iter()
+            .filter(|name| resilience.is_closed(name, now_ms))
+            .filter_map(|name| table.route(name))
+            .collect();
+        if closed.is_empty() {
+            return Err(Stay::Capacity);
+        }
+        resilience.take_fallback(&closed, now_ms, self.tokens, extra)
+    }
+
+    /// This stage's route, or its fallback: the route that gave a first
+    /// byte, or the client's response (already recorded).
+    async fn reach(&self, record: &mut ServedRecord) -> Result<Reached, Stage> {
+        let resilience = &self.app.resilience;
+        let arrival_ms = record.timestamp as f64;
+        let (from, offset_ms) = self.stage_start();
+        let table = &self.decided.deployed.config.table;
+        if let Some(route) = table.route(self.route) {
+            resilience.count_call(route, arrival_ms + offset_ms, self.tokens);
+        }
+        let admitted = resilience.admit(self.route, arrival_ms + offset_ms);
+        if admitted == Some(Admit::Fallback) {
+            return match self.fallback_for(arrival_ms + offset_ms, false) {
+                Ok(fallback) => self.moved(record, &fallback, "fallback:breaker").await,
+                Err(_) => Err(self.breaker_open(record.clone())),
+            };
+        }
+        let probe = admitted == Some(Admit::Probe);
+        match self.attempt(self.route, from, offset_ms).await {
+            Attempt::Reached(reached) => {
+                resilience.outcome(self.route, arrival_ms + reached.ttft_ms, false, probe);
+                Ok(reached)
+            }
+            Attempt::Full(full) => {
+                // A probe that was never sent must still end the half-open
+                // state: it is counted a failure, and the breaker reopens.
+                if probe {
+                    resilience.outcome(self.route, arrival_ms + self.elapsed_ms(), true, true);
+                }
+                Err(Stage::Answered(overloaded(
+                    self.app,
+                    record.clone(),
+                    self.started,
+                    full,
+                )))
+            }
+            Attempt::Failed { failure, at_ms } => {
+                resilience.outcome(self.route, arrival_ms + at_ms, true, probe);
+                match self.fallback_for(arrival_ms + at_ms, true) {
+                    Ok(fallback) => {
+                        self.abandoned(record, &failure, at_ms);
+                        self.moved(record, &fallback, failure.moved_reason()).await
+                    }
+                    Err(stay) => {
+                        if let Some(reason) = stay.reason() {
+                            record.reason = reason.to_owned();
+                        }
+                        Err(self.failed(record.clone(), self.route, failure))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The record of the route's abandoned attempt, beside the request's
+    /// own: `<id>-attempt-1`, the route, how it failed and when.
+    fn abandoned(&self, record: &ServedRecord, failure: &Failure, at_ms: f64) {
+        let mut attempt = record.clone();
+        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX);
+        attempt.route = self.route.to_owned();
+        attempt.status = failure.status().name();
+        attempt.reason = match failure {
+            Failure::Deadline { .. } => "abandoned:deadline",
+            _ => "abandoned:error",
+        }
+        .to_owned();
+        attempt.total_ms = Some(at_ms);
+        self.app.metrics.request(
+            &attempt.route,
+            &attempt.reason,
+            attempt.status,
+            attempt.ttft_ms,
+        );
+        self.app.journal.write(attempt);
+    }
+
+    /// The request, moved to `fallback` for `reason`.
+    async fn moved(
+        &self,
+        record: &mut ServedRecord,
+        fallback: &str,
+        reason: &str,
+    ) -> Result<Reached, Stage> {
+        record.route = fallback.to_owned();
+        record.reason = reason.to_owned();
+        let arrival_ms = record.timestamp as f64;
+        let offset_ms = self.elapsed_ms();
+        match self.attempt(fallback, Instant::now(), offset_ms).await {
+            Attempt::Reached(reached) => {
+                self.app
+                    .resilience
+                    .outcome(fallback, arrival_ms + reached.ttft_ms, false, false);
+                Ok(reached)
+            }
+            Attempt::Full(full) => Err(Stage::Answered(overloaded(
+                self.app,
+                record.clone(),
+                self.started,
+                full,
+            ))),
+            Attempt::Failed { failure, at_ms } => {
+                self.app
+                    .resilience
+                    .outcome(fallback, arrival_ms + at_ms, true, false);
+                Err(self.failed(record.clone(), fallback, failure))
+            }
+        }
+    }
+
+    /// A 503 for a request the route's open breaker sent on, with no
+    /// fallback to take it.
+    fn breaker_open(&self, mut record: ServedRecord) -> Stage {
+        record.status = Status::Error.name();
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            None,
+            &format!(
+                "route {:?} is failing (its breaker is open) and no fallback can take the request",
+                self.route
+            ),
+        );
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            HeaderValue::from_static("1"),
+        );
+        Stage::Answered(refuse(
+            self.app,
+            record,
+            "breaker-open",
+            self.started,
+            response,
+        ))
+    }
+
+    /// The client's response to a route that failed before its first byte:
+    /// a 504 for a deadline, a 502 for no answer, the upstream's own error
+    /// status and body otherwise.
+    fn failed(&self, mut record: ServedRecord, route: &str, failure: Failure) -> Stage {
+        record.status = failure.status().name();
+        let reason = |default: &str| {
+            if record.reason.starts_with("no-fallback:") {
+                record.reason.clone()
+            } else {
+                default.to_owned()
+            }
+        };
+        match failure {
+            Failure::Deadline { by_breaker } => {
+                let reason = reason("timeout:first-token");
+                let (deadline_ms, _) = self.deadline_ms(route);
+                let which = if by_breaker {
+                    "its breaker's first_token_deadline_ms"
+                } else {
+                    "--first-token-timeout-ms"
+                };
+                Stage::Answered(refuse(
+                    self.app,
+                    record,
+                    &reason,
+                    self.started,
+                    error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "timeout",
+                        None,
+                        &format!(
+                            "route {route:?} gave no first token within {which} ({deadline_ms} ms)"
+                        ),
+                    ),
+                ))
+            }
+            Failure::Unreachable(problem) => {
+                let reason = reason("upstream-unreachable");
+                Stage::Answered(refuse(
+                    self.app,
+                    record,
+                    &reason,
+                    self.started,
+                    error(StatusCode::BAD_GATEWAY, "upstream_error", None, &problem),
+                ))
+            }
+            Failure::Status(called) => {
+                let Called {
+                    status,
+                    content_type,
+                    response,
+                } = *called;
+                let upstream = self.decided.deployed.upstreams[route].clone();
+                let mut finishing = self.finishing(upstream, 0.0);
+                let source = Source::Stream {
+                    first: None,
+                    rest: response.bytes_stream().boxed(),
+                };
+                finishing.record = Some(record);
+                Stage::Answered(pass_through(
+                    finishing,
+                    status,
+                    content_type,
+                    self.headers(route),
+                    source,
+                ))
+            }
+        }
+    }
+
+    fn finishing(&self, upstream: Upstream, spent_before: f64) -> Finishing {
+        Finishing {
+            app: self.app.clone(),
+            record: None,
+            started: self.started,
+            answer: Answer::default(),
+            sse: false,
+            body: Vec::new(),
+            upstream,
+            spent_before,
+            first_byte: None,
+            ending: Ending::default(),
+            slots: Vec::new(),
+        }
+    }
+
+    fn failed_reason(&self, record: ServedRecord, reason: &str, message: &str) -> Stage {
+        Stage::Answered(refuse(
+            self.app,
+            record,
+            reason,
+            self.started,
+            error(StatusCode::BAD_GATEWAY, "upstream_error", None, message),
+        ))
+    }
+
+    /// Calls the route (or its fallback); passes its answer on, or (a
+    /// cascade stage before the last) reads it whole, asks the verifier,
+    /// and releases it or escalates. The request's slot (`total`) and the
+    /// route's go with the answer, given back when its last byte has gone.
+    pub async fn answer(
+        &self,
+        mut record: ServedRecord,
+        spent: &mut f64,
+        total: &mut Option<Slot>,
+    ) -> Stage {
+        let reached = match self.reach(&mut record).await {
+            Ok(reached) => reached,
+            Err(stage) => return stage,
+        };
+        let Reached {
+            route,
+            upstream,
+            status,
+            content_type,
+            source,
+            slot,
+            ttft_ms,
+        } = reached;
+        let sse = is_sse(content_type.as_ref());
+        record.status = Status::from_http(status.as_u16()).name();
+        let mut finishing = self.finishing(upstream.clone(), *spent);
+        finishing.sse = sse;
+        if self.last {
+            // The first byte's time is the one the breaker learned.
+            finishing.first_byte = Some(ttft_ms);
+            finishing.record = Some(record);
+            finishing.slots.extend(total.take());
+            finishing.slots.push(slot);
+            return Stage::Answered(pass_through(
+                finishing,
+                status,
+                content_type,
+                self.headers(&route),
+                source,
+            ));
+        }
+        // A cascade stage before the last: its answer is read whole and
+        // verified before the client sees any of it.
+        let total_deadline = tokio::time::Instant::from_std(self.started) + self.app.timeouts.total;
+        let bytes = match tokio::time::timeout_at(total_deadline, read_whole(source)).await {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(problem)) => return self.failed_reason(record, "upstream-cut", &problem),
+            Err(_) => {
+                return self.failed(record, &route, Failure::Deadline { by_breaker: false });
+            }
+        };
+        let answer = if sse {
+            let mut answer = Answer::default();
+            answer.feed_sse(&bytes);
+            answer
+        } else {
+            Answer::of_json(&bytes)
+        };
+        let own = upstream.cost(
+            answer.input_tokens.unwrap_or(0),
+            answer.cached_input_tokens.unwrap_or(0),
+            answer.output_tokens.unwrap_or(0),
+        );
+        let deployed = &self.decided.deployed;
+        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
+            unreachable!("only a cascade has stages before the last")
+        };
+        let verdict = verify(
+            self.app,
+            deployed,
+            verifier,
+            &self.decided.request,
+            &answer.text,
+            total_deadline,
+        )
+        .await;
+        let (score, verifier_cost) = match verdict {
+            Ok(verdict) => verdict,
+            Err(problem) => {
+                record.score = None;
+                return self.failed_reason(record, "verifier-failed", &problem);
+            }
+        };
+        *spent += own + verifier_cost;
+        record.score = Some(score);
+        if self.decided.plan.escalates_from(self.stage, score) {
+            return Stage::Escalated(Box::new(record));
+        }
+        finishing.spent_before = *spent - own;
+        finishing.record = Some(record);
+        finishing.slots.extend(total.take());
+        finishing.slots.push(slot);
+        Stage::Answered(pass_through(
+            finishing,
+            status,
+            content_type,
+            self.headers(&route),
+            Source::Buffered(bytes),
+        ))
+    }
+}
+
+/// A stage's whole answer, from its first chunk on.
+async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
+    match source {
+        Source::Buffered(bytes) => Ok(bytes),
+        Source::Stream { first, mut rest } => {
+            let mut bytes: Vec<u8> = first.map(|chunk: Bytes| chunk.to_vec()).unwrap_or_default();
+            while let Some(chunk) = rest.next().await {
+                let chunk = chunk.map_err(|problem| super::forward::without_url(&problem))?;
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(bytes)
+        }
+    }
+}
