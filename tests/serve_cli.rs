@@ -19,12 +19,12 @@ use crate::common::binary;
 use crate::common::routeval;
 use crate::common::{base_url, repo, start_sim};
 
-const KEY: &str = "sk-serve-test-0123456789";
+pub(crate) const KEY: &str = "sk-serve-test-0123456789";
 const EU_KEY: &str = "sk-serve-test-eu-tenant";
 const NOWHERE_KEY: &str = "sk-serve-test-nowhere";
 
 /// A column of a Parquet table as text, numbers or booleans, by name.
-fn column(path: &Path, name: &str) -> Vec<Value> {
+pub(crate) fn column(path: &Path, name: &str) -> Vec<Value> {
     let file = std::fs::File::open(path).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()
@@ -55,25 +55,25 @@ fn column(path: &Path, name: &str) -> Vec<Value> {
     values
 }
 
-struct Served {
+pub(crate) struct Served {
     child: Option<Child>,
     pid: u32,
     address: String,
 }
 
 impl Served {
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
 
     /// SIGTERM, as an operator stops it: it must exit 0 having rolled its
     /// records.
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop_with_log();
     }
 
     /// [`Served::stop`], returning what serve wrote to stderr.
-    fn stop_with_log(mut self) -> String {
+    pub(crate) fn stop_with_log(mut self) -> String {
         let mut child = self.child.take().expect("running");
         self.signal("TERM");
         let status = child.wait().unwrap();
@@ -87,7 +87,7 @@ impl Served {
 
     /// `curl -i` of a chat request with `key` and the slice header: the
     /// response's head and body as text.
-    fn post(&self, key: &str, slice: &str, body: &Value, flags: &[&str]) -> String {
+    pub(crate) fn post(&self, key: &str, slice: &str, body: &Value, flags: &[&str]) -> String {
         let output = Command::new("curl")
             .args(["-s", "-i"])
             .args(flags)
@@ -128,7 +128,7 @@ impl Drop for Served {
 }
 
 /// The value of response header `name` in `curl -i` output.
-fn header_of(response: &str, name: &str) -> String {
+pub(crate) fn header_of(response: &str, name: &str) -> String {
     response
         .lines()
         .find_map(|line| line.strip_prefix(&format!("{name}: ")))
@@ -164,7 +164,7 @@ fn serve_command(
 }
 
 /// Starts serve; its first line names the address it listens on.
-fn start_serve(
+pub(crate) fn start_serve(
     config: &Path,
     pubkey: &Path,
     router: &Path,
@@ -198,7 +198,7 @@ fn start_serve(
     }
 }
 
-fn write_keys(path: &Path) {
+pub(crate) fn write_keys(path: &Path) {
     let digest = |key: &str| routeval::digest::sha256_hex(key.as_bytes());
     let mut text = String::new();
     for (key, tenant) in [
@@ -215,14 +215,14 @@ fn write_keys(path: &Path) {
 }
 
 /// The demo's candidates pointed at `base_url`, gated on `results`.
-struct Pipeline {
+pub(crate) struct Pipeline {
     directory: tempfile::TempDir,
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     full: PathBuf,
 }
 
 impl Pipeline {
-    fn new() -> Pipeline {
+    pub(crate) fn new() -> Pipeline {
         let directory = tempfile::tempdir().unwrap();
         let out = directory.path().join("demo");
         routeval()
@@ -252,7 +252,7 @@ impl Pipeline {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.directory.path().join(name)
     }
 
@@ -295,7 +295,7 @@ impl Pipeline {
 }
 
 /// Every prompt of the demo's dataset: (id, slice, prompt).
-fn demo_prompts() -> Vec<(String, String, String)> {
+pub(crate) fn demo_prompts() -> Vec<(String, String, String)> {
     std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
         .unwrap()
         .lines()
@@ -760,7 +760,7 @@ fn signed_single(
 /// `routeval gate` of a table [`signed_single`] wrote (`NAME.toml`) into
 /// `out`, signed with `key` (the demo's when `None`), with `--router` when
 /// `pinned`; more flags may follow.
-fn gate_single(
+pub(crate) fn gate_single(
     pipeline: &Pipeline,
     table: &Path,
     out: &Path,

@@ -8,7 +8,9 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
     let (header, rows) = document.policy_table();
     let policies = crate::terminal::table(header, rows);
     let fallback = match (&document.fallback_route, document.fallback_ttft_ms) {
-        (Some(route), _) => format!("the fallback {route}'s own records"),
+        (Some(route), _) => format!(
+            "the fallback {route}'s own records (a moved request's own answer where serve recorded it, else the one nearest in time)"
+        ),
         (None, Some(ms)) => format!("a fallback answering in {ms} ms"),
         (None, None) => "no fallback latency".to_owned(),
     };
@@ -29,6 +31,12 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
             out.push_str(&format!(
                 "warning: {} sends the fallback {} requests in one second; its rpm allows {capacity:.1} per second\n",
                 policy.name, policy.peak_fallback_per_s
+            ));
+        }
+        if policy.imputed_requests > 0 {
+            out.push_str(&format!(
+                "note: {} sends {} requests to the primary that an open breaker had moved without a try; each goes as the nearest request in time the primary answered\n",
+                policy.name, policy.imputed_requests
             ));
         }
         if policy.extra_share > document.retry_budget {

@@ -1,0 +1,382 @@
+//! `routeval serve` leaving a failing route, through the binary, in front
+//! of two serve-sim instances: a brown-out on the primary (slow first
+//! tokens, some streams stalling after their first token) opens its breaker
+//! and moves requests to the fallback before their first token, and what
+//! serve's own records show is what `replay fallback` computes from those
+//! records with the same breaker; a dead primary's requests move only as far
+//! as the fallback's `rpm` and the retry budget allow.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::common::{base_url, repo, routeval, start_sim};
+use crate::serve_cli::{
+    KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of, start_serve, write_keys,
+};
+use routeval::serve_sim::{FaultProfile, SimSettings};
+
+/// The demo's one-route table with a backup route (sim-small, on its own
+/// serve-sim) that the primary falls back to, and optionally a breaker;
+/// both routes allow `rpm` (the gate wants a fallback that can absorb its
+/// primary's limit).
+fn table_with_fallback(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
+    format!(
+        r#"logical_model = "support-assistant"
+
+[[routes]]
+name = "large"
+provider = "routeval-sim"
+base_url = "{primary}"
+api_key_env = "ROUTEVAL_SIM_KEY"
+model = "sim-large-2026-11-01"
+region = "local"
+tier = "large"
+prompt_variant = "support-demo-v1"
+price_input_per_mtok = 3.0
+price_output_per_mtok = 15.0
+rpm = {rpm}
+tpm = 40000000
+{breaker}
+[[routes]]
+name = "backup"
+provider = "routeval-sim"
+base_url = "{backup}"
+api_key_env = "ROUTEVAL_SIM_KEY"
+model = "sim-small-2026-11-01"
+region = "local"
+tier = "small"
+prompt_variant = "support-demo-v1"
+price_input_per_mtok = 0.15
+price_output_per_mtok = 0.60
+rpm = {rpm}
+tpm = 100000000
+
+[[fallbacks]]
+route = "large"
+to = ["backup"]
+
+[policy.single]
+route = "large"
+
+[serving]
+unknown_slice = "global"
+"#
+    )
+}
+
+/// Gates `table` as `name`; the signed config.
+fn signed(pipeline: &Pipeline, name: &str, table: &str) -> PathBuf {
+    let path = pipeline.path(&format!("{name}.toml"));
+    std::fs::write(&path, table).unwrap();
+    let out = pipeline.path(name);
+    gate_single(pipeline, &path, &out, None, false)
+        .assert()
+        .success();
+    out.join("route-config.v1.json")
+}
+
+/// Every record serve wrote into `records`, as JSON objects of the columns
+/// the tests read.
+fn records_of(records: &Path) -> Vec<Value> {
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(records)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "parquet"))
+        .collect();
+    parts.sort();
+    assert!(!parts.is_empty(), "no parts in {}", records.display());
+    let names = ["id", "route", "reason", "status", "ttft_ms", "total_ms", "finish_reason"];
+    let mut rows = Vec::new();
+    for part in parts {
+        let columns: Vec<Vec<Value>> = names.iter().map(|name| column(&part, name)).collect();
+        for index in 0..columns[0].len() {
+            let mut row = serde_json::Map::new();
+            for (name, values) in names.iter().zip(&columns) {
+                row.insert((*name).to_owned(), values[index].clone());
+            }
+            rows.push(Value::Object(row));
+        }
+    }
+    rows
+}
+
+fn is_attempt(record: &Value) -> bool {
+    record["id"]
+        .as_str()
+        .unwrap()
+        .ends_with(routeval::records::ATTEMPT_ID_SUFFIX)
+}
+
+fn count_reason(records: &[&Value], reason: &str) -> usize {
+    records
+        .iter()
+        .filter(|record| record["reason"] == reason)
+        .count()
+}
+
+fn status_line(response: &str) -> &str {
+    response.lines().next().unwrap_or_default()
+}
+
+#[test]
+fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_dead_primary() {
+    let pipeline = Pipeline::new();
+    let dataset = repo().join("datasets/demo/prompts.jsonl");
+    let keys = pipeline.path("keys.toml");
+    write_keys(&keys);
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let router = pipeline.out.join("router.bin");
+    let prompts = demo_prompts();
+
+    // A brown-out: half the primary's first tokens come 900 ms late, past
+    // its breaker's 300 ms deadline, and some streams stall mid-answer.
+    let primary = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 20,
+            tokens_per_second: 400.0,
+            faults: FaultProfile {
+                slow_first_token: 0.5,
+                slow_first_token_ms: 900,
+                stall: 0.15,
+                stall_ms: 2_000,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let backup = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 30,
+            tokens_per_second: 400.0,
+            ..SimSettings::default()
+        },
+    );
+    let breaker = "\n[routes.breaker]\nfirst_token_deadline_ms = 300.0\nopen_after = 2\nopen_ms = 400.0\n";
+    let config = signed(
+        &pipeline,
+        "brown-out",
+        &table_with_fallback(&base_url(&primary), &base_url(&backup), breaker, 20_000),
+    );
+    let records = pipeline.path("brown-out-records");
+    let served = start_serve(
+        &config,
+        &pubkey,
+        &router,
+        &keys,
+        &records,
+        // Every move allowed, as the replay assumes (the budget is checked
+        // on the dead primary below).
+        &["--stall-timeout-ms", "500", "--retry-budget", "1"],
+    );
+    // One request after another: each outcome is known before the next
+    // arrives, so the breaker sees one sequence, which the replay replays.
+    let requests = 60;
+    let mut stalled = 0;
+    for (_, slice, prompt) in prompts.iter().cycle().take(requests) {
+        let body = json!({
+            "model": "support-assistant",
+            "stream": true,
+            "messages": [{"role": "user", "content": prompt}],
+        });
+        let response = served.post(KEY, slice, &body, &["-N"]);
+        assert!(status_line(&response).contains(" 200"), "{response}");
+        let route = header_of(&response, "x-routeval-route");
+        if !response.contains("data: [DONE]") {
+            // A stall after the first token: the client's stream breaks
+            // off, and no other model's text is ever spliced on.
+            stalled += 1;
+            assert_eq!(route, "large", "{response}");
+            assert!(!response.contains("sim-small"), "{response}");
+        }
+    }
+    served.stop();
+    let rows = records_of(&records);
+    let own: Vec<&Value> = rows.iter().filter(|row| !is_attempt(row)).collect();
+    let attempts: Vec<&Value> = rows.iter().filter(|row| is_attempt(row)).collect();
+    assert_eq!(own.len(), requests);
+    for attempt in &attempts {
+        assert_eq!(attempt["route"], "large");
+        assert_eq!(attempt["status"], "timeout");
+        assert_eq!(attempt["reason"], "abandoned:deadline");
+        assert_eq!(attempt["total_ms"], json!(300.0));
+        let moved = attempt["id"]
+            .as_str()
+            .unwrap()
+            .strip_suffix(routeval::records::ATTEMPT_ID_SUFFIX)
+            .unwrap();
+        let request = own.iter().find(|row| row["id"] == moved).unwrap();
+        assert_eq!(request["route"], "backup");
+        assert_eq!(request["reason"], "fallback:deadline");
+    }
+    let stalls = own
+        .iter()
+        .filter(|row| row["finish_reason"] == "stall")
+        .count();
+    assert_eq!(stalls, stalled);
+    assert!(stalled > 0, "no stream stalled: {rows:?}");
+
+    // What the users waited, from serve's own records.
+    let mut waits: Vec<f64> = own
+        .iter()
+        .map(|row| row["ttft_ms"].as_f64().expect("every request had a first token"))
+        .collect();
+    waits.sort_by(f64::total_cmp);
+    let total_wait_s = waits.iter().sum::<f64>().round() / 1000.0;
+    let p95_wait_s = routeval::stats::percentile(&waits, 0.95).unwrap() / 1000.0;
+    let moved = own.iter().filter(|row| row["route"] == "backup").count();
+
+    let output = routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&records)
+        .args(["--route", "large", "--fallback", "backup"])
+        .args(["--deadline-ms", "300", "--open-after", "2", "--open-ms", "400"])
+        .args(["--learning", "at-outcome", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let replayed = document["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|policy| policy["name"] == "slow-first-token-breaker")
+        .unwrap();
+    println!(
+        "serve: {requests} requests, total wait {total_wait_s} s, p95 {p95_wait_s:.4} s, {moved} moved; replay: {replayed}"
+    );
+    assert_eq!(replayed["requests"], json!(requests));
+    assert_eq!(replayed["total_wait_s"].as_f64().unwrap(), total_wait_s);
+    assert!((replayed["p95_wait_s"].as_f64().unwrap() - p95_wait_s).abs() < 1e-9);
+    assert_eq!(replayed["fallback_requests"], json!(moved));
+    assert_eq!(
+        replayed["fallback_share"].as_f64().unwrap(),
+        moved as f64 / requests as f64
+    );
+    assert_eq!(
+        replayed["deadline_fallbacks"],
+        json!(count_reason(&own, "fallback:deadline"))
+    );
+    assert_eq!(
+        replayed["breaker_fallbacks"],
+        json!(count_reason(&own, "fallback:breaker"))
+    );
+    assert_eq!(replayed["imputed_requests"], json!(0));
+    assert_eq!(replayed["failed_after_first_token"], json!(stalled));
+    // The brown-out did what it is for: the breaker opened and saved
+    // requests the deadline would otherwise have cost.
+    assert!(replayed["breaker_opens"].as_u64().unwrap() >= 1);
+    assert!(count_reason(&own, "fallback:breaker") >= 1);
+    assert!(!attempts.is_empty());
+
+    // A dead primary, no breaker: every request fails before its first
+    // token and may move, but only within the fallback's rpm (5) and the
+    // retry budget.
+    let dead = start_sim(
+        &dataset,
+        SimSettings {
+            faults: FaultProfile {
+                server_error: 1.0,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let config = signed(
+        &pipeline,
+        "dead",
+        &table_with_fallback(&base_url(&dead), &base_url(&backup), "", 5),
+    );
+    let send_all = |served: &Served, count: usize| -> Vec<String> {
+        prompts
+            .iter()
+            .cycle()
+            .take(count)
+            .map(|(_, slice, prompt)| {
+                let body = json!({
+                    "model": "support-assistant",
+                    "messages": [{"role": "user", "content": prompt}],
+                });
+                served.post(KEY, slice, &body, &[])
+            })
+            .collect()
+    };
+    let answered_by_backup = |responses: &[String]| {
+        responses
+            .iter()
+            .filter(|response| status_line(response).contains(" 200"))
+            .inspect(|response| assert_eq!(header_of(response, "x-routeval-route"), "backup"))
+            .count()
+    };
+
+    // The budget allows every move; the fallback's rpm does not.
+    let by_capacity = pipeline.path("capacity-records");
+    let served = start_serve(
+        &config,
+        &pubkey,
+        &router,
+        &keys,
+        &by_capacity,
+        &["--retry-budget", "1", "--retry-budget-min", "0"],
+    );
+    let responses = send_all(&served, 12);
+    served.stop();
+    assert_eq!(answered_by_backup(&responses), 5);
+    for response in responses
+        .iter()
+        .filter(|response| !status_line(response).contains(" 200"))
+    {
+        // The primary's own error, passed on.
+        assert!(status_line(response).contains(" 500"), "{response}");
+        assert_eq!(header_of(response, "x-routeval-route"), "large");
+    }
+    let rows = records_of(&by_capacity);
+    let own: Vec<&Value> = rows.iter().filter(|row| !is_attempt(row)).collect();
+    assert_eq!(own.len(), 12);
+    assert_eq!(count_reason(&own, "fallback:error"), 5);
+    assert_eq!(count_reason(&own, "no-fallback:capacity"), 7);
+    assert_eq!(rows.len() - own.len(), 5, "one abandoned attempt per move");
+
+    // The fallback has room; the budget (a fifth of the requests) binds.
+    let by_budget = pipeline.path("budget-records");
+    let served = start_serve(
+        &config,
+        &pubkey,
+        &router,
+        &keys,
+        &by_budget,
+        &[
+            "--retry-budget",
+            "0.2",
+            "--retry-budget-min",
+            "0",
+            "--retry-budget-window-s",
+            "600",
+        ],
+    );
+    let responses = send_all(&served, 20);
+    let metrics = std::process::Command::new("curl")
+        .args(["-s", &served.url("/metrics")])
+        .output()
+        .unwrap();
+    served.stop();
+    let moved = answered_by_backup(&responses);
+    assert_eq!(moved, 4, "a fifth of 20 requests");
+    let rows = records_of(&by_budget);
+    let own: Vec<&Value> = rows.iter().filter(|row| !is_attempt(row)).collect();
+    assert_eq!(count_reason(&own, "fallback:error"), 4);
+    assert_eq!(count_reason(&own, "no-fallback:budget"), 16);
+    let metrics = String::from_utf8(metrics.stdout).unwrap();
+    assert!(
+        metrics.contains(
+            "routeval_requests_total{route=\"backup\",reason=\"fallback:error\",status=\"ok\"} 4"
+        ),
+        "{metrics}"
+    );
+}
