@@ -273,6 +273,10 @@ fn write_records(path: &Path, rows: usize) {
                 messages: None,
                 config_version: None,
                 config_sha256: None,
+                shadow_route: None,
+                shadow_reason: None,
+                shadow_score: None,
+                shadow_config_version: None,
             })
             .unwrap();
     }

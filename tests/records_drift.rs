@@ -652,6 +652,10 @@ fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
                 messages: None,
                 config_version: None,
                 config_sha256: None,
+                shadow_route: None,
+                shadow_reason: None,
+                shadow_score: None,
+                shadow_config_version: None,
             }
         })
         .collect()

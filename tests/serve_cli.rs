@@ -509,6 +509,9 @@ fn what_the_gate_signed_is_what_serve_serves() {
         .filter_map(|row| Some(((row.id.clone(), row.tier.to_string()), row.text.clone()?)))
         .collect();
     let mut gaps = Vec::new();
+    // The two-tier config, shadowed while the three-tier one serves, and
+    // the route it served each (slice, prompt) with.
+    let mut two_tier: Option<(PathBuf, RoutesByPrompt)> = None;
     for (candidate, policy) in [
         ("predictive.toml", "predictive"),
         ("predictive-three-tier.toml", "predictive"),
@@ -540,16 +543,36 @@ fn what_the_gate_signed_is_what_serve_serves() {
             &format!("live-{policy}-{candidate}"),
         );
         let records = pipeline.path(&format!("records-{candidate}"));
+        let mut flags = vec!["--trust-slice-header".to_owned()];
+        let shadowing = candidate == "predictive-three-tier.toml";
+        if shadowing {
+            let (shadow, _) = two_tier.as_ref().expect("the two-tier config served first");
+            flags.extend(["--shadow".to_owned(), shadow.display().to_string()]);
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let served = start_serve(
             &config_path,
             &pipeline.out.join("keys/demo.key.pub"),
             &pipeline.out.join("router.bin"),
             &keys,
             &records,
-            &["--trust-slice-header"],
+            &flags,
         );
         let answers = ask_all(&served, &prompts);
         served.stop();
+        if candidate == "predictive.toml" {
+            let routes = prompts
+                .iter()
+                .zip(&answers)
+                .map(|((_, slice, prompt), answer)| {
+                    ((slice.clone(), prompt.clone()), answer.route.clone())
+                })
+                .collect();
+            two_tier = Some((config_path.clone(), routes));
+        }
+        if shadowing {
+            shadow_is_what_the_candidate_serves(&records, &two_tier.as_ref().unwrap().1);
+        }
         if candidate == "cascade.toml" {
             streamed_like_whole(&pipeline, &config_path, &keys, &prompts, &answers);
         }
@@ -728,6 +751,39 @@ fn what_the_gate_signed_is_what_serve_serves() {
     );
     drop(sim);
 }
+
+/// Every record of `records` has the shadowed candidate's decision: the
+/// route it served the same slice and prompt with, when it was served
+/// (which the kernel's tier for `router score`'s score was checked to be).
+fn shadow_is_what_the_candidate_serves(records: &Path, served_by_candidate: &RoutesByPrompt) {
+    let mut shadowed = 0;
+    for part in routeval::records::record_parts(records).unwrap() {
+        let keys = column(&part, "slice")
+            .into_iter()
+            .zip(column(&part, "prompt"))
+            .map(|(slice, prompt)| {
+                (
+                    slice.as_str().unwrap().to_owned(),
+                    prompt.as_str().unwrap().to_owned(),
+                )
+            });
+        let decisions = column(&part, "shadow_route")
+            .into_iter()
+            .zip(column(&part, "shadow_reason"))
+            .zip(column(&part, "shadow_config_version"));
+        for (key, ((route, reason), version)) in keys.zip(decisions) {
+            let route = route.as_str().unwrap();
+            assert_eq!(route, served_by_candidate[&key], "{key:?}");
+            assert_eq!(reason, format!("routed-{route}"), "{key:?}");
+            assert_eq!(version, json!(1.0));
+            shadowed += 1;
+        }
+    }
+    assert_eq!(shadowed, served_by_candidate.len());
+}
+
+/// The route a config served each (slice, prompt) with.
+type RoutesByPrompt = BTreeMap<(String, String), String>;
 
 /// A one-route config signed for these tests, pointed at `base_url`, with
 /// a constraint: the EU tenant may only be served from the EU.

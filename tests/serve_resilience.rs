@@ -86,7 +86,15 @@ fn records_of(records: &Path) -> Vec<Value> {
         .collect();
     parts.sort();
     assert!(!parts.is_empty(), "no parts in {}", records.display());
-    let names = ["id", "route", "reason", "status", "ttft_ms", "total_ms", "finish_reason"];
+    let names = [
+        "id",
+        "route",
+        "reason",
+        "status",
+        "ttft_ms",
+        "total_ms",
+        "finish_reason",
+    ];
     let mut rows = Vec::new();
     for part in parts {
         let columns: Vec<Vec<Value>> = names.iter().map(|name| column(&part, name)).collect();
@@ -154,7 +162,8 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             ..SimSettings::default()
         },
     );
-    let breaker = "\n[routes.breaker]\nfirst_token_deadline_ms = 300.0\nopen_after = 2\nopen_ms = 400.0\n";
+    let breaker =
+        "\n[routes.breaker]\nfirst_token_deadline_ms = 300.0\nopen_after = 2\nopen_ms = 400.0\n";
     let config = signed(
         &pipeline,
         "brown-out",
@@ -221,7 +230,11 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     // What the users waited, from serve's own records.
     let mut waits: Vec<f64> = own
         .iter()
-        .map(|row| row["ttft_ms"].as_f64().expect("every request had a first token"))
+        .map(|row| {
+            row["ttft_ms"]
+                .as_f64()
+                .expect("every request had a first token")
+        })
         .collect();
     waits.sort_by(f64::total_cmp);
     let total_wait_s = waits.iter().sum::<f64>().round() / 1000.0;
@@ -232,7 +245,14 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         .args(["replay", "fallback", "--records"])
         .arg(&records)
         .args(["--route", "large", "--fallback", "backup"])
-        .args(["--deadline-ms", "300", "--open-after", "2", "--open-ms", "400"])
+        .args([
+            "--deadline-ms",
+            "300",
+            "--open-after",
+            "2",
+            "--open-ms",
+            "400",
+        ])
         .args(["--learning", "at-outcome", "--json"])
         .output()
         .unwrap();

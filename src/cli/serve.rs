@@ -9,7 +9,9 @@ use anyhow::bail;
 use clap::Args;
 
 use crate::exit_codes::Outcome;
-use crate::serve::{BudgetSettings, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve};
+use crate::serve::{
+    BudgetSettings, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve,
+};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -91,6 +93,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub retry_budget_window_s: f64,
 
+    /// A candidate signed config (verified as --config is) decided for
+    /// every request and recorded beside it (`shadow_*`), never served.
+    #[arg(long, value_name = "FILE")]
+    pub shadow: Option<PathBuf>,
+
     /// Extra calls always allowed per window, however few the requests.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub retry_budget_min: u64,
@@ -158,6 +165,7 @@ impl ServeArgs {
                 window_ms: self.retry_budget_window_s * 1e3,
                 min_per_window: self.retry_budget_min,
             },
+            shadow: self.shadow,
         })
     }
 }
@@ -181,8 +189,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
     use crate::serve::BudgetSettings;
+    use clap::Parser;
 
     use crate::cli::args::{Cli, Command};
 

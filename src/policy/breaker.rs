@@ -28,8 +28,12 @@ pub enum Admit {
 /// The breaker's state, as `/metrics` shows it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum State {
-    Closed { failures: u32 },
-    Open { until_ms: f64 },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until_ms: f64,
+    },
     /// A probe is in flight; requests meanwhile go to the fallback.
     Probing,
 }

@@ -363,6 +363,10 @@ fn record_of(
         messages: None,
         config_version: None,
         config_sha256: None,
+        shadow_route: None,
+        shadow_reason: None,
+        shadow_score: None,
+        shadow_config_version: None,
     }
 }
 

@@ -42,6 +42,11 @@ pub struct Record<'a> {
     /// The signed config that decided the request, where serve wrote it.
     pub config_version: Option<u64>,
     pub config_sha256: Option<Cow<'a, str>>,
+    /// What `serve --shadow`'s candidate would have decided.
+    pub shadow_route: Option<Cow<'a, str>>,
+    pub shadow_reason: Option<Cow<'a, str>>,
+    pub shadow_score: Option<f64>,
+    pub shadow_config_version: Option<u64>,
 }
 
 impl Record<'_> {
@@ -69,6 +74,10 @@ impl Record<'_> {
             messages: self.messages.map(own),
             config_version: self.config_version,
             config_sha256: self.config_sha256.map(own),
+            shadow_route: self.shadow_route.map(own),
+            shadow_reason: self.shadow_reason.map(own),
+            shadow_score: self.shadow_score,
+            shadow_config_version: self.shadow_config_version,
         }
     }
 }
@@ -178,6 +187,14 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
             value => Ok(value.map(|value| value as u64)),
         }
     };
+    let version = |index: usize| -> Result<Option<u64>, (String, String)> {
+        match number(index)? {
+            Some(value) if !(value.is_finite() && value >= 1.0 && value.fract() == 0.0) => {
+                Err((field(index), format!("{value} is not a config version")))
+            }
+            value => Ok(value.map(|value| value as u64)),
+        }
+    };
     let timestamp_ms = row
         .timestamp(TIMESTAMP)
         .map_err(blame(TIMESTAMP))?
@@ -208,16 +225,12 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         cost_usd: number(COST_USD)?,
         prompt: text(PROMPT)?,
         messages: text(MESSAGES)?,
-        config_version: match number(CONFIG_VERSION)? {
-            Some(value) if !(value.is_finite() && value >= 1.0 && value.fract() == 0.0) => {
-                return Err((
-                    field(CONFIG_VERSION),
-                    format!("{value} is not a config version"),
-                ));
-            }
-            value => value.map(|value| value as u64),
-        },
+        config_version: version(CONFIG_VERSION)?,
         config_sha256: text(CONFIG_SHA256)?,
+        shadow_route: text(SHADOW_ROUTE)?,
+        shadow_reason: text(SHADOW_REASON)?,
+        shadow_score: number(SHADOW_SCORE)?,
+        shadow_config_version: version(SHADOW_CONFIG_VERSION)?,
     };
     check_values(&record).map_err(|(index, problem)| (field(index), problem))?;
     Ok(record)

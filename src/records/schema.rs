@@ -71,8 +71,13 @@ const REAL: RecordKind = RecordKind::Real;
 pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
 
 /// Every column, in the order routeval writes them.
-pub const RECORD_COLUMNS: [RecordColumn; 20] = [
-    column("id", TEXT, true, "the request's id, unique in the file"),
+pub const RECORD_COLUMNS: [RecordColumn; 24] = [
+    column(
+        "id",
+        TEXT,
+        true,
+        "the request's id, unique in the file; serve records a route's abandoned attempt of request `ID` as `ID-attempt-1`",
+    ),
     column(
         "timestamp",
         MILLIS,
@@ -107,7 +112,7 @@ pub const RECORD_COLUMNS: [RecordColumn; 20] = [
         "reason",
         TEXT,
         false,
-        "why this route: `routed-small`, `routed-large`, `cascade-accepted`, `escalated`, `fallback:error`, `fallback:deadline`, `fallback:breaker`, `hedge-won`, or another word",
+        "why this route: `routed-small`, `routed-large`, `cascade-accepted`, `escalated`, `fallback:error`, `fallback:deadline`, `fallback:breaker` (moved before its first token), `abandoned:deadline`, `abandoned:error` (the attempt it moved from), `no-fallback:capacity`, `no-fallback:budget` (failed, and could not move), `hedge-won`, or another word",
     ),
     column(
         "score",
@@ -157,6 +162,30 @@ pub const RECORD_COLUMNS: [RecordColumn; 20] = [
         false,
         "the sha256 of that config's file",
     ),
+    column(
+        "shadow_route",
+        TEXT,
+        false,
+        "the route the `serve --shadow` candidate would have chosen (a cascade: where it would start)",
+    ),
+    column(
+        "shadow_reason",
+        TEXT,
+        false,
+        "the candidate's reason, or why it would have refused the request",
+    ),
+    column(
+        "shadow_score",
+        REAL,
+        false,
+        "the candidate's router score, when it computed one",
+    ),
+    column(
+        "shadow_config_version",
+        COUNT,
+        false,
+        "the version of the shadowed candidate's signed config",
+    ),
 ];
 
 /// Each field's position in [`RECORD_COLUMNS`], for the readers.
@@ -181,6 +210,10 @@ pub(super) mod field {
     pub const MESSAGES: usize = 17;
     pub const CONFIG_VERSION: usize = 18;
     pub const CONFIG_SHA256: usize = 19;
+    pub const SHADOW_ROUTE: usize = 20;
+    pub const SHADOW_REASON: usize = 21;
+    pub const SHADOW_SCORE: usize = 22;
+    pub const SHADOW_CONFIG_VERSION: usize = 23;
 }
 
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -269,6 +302,10 @@ mod tests {
             (field::MESSAGES, "messages"),
             (field::CONFIG_VERSION, "config_version"),
             (field::CONFIG_SHA256, "config_sha256"),
+            (field::SHADOW_ROUTE, "shadow_route"),
+            (field::SHADOW_REASON, "shadow_reason"),
+            (field::SHADOW_SCORE, "shadow_score"),
+            (field::SHADOW_CONFIG_VERSION, "shadow_config_version"),
         ];
         assert_eq!(positions.len(), RECORD_COLUMNS.len());
         for (position, name) in positions {

@@ -126,6 +126,10 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             texts(&|row| row.messages.as_deref()),
             counts(&|row| row.config_version),
             texts(&|row| row.config_sha256.as_deref()),
+            texts(&|row| row.shadow_route.as_deref()),
+            texts(&|row| row.shadow_reason.as_deref()),
+            reals(&|row| row.shadow_score),
+            counts(&|row| row.shadow_config_version),
         ];
         self.written += rows.len() as u64;
         let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;

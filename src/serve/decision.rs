@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, plan};
 use crate::router_model::{featurise, stored_score};
-use crate::routes::{Scorer, SliceSource};
+use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
 use super::deployed::Deployed;
 use super::http::{App, begin, error, refuse, unreadable_body};
@@ -103,15 +103,49 @@ fn decide(
     record.slice = slice.clone();
     let prompt = last_user_text(&request);
     record.messages = request.get("messages").map(Value::to_string);
+    let chosen = choose(&deployed, headers, &slice, &identity.tenant, &prompt)?;
+    record.prompt = Some(prompt);
+    if let Some(shadow) = &app.shadow {
+        shadow_of(app, shadow, headers, &request, &identity, record);
+    }
+    Ok(Decided {
+        request,
+        deployed: deployed.clone(),
+        slice,
+        plan: chosen.plan,
+        score: chosen.score,
+        tier: chosen.tier,
+        allowed: chosen.allowed,
+    })
+}
+
+/// What a config decides for a request: its plan, the score and the tier
+/// it chose, and the routes the tenant may use.
+struct Chosen {
+    plan: Plan,
+    score: Option<f64>,
+    tier: usize,
+    allowed: Vec<String>,
+}
+
+/// What `deployed` decides for a request of `slice` from `tenant`, asking
+/// `prompt`: constraints first, then the plan, then (predictive) the score.
+fn choose(
+    deployed: &Deployed,
+    headers: &HeaderMap,
+    slice: &str,
+    tenant: &str,
+    prompt: &str,
+) -> Result<Chosen, Box<Refused>> {
     let table = &deployed.config.table;
-    let keys: Vec<&str> = if slice == identity.tenant {
-        vec![&slice]
+    let keys: Vec<&str> = if slice == tenant {
+        vec![slice]
     } else {
-        vec![&slice, &identity.tenant]
+        vec![slice, tenant]
     };
     let constraints = applicable(table, &deployed.serving.constraints, &keys);
-    let planned =
-        plan(table, &slice, deployed.serving.unknown_slice, &constraints).map_err(|refusal| {
+    let plan =
+        plan(table, slice, deployed.serving.unknown_slice, &constraints).map_err(|refusal| {
             let reason = match refusal {
                 Refusal::UnknownSlice(_) => "unknown-slice",
                 Refusal::NoAllowedRoute { .. } => "constrained",
@@ -126,29 +160,60 @@ fn decide(
                 reason,
             )
         })?;
-    let (score, tier) = match &planned {
+    let (score, tier) = match &plan {
         Plan::Predictive { .. } => {
-            let score = score_for(&deployed, headers, &prompt, &slice)?;
-            (Some(score), planned.tier_for_score(score))
+            let score = score_for(deployed, headers, prompt, slice)?;
+            (Some(score), plan.tier_for_score(score))
         }
         _ => (None, 0),
     };
-    record.prompt = Some(prompt);
     let allowed = table
         .routes
         .iter()
         .filter(|route| crate::policy::allowed(table, &constraints, &route.name))
         .map(|route| route.name.clone())
         .collect();
-    Ok(Decided {
-        request,
-        deployed: deployed.clone(),
-        slice,
-        plan: planned,
+    Ok(Chosen {
+        plan,
         score,
         tier,
         allowed,
     })
+}
+
+/// The route and reason a decision gives: a cascade's is where it starts.
+fn route_and_reason<'a>(plan: &'a Plan, table: &ResolvedTable, tier: usize) -> (&'a str, String) {
+    let routes = routes_of(plan);
+    match plan {
+        Plan::Cascade { .. } => (routes[0], "cascade-start".to_owned()),
+        plan => (routes[tier], plan.reason(table, tier)),
+    }
+}
+
+/// What the `--shadow` candidate would have decided, into the record: its
+/// route, reason and score (a predictive candidate's costs no call; a
+/// cascade's is where it would start, its verifier not asked), or the
+/// reason it would have refused the request.
+fn shadow_of(
+    app: &App,
+    shadow: &Deployed,
+    headers: &HeaderMap,
+    request: &serde_json::Map<String, Value>,
+    identity: &Identity,
+    record: &mut ServedRecord,
+) {
+    let slice = slice_for(app, headers, &shadow.serving.slice, request, identity);
+    let prompt = record.prompt.as_deref().unwrap_or_default();
+    record.shadow_config_version = Some(shadow.config.version);
+    match choose(shadow, headers, &slice, &identity.tenant, prompt) {
+        Ok(chosen) => {
+            let (route, reason) = route_and_reason(&chosen.plan, &shadow.config.table, chosen.tier);
+            record.shadow_route = Some(route.to_owned());
+            record.shadow_reason = Some(reason);
+            record.shadow_score = chosen.score;
+        }
+        Err(refusal) => record.shadow_reason = Some(refusal.reason.to_owned()),
+    }
 }
 
 /// The identity of the request's key, or a 401.
@@ -338,13 +403,8 @@ pub async fn route(
         Err(refusal) => return *refusal,
     };
     let routes = routes_of(&decided.plan);
-    let (route, reason) = match &decided.plan {
-        Plan::Cascade { .. } => (routes[0], "cascade-start".to_owned()),
-        plan => (
-            routes[decided.tier],
-            plan.reason(&decided.deployed.config.table, decided.tier),
-        ),
-    };
+    let (route, reason) =
+        route_and_reason(&decided.plan, &decided.deployed.config.table, decided.tier);
     let thresholds = match &decided.plan {
         Plan::Predictive { thresholds, .. } | Plan::Cascade { thresholds, .. } => {
             thresholds.clone()

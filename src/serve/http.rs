@@ -24,13 +24,15 @@ use super::deployed::Deployed;
 use super::forward::{Timeouts, content_tokens};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
+use super::metrics::Metrics;
 use super::resilience::Resilience;
 use super::stage::{Stage, StageCall};
-use super::metrics::Metrics;
 
 /// What every request shares.
 pub struct App {
     pub deployed: RwLock<Arc<Deployed>>,
+    /// The `--shadow` candidate, decided for every request and never served.
+    pub shadow: Option<Arc<Deployed>>,
     pub keys: Keys,
     pub trust_slice_header: bool,
     pub strict_expiry: bool,
@@ -97,6 +99,10 @@ pub(super) fn begin(app: &App, deployed: &Deployed) -> ServedRecord {
         messages: None,
         config_version: deployed.config.version,
         config_sha256: deployed.sha256.clone(),
+        shadow_route: None,
+        shadow_reason: None,
+        shadow_score: None,
+        shadow_config_version: None,
     }
 }
 
@@ -181,7 +187,12 @@ pub async fn chat(
 
 /// A 429 with `Retry-After` for a request beyond an admission bound,
 /// recorded as rate limited with the bound that refused it.
-pub(super) fn overloaded(app: &App, mut record: ServedRecord, started: Instant, full: Full) -> Response {
+pub(super) fn overloaded(
+    app: &App,
+    mut record: ServedRecord,
+    started: Instant,
+    full: Full,
+) -> Response {
     record.status = Status::RateLimited.name();
     let which = match full {
         Full::Total => "serve has --max-in-flight requests in flight",

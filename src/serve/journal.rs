@@ -43,6 +43,10 @@ pub struct ServedRecord {
     pub messages: Option<String>,
     pub config_version: u64,
     pub config_sha256: String,
+    pub shadow_route: Option<String>,
+    pub shadow_reason: Option<String>,
+    pub shadow_score: Option<f64>,
+    pub shadow_config_version: Option<u64>,
 }
 
 /// The sending end: records go to the writer thread.

@@ -38,9 +38,9 @@ pub use admission::Limits;
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
 pub use forward::Timeouts;
-pub use resilience::BudgetSettings;
 pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
 pub use keys::{Identity, Keys};
+pub use resilience::BudgetSettings;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -65,6 +65,36 @@ pub struct ServeOptions {
     pub timeouts: Timeouts,
     /// The share of extra calls falling back may make.
     pub budget: BudgetSettings,
+    /// A candidate config decided for every request, never served.
+    pub shadow: Option<PathBuf>,
+}
+
+/// The `--shadow` candidate, checked as the served config is (its
+/// signature, expiry and pins, with the same `--router`), for the same
+/// logical model.
+fn load_shadow(
+    options: &ServeOptions,
+    path: &std::path::Path,
+    public: &minisign::PublicKey,
+    clock: &dyn Clock,
+    served: &Deployed,
+) -> anyhow::Result<Arc<Deployed>> {
+    let sources = Sources {
+        config: path.to_owned(),
+        ..options.sources.clone()
+    };
+    let shadow = load(&sources, public, clock, None).context("--shadow")?;
+    let (theirs, ours) = (
+        &shadow.config.table.logical_model,
+        &served.config.table.logical_model,
+    );
+    if theirs != ours {
+        anyhow::bail!(
+            "--shadow {}: the candidate serves {theirs:?}, not {ours:?}",
+            path.display()
+        );
+    }
+    Ok(Arc::new(shadow))
 }
 
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
@@ -77,6 +107,11 @@ pub fn serve(
     // Taken before the config is read: a change from here on is reloaded.
     let loaded_fingerprint = deployed::fingerprint(&options.sources.config);
     let deployed = load(&options.sources, &public, clock.as_ref(), None)?;
+    let shadow = options
+        .shadow
+        .as_ref()
+        .map(|path| load_shadow(options, path, &public, clock.as_ref(), &deployed))
+        .transpose()?;
     let keys = Keys::load(&options.keys)?;
     let http = crate::client::http_client(256)?;
     let listener = std::net::TcpListener::bind(options.listen)
@@ -93,6 +128,7 @@ pub fn serve(
     let deployed_table = deployed.config.table.clone();
     let app = Arc::new(http::App {
         deployed: RwLock::new(Arc::new(deployed)),
+        shadow,
         keys,
         trust_slice_header: options.trust_slice_header,
         strict_expiry: options.strict_expiry,

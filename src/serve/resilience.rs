@@ -137,9 +137,9 @@ impl Resilience {
     /// fallback, without changing it: a fallback is only used closed.
     pub fn is_closed(&self, route: &str, now_ms: f64) -> bool {
         let mut breakers = self.breakers.lock().expect("unpoisoned");
-        breakers.get_mut(route).is_none_or(|breaker| {
-            matches!(breaker.state_at(now_ms), BreakerState::Closed { .. })
-        })
+        breakers
+            .get_mut(route)
+            .is_none_or(|breaker| matches!(breaker.state_at(now_ms), BreakerState::Closed { .. }))
     }
 
     /// How a call to `route` went, known at `at_ms`.
@@ -298,7 +298,11 @@ mod tests {
             Err(Stay::Budget)
         );
         // A move without a failed attempt (an open breaker) is not extra.
-        assert!(resilience.take_fallback(&[&backup], 20_000.0, 10, false).is_ok());
+        assert!(
+            resilience
+                .take_fallback(&[&backup], 20_000.0, 10, false)
+                .is_ok()
+        );
         assert!(
             self::resilience(0.0, 2)
                 .take_fallback(&[&backup], 0.0, 10, true)
@@ -319,7 +323,11 @@ mod tests {
             .count();
         assert_eq!(taken, 3);
         // A minute on, the window has room again.
-        assert!(resilience.take_fallback(&[&by_rpm], 60_001.0, 10, true).is_ok());
+        assert!(
+            resilience
+                .take_fallback(&[&by_rpm], 60_001.0, 10, true)
+                .is_ok()
+        );
         let resilience = self::resilience(1.0, 100);
         let by_tpm = route(1000, 25);
         assert!(resilience.take_fallback(&[&by_tpm], 0.0, 10, true).is_ok());

@@ -66,7 +66,9 @@ struct Reached {
 enum Failure {
     /// No first byte by the deadline: the route's breaker deadline
     /// (`by_breaker`) or `--first-token-timeout-ms`.
-    Deadline { by_breaker: bool },
+    Deadline {
+        by_breaker: bool,
+    },
     Unreachable(String),
     /// An error status; its body is passed on if nothing else answers.
     Status(Box<Called>),
@@ -91,7 +93,7 @@ impl Failure {
 }
 
 enum Attempt {
-    Reached(Reached),
+    Reached(Box<Reached>),
     /// Failed `at_ms` after the request arrived.
     Failed {
         failure: Failure,
@@ -187,7 +189,7 @@ impl StageCall<'_> {
             // A first byte measured past the deadline is late however the
             // race with the timer went.
             Ok(_) if ttft_ms - offset_ms > deadline_ms => failed(late, at_deadline),
-            Ok(source) => Attempt::Reached(Reached {
+            Ok(source) => Attempt::Reached(Box::new(Reached {
                 route: route.to_owned(),
                 upstream,
                 status,
@@ -195,7 +197,7 @@ impl StageCall<'_> {
                 source,
                 slot,
                 ttft_ms,
-            }),
+            })),
             Err(CallFailed::TimedOut) => failed(late, at_deadline),
             Err(CallFailed::Unreachable(problem)) => {
                 failed(Failure::Unreachable(problem), self.elapsed_ms())
@@ -229,7 +231,7 @@ impl StageCall<'_> {
 
     /// This stage's route, or its fallback: the route that gave a first
     /// byte, or the client's response (already recorded).
-    async fn reach(&self, record: &mut ServedRecord) -> Result<Reached, Stage> {
+    async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, Stage> {
         let resilience = &self.app.resilience;
         let arrival_ms = record.timestamp as f64;
         let (from, offset_ms) = self.stage_start();
@@ -309,7 +311,7 @@ impl StageCall<'_> {
         record: &mut ServedRecord,
         fallback: &str,
         reason: &str,
-    ) -> Result<Reached, Stage> {
+    ) -> Result<Box<Reached>, Stage> {
         record.route = fallback.to_owned();
         record.reason = reason.to_owned();
         let arrival_ms = record.timestamp as f64;
@@ -480,7 +482,7 @@ impl StageCall<'_> {
             source,
             slot,
             ttft_ms,
-        } = reached;
+        } = *reached;
         let sse = is_sse(content_type.as_ref());
         record.status = Status::from_http(status.as_u16()).name();
         let mut finishing = self.finishing(upstream.clone(), *spent);

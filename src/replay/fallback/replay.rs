@@ -161,7 +161,11 @@ pub(super) fn replay_policy(
             Some(Admit::Probe) => (true, true),
             Some(Admit::Fallback) => (false, false),
         };
-        let fallback_ttft = |at: f64| recorded.fallback_ttft_ms.unwrap_or_else(|| fallback.ttft_at(at));
+        let fallback_ttft = |at: f64| {
+            recorded
+                .fallback_ttft_ms
+                .unwrap_or_else(|| fallback.ttft_at(at))
+        };
         // A request the primary never saw, sent to it here, goes as the
         // nearest request in time that it did see.
         let request = match (recorded.tried, to_primary, stand_ins[index]) {
