@@ -20,7 +20,7 @@ use crate::common::routeval;
 use crate::common::{base_url, repo, start_sim};
 
 pub(crate) const KEY: &str = "sk-serve-test-0123456789";
-const EU_KEY: &str = "sk-serve-test-eu-tenant";
+pub(crate) const EU_KEY: &str = "sk-serve-test-eu-tenant";
 const NOWHERE_KEY: &str = "sk-serve-test-nowhere";
 
 /// A column of a Parquet table as text, numbers or booleans, by name.

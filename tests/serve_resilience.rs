@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use crate::common::{base_url, repo, routeval, start_sim};
 use crate::serve_cli::{
-    KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of, start_serve, write_keys,
+    EU_KEY, KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of, start_serve,
+    write_keys,
 };
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
@@ -399,4 +400,54 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         ),
         "{metrics}"
     );
+
+    // A tenant's limits, signed in [serving.tenants]: the demo tenant may
+    // have one request in flight; every other tenant 600 tokens a minute.
+    let slow = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 1_500,
+            ..SimSettings::default()
+        },
+    );
+    let limited = table_with_fallback(&base_url(&slow), &base_url(&backup), "", 20_000)
+        + "\n[serving.tenants.demo]\nmax_in_flight = 1\n\n[serving.tenants.\"*\"]\ntpm = 600\n";
+    let config = signed(&pipeline, "tenants", &limited);
+    let served = start_serve(
+        &config,
+        &pubkey,
+        &router,
+        &keys,
+        &pipeline.path("tenant-records"),
+        &[],
+    );
+    let (_, slice, prompt) = &prompts[0];
+    let body = json!({
+        "model": "support-assistant",
+        "max_tokens": 400,
+        "messages": [{"role": "user", "content": prompt}],
+    });
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| served.post(KEY, slice, &body, &[]));
+        // The first is in flight (its answer takes 1.5 s) when the second
+        // arrives.
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let second = served.post(KEY, slice, &body, &[]);
+        (first.join().unwrap(), second)
+    });
+    assert!(status_line(&first).contains(" 200"), "{first}");
+    assert!(status_line(&second).contains(" 429"), "{second}");
+    assert_eq!(header_of(&second, "retry-after"), "1");
+    assert!(second.contains("max_in_flight"), "{second}");
+    // The EU tenant's first request reserves its prompt and 400 tokens;
+    // the second in the same minute would pass 600.
+    let eu_first = served.post(EU_KEY, slice, &body, &[]);
+    let eu_second = served.post(EU_KEY, slice, &body, &[]);
+    served.stop();
+    assert!(status_line(&eu_first).contains(" 200"), "{eu_first}");
+    assert!(status_line(&eu_second).contains(" 429"), "{eu_second}");
+    let rows = records_of(&pipeline.path("tenant-records"));
+    let rows: Vec<&Value> = rows.iter().collect();
+    assert_eq!(count_reason(&rows, "admission:tenant"), 1);
+    assert_eq!(count_reason(&rows, "admission:tenant-tpm"), 1);
 }

@@ -28,7 +28,7 @@ pub use error::RouteError;
 pub use pin::floating_alias;
 pub use serving::{
     BUILTIN_ROUTER_FORMAT, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
-    ServingInputs, ServingSpec, SliceSource, UnknownSlice, VerdictScore, VerifierSpec,
+    ServingInputs, ServingSpec, SliceSource, TenantLimit, UnknownSlice, VerdictScore, VerifierSpec,
 };
 pub use signature::{
     SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,

@@ -147,6 +147,22 @@ pub struct ServingSpec {
     /// A cascade's verifier prompt.
     #[serde(default)]
     pub verifier: Option<VerifierSpec>,
+    /// Admission limits per tenant (`"*"`: each tenant the table does not
+    /// name).
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantLimit>,
+}
+
+/// What one tenant may have at once: requests in flight, and tokens (each
+/// request's prompt estimate plus its `max_tokens`) reserved per minute.
+/// Beyond either, a 429 with `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantLimit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<u64>,
 }
 
 /// The signed config's `serving` block.
@@ -162,6 +178,19 @@ pub struct Serving {
     /// The organisation's constraints the gate held the table to
     /// (`gate --constraints`), enforced beside the table's own.
     pub constraints: BTreeMap<String, Constraint>,
+    /// Admission limits per tenant.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tenants: BTreeMap<String, TenantLimit>,
+}
+
+impl Serving {
+    /// The limit of `tenant`: its own, else `"*"`'s.
+    pub fn tenant_limit(&self, tenant: &str) -> Option<TenantLimit> {
+        self.tenants
+            .get(tenant)
+            .or_else(|| self.tenants.get("*"))
+            .copied()
+    }
 }
 
 /// What the gate adds to a candidate's `[serving]`: the router it pins and
@@ -260,12 +289,25 @@ impl ServingSpec {
                 max_tokens: spec.max_tokens,
             }),
         };
+        for (tenant, limit) in &self.tenants {
+            if limit.max_in_flight == Some(0) || limit.tpm == Some(0) {
+                return Err(format!(
+                    "[serving.tenants.{tenant}]: max_in_flight and tpm must be at least 1"
+                ));
+            }
+            if limit.max_in_flight.is_none() && limit.tpm.is_none() {
+                return Err(format!(
+                    "[serving.tenants.{tenant}] sets neither max_in_flight nor tpm"
+                ));
+            }
+        }
         Ok(Serving {
             slice: self.slice.clone(),
             unknown_slice,
             scorer,
             verifier,
             constraints: inputs.constraints.cloned().unwrap_or_default(),
+            tenants: self.tenants.clone(),
         })
     }
 }

@@ -1,12 +1,60 @@
-//! Admission: a bounded number of requests in flight in total and per
-//! route. A request beyond either bound is refused at once with a 429 and
+//! Admission: a bounded number of requests in flight in total, per route
+//! and (where the signed config names a limit) per tenant, and a tenant's
+//! tokens per minute. A request beyond either bound is refused at once with a 429 and
 //! `Retry-After`, never queued: under overload the admitted requests keep
 //! their latency and memory stays bounded. A slot is held until the answer's
 //! last byte has gone (or the client left).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use crate::routes::TenantLimit;
+
+const MINUTE_MS: f64 = 60_000.0;
+
+/// Calls and their tokens over the last minute.
+#[derive(Debug, Default)]
+pub struct MinuteWindow {
+    calls: VecDeque<(f64, u64)>,
+    tokens: u64,
+}
+
+impl MinuteWindow {
+    /// Forgets what is a minute or more before `now_ms`.
+    pub fn at(&mut self, now_ms: f64) -> &mut MinuteWindow {
+        while self
+            .calls
+            .front()
+            .is_some_and(|(at, _)| *at <= now_ms - MINUTE_MS)
+        {
+            let (_, tokens) = self.calls.pop_front().expect("checked");
+            self.tokens -= tokens;
+        }
+        self
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.calls.len() as u64
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    pub fn add(&mut self, now_ms: f64, tokens: u64) {
+        self.calls.push_back((now_ms, tokens));
+        self.tokens += tokens;
+    }
+}
+
+/// The entry of `key`, made on first use without copying the key after.
+pub fn entry<'a, T: Default>(map: &'a mut HashMap<String, T>, key: &str) -> &'a mut T {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), T::default());
+    }
+    map.get_mut(key).expect("inserted above")
+}
 
 /// The bounds, from `--max-in-flight` and `--max-in-flight-per-route`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +69,8 @@ pub struct Admission {
     limits: Limits,
     total: Arc<AtomicUsize>,
     routes: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    tenants: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    tenant_tokens: Mutex<HashMap<String, MinuteWindow>>,
 }
 
 /// Which bound refused a request.
@@ -28,6 +78,10 @@ pub struct Admission {
 pub enum Full {
     Total,
     Route,
+    /// The tenant's `max_in_flight`.
+    Tenant,
+    /// The tenant's `tpm`.
+    TenantTokens,
 }
 
 impl Full {
@@ -36,6 +90,8 @@ impl Full {
         match self {
             Full::Total => "admission:total",
             Full::Route => "admission:route",
+            Full::Tenant => "admission:tenant",
+            Full::TenantTokens => "admission:tenant-tpm",
         }
     }
 }
@@ -69,6 +125,8 @@ impl Admission {
             limits,
             total: Arc::new(AtomicUsize::new(0)),
             routes: Mutex::new(HashMap::new()),
+            tenants: Mutex::new(HashMap::new()),
+            tenant_tokens: Mutex::new(HashMap::new()),
         }
     }
 
@@ -79,14 +137,36 @@ impl Admission {
 
     /// A slot of `route`, or `Full::Route`.
     pub fn route(&self, route: &str) -> Result<Slot, Full> {
-        let counter = {
-            let mut routes = self.routes.lock().expect("unpoisoned");
-            match routes.get(route) {
-                Some(counter) => counter.clone(),
-                None => routes.entry(route.to_owned()).or_default().clone(),
-            }
-        };
+        let counter = entry(&mut self.routes.lock().expect("unpoisoned"), route).clone();
         take(&counter, self.limits.per_route).ok_or(Full::Route)
+    }
+
+    /// Within `tenant`'s limit: a slot of its requests in flight (when the
+    /// limit bounds them), and `tokens` reserved in its minute (when it
+    /// bounds those); or the bound that refused it, reserving nothing.
+    pub fn tenant(
+        &self,
+        tenant: &str,
+        limit: TenantLimit,
+        now_ms: f64,
+        tokens: u64,
+    ) -> Result<Option<Slot>, Full> {
+        let slot = match limit.max_in_flight {
+            Some(most) => {
+                let counter = entry(&mut self.tenants.lock().expect("unpoisoned"), tenant).clone();
+                Some(take(&counter, most as usize).ok_or(Full::Tenant)?)
+            }
+            None => None,
+        };
+        if let Some(tpm) = limit.tpm {
+            let mut windows = self.tenant_tokens.lock().expect("unpoisoned");
+            let window = entry(&mut windows, tenant).at(now_ms);
+            if window.tokens() + tokens > tpm {
+                return Err(Full::TenantTokens);
+            }
+            window.add(now_ms, tokens);
+        }
+        Ok(slot)
     }
 
     /// Requests in flight now, for `/metrics`.
@@ -117,5 +197,31 @@ mod tests {
         assert!(admission.route("small").is_ok());
         drop(second);
         assert_eq!(admission.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_tenant_is_held_to_its_own_limit() {
+        let admission = Admission::new(Limits {
+            total: 100,
+            per_route: 100,
+        });
+        let limit = TenantLimit {
+            max_in_flight: Some(1),
+            tpm: Some(100),
+        };
+        let held = admission.tenant("acme", limit, 0.0, 60).unwrap();
+        assert_eq!(
+            admission.tenant("acme", limit, 1.0, 10).unwrap_err(),
+            Full::Tenant
+        );
+        // Another tenant has its own.
+        assert!(admission.tenant("globex", limit, 1.0, 10).is_ok());
+        drop(held);
+        assert_eq!(
+            admission.tenant("acme", limit, 2.0, 50).unwrap_err(),
+            Full::TenantTokens
+        );
+        // A minute on, the tokens are forgotten.
+        assert!(admission.tenant("acme", limit, 60_001.0, 50).is_ok());
     }
 }

@@ -46,6 +46,8 @@ pub(super) struct Decided {
     pub tier: usize,
     /// The routes the request's tenant may use: its fallbacks are these.
     pub allowed: Vec<String>,
+    /// The tenant of the request's key.
+    pub tenant: String,
 }
 
 /// The last user message's text: what the router scores and a verifier is
@@ -116,6 +118,7 @@ fn decide(
         score: chosen.score,
         tier: chosen.tier,
         allowed: chosen.allowed,
+        tenant: identity.tenant.clone(),
     })
 }
 

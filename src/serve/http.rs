@@ -156,9 +156,18 @@ pub async fn chat(
         Ok(slot) => slot,
         Err(full) => return overloaded(&app, record, started, full),
     };
-    let mut total = Some(total);
-    app.resilience.request(record.timestamp as f64);
     let tokens = reserved_tokens(&decided.request);
+    let mut held = vec![total];
+    if let Some(limit) = decided.deployed.serving.tenant_limit(&decided.tenant) {
+        match app
+            .admission
+            .tenant(&decided.tenant, limit, record.timestamp as f64, tokens)
+        {
+            Ok(slot) => held.extend(slot),
+            Err(full) => return overloaded(&app, record, started, full),
+        }
+    }
+    app.resilience.request(record.timestamp as f64);
     let (stages, cascade) = match &decided.plan {
         Plan::Cascade { stages, .. } => (stages.clone(), true),
         plan => (vec![routes_of(plan)[decided.tier].to_owned()], false),
@@ -177,7 +186,7 @@ pub async fn chat(
             started,
             tokens,
         };
-        match call.answer(record, &mut spent, &mut total).await {
+        match call.answer(record, &mut spent, &mut held).await {
             Stage::Answered(response) => return response,
             Stage::Escalated(kept) => record = *kept,
         }
@@ -197,6 +206,8 @@ pub(super) fn overloaded(
     let which = match full {
         Full::Total => "serve has --max-in-flight requests in flight",
         Full::Route => "the route has --max-in-flight-per-route requests in flight",
+        Full::Tenant => "the tenant has its max_in_flight requests in flight",
+        Full::TenantTokens => "the tenant has reserved its tpm tokens this minute",
     };
     let mut response = error(
         StatusCode::TOO_MANY_REQUESTS,

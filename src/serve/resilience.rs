@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
+use super::admission::{MinuteWindow, entry};
 use crate::policy::{Admit, Breaker, BreakerState};
 use crate::routes::{ResolvedTable, Route};
 use crate::schema::BreakerSettings;
@@ -21,8 +22,6 @@ pub struct BudgetSettings {
     pub window_ms: f64,
     pub min_per_window: u64,
 }
-
-const MINUTE_MS: f64 = 60_000.0;
 
 /// Why a failed request did not move to a fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,22 +46,6 @@ impl Stay {
 }
 
 #[derive(Debug, Default)]
-struct Window {
-    /// (ms, tokens) of each call in the last minute.
-    calls: VecDeque<(f64, u64)>,
-    tokens: u64,
-}
-
-impl Window {
-    fn forget_before(&mut self, ms: f64) {
-        while self.calls.front().is_some_and(|(at, _)| *at <= ms) {
-            let (_, tokens) = self.calls.pop_front().expect("checked");
-            self.tokens -= tokens;
-        }
-    }
-}
-
-#[derive(Debug, Default)]
 struct Budget {
     /// (ms, extra) of each request and each extra call in the window.
     events: VecDeque<(f64, bool)>,
@@ -76,7 +59,7 @@ pub struct Resilience {
     budget_settings: BudgetSettings,
     breakers: Mutex<BTreeMap<String, Breaker>>,
     budget: Mutex<Budget>,
-    usage: Mutex<HashMap<String, Window>>,
+    usage: Mutex<HashMap<String, MinuteWindow>>,
 }
 
 /// A breaker's state for `/metrics`.
@@ -172,22 +155,9 @@ impl Resilience {
     /// Counts a call of `tokens` to `route` at `now_ms` into its minute.
     pub fn count_call(&self, route: &Route, now_ms: f64, tokens: u64) {
         let mut usage = self.usage.lock().expect("unpoisoned");
-        let window = Self::window(&mut usage, route, now_ms);
-        window.calls.push_back((now_ms, tokens));
-        window.tokens += tokens;
-    }
-
-    fn window<'a>(
-        usage: &'a mut HashMap<String, Window>,
-        route: &Route,
-        now_ms: f64,
-    ) -> &'a mut Window {
-        if !usage.contains_key(&route.name) {
-            usage.insert(route.name.clone(), Window::default());
-        }
-        let window = usage.get_mut(&route.name).expect("inserted above");
-        window.forget_before(now_ms - MINUTE_MS);
-        window
+        entry(&mut usage, &route.name)
+            .at(now_ms)
+            .add(now_ms, tokens);
     }
 
     /// The first of `candidates` (fallbacks whose breakers are closed) with
@@ -211,8 +181,8 @@ impl Resilience {
         let route = candidates
             .iter()
             .find(|route| {
-                let window = Self::window(&mut usage, route, now_ms);
-                (window.calls.len() as u64) < route.rpm && window.tokens + tokens <= route.tpm
+                let window = entry(&mut usage, &route.name).at(now_ms);
+                window.calls() < route.rpm && window.tokens() + tokens <= route.tpm
             })
             .ok_or(Stay::Capacity)?;
         if extra {
@@ -225,9 +195,9 @@ impl Resilience {
             budget.events.push_back((now_ms, true));
             budget.extras += 1;
         }
-        let window = Self::window(&mut usage, route, now_ms);
-        window.calls.push_back((now_ms, tokens));
-        window.tokens += tokens;
+        entry(&mut usage, &route.name)
+            .at(now_ms)
+            .add(now_ms, tokens);
         Ok(route.name.clone())
     }
 

@@ -462,13 +462,14 @@ impl StageCall<'_> {
 
     /// Calls the route (or its fallback); passes its answer on, or (a
     /// cascade stage before the last) reads it whole, asks the verifier,
-    /// and releases it or escalates. The request's slot (`total`) and the
-    /// route's go with the answer, given back when its last byte has gone.
+    /// and releases it or escalates. The request's slots (`held`: in total
+    /// and its tenant's) and the route's go with the answer, given back
+    /// when its last byte has gone.
     pub async fn answer(
         &self,
         mut record: ServedRecord,
         spent: &mut f64,
-        total: &mut Option<Slot>,
+        held: &mut Vec<Slot>,
     ) -> Stage {
         let reached = match self.reach(&mut record).await {
             Ok(reached) => reached,
@@ -491,7 +492,7 @@ impl StageCall<'_> {
             // The first byte's time is the one the breaker learned.
             finishing.first_byte = Some(ttft_ms);
             finishing.record = Some(record);
-            finishing.slots.extend(total.take());
+            finishing.slots.append(held);
             finishing.slots.push(slot);
             return Stage::Answered(pass_through(
                 finishing,
@@ -550,7 +551,7 @@ impl StageCall<'_> {
         }
         finishing.spent_before = *spent - own;
         finishing.record = Some(record);
-        finishing.slots.extend(total.take());
+        finishing.slots.append(held);
         finishing.slots.push(slot);
         Stage::Answered(pass_through(
             finishing,
