@@ -35,6 +35,7 @@ mod safety_run;
 mod sample_pairwise;
 mod schema_docs;
 mod serve_cli;
+mod serve_k8s;
 mod serve_resilience;
 mod signing;
 mod sim_cli;

@@ -787,7 +787,7 @@ type RoutesByPrompt = BTreeMap<(String, String), String>;
 
 /// A one-route config signed for these tests, pointed at `base_url`, with
 /// a constraint: the EU tenant may only be served from the EU.
-fn signed_single(
+pub(crate) fn signed_single(
     pipeline: &Pipeline,
     base_url: &str,
     name: &str,
