@@ -450,4 +450,96 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     let rows: Vec<&Value> = rows.iter().collect();
     assert_eq!(count_reason(&rows, "admission:tenant"), 1);
     assert_eq!(count_reason(&rows, "admission:tenant-tpm"), 1);
+
+    // Hedging: a short request with no first token 200 ms after it was
+    // sent gets a copy; the first first token answers, the other copy is
+    // cancelled, and both are recorded.
+    let hedged_sim = start_sim(
+        &dataset,
+        SimSettings {
+            ttft_ms: 20,
+            seed: 3,
+            faults: FaultProfile {
+                slow_first_token: 0.5,
+                slow_first_token_ms: 1_500,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let hedging = table_with_fallback(
+        &base_url(&hedged_sim),
+        &base_url(&backup),
+        "\n[routes.hedge]\nafter_ms = 200.0\nmax_prompt_tokens = 100000\n",
+        20_000,
+    );
+    let config = signed(&pipeline, "hedging", &hedging);
+    let hedge_records = pipeline.path("hedge-records");
+    // A copy is an extra call: let the budget allow every one.
+    let served = start_serve(
+        &config,
+        &pubkey,
+        &router,
+        &keys,
+        &hedge_records,
+        &["--retry-budget", "1"],
+    );
+    let requests = 12;
+    for (_, slice, prompt) in prompts.iter().cycle().take(requests) {
+        let body = json!({
+            "model": "support-assistant",
+            "stream": true,
+            "messages": [{"role": "user", "content": prompt}],
+        });
+        let response = served.post(KEY, slice, &body, &["-N"]);
+        assert!(response.contains("data: [DONE]"), "{response}");
+    }
+    served.stop();
+    // Long enough for a copy that was not cancelled to finish its answer.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let rows = records_of(&hedge_records);
+    let lost: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row["reason"] == "hedge-lost")
+        .collect();
+    let own: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row["reason"] != "hedge-lost")
+        .collect();
+    assert_eq!(own.len(), requests);
+    assert!(!lost.is_empty(), "nothing was hedged: {rows:?}");
+    assert_eq!(count_reason(&own, "hedge-won"), lost.len());
+    for row in &own {
+        let ttft = row["ttft_ms"].as_f64().unwrap();
+        if row["reason"] == "hedge-won" {
+            assert!(ttft >= 200.0, "{row}");
+        } else {
+            assert!(ttft < 200.0, "answered before any hedge: {row}");
+        }
+    }
+    for row in &lost {
+        let of = row["id"]
+            .as_str()
+            .unwrap()
+            .strip_suffix(routeval::records::HEDGE_ID_SUFFIX)
+            .unwrap();
+        assert!(
+            own.iter()
+                .any(|request| request["id"] == of && request["reason"] == "hedge-won")
+        );
+    }
+    let stats = hedged_sim.stats();
+    assert_eq!(stats.requests, (requests + lost.len()) as u64);
+    // Every loser was cancelled before it finished: the sim completed one
+    // answer per request.
+    assert_eq!(
+        stats.completed.values().sum::<u64>(),
+        requests as u64,
+        "{stats:?}"
+    );
+    routeval()
+        .args(["replay", "hedge", "--records"])
+        .arg(&hedge_records)
+        .assert()
+        .success();
 }

@@ -251,6 +251,7 @@ mod tests {
             base_url: None,
             api_key_env: None,
             breaker: None,
+            hedge: None,
         }
     }
 

@@ -15,7 +15,7 @@ pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
 pub use from_logs::{ImportFormat, ImportOptions, UniqueIds, for_each_object, import_records};
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
 pub use schema::{
-    ATTEMPT_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION,
-    RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status,
+    ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,
+    RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status,
 };
 pub use write::RecordsWriter;

@@ -70,13 +70,16 @@ const REAL: RecordKind = RecordKind::Real;
 /// request's own record is under the id without it.
 pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
 
+/// The id suffix of the record of a hedged request's losing copy.
+pub const HEDGE_ID_SUFFIX: &str = "-hedge-1";
+
 /// Every column, in the order routeval writes them.
 pub const RECORD_COLUMNS: [RecordColumn; 24] = [
     column(
         "id",
         TEXT,
         true,
-        "the request's id, unique in the file; serve records a route's abandoned attempt of request `ID` as `ID-attempt-1`",
+        "the request's id, unique in the file; serve records a route's abandoned attempt of request `ID` as `ID-attempt-1`, and a hedge's losing copy as `ID-hedge-1`",
     ),
     column(
         "timestamp",
@@ -112,7 +115,7 @@ pub const RECORD_COLUMNS: [RecordColumn; 24] = [
         "reason",
         TEXT,
         false,
-        "why this route: `routed-small`, `routed-large`, `cascade-accepted`, `escalated`, `fallback:error`, `fallback:deadline`, `fallback:breaker` (moved before its first token), `abandoned:deadline`, `abandoned:error` (the attempt it moved from), `no-fallback:capacity`, `no-fallback:budget` (failed, and could not move), `hedge-won`, or another word",
+        "why this route: `routed-small`, `routed-large`, `cascade-accepted`, `escalated`, `fallback:error`, `fallback:deadline`, `fallback:breaker` (moved before its first token), `abandoned:deadline`, `abandoned:error` (the attempt it moved from), `no-fallback:capacity`, `no-fallback:budget` (failed, and could not move), `hedge-won`, `hedge-lost`, or another word",
     ),
     column(
         "score",

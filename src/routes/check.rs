@@ -35,6 +35,11 @@ impl RouteTable {
                     .check()
                     .map_err(|problem| format!("route \"{}\": breaker: {problem}", route.name))?;
             }
+            if let Some(hedge) = &route.hedge {
+                hedge
+                    .check()
+                    .map_err(|problem| format!("route \"{}\": hedge: {problem}", route.name))?;
+            }
             if let Some(base_url) = &route.base_url {
                 let Some((_, rest)) = base_url
                     .strip_prefix("http://")

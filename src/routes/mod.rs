@@ -35,7 +35,8 @@ pub use signature::{
     verify as verify_signature,
 };
 pub use table::{
-    Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteTable, RouteTier, Tier,
+    Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteHedge, RouteTable, RouteTier,
+    Tier,
 };
 pub use thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 pub use verify::{

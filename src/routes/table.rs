@@ -93,6 +93,37 @@ pub struct Route {
     /// The route's circuit breaker, as `replay fallback --calibrate` chose it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<RouteBreaker>,
+    /// A second copy of a short request still waiting for its first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<RouteHedge>,
+}
+
+/// Hedging: a request whose prompt is at most `max_prompt_tokens` (as
+/// estimated) and that has no first token `after_ms` after it was sent
+/// gets a second copy on the same route; the first to give a first token
+/// answers, and the other is cancelled. `replay hedge` shows the trade-off
+/// (`after_ms` is one of its delays, a quantile of the route's first
+/// tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteHedge {
+    pub after_ms: f64,
+    pub max_prompt_tokens: u64,
+}
+
+impl RouteHedge {
+    pub(super) fn check(&self) -> Result<(), String> {
+        if !(self.after_ms.is_finite() && self.after_ms > 0.0) {
+            return Err(format!(
+                "after_ms must be a positive number, got {}",
+                self.after_ms
+            ));
+        }
+        if self.max_prompt_tokens == 0 {
+            return Err("max_prompt_tokens must be at least 1".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// A route's circuit breaker: a first token later than the deadline, an

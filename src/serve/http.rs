@@ -156,7 +156,8 @@ pub async fn chat(
         Ok(slot) => slot,
         Err(full) => return overloaded(&app, record, started, full),
     };
-    let tokens = reserved_tokens(&decided.request);
+    let (prompt_tokens, most) = requested_tokens(&decided.request);
+    let tokens = prompt_tokens + most;
     let mut held = vec![total];
     if let Some(limit) = decided.deployed.serving.tenant_limit(&decided.tenant) {
         match app
@@ -185,6 +186,8 @@ pub async fn chat(
             last: stage + 1 == stages.len(),
             started,
             tokens,
+            prompt_tokens,
+            arrival_ms: record.timestamp as f64,
         };
         match call.answer(record, &mut spent, &mut held).await {
             Stage::Answered(response) => return response,
@@ -222,9 +225,9 @@ pub(super) fn overloaded(
     refuse(app, record, full.reason(), started, response)
 }
 
-/// What a call of the request reserves against a route's `tpm`: its
-/// conversation's estimated tokens and the most it asks to be generated.
-fn reserved_tokens(request: &serde_json::Map<String, Value>) -> u64 {
+/// The request's conversation's estimated tokens, and the most it asks to
+/// be generated: what a call reserves against a `tpm` is their sum.
+fn requested_tokens(request: &serde_json::Map<String, Value>) -> (u64, u64) {
     let prompt = request
         .get("messages")
         .map_or(0, |messages| content_tokens(&messages.to_string()));
@@ -232,7 +235,7 @@ fn reserved_tokens(request: &serde_json::Map<String, Value>) -> u64 {
         .iter()
         .find_map(|key| request.get(*key).and_then(Value::as_u64))
         .unwrap_or(0);
-    prompt + most
+    (prompt, most)
 }
 
 /// `GET /v1/models`.

@@ -1,6 +1,6 @@
 //! What lets a request leave a failing route safely: each route's breaker
 //! (the kernel's, the one `replay fallback` replays), the retry budget that
-//! bounds the extra calls falling back makes, and each route's `rpm` and
+//! bounds the extra calls falling back and hedging make, and each route's `rpm` and
 //! `tpm` over the last minute, which a fallback may not exceed. All of it is
 //! per serve process: a fleet of replicas has a breaker and a budget each.
 
@@ -160,6 +160,25 @@ impl Resilience {
             .add(now_ms, tokens);
     }
 
+    /// Takes one extra call (a hedge's copy) from the retry budget, if it
+    /// has one.
+    pub fn take_extra(&self, now_ms: f64) -> bool {
+        let mut budget = self.budget.lock().expect("unpoisoned");
+        self.take_from(&mut budget, now_ms)
+    }
+
+    fn take_from(&self, budget: &mut Budget, now_ms: f64) -> bool {
+        self.forget_budget(budget, now_ms);
+        let allowed = self.budget_settings.min_per_window
+            + (self.budget_settings.share * budget.requests as f64).floor() as u64;
+        if budget.extras >= allowed {
+            return false;
+        }
+        budget.events.push_back((now_ms, true));
+        budget.extras += 1;
+        true
+    }
+
     /// The first of `candidates` (fallbacks whose breakers are closed) with
     /// room for a call of `tokens` at `now_ms` within its `rpm` and `tpm`,
     /// and, for an `extra` call (one after a failed attempt), a retry
@@ -185,15 +204,8 @@ impl Resilience {
                 window.calls() < route.rpm && window.tokens() + tokens <= route.tpm
             })
             .ok_or(Stay::Capacity)?;
-        if extra {
-            self.forget_budget(&mut budget, now_ms);
-            let allowed = self.budget_settings.min_per_window
-                + (self.budget_settings.share * budget.requests as f64).floor() as u64;
-            if budget.extras >= allowed {
-                return Err(Stay::Budget);
-            }
-            budget.events.push_back((now_ms, true));
-            budget.extras += 1;
+        if extra && !self.take_from(&mut budget, now_ms) {
+            return Err(Stay::Budget);
         }
         entry(&mut usage, &route.name)
             .at(now_ms)

@@ -16,7 +16,7 @@ use axum::response::Response;
 use futures_util::StreamExt;
 
 use crate::policy::{Admit, Plan};
-use crate::records::Status;
+use crate::records::{HEDGE_ID_SUFFIX, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
@@ -41,6 +41,11 @@ pub(super) struct StageCall<'a> {
     /// The tokens a call reserves against a route's `tpm`: the prompt's
     /// estimate plus the request's `max_tokens`.
     pub tokens: u64,
+    /// The prompt's estimate alone, which a route's hedge bounds.
+    pub prompt_tokens: u64,
+    /// When the request arrived, ms since 1970 (its record's timestamp):
+    /// the clock the breakers and the budget run on.
+    pub arrival_ms: f64,
 }
 
 /// How a stage ended: the client's response, or (a cascade stage whose
@@ -60,6 +65,30 @@ struct Reached {
     slot: Slot,
     /// Its first byte, ms after the request arrived.
     ttft_ms: f64,
+    /// Whether a hedged copy was sent, and which answered.
+    hedged: Option<Hedged>,
+}
+
+/// A hedged call: which of the two answered, and when the other was
+/// cancelled.
+struct Hedged {
+    copy_won: bool,
+    cancelled_at_ms: f64,
+    /// The copy's route slot, given back with the answer.
+    slot: Slot,
+}
+
+/// How one call went up to its first byte.
+enum FirstByte {
+    Came {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        source: Source,
+        ttft_ms: f64,
+    },
+    /// An error status, `at_ms` after the request arrived.
+    Status(Box<Called>, f64),
+    Failed(CallFailed, f64),
 }
 
 /// Why an attempt gave no first byte.
@@ -143,6 +172,97 @@ impl StageCall<'_> {
         }
     }
 
+    /// One call's first byte by `first_token`.
+    async fn first_byte(
+        &self,
+        upstream: &Upstream,
+        first_token: tokio::time::Instant,
+    ) -> FirstByte {
+        let called = match call(self.app, upstream, &self.decided.request, first_token).await {
+            Ok(called) => called,
+            Err(failed) => return FirstByte::Failed(failed, self.elapsed_ms()),
+        };
+        if !called.status.is_success() {
+            return FirstByte::Status(Box::new(called), self.elapsed_ms());
+        }
+        let Called {
+            status,
+            content_type,
+            response,
+        } = called;
+        match first_chunk(response, first_token).await {
+            Ok(source) => FirstByte::Came {
+                status,
+                content_type,
+                source,
+                ttft_ms: self.elapsed_ms(),
+            },
+            Err(failed) => FirstByte::Failed(failed, self.elapsed_ms()),
+        }
+    }
+
+    /// The route's hedge for this request: when the copy goes, if the
+    /// route hedges and the prompt is short enough.
+    fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {
+        let hedge = self.decided.deployed.config.table.route(route)?.hedge?;
+        (self.prompt_tokens <= hedge.max_prompt_tokens).then(|| {
+            tokio::time::Instant::from_std(from)
+                + std::time::Duration::from_secs_f64(hedge.after_ms / 1e3)
+        })
+    }
+
+    /// The first byte of a hedged call: the call alone if it gives one by
+    /// `hedge_at`, else the first of it and a copy sent then (on a slot of
+    /// its own, if the route has one free); the other is cancelled, and
+    /// [`Hedged`] says what it was.
+    async fn hedged_first_byte(
+        &self,
+        route: &str,
+        upstream: &Upstream,
+        first_token: tokio::time::Instant,
+        hedge_at: tokio::time::Instant,
+    ) -> (FirstByte, Option<Hedged>) {
+        let original = self.first_byte(upstream, first_token);
+        tokio::pin!(original);
+        tokio::select! {
+            biased;
+            came = &mut original => return (came, None),
+            () = tokio::time::sleep_until(hedge_at) => {}
+        }
+        // The copy is an extra call: the retry budget must allow it, and
+        // the route must have a slot free.
+        if !self
+            .app
+            .resilience
+            .take_extra(self.arrival_ms + self.elapsed_ms())
+        {
+            return (original.await, None);
+        }
+        let Ok(copy_slot) = self.app.admission.route(route) else {
+            return (original.await, None);
+        };
+        let copy = self.first_byte(upstream, first_token);
+        tokio::pin!(copy);
+        let (first, copy_first) = tokio::select! {
+            came = &mut original => (came, false),
+            came = &mut copy => (came, true),
+        };
+        // A copy that failed is no answer: the other may still give one.
+        let (winner, copy_won) = if matches!(first, FirstByte::Came { .. }) {
+            (first, copy_first)
+        } else if copy_first {
+            (original.await, false)
+        } else {
+            (copy.await, true)
+        };
+        let hedged = Hedged {
+            copy_won,
+            cancelled_at_ms: self.elapsed_ms(),
+            slot: copy_slot,
+        };
+        (winner, Some(hedged))
+    }
+
     /// Calls `route`; its first byte must come within its deadline,
     /// counted from `from` (`offset_ms` after the request arrived).
     async fn attempt(&self, route: &str, from: Instant, offset_ms: f64) -> Attempt {
@@ -162,34 +282,31 @@ impl StageCall<'_> {
         let first_token = (tokio::time::Instant::from_std(from)
             + std::time::Duration::from_secs_f64(deadline_ms / 1e3))
         .min(total);
+        let (first, hedged) = match self.hedge_at(route, from) {
+            Some(hedge_at) if hedge_at < first_token => {
+                self.hedged_first_byte(route, &upstream, first_token, hedge_at)
+                    .await
+            }
+            _ => (self.first_byte(&upstream, first_token).await, None),
+        };
         let late = Failure::Deadline { by_breaker };
         // A deadline is recorded as the moment it passed, so that what
         // serve did and what `replay fallback` computes from its records
         // agree to the millisecond.
         let at_deadline = offset_ms + deadline_ms;
         let failed = |failure: Failure, at_ms: f64| Attempt::Failed { failure, at_ms };
-        let called = match call(self.app, &upstream, &self.decided.request, first_token).await {
-            Ok(called) => called,
-            Err(CallFailed::TimedOut) => return failed(late, at_deadline),
-            Err(CallFailed::Unreachable(problem)) => {
-                return failed(Failure::Unreachable(problem), self.elapsed_ms());
-            }
-        };
-        if !called.status.is_success() {
-            return failed(Failure::Status(Box::new(called)), self.elapsed_ms());
-        }
-        let Called {
-            status,
-            content_type,
-            response,
-        } = called;
-        let first = first_chunk(response, first_token).await;
-        let ttft_ms = self.elapsed_ms();
         match first {
             // A first byte measured past the deadline is late however the
             // race with the timer went.
-            Ok(_) if ttft_ms - offset_ms > deadline_ms => failed(late, at_deadline),
-            Ok(source) => Attempt::Reached(Box::new(Reached {
+            FirstByte::Came { ttft_ms, .. } if ttft_ms - offset_ms > deadline_ms => {
+                failed(late, at_deadline)
+            }
+            FirstByte::Came {
+                status,
+                content_type,
+                source,
+                ttft_ms,
+            } => Attempt::Reached(Box::new(Reached {
                 route: route.to_owned(),
                 upstream,
                 status,
@@ -197,10 +314,12 @@ impl StageCall<'_> {
                 source,
                 slot,
                 ttft_ms,
+                hedged,
             })),
-            Err(CallFailed::TimedOut) => failed(late, at_deadline),
-            Err(CallFailed::Unreachable(problem)) => {
-                failed(Failure::Unreachable(problem), self.elapsed_ms())
+            FirstByte::Status(called, at_ms) => failed(Failure::Status(called), at_ms),
+            FirstByte::Failed(CallFailed::TimedOut, _) => failed(late, at_deadline),
+            FirstByte::Failed(CallFailed::Unreachable(problem), at_ms) => {
+                failed(Failure::Unreachable(problem), at_ms)
             }
         }
     }
@@ -248,8 +367,9 @@ impl StageCall<'_> {
         }
         let probe = admitted == Some(Admit::Probe);
         match self.attempt(self.route, from, offset_ms).await {
-            Attempt::Reached(reached) => {
+            Attempt::Reached(mut reached) => {
                 resilience.outcome(self.route, arrival_ms + reached.ttft_ms, false, probe);
+                self.record_hedge(record, &mut reached);
                 Ok(reached)
             }
             Attempt::Full(full) => {
@@ -305,6 +425,31 @@ impl StageCall<'_> {
         self.app.journal.write(attempt);
     }
 
+    /// A hedged request: its reason is `hedge-won`, and the copy that lost
+    /// (cancelled before its first token, so it was never billed output)
+    /// is its own record, `ID-hedge-1`, reason `hedge-lost`.
+    fn record_hedge(&self, record: &mut ServedRecord, reached: &mut Reached) {
+        let Some(hedged) = &reached.hedged else {
+            return;
+        };
+        record.reason = "hedge-won".to_owned();
+        let mut lost = record.clone();
+        lost.id = format!("{}{}", record.id, HEDGE_ID_SUFFIX);
+        lost.route = reached.route.clone();
+        lost.reason = "hedge-lost".to_owned();
+        lost.status = Status::Error.name();
+        lost.finish_reason = Some(if hedged.copy_won {
+            "hedge_original_cancelled".to_owned()
+        } else {
+            "hedge_copy_cancelled".to_owned()
+        });
+        lost.total_ms = Some(hedged.cancelled_at_ms);
+        self.app
+            .metrics
+            .request(&lost.route, &lost.reason, lost.status, None);
+        self.app.journal.write(lost);
+    }
+
     /// The request, moved to `fallback` for `reason`.
     async fn moved(
         &self,
@@ -317,10 +462,11 @@ impl StageCall<'_> {
         let arrival_ms = record.timestamp as f64;
         let offset_ms = self.elapsed_ms();
         match self.attempt(fallback, Instant::now(), offset_ms).await {
-            Attempt::Reached(reached) => {
+            Attempt::Reached(mut reached) => {
                 self.app
                     .resilience
                     .outcome(fallback, arrival_ms + reached.ttft_ms, false, false);
+                self.record_hedge(record, &mut reached);
                 Ok(reached)
             }
             Attempt::Full(full) => Err(Stage::Answered(overloaded(
@@ -483,6 +629,7 @@ impl StageCall<'_> {
             source,
             slot,
             ttft_ms,
+            hedged,
         } = *reached;
         let sse = is_sse(content_type.as_ref());
         record.status = Status::from_http(status.as_u16()).name();
@@ -494,6 +641,7 @@ impl StageCall<'_> {
             finishing.record = Some(record);
             finishing.slots.append(held);
             finishing.slots.push(slot);
+            finishing.slots.extend(hedged.map(|hedged| hedged.slot));
             return Stage::Answered(pass_through(
                 finishing,
                 status,
@@ -553,6 +701,7 @@ impl StageCall<'_> {
         finishing.record = Some(record);
         finishing.slots.append(held);
         finishing.slots.push(slot);
+        finishing.slots.extend(hedged.map(|hedged| hedged.slot));
         Stage::Answered(pass_through(
             finishing,
             status,
