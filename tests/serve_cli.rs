@@ -1324,6 +1324,7 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         .to_owned();
     let streamed = json!({"model": "support-assistant", "stream": true, "messages": [{"role": "user", "content": long}]})
         .to_string();
+    let before = sim.stats();
     let left = Command::new("curl")
         .args(["-s", "-N", "--max-time", "0.5", "-H"])
         .arg(format!("Authorization: Bearer {KEY}"))
@@ -1339,6 +1340,16 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     assert!(
         !received.contains("[DONE]"),
         "the client left before the end: {received}"
+    );
+    // Longer than any of the sim's answers takes at 10 tokens a second: an
+    // upstream call serve had not cancelled would have completed by now.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let after = sim.stats();
+    assert_eq!(after.requests, before.requests + 1);
+    assert_eq!(
+        after.completed.values().sum::<u64>(),
+        before.completed.values().sum::<u64>(),
+        "the generation went on after the client left"
     );
     assert_eq!(chat(&served, &[]), "200");
     served.stop();
