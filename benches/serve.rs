@@ -1,7 +1,8 @@
 //! The latency `routeval serve` adds to a request, with the built-in router
 //! scoring every one, against calling serve-sim directly; the same for the
 //! LiteLLM proxy in front of the same serve-sim, in the same run; and the
-//! decision API's throughput on one core.
+//! decision API's throughput on one core; and serve under twice the load
+//! its admission bound lets in.
 //!
 //! Open loop: requests leave on a fixed schedule at each offered load
 //! (`ROUTEVAL_BENCH_LOADS`, default 500,2000,5000 requests per second) for
@@ -19,6 +20,13 @@
 //! `ROUTEVAL_BENCH_LITELLM` names its `litellm`
 //! command (default `~/.cache/routeval/litellm-proxy-venv/bin/litellm`, from
 //! `pip install 'litellm[proxy]'`); without it the peer is skipped, and said.
+//!
+//! Overload: serve in front of a serve-sim that holds every request 100 ms,
+//! with `--max-in-flight 50`, admits about 500 requests per second. It is
+//! offered half of that, then twice that (`ROUTEVAL_BENCH_OVERLOAD`,
+//! default 250,1000), each for `ROUTEVAL_BENCH_SECONDS`: the admitted
+//! requests' latency at both loads, how fast a refused one gets its 429,
+//! and serve's memory after each.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -318,6 +326,171 @@ fn decisions_per_second(
     done.load(std::sync::atomic::Ordering::Relaxed) as f64 / seconds
 }
 
+/// What a load past the admission bound gave: the admitted requests'
+/// latencies and the refused ones', each sorted, ms.
+struct Overloaded {
+    admitted: Vec<f64>,
+    refused: Vec<f64>,
+    /// Refusals without `Retry-After`, and failures other than a 429.
+    other: usize,
+}
+
+fn rank(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+/// Open loop at `rate`, each request's outcome kept apart: answered, a 429
+/// with `Retry-After`, or anything else.
+fn offered_past_admission(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    target: &Target,
+    rate: f64,
+    seconds: f64,
+    prompts: &[(String, String)],
+) -> Overloaded {
+    let total = (rate * seconds) as usize;
+    let outcomes = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    runtime.block_on(async {
+        let begin = tokio::time::Instant::now();
+        let mut tasks = Vec::with_capacity(total);
+        for index in 0..total {
+            let due = begin + Duration::from_secs_f64(index as f64 / rate);
+            tokio::time::sleep_until(due).await;
+            let (slice, prompt) = &prompts[index % prompts.len()];
+            let request = client
+                .post(&target.url)
+                .bearer_auth(&target.key)
+                .header("x-routeval-slice", slice.as_str())
+                .json(&serde_json::json!({
+                    "model": target.model,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": 64,
+                }));
+            let outcomes = outcomes.clone();
+            tasks.push(tokio::spawn(async move {
+                let outcome = match tokio::time::timeout(REQUEST_TIMEOUT, request.send()).await {
+                    Ok(Ok(response)) if response.status().is_success() => {
+                        response.bytes().await.ok().map(|_| true)
+                    }
+                    Ok(Ok(response))
+                        if response.status() == 429
+                            && response.headers().contains_key("retry-after") =>
+                    {
+                        Some(false)
+                    }
+                    _ => None,
+                };
+                outcomes
+                    .lock()
+                    .unwrap()
+                    .push((outcome, due.elapsed().as_secs_f64() * 1e3));
+            }));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    let mut result = Overloaded {
+        admitted: Vec::new(),
+        refused: Vec::new(),
+        other: 0,
+    };
+    for (outcome, ms) in outcomes {
+        match outcome {
+            Some(true) => result.admitted.push(ms),
+            Some(false) => result.refused.push(ms),
+            None => result.other += 1,
+        }
+    }
+    result.admitted.sort_by(f64::total_cmp);
+    result.refused.sort_by(f64::total_cmp);
+    result
+}
+
+/// Serve at half and at twice what `--max-in-flight` admits.
+fn overload(
+    directory: &Path,
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    key: &str,
+    keys: &Path,
+    seconds: f64,
+    prompts: &[(String, String)],
+) {
+    let (held_ms, bound) = (100, 50);
+    let slow = start(
+        Command::new(binary())
+            .args(["serve-sim", "--listen", "127.0.0.1:0", "--ttft-ms"])
+            .arg(held_ms.to_string())
+            .arg("--dataset")
+            .arg(repo().join("datasets/demo/prompts.jsonl"))
+            .arg("--rubrics")
+            .arg(repo().join("rubrics")),
+    );
+    let (config, pubkey, router) = signed_config(&directory.join("overload"), &slow.address);
+    let serve = start(
+        Command::new(binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--pubkey")
+            .arg(&pubkey)
+            .arg("--router")
+            .arg(&router)
+            .arg("--keys")
+            .arg(keys)
+            .arg("--records")
+            .arg(directory.join("records-overload"))
+            .args(["--listen", "127.0.0.1:0", "--trust-slice-header"])
+            .args(["--max-in-flight", &bound.to_string()])
+            .env("ROUTEVAL_SIM_KEY", "sk-sim"),
+    );
+    let target = Target {
+        url: format!("http://{}/v1/chat/completions", serve.address),
+        model: "support-assistant".to_owned(),
+        key: key.to_owned(),
+    };
+    let admits = f64::from(bound) * 1000.0 / f64::from(held_ms);
+    println!(
+        "overload: serve --max-in-flight {bound} before a serve-sim holding each request {held_ms} ms (admits about {admits:.0} requests/s)"
+    );
+    println!(
+        "{:>8} {:>9} {:>9} {:>11} {:>11} {:>9} {:>12} {:>9}",
+        "offered", "admitted", "refused", "admit p50", "admit p99", "429 p99", "other errors", "RSS MiB"
+    );
+    offered_past_admission(runtime, client, &target, 50.0, 1.0, prompts);
+    let loads: Vec<f64> = env_or("ROUTEVAL_BENCH_OVERLOAD", "250,1000")
+        .split(',')
+        .map(|load| load.trim().parse().unwrap())
+        .collect();
+    let mut admitted_p99 = Vec::new();
+    for &rate in &loads {
+        let load = offered_past_admission(runtime, client, &target, rate, seconds, prompts);
+        let rss = rss_mib(serve.child.id());
+        println!(
+            "{rate:>8.0} {:>9} {:>9} {:>11.1} {:>11.1} {:>9.2} {:>12} {rss:>9.1}",
+            load.admitted.len(),
+            load.refused.len(),
+            rank(&load.admitted, 0.5),
+            rank(&load.admitted, 0.99),
+            rank(&load.refused, 0.99),
+            load.other,
+        );
+        admitted_p99.push((rate, rank(&load.admitted, 0.99)));
+    }
+    if let [(low, calm), .., (high, loaded)] = admitted_p99.as_slice() {
+        println!(
+            "overload: admitted p99 at {high:.0} requests/s is {:.2}x its p99 at {low:.0} requests/s",
+            loaded / calm
+        );
+    }
+}
+
 fn litellm_command() -> Option<PathBuf> {
     let path = std::env::var_os("ROUTEVAL_BENCH_LITELLM")
         .map(PathBuf::from)
@@ -560,6 +733,7 @@ fn main() {
         println!("first failed request: {error}");
     }
     drop(serve);
+    overload(directory.path(), &runtime, &client, key, &keys, seconds, &prompts);
     // The decision API alone, its server on one core (the load on the other).
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     let mut one_core = serve_command("records-decisions");
