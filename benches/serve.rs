@@ -461,7 +461,14 @@ fn overload(
     );
     println!(
         "{:>8} {:>9} {:>9} {:>11} {:>11} {:>9} {:>12} {:>9}",
-        "offered", "admitted", "refused", "admit p50", "admit p99", "429 p99", "other errors", "RSS MiB"
+        "offered",
+        "admitted",
+        "refused",
+        "admit p50",
+        "admit p99",
+        "429 p99",
+        "other errors",
+        "RSS MiB"
     );
     offered_past_admission(runtime, client, &target, 50.0, 1.0, prompts);
     let loads: Vec<f64> = env_or("ROUTEVAL_BENCH_OVERLOAD", "250,1000")
@@ -733,7 +740,15 @@ fn main() {
         println!("first failed request: {error}");
     }
     drop(serve);
-    overload(directory.path(), &runtime, &client, key, &keys, seconds, &prompts);
+    overload(
+        directory.path(),
+        &runtime,
+        &client,
+        key,
+        &keys,
+        seconds,
+        &prompts,
+    );
     // The decision API alone, its server on one core (the load on the other).
     let pinned = Command::new("taskset").arg("--version").output().is_ok();
     let mut one_core = serve_command("records-decisions");

@@ -11,8 +11,7 @@ use std::process::Command;
 
 use clap::Parser;
 
-use crate::common::{base_url, binary, repo, start_sim};
-use crate::serve_cli::{Pipeline, signed_single, write_keys};
+use crate::common::{Pipeline, base_url, binary, repo, signed_single, start_sim, write_keys};
 
 fn manifest() -> String {
     std::fs::read_to_string(repo().join("ci/k8s-serve.yaml")).unwrap()

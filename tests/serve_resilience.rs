@@ -10,18 +10,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::common::{base_url, repo, routeval, start_sim};
-use crate::serve_cli::{
-    EU_KEY, KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of, start_serve,
-    write_keys,
+use crate::common::{
+    EU_KEY, KEY, Pipeline, Served, base_url, column, demo_prompts, gate_single, header_of, repo,
+    routeval, start_serve, start_sim, write_keys,
 };
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
-/// The demo's one-route table with a backup route (sim-small, on its own
-/// serve-sim) that the primary falls back to, and optionally a breaker;
-/// both routes allow `rpm` (the gate wants a fallback that can absorb its
-/// primary's limit).
-fn table_with_fallback(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
+/// The demo's one-route table falling back to a backup route (sim-small,
+/// on its own serve-sim), and optionally a breaker; both routes allow `rpm`
+/// (the gate wants a fallback that can absorb its primary's limit).
+fn falling_back(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
     format!(
         r#"logical_model = "support-assistant"
 
@@ -168,7 +166,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     let config = signed(
         &pipeline,
         "brown-out",
-        &table_with_fallback(&base_url(&primary), &base_url(&backup), breaker, 20_000),
+        &falling_back(&base_url(&primary), &base_url(&backup), breaker, 20_000),
     );
     let records = pipeline.path("brown-out-records");
     let served = start_serve(
@@ -312,7 +310,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     let config = signed(
         &pipeline,
         "dead",
-        &table_with_fallback(&base_url(&dead), &base_url(&backup), "", 5),
+        &falling_back(&base_url(&dead), &base_url(&backup), "", 5),
     );
     let send_all = |served: &Served, count: usize| -> Vec<String> {
         prompts
@@ -410,7 +408,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             ..SimSettings::default()
         },
     );
-    let limited = table_with_fallback(&base_url(&slow), &base_url(&backup), "", 20_000)
+    let limited = falling_back(&base_url(&slow), &base_url(&backup), "", 20_000)
         + "\n[serving.tenants.demo]\nmax_in_flight = 1\n\n[serving.tenants.\"*\"]\ntpm = 600\n";
     let config = signed(&pipeline, "tenants", &limited);
     let served = start_serve(
@@ -467,7 +465,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             ..SimSettings::default()
         },
     );
-    let hedging = table_with_fallback(
+    let hedging = falling_back(
         &base_url(&hedged_sim),
         &base_url(&backup),
         "\n[routes.hedge]\nafter_ms = 200.0\nmax_prompt_tokens = 100000\n",

@@ -89,6 +89,15 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
                 breaker.first_token_deadline_ms / 1000.0
             );
         }
+        if let Some(hedge) = &route.hedge {
+            let _ = writeln!(
+                out,
+                "      # Not exported: LiteLLM does not hedge; route {}'s [routes.hedge] (a copy after {} ms for prompts of at most {} tokens) runs only in routeval serve.",
+                quote(&route.name),
+                hedge.after_ms,
+                hedge.max_prompt_tokens
+            );
+        }
         let _ = writeln!(out, "      rpm: {}", route.rpm);
         let _ = writeln!(out, "      tpm: {}", route.tpm);
         out.push_str("    model_info:\n");

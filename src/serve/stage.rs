@@ -352,7 +352,7 @@ impl StageCall<'_> {
     /// byte, or the client's response (already recorded).
     async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, Stage> {
         let resilience = &self.app.resilience;
-        let arrival_ms = record.timestamp as f64;
+        let arrival_ms = self.arrival_ms;
         let (from, offset_ms) = self.stage_start();
         let table = &self.decided.deployed.config.table;
         if let Some(route) = table.route(self.route) {
@@ -367,9 +367,9 @@ impl StageCall<'_> {
         }
         let probe = admitted == Some(Admit::Probe);
         match self.attempt(self.route, from, offset_ms).await {
-            Attempt::Reached(mut reached) => {
+            Attempt::Reached(reached) => {
                 resilience.outcome(self.route, arrival_ms + reached.ttft_ms, false, probe);
-                self.record_hedge(record, &mut reached);
+                self.record_hedge(record, &reached);
                 Ok(reached)
             }
             Attempt::Full(full) => {
@@ -428,7 +428,7 @@ impl StageCall<'_> {
     /// A hedged request: its reason is `hedge-won`, and the copy that lost
     /// (cancelled before its first token, so it was never billed output)
     /// is its own record, `ID-hedge-1`, reason `hedge-lost`.
-    fn record_hedge(&self, record: &mut ServedRecord, reached: &mut Reached) {
+    fn record_hedge(&self, record: &mut ServedRecord, reached: &Reached) {
         let Some(hedged) = &reached.hedged else {
             return;
         };
@@ -459,14 +459,14 @@ impl StageCall<'_> {
     ) -> Result<Box<Reached>, Stage> {
         record.route = fallback.to_owned();
         record.reason = reason.to_owned();
-        let arrival_ms = record.timestamp as f64;
+        let arrival_ms = self.arrival_ms;
         let offset_ms = self.elapsed_ms();
         match self.attempt(fallback, Instant::now(), offset_ms).await {
-            Attempt::Reached(mut reached) => {
+            Attempt::Reached(reached) => {
                 self.app
                     .resilience
                     .outcome(fallback, arrival_ms + reached.ttft_ms, false, false);
-                self.record_hedge(record, &mut reached);
+                self.record_hedge(record, &reached);
                 Ok(reached)
             }
             Attempt::Full(full) => Err(Stage::Answered(overloaded(

@@ -8,6 +8,7 @@ mod litellm;
 mod process;
 mod records;
 mod run;
+mod serve;
 mod workspace;
 
 pub use data::data_dir;
@@ -34,6 +35,10 @@ pub use process::{binary, flowing};
 pub use records::{table_with_fallback, write_day};
 pub use run::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
+};
+pub use serve::{
+    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of,
+    serve_command, signed_single, start_serve, write_keys,
 };
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};
 

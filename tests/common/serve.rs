@@ -1,0 +1,368 @@
+//! Serving helpers shared by the serve tests: the demo's pipeline gated for
+//! serve, serve started on a free port, its keys, requests by curl, and a
+//! Parquet column read as JSON values.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type};
+use serde_json::{Value, json};
+
+use super::{binary, repo, routeval};
+
+pub const KEY: &str = "sk-serve-test-0123456789";
+pub const EU_KEY: &str = "sk-serve-test-eu-tenant";
+pub const NOWHERE_KEY: &str = "sk-serve-test-nowhere";
+
+/// A column of a Parquet table as text, numbers or booleans, by name.
+pub fn column(path: &Path, name: &str) -> Vec<Value> {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut values = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let array = batch
+            .column_by_name(name)
+            .unwrap_or_else(|| panic!("{}: no column {name}", path.display()));
+        for index in 0..array.len() {
+            values.push(if array.is_null(index) {
+                Value::Null
+            } else {
+                match array.data_type() {
+                    DataType::Boolean => json!(array.as_boolean().value(index)),
+                    DataType::Utf8 => json!(array.as_string::<i32>().value(index)),
+                    DataType::LargeUtf8 => json!(array.as_string::<i64>().value(index)),
+                    _ => {
+                        let cast = arrow::compute::cast(array, &DataType::Float64).unwrap();
+                        json!(cast.as_primitive::<Float64Type>().value(index))
+                    }
+                }
+            });
+        }
+    }
+    values
+}
+
+/// A running `routeval serve`, killed if a test fails with it running.
+pub struct Served {
+    child: Option<Child>,
+    pid: u32,
+    address: String,
+}
+
+impl Served {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// SIGTERM, as an operator stops it: it must exit 0 having rolled its
+    /// records.
+    pub fn stop(self) {
+        self.stop_with_log();
+    }
+
+    /// [`Served::stop`], returning what serve wrote to stderr.
+    pub fn stop_with_log(mut self) -> String {
+        let mut child = self.child.take().expect("running");
+        self.signal("TERM");
+        let status = child.wait().unwrap();
+        let mut log = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+        }
+        assert!(status.success(), "serve stopped with {status}: {log}");
+        log
+    }
+
+    /// `curl -i` of a chat request with `key` and the slice header: the
+    /// response's head and body as text.
+    pub fn post(&self, key: &str, slice: &str, body: &Value, flags: &[&str]) -> String {
+        let output = Command::new("curl")
+            .args(["-s", "-i"])
+            .args(flags)
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {key}"))
+            .args([
+                "-H",
+                &format!("x-routeval-slice: {slice}"),
+                "-d",
+                &body.to_string(),
+            ])
+            .arg(self.url("/v1/chat/completions"))
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    pub fn signal(&self, name: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .map_or_else(|| self.pid.to_string(), |child| child.id().to_string());
+        Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap();
+    }
+}
+
+impl Drop for Served {
+    /// A test that failed leaves no server behind.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The value of response header `name` in `curl -i` output.
+pub fn header_of(response: &str, name: &str) -> String {
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {response}"))
+        .trim()
+        .to_owned()
+}
+
+/// `routeval serve` on a free port, with the routes' key variable set.
+pub fn serve_command(
+    config: &Path,
+    pubkey: &Path,
+    router: &Path,
+    keys: &Path,
+    records: &Path,
+) -> Command {
+    let mut command = Command::new(binary());
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .arg("--pubkey")
+        .arg(pubkey)
+        .arg("--router")
+        .arg(router)
+        .arg("--keys")
+        .arg(keys)
+        .arg("--records")
+        .arg(records)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim");
+    command
+}
+
+/// Starts serve; its first line names the address it listens on.
+pub fn start_serve(
+    config: &Path,
+    pubkey: &Path,
+    router: &Path,
+    keys: &Path,
+    records: &Path,
+    extra: &[&str],
+) -> Served {
+    let mut child = serve_command(config, pubkey, router, keys, records)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .rsplit_once("http://")
+        .map(|(_, rest)| rest.trim_end_matches("/v1").to_owned())
+        .unwrap_or_else(|| {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            panic!("serve did not start: {line}{stderr}")
+        });
+    Served {
+        pid: child.id(),
+        child: Some(child),
+        address,
+    }
+}
+
+pub fn write_keys(path: &Path) {
+    let digest = |key: &str| routeval::digest::sha256_hex(key.as_bytes());
+    let mut text = String::new();
+    for (key, tenant) in [
+        (KEY, "demo"),
+        (EU_KEY, "eu-tenant"),
+        (NOWHERE_KEY, "nowhere"),
+    ] {
+        text.push_str(&format!(
+            "[[keys]]\nsha256 = \"{}\"\ntenant = \"{tenant}\"\n\n",
+            digest(key)
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The demo's candidates pointed at `base_url`, gated on `results`.
+pub struct Pipeline {
+    directory: tempfile::TempDir,
+    pub out: PathBuf,
+    /// The scores the full router gives every prompt: what serve computes.
+    pub full: PathBuf,
+}
+
+impl Pipeline {
+    pub fn new() -> Pipeline {
+        let directory = tempfile::tempdir().unwrap();
+        let out = directory.path().join("demo");
+        routeval()
+            .current_dir(repo())
+            .args(["demo", "--out"])
+            .arg(&out)
+            .arg("--report")
+            .arg(directory.path().join("report"))
+            .assert()
+            .success();
+        // The scores the full router gives every prompt: what serve computes.
+        let full = directory.path().join("full-scores.parquet");
+        routeval()
+            .args(["router", "score", "--router"])
+            .arg(out.join("router.bin"))
+            .arg("--results")
+            .arg(out.join("graded-scored.parquet"))
+            .arg("--out")
+            .arg(&full)
+            .args(["--into", "router_score"])
+            .assert()
+            .success();
+        Pipeline {
+            directory,
+            out,
+            full,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.directory.path().join(name)
+    }
+
+    /// Gates `candidate` (its routes pointed at `base_url`) on `results`
+    /// into `name`; the gate's report.
+    pub fn gate(&self, candidate: &str, base_url: &str, results: &Path, name: &str) -> Value {
+        let text = std::fs::read_to_string(repo().join("datasets/demo/routes").join(candidate))
+            .unwrap()
+            .replace("http://127.0.0.1:8089/v1", base_url);
+        let table = self.path(&format!("{name}-{candidate}"));
+        std::fs::write(&table, text).unwrap();
+        let mut command = routeval();
+        command
+            .args(["gate", "--candidates"])
+            .arg(&table)
+            .arg("--results")
+            .arg(results)
+            .arg("--calibration");
+        for calibration in ["cascade", "predictive", "predictive-three-tier"] {
+            command.arg(self.out.join(format!("calibration-{calibration}.json")));
+        }
+        command
+            .args(["--target", "0.8", "--router"])
+            .arg(self.out.join("router.bin"))
+            .arg("--rubrics")
+            .arg(repo().join("rubrics"))
+            .arg("--key")
+            .arg(self.out.join("keys/demo.key"))
+            .arg("--out")
+            .arg(self.path(name));
+        let output = command.output().unwrap();
+        assert!(
+            output.status.code().unwrap() < 2,
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&std::fs::read(self.path(name).join("gate-report.json")).unwrap())
+            .unwrap()
+    }
+}
+
+/// Every prompt of the demo's dataset: (id, slice, prompt).
+pub fn demo_prompts() -> Vec<(String, String, String)> {
+    std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            (
+                row["id"].as_str().unwrap().to_owned(),
+                row["slice"].as_str().unwrap().to_owned(),
+                row["prompt"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A one-route config signed for these tests, pointed at `base_url`, with
+/// a constraint: the EU tenant may only be served from the EU.
+pub fn signed_single(
+    pipeline: &Pipeline,
+    base_url: &str,
+    name: &str,
+    baseline: Option<&Path>,
+) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8089/v1", base_url)
+        .replace(
+            "model = \"sim-large-2026-11-01\"\nregion = \"local\"",
+            "model = \"sim-large-2026-11-01\"\nregion = \"eu\"",
+        )
+        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n\n[constraints.nowhere]\nregions = [\"mars\"]\n";
+    let table = pipeline.path(&format!("{name}.toml"));
+    std::fs::write(&table, text).unwrap();
+    let out = pipeline.path(name);
+    let mut command = gate_single(pipeline, &table, &out, None, true);
+    if let Some(baseline) = baseline {
+        command.arg("--baseline").arg(baseline);
+    }
+    command.assert().success();
+    let version = if baseline.is_some() { 2 } else { 1 };
+    out.join(format!("route-config.v{version}.json"))
+}
+
+/// `routeval gate` of a table [`signed_single`] wrote (`NAME.toml`) into
+/// `out`, signed with `key` (the demo's when `None`), with `--router` when
+/// `pinned`; more flags may follow.
+pub fn gate_single(
+    pipeline: &Pipeline,
+    table: &Path,
+    out: &Path,
+    key: Option<&Path>,
+    pinned: bool,
+) -> assert_cmd::Command {
+    let mut command = routeval();
+    command
+        .args([
+            "gate",
+            "--allow-unknown-slices",
+            "--target",
+            "0.8",
+            "--candidates",
+        ])
+        .arg(table)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive.json"))
+        .arg("--key")
+        .arg(key.map_or_else(|| pipeline.out.join("keys/demo.key"), Path::to_owned))
+        .arg("--out")
+        .arg(out);
+    if pinned {
+        command.arg("--router").arg(pipeline.out.join("router.bin"));
+    }
+    command
+}
