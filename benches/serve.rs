@@ -185,12 +185,7 @@ struct Load {
 
 impl Load {
     fn percentile(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let rank =
-            ((p * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        self.latencies[rank - 1]
+        rank(&self.latencies, p)
     }
 }
 
@@ -202,18 +197,27 @@ struct Target {
     key: String,
 }
 
-fn offered(
+/// How one request of an open loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Answered,
+    /// A 429 with `Retry-After`.
+    Refused,
+    Failed,
+}
+
+/// Open loop at `rate` for `seconds`: each request's outcome and its
+/// latency from the moment it was due, ms.
+fn open_loop(
     runtime: &tokio::runtime::Runtime,
     client: &reqwest::Client,
     target: &Target,
     rate: f64,
     seconds: f64,
     prompts: &[(String, String)],
-) -> Load {
+) -> Vec<(Outcome, f64)> {
     let total = (rate * seconds) as usize;
-    let latencies = Arc::new(Mutex::new(Vec::with_capacity(total)));
-    let errors = Arc::new(Mutex::new(0usize));
-    let started = Instant::now();
+    let outcomes = Arc::new(Mutex::new(Vec::with_capacity(total)));
     runtime.block_on(async {
         let begin = tokio::time::Instant::now();
         let mut tasks = Vec::with_capacity(total);
@@ -232,49 +236,80 @@ fn offered(
                 .bearer_auth(&target.key)
                 .header("x-routeval-slice", slice.as_str())
                 .json(&body);
-            let (latencies, errors) = (latencies.clone(), errors.clone());
+            let outcomes = outcomes.clone();
             tasks.push(tokio::spawn(async move {
                 let exchange = async {
                     match request.send().await {
                         Ok(response) if response.status().is_success() => {
-                            response.bytes().await.is_ok()
+                            if response.bytes().await.is_ok() {
+                                Outcome::Answered
+                            } else {
+                                Outcome::Failed
+                            }
+                        }
+                        Ok(response)
+                            if response.status() == 429
+                                && response.headers().contains_key("retry-after") =>
+                        {
+                            FIRST_ERROR.get_or_init(|| format!("status {}", response.status()));
+                            Outcome::Refused
                         }
                         Ok(response) => {
                             FIRST_ERROR.get_or_init(|| format!("status {}", response.status()));
-                            false
+                            Outcome::Failed
                         }
                         Err(error) => {
                             FIRST_ERROR.get_or_init(|| format!("{error:?}"));
-                            false
+                            Outcome::Failed
                         }
                     }
                 };
-                let answered = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+                let outcome = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
                     .await
                     .unwrap_or_else(|_| {
                         FIRST_ERROR.get_or_init(|| "a request timed out".to_owned());
-                        false
+                        Outcome::Failed
                     });
-                let elapsed = due.elapsed().as_secs_f64() * 1e3;
-                if answered {
-                    latencies.lock().unwrap().push(elapsed);
-                } else {
-                    *errors.lock().unwrap() += 1;
-                }
+                outcomes
+                    .lock()
+                    .unwrap()
+                    .push((outcome, due.elapsed().as_secs_f64() * 1e3));
             }));
         }
         for task in tasks {
             let _ = task.await;
         }
     });
-    let elapsed = started.elapsed().as_secs_f64();
-    let mut latencies = std::mem::take(&mut *latencies.lock().unwrap());
+    std::mem::take(&mut *outcomes.lock().unwrap())
+}
+
+/// The latencies of `outcomes` that were `kind`, sorted.
+fn sorted_latencies(outcomes: &[(Outcome, f64)], kind: Outcome) -> Vec<f64> {
+    let mut latencies: Vec<f64> = outcomes
+        .iter()
+        .filter(|(outcome, _)| *outcome == kind)
+        .map(|(_, ms)| *ms)
+        .collect();
     latencies.sort_by(f64::total_cmp);
-    let errors = *errors.lock().unwrap();
+    latencies
+}
+
+fn offered(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    target: &Target,
+    rate: f64,
+    seconds: f64,
+    prompts: &[(String, String)],
+) -> Load {
+    let started = Instant::now();
+    let outcomes = open_loop(runtime, client, target, rate, seconds, prompts);
+    let elapsed = started.elapsed().as_secs_f64();
+    let latencies = sorted_latencies(&outcomes, Outcome::Answered);
     Load {
         achieved: latencies.len() as f64 / elapsed,
+        errors: outcomes.len() - latencies.len(),
         latencies,
-        errors,
     }
 }
 
@@ -335,6 +370,7 @@ struct Overloaded {
     other: usize,
 }
 
+/// The nearest-rank percentile `p` of `sorted`; NaN when it is empty.
 fn rank(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -342,8 +378,6 @@ fn rank(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
-/// Open loop at `rate`, each request's outcome kept apart: answered, a 429
-/// with `Retry-After`, or anything else.
 fn offered_past_admission(
     runtime: &tokio::runtime::Runtime,
     client: &reqwest::Client,
@@ -352,64 +386,15 @@ fn offered_past_admission(
     seconds: f64,
     prompts: &[(String, String)],
 ) -> Overloaded {
-    let total = (rate * seconds) as usize;
-    let outcomes = Arc::new(Mutex::new(Vec::with_capacity(total)));
-    runtime.block_on(async {
-        let begin = tokio::time::Instant::now();
-        let mut tasks = Vec::with_capacity(total);
-        for index in 0..total {
-            let due = begin + Duration::from_secs_f64(index as f64 / rate);
-            tokio::time::sleep_until(due).await;
-            let (slice, prompt) = &prompts[index % prompts.len()];
-            let request = client
-                .post(&target.url)
-                .bearer_auth(&target.key)
-                .header("x-routeval-slice", slice.as_str())
-                .json(&serde_json::json!({
-                    "model": target.model,
-                    "messages": [{"role": "user", "content": prompt}],
-                    "max_tokens": 64,
-                }));
-            let outcomes = outcomes.clone();
-            tasks.push(tokio::spawn(async move {
-                let outcome = match tokio::time::timeout(REQUEST_TIMEOUT, request.send()).await {
-                    Ok(Ok(response)) if response.status().is_success() => {
-                        response.bytes().await.ok().map(|_| true)
-                    }
-                    Ok(Ok(response))
-                        if response.status() == 429
-                            && response.headers().contains_key("retry-after") =>
-                    {
-                        Some(false)
-                    }
-                    _ => None,
-                };
-                outcomes
-                    .lock()
-                    .unwrap()
-                    .push((outcome, due.elapsed().as_secs_f64() * 1e3));
-            }));
-        }
-        for task in tasks {
-            let _ = task.await;
-        }
-    });
-    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
-    let mut result = Overloaded {
-        admitted: Vec::new(),
-        refused: Vec::new(),
-        other: 0,
-    };
-    for (outcome, ms) in outcomes {
-        match outcome {
-            Some(true) => result.admitted.push(ms),
-            Some(false) => result.refused.push(ms),
-            None => result.other += 1,
-        }
+    let outcomes = open_loop(runtime, client, target, rate, seconds, prompts);
+    Overloaded {
+        admitted: sorted_latencies(&outcomes, Outcome::Answered),
+        refused: sorted_latencies(&outcomes, Outcome::Refused),
+        other: outcomes
+            .iter()
+            .filter(|(outcome, _)| *outcome == Outcome::Failed)
+            .count(),
     }
-    result.admitted.sort_by(f64::total_cmp);
-    result.refused.sort_by(f64::total_cmp);
-    result
 }
 
 /// Serve at half and at twice what `--max-in-flight` admits.

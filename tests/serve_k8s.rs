@@ -11,7 +11,9 @@ use std::process::Command;
 
 use clap::Parser;
 
-use crate::common::{Pipeline, base_url, binary, repo, signed_single, start_sim, write_keys};
+use crate::common::{
+    Pipeline, Served, base_url, binary, repo, signed_single, start_sim, write_keys,
+};
 
 fn manifest() -> String {
     std::fs::read_to_string(repo().join("ci/k8s-serve.yaml")).unwrap()
@@ -157,42 +159,21 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
                 .replace("0.0.0.0:8090", "127.0.0.1:0")
         })
         .collect();
-    let mut child = Command::new(binary())
-        .args(&local)
-        .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let address = line
-        .trim()
-        .rsplit_once("http://")
-        .map(|(_, rest)| rest.trim_end_matches("/v1").to_owned())
-        .unwrap_or_else(|| panic!("serve did not start: {line}"));
-    let url = |path: &str| format!("http://{address}{path}");
-    assert_eq!(get(&url("/readyz")).0, "200");
-    assert_eq!(get(&url("/healthz")).0, "200");
+    let served = Served::start(
+        Command::new(binary())
+            .args(&local)
+            .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim"),
+    );
+    assert_eq!(get(&served.url("/readyz")).0, "200");
+    assert_eq!(get(&served.url("/healthz")).0, "200");
     // `kubectl apply` of the next version: the kubelet swaps `..data`.
     publish(&mount, "2026_12_01_v2", &files_of(&v2));
     let reloaded = (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        get(&url("/readyz")).1.contains("version 2")
+        get(&served.url("/readyz")).1.contains("version 2")
     });
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    let log = served.stop_with_log();
     assert!(reloaded, "version 2 was not served after the swap: {log}");
-    assert!(status.success(), "{log}");
     assert!(log.contains("reloaded"), "{log}");
     assert!(records.join(pod).join(".routeval-serve.lock").exists());
 }

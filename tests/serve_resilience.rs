@@ -108,6 +108,28 @@ fn records_of(records: &Path) -> Vec<Value> {
     rows
 }
 
+/// `count` streamed requests, one after another, cycling through the
+/// demo's prompts: each response's head and body.
+fn stream_one_by_one(
+    served: &Served,
+    prompts: &[(String, String, String)],
+    count: usize,
+) -> Vec<String> {
+    prompts
+        .iter()
+        .cycle()
+        .take(count)
+        .map(|(_, slice, prompt)| {
+            let body = json!({
+                "model": "support-assistant",
+                "stream": true,
+                "messages": [{"role": "user", "content": prompt}],
+            });
+            served.post(KEY, slice, &body, &["-N"])
+        })
+        .collect()
+}
+
 fn is_attempt(record: &Value) -> bool {
     record["id"]
         .as_str()
@@ -183,13 +205,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     // arrives, so the breaker sees one sequence, which the replay replays.
     let requests = 60;
     let mut stalled = 0;
-    for (_, slice, prompt) in prompts.iter().cycle().take(requests) {
-        let body = json!({
-            "model": "support-assistant",
-            "stream": true,
-            "messages": [{"role": "user", "content": prompt}],
-        });
-        let response = served.post(KEY, slice, &body, &["-N"]);
+    for response in stream_one_by_one(&served, &prompts, requests) {
         assert!(status_line(&response).contains(" 200"), "{response}");
         let route = header_of(&response, "x-routeval-route");
         if !response.contains("data: [DONE]") {
@@ -240,7 +256,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     let p95_wait_s = routeval::stats::percentile(&waits, 0.95).unwrap() / 1000.0;
     let moved = own.iter().filter(|row| row["route"] == "backup").count();
 
-    let output = routeval()
+    let replayed = routeval()
         .args(["replay", "fallback", "--records"])
         .arg(&records)
         .args(["--route", "large", "--fallback", "backup"])
@@ -253,14 +269,9 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             "400",
         ])
         .args(["--learning", "at-outcome", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+        .assert()
+        .success();
+    let document: Value = serde_json::from_slice(&replayed.get_output().stdout).unwrap();
     let replayed = document["policies"]
         .as_array()
         .unwrap()
@@ -483,13 +494,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         &["--retry-budget", "1"],
     );
     let requests = 12;
-    for (_, slice, prompt) in prompts.iter().cycle().take(requests) {
-        let body = json!({
-            "model": "support-assistant",
-            "stream": true,
-            "messages": [{"role": "user", "content": prompt}],
-        });
-        let response = served.post(KEY, slice, &body, &["-N"]);
+    for response in stream_one_by_one(&served, &prompts, requests) {
         assert!(response.contains("data: [DONE]"), "{response}");
     }
     served.stop();

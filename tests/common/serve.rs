@@ -56,6 +56,35 @@ pub struct Served {
 }
 
 impl Served {
+    /// Starts `command` (a `routeval serve`) and reads the address its
+    /// first line names.
+    pub fn start(command: &mut Command) -> Served {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .trim()
+            .rsplit_once("http://")
+            .map(|(_, rest)| rest.trim_end_matches("/v1").to_owned())
+            .unwrap_or_else(|| {
+                let mut stderr = String::new();
+                std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+                    .unwrap();
+                panic!("serve did not start: {line}{stderr}")
+            });
+        Served {
+            pid: child.id(),
+            child: Some(child),
+            address,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
@@ -166,30 +195,7 @@ pub fn start_serve(
     records: &Path,
     extra: &[&str],
 ) -> Served {
-    let mut child = serve_command(config, pubkey, router, keys, records)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .rsplit_once("http://")
-        .map(|(_, rest)| rest.trim_end_matches("/v1").to_owned())
-        .unwrap_or_else(|| {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("serve did not start: {line}{stderr}")
-        });
-    Served {
-        pid: child.id(),
-        child: Some(child),
-        address,
-    }
+    Served::start(serve_command(config, pubkey, router, keys, records).args(extra))
 }
 
 pub fn write_keys(path: &Path) {
