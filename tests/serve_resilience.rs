@@ -216,6 +216,11 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             assert!(!response.contains("sim-small"), "{response}");
         }
     }
+    let metrics = std::process::Command::new("curl")
+        .args(["-s", &served.url("/metrics")])
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8(metrics.stdout).unwrap();
     served.stop();
     let rows = records_of(&records);
     let own: Vec<&Value> = rows.iter().filter(|row| !is_attempt(row)).collect();
@@ -301,7 +306,16 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     assert_eq!(replayed["failed_after_first_token"], json!(stalled));
     // The brown-out did what it is for: the breaker opened and saved
     // requests the deadline would otherwise have cost.
-    assert!(replayed["breaker_opens"].as_u64().unwrap() >= 1);
+    let opens = replayed["breaker_opens"].as_u64().unwrap();
+    assert!(opens >= 1);
+    // /metrics shows the breaker serve ran: as often opened.
+    assert!(
+        metrics.contains(&format!(
+            "routeval_breaker_opens_total{{route=\"large\"}} {opens}\n"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("routeval_breaker_state{route=\"large\"} "));
     assert!(count_reason(&own, "fallback:breaker") >= 1);
     assert!(!attempts.is_empty());
 
