@@ -300,3 +300,155 @@ fn unchanged_traffic_rarely_raises_an_alarm_and_a_modest_shift_nearly_always_doe
     eprintln!("shifted by 0.056: {flagged} of {shifted} runs flagged");
     assert!(flagged >= 19, "{flagged} of {shifted} shifted runs flagged");
 }
+
+/// `drift --state`: the anytime-valid monitor carried between scheduled
+/// runs. Unchanged traffic run after run raises no alarm; the same results
+/// are not counted twice, another config's state and a file that is not a
+/// state are refused, untouched; and answers that got worse are found
+/// within a few runs, the alarm staying raised.
+#[test]
+fn the_monitor_carries_its_evidence_between_runs() {
+    use crate::common::{synthetic_rows, undocumented_keys, write_csv};
+    let workspace = Workspace::new();
+    let names = slice_names(3);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_, config) = certified_synthetic(&workspace, &names);
+    let fresh = |name: &str, seed: u64, worse: f64| -> PathBuf {
+        let path = workspace.path(&format!("{name}-{seed}.csv"));
+        let mut random = crate::common::Random::new(seed ^ 0xfeed);
+        let rows: Vec<_> = synthetic_rows(&names, 1000, seed)
+            .into_iter()
+            .map(|row| {
+                let spoiled = random.unit() < worse;
+                crate::common::Row {
+                    small_ok: row.small_ok && !spoiled,
+                    large_ok: row.large_ok && !spoiled,
+                    ..row
+                }
+            })
+            .collect();
+        write_csv(&path, &rows);
+        path
+    };
+    let state = workspace.path("monitor.json");
+    let monitor = |results: &PathBuf, state: &PathBuf| {
+        routeval()
+            .args(["drift", "--json", "--config", &config, "--state"])
+            .arg(state)
+            .arg("--results")
+            .arg(results)
+            .output()
+            .unwrap()
+    };
+    for run in 1..=5u64 {
+        let output = monitor(&fresh("unchanged", 100 + run, 0.0), &state);
+        let document: DriftDocument = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
+        let sequential = document.sequential.as_ref().unwrap();
+        assert_eq!(sequential.runs, run);
+        assert_eq!(
+            document.tests, 0,
+            "quality and escalation are the monitor's"
+        );
+        assert_eq!(
+            document.verdict,
+            Verdict::Ok,
+            "run {run}: {:?}",
+            document.slices
+        );
+        assert!(
+            sequential
+                .slices
+                .iter()
+                .all(|slice| slice.rows == 1000 * run),
+            "{sequential:?}"
+        );
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let parts: Vec<&serde_json::Value> = std::iter::once(&value["sequential"])
+            .chain(value["sequential"]["slices"].as_array().unwrap())
+            .collect();
+        assert!(undocumented_keys("## drift.json", &parts).is_empty());
+    }
+    // The state, read strictly, and every key documented.
+    let text = std::fs::read_to_string(&state).unwrap();
+    let read: routeval::drift::DriftState = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (read.kind.as_str(), read.runs, read.inputs.len()),
+        ("drift-state", 5, 5)
+    );
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let parts: Vec<&serde_json::Value> = std::iter::once(&value)
+        .chain(value["slices"].as_array().unwrap())
+        .collect();
+    assert!(
+        undocumented_keys("## drift-state.json", &parts).is_empty(),
+        "{:?}",
+        undocumented_keys("## drift-state.json", &parts)
+    );
+
+    // The same results again: refused, the state untouched.
+    let output = monitor(&fresh("unchanged", 105, 0.0), &state);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("already counted") && stderr.contains("run 5"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
+    // A state of another config: refused, untouched.
+    let other = workspace.path("other-monitor.json");
+    std::fs::write(&other, text.replace(&read.config_sha256, &"0".repeat(64))).unwrap();
+    let before = std::fs::read_to_string(&other).unwrap();
+    let output = monitor(&fresh("unchanged", 200, 0.0), &other);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("a new config starts a new --state"));
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), before);
+    // A file that is not a state: refused, untouched.
+    let not_a_state = fresh("not-a-state", 300, 0.0);
+    let before = std::fs::read(&not_a_state).unwrap();
+    let output = monitor(&fresh("unchanged", 301, 0.0), &not_a_state);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(std::fs::read(&not_a_state).unwrap(), before);
+
+    // For people: the monitor's line.
+    let output = routeval()
+        .args(["drift", "--config", &config, "--state"])
+        .arg(workspace.path("text-monitor.json"))
+        .arg("--results")
+        .arg(fresh("unchanged", 500, 0.0))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("anytime-valid monitor (") && stdout.contains("run 1, largest e-value"),
+        "{stdout}"
+    );
+
+    // A fifth of the answers spoiled: found within three runs of 1,000
+    // rows a slice, and the alarm stays raised.
+    let worse = workspace.path("worse-monitor.json");
+    let mut found = None;
+    for run in 1..=3u64 {
+        let output = monitor(&fresh("worse", 400 + run, 0.2), &worse);
+        let document: DriftDocument = serde_json::from_slice(&output.stdout).unwrap();
+        if document.verdict == Verdict::Recalibrate {
+            assert_eq!(output.status.code(), Some(1));
+            found.get_or_insert(run);
+            assert!(
+                document
+                    .slices
+                    .iter()
+                    .flat_map(|slice| &slice.reasons)
+                    .any(|reason| reason.contains("anytime-valid")),
+                "{:?}",
+                document.slices
+            );
+        } else {
+            assert!(found.is_none(), "an alarm stays raised");
+        }
+    }
+    assert!(
+        found.is_some(),
+        "a fifth of the answers spoiled was not found"
+    );
+}

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::drift::{
-    DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records, markdown,
-    render_records, terminal,
+    DRIFT_STATE_OUTPUT, DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records,
+    markdown, render_records, terminal,
 };
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
@@ -76,6 +76,13 @@ pub struct DriftArgs {
     /// The file's name for the slice column.
     #[arg(long, value_name = "NAME", default_value = "slice")]
     pub slice_col: String,
+
+    /// The anytime-valid monitor's state, carried between scheduled runs
+    /// (made on the first, updated after each): quality and escalation are
+    /// judged over every run so far, with the false-alarm bound held for
+    /// all time.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["records", "aggregates"])]
+    pub state: Option<PathBuf>,
 }
 
 pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
@@ -107,25 +114,40 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         score_col: args.score_col.clone(),
         target: args.target,
         confidence: args.confidence,
+        state: args.state.clone(),
     };
-    if let Some(out) = &args.out {
-        let mut inputs = vec![
-            Named::new(&options.config, "--config"),
-            Named::new(&options.results, "--results"),
-        ];
-        if let Some(baseline) = &options.baseline_results {
-            inputs.push(Named::new(baseline, "--baseline-results"));
-        }
-        check_outputs(&[Output::new(out, "--out", &DRIFT_OUTPUT)], &inputs)?;
+    let mut inputs = vec![
+        Named::new(&options.config, "--config"),
+        Named::new(&options.results, "--results"),
+    ];
+    if let Some(baseline) = &options.baseline_results {
+        inputs.push(Named::new(baseline, "--baseline-results"));
     }
-    let document = drift(&options)?;
-    emit(&document, document.verdict, &args, || {
+    let mut outputs = Vec::new();
+    if let Some(out) = &args.out {
+        outputs.push(Output::new(out, "--out", &DRIFT_OUTPUT));
+    }
+    if let Some(state) = &args.state {
+        outputs.push(Output::new(state, "--state", &DRIFT_STATE_OUTPUT));
+    }
+    check_outputs(&outputs, &inputs)?;
+    let (document, state) = drift(&options)?;
+    let outcome = emit(&document, document.verdict, &args, || {
         if args.markdown {
             markdown(&document)
         } else {
             terminal(&document)
         }
-    })
+    })?;
+    // After the document: a run whose document was not written is not
+    // counted, and the same results can be given again.
+    if let (Some(path), Some(state)) = (&args.state, state) {
+        let mut text = serde_json::to_string_pretty(&state)?;
+        text.push('\n');
+        crate::atomic::write_bytes_atomically(path, text.as_bytes())
+            .with_context(|| format!("{}: cannot write (--state)", path.display()))?;
+    }
+    Ok(outcome)
 }
 
 /// Writes the document to `--out`, prints it (JSON with `--json`, else

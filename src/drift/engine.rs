@@ -1,7 +1,7 @@
 //! Computes the drift document.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use arrow::array::Array;
@@ -17,8 +17,11 @@ use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
 
 use crate::schema::{
-    ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
+    ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift, SequentialSlice,
+    SliceDrift, Verdict,
 };
+
+use super::sequential::{DriftState, FamilySlice, RunCounts};
 use crate::stats::alarms;
 use crate::stats::{ks_two_sample, psi_test, two_proportion_z};
 
@@ -35,6 +38,9 @@ pub struct DriftOptions {
     pub target: Option<f64>,
     /// Overrides the confidence the gate recorded; 0.95 when neither has one.
     pub confidence: Option<f64>,
+    /// The anytime-valid monitor's state (`--state`): read if it exists,
+    /// and its next state returned.
+    pub state: Option<PathBuf>,
 }
 
 /// A significant score shift whose PSI, less its null, reaches this is a
@@ -115,7 +121,9 @@ pub(super) fn load_config(path: &std::path::Path) -> anyhow::Result<(RouteConfig
     Ok((config, reference))
 }
 
-pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
+/// The drift document, and with `--state` the monitor's next state (for
+/// the caller to write once the document is out).
+pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<DriftState>)> {
     let (config, config_ref) = load_config(&options.config)?;
     let target = options.target.unwrap_or(config.provenance.target);
     let confidence = options
@@ -269,17 +277,61 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
             tier_drift,
         });
     }
+    let results_sha256 = sha256_file(&options.results)?;
+    let monitored = match &options.state {
+        Some(path) => {
+            let counts: Vec<(String, RunCounts)> = slices
+                .iter()
+                .zip(&now.counts)
+                .map(|(slice, counts)| {
+                    let run = RunCounts {
+                        n: counts.n,
+                        acceptable: counts.successes,
+                        escalated: counts.escalated,
+                    };
+                    (slice.slice.clone(), run)
+                })
+                .collect();
+            // The calibration's slices, not its "*" (every slice at once).
+            let family: Vec<FamilySlice> = at_calibration
+                .iter()
+                .filter(|before| before.slice != crate::schema::GLOBAL_SLICE)
+                .map(|before| FamilySlice {
+                    slice: before.slice.clone(),
+                    escalation: has_thresholds
+                        .then(|| (count_of(before.escalation_rate, before.n), before.n)),
+                })
+                .collect();
+            let config = (
+                config_ref.config_id.as_str(),
+                config_ref.version,
+                config_ref.sha256.as_str(),
+            );
+            let mut state = read_state(path, &options.results, &results_sha256, config)?
+                .unwrap_or_else(|| DriftState::new(config, target, delta, &family));
+            state.inputs.push(results_sha256.clone());
+            state.add_run(&counts);
+            // The monitor judges quality and escalation; the run's own
+            // tests of them are reported, not counted.
+            tests.retain(|(_, test, _)| matches!(test, Test::Psi | Test::Ks));
+            Some((path, state))
+        }
+        None => None,
+    };
     judge_as_one_family(&mut slices, &tests, delta, target);
+    let sequential = monitored
+        .as_ref()
+        .map(|(path, state)| judge_sequentially(&mut slices, path, state));
     let verdict = slices
         .iter()
         .map(|slice| slice.verdict)
         .max()
         .unwrap_or(Verdict::Ok);
-    Ok(DriftDocument {
+    let document = DriftDocument {
         schema_version: DRIFT_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         config: config_ref,
-        results: input_file(&fresh, sha256_file(&options.results)?),
+        results: input_file(&fresh, results_sha256),
         baseline_results: match (&baseline, &options.baseline_results) {
             (Some(table), Some(path)) => Some(input_file(table, sha256_file(path)?)),
             _ => None,
@@ -289,7 +341,104 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<DriftDocument> {
         verdict,
         tests: tests.len() as u64,
         slices,
-    })
+        sequential,
+    };
+    Ok((document, monitored.map(|(_, state)| state)))
+}
+
+/// The monitor's state at `path`, if there is one: a drift state of this
+/// config that has not counted these results yet.
+fn read_state(
+    path: &Path,
+    results: &Path,
+    results_sha256: &str,
+    (config_id, version, sha256): (&str, u64, &str),
+) -> anyhow::Result<Option<DriftState>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(error)
+                .with_context(|| format!("{}: cannot read (--state)", path.display()));
+        }
+    };
+    let state: DriftState = serde_json::from_slice(&bytes).map_err(|error| {
+        anyhow::anyhow!("{}: not a drift state (--state): {error}", path.display())
+    })?;
+    if state.config_sha256 != sha256 {
+        bail!(
+            "{}: monitors {} version {} (sha256 {}), not --config's {config_id} version {version}; a new config starts a new --state",
+            path.display(),
+            state.config_id,
+            state.config_version,
+            state.config_sha256
+        );
+    }
+    if let Some(run) = state.inputs.iter().position(|seen| seen == results_sha256) {
+        bail!(
+            "{}: already counted in {} (run {}); the monitor counts each results file once",
+            results.display(),
+            path.display(),
+            run + 1
+        );
+    }
+    Ok(Some(state))
+}
+
+/// The monitor's alarms, as verdicts and reasons; and what it shows.
+fn judge_sequentially(
+    slices: &mut [SliceDrift],
+    path: &Path,
+    state: &DriftState,
+) -> SequentialDrift {
+    let threshold = 1.0 / state.level;
+    let mut left_out = Vec::new();
+    for slice in slices.iter_mut() {
+        let Some(monitored) = state.slices.iter().find(|each| each.slice == slice.slice) else {
+            left_out.push(slice.slice.clone());
+            continue;
+        };
+        if let Some(run) = monitored.quality_alarm_run {
+            slice.verdict = Verdict::Recalibrate;
+            slice.reasons.push(format!(
+                "quality is below the target {} (anytime-valid: e-value {:.3e} ≥ {threshold:.0} since run {run}, over {} rows)",
+                state.target,
+                monitored.quality.e_value(),
+                monitored.rows
+            ));
+        }
+        if let Some(run) = monitored.escalation_alarm_run {
+            slice.verdict = Verdict::Recalibrate;
+            slice.reasons.push(format!(
+                "the escalation rate left its calibration interval (anytime-valid: e-value ≥ {threshold:.0} since run {run}, over {} rows)",
+                monitored.rows
+            ));
+        }
+    }
+    SequentialDrift {
+        state: path.display().to_string(),
+        runs: state.runs,
+        level: state.level,
+        slices: state
+            .slices
+            .iter()
+            .map(|slice| SequentialSlice {
+                slice: slice.slice.clone(),
+                rows: slice.rows,
+                runs: slice.runs,
+                quality_e_value: slice.quality.e_value(),
+                escalation_e_value: slice.escalation_interval.map(|_| {
+                    slice
+                        .escalation_up
+                        .e_value()
+                        .max(slice.escalation_down.e_value())
+                }),
+                quality_alarm_run: slice.quality_alarm_run,
+                escalation_alarm_run: slice.escalation_alarm_run,
+            })
+            .collect(),
+        left_out,
+    }
 }
 
 /// One family for the run: Holm's step-down decides `recalibrate` (any

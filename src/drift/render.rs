@@ -62,12 +62,44 @@ pub fn terminal(document: &DriftDocument) -> String {
         document.target,
         document.verdict.name()
     );
+    if let Some(line) = monitor_line(document) {
+        let _ = writeln!(out, "{line}");
+    }
     for slice in &document.slices {
         for reason in &slice.reasons {
             let _ = writeln!(out, "{} {}: {reason}", slice.verdict.name(), slice.slice);
         }
     }
     out
+}
+
+/// With `--state`: what the anytime-valid monitor has counted and how close
+/// each slice is to an alarm.
+fn monitor_line(document: &DriftDocument) -> Option<String> {
+    let monitor = document.sequential.as_ref()?;
+    let largest = monitor
+        .slices
+        .iter()
+        .map(|slice| {
+            slice
+                .quality_e_value
+                .max(slice.escalation_e_value.unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max);
+    let mut line = format!(
+        "anytime-valid monitor ({}): run {}, largest e-value {largest:.3} of the {:.0} that alarms",
+        monitor.state,
+        monitor.runs,
+        1.0 / monitor.level
+    );
+    if !monitor.left_out.is_empty() {
+        let _ = write!(
+            line,
+            "; not monitored (new since its first run): {}",
+            monitor.left_out.join(", ")
+        );
+    }
+    Some(line)
 }
 
 pub fn markdown(document: &DriftDocument) -> String {
@@ -86,6 +118,9 @@ pub fn markdown(document: &DriftDocument) -> String {
         let mut cells = cells(slice);
         cells[0] = text(&slice.slice);
         let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some(line) = monitor_line(document) {
+        let _ = writeln!(out, "\n{}", text(&line));
     }
     let flagged: Vec<&SliceDrift> = document
         .slices

@@ -61,6 +61,40 @@ pub struct DriftDocument {
     #[serde(default)]
     pub tests: u64,
     pub slices: Vec<SliceDrift>,
+    /// With `--state`: the anytime-valid monitor after this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialDrift>,
+}
+
+/// The anytime-valid monitor (`drift --state`) after a run: quality and
+/// escalation judged by e-processes over every run counted so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequentialDrift {
+    pub state: String,
+    /// Runs counted, this one included.
+    pub runs: u64,
+    /// Each test's level: an e-value of 1 / level alarms.
+    pub level: f64,
+    pub slices: Vec<SequentialSlice>,
+    /// Slices of this run outside the monitor's family (new since its
+    /// first run): not monitored.
+    pub left_out: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequentialSlice {
+    pub slice: String,
+    pub rows: u64,
+    pub runs: u64,
+    pub quality_e_value: f64,
+    /// The larger of the two directions' e-values; `None` without
+    /// thresholds.
+    pub escalation_e_value: Option<f64>,
+    /// The run in which each first alarmed.
+    pub quality_alarm_run: Option<u64>,
+    pub escalation_alarm_run: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

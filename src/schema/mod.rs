@@ -44,7 +44,8 @@ pub use calibration::{
 pub use call_tier::CallTier;
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
 pub use drift::{
-    ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
+    ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift,
+    SequentialSlice, SliceDrift, Verdict,
 };
 pub use drift_records::{
     BinnedShift, RECORDS_DRIFT_OUTPUT, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument,
