@@ -82,10 +82,24 @@ fn picks_the_cheapest_passing_candidate_and_emits_a_verified_config() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains("version 1"));
-    let litellm = std::fs::read_to_string(&emitted.litellm).unwrap();
-    assert!(litellm.contains(&format!("routeval_config_sha256: \"{}\"", emitted.sha256)));
-    assert!(litellm.contains("model: \"openai/gpt-4o-mini-2024-07-18\""));
-    assert!(litellm.contains("\"support-fast/large\": [\"support-fast/large-backup\"]"));
+    // LiteLLM cannot carry out a predictive policy: without --serve-url no
+    // export is written, and the report says why.
+    assert_eq!(emitted.litellm, None);
+    assert!(!workspace.path("dist/route-config.v1.litellm.yaml").exists());
+    let chosen = report
+        .candidates
+        .iter()
+        .find(|candidate| candidate.file.ends_with("predictive.toml"))
+        .unwrap();
+    assert!(
+        chosen
+            .warnings
+            .iter()
+            .any(|warning| warning.starts_with("no LiteLLM export written")
+                && warning.contains("--serve-url")),
+        "{:?}",
+        chosen.warnings
+    );
     let markdown = std::fs::read_to_string(workspace.path("dist").join("gate-report.md")).unwrap();
     assert!(markdown.contains("**Chosen:** `predictive.toml`"));
 }

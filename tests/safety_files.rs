@@ -883,6 +883,9 @@ fn a_gate_killed_at_any_step_of_its_commit_completes_on_the_next_run() {
             workspace.path("routeval.key").into(),
             "--target".into(),
             "0.9".into(),
+            // So the export is written, and its commit killed too.
+            "--serve-url".into(),
+            "http://127.0.0.1:8090/v1".into(),
             "--out".into(),
             out.into(),
         ]);

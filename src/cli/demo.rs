@@ -313,6 +313,10 @@ fn gate_and_verify(
             &rubrics,
             &"--key",
             &key,
+            // The LiteLLM export sends the logical model to `routeval
+            // serve --listen 127.0.0.1:8090`, which carries the policy out.
+            &"--serve-url",
+            &"http://127.0.0.1:8090/v1",
             &"--out",
             &gate_dir,
         ]),

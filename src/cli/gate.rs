@@ -70,6 +70,20 @@ pub struct GateArgs {
     #[arg(long, value_name = "FILE")]
     pub router: Option<PathBuf>,
 
+    /// `routeval serve`'s `/v1` URL: the LiteLLM export sends the logical
+    /// model there. Without it, only a single-route policy is exported.
+    #[arg(long, value_name = "URL")]
+    pub serve_url: Option<String>,
+
+    /// The variable holding the key LiteLLM calls `routeval serve` with.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "ROUTEVAL_SERVE_KEY",
+        requires = "serve_url"
+    )]
+    pub serve_key_env: String,
+
     /// Where a cascade candidate's `[serving.verifier] template` is found
     /// (its `prompts/NAME.toml`).
     #[arg(long, value_name = "DIR", default_value = "rubrics")]
@@ -169,7 +183,19 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
             args.max_regression
         );
     }
+    if let Some(url) = &args.serve_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        bail!("--serve-url {url}: must be an http:// or https:// URL (routeval serve's /v1)");
+    }
     let options = GateOptions {
+        serve: args
+            .serve_url
+            .clone()
+            .map(|url| crate::gate::ServeEndpoint {
+                url,
+                key_env: args.serve_key_env.clone(),
+            }),
         candidates: args.candidates,
         results: args.results,
         read: ReadOptions {

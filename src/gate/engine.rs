@@ -12,7 +12,7 @@ use crate::routes::{Constraint, RouteTable};
 use crate::schema::{CalibrationDocument, Failure, InputFile, Rule};
 use crate::schema::{ReadOptions, read_graded};
 
-use super::litellm::litellm_yaml;
+use super::litellm::{ServeEndpoint, litellm_yaml};
 use super::render::markdown;
 use super::rules::{RuleContext, check};
 use crate::digest::{sha256_file, sha256_hex};
@@ -37,6 +37,9 @@ pub const DEFAULT_REGRESSION_CONFIDENCE: f64 = 0.95;
 #[derive(Debug, Clone)]
 pub struct GateOptions {
     pub candidates: Vec<PathBuf>,
+    /// `routeval serve`, to which the LiteLLM export sends the logical model
+    /// (`--serve-url`, `--serve-key-env`).
+    pub serve: Option<ServeEndpoint>,
     pub results: PathBuf,
     pub read: ReadOptions,
     /// Calibrations for the policies that take their thresholds from one,
@@ -149,7 +152,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     let inputs = Inputs::read(options)?;
     let mut scores = ScoreColumns::new(options, &inputs.graded);
     let tables = candidate_tables(options, &inputs, &mut scores)?;
-    let candidates = score_candidates(options, &inputs, &tables, &mut scores)?;
+    let mut candidates = score_candidates(options, &inputs, &tables, &mut scores)?;
     let chosen = cheapest_passing(&candidates);
     let version = inputs
         .baseline
@@ -185,14 +188,22 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             let name = RouteConfig::file_name(version);
             config_staged = Some(stage_bytes(&paths.config, &bytes)?);
             staged.push(stage_bytes(&paths.signature, signature.as_bytes())?);
-            staged.push(stage_bytes(
-                &paths.litellm,
-                litellm_yaml(&config, &name, &sha256).as_bytes(),
-            )?);
+            let litellm = match litellm_yaml(&config, &name, &sha256, options.serve.as_ref()) {
+                Ok(text) => {
+                    staged.push(stage_bytes(&paths.litellm, text.as_bytes())?);
+                    Some(paths.litellm.display().to_string())
+                }
+                Err(why) => {
+                    candidates[index]
+                        .warnings
+                        .push(format!("no LiteLLM export written: {why}"));
+                    None
+                }
+            };
             Some(Emitted {
                 config: paths.config.display().to_string(),
                 signature: paths.signature.display().to_string(),
-                litellm: paths.litellm.display().to_string(),
+                litellm,
                 version,
                 sha256,
             })

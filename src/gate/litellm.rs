@@ -1,29 +1,56 @@
 //! The LiteLLM proxy `config.yaml` for a signed route config: one deployment
-//! per route under `<logical model>/<route>`, the logical model itself served
-//! by the policy's first route, and the fallback chains in `router_settings`.
+//! per route under `<logical model>/<route>`, for direct access and for the
+//! fallback chains in `router_settings`; and the logical model itself.
 //! Every deployment has its own `model_info.id` (LiteLLM keeps cooldowns and
 //! spend per id). A route with a `base_url` is an OpenAI-compatible endpoint
 //! and exports as `openai/<model>` with that `api_base`; a route's
 //! `api_key_env` becomes `api_key: os.environ/<NAME>`.
+//!
+//! LiteLLM cannot carry out a policy that decides per request (thresholds,
+//! per-slice routes): with `gate --serve-url`, the logical model is an
+//! `openai/` deployment whose `api_base` is `routeval serve`, which enforces
+//! the signed config, and falls back to the policy's strongest route should
+//! serve be unreachable. Without it only a single-route policy exports (the
+//! logical model is that route); for any other the export is not written,
+//! never written degraded.
 //!
 //! A route's breaker maps onto what LiteLLM has: its first-token deadline
 //! is the deployment's `stream_timeout` (the wait for the first chunk), its
 //! failure count and open time are `allowed_fails` and `cooldown_time` in
 //! `router_settings`, which LiteLLM applies to every deployment and counts
 //! per minute rather than consecutively, with no half-open probe (the
-//! cooldown simply ends); the file says so where it matters.
-//!
-//! LiteLLM has no confidence-based escalation: a predictive or cascade
-//! policy's thresholds, and a policy over more than two tiers, cannot be
-//! expressed here and travel in the routeval config, whose sha256 every
-//! entry carries; each tier's route is a deployment of its own.
+//! cooldown simply ends); the file says so where it matters. Retries belong
+//! to one layer: where the table has a fallback and a breaker, or serve
+//! answers the logical model, `num_retries` is 0.
 
 use std::fmt::Write;
 
-use crate::routes::RouteConfig;
+use crate::routes::{ResolvedPolicy, RouteConfig};
 
-pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> String {
+/// Where the logical model is served from: `routeval serve`'s `/v1` URL,
+/// and the variable holding the key LiteLLM calls it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeEndpoint {
+    pub url: String,
+    pub key_env: String,
+}
+
+/// The export, or why there is none: a policy LiteLLM cannot carry out,
+/// with no `serve` to send the logical model to.
+pub fn litellm_yaml(
+    config: &RouteConfig,
+    config_file: &str,
+    sha256: &str,
+    serve: Option<&ServeEndpoint>,
+) -> Result<String, String> {
     let table = &config.table;
+    let single = matches!(table.policy, ResolvedPolicy::Single { .. });
+    if serve.is_none() && !single {
+        return Err(format!(
+            "LiteLLM cannot carry out the {} policy (it decides per request); pass --serve-url (routeval serve's /v1 URL) to export the logical model to routeval serve",
+            table.policy.kind()
+        ));
+    }
     let quote = |text: &str| serde_json::to_string(text).expect("strings serialise");
     let mut out = String::new();
     let _ = writeln!(
@@ -32,28 +59,53 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
         config.version
     );
     let _ = writeln!(out, "# sha256 of the signed config: {sha256}");
-    if config.table.policy.thresholds().is_some() {
+    let routes = table.policy.routes();
+    // The strongest route of the policy: where the logical model goes when
+    // serve cannot be reached (unthresholded, but answering).
+    let strongest = match &table.policy {
+        ResolvedPolicy::Static { default, .. } => default.as_str(),
+        _ => *routes.last().expect("a policy has routes"),
+    };
+    if let Some(serve) = serve {
         let _ = writeln!(
             out,
-            "# The {} policy's thresholds cannot be expressed in LiteLLM; they are in the signed config.",
-            table.policy.kind()
-        );
-    }
-    if let Some(routes) = config.table.policy.tier_routes() {
-        let _ = writeln!(
-            out,
-            "# The {} policy over {} tiers ({}) and its thresholds cannot be expressed in LiteLLM; they are in the signed config, and each tier's route is a deployment below.",
+            "# {} is served by routeval serve at {}, which carries out the signed {} policy (thresholds, breakers, fallbacks, retries) and records every request; each route is also a deployment of its own below. Should serve be unreachable, LiteLLM falls back to {:?}, unthresholded.",
+            quote(&table.logical_model),
+            serve.url,
             table.policy.kind(),
-            routes.len(),
-            routes.join(", ")
+            strongest
         );
     }
     out.push_str("model_list:\n");
-    let primary = table.policy.routes()[0];
-    // (model name, deployment id, route): the logical model's own entry is a
-    // deployment of its own, apart from the route it shares a model with.
+    if let Some(serve) = serve {
+        let _ = writeln!(out, "  - model_name: {}", quote(&table.logical_model));
+        out.push_str("    litellm_params:\n");
+        let _ = writeln!(
+            out,
+            "      model: {}",
+            quote(&format!("openai/{}", table.logical_model))
+        );
+        let _ = writeln!(out, "      api_base: {}", quote(&serve.url));
+        let _ = writeln!(
+            out,
+            "      api_key: {}",
+            quote(&format!("os.environ/{}", serve.key_env))
+        );
+        out.push_str("    model_info:\n");
+        let _ = writeln!(
+            out,
+            "      id: {}",
+            quote(&format!("{}#routeval-serve", table.logical_model))
+        );
+        let _ = writeln!(out, "      routeval_config_sha256: {}", quote(sha256));
+        let _ = writeln!(out, "      routeval_config_version: {}", config.version);
+    }
+    // (model name, deployment id, route): without serve, the single route's
+    // logical-model entry is a deployment of its own, apart from the route's.
     let mut entries: Vec<(String, String, &crate::routes::Route)> = Vec::new();
-    if let Some(route) = table.route(primary) {
+    if serve.is_none()
+        && let Some(route) = table.route(routes[0])
+    {
         entries.push((
             table.logical_model.clone(),
             format!("{}#{}", table.logical_model, route.name),
@@ -137,10 +189,35 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
         let _ = writeln!(out, "  allowed_fails: {}", breaker.open_after);
         let _ = writeln!(out, "  cooldown_time: {}", breaker.open_ms / 1000.0);
     }
-    if table.fallbacks.is_empty() {
+    let breakers = table.routes.iter().any(|route| route.breaker.is_some());
+    if serve.is_some() || (breakers && !table.fallbacks.is_empty()) {
+        out.push_str(
+            "  # Retries belong to one layer: routeval serve, or the fallbacks and cooldowns here.\n",
+        );
+        out.push_str("  num_retries: 0\n");
+    }
+    // The logical model's own fallbacks: to the strongest route when serve
+    // answers it, else the single route's.
+    let logical_fallbacks: Vec<String> = match serve {
+        Some(_) => vec![strongest.to_owned()],
+        None => table.fallbacks_of(routes[0]).map(str::to_owned).collect(),
+    };
+    if table.fallbacks.is_empty() && logical_fallbacks.is_empty() {
         out.push_str("  fallbacks: []\n");
     } else {
         out.push_str("  fallbacks:\n");
+        if !logical_fallbacks.is_empty() {
+            let targets: Vec<String> = logical_fallbacks
+                .iter()
+                .map(|target| quote(&format!("{}/{target}", table.logical_model)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    - {}: [{}]",
+                quote(&table.logical_model),
+                targets.join(", ")
+            );
+        }
         for fallback in &table.fallbacks {
             let targets: Vec<String> = fallback
                 .to
@@ -155,5 +232,5 @@ pub fn litellm_yaml(config: &RouteConfig, config_file: &str, sha256: &str) -> St
             );
         }
     }
-    out
+    Ok(out)
 }

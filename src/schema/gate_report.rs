@@ -137,7 +137,9 @@ pub struct SliceRegression {
 pub struct Emitted {
     pub config: String,
     pub signature: String,
-    pub litellm: String,
+    /// The LiteLLM export; `None` where LiteLLM cannot carry out the policy
+    /// and no `--serve-url` was given (the candidate's warnings say so).
+    pub litellm: Option<String>,
     pub version: u64,
     pub sha256: String,
 }
