@@ -233,9 +233,19 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
         )),
         "{yaml}"
     );
-    assert!(yaml.contains(&format!("allowed_fails: {}", chosen.open_after)));
+    assert!(yaml.contains(&format!("allowed_fails: {}", chosen.open_after - 1)));
     assert!(yaml.contains("cooldown_time: 5"), "{yaml}");
     crate::common::loads_into_litellm(&export);
+    // A real LiteLLM Router with the exported settings cools the route
+    // down after as many failures as the breaker opens on.
+    let primary = format!("{}/{}", table.logical_model, table.routes[0].name);
+    if let Some(cooldown) = crate::common::cooldown_of(&export, &primary) {
+        assert_eq!(
+            cooldown,
+            format!("failed {} before the cooldown", chosen.open_after),
+            "{yaml}"
+        );
+    }
 
     // Written again, the breaker is replaced, not repeated.
     let again = directory.path().join("again.toml");

@@ -181,12 +181,23 @@ pub fn litellm_yaml(
         .filter_map(|route| route.breaker.map(|breaker| (route, breaker)))
         .min_by_key(|(_, breaker)| breaker.open_after);
     if let Some((route, breaker)) = strictest {
+        let allowed = breaker.open_after - 1;
         let _ = writeln!(
             out,
-            "  # From route {}'s breaker: LiteLLM cools a deployment down after allowed_fails failures in a minute (not consecutive ones), for every deployment alike, and has no half-open probe.",
-            quote(&route.name)
+            "  # From route {}'s breaker (open after {} consecutive failures, for {} s): LiteLLM cools a deployment down once more than allowed_fails of its calls failed within cooldown_time (not consecutive ones), every deployment alike, with no half-open probe. allowed_fails_policy names the error types, so a deployment with no fallback is cooled down too (tested with LiteLLM 1.110.2).",
+            quote(&route.name),
+            breaker.open_after,
+            breaker.open_ms / 1000.0
         );
-        let _ = writeln!(out, "  allowed_fails: {}", breaker.open_after);
+        let _ = writeln!(out, "  allowed_fails: {allowed}");
+        out.push_str("  allowed_fails_policy:\n");
+        for kind in [
+            "InternalServerErrorAllowedFails",
+            "TimeoutErrorAllowedFails",
+            "RateLimitErrorAllowedFails",
+        ] {
+            let _ = writeln!(out, "    {kind}: {allowed}");
+        }
         let _ = writeln!(out, "  cooldown_time: {}", breaker.open_ms / 1000.0);
     }
     let breakers = table.routes.iter().any(|route| route.breaker.is_some());

@@ -30,7 +30,7 @@ pub use graded::{
     HEADER, Random, Row, csv_line, record_batch, synthetic_rows, write_csv, write_json_lines,
     write_parquet, write_parquet_batch,
 };
-pub use litellm::loads_into_litellm;
+pub use litellm::{cooldown_of, loads_into_litellm};
 pub use process::{binary, flowing};
 pub use records::{table_with_fallback, write_day};
 pub use run::{
