@@ -836,3 +836,49 @@ fn the_breaker_is_written_into_any_spelling_of_the_table_and_nothing_else_change
     );
     assert!(!lost.exists(), "the table was written though --out failed");
 }
+
+/// Rows as a real LiteLLM proxy writes them for a deployment reached under
+/// its own group: the application's model is the original group, the model
+/// carries its provider, and a failure's first token is its end.
+#[test]
+fn litellm_rows_of_a_deployment_read_as_the_request_was() {
+    let directory = tempfile::tempdir().unwrap();
+    let spend = directory.path().join("spend.jsonl");
+    let row = |id: &str, status: &str, first: &str, model: &str| {
+        format!(
+            r#"{{"request_id":"{id}","spend":0.0,"prompt_tokens":10,"completion_tokens":0,"startTime":"2026-11-30T12:00:00.000000","endTime":"2026-11-30T12:00:01.500000","completionStartTime":"{first}","model":"{model}","model_id":"support-assistant/small","model_group":"support-assistant/small","team_id":"acme","metadata":{{"original_model_group":"support-assistant"}},"status":"{status}"}}"#
+        )
+    };
+    let text = [
+        row(
+            "failed",
+            "failure",
+            "2026-11-30T12:00:01.500000",
+            "openai/sim-small-2026-11-01",
+        ),
+        row(
+            "answered",
+            "success",
+            "2026-11-30T12:00:00.300000",
+            "meta-llama/Llama-3.1-8B-Instruct",
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&spend, text + "\n").unwrap();
+    let out = directory.path().join("records.parquet");
+    let output = import("litellm", &spend, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    let failed = &records[0];
+    assert_eq!(failed.logical_model.as_deref(), Some("support-assistant"));
+    assert_eq!(failed.model.as_deref(), Some("sim-small-2026-11-01"));
+    assert_eq!(failed.ttft_ms, None, "no first token was measured");
+    assert_eq!(failed.total_ms, Some(1500.0));
+    let answered = &records[1];
+    assert_eq!(answered.ttft_ms, Some(300.0));
+    // A first part that is no LiteLLM provider is part of the name.
+    assert_eq!(
+        answered.model.as_deref(),
+        Some("meta-llama/Llama-3.1-8B-Instruct")
+    );
+}

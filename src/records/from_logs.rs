@@ -410,9 +410,13 @@ fn litellm(
         route,
         status,
     );
-    record.logical_model = text_at(object, "model_group").map(Cow::Owned);
+    // A deployment's own group (`support-assistant/small`) is not the name
+    // the application asked for; LiteLLM keeps that one as the original.
+    record.logical_model = text_at(object, "metadata.original_model_group")
+        .or_else(|| text_at(object, "model_group"))
+        .map(Cow::Owned);
     record.model = text_at(object, "response.model")
-        .or_else(|| text_at(object, "model"))
+        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
         .map(Cow::Owned);
     record.input_tokens = tokens_at(object, "prompt_tokens")?;
     record.output_tokens = tokens_at(object, "completion_tokens")?;
@@ -420,8 +424,11 @@ fn litellm(
         object,
         "metadata.usage_object.prompt_tokens_details.cached_tokens",
     )?;
-    record.ttft_ms = after_start("completionStartTime")?;
     record.total_ms = after_start("endTime")?;
+    // LiteLLM sets a failure's completionStartTime to its endTime: no first
+    // token was measured, and none is recorded.
+    record.ttft_ms = after_start("completionStartTime")?
+        .filter(|ttft| !(status.is_failure() && record.total_ms.is_some_and(|end| *ttft >= end)));
     record.cost_usd = number_at(object, "spend")?;
     record.finish_reason = text_at(object, "response.choices.0.finish_reason")
         .or_else(|| first_choice_finish(object, "response"))
@@ -431,6 +438,44 @@ fn litellm(
         record.messages = Some(Cow::Owned(messages.to_string()));
     }
     Ok(record)
+}
+
+/// LiteLLM's providers, as the prefix of a `model` (`openai/…`).
+const LITELLM_PROVIDERS: [&str; 24] = [
+    "openai",
+    "azure",
+    "azure_ai",
+    "anthropic",
+    "bedrock",
+    "vertex_ai",
+    "gemini",
+    "groq",
+    "mistral",
+    "cohere",
+    "together_ai",
+    "fireworks_ai",
+    "deepseek",
+    "ollama",
+    "ollama_chat",
+    "hosted_vllm",
+    "vllm",
+    "openrouter",
+    "xai",
+    "perplexity",
+    "huggingface",
+    "sagemaker",
+    "databricks",
+    "watsonx",
+];
+
+/// `model` without the LiteLLM provider it is routed through: the model
+/// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
+/// a name whose first part is no provider (`meta-llama/…`) as it is.
+fn without_provider(model: &str) -> &str {
+    match model.split_once('/') {
+        Some((provider, rest)) if LITELLM_PROVIDERS.contains(&provider) => rest,
+        _ => model,
+    }
 }
 
 fn first_choice_finish(object: &serde_json::Map<String, Value>, response: &str) -> Option<String> {
