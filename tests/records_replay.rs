@@ -882,3 +882,71 @@ fn litellm_rows_of_a_deployment_read_as_the_request_was() {
         Some("meta-llama/Llama-3.1-8B-Instruct")
     );
 }
+
+/// With the signed config the export came from, LiteLLM's deployment ids
+/// read back as routes under the logical model; a billed retry attempt is
+/// folded into its request (its spend added, no record of its own); a row
+/// that fell back says so; a missing slice names where else a tenant is.
+#[test]
+fn litellm_deployments_attempts_and_fallbacks_read_back_through_the_config() {
+    let (workspace, config) = crate::common::deployed();
+    let spend = workspace.path("spend.jsonl");
+    let row = |id: &str, deployment: &str, spend: f64, metadata: &str| {
+        format!(
+            r#"{{"request_id":"{id}","spend":{spend},"prompt_tokens":10,"completion_tokens":5,"startTime":"2026-11-30T12:00:00.000000","endTime":"2026-11-30T12:00:01.000000","completionStartTime":"2026-11-30T12:00:00.200000","model":"openai/gpt-4o-2024-08-06","model_id":"{deployment}","model_group":"{deployment}","team_id":"acme","metadata":{metadata},"status":"success"}}"#
+        )
+    };
+    let text = [
+        row("r1", "support-fast/large", 0.002, "{}"),
+        row("r1-attempt-1", "support-fast/large", 0.001, "{}"),
+        row(
+            "r2",
+            "support-fast/large-backup",
+            0.003,
+            r#"{"attempted_fallbacks":1,"original_model_group":"support-fast"}"#,
+        ),
+        row("r3", "support-fast#mini", 0.0005, "{}"),
+    ]
+    .join("\n");
+    std::fs::write(&spend, text + "\n").unwrap();
+    let out = workspace.path("records.parquet");
+    let output = import("litellm", &spend, &out, &["--config", &config]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout)
+            .contains("imported 3 request records (1 billed retry attempts folded"),
+        "{output:?}"
+    );
+    let records = records_of(&out);
+    let routes: Vec<&str> = records.iter().map(|record| record.route.as_ref()).collect();
+    assert_eq!(routes, ["large", "large-backup", "mini"]);
+    assert!(
+        records
+            .iter()
+            .all(|record| record.logical_model.as_deref() == Some("support-fast"))
+    );
+    assert_eq!(records[0].cost_usd, Some(0.002 + 0.001));
+    assert_eq!(records[1].reason.as_deref(), Some("fallback:error"));
+    assert_eq!(records[2].reason, None);
+
+    // Without team_id, the error says where else a tenant is found.
+    let untagged = workspace.path("untagged.jsonl");
+    std::fs::write(
+        &untagged,
+        row("r9", "support-fast/large", 0.0, "{}").replace(r#""team_id":"acme","#, "") + "\n",
+    )
+    .unwrap();
+    let output = import(
+        "litellm",
+        &untagged,
+        &workspace.path("untagged.parquet"),
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("team_id") && stderr.contains("metadata.spend_logs_metadata"),
+        "{stderr}"
+    );
+    assert!(!workspace.path("untagged.parquet").exists());
+}

@@ -2,11 +2,14 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_atomically};
 use crate::exit_codes::Outcome;
-use crate::records::{ImportFormat, ImportOptions, RECORDS_OUTPUT, import_records};
+use crate::records::{
+    Deployments, ImportFormat, ImportOptions, Imported, RECORDS_OUTPUT, import_records,
+};
 
 use super::print::println;
 use super::replay::milliseconds;
@@ -57,6 +60,12 @@ pub struct RecordsImportArgs {
     /// The request-record table to write (Parquet).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+
+    /// LiteLLM: the signed route config the export came from, so its
+    /// deployment ids (`<logical model>/<route>`, `<logical model>#<route>`)
+    /// read back as route names under the logical model.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(command: RecordsCommand) -> anyhow::Result<Outcome> {
@@ -75,6 +84,28 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     if args.map.is_some() && format != ImportFormat::Generic {
         anyhow::bail!("--map renames the fields of --from generic only");
     }
+    if args.config.is_some() && format != ImportFormat::Litellm {
+        anyhow::bail!("--config maps LiteLLM deployment ids: it is for --from litellm only");
+    }
+    let deployments = args
+        .config
+        .as_deref()
+        .map(|path| -> anyhow::Result<Deployments> {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
+            let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+            Ok(Deployments {
+                logical_model: config.table.logical_model.clone(),
+                routes: config
+                    .table
+                    .routes
+                    .iter()
+                    .map(|route| route.name.clone())
+                    .collect(),
+            })
+        })
+        .transpose()?;
     let mut inputs = vec![Named::new(&args.input, "--input")];
     let responses = args.input.join(crate::schema::RESPONSES_FILE);
     if format == ImportFormat::Run {
@@ -88,11 +119,12 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
         map: args.map.clone(),
         slice_field: args.slice_field.clone(),
         interval_ms,
+        deployments,
     };
-    let mut count = 0;
+    let mut imported = Imported::default();
     // A bad row fails the write: the staged file goes, nothing lands.
     write_atomically(&args.out, |file| {
-        count = import_records(&options, file)?;
+        imported = import_records(&options, file)?;
         Ok(())
     })
     .map_err(|error| {
@@ -103,8 +135,13 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
             error.context(format!("{}: cannot write (--out)", args.out.display()))
         }
     })?;
+    let folded = match imported.folded_attempts {
+        0 => String::new(),
+        attempts => format!(" ({attempts} billed retry attempts folded into their requests)"),
+    };
     println(&format!(
-        "imported {count} request records: {}",
+        "imported {} request records{folded}: {}",
+        imported.records,
         args.out.display()
     ))?;
     Ok(Outcome::Passed)

@@ -40,6 +40,38 @@ pub struct ImportOptions {
     /// Run: milliseconds between consecutive prompts' records (a batch run
     /// records no arrival times).
     pub interval_ms: u64,
+    /// LiteLLM: the route names and logical model of the signed config the
+    /// export came from, so its deployment ids read back as routes.
+    pub deployments: Option<Deployments>,
+}
+
+/// What an export's deployment ids stand for: `<logical model>/<route>` and
+/// `<logical model>#<route>` are the route, under the logical model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployments {
+    pub logical_model: String,
+    pub routes: Vec<String>,
+}
+
+impl Deployments {
+    /// The route a deployment id or group names, if it is one of ours.
+    fn route_of<'a>(&'a self, name: &str) -> Option<&'a str> {
+        let rest = name.strip_prefix(self.logical_model.as_str())?;
+        let route = rest.strip_prefix('/').or_else(|| rest.strip_prefix('#'))?;
+        self.routes
+            .iter()
+            .map(String::as_str)
+            .find(|known| *known == route)
+    }
+}
+
+/// What an import wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Imported {
+    pub records: u64,
+    /// LiteLLM's billed retry attempts (`ID-attempt-N`), folded into their
+    /// request: their spend added to its cost, no record of their own.
+    pub folded_attempts: u64,
 }
 
 impl ImportFormat {
@@ -57,7 +89,8 @@ impl ImportFormat {
 pub fn import_records<W: std::io::Write + Send>(
     options: &ImportOptions,
     sink: W,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<Imported> {
+    let mut folded_attempts = 0;
     let mut writer = RecordsWriter::new(sink)?;
     let path = &options.input;
     match options.format {
@@ -86,11 +119,23 @@ pub fn import_records<W: std::io::Write + Send>(
                 .slice_field
                 .clone()
                 .unwrap_or_else(|| options.format.default_slice_field().to_owned());
+            let litellm_format = options.format == ImportFormat::Litellm;
+            let attempts = if litellm_format {
+                billed_attempts(path)?
+            } else {
+                BilledAttempts::default()
+            };
             let mut count = 0u64;
             let mut ids = UniqueIds::default();
             for_each_object(path, |location, object| {
+                if litellm_format && attempts.folds(object) {
+                    folded_attempts += 1;
+                    return Ok(());
+                }
                 let converted = match options.format {
-                    ImportFormat::Litellm => litellm(object, &slice_field),
+                    ImportFormat::Litellm => {
+                        litellm(object, &slice_field, options.deployments.as_ref())
+                    }
                     _ => openai_log(object, &slice_field),
                 };
                 let invalid = |(field, problem): (String, String)| InputError::Invalid {
@@ -99,7 +144,10 @@ pub fn import_records<W: std::io::Write + Send>(
                     field,
                     problem,
                 };
-                let record = converted.map_err(invalid)?;
+                let mut record = converted.map_err(invalid)?;
+                if let Some(spent) = attempts.spend_of(&record.id) {
+                    record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + spent);
+                }
                 // The checks every reader makes, on what the conversion made.
                 check_values(&record).map_err(|(index, problem)| {
                     invalid((RECORD_COLUMNS[index].name.to_owned(), problem))
@@ -121,7 +169,67 @@ pub fn import_records<W: std::io::Write + Send>(
         }
         ImportFormat::Run => from_run(path, options.interval_ms, &mut writer)?,
     }
-    writer.close()
+    Ok(Imported {
+        records: writer.close()?,
+        folded_attempts,
+    })
+}
+
+/// LiteLLM's billed retry attempts of a file: rows whose id is a request's
+/// id and `-attempt-N` (or whose `metadata.billed_retry_attempt` is set),
+/// by the request they belong to, with what they spent.
+#[derive(Debug, Default)]
+struct BilledAttempts {
+    requests: std::collections::HashSet<String>,
+    spend: std::collections::HashMap<String, f64>,
+}
+
+/// The request a billed attempt's id belongs to.
+fn attempt_of(id: &str) -> Option<&str> {
+    let (request, number) = id.rsplit_once("-attempt-")?;
+    (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit())).then_some(request)
+}
+
+fn billed_attempts(path: &Path) -> Result<BilledAttempts, InputError> {
+    let mut attempts = BilledAttempts::default();
+    let mut spend: Vec<(String, f64)> = Vec::new();
+    for_each_object(path, |_, object| {
+        let Some(id) = text_at(object, "request_id") else {
+            return Ok(());
+        };
+        match attempt_of(&id) {
+            Some(request) => spend.push((
+                request.to_owned(),
+                number_at(object, "spend").ok().flatten().unwrap_or(0.0),
+            )),
+            None => {
+                attempts.requests.insert(id);
+            }
+        }
+        Ok(())
+    })?;
+    for (request, spent) in spend {
+        // An attempt whose request is not in the file stays a record.
+        if attempts.requests.contains(&request) {
+            *attempts.spend.entry(request).or_default() += spent;
+        }
+    }
+    Ok(attempts)
+}
+
+impl BilledAttempts {
+    /// Whether `object` is an attempt folded into its request.
+    fn folds(&self, object: &serde_json::Map<String, Value>) -> bool {
+        text_at(object, "request_id")
+            .as_deref()
+            .and_then(attempt_of)
+            .is_some_and(|request| self.requests.contains(request))
+    }
+
+    /// What the attempts of request `id` spent, if it had any.
+    fn spend_of(&self, id: &str) -> Option<f64> {
+        self.spend.get(id).copied()
+    }
 }
 
 /// The id column's position in [`RECORD_COLUMNS`].
@@ -378,6 +486,7 @@ fn record_of(
 fn litellm(
     object: &serde_json::Map<String, Value>,
     slice_field: &str,
+    deployments: Option<&Deployments>,
 ) -> Result<Record<'static>, Problem> {
     let start = timestamp_at(object, "startTime")?
         .ok_or_else(|| ("startTime".to_owned(), "missing".to_owned()))?;
@@ -400,20 +509,38 @@ fn litellm(
             )
         })?,
     };
-    let route = text_at(object, "model_id")
+    let deployment = text_at(object, "model_id")
         .or_else(|| text_at(object, "model"))
         .ok_or_else(|| ("model".to_owned(), "missing (and model_id)".to_owned()))?;
-    let mut record = record_of(
-        required(object, "request_id")?,
-        start,
-        required(object, slice_field)?,
-        route,
-        status,
-    );
+    let route = deployments
+        .and_then(|deployments| deployments.route_of(&deployment))
+        .map_or(deployment.clone(), str::to_owned);
+    let slice = text_at(object, slice_field).ok_or_else(|| {
+        (
+            slice_field.to_owned(),
+            "missing: a proxy without keys per team has no team_id; a tenant is often in metadata.user_api_key_team_alias, metadata.spend_logs_metadata.<key> or request_tags (give --slice-field)".to_owned(),
+        )
+    })?;
+    let mut record = record_of(required(object, "request_id")?, start, slice, route, status);
+    // LiteLLM logs no routing reason, but a request that fell back says how
+    // many fallbacks it tried.
+    if number_at(object, "metadata.attempted_fallbacks")
+        .ok()
+        .flatten()
+        .is_some_and(|tried| tried > 0.0)
+    {
+        record.reason = Some(Cow::Borrowed("fallback:error"));
+    }
     // A deployment's own group (`support-assistant/small`) is not the name
     // the application asked for; LiteLLM keeps that one as the original.
     record.logical_model = text_at(object, "metadata.original_model_group")
         .or_else(|| text_at(object, "model_group"))
+        .map(|group| match deployments {
+            Some(deployments) if deployments.route_of(&group).is_some() => {
+                deployments.logical_model.clone()
+            }
+            _ => group,
+        })
         .map(Cow::Owned);
     record.model = text_at(object, "response.model")
         .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))

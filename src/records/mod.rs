@@ -12,7 +12,9 @@ mod schema;
 mod write;
 
 pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
-pub use from_logs::{ImportFormat, ImportOptions, UniqueIds, for_each_object, import_records};
+pub use from_logs::{
+    Deployments, ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_records,
+};
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
 pub use schema::{
     ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,

@@ -87,6 +87,9 @@ struct Shared {
     refusals: Mutex<HashMap<u64, Option<Instant>>>,
     /// `GET /v1/models` refused so far.
     models_refusals: AtomicU64,
+    /// Tells this server's response ids from another's: ids stay unique
+    /// across servers and restarts, as a provider's are.
+    instance: String,
 }
 
 impl Shared {
@@ -186,7 +189,15 @@ pub fn spawn(
     rows: &[DatasetRow],
     listen: SocketAddr,
 ) -> anyhow::Result<RunningSim> {
+    let listener = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64);
     let shared = Arc::new(Shared {
+        instance: format!("{:x}", started ^ (u64::from(address.port()) << 48)),
         knowledge: Knowledge::new(rows),
         settings,
         requests: AtomicU64::new(0),
@@ -195,10 +206,6 @@ pub fn spawn(
         refusals: Mutex::new(HashMap::new()),
         models_refusals: AtomicU64::new(0),
     });
-    let listener = std::net::TcpListener::bind(listen)
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    listener.set_nonblocking(true)?;
-    let address = listener.local_addr()?;
     let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -369,7 +376,7 @@ async fn chat(
         prompt_id.unwrap_or_default(),
         request.seed
     );
-    let reply = Reply::new(&shared.settings, &request, number, fault, text);
+    let reply = Reply::new(&shared, &request, number, fault, text);
     let pieces = if request.stream {
         reply.streamed(&shared.settings, fault, request.include_usage)
     } else {
@@ -547,12 +554,13 @@ struct Reply {
 
 impl Reply {
     fn new(
-        settings: &SimSettings,
+        shared: &Shared,
         request: &ChatRequest,
         number: u64,
         fault: Option<Fault>,
         text: String,
     ) -> Reply {
+        let settings = &shared.settings;
         let completion_tokens = tokens(&text);
         let prompt_tokens = request.prompt_tokens;
         let sigma = settings.latency_sigma;
@@ -570,7 +578,7 @@ impl Reply {
             0.0
         };
         Reply {
-            id: format!("chatcmpl-sim-{number}"),
+            id: format!("chatcmpl-sim-{}-{number}", shared.instance),
             model_version: request.model.version.clone(),
             text,
             usage: json!({
