@@ -108,12 +108,13 @@ fn records_of(records: &Path) -> Vec<Value> {
     rows
 }
 
-/// `count` streamed requests, one after another, cycling through the
-/// demo's prompts: each response's head and body.
-fn stream_one_by_one(
+/// `count` requests (streamed with `stream`), one after another, cycling
+/// through the demo's prompts: each response's head and body.
+fn one_by_one(
     served: &Served,
     prompts: &[(String, String, String)],
     count: usize,
+    stream: bool,
 ) -> Vec<String> {
     prompts
         .iter()
@@ -122,7 +123,7 @@ fn stream_one_by_one(
         .map(|(_, slice, prompt)| {
             let body = json!({
                 "model": "support-assistant",
-                "stream": true,
+                "stream": stream,
                 "messages": [{"role": "user", "content": prompt}],
             });
             served.post(KEY, slice, &body, &["-N"])
@@ -205,7 +206,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     // arrives, so the breaker sees one sequence, which the replay replays.
     let requests = 60;
     let mut stalled = 0;
-    for response in stream_one_by_one(&served, &prompts, requests) {
+    for response in one_by_one(&served, &prompts, requests, true) {
         assert!(status_line(&response).contains(" 200"), "{response}");
         let route = header_of(&response, "x-routeval-route");
         if !response.contains("data: [DONE]") {
@@ -337,20 +338,6 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         "dead",
         &falling_back(&base_url(&dead), &base_url(&backup), "", 5),
     );
-    let send_all = |served: &Served, count: usize| -> Vec<String> {
-        prompts
-            .iter()
-            .cycle()
-            .take(count)
-            .map(|(_, slice, prompt)| {
-                let body = json!({
-                    "model": "support-assistant",
-                    "messages": [{"role": "user", "content": prompt}],
-                });
-                served.post(KEY, slice, &body, &[])
-            })
-            .collect()
-    };
     let answered_by_backup = |responses: &[String]| {
         responses
             .iter()
@@ -369,7 +356,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         &by_capacity,
         &["--retry-budget", "1", "--retry-budget-min", "0"],
     );
-    let responses = send_all(&served, 12);
+    let responses = one_by_one(&served, &prompts, 12, false);
     served.stop();
     assert_eq!(answered_by_backup(&responses), 5);
     for response in responses
@@ -404,7 +391,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             "600",
         ],
     );
-    let responses = send_all(&served, 20);
+    let responses = one_by_one(&served, &prompts, 20, false);
     let metrics = std::process::Command::new("curl")
         .args(["-s", &served.url("/metrics")])
         .output()
@@ -508,7 +495,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         &["--retry-budget", "1"],
     );
     let requests = 12;
-    for response in stream_one_by_one(&served, &prompts, requests) {
+    for response in one_by_one(&served, &prompts, requests, true) {
         assert!(response.contains("data: [DONE]"), "{response}");
     }
     served.stop();

@@ -213,34 +213,29 @@ pub fn litellm_yaml(
         Some(_) => vec![strongest.to_owned()],
         None => table.fallbacks_of(routes[0]).map(str::to_owned).collect(),
     };
-    if table.fallbacks.is_empty() && logical_fallbacks.is_empty() {
+    let mut chains: Vec<(String, Vec<&str>)> = Vec::new();
+    if !logical_fallbacks.is_empty() {
+        chains.push((
+            table.logical_model.clone(),
+            logical_fallbacks.iter().map(String::as_str).collect(),
+        ));
+    }
+    for fallback in &table.fallbacks {
+        chains.push((
+            format!("{}/{}", table.logical_model, fallback.route),
+            fallback.to.iter().map(String::as_str).collect(),
+        ));
+    }
+    if chains.is_empty() {
         out.push_str("  fallbacks: []\n");
     } else {
         out.push_str("  fallbacks:\n");
-        if !logical_fallbacks.is_empty() {
-            let targets: Vec<String> = logical_fallbacks
+        for (source, targets) in chains {
+            let targets: Vec<String> = targets
                 .iter()
                 .map(|target| quote(&format!("{}/{target}", table.logical_model)))
                 .collect();
-            let _ = writeln!(
-                out,
-                "    - {}: [{}]",
-                quote(&table.logical_model),
-                targets.join(", ")
-            );
-        }
-        for fallback in &table.fallbacks {
-            let targets: Vec<String> = fallback
-                .to
-                .iter()
-                .map(|target| quote(&format!("{}/{target}", table.logical_model)))
-                .collect();
-            let _ = writeln!(
-                out,
-                "    - {}: [{}]",
-                quote(&format!("{}/{}", table.logical_model, fallback.route)),
-                targets.join(", ")
-            );
+            let _ = writeln!(out, "    - {}: [{}]", quote(&source), targets.join(", "));
         }
     }
     Ok(out)
