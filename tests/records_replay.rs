@@ -226,6 +226,22 @@ fn the_calibrated_breaker_lands_in_the_route_table_the_signed_config_and_litellm
         .code(0);
     let export = out.join("route-config.v1.litellm.yaml");
     let yaml = std::fs::read_to_string(&export).unwrap();
+    // What LiteLLM cannot carry out exactly is said, in the file and the
+    // gate's report.
+    assert!(yaml.contains("as near as LiteLLM comes"), "{yaml}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("gate-report.json")).unwrap()).unwrap();
+    assert!(
+        report["candidates"][0]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|warning| warning
+                .as_str()
+                .unwrap()
+                .contains("breaker only approximately")),
+        "{report}"
+    );
     assert!(
         yaml.contains(&format!(
             "stream_timeout: {}",
@@ -905,7 +921,10 @@ fn litellm_deployments_attempts_and_fallbacks_read_back_through_the_config() {
             0.003,
             r#"{"attempted_fallbacks":1,"original_model_group":"support-fast"}"#,
         ),
-        row("r3", "support-fast#mini", 0.0005, "{}"),
+        row("r3", "support-fast#mini", 0.0005, "{}").replace(
+            r#""status":"success""#,
+            r#""status":"success","messages":"{}","proxy_server_request":{"model":"support-fast","messages":[{"role":"user","content":"Where is my order?"}]}"#,
+        ),
     ]
     .join("\n");
     std::fs::write(&spend, text + "\n").unwrap();
@@ -928,6 +947,9 @@ fn litellm_deployments_attempts_and_fallbacks_read_back_through_the_config() {
     assert_eq!(records[0].cost_usd, Some(0.002 + 0.001));
     assert_eq!(records[1].reason.as_deref(), Some("fallback:error"));
     assert_eq!(records[2].reason, None);
+    // The prompt a proxy kept under proxy_server_request.
+    assert_eq!(records[2].prompt.as_deref(), Some("Where is my order?"));
+    assert_eq!(records[0].prompt, None);
 
     // Without team_id, the error says where else a tenant is found.
     let untagged = workspace.path("untagged.jsonl");

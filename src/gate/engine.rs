@@ -189,8 +189,9 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             config_staged = Some(stage_bytes(&paths.config, &bytes)?);
             staged.push(stage_bytes(&paths.signature, signature.as_bytes())?);
             let litellm = match litellm_yaml(&config, &name, &sha256, options.serve.as_ref()) {
-                Ok(text) => {
-                    staged.push(stage_bytes(&paths.litellm, text.as_bytes())?);
+                Ok(export) => {
+                    staged.push(stage_bytes(&paths.litellm, export.text.as_bytes())?);
+                    candidates[index].warnings.extend(export.warnings);
                     Some(paths.litellm.display().to_string())
                 }
                 Err(why) => {

@@ -35,6 +35,13 @@ pub struct ServeEndpoint {
     pub key_env: String,
 }
 
+/// A LiteLLM export, and what it carries out only approximately.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LitellmExport {
+    pub text: String,
+    pub warnings: Vec<String>,
+}
+
 /// The export, or why there is none: a policy LiteLLM cannot carry out,
 /// with no `serve` to send the logical model to.
 pub fn litellm_yaml(
@@ -42,7 +49,7 @@ pub fn litellm_yaml(
     config_file: &str,
     sha256: &str,
     serve: Option<&ServeEndpoint>,
-) -> Result<String, String> {
+) -> Result<LitellmExport, String> {
     let table = &config.table;
     let single = matches!(table.policy, ResolvedPolicy::Single { .. });
     if serve.is_none() && !single {
@@ -135,6 +142,7 @@ pub fn litellm_yaml(
             );
         }
         if let Some(breaker) = &route.breaker {
+            out.push_str("      # The breaker's first-token deadline, as near as LiteLLM comes: streams only, a stall after the first token is cut too, and a late first token counts toward no cooldown.\n");
             let _ = writeln!(
                 out,
                 "      stream_timeout: {}",
@@ -238,5 +246,17 @@ pub fn litellm_yaml(
             let _ = writeln!(out, "    - {}: [{}]", quote(&source), targets.join(", "));
         }
     }
-    Ok(out)
+    let mut warnings = Vec::new();
+    if serve.is_none()
+        && let Some(route) = table.routes.iter().find(|route| route.breaker.is_some())
+    {
+        warnings.push(format!(
+            "the LiteLLM export carries route {:?}'s breaker only approximately: stream_timeout covers streams only and also cuts a stream that stalls after its first token, a late first token counts toward no cooldown, and failures count within cooldown_time, not consecutively; routeval serve (--serve-url) carries it out exactly",
+            route.name
+        ));
+    }
+    Ok(LitellmExport {
+        text: out,
+        warnings,
+    })
 }

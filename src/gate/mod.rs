@@ -11,5 +11,5 @@ mod render;
 mod rules;
 
 pub use engine::{GateOptions, MAX_TTL_DAYS, gate};
-pub use litellm::{ServeEndpoint, litellm_yaml};
+pub use litellm::{LitellmExport, ServeEndpoint, litellm_yaml};
 pub use render::{markdown, terminal};

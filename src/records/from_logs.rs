@@ -560,7 +560,12 @@ fn litellm(
     record.finish_reason = text_at(object, "response.choices.0.finish_reason")
         .or_else(|| first_choice_finish(object, "response"))
         .map(Cow::Owned);
-    if let Some(messages) = messages_at(object, "messages") {
+    // A proxy storing prompts may write `messages: "{}"` and keep the
+    // request under `proxy_server_request`.
+    let messages = messages_at(object, "messages")
+        .filter(|messages| messages.as_array().is_some_and(|list| !list.is_empty()))
+        .or_else(|| messages_at(object, "proxy_server_request.messages"));
+    if let Some(messages) = messages {
         record.prompt = last_user(&messages).map(Cow::Owned);
         record.messages = Some(Cow::Owned(messages.to_string()));
     }
