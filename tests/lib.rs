@@ -18,6 +18,7 @@ mod gate_regression;
 mod import_cli;
 mod input_errors;
 mod input_formats;
+mod install;
 mod judge_error;
 mod kernel_consistency;
 mod litellm_export;
