@@ -234,3 +234,34 @@ fn the_kubernetes_indexed_job_maps_completion_indexes_onto_every_shard() {
         Cli::try_parse_from(shell_words(&line)).unwrap();
     }
 }
+
+/// Every workflow in `ci/` installs routeval once per version, from a cache
+/// keyed on it, instead of compiling it on every run.
+#[test]
+fn every_workflow_installs_routeval_from_a_cache_keyed_on_its_version() {
+    for name in ["routeval.yml", "records-drift.yml", "shard-matrix.yml"] {
+        let workflow = ci_file(name);
+        let installs = workflow.matches("cargo install --locked").count();
+        assert!(installs > 0, "{name}: installs nothing");
+        assert_eq!(
+            workflow
+                .matches("key: routeval-${{ runner.os }}-${{ env.ROUTEVAL_VERSION }}")
+                .count(),
+            installs,
+            "{name}: an install without its cache"
+        );
+        assert_eq!(
+            workflow
+                .matches("if: steps.routeval-cache.outputs.cache-hit != 'true'")
+                .count(),
+            installs,
+            "{name}: an install that runs on a cache hit"
+        );
+        assert!(
+            variables(&workflow)
+                .iter()
+                .any(|(variable, _)| variable == "ROUTEVAL_VERSION"),
+            "{name}: no ROUTEVAL_VERSION to key the cache on"
+        );
+    }
+}
