@@ -229,18 +229,19 @@ impl StageCall<'_> {
             came = &mut original => return (came, None),
             () = tokio::time::sleep_until(hedge_at) => {}
         }
-        // The copy is an extra call: the retry budget must allow it, and
-        // the route must have a slot free.
-        if !self
-            .app
-            .resilience
-            .take_extra(self.arrival_ms + self.elapsed_ms())
-        {
-            return (original.await, None);
-        }
+        // The copy is an extra call: the route must have a slot free, and
+        // then the retry budget must allow it; it counts in the route's
+        // minute like any call.
         let Ok(copy_slot) = self.app.admission.route(route) else {
             return (original.await, None);
         };
+        let now_ms = self.arrival_ms + self.elapsed_ms();
+        if !self.app.resilience.take_extra(now_ms) {
+            return (original.await, None);
+        }
+        if let Some(found) = self.decided.deployed.config.table.route(route) {
+            self.app.resilience.count_call(found, now_ms, self.tokens);
+        }
         let copy = self.first_byte(upstream, first_token);
         tokio::pin!(copy);
         let (first, copy_first) = tokio::select! {
