@@ -256,19 +256,10 @@ fn bad_request(param: &str, message: String) -> Box<Refused> {
 /// The body as a chat request for the logical model, or a 400 or 404
 /// naming the field.
 fn parse(deployed: &Deployed, body: &[u8]) -> Result<serde_json::Map<String, Value>, Box<Refused>> {
-    let bad = |param: &str, message: String| {
-        refused(
-            error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                Some(param),
-                &message,
-            ),
-            "bad-request",
-        )
-    };
-    let request: serde_json::Map<String, Value> = serde_json::from_slice(body)
-        .map_err(|problem| bad("body", format!("the body is not a JSON object: {problem}")))?;
+    let request: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(|problem| {
+            bad_request("body", format!("the body is not a JSON object: {problem}"))
+        })?;
     let logical = &deployed.config.table.logical_model;
     match request.get("model") {
         Some(Value::String(model)) if model == logical => {}
@@ -285,11 +276,16 @@ fn parse(deployed: &Deployed, body: &[u8]) -> Result<serde_json::Map<String, Val
                 "unknown-model",
             ));
         }
-        _ => return Err(bad("model", "model is required (a string)".to_owned())),
+        _ => {
+            return Err(bad_request(
+                "model",
+                "model is required (a string)".to_owned(),
+            ));
+        }
     }
     match request.get("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => Ok(request),
-        _ => Err(bad(
+        _ => Err(bad_request(
             "messages",
             "messages is required (a non-empty array)".to_owned(),
         )),

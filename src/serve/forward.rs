@@ -25,13 +25,17 @@ use super::journal::ServedRecord;
 
 /// The estimated tokens of a conversation's contents, as `run` estimates a
 /// prompt whose endpoint reported no usage.
-pub(super) fn content_tokens(messages: &str) -> u64 {
-    serde_json::from_str::<Vec<Value>>(messages)
-        .unwrap_or_default()
+pub(super) fn message_tokens(messages: &[Value]) -> u64 {
+    messages
         .iter()
         .filter_map(|message| message["content"].as_str())
         .map(estimate_tokens)
         .sum()
+}
+
+/// [`message_tokens`] of a conversation kept as JSON text (a record's).
+fn content_tokens(messages: &str) -> u64 {
+    message_tokens(&serde_json::from_str::<Vec<Value>>(messages).unwrap_or_default())
 }
 
 /// The client's body with the route's model in place of the logical one

@@ -21,7 +21,7 @@ use crate::records::Status;
 use super::admission::{Admission, Full};
 use super::decision::{admit, routes_of};
 use super::deployed::Deployed;
-use super::forward::{Timeouts, content_tokens};
+use super::forward::{Timeouts, message_tokens};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
 use super::metrics::Metrics;
@@ -230,7 +230,8 @@ pub(super) fn overloaded(
 fn requested_tokens(request: &serde_json::Map<String, Value>) -> (u64, u64) {
     let prompt = request
         .get("messages")
-        .map_or(0, |messages| content_tokens(&messages.to_string()));
+        .and_then(Value::as_array)
+        .map_or(0, |messages| message_tokens(messages));
     let most = ["max_completion_tokens", "max_tokens"]
         .iter()
         .find_map(|key| request.get(*key).and_then(Value::as_u64))
