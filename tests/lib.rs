@@ -4,6 +4,7 @@
 mod common;
 
 mod architecture;
+mod audit_draw;
 mod calibrate_cli;
 mod calibrate_guarantee;
 mod calibrate_json;

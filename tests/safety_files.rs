@@ -398,7 +398,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
             "dist",
             &["--target", "0.9"],
         ),
-        "schema_version 99 is not one this routeval reads (1 to 5)",
+        "schema_version 99 is not one this routeval reads (1 to 6)",
     );
     refused(
         routeval()

@@ -88,7 +88,7 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
                 policy,
             ],
         );
-        assert_eq!(document.schema_version, 5);
+        assert_eq!(document.schema_version, 6);
         assert_eq!(
             document.tiers.as_deref(),
             Some(&["small".to_owned(), "mid".to_owned(), "large".to_owned()][..])

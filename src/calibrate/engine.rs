@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
+use crate::schema::{InputError, ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
 use super::ingest::{Ingest, SliceData};
@@ -15,14 +15,30 @@ use crate::policy::{Candidate, Curve, thin};
 use crate::policy::{Totals, to_usd};
 use crate::schema::Guarantee;
 use crate::schema::{
-    AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint,
-    HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
+    AuditDraw, AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
+    FrontierPoint, HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
 
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
     #[error(transparent)]
     Read(#[from] ReadError),
+
+    #[error(transparent)]
+    Input(#[from] InputError),
+
+    #[error(
+        "{}: the results carry audited_ok_* columns and --audits {} gives verdicts too; keep the audits in one place",
+        results.display(),
+        audits.display()
+    )]
+    AuditedTwice { results: PathBuf, audits: PathBuf },
+
+    #[error(
+        "{}: slice \"{slice}\" of the results has no audited rows; the draw takes rows from every slice, so the audit set is incomplete",
+        audits.display()
+    )]
+    UnauditedSlice { audits: PathBuf, slice: String },
 
     #[error(
         "{}: slice \"{slice}\" has no calibration rows once --holdout {fraction} is set aside; lower --holdout or merge the slice",
@@ -42,13 +58,25 @@ pub fn calibrate(
     options: &CalibrateOptions,
 ) -> Result<CalibrationDocument, CalibrateError> {
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let audits = options
+        .audits
+        .as_deref()
+        .map(|audits| super::audits::load_audits(audits, path, read))
+        .transpose()?;
     let (read_result, sha256) = std::thread::scope(|scope| {
         let hashing = scope.spawn(|| crate::digest::sha256_file(path));
         let read_result = for_each_graded_batch_parallel(
             path,
             read,
             workers,
-            || Ingest::new(options.policy, options.scope, options.holdout),
+            || {
+                Ingest::new(
+                    options.policy,
+                    options.scope,
+                    options.holdout,
+                    audits.as_ref(),
+                )
+            },
             Ingest::add,
         );
         let sha256 = hashing.join().expect("the hashing thread does not panic");
@@ -301,6 +329,11 @@ fn audit_summary(
     let corrected = chosen.map(|chosen| curve.corrected(chosen));
     Some(AuditSummary {
         rows: curve.audited,
+        draw: if options.audits.is_some() {
+            AuditDraw::Recorded
+        } else {
+            AuditDraw::Unrecorded
+        },
         agreement: agree as f64 / (2 * curve.audited) as f64,
         grader_false_accept: share(false_accept, human_no),
         grader_false_reject: share(false_reject, human_yes),

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use arrow::array::Array;
 
+use super::audits::AuditVerdicts;
 use crate::policy::{Audit, GradedRow, SliceObservations};
 use crate::schema::{GLOBAL_SLICE, GradedBatch};
 
@@ -20,18 +21,26 @@ pub struct SliceData {
 
 /// Collects batches into per-slice observations.
 #[derive(Debug)]
-pub struct Ingest {
+pub struct Ingest<'a> {
     policy: Policy,
+    /// Verdicts from `--audits`, in place of the results' own columns.
+    audits: Option<&'a AuditVerdicts>,
     scope: Scope,
     holdout: Option<Holdout>,
     slices: Vec<SliceData>,
     index: HashMap<String, usize, foldhash::fast::RandomState>,
 }
 
-impl Ingest {
-    pub fn new(policy: Policy, scope: Scope, holdout: Option<Holdout>) -> Ingest {
+impl<'a> Ingest<'a> {
+    pub fn new(
+        policy: Policy,
+        scope: Scope,
+        holdout: Option<Holdout>,
+        audits: Option<&'a AuditVerdicts>,
+    ) -> Ingest<'a> {
         Ingest {
             policy,
+            audits,
             scope,
             holdout,
             slices: Vec::new(),
@@ -68,7 +77,13 @@ impl Ingest {
             } else {
                 &mut data.calibration
             };
-            target.push_audited(self.policy, &row, audit_of(batch, index));
+            let (audit, weight) = match self.audits {
+                Some(audits) => audits
+                    .of(batch.id.value(index))
+                    .unwrap_or((Audit::NONE, 1.0)),
+                None => (audit_of(batch, index), 1.0),
+            };
+            target.push_audited(self.policy, &row, audit, weight);
         }
     }
 
@@ -86,7 +101,7 @@ impl Ingest {
     }
 
     /// Adds what another ingest of other rows of the same file collected.
-    pub fn merge(&mut self, other: Ingest) {
+    pub fn merge(&mut self, other: Ingest<'_>) {
         for data in other.slices {
             let index = self.slice_index(&data.name);
             let mine = &mut self.slices[index];

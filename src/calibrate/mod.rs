@@ -19,6 +19,7 @@
 //!   exact binomial tests (walked from escalate-all upwards, stopping at the
 //!   first failure) are eligible.
 
+mod audits;
 mod engine;
 mod ingest;
 mod options;

@@ -19,4 +19,7 @@ pub struct CalibrateOptions {
     /// The half-width of the corrected bound the audit summary sizes the
     /// audited sample for.
     pub audit_width: f64,
+    /// An audit set drawn by `routeval sample --audit`, with its verdicts
+    /// (`--audits`).
+    pub audits: Option<std::path::PathBuf>,
 }

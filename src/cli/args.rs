@@ -2,7 +2,7 @@
 //! command's clap struct stands in its own file, beside its conversion
 //! into the stage's typed options).
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use super::calibrate::CalibrateArgs;
 use super::demo::DemoArgs;
@@ -93,4 +93,33 @@ pub enum Command {
     /// Print the manual page (roff) of routeval or of one command, e.g.
     /// `routeval man gate | man -l -`.
     Man(ManArgs),
+}
+
+/// The graded results' score and slice columns, where a file names them
+/// otherwise.
+#[derive(Debug, Args)]
+pub struct ColumnArgs {
+    /// The file's name for the score column.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "score",
+        env = "ROUTEVAL_SCORE_COL"
+    )]
+    pub score_col: String,
+
+    /// The file's name for the slice column.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "slice",
+        env = "ROUTEVAL_SLICE_COL"
+    )]
+    pub slice_col: String,
+}
+
+impl ColumnArgs {
+    pub fn names(&self) -> crate::schema::ColumnNames {
+        crate::schema::ColumnNames::new(self.score_col.clone(), self.slice_col.clone())
+    }
 }

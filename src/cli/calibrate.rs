@@ -1,5 +1,6 @@
 //! `routeval calibrate`: flags to options, then the table or JSON out.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -9,9 +10,10 @@ use crate::atomic::{Named, Output, check_outputs};
 use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
 use crate::exit_codes::Outcome;
 use crate::schema::CALIBRATION_OUTPUT;
-use crate::schema::{ColumnNames, ReadOptions, Tiers, tiers_in_metadata};
-use crate::schema::{Holdout, Policy, Scope};
+use crate::schema::{AuditDraw, Holdout, Policy, Scope};
+use crate::schema::{ReadOptions, Tiers, tiers_in_metadata};
 
+use super::args::ColumnArgs;
 use super::print::emit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,6 +53,12 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "W", default_value_t = 0.02)]
     pub audit_width: f64,
 
+    /// An audit set from `routeval sample --audit`, its verdicts filled in:
+    /// the draw is made again from --results and must match; each row
+    /// counts with 1 / its inclusion probability.
+    #[arg(long, value_name = "FILE")]
+    pub audits: Option<PathBuf>,
+
     /// Hold out this fraction of each slice and report the chosen threshold's
     /// quality on it.
     #[arg(long, value_name = "F")]
@@ -77,23 +85,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
-    /// The file's name for the score column.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "score",
-        env = "ROUTEVAL_SCORE_COL"
-    )]
-    pub score_col: String,
-
-    /// The file's name for the slice column.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "slice",
-        env = "ROUTEVAL_SLICE_COL"
-    )]
-    pub slice_col: String,
+    #[command(flatten)]
+    pub columns: ColumnArgs,
 
     /// The tiers, cheapest first (`mini,mid,large`): each has NAME_ok and
     /// cost_NAME columns, and for --policy cascade each non-final stage a
@@ -112,10 +105,11 @@ pub struct CalibrateArgs {
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let (read, options) = options(&args)?;
     if let Some(out) = &args.out {
-        check_outputs(
-            &[Output::new(out, "--out", &CALIBRATION_OUTPUT)],
-            &[Named::new(&args.results, "--results")],
-        )?;
+        let mut inputs = vec![Named::new(&args.results, "--results")];
+        if let Some(audits) = &args.audits {
+            inputs.push(Named::new(audits, "--audits"));
+        }
+        check_outputs(&[Output::new(out, "--out", &CALIBRATION_OUTPUT)], &inputs)?;
     }
     let tiers = match &args.tiers {
         Some(text) => {
@@ -127,6 +121,12 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         bail!("--grid must be at least 2, got {}", args.grid);
     }
     let document = match tiers {
+        Some(tiers) if tiers.len() > 2 && args.audits.is_some() => {
+            bail!(
+                "--audits correct two-tier calibrations only; calibrate {} tiers without it",
+                tiers.len()
+            )
+        }
         Some(tiers) if tiers.len() > 2 => {
             calibrate_tiered(&args.results, &read, &tiers, args.grid, &options)?
         }
@@ -140,6 +140,23 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         }
         None => calibrate(&args.results, &read, &options)?,
     };
+    let unrecorded = document
+        .slices
+        .iter()
+        .filter(|slice| {
+            slice
+                .audit
+                .as_ref()
+                .is_some_and(|audit| audit.draw == AuditDraw::Unrecorded)
+        })
+        .count();
+    if unrecorded > 0 {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: {}: the audited rows of {unrecorded} slices have no recorded draw; the correction assumes they are a uniform random sample of each slice, which nothing checked (draw them with routeval sample --audit N and pass --audits)",
+            args.results.display()
+        );
+    }
     emit(
         &document,
         "the calibration",
@@ -177,7 +194,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         bail!("--holdout must be in (0, 1), got {fraction}");
     }
     let read = ReadOptions {
-        names: ColumnNames::new(args.score_col.clone(), args.slice_col.clone()),
+        names: args.columns.names(),
         carry_extra: false,
         details: false,
         score_optional: false,
@@ -202,6 +219,7 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         frontier_points: args.frontier_points,
         familywise: args.familywise,
         audit_width: args.audit_width,
+        audits: args.audits.clone(),
     };
     Ok((read, options))
 }
@@ -235,10 +253,11 @@ mod tests {
                     frontier_points: 256,
                     familywise: false,
                     audit_width: 0.02,
+                    audits: None,
                 },
             ),
             (
-                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise",
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise --audits a.csv",
                 CalibrateOptions {
                     policy: Policy::Cascade,
                     target: 1.0,
@@ -251,6 +270,7 @@ mod tests {
                     frontier_points: 0,
                     familywise: true,
                     audit_width: 0.02,
+                    audits: Some(PathBuf::from("a.csv")),
                 },
             ),
         ];

@@ -1,14 +1,18 @@
 //! `routeval sample`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
-use crate::sample::{SAMPLE_OUTPUT, SampleOptions, sample};
+use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, sample};
+use crate::schema::{
+    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ReadOptions, audits_are_csv, audits_to_bytes,
+};
 
+use super::args::ColumnArgs;
 use super::print::println;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -22,12 +26,27 @@ pub enum StratifyArg {
 #[derive(Debug, Args)]
 pub struct SampleArgs {
     /// Request records (Parquet, CSV or JSON lines) with prompts or messages.
-    #[arg(long, value_name = "FILE")]
-    pub records: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "audit")]
+    pub records: Option<PathBuf>,
 
     /// Prompts to take from each slice.
-    #[arg(long, value_name = "N")]
-    pub per_slice: usize,
+    #[arg(long, value_name = "N", required_unless_present = "audit")]
+    pub per_slice: Option<usize>,
+
+    /// Draw N graded rows per slice for a human to audit instead: from
+    /// --results, stratified by score, each with its inclusion probability,
+    /// for `calibrate --audits`.
+    #[arg(long, value_name = "N", conflicts_with_all = ["records", "per_slice", "since", "rubric"], requires = "results")]
+    pub audit: Option<usize>,
+
+    /// With --audit: the graded results to draw from.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["records", "per_slice"])]
+    pub results: Option<PathBuf>,
+
+    /// With --audit: the results' score column (which the strata cut) and
+    /// slice column.
+    #[command(flatten)]
+    pub columns: ColumnArgs,
 
     /// Only records from this time on: RFC 3339 or epoch milliseconds.
     #[arg(long, value_name = "T")]
@@ -47,26 +66,63 @@ pub struct SampleArgs {
 
     /// The rubric of every sampled prompt; the default compares each tier's
     /// answer with the strongest tier's (the prompts have no reference).
-    #[arg(long, value_name = "NAME", default_value = "pairwise")]
-    pub rubric: String,
+    #[arg(long, value_name = "NAME")]
+    pub rubric: Option<String>,
 
-    /// The dataset to write (JSON lines), for `routeval run`.
+    /// The dataset to write (JSON lines), for `routeval run`; with --audit,
+    /// the audit set (JSON lines, or CSV when the name ends in .csv).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }
 
-pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
-    check_outputs(
-        &[Output::new(&args.out, "--out", &SAMPLE_OUTPUT)],
-        &[Named::new(&args.records, "--records")],
-    )?;
-    if args.per_slice == 0 {
-        bail!("--per-slice must be at least 1");
-    }
+/// What the command was asked to draw, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SampleRequest {
+    Prompts(SampleOptions),
+    Audits {
+        results: PathBuf,
+        read: ReadOptions,
+        options: AuditOptions,
+    },
+}
+
+/// Checks the flags and converts them to the stage's options.
+pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
     if args.strata == 0 || args.strata > 100 {
         bail!("--strata must be from 1 to 100, got {}", args.strata);
     }
-    if args.rubric.trim().is_empty() {
+    let strata = match args.stratify {
+        StratifyArg::Score => args.strata,
+        StratifyArg::None => 1,
+    };
+    if let (Some(size), Some(results)) = (args.audit, &args.results) {
+        if size == 0 {
+            bail!("--audit must be at least 1");
+        }
+        return Ok(SampleRequest::Audits {
+            results: results.clone(),
+            read: ReadOptions {
+                names: args.columns.names(),
+                carry_extra: false,
+                details: false,
+                score_optional: false,
+                carry_read_only: false,
+            },
+            options: AuditOptions {
+                size,
+                strata,
+                seed: args.seed,
+            },
+        });
+    }
+    let (Some(records), Some(per_slice)) = (&args.records, args.per_slice) else {
+        bail!("--records and --per-slice are needed, or --audit and --results");
+    };
+    if per_slice == 0 {
+        bail!("--per-slice must be at least 1");
+    }
+    let rubric = args.rubric.clone().unwrap_or_else(|| "pairwise".to_owned());
+    if rubric.trim().is_empty() {
         bail!("--rubric is empty");
     }
     let since_ms = args
@@ -77,23 +133,38 @@ pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
                 .map_err(|problem| anyhow::anyhow!("--since {problem}"))
         })
         .transpose()?;
-    let options = SampleOptions {
-        records: args.records.clone(),
-        per_slice: args.per_slice,
+    Ok(SampleRequest::Prompts(SampleOptions {
+        records: records.clone(),
+        per_slice,
         since_ms,
-        strata: match args.stratify {
-            StratifyArg::Score => args.strata,
-            StratifyArg::None => 1,
-        },
+        strata,
         seed: args.seed,
-        rubric: args.rubric.clone(),
-    };
-    let (prompts, summary) = sample(&options)?;
+        rubric,
+    }))
+}
+
+pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
+    match request(args)? {
+        SampleRequest::Prompts(options) => prompts(&options, &args.out),
+        SampleRequest::Audits {
+            results,
+            read,
+            options,
+        } => audits(&results, &read, options, &args.out),
+    }
+}
+
+fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<Outcome> {
+    check_outputs(
+        &[Output::new(out, "--out", &SAMPLE_OUTPUT)],
+        &[Named::new(&options.records, "--records")],
+    )?;
+    let (prompts, summary) = sample(options)?;
     if prompts.is_empty() {
         bail!(
             "{}: no records with a prompt to sample{}; nothing written",
-            args.records.display(),
-            if since_ms.is_some() {
+            options.records.display(),
+            if options.since_ms.is_some() {
                 " since --since"
             } else {
                 ""
@@ -105,8 +176,8 @@ pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
         text.push_str(&serde_json::to_string(prompt)?);
         text.push('\n');
     }
-    write_bytes_atomically(&args.out, text.as_bytes())
-        .with_context(|| format!("{}: cannot write (--out)", args.out.display()))?;
+    write_bytes_atomically(out, text.as_bytes())
+        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
     let taken: Vec<String> = summary
         .slices
         .iter()
@@ -121,7 +192,121 @@ pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
         summary.without_prompt,
         summary.too_old,
         summary.redactions,
-        args.out.display()
+        out.display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+fn audits(
+    results: &Path,
+    read: &ReadOptions,
+    options: AuditOptions,
+    out: &Path,
+) -> anyhow::Result<Outcome> {
+    let csv = audits_are_csv(out);
+    let kind = if csv {
+        &AUDITS_OUTPUT_CSV
+    } else {
+        &AUDITS_OUTPUT_LINES
+    };
+    check_outputs(
+        &[Output::new(out, "--out", kind)],
+        &[Named::new(results, "--results")],
+    )?;
+    let (rows, slices) = draw_audits(results, read, options)?;
+    write_bytes_atomically(out, &audits_to_bytes(&rows, csv))
+        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
+    let drawn: Vec<String> = slices
+        .iter()
+        .map(|(slice, (rows, drawn))| format!("{slice} {drawn} of {rows}"))
+        .collect();
+    println(&format!(
+        "drew {} rows to audit ({}) in {} score strata, seed {}; wrote {}: fill in audited_ok_small and audited_ok_large on every row, then pass it to routeval calibrate --audits",
+        rows.len(),
+        drawn.join(", "),
+        options.strata,
+        options.seed,
+        out.display()
+    ))?;
+    Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<SampleRequest> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Sample(args) = cli.command else {
+            panic!("{argv} is a sample command");
+        };
+        request(&args)
+    }
+
+    #[test]
+    fn flags_become_a_request() {
+        assert_eq!(
+            parse(
+                "routeval sample --records r.jsonl --per-slice 20 --strata 4 --seed 3 --out s.jsonl"
+            )
+            .unwrap(),
+            SampleRequest::Prompts(SampleOptions {
+                records: PathBuf::from("r.jsonl"),
+                per_slice: 20,
+                since_ms: None,
+                strata: 4,
+                seed: 3,
+                rubric: "pairwise".to_owned(),
+            })
+        );
+        let SampleRequest::Audits { results, read, options } = parse(
+            "routeval sample --audit 30 --results g.parquet --score-col p --stratify none --seed 8 --out a.csv",
+        )
+        .unwrap() else {
+            panic!("an audit request");
+        };
+        assert_eq!(results, PathBuf::from("g.parquet"));
+        assert_eq!(read.names.score, "p");
+        assert_eq!(
+            options,
+            AuditOptions {
+                size: 30,
+                strata: 1,
+                seed: 8
+            }
+        );
+    }
+
+    #[test]
+    fn the_two_draws_do_not_mix() {
+        for (argv, message) in [
+            ("routeval sample --audit 30 --out a.csv", "--results <FILE>"),
+            (
+                "routeval sample --audit 30 --results g.csv --records r.jsonl --out a.csv",
+                "cannot be used with",
+            ),
+            (
+                "routeval sample --results g.csv --records r.jsonl --per-slice 3 --out a.csv",
+                "cannot be used with",
+            ),
+            (
+                "routeval sample --results g.csv --out a.csv",
+                "--records <FILE>",
+            ),
+            (
+                "routeval sample --records r.jsonl --out s.jsonl",
+                "--per-slice <N>",
+            ),
+            (
+                "routeval sample --audit 0 --results g.csv --out a.csv",
+                "--audit must be at least 1",
+            ),
+        ] {
+            let error = parse(argv).unwrap_err().to_string();
+            assert!(error.contains(message), "{argv}: {error}");
+        }
+    }
 }

@@ -15,8 +15,10 @@ pub struct Observation {
     pub escalation_cost: i64,
     pub small_ok: bool,
     pub large_ok: bool,
-    /// A human's verdicts on the row's two answers, where audited.
+    /// A human's verdicts on the row's two answers, where audited, and the
+    /// weight the row's audit counts with: 1 / its inclusion probability.
     pub audit: Audit,
+    pub audit_weight: f32,
 }
 
 /// A human's verdicts on one row's small and large answers, packed: bit 0
@@ -38,23 +40,23 @@ impl Audit {
     }
 
     /// Human minus grader on the served answer: −1, 0 or 1.
-    fn error(self, served_large: bool, small_ok: bool, large_ok: bool) -> i64 {
+    fn error(self, served_large: bool, small_ok: bool, large_ok: bool) -> f64 {
         match self.verdicts() {
-            None => 0,
+            None => 0.0,
             Some((small, large)) => {
                 let (human, grader) = if served_large {
                     (large, large_ok)
                 } else {
                     (small, small_ok)
                 };
-                i64::from(human) - i64::from(grader)
+                f64::from(u8::from(human)) - f64::from(u8::from(grader))
             }
         }
     }
 }
 
 /// Sums over a slice's rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Totals {
     pub rows: u64,
     pub small_ok: u64,
@@ -68,12 +70,15 @@ pub struct Totals {
     /// Cost of the oracle, which escalates exactly the rows the small tier
     /// fails and the large tier gets right, and pays for no router.
     pub oracle_cost: i128,
-    /// Rows with a human's verdicts.
+    /// Rows with a human's verdicts, and the sums of their weights and
+    /// squared weights.
     pub audited: u64,
-    /// Over the audited rows with nothing escalated: the sum of human minus
-    /// grader on the served answer, and of its absolute value.
-    pub audit_error: i64,
-    pub audit_disagreements: u64,
+    pub audit_weight: f64,
+    pub audit_weight_squared: f64,
+    /// Over the audited rows with nothing escalated, weighted: the sum of
+    /// human minus grader on the served answer, and of its absolute value.
+    pub audit_error: f64,
+    pub audit_disagreements: f64,
 }
 
 /// The rows of one slice (or of its held-out part) under one policy.
@@ -85,11 +90,13 @@ pub struct SliceObservations {
 
 impl SliceObservations {
     pub fn push(&mut self, policy: Policy, row: &GradedRow) {
-        self.push_audited(policy, row, Audit::NONE);
+        self.push_audited(policy, row, Audit::NONE, 1.0);
     }
 
-    /// [`SliceObservations::push`] with a human's verdicts on the row.
-    pub fn push_audited(&mut self, policy: Policy, row: &GradedRow, audit: Audit) {
+    /// [`SliceObservations::push`] with a human's verdicts on the row,
+    /// counted with `weight` (1 / the row's inclusion probability in the
+    /// audit, or 1 where the draw is not recorded).
+    pub fn push_audited(&mut self, policy: Policy, row: &GradedRow, audit: Audit, weight: f32) {
         let priced = Priced::of(row);
         let (cost_small, cost_large) = (priced.small, priced.large);
         let base = serve_priced(policy, row, &priced, false).cost;
@@ -109,10 +116,15 @@ impl SliceObservations {
             cost_small
         });
         if audit.verdicts().is_some() {
-            let error = audit.error(false, row.small_ok, row.large_ok);
+            let (error, weight) = (
+                audit.error(false, row.small_ok, row.large_ok),
+                f64::from(weight),
+            );
             totals.audited += 1;
-            totals.audit_error += error;
-            totals.audit_disagreements += error.unsigned_abs();
+            totals.audit_weight += weight;
+            totals.audit_weight_squared += weight * weight;
+            totals.audit_error += weight * error;
+            totals.audit_disagreements += weight * error.abs();
         }
         self.rows.push(Observation {
             // Adding zero folds -0.0 into 0.0, which `>=` treats as equal.
@@ -121,6 +133,7 @@ impl SliceObservations {
             small_ok: row.small_ok,
             large_ok: row.large_ok,
             audit,
+            audit_weight: weight,
         });
     }
 
@@ -141,6 +154,8 @@ impl SliceObservations {
         totals.policy_base += more.policy_base;
         totals.oracle_cost += more.oracle_cost;
         totals.audited += more.audited;
+        totals.audit_weight += more.audit_weight;
+        totals.audit_weight_squared += more.audit_weight_squared;
         totals.audit_error += more.audit_error;
         totals.audit_disagreements += more.audit_disagreements;
     }
@@ -174,10 +189,10 @@ pub struct Candidate {
     pub successes: u64,
     /// Total cost in picodollars.
     pub cost: i128,
-    /// Over the audited rows: the sum of human minus grader on the served
-    /// answer, and the number of rows where they disagree.
-    pub audit_error: i64,
-    pub audit_disagreements: u64,
+    /// Over the audited rows, weighted: the sum of human minus grader on the
+    /// served answer, and of the rows where they disagree.
+    pub audit_error: f64,
+    pub audit_disagreements: f64,
 }
 
 impl Candidate {
@@ -212,8 +227,11 @@ impl Candidate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     pub rows: u64,
-    /// Rows with a human's verdicts.
+    /// Rows with a human's verdicts, and the sums of their weights and
+    /// squared weights.
     pub audited: u64,
+    pub audit_weight: f64,
+    pub audit_weight_squared: f64,
     pub candidates: Vec<Candidate>,
 }
 
@@ -241,11 +259,11 @@ impl Curve {
                     current.successes + u64::from(row.large_ok) - u64::from(row.small_ok);
                 current.cost += i128::from(row.escalation_cost);
                 if row.audit.verdicts().is_some() {
+                    let weight = f64::from(row.audit_weight);
                     let before = row.audit.error(false, row.small_ok, row.large_ok);
                     let after = row.audit.error(true, row.small_ok, row.large_ok);
-                    current.audit_error += after - before;
-                    current.audit_disagreements =
-                        current.audit_disagreements + after.unsigned_abs() - before.unsigned_abs();
+                    current.audit_error += weight * (after - before);
+                    current.audit_disagreements += weight * (after.abs() - before.abs());
                 }
             }
             current.threshold = group[0].score;
@@ -255,6 +273,8 @@ impl Curve {
         Curve {
             rows: totals.rows,
             audited: totals.audited,
+            audit_weight: totals.audit_weight,
+            audit_weight_squared: totals.audit_weight_squared,
             candidates,
         }
     }
@@ -266,6 +286,8 @@ impl Curve {
             rows: self.rows,
             graded_ok: candidate.successes,
             audited: self.audited,
+            weight: self.audit_weight,
+            weight_squared: self.audit_weight_squared,
             error_sum: candidate.audit_error,
             disagreements: candidate.audit_disagreements,
         }

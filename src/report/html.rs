@@ -744,6 +744,8 @@ fn threshold_charts(
     let finite = Curve {
         rows: curve.rows,
         audited: curve.audited,
+        audit_weight: curve.audit_weight,
+        audit_weight_squared: curve.audit_weight_squared,
         candidates: curve
             .candidates
             .iter()

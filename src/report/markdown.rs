@@ -110,7 +110,7 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         if !audits.is_empty() {
             out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
             let _ = writeln!(out, "| {} |", crate::schema::AUDIT_HEADER.join(" | "));
-            out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+            out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
             for mut row in audits {
                 row[0] = text(&row[0]);
                 let _ = writeln!(out, "| {} |", row.join(" | "));

@@ -31,11 +31,7 @@ pub fn small_failure_only(prompts: &[LabelledPrompt]) -> Vec<LabelledPrompt> {
 /// reordering the file, and the same question asked under several ids lands
 /// in one fold (otherwise its copies would teach the model its label).
 pub fn fold_of(prompt: &str, folds: usize) -> usize {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for byte in prompt.bytes() {
-        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash % folds as u64) as usize
+    (crate::stats::random::fnv1a(prompt.as_bytes()) % folds as u64) as usize
 }
 
 /// Cross-fitted scores in input order, and the model trained on every row

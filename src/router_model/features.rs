@@ -3,6 +3,8 @@
 //! hash is FNV-1a, fixed, so a trained router scores the same on every
 //! machine and release.
 
+use crate::stats::random::fnv1a_parts;
+
 /// The featurisation's name and version, which a signed config pins beside
 /// the router file: a change to how prompts become features is a new
 /// version, and a config pinned to the old one is refused.
@@ -12,18 +14,6 @@ pub const FEATURES_VERSION: &str =
 /// log2 of the number of hashed feature buckets.
 pub const BUCKET_BITS: u32 = 20;
 pub const BUCKETS: usize = 1 << BUCKET_BITS;
-
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for part in parts {
-        for &byte in *part {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        // Separates the parts, so ("ab", "c") and ("a", "bc") differ.
-        hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
 
 fn bucket(hash: u64) -> u32 {
     (hash >> (64 - BUCKET_BITS)) as u32
@@ -45,9 +35,13 @@ pub fn featurise(prompt: &str, slice: &str) -> Features {
         .collect();
     let mut hashed: Vec<u32> = Vec::with_capacity(words.len() * 2);
     for (index, word) in words.iter().enumerate() {
-        hashed.push(bucket(fnv1a(&[b"w", word.as_bytes()])));
+        hashed.push(bucket(fnv1a_parts(&[b"w", word.as_bytes()])));
         if let Some(next) = words.get(index + 1) {
-            hashed.push(bucket(fnv1a(&[b"b", word.as_bytes(), next.as_bytes()])));
+            hashed.push(bucket(fnv1a_parts(&[
+                b"b",
+                word.as_bytes(),
+                next.as_bytes(),
+            ])));
         }
     }
     hashed.sort_unstable();
@@ -67,7 +61,7 @@ pub fn featurise(prompt: &str, slice: &str) -> Features {
             *value /= norm;
         }
     }
-    let slice_bucket = bucket(fnv1a(&[b"s", slice.as_bytes()]));
+    let slice_bucket = bucket(fnv1a_parts(&[b"s", slice.as_bytes()]));
     match features.indices.binary_search(&slice_bucket) {
         Ok(position) => features.values[position] += 1.0,
         Err(position) => {
@@ -86,7 +80,7 @@ mod tests {
     fn text_features_are_normalised_and_the_slice_is_added() {
         let features = featurise("The cat sat. The cat!", "pets");
         assert!(features.indices.windows(2).all(|pair| pair[0] < pair[1]));
-        let slice_bucket = bucket(fnv1a(&[b"s", b"pets"]));
+        let slice_bucket = bucket(fnv1a_parts(&[b"s", b"pets"]));
         let text_norm: f32 = features
             .indices
             .iter()

@@ -10,6 +10,13 @@
 //! quantiles, the second keeps, per slice and stratum, the records with the
 //! smallest draws; memory grows with slices × strata × `--per-slice`, not
 //! with the records.
+//!
+//! With `--audit N` it draws instead the graded rows a human should audit
+//! (`audit`).
+
+mod audit;
+
+pub use audit::{AuditOptions, draw_audits};
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
@@ -22,7 +29,7 @@ use serde::Serialize;
 use crate::records::{FieldNames, Record, for_each_record};
 use crate::schema::InputError;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SampleOptions {
     pub records: PathBuf,
     pub per_slice: usize,

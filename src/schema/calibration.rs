@@ -8,11 +8,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub use super::policy::Policy;
 use crate::stats::random::{splitmix64, unit_of};
 
-/// Version 4 added `tiers` and per-slice `tiered` for calibrations of more
+/// Version 6 added `draw` to a slice's `audit`; version 5 the held-out
+/// quality's interval and verdict; version 4 added `tiers` and per-slice `tiered` for calibrations of more
 /// than two tiers (absent for two); version 3 added `guarantee` and
 /// `slice_confidence`; versions 1 and 2 read as per-slice guarantees at
 /// `confidence`.
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 5;
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 6;
 
 /// What `calibrate --out` writes, and so the only file it replaces.
 pub const CALIBRATION_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -55,10 +56,7 @@ impl Holdout {
     /// fixed function (FNV-1a, then the SplitMix64 finaliser) so it is the
     /// same on every machine and in every release.
     pub fn holds_out(&self, id: &str) -> bool {
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in id.bytes() {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
+        let hash = crate::stats::random::fnv1a(id.as_bytes());
         unit_of(splitmix64(hash ^ splitmix64(self.seed))) < self.fraction
     }
 }
@@ -230,6 +228,10 @@ pub struct TieredPoint {
 pub struct AuditSummary {
     /// Rows with both answers audited.
     pub rows: u64,
+    /// How the audited rows were chosen: what the correction's guarantee
+    /// rests on. Documents before version 6 had no draw to record.
+    #[serde(default)]
+    pub draw: AuditDraw,
     /// Share of audited answers (both tiers) where grader and human agree.
     pub agreement: f64,
     /// Of the answers the human rejected, the share the grader accepted.
@@ -247,6 +249,21 @@ pub struct AuditSummary {
     /// `half_width` of the estimate; null when the grader's share alone is
     /// wider, or there is no chosen threshold.
     pub rows_for_half_width: Option<u64>,
+}
+
+/// How a slice's audited rows were chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditDraw {
+    /// Drawn by `routeval sample --audit`, and the draw made again from the
+    /// results matched (`calibrate --audits`): the audits are the random
+    /// sample the correction assumes, with known inclusion probabilities.
+    Recorded,
+    /// Verdicts in the results' own columns, with no record of how the rows
+    /// were chosen: the correction assumes a uniform random sample, and
+    /// nothing checked it.
+    #[default]
+    Unrecorded,
 }
 
 /// Policies that need no threshold, for comparison.
@@ -433,9 +450,10 @@ impl<'de> Deserialize<'de> for Threshold {
 }
 
 /// The columns of the audit table, every rendering's.
-pub const AUDIT_HEADER: [&str; 8] = [
+pub const AUDIT_HEADER: [&str; 9] = [
     "slice",
     "audited",
+    "draw",
     "agreement",
     "grader false accepts",
     "grader false rejects",
@@ -457,6 +475,11 @@ pub fn audit_rows(document: &CalibrationDocument) -> Vec<Vec<String>> {
             Some(vec![
                 slice.slice.clone(),
                 audit.rows.to_string(),
+                match audit.draw {
+                    AuditDraw::Recorded => "recorded",
+                    AuditDraw::Unrecorded => "unrecorded",
+                }
+                .to_owned(),
                 percent(Some(audit.agreement)),
                 percent(audit.grader_false_accept),
                 percent(audit.grader_false_reject),

@@ -9,6 +9,7 @@
 //! cost or a duplicate id. `docs/schema.md` documents the same columns, and a
 //! test holds the two together.
 
+mod audits;
 pub mod calibration;
 mod call_tier;
 mod dataset;
@@ -35,11 +36,15 @@ mod scores;
 mod tiered;
 mod write;
 
+pub use audits::{
+    AUDIT_COLUMNS, AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, AUDITS_SCHEMA_VERSION, AuditRow,
+    audits_are_csv, audits_to_bytes, read_audits,
+};
 pub use calibration::{
-    AUDIT_HEADER, AuditSummary, Baselines, CALIBRATION_OUTPUT, CALIBRATION_SCHEMA_VERSION,
-    CalibrationDocument, FrontierPoint, GLOBAL_SLICE, Guarantee, Holdout, HoldoutResult,
-    HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold, TieredChoice,
-    TieredPoint, audit_rows,
+    AUDIT_HEADER, AuditDraw, AuditSummary, Baselines, CALIBRATION_OUTPUT,
+    CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, GLOBAL_SLICE, Guarantee,
+    Holdout, HoldoutResult, HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold,
+    TieredChoice, TieredPoint, audit_rows,
 };
 pub use call_tier::CallTier;
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};

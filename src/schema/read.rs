@@ -80,7 +80,7 @@ impl ColumnNames {
 }
 
 /// What to read besides the columns every stage needs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     pub names: ColumnNames,
     /// Keep columns routeval does not know, so they can be written back out.

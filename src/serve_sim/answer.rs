@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::schema::{DatasetRow, Role};
-use crate::stats::random::{finalise, unit_of};
+use crate::stats::random::{finalise, fnv1a_parts, unit_of};
 
 /// A simulated model: its name, the version it reports, and its skill.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,15 +132,8 @@ impl Knowledge {
 }
 
 fn unit(parts: &[&[u8]]) -> f64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for part in parts {
-        for &byte in *part {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        hash = (hash ^ 0xff).wrapping_mul(0x0100_0000_01b3);
-    }
     // SplitMix64's finaliser spreads FNV's low-entropy high bits.
-    unit_of(finalise(hash))
+    unit_of(finalise(fnv1a_parts(parts)))
 }
 
 /// A wrong answer shaped like the reference, so its rubric fails it.

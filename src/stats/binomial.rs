@@ -84,11 +84,18 @@ pub fn clopper_pearson_lower(successes: u64, n: u64, delta: f64) -> f64 {
         successes <= n && n > 0,
         "successes {successes} of {n} trials"
     );
-    if successes == 0 {
+    clopper_pearson_lower_real(successes as f64, n as f64, delta)
+}
+
+/// [`clopper_pearson_lower`] at a weighted sample's effective size and
+/// count, which need not be whole: the same Beta quantile.
+pub fn clopper_pearson_lower_real(successes: f64, n: f64, delta: f64) -> f64 {
+    let successes = successes.clamp(0.0, n);
+    if successes <= 0.0 {
         return 0.0;
     }
-    let a = successes as f64;
-    let b = (n - successes) as f64 + 1.0;
+    let a = successes;
+    let b = n - successes + 1.0;
     let (mut low, mut high) = (0.0f64, 1.0f64);
     // The regularised incomplete beta function rises with p; 100 halvings take
     // the bracket below f64 resolution.

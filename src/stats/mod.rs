@@ -10,10 +10,11 @@ mod percentile;
 mod ppi;
 pub mod random;
 mod shift;
+mod stratified;
 
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
-    max_certifiable_failures, min_rows_to_certify,
+    clopper_pearson_lower_real, max_certifiable_failures, min_rows_to_certify,
 };
 pub use multiplicity::{alarms, benjamini_hochberg, holm};
 pub use paired::{
@@ -27,3 +28,4 @@ pub use shift::{
     PsiTest, homogeneity_p_value, kolmogorov_tail, ks_two_sample, psi, psi_null, psi_of_bins,
     psi_test, two_proportion_z, wilson,
 };
+pub use stratified::{StratifiedDraw, draw_stratified};

@@ -17,6 +17,28 @@ pub fn splitmix64(state: u64) -> u64 {
     finalise(state.wrapping_add(GOLDEN_GAMMA))
 }
 
+/// FNV-1a of `bytes`: a fixed hash of a text, the same on every machine and
+/// in every release (std's and foldhash's hashers promise neither).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// FNV-1a of several texts, each followed by a separator byte, so ("ab",
+/// "c") and ("a", "bc") differ.
+pub fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
+    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, part| {
+        (fnv1a_continue(hash, part) ^ 0xff).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn fnv1a_continue(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// A uniform number in [0, 1) from the top 53 bits of `bits`.
 pub fn unit_of(bits: u64) -> f64 {
     (bits >> 11) as f64 / (1u64 << 53) as f64

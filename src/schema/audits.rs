@@ -1,0 +1,311 @@
+//! The audit set (`routeval sample --audit N --out FILE`, read by
+//! `calibrate --audits FILE`): the graded rows drawn for a human to audit,
+//! each with the draw that chose it and its inclusion probability, and the
+//! two verdicts the human fills in. JSON lines, or CSV for a spreadsheet.
+//! The draw itself is `stats::draw_stratified`; this is its file.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{InputError, RowLocation};
+
+pub const AUDITS_SCHEMA_VERSION: u32 = 1;
+
+/// The columns, in the CSV's order.
+pub const AUDIT_COLUMNS: [&str; 13] = [
+    "audit_schema_version",
+    "id",
+    "slice",
+    "score",
+    "score_column",
+    "seed",
+    "strata",
+    "size",
+    "slice_rows",
+    "stratum",
+    "inclusion_probability",
+    "audited_ok_small",
+    "audited_ok_large",
+];
+
+pub const AUDITS_OUTPUT_LINES: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "an audit set",
+    crate::atomic::Replaces::Lines(&["audit_schema_version", "id", "inclusion_probability"]),
+);
+
+pub const AUDITS_OUTPUT_CSV: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "an audit set",
+    crate::atomic::Replaces::Prefix(b"audit_schema_version,id,"),
+);
+
+/// One drawn row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub audit_schema_version: u32,
+    pub id: String,
+    pub slice: String,
+    pub score: f64,
+    /// The results' column the draw stratified on.
+    pub score_column: String,
+    /// The draw: its seed, strata and rows per slice.
+    pub seed: u64,
+    pub strata: u32,
+    pub size: u64,
+    /// The slice's rows in the results the draw was made from.
+    pub slice_rows: u64,
+    /// The row's score stratum, 0 the lowest.
+    pub stratum: u32,
+    pub inclusion_probability: f64,
+    /// The human's verdicts on the small and large tiers' answers; empty
+    /// until audited.
+    pub audited_ok_small: Option<bool>,
+    pub audited_ok_large: Option<bool>,
+}
+
+/// Whether `path` names a CSV audit set (else JSON lines).
+pub fn audits_are_csv(path: &Path) -> bool {
+    path.extension()
+        .and_then(|extension| extension.to_str())
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("csv"))
+}
+
+/// The audit set as the bytes of its file.
+pub fn audits_to_bytes(rows: &[AuditRow], csv: bool) -> Vec<u8> {
+    if !csv {
+        let mut text = String::new();
+        for row in rows {
+            text.push_str(&serde_json::to_string(row).expect("an audit row serialises"));
+            text.push('\n');
+        }
+        return text.into_bytes();
+    }
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer
+        .write_record(AUDIT_COLUMNS)
+        .expect("writing to memory");
+    let verdict = |value: Option<bool>| value.map_or_else(String::new, |value| value.to_string());
+    for row in rows {
+        writer
+            .write_record([
+                row.audit_schema_version.to_string(),
+                row.id.clone(),
+                row.slice.clone(),
+                row.score.to_string(),
+                row.score_column.clone(),
+                row.seed.to_string(),
+                row.strata.to_string(),
+                row.size.to_string(),
+                row.slice_rows.to_string(),
+                row.stratum.to_string(),
+                row.inclusion_probability.to_string(),
+                verdict(row.audited_ok_small),
+                verdict(row.audited_ok_large),
+            ])
+            .expect("writing to memory");
+    }
+    writer.into_inner().expect("writing to memory")
+}
+
+/// Reads an audit set, each row with its 1-based line. Columns other than
+/// [`AUDIT_COLUMNS`] (a reviewer's notes) are ignored.
+pub fn read_audits(path: &Path) -> Result<Vec<(u64, AuditRow)>, InputError> {
+    let unreadable = |error: &dyn std::fmt::Display| InputError::Unreadable {
+        path: path.to_owned(),
+        message: error.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(|error| unreadable(&error))?;
+    let rows = if audits_are_csv(path) {
+        read_csv(path, file)?
+    } else {
+        let mut rows = Vec::new();
+        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|error| unreadable(&error))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let number = index as u64 + 1;
+            let row: AuditRow =
+                serde_json::from_str(&line).map_err(|error| InputError::Malformed {
+                    path: path.to_owned(),
+                    location: RowLocation::Line(number),
+                    problem: format!("not an audit row: {error}"),
+                })?;
+            rows.push((number, row));
+        }
+        rows
+    };
+    if rows.is_empty() {
+        return Err(InputError::Empty {
+            path: path.to_owned(),
+            nothing: "the audit set has no rows",
+        });
+    }
+    for (line, row) in &rows {
+        if row.audit_schema_version != AUDITS_SCHEMA_VERSION {
+            return Err(invalid(
+                path,
+                *line,
+                "audit_schema_version",
+                format!(
+                    "{} is not one this routeval reads ({AUDITS_SCHEMA_VERSION}); use the routeval that drew it",
+                    row.audit_schema_version
+                ),
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+fn invalid(path: &Path, line: u64, field: &str, problem: String) -> InputError {
+    InputError::Invalid {
+        path: path.to_owned(),
+        location: RowLocation::Line(line),
+        field: field.to_owned(),
+        problem,
+    }
+}
+
+fn read_csv(path: &Path, file: std::fs::File) -> Result<Vec<(u64, AuditRow)>, InputError> {
+    let path_buf: PathBuf = path.to_owned();
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(file);
+    let headers = reader
+        .headers()
+        .map_err(|error| InputError::Unreadable {
+            path: path_buf.clone(),
+            message: error.to_string(),
+        })?
+        .clone();
+    let mut places = [0usize; AUDIT_COLUMNS.len()];
+    for (place, column) in places.iter_mut().zip(AUDIT_COLUMNS) {
+        *place = headers
+            .iter()
+            .position(|header| header.trim() == column)
+            .ok_or_else(|| invalid(path, 1, column, "the column is missing".to_owned()))?;
+    }
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|error| InputError::Malformed {
+            path: path_buf.clone(),
+            location: RowLocation::Line(error.position().map_or(0, csv::Position::line)),
+            problem: error.to_string(),
+        })?;
+        let line = record.position().map_or(0, csv::Position::line);
+        let text = |column: usize| record.get(places[column]).unwrap_or("").trim();
+        let number = |column: usize| -> Result<f64, InputError> {
+            text(column).parse::<f64>().map_err(|_| {
+                invalid(
+                    path,
+                    line,
+                    AUDIT_COLUMNS[column],
+                    format!("{:?} is not a number", text(column)),
+                )
+            })
+        };
+        let whole = |column: usize| -> Result<u64, InputError> {
+            text(column).parse::<u64>().map_err(|_| {
+                invalid(
+                    path,
+                    line,
+                    AUDIT_COLUMNS[column],
+                    format!("{:?} is not a whole number", text(column)),
+                )
+            })
+        };
+        let verdict = |column: usize| -> Result<Option<bool>, InputError> {
+            match text(column).to_ascii_lowercase().as_str() {
+                "" => Ok(None),
+                "true" | "1" => Ok(Some(true)),
+                "false" | "0" => Ok(Some(false)),
+                other => Err(invalid(
+                    path,
+                    line,
+                    AUDIT_COLUMNS[column],
+                    format!("{other:?} is not a verdict: true or false (or 1 or 0)"),
+                )),
+            }
+        };
+        let small_verdict = verdict(11)?;
+        let large_verdict = verdict(12)?;
+        rows.push((
+            line,
+            AuditRow {
+                audit_schema_version: whole(0)? as u32,
+                id: text(1).to_owned(),
+                slice: text(2).to_owned(),
+                score: number(3)?,
+                score_column: text(4).to_owned(),
+                seed: whole(5)?,
+                strata: whole(6)? as u32,
+                size: whole(7)?,
+                slice_rows: whole(8)?,
+                stratum: whole(9)? as u32,
+                inclusion_probability: number(10)?,
+                audited_ok_small: small_verdict,
+                audited_ok_large: large_verdict,
+            },
+        ));
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, verdicts: (Option<bool>, Option<bool>)) -> AuditRow {
+        AuditRow {
+            audit_schema_version: AUDITS_SCHEMA_VERSION,
+            id: id.to_owned(),
+            slice: "billing, eu".to_owned(),
+            score: 0.125,
+            score_column: "score".to_owned(),
+            seed: 7,
+            strata: 10,
+            size: 30,
+            slice_rows: 2_000,
+            stratum: 3,
+            inclusion_probability: 0.015,
+            audited_ok_small: verdicts.0,
+            audited_ok_large: verdicts.1,
+        }
+    }
+
+    #[test]
+    fn both_formats_read_back_what_was_written() {
+        let directory = tempfile::tempdir().unwrap();
+        let rows = vec![
+            row("a", (None, None)),
+            row("b\"1", (Some(true), Some(false))),
+        ];
+        for name in ["audits.jsonl", "audits.csv"] {
+            let path = directory.path().join(name);
+            std::fs::write(&path, audits_to_bytes(&rows, audits_are_csv(&path))).unwrap();
+            let read: Vec<AuditRow> = read_audits(&path)
+                .unwrap()
+                .into_iter()
+                .map(|(_, row)| row)
+                .collect();
+            assert_eq!(read, rows, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_spreadsheet_verdict_that_is_not_one_is_named_with_its_line() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("audits.csv");
+        let mut text = String::from_utf8(audits_to_bytes(
+            &[row("a", (None, None)), row("b", (None, None))],
+            true,
+        ))
+        .unwrap();
+        text = text.replacen(",,\n", ",yes,no\n", 2);
+        std::fs::write(&path, text).unwrap();
+        let message = read_audits(&path).unwrap_err().to_string();
+        assert!(
+            message.ends_with("audits.csv: line 2, field \"audited_ok_small\": \"yes\" is not a verdict: true or false (or 1 or 0)"),
+            "{message}"
+        );
+    }
+}
