@@ -79,7 +79,7 @@ fn the_brown_out_costs_26_3_s_with_the_breaker_and_111_5_s_without() {
         "900".as_ref(),
     ];
     let document = fallback_document(&flags);
-    assert_eq!(document.schema_version, 2);
+    assert_eq!(document.schema_version, 3);
     assert_eq!(document.records.rows, 20);
     let policy = |name: &str| {
         document
@@ -700,7 +700,7 @@ fn the_breaker_search_keeps_within_the_retry_budget_and_the_fallbacks_rpm() {
     };
     let loose = search("0.5", &directory.path().join("loose.toml"));
     let calibration = loose.calibration.as_ref().unwrap();
-    assert_eq!(loose.schema_version, 2);
+    assert_eq!(loose.schema_version, 3);
     assert_eq!(calibration.retry_budget, Some(0.5));
     assert_eq!(calibration.fallback_capacity_per_s, Some(10.0));
     let loose_choice = calibration.chosen.clone().unwrap();

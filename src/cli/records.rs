@@ -25,6 +25,9 @@ pub enum RecordsCommand {
 pub enum RecordsFormatArg {
     /// Rows of LiteLLM's LiteLLM_SpendLogs table (JSON lines or CSV).
     Litellm,
+    /// LiteLLM's StandardLoggingPayload, one per call and attempt, as its
+    /// S3, GCS and generic-API loggers write it (JSON lines).
+    LitellmStandard,
     /// One `{"request": ..., "response": ...}` object per line.
     OpenaiLog,
     /// The records' own fields, renamed by --map.
@@ -77,6 +80,7 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<Outcome> {
 fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     let format = match args.from {
         RecordsFormatArg::Litellm => ImportFormat::Litellm,
+        RecordsFormatArg::LitellmStandard => ImportFormat::LitellmStandard,
         RecordsFormatArg::OpenaiLog => ImportFormat::OpenaiLog,
         RecordsFormatArg::Generic => ImportFormat::Generic,
         RecordsFormatArg::Run => ImportFormat::Run,
@@ -84,8 +88,15 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
     if args.map.is_some() && format != ImportFormat::Generic {
         anyhow::bail!("--map renames the fields of --from generic only");
     }
-    if args.config.is_some() && format != ImportFormat::Litellm {
-        anyhow::bail!("--config maps LiteLLM deployment ids: it is for --from litellm only");
+    if args.config.is_some()
+        && !matches!(
+            format,
+            ImportFormat::Litellm | ImportFormat::LitellmStandard
+        )
+    {
+        anyhow::bail!(
+            "--config maps LiteLLM deployment ids: it is for --from litellm and litellm-standard only"
+        );
     }
     let deployments = args
         .config
@@ -95,13 +106,24 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
                 .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
             let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
                 .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+            let table = &config.table;
             Ok(Deployments {
-                logical_model: config.table.logical_model.clone(),
-                routes: config
-                    .table
+                logical_model: table.logical_model.clone(),
+                routes: table
                     .routes
                     .iter()
                     .map(|route| route.name.clone())
+                    .collect(),
+                logical_route: match &table.policy {
+                    crate::routes::ResolvedPolicy::Single { route } => Some(route.clone()),
+                    _ => None,
+                },
+                config_version: config.version,
+                config_sha256: crate::digest::sha256_hex(&bytes),
+                fallbacks: table
+                    .fallbacks
+                    .iter()
+                    .map(|fallback| (fallback.route.clone(), fallback.to.clone()))
                     .collect(),
             })
         })
@@ -135,9 +157,23 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
             error.context(format!("{}: cannot write (--out)", args.out.display()))
         }
     })?;
-    let folded = match imported.folded_attempts {
-        0 => String::new(),
-        attempts => format!(" ({attempts} billed retry attempts folded into their requests)"),
+    let mut notes = Vec::new();
+    if imported.folded_attempts > 0 {
+        notes.push(format!(
+            "{} billed retry attempts folded into their requests",
+            imported.folded_attempts
+        ));
+    }
+    if imported.kept_attempts > 0 {
+        notes.push(format!(
+            "{} attempts abandoned by requests that fell back, kept as records on the route they left",
+            imported.kept_attempts
+        ));
+    }
+    let folded = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
     };
     println(&format!(
         "imported {} request records{folded}: {}",

@@ -1,5 +1,5 @@
-//! What teams already log, as request records: LiteLLM's spend-log rows,
-//! OpenAI-style request/response log lines, any table of the records'
+//! What teams already log, as request records: LiteLLM's logs (its own
+//! module), OpenAI-style request/response log lines, any table of the records'
 //! fields under other names (`--map`), and a routeval run's responses.
 
 use std::borrow::Cow;
@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::from_litellm::{BilledAttempts, Deployments, spend_row, standard_records};
 use super::read::{FieldNames, Record, check_values, for_each_record, parse_timestamp};
-use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
+use super::schema::{ATTEMPT_ID_SUFFIX, RECORD_COLUMNS};
 use super::write::RecordsWriter;
 use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
@@ -19,6 +20,9 @@ use crate::schema::{Format, RowLocation};
 pub enum ImportFormat {
     /// Rows of LiteLLM's `LiteLLM_SpendLogs` table (JSON lines or CSV).
     Litellm,
+    /// LiteLLM's StandardLoggingPayload, one per call and attempt (JSON
+    /// lines).
+    LitellmStandard,
     /// `{"request": {model, messages}, "response": {id, model, usage, choices}}`
     /// per line.
     OpenaiLog,
@@ -45,26 +49,6 @@ pub struct ImportOptions {
     pub deployments: Option<Deployments>,
 }
 
-/// What an export's deployment ids stand for: `<logical model>/<route>` and
-/// `<logical model>#<route>` are the route, under the logical model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deployments {
-    pub logical_model: String,
-    pub routes: Vec<String>,
-}
-
-impl Deployments {
-    /// The route a deployment id or group names, if it is one of ours.
-    fn route_of<'a>(&'a self, name: &str) -> Option<&'a str> {
-        let rest = name.strip_prefix(self.logical_model.as_str())?;
-        let route = rest.strip_prefix('/').or_else(|| rest.strip_prefix('#'))?;
-        self.routes
-            .iter()
-            .map(String::as_str)
-            .find(|known| *known == route)
-    }
-}
-
 /// What an import wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Imported {
@@ -72,12 +56,34 @@ pub struct Imported {
     /// LiteLLM's billed retry attempts (`ID-attempt-N`), folded into their
     /// request: their spend added to its cost, no record of their own.
     pub folded_attempts: u64,
+    /// Spend rows: attempts a request abandoned when it fell back, kept as
+    /// records of their own (`ID-attempt-1`, on the route it left).
+    pub kept_attempts: u64,
+}
+
+/// The checks every reader makes, on what an importer made.
+fn check_record(path: &Path, location: RowLocation, record: &Record<'_>) -> Result<(), InputError> {
+    check_values(record).map_err(|(index, problem)| InputError::Invalid {
+        path: path.to_owned(),
+        location,
+        field: RECORD_COLUMNS[index].name.to_owned(),
+        problem,
+    })
+}
+
+impl ImportOptions {
+    fn slice_field(&self) -> String {
+        self.slice_field
+            .clone()
+            .unwrap_or_else(|| self.format.default_slice_field().to_owned())
+    }
 }
 
 impl ImportFormat {
     fn default_slice_field(self) -> &'static str {
         match self {
             ImportFormat::Litellm => "team_id",
+            ImportFormat::LitellmStandard => "metadata.user_api_key_team_id",
             ImportFormat::OpenaiLog => "request.user",
             ImportFormat::Generic | ImportFormat::Run => "slice",
         }
@@ -91,6 +97,7 @@ pub fn import_records<W: std::io::Write + Send>(
     sink: W,
 ) -> anyhow::Result<Imported> {
     let mut folded_attempts = 0;
+    let mut kept_attempts = 0;
     let mut writer = RecordsWriter::new(sink)?;
     let path = &options.input;
     match options.format {
@@ -114,14 +121,34 @@ pub fn import_records<W: std::io::Write + Send>(
                     })
             })?;
         }
+        ImportFormat::LitellmStandard => {
+            let slice_field = options.slice_field();
+            let mut ids = UniqueIds::default();
+            standard_records(
+                path,
+                &slice_field,
+                options.deployments.as_ref(),
+                |location, record| {
+                    check_record(path, location, &record)?;
+                    ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
+                    kept_attempts += u64::from(
+                        record
+                            .reason
+                            .as_deref()
+                            .is_some_and(|reason| reason.starts_with("abandoned:")),
+                    );
+                    writer.push(record).map_err(|error| InputError::Unreadable {
+                        path: path.clone(),
+                        message: error.to_string(),
+                    })
+                },
+            )?;
+        }
         ImportFormat::Litellm | ImportFormat::OpenaiLog => {
-            let slice_field = options
-                .slice_field
-                .clone()
-                .unwrap_or_else(|| options.format.default_slice_field().to_owned());
+            let slice_field = options.slice_field();
             let litellm_format = options.format == ImportFormat::Litellm;
             let attempts = if litellm_format {
-                billed_attempts(path)?
+                BilledAttempts::of_file(path)?
             } else {
                 BilledAttempts::default()
             };
@@ -134,30 +161,33 @@ pub fn import_records<W: std::io::Write + Send>(
                 }
                 let converted = match options.format {
                     ImportFormat::Litellm => {
-                        litellm(object, &slice_field, options.deployments.as_ref())
+                        spend_row(object, &slice_field, options.deployments.as_ref())
                     }
-                    _ => openai_log(object, &slice_field),
+                    _ => openai_log(object, &slice_field).map(|record| (record, None)),
                 };
-                let invalid = |(field, problem): (String, String)| InputError::Invalid {
-                    path: path.clone(),
-                    location,
-                    field,
-                    problem,
-                };
-                let mut record = converted.map_err(invalid)?;
+                let (mut record, abandoned) =
+                    converted.map_err(|(field, problem)| InputError::Invalid {
+                        path: path.clone(),
+                        location,
+                        field,
+                        problem,
+                    })?;
                 if let Some(spent) = attempts.spend_of(&record.id) {
                     record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + spent);
                 }
-                // The checks every reader makes, on what the conversion made.
-                check_values(&record).map_err(|(index, problem)| {
-                    invalid((RECORD_COLUMNS[index].name.to_owned(), problem))
-                })?;
-                ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
-                count += 1;
-                writer.push(record).map_err(|error| InputError::Unreadable {
-                    path: path.clone(),
-                    message: error.to_string(),
-                })
+                for record in std::iter::once(record).chain(abandoned) {
+                    check_record(path, location, &record)?;
+                    ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
+                    count += 1;
+                    kept_attempts += u64::from(record.id.ends_with(ATTEMPT_ID_SUFFIX));
+                    writer
+                        .push(record)
+                        .map_err(|error| InputError::Unreadable {
+                            path: path.clone(),
+                            message: error.to_string(),
+                        })?;
+                }
+                Ok(())
             })?;
             if count == 0 {
                 return Err(InputError::Empty {
@@ -172,64 +202,8 @@ pub fn import_records<W: std::io::Write + Send>(
     Ok(Imported {
         records: writer.close()?,
         folded_attempts,
+        kept_attempts,
     })
-}
-
-/// LiteLLM's billed retry attempts of a file: rows whose id is a request's
-/// id and `-attempt-N` (or whose `metadata.billed_retry_attempt` is set),
-/// by the request they belong to, with what they spent.
-#[derive(Debug, Default)]
-struct BilledAttempts {
-    requests: std::collections::HashSet<String>,
-    spend: std::collections::HashMap<String, f64>,
-}
-
-/// The request a billed attempt's id belongs to.
-fn attempt_of(id: &str) -> Option<&str> {
-    let (request, number) = id.rsplit_once("-attempt-")?;
-    (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit())).then_some(request)
-}
-
-fn billed_attempts(path: &Path) -> Result<BilledAttempts, InputError> {
-    let mut attempts = BilledAttempts::default();
-    let mut spend: Vec<(String, f64)> = Vec::new();
-    for_each_object(path, |_, object| {
-        let Some(id) = text_at(object, "request_id") else {
-            return Ok(());
-        };
-        match attempt_of(&id) {
-            Some(request) => spend.push((
-                request.to_owned(),
-                number_at(object, "spend").ok().flatten().unwrap_or(0.0),
-            )),
-            None => {
-                attempts.requests.insert(id);
-            }
-        }
-        Ok(())
-    })?;
-    for (request, spent) in spend {
-        // An attempt whose request is not in the file stays a record.
-        if attempts.requests.contains(&request) {
-            *attempts.spend.entry(request).or_default() += spent;
-        }
-    }
-    Ok(attempts)
-}
-
-impl BilledAttempts {
-    /// Whether `object` is an attempt folded into its request.
-    fn folds(&self, object: &serde_json::Map<String, Value>) -> bool {
-        text_at(object, "request_id")
-            .as_deref()
-            .and_then(attempt_of)
-            .is_some_and(|request| self.requests.contains(request))
-    }
-
-    /// What the attempts of request `id` spent, if it had any.
-    fn spend_of(&self, id: &str) -> Option<f64> {
-        self.spend.get(id).copied()
-    }
 }
 
 /// The id column's position in [`RECORD_COLUMNS`].
@@ -322,11 +296,14 @@ pub fn for_each_object(
     }
 }
 
-type Problem = (String, String);
+pub(super) type Problem = (String, String);
 
 /// The value at a dotted path; a JSON text met on the way (CSV cells,
 /// LiteLLM's `metadata` column) is parsed and followed.
-fn at<'a>(object: &'a serde_json::Map<String, Value>, path: &str) -> Option<Cow<'a, Value>> {
+pub(super) fn at<'a>(
+    object: &'a serde_json::Map<String, Value>,
+    path: &str,
+) -> Option<Cow<'a, Value>> {
     let mut parts = path.split('.');
     let mut value: Cow<'a, Value> = Cow::Borrowed(object.get(parts.next()?)?);
     for part in parts {
@@ -348,14 +325,14 @@ fn at<'a>(object: &'a serde_json::Map<String, Value>, path: &str) -> Option<Cow<
 }
 
 /// One step of a path: a key of an object, or an index of an array.
-fn step<'a>(value: &'a Value, part: &str) -> Option<&'a Value> {
+pub(super) fn step<'a>(value: &'a Value, part: &str) -> Option<&'a Value> {
     match value {
         Value::Array(items) => items.get(part.parse::<usize>().ok()?),
         other => other.get(part),
     }
 }
 
-fn text_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<String> {
+pub(super) fn text_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<String> {
     match at(object, path)?.as_ref() {
         Value::String(text) if !text.trim().is_empty() => Some(text.clone()),
         Value::Number(number) => Some(number.to_string()),
@@ -363,7 +340,10 @@ fn text_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<String
     }
 }
 
-fn number_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Option<f64>, Problem> {
+pub(super) fn number_at(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Option<f64>, Problem> {
     match at(object, path).as_deref() {
         None => Ok(None),
         Some(Value::Number(number)) => Ok(number.as_f64()),
@@ -376,7 +356,10 @@ fn number_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Opti
     }
 }
 
-fn tokens_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Option<u64>, Problem> {
+pub(super) fn tokens_at(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Option<u64>, Problem> {
     match number_at(object, path)? {
         // Beyond 1e15 a count is a unit or parsing error, and a cast would
         // saturate it silently.
@@ -393,11 +376,14 @@ fn tokens_at(object: &serde_json::Map<String, Value>, path: &str) -> Result<Opti
     }
 }
 
-fn required(object: &serde_json::Map<String, Value>, path: &str) -> Result<String, Problem> {
+pub(super) fn required(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<String, Problem> {
     text_at(object, path).ok_or_else(|| (path.to_owned(), "missing".to_owned()))
 }
 
-fn timestamp_at(
+pub(super) fn timestamp_at(
     object: &serde_json::Map<String, Value>,
     path: &str,
 ) -> Result<Option<i64>, Problem> {
@@ -417,7 +403,7 @@ fn timestamp_at(
 }
 
 /// The last user message of an OpenAI chat conversation.
-fn last_user(messages: &Value) -> Option<String> {
+pub(super) fn last_user(messages: &Value) -> Option<String> {
     messages.as_array()?.iter().rev().find_map(|message| {
         (message.get("role")?.as_str()? == "user").then(|| match message.get("content")? {
             Value::String(text) => Some(text.clone()),
@@ -434,7 +420,7 @@ fn last_user(messages: &Value) -> Option<String> {
     })
 }
 
-fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<Value> {
+pub(super) fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<Value> {
     let value = at(object, path)?.into_owned();
     match value {
         Value::String(text) => serde_json::from_str(&text).ok(),
@@ -443,7 +429,7 @@ fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<Va
     .filter(Value::is_array)
 }
 
-fn record_of(
+pub(super) fn record_of(
     id: String,
     timestamp_ms: i64,
     slice: String,
@@ -478,139 +464,10 @@ fn record_of(
     }
 }
 
-/// One `LiteLLM_SpendLogs` row: `request_id`, `startTime`,
-/// `completionStartTime` and `endTime` (the first token and the end, as
-/// milliseconds after the start), `model_group` (the logical model),
-/// `model_id` or `model` (the route), `spend`, `prompt_tokens`,
-/// `completion_tokens`, `status`, `messages`, `response` and `metadata`.
-fn litellm(
+pub(super) fn first_choice_finish(
     object: &serde_json::Map<String, Value>,
-    slice_field: &str,
-    deployments: Option<&Deployments>,
-) -> Result<Record<'static>, Problem> {
-    let start = timestamp_at(object, "startTime")?
-        .ok_or_else(|| ("startTime".to_owned(), "missing".to_owned()))?;
-    let after_start = |field: &str| -> Result<Option<f64>, Problem> {
-        match timestamp_at(object, field)? {
-            Some(at) if at < start => Err((
-                field.to_owned(),
-                format!("{} ms before startTime", start - at),
-            )),
-            Some(at) => Ok(Some((at - start) as f64)),
-            None => Ok(None),
-        }
-    };
-    let status = match text_at(object, "status") {
-        None => Status::Ok,
-        Some(text) => Status::parse(&text).ok_or_else(|| {
-            (
-                "status".to_owned(),
-                format!("{text:?} is not success or failure"),
-            )
-        })?,
-    };
-    let deployment = text_at(object, "model_id")
-        .or_else(|| text_at(object, "model"))
-        .ok_or_else(|| ("model".to_owned(), "missing (and model_id)".to_owned()))?;
-    let route = deployments
-        .and_then(|deployments| deployments.route_of(&deployment))
-        .map_or(deployment.clone(), str::to_owned);
-    let slice = text_at(object, slice_field).ok_or_else(|| {
-        (
-            slice_field.to_owned(),
-            "missing: a proxy without keys per team has no team_id; a tenant is often in metadata.user_api_key_team_alias, metadata.spend_logs_metadata.<key> or request_tags (give --slice-field)".to_owned(),
-        )
-    })?;
-    let mut record = record_of(required(object, "request_id")?, start, slice, route, status);
-    // LiteLLM logs no routing reason, but a request that fell back says how
-    // many fallbacks it tried.
-    if number_at(object, "metadata.attempted_fallbacks")
-        .ok()
-        .flatten()
-        .is_some_and(|tried| tried > 0.0)
-    {
-        record.reason = Some(Cow::Borrowed("fallback:error"));
-    }
-    // A deployment's own group (`support-assistant/small`) is not the name
-    // the application asked for; LiteLLM keeps that one as the original.
-    record.logical_model = text_at(object, "metadata.original_model_group")
-        .or_else(|| text_at(object, "model_group"))
-        .map(|group| match deployments {
-            Some(deployments) if deployments.route_of(&group).is_some() => {
-                deployments.logical_model.clone()
-            }
-            _ => group,
-        })
-        .map(Cow::Owned);
-    record.model = text_at(object, "response.model")
-        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
-        .map(Cow::Owned);
-    record.input_tokens = tokens_at(object, "prompt_tokens")?;
-    record.output_tokens = tokens_at(object, "completion_tokens")?;
-    record.cached_input_tokens = tokens_at(
-        object,
-        "metadata.usage_object.prompt_tokens_details.cached_tokens",
-    )?;
-    record.total_ms = after_start("endTime")?;
-    // LiteLLM sets a failure's completionStartTime to its endTime: no first
-    // token was measured, and none is recorded.
-    record.ttft_ms = after_start("completionStartTime")?
-        .filter(|ttft| !(status.is_failure() && record.total_ms.is_some_and(|end| *ttft >= end)));
-    record.cost_usd = number_at(object, "spend")?;
-    record.finish_reason = text_at(object, "response.choices.0.finish_reason")
-        .or_else(|| first_choice_finish(object, "response"))
-        .map(Cow::Owned);
-    // A proxy storing prompts may write `messages: "{}"` and keep the
-    // request under `proxy_server_request`.
-    let messages = messages_at(object, "messages")
-        .filter(|messages| messages.as_array().is_some_and(|list| !list.is_empty()))
-        .or_else(|| messages_at(object, "proxy_server_request.messages"));
-    if let Some(messages) = messages {
-        record.prompt = last_user(&messages).map(Cow::Owned);
-        record.messages = Some(Cow::Owned(messages.to_string()));
-    }
-    Ok(record)
-}
-
-/// LiteLLM's providers, as the prefix of a `model` (`openai/…`).
-const LITELLM_PROVIDERS: [&str; 24] = [
-    "openai",
-    "azure",
-    "azure_ai",
-    "anthropic",
-    "bedrock",
-    "vertex_ai",
-    "gemini",
-    "groq",
-    "mistral",
-    "cohere",
-    "together_ai",
-    "fireworks_ai",
-    "deepseek",
-    "ollama",
-    "ollama_chat",
-    "hosted_vllm",
-    "vllm",
-    "openrouter",
-    "xai",
-    "perplexity",
-    "huggingface",
-    "sagemaker",
-    "databricks",
-    "watsonx",
-];
-
-/// `model` without the LiteLLM provider it is routed through: the model
-/// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
-/// a name whose first part is no provider (`meta-llama/…`) as it is.
-fn without_provider(model: &str) -> &str {
-    match model.split_once('/') {
-        Some((provider, rest)) if LITELLM_PROVIDERS.contains(&provider) => rest,
-        _ => model,
-    }
-}
-
-fn first_choice_finish(object: &serde_json::Map<String, Value>, response: &str) -> Option<String> {
+    response: &str,
+) -> Option<String> {
     let response = at(object, response)?.into_owned();
     let response = match response {
         Value::String(text) => serde_json::from_str(&text).ok()?,

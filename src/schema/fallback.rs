@@ -110,7 +110,22 @@ pub struct BreakerCalibration {
     pub points: Vec<BreakerPoint>,
 }
 
-pub const FALLBACK_SCHEMA_VERSION: u32 = 2;
+pub const FALLBACK_SCHEMA_VERSION: u32 = 3;
+
+/// Where a fallback replay's fallback latency came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackLatencySource {
+    /// Requests that moved to the fallback timed by their own records: the
+    /// moved request's first token less the time of the attempt it left.
+    pub moved_timed: u64,
+    /// Requests that moved whose abandoned attempt has no time (LiteLLM's
+    /// spend rows do not time it): the fallback's latency for them is its
+    /// record nearest in time.
+    pub moved_untimed: u64,
+    /// The fallback route's records of requests sent to it directly.
+    pub direct: u64,
+}
 
 /// What `replay fallback --out` writes.
 pub const FALLBACK_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -126,8 +141,8 @@ pub const FALLBACK_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind
 #[serde(deny_unknown_fields)]
 pub struct FallbackDocument {
     /// 2: the breaker search keeps within the retry budget and the
-    /// fallback's capacity too, and says so.
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 2>")]
+    /// fallback's capacity too, and says so; 3: `fallback_latency`.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 3>")]
     pub schema_version: u32,
     pub kind: String,
     pub records: crate::schema::InputFile,
@@ -136,6 +151,9 @@ pub struct FallbackDocument {
     /// constant.
     pub fallback_route: Option<String>,
     pub fallback_ttft_ms: Option<f64>,
+    /// With `fallback_route`: which of its records timed it.
+    #[serde(default)]
+    pub fallback_latency: Option<FallbackLatencySource>,
     pub learning: Learning,
     /// The fallback route's capacity from the route table, requests per
     /// second; `None` without `--routes`.

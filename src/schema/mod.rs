@@ -60,7 +60,7 @@ pub use error::{InputError, ReadError};
 pub use evaluation::{EVALUATION_SCHEMA_VERSION, EvaluationDocument, RoutingQuality};
 pub use fallback::{
     BreakerCalibration, BreakerPoint, BreakerSettings, FALLBACK_OUTPUT, FALLBACK_SCHEMA_VERSION,
-    FallbackDocument, Learning, PolicyOutcome,
+    FallbackDocument, FallbackLatencySource, Learning, PolicyOutcome,
 };
 pub use format::Format;
 pub use gate_report::{

@@ -113,6 +113,10 @@ pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
         route: options.route.clone(),
         fallback_route: options.fallback.clone(),
         fallback_ttft_ms: options.fallback_ttft_ms,
+        fallback_latency: options
+            .fallback_ttft_ms
+            .is_none()
+            .then_some(inputs.latency_source),
         learning: options.learning,
         fallback_capacity_per_s: capacity,
         retry_budget: options.retry_budget,

@@ -21,6 +21,8 @@ pub struct FallbackInputs {
     pub fallback_points: Vec<(f64, f64)>,
     /// Records in the file.
     pub rows: u64,
+    /// Which of the fallback's records timed it.
+    pub latency_source: crate::schema::FallbackLatencySource,
 }
 
 /// A record of the fallback route that a request moved to.
@@ -49,6 +51,7 @@ pub fn load_fallback_inputs(
     let mut primary: Vec<(i64, Option<String>, PrimaryRequest)> = Vec::new();
     let mut moved: Vec<Moved> = Vec::new();
     let mut fallback: Vec<(i64, f64)> = Vec::new();
+    let mut latency_source = crate::schema::FallbackLatencySource::default();
     let rows = for_each_record(path, &FieldNames::default(), |location, record| {
         let missing_ttft = || InputError::Invalid {
             path: path.to_owned(),
@@ -83,6 +86,7 @@ pub fn load_fallback_inputs(
                     by_breaker: reason == "fallback:breaker",
                 });
             } else if record.status == Status::Ok {
+                latency_source.direct += 1;
                 fallback.push((
                     record.timestamp_ms,
                     record.ttft_ms.ok_or_else(missing_ttft)?,
@@ -98,7 +102,10 @@ pub fn load_fallback_inputs(
         .collect();
     for request in moved {
         if request.by_breaker {
-            fallback.extend(request.ttft_ms.map(|ttft| (request.at, ttft)));
+            if let Some(ttft) = request.ttft_ms {
+                latency_source.moved_timed += 1;
+                fallback.push((request.at, ttft));
+            }
             primary.push((
                 request.at,
                 None,
@@ -116,7 +123,13 @@ pub fn load_fallback_inputs(
                 .zip(attempt.total_ms)
                 .map(|(ttft, moved_at)| ttft - moved_at);
             attempt.fallback_ttft_ms = own;
-            fallback.extend(own.map(|own| (request.at, own)));
+            match own {
+                Some(own) => {
+                    latency_source.moved_timed += 1;
+                    fallback.push((request.at, own));
+                }
+                None => latency_source.moved_untimed += 1,
+            }
         }
     }
     if primary.is_empty() {
@@ -128,11 +141,18 @@ pub fn load_fallback_inputs(
     if let Some(name) = fallback_route
         && fallback.is_empty()
     {
+        let message = if latency_source.moved_untimed > 0 {
+            format!(
+                "the fallback route {name:?} (--fallback) answered only requests that fell back, and none of their abandoned attempts has a time (LiteLLM's spend rows do not time them), so its own latency is unknown; import LiteLLM's StandardLoggingPayload (records import --from litellm-standard) or give --fallback-ttft-ms"
+            )
+        } else {
+            format!(
+                "no answered records of the fallback route {name:?} (--fallback); give --fallback-ttft-ms instead"
+            )
+        };
         return Err(InputError::Unreadable {
             path: path.to_owned(),
-            message: format!(
-                "no answered records of the fallback route {name:?} (--fallback); give --fallback-ttft-ms instead"
-            ),
+            message,
         });
     }
     primary.sort_by_key(|request| request.0);
@@ -155,5 +175,6 @@ pub fn load_fallback_inputs(
         requests,
         fallback_points: points,
         rows,
+        latency_source,
     })
 }

@@ -8,9 +8,13 @@ pub fn render_fallback(document: &FallbackDocument) -> String {
     let (header, rows) = document.policy_table();
     let policies = crate::terminal::table(header, rows);
     let fallback = match (&document.fallback_route, document.fallback_ttft_ms) {
-        (Some(route), _) => format!(
-            "the fallback {route}'s own records (a moved request's own answer where serve recorded it, else the one nearest in time)"
-        ),
+        (Some(route), _) => {
+            let source = document.fallback_latency.unwrap_or_default();
+            format!(
+                "the fallback {route} timed by its records: {} moved requests by their own (the first token less the attempt they left), {} moved requests whose attempt has no time by its record nearest in time, {} requests sent to it directly",
+                source.moved_timed, source.moved_untimed, source.direct
+            )
+        }
         (None, Some(ms)) => format!("a fallback answering in {ms} ms"),
         (None, None) => "no fallback latency".to_owned(),
     };

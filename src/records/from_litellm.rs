@@ -1,0 +1,629 @@
+//! LiteLLM's logs as request records: rows of its `LiteLLM_SpendLogs`
+//! table (one per request the proxy answered or failed), and its
+//! StandardLoggingPayload (what its S3, GCS and generic-API loggers write:
+//! one per call and per attempt). docs/schema.md maps both, field by field.
+//!
+//! Two things LiteLLM's logs do not say the way records do, and how they
+//! are read:
+//! - **Attempts.** A request that fell back is one spend row, under the
+//!   deployment that answered; the deployment it left is logged nowhere but
+//!   in the StandardLoggingPayload of the failed attempt (whose deployment
+//!   fields LiteLLM may already have overwritten with the fallback's). So
+//!   the abandoned attempt is kept as its own record, `<id>-attempt-1`, on
+//!   the route the request was sent to first: the logical model's route, or
+//!   the route whose group the application asked for. From spend rows its
+//!   time is unknown; from the StandardLoggingPayload it is the attempt's.
+//! - **First tokens.** LiteLLM sets `completionStartTime` to the end where
+//!   it measured no first token (a call that did not stream, a failure):
+//!   such a record has no `ttft_ms`. A streamed request that fell back is
+//!   timed from the request's start, so its `ttft_ms` is the user's wait,
+//!   as in the records `routeval serve` writes.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::from_logs::{
+    Problem, at, for_each_object, last_user, messages_at, number_at, record_of, required, text_at,
+    timestamp_at, tokens_at,
+};
+use super::read::Record;
+use super::schema::{ATTEMPT_ID_SUFFIX, Status};
+use crate::schema::{InputError, RowLocation};
+
+/// What an export's deployment ids stand for: `<logical model>/<route>` and
+/// `<logical model>#<route>` are the route, under the logical model. Read
+/// from the signed config the export came from (`--config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployments {
+    pub logical_model: String,
+    pub routes: Vec<String>,
+    /// The route the logical model's own deployment serves (a single-route
+    /// policy); `None` when the export sends it to `routeval serve`.
+    pub logical_route: Option<String>,
+    /// The config's version and the sha256 of its file, which every
+    /// deployment of the export carries.
+    pub config_version: u64,
+    pub config_sha256: String,
+    /// The table's fallbacks: the routes a request leaving each route is
+    /// sent to, in order.
+    pub fallbacks: Vec<(String, Vec<String>)>,
+}
+
+impl Deployments {
+    /// The route a deployment id or group names, if it is one of ours.
+    fn route_of<'a>(&'a self, name: &str) -> Option<&'a str> {
+        let rest = name.strip_prefix(self.logical_model.as_str())?;
+        let route = rest.strip_prefix('/').or_else(|| rest.strip_prefix('#'))?;
+        self.routes
+            .iter()
+            .map(String::as_str)
+            .find(|known| *known == route)
+    }
+
+    /// The route a request to `group` (the model the application asked
+    /// for) is sent to first.
+    fn first_route<'a>(&'a self, group: &str) -> Option<&'a str> {
+        if group == self.logical_model {
+            self.logical_route.as_deref()
+        } else {
+            self.route_of(group)
+        }
+    }
+
+    fn fallbacks_of(&self, route: &str) -> &[String] {
+        self.fallbacks
+            .iter()
+            .find(|(from, _)| from == route)
+            .map_or(&[], |(_, to)| to.as_slice())
+    }
+
+    /// The route a request that reached `reached` after `hops` fallbacks
+    /// was first sent to: the logical model's route where its chain leads
+    /// there, else the first route whose chain does.
+    fn first_route_to(&self, reached: &str, hops: usize) -> Option<&str> {
+        let leads_there = |first: &str| match hops {
+            0 => first == reached,
+            _ => self
+                .fallbacks_of(first)
+                .get(hops - 1)
+                .is_some_and(|to| to == reached),
+        };
+        self.logical_route
+            .as_deref()
+            .filter(|first| leads_there(first))
+            .or_else(|| {
+                self.routes
+                    .iter()
+                    .map(String::as_str)
+                    .find(|first| leads_there(first))
+            })
+    }
+
+    /// The logical model a deployment or group of ours belongs to.
+    fn logical_model_of(&self, name: &str) -> Option<&str> {
+        (name == self.logical_model || self.route_of(name).is_some())
+            .then_some(self.logical_model.as_str())
+    }
+}
+
+/// Spend-row fields of a request's abandoned attempt, for a record of it.
+fn abandoned_attempt(request: &Record<'static>, route: &str, status: Status) -> Record<'static> {
+    let mut attempt = record_of(
+        format!("{}{ATTEMPT_ID_SUFFIX}", request.id),
+        request.timestamp_ms,
+        request.slice.to_string(),
+        route.to_owned(),
+        status,
+    );
+    attempt.logical_model = request.logical_model.clone();
+    attempt.reason = Some(Cow::Borrowed(match status {
+        Status::Timeout => "abandoned:deadline",
+        _ => "abandoned:error",
+    }));
+    attempt.input_tokens = Some(0);
+    attempt.output_tokens = Some(0);
+    attempt.cost_usd = Some(0.0);
+    attempt.config_version = request.config_version;
+    attempt.config_sha256 = request.config_sha256.clone();
+    attempt
+}
+
+/// A failure's status from LiteLLM's error information: its HTTP code and
+/// exception class.
+fn failure_status(code: Option<String>, class: Option<String>) -> Status {
+    if class
+        .as_deref()
+        .is_some_and(|class| class.contains("Timeout"))
+    {
+        return Status::Timeout;
+    }
+    code.as_deref()
+        .and_then(|code| code.trim().parse::<u16>().ok())
+        .map_or(Status::Error, Status::from_http)
+}
+
+/// LiteLLM's billed retry attempts of a file: rows whose id is a request's
+/// id and `-attempt-N` (or whose `metadata.billed_retry_attempt` is set),
+/// by the request they belong to, with what they spent.
+#[derive(Debug, Default)]
+pub struct BilledAttempts {
+    requests: HashSet<String>,
+    spend: HashMap<String, f64>,
+}
+
+/// The request a billed attempt's id belongs to.
+fn attempt_of(id: &str) -> Option<&str> {
+    let (request, number) = id.rsplit_once("-attempt-")?;
+    (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit())).then_some(request)
+}
+
+impl BilledAttempts {
+    pub fn of_file(path: &Path) -> Result<BilledAttempts, InputError> {
+        let mut attempts = BilledAttempts::default();
+        let mut spend: Vec<(String, f64)> = Vec::new();
+        for_each_object(path, |_, object| {
+            let Some(id) = text_at(object, "request_id") else {
+                return Ok(());
+            };
+            match attempt_of(&id) {
+                Some(request) => spend.push((
+                    request.to_owned(),
+                    number_at(object, "spend").ok().flatten().unwrap_or(0.0),
+                )),
+                None => {
+                    attempts.requests.insert(id);
+                }
+            }
+            Ok(())
+        })?;
+        for (request, spent) in spend {
+            // An attempt whose request is not in the file stays a record.
+            if attempts.requests.contains(&request) {
+                *attempts.spend.entry(request).or_default() += spent;
+            }
+        }
+        Ok(attempts)
+    }
+
+    /// Whether `object` is an attempt folded into its request.
+    pub fn folds(&self, object: &serde_json::Map<String, Value>) -> bool {
+        text_at(object, "request_id")
+            .as_deref()
+            .and_then(attempt_of)
+            .is_some_and(|request| self.requests.contains(request))
+    }
+
+    /// What the attempts of request `id` spent, if it had any.
+    pub fn spend_of(&self, id: &str) -> Option<f64> {
+        self.spend.get(id).copied()
+    }
+}
+
+/// The message for a slice field a row does not have.
+fn missing_slice(field: &str) -> Problem {
+    (
+        field.to_owned(),
+        "missing: a proxy without keys per team has no team_id; a tenant is often in metadata.user_api_key_team_alias, metadata.spend_logs_metadata.<key> or request_tags (give --slice-field)".to_owned(),
+    )
+}
+
+/// One `LiteLLM_SpendLogs` row: `request_id`, `startTime`,
+/// `completionStartTime` and `endTime` (the first token and the end, as
+/// milliseconds after the start), `model_group` (the logical model),
+/// `model_id` or `model` (the route), `spend`, `prompt_tokens`,
+/// `completion_tokens`, `status`, `messages`, `response` and `metadata`;
+/// with the attempt it abandoned, when it fell back and `--config` says
+/// where it was first sent.
+pub fn spend_row(
+    object: &serde_json::Map<String, Value>,
+    slice_field: &str,
+    deployments: Option<&Deployments>,
+) -> Result<(Record<'static>, Option<Record<'static>>), Problem> {
+    let start = timestamp_at(object, "startTime")?
+        .ok_or_else(|| ("startTime".to_owned(), "missing".to_owned()))?;
+    let after_start = |field: &str| -> Result<Option<f64>, Problem> {
+        match timestamp_at(object, field)? {
+            Some(at) if at < start => Err((
+                field.to_owned(),
+                format!("{} ms before startTime", start - at),
+            )),
+            Some(at) => Ok(Some((at - start) as f64)),
+            None => Ok(None),
+        }
+    };
+    let status = match text_at(object, "status") {
+        None => Status::Ok,
+        Some(text) => match Status::parse(&text).ok_or_else(|| {
+            (
+                "status".to_owned(),
+                format!("{text:?} is not success or failure"),
+            )
+        })? {
+            Status::Error => failure_status(
+                text_at(object, "metadata.error_information.error_code"),
+                text_at(object, "metadata.error_information.error_class"),
+            ),
+            other => other,
+        },
+    };
+    let deployment = text_at(object, "model_id")
+        .or_else(|| text_at(object, "model"))
+        .ok_or_else(|| ("model".to_owned(), "missing (and model_id)".to_owned()))?;
+    let ours = deployments.and_then(|deployments| deployments.route_of(&deployment));
+    let route = ours.map_or(deployment.clone(), str::to_owned);
+    let slice = text_at(object, slice_field).ok_or_else(|| missing_slice(slice_field))?;
+    let mut record = record_of(required(object, "request_id")?, start, slice, route, status);
+    // A deployment's own group (`support-assistant/small`) is not the name
+    // the application asked for; LiteLLM keeps that one as the original.
+    let asked_for =
+        text_at(object, "metadata.original_model_group").or_else(|| text_at(object, "model_group"));
+    record.logical_model = asked_for
+        .as_deref()
+        .map(|group| {
+            deployments
+                .and_then(|deployments| deployments.logical_model_of(group))
+                .unwrap_or(group)
+                .to_owned()
+        })
+        .map(Cow::Owned);
+    if let (Some(deployments), Some(_)) = (deployments, ours) {
+        record.config_version = Some(deployments.config_version);
+        record.config_sha256 = Some(Cow::Owned(deployments.config_sha256.clone()));
+    }
+    record.model = text_at(object, "response.model")
+        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
+        .map(Cow::Owned);
+    record.input_tokens = tokens_at(object, "prompt_tokens")?;
+    record.output_tokens = tokens_at(object, "completion_tokens")?;
+    record.cached_input_tokens = tokens_at(
+        object,
+        "metadata.usage_object.prompt_tokens_details.cached_tokens",
+    )?;
+    record.total_ms = after_start("endTime")?;
+    // No first token was measured where LiteLLM set it to the end (one
+    // after the end is refused below, as every reader refuses it).
+    record.ttft_ms =
+        after_start("completionStartTime")?.filter(|ttft| record.total_ms != Some(*ttft));
+    record.cost_usd = number_at(object, "spend")?;
+    record.finish_reason = text_at(object, "response.choices.0.finish_reason")
+        .or_else(|| super::from_logs::first_choice_finish(object, "response"))
+        .map(Cow::Owned);
+    // A proxy storing prompts may write `messages: "{}"` and keep the
+    // request under `proxy_server_request`.
+    let messages = messages_at(object, "messages")
+        .filter(|messages| messages.as_array().is_some_and(|list| !list.is_empty()))
+        .or_else(|| messages_at(object, "proxy_server_request.messages"));
+    if let Some(messages) = messages {
+        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.messages = Some(Cow::Owned(messages.to_string()));
+    }
+    // LiteLLM logs no routing reason, but a request that fell back says how
+    // many fallbacks it tried, and the group it was first sent to.
+    let fell_back = number_at(object, "metadata.attempted_fallbacks")
+        .ok()
+        .flatten()
+        .is_some_and(|tried| tried > 0.0);
+    let mut attempt = None;
+    if fell_back {
+        record.reason = Some(Cow::Borrowed("fallback:error"));
+        let first = deployments
+            .zip(asked_for.as_deref())
+            .and_then(|(deployments, group)| deployments.first_route(group))
+            .filter(|first| *first != record.route);
+        // Spend rows do not say why the first deployment failed, nor when.
+        attempt = first.map(|first| abandoned_attempt(&record, first, Status::Error));
+    }
+    Ok((record, attempt))
+}
+
+/// One call's or attempt's StandardLoggingPayload, as much as a record
+/// needs.
+#[derive(Debug)]
+struct Payload {
+    location: RowLocation,
+    request: String,
+    id: String,
+    call_id: Option<String>,
+    ok: bool,
+    status: Status,
+    stream: bool,
+    start_ms: f64,
+    first_token_ms: Option<f64>,
+    end_ms: f64,
+    deployment: Option<String>,
+    group: Option<String>,
+    model: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cost_usd: Option<f64>,
+    slice: Option<String>,
+    messages: Option<Value>,
+}
+
+/// Epoch seconds (LiteLLM's floats), or any timestamp a record reads, as
+/// epoch milliseconds.
+fn epoch_ms(object: &serde_json::Map<String, Value>, field: &str) -> Result<Option<f64>, Problem> {
+    match at(object, field).as_deref() {
+        Some(Value::Number(number)) => {
+            let seconds = number.as_f64().unwrap_or(f64::NAN);
+            if seconds.is_finite() && seconds >= 0.0 {
+                Ok(Some(seconds * 1000.0))
+            } else {
+                Err((field.to_owned(), format!("{number} is not epoch seconds")))
+            }
+        }
+        _ => Ok(timestamp_at(object, field)?.map(|ms| ms as f64)),
+    }
+}
+
+fn payload(
+    location: RowLocation,
+    object: &serde_json::Map<String, Value>,
+    slice_field: &str,
+) -> Result<Payload, Problem> {
+    let start_ms = epoch_ms(object, "startTime")?
+        .ok_or_else(|| ("startTime".to_owned(), "missing".to_owned()))?;
+    let end_ms = epoch_ms(object, "endTime")?.unwrap_or(start_ms);
+    let status_text = required(object, "status")?;
+    let ok = match status_text.as_str() {
+        "success" => true,
+        "failure" => false,
+        other => {
+            return Err((
+                "status".to_owned(),
+                format!("{other:?} is not success or failure"),
+            ));
+        }
+    };
+    let status = if ok {
+        Status::Ok
+    } else {
+        failure_status(
+            text_at(object, "error_information.error_code"),
+            text_at(object, "error_information.error_class"),
+        )
+    };
+    let id = required(object, "id")?;
+    let call_id = text_at(object, "litellm_call_id");
+    Ok(Payload {
+        location,
+        request: text_at(object, "trace_id")
+            .or_else(|| call_id.clone())
+            .unwrap_or_else(|| id.clone()),
+        id,
+        call_id,
+        ok,
+        status,
+        stream: matches!(at(object, "stream").as_deref(), Some(Value::Bool(true))),
+        start_ms,
+        first_token_ms: epoch_ms(object, "completionStartTime")?,
+        end_ms,
+        deployment: text_at(object, "model_id"),
+        group: text_at(object, "model_group"),
+        // A streamed response's `model` is the group LiteLLM answered as;
+        // the provider's own is in a response that did not stream.
+        model: text_at(object, "response.model")
+            .filter(|model| {
+                !model.contains(['/', '#'])
+                    && text_at(object, "model_group").as_ref() != Some(model)
+            })
+            .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned())),
+        input_tokens: tokens_at(object, "prompt_tokens")?,
+        output_tokens: tokens_at(object, "completion_tokens")?,
+        cost_usd: number_at(object, "response_cost")?,
+        slice: text_at(object, slice_field),
+        messages: messages_at(object, "messages"),
+    })
+}
+
+/// The records of a file of StandardLoggingPayloads: one per request (its
+/// payloads share a `trace_id`), answered by its last successful call or
+/// failed with its last, and one per attempt it abandoned before that, on
+/// the routes it was sent along (the route first asked for, then its
+/// fallbacks, in the config's order).
+pub fn standard_records(
+    path: &Path,
+    slice_field: &str,
+    deployments: Option<&Deployments>,
+    mut push: impl FnMut(RowLocation, Record<'static>) -> Result<(), InputError>,
+) -> Result<u64, InputError> {
+    let mut requests: Vec<Vec<Payload>> = Vec::new();
+    let mut by_trace: HashMap<String, usize> = HashMap::new();
+    for_each_object(path, |location, object| {
+        let payload = payload(location, object, slice_field).map_err(|(field, problem)| {
+            InputError::Invalid {
+                path: path.to_owned(),
+                location,
+                field,
+                problem,
+            }
+        })?;
+        let index = *by_trace.entry(payload.request.clone()).or_insert_with(|| {
+            requests.push(Vec::new());
+            requests.len() - 1
+        });
+        requests[index].push(payload);
+        Ok(())
+    })?;
+    let mut written = 0;
+    for payloads in requests {
+        let final_index = payloads
+            .iter()
+            .rposition(|payload| payload.ok)
+            .unwrap_or(payloads.len() - 1);
+        let last = &payloads[final_index];
+        let invalid = |field: &str, problem: String| InputError::Invalid {
+            path: path.to_owned(),
+            location: last.location,
+            field: field.to_owned(),
+            problem,
+        };
+        let start = payloads
+            .iter()
+            .map(|payload| payload.start_ms)
+            .fold(f64::INFINITY, f64::min);
+        let slice = payloads
+            .iter()
+            .find_map(|payload| payload.slice.clone())
+            .ok_or_else(|| {
+                let (field, problem) = missing_slice(slice_field);
+                invalid(&field, problem)
+            })?;
+        let route_of = |deployment: &str| {
+            deployments
+                .and_then(|deployments| deployments.route_of(deployment))
+                .map_or_else(|| deployment.to_owned(), str::to_owned)
+        };
+        let deployment = last
+            .deployment
+            .clone()
+            .or_else(|| last.group.clone())
+            .ok_or_else(|| invalid("model_id", "missing (and model_group)".to_owned()))?;
+        let id = if last.ok {
+            last.id.clone()
+        } else {
+            last.call_id.clone().unwrap_or_else(|| last.id.clone())
+        };
+        let mut record = record_of(
+            id,
+            start.round() as i64,
+            slice,
+            route_of(&deployment),
+            last.status,
+        );
+        // The first payload's group is the model asked for; a later one
+        // may already name the fallback's.
+        let asked_for = payloads.iter().find_map(|payload| payload.group.clone());
+        record.logical_model = asked_for
+            .as_deref()
+            .map(|group| {
+                deployments
+                    .and_then(|deployments| deployments.logical_model_of(group))
+                    .unwrap_or(group)
+                    .to_owned()
+            })
+            .map(Cow::Owned);
+        if let Some(deployments) = deployments
+            && deployments.route_of(&deployment).is_some()
+        {
+            record.config_version = Some(deployments.config_version);
+            record.config_sha256 = Some(Cow::Owned(deployments.config_sha256.clone()));
+        }
+        record.model = last.model.clone().map(Cow::Owned);
+        record.input_tokens = last.input_tokens;
+        record.output_tokens = last.output_tokens;
+        record.cost_usd = Some(payloads.iter().filter_map(|payload| payload.cost_usd).sum());
+        record.total_ms = Some((last.end_ms - start).max(0.0));
+        // A first token only where a stream measured one before its end.
+        record.ttft_ms = last
+            .first_token_ms
+            .filter(|first| last.stream && *first < last.end_ms)
+            .map(|first| (first - start).max(0.0));
+        if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
+            && messages.as_array().is_some_and(|list| !list.is_empty())
+        {
+            record.prompt = last_user(&messages).map(Cow::Owned);
+            record.messages = Some(Cow::Owned(messages.to_string()));
+        }
+        let abandoned = &payloads[..final_index];
+        if let Some(moved) = abandoned.last() {
+            record.reason = Some(Cow::Borrowed(if moved.status == Status::Timeout {
+                "fallback:deadline"
+            } else {
+                "fallback:error"
+            }));
+        }
+        // The routes the request was sent along: the first, then its
+        // fallbacks. LiteLLM may have overwritten a failed attempt's
+        // deployment fields (even its group) with the fallback's it moved
+        // on to, so the config's chain that ends where the request ended
+        // says which route each attempt was.
+        let reached = route_of(&deployment);
+        let first_route = deployments
+            .and_then(|deployments| deployments.first_route_to(&reached, abandoned.len()))
+            .map(str::to_owned);
+        let mut chain: Vec<String> = first_route.into_iter().collect();
+        if let (Some(first), Some(deployments)) = (chain.first().cloned(), deployments) {
+            chain.extend(deployments.fallbacks_of(&first).iter().cloned());
+        }
+        let mut attempts = Vec::new();
+        for (position, attempt) in abandoned.iter().enumerate() {
+            let route = chain
+                .get(position)
+                .cloned()
+                .unwrap_or_else(|| route_of(attempt.deployment.as_deref().unwrap_or(&deployment)));
+            let mut kept = abandoned_attempt(&record, &route, attempt.status);
+            if position > 0 {
+                kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, position + 1));
+            }
+            kept.total_ms = Some((attempt.end_ms - start).max(0.0));
+            kept.cost_usd = attempt.cost_usd.or(Some(0.0));
+            // Its own model where its deployment fields still name its route.
+            kept.model = attempt
+                .model
+                .clone()
+                .filter(|_| {
+                    attempt
+                        .deployment
+                        .as_deref()
+                        .is_some_and(|deployment| route_of(deployment) == route)
+                })
+                .map(Cow::Owned);
+            attempts.push((attempt.location, kept));
+        }
+        push(last.location, record)?;
+        written += 1;
+        for (location, attempt) in attempts {
+            push(location, attempt)?;
+            written += 1;
+        }
+    }
+    if written == 0 {
+        return Err(InputError::Empty {
+            path: path.to_owned(),
+            nothing: "the file has no records",
+        });
+    }
+    Ok(written)
+}
+
+/// LiteLLM's providers, as the prefix of a `model` (`openai/…`).
+const LITELLM_PROVIDERS: [&str; 24] = [
+    "openai",
+    "azure",
+    "azure_ai",
+    "anthropic",
+    "bedrock",
+    "vertex_ai",
+    "gemini",
+    "groq",
+    "mistral",
+    "cohere",
+    "together_ai",
+    "fireworks_ai",
+    "deepseek",
+    "ollama",
+    "ollama_chat",
+    "hosted_vllm",
+    "vllm",
+    "openrouter",
+    "xai",
+    "perplexity",
+    "huggingface",
+    "sagemaker",
+    "databricks",
+    "watsonx",
+];
+
+/// `model` without the LiteLLM provider it is routed through: the model
+/// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
+/// a name whose first part is no provider (`meta-llama/…`) as it is.
+fn without_provider(model: &str) -> &str {
+    match model.split_once('/') {
+        Some((provider, rest)) if LITELLM_PROVIDERS.contains(&provider) => rest,
+        _ => model,
+    }
+}
