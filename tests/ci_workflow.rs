@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use routeval::cli::Cli;
+use crate::common::shell_words;
 
 /// The workflow's `env:` values, such as `ROUTEVAL_TARGET: "0.9"`.
 fn variables(workflow: &str) -> Vec<(String, String)> {
@@ -46,28 +47,6 @@ fn commands(workflow: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
-}
-
-/// Splits a command line into words, keeping double-quoted spaces.
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quoted = false;
-    for character in line.chars() {
-        match character {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            other => word.push(other),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
 }
 
 #[test]

@@ -192,7 +192,7 @@ pub fn litellm_yaml(
         let allowed = breaker.open_after - 1;
         let _ = writeln!(
             out,
-            "  # From route {}'s breaker (open after {} consecutive failures, for {} s): LiteLLM cools a deployment down once more than allowed_fails of its calls failed within cooldown_time (not consecutive ones), every deployment alike, with no half-open probe. allowed_fails_policy names the error types, so a deployment with no fallback is cooled down too (tested with LiteLLM 1.110.2).",
+            "  # From route {}'s breaker (open after {} consecutive failures, for {} s): LiteLLM cools a deployment down once more than allowed_fails of its calls failed within cooldown_time (not consecutive ones), every deployment alike, with no half-open probe. allowed_fails_policy names the error types, so a deployment with no fallback is cooled down too (tested with LiteLLM 1.108.7 and 1.110.2).",
             quote(&route.name),
             breaker.open_after,
             breaker.open_ms / 1000.0
@@ -245,6 +245,16 @@ pub fn litellm_yaml(
                 .collect();
             let _ = writeln!(out, "    - {}: [{}]", quote(&source), targets.join(", "));
         }
+    }
+    if serve.is_some() {
+        out.push_str("litellm_settings:\n");
+        let _ = writeln!(
+            out,
+            "  # The client's x- headers reach routeval serve for {0}, so a request's slice header (x-routeval-slice) does: run serve with --trust-slice-header behind this proxy. LiteLLM drops the request's user field, so a table whose slice is \"user\" sees none.",
+            quote(&table.logical_model)
+        );
+        out.push_str("  model_group_settings:\n    forward_client_headers_to_llm_api:\n");
+        let _ = writeln!(out, "      - {}", quote(&table.logical_model));
     }
     let mut warnings = Vec::new();
     if serve.is_none()

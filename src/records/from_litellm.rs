@@ -14,10 +14,11 @@
 //!   the route whose group the application asked for. From spend rows its
 //!   time is unknown; from the StandardLoggingPayload it is the attempt's.
 //! - **First tokens.** LiteLLM sets `completionStartTime` to the end where
-//!   it measured no first token (a call that did not stream, a failure):
-//!   such a record has no `ttft_ms`. A streamed request that fell back is
-//!   timed from the request's start, so its `ttft_ms` is the user's wait,
-//!   as in the records `routeval serve` writes.
+//!   it measured no first token: a failure's record has no `ttft_ms`, and
+//!   an answer that did not stream has its first token at the end, when it
+//!   arrived. A streamed request that fell back is timed from the request's
+//!   start, so its `ttft_ms` is the user's wait, as in the records
+//!   `routeval serve` writes.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -283,10 +284,12 @@ pub fn spend_row(
         "metadata.usage_object.prompt_tokens_details.cached_tokens",
     )?;
     record.total_ms = after_start("endTime")?;
-    // No first token was measured where LiteLLM set it to the end (one
-    // after the end is refused below, as every reader refuses it).
-    record.ttft_ms =
-        after_start("completionStartTime")?.filter(|ttft| record.total_ms != Some(*ttft));
+    // LiteLLM sets a failure's completionStartTime to its end: no first
+    // token came, and none is recorded. An answer that did not stream has
+    // its first token when it arrives, at the end (one after the end is
+    // refused below, as every reader refuses it).
+    record.ttft_ms = after_start("completionStartTime")?
+        .filter(|ttft| !(status.is_failure() && record.total_ms == Some(*ttft)));
     record.cost_usd = number_at(object, "spend")?;
     record.finish_reason = text_at(object, "response.choices.0.finish_reason")
         .or_else(|| super::from_logs::first_choice_finish(object, "response"))
@@ -329,6 +332,9 @@ struct Payload {
     call_id: Option<String>,
     ok: bool,
     status: Status,
+    /// The router refused to try (every deployment of the group cooling
+    /// down): no attempt, the request moved on at once.
+    cooling_down: bool,
     stream: bool,
     start_ms: f64,
     first_token_ms: Option<f64>,
@@ -390,13 +396,18 @@ fn payload(
     let call_id = text_at(object, "litellm_call_id");
     Ok(Payload {
         location,
-        request: text_at(object, "trace_id")
-            .or_else(|| call_id.clone())
+        // A request's payloads share its call id; a refusal to try a
+        // cooling group has a trace of its own.
+        request: call_id
+            .clone()
+            .or_else(|| text_at(object, "trace_id"))
             .unwrap_or_else(|| id.clone()),
         id,
         call_id,
         ok,
         status,
+        cooling_down: text_at(object, "error_information.error_class").as_deref()
+            == Some("RouterRateLimitError"),
         stream: matches!(at(object, "stream").as_deref(), Some(Value::Bool(true))),
         start_ms,
         first_token_ms: epoch_ms(object, "completionStartTime")?,
@@ -515,22 +526,30 @@ pub fn standard_records(
         record.model = last.model.clone().map(Cow::Owned);
         record.input_tokens = last.input_tokens;
         record.output_tokens = last.output_tokens;
-        record.cost_usd = Some(payloads.iter().filter_map(|payload| payload.cost_usd).sum());
+        // Each attempt's cost is on its own record.
+        record.cost_usd = last.cost_usd;
         record.total_ms = Some((last.end_ms - start).max(0.0));
-        // A first token only where a stream measured one before its end.
-        record.ttft_ms = last
-            .first_token_ms
-            .filter(|first| last.stream && *first < last.end_ms)
-            .map(|first| (first - start).max(0.0));
+        // A stream's first token where it measured one; an answer that
+        // did not stream has it when it arrives; a failure has none.
+        record.ttft_ms = match (last.ok, last.stream) {
+            (false, _) => None,
+            (true, true) => last.first_token_ms.filter(|first| *first <= last.end_ms),
+            (true, false) => Some(last.end_ms),
+        }
+        .map(|first| (first - start).max(0.0));
         if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
             && messages.as_array().is_some_and(|list| !list.is_empty())
         {
             record.prompt = last_user(&messages).map(Cow::Owned);
             record.messages = Some(Cow::Owned(messages.to_string()));
         }
-        let abandoned = &payloads[..final_index];
-        if let Some(moved) = abandoned.last() {
-            record.reason = Some(Cow::Borrowed(if moved.status == Status::Timeout {
+        // The attempts the request left; a cooling group it was not sent to
+        // is no attempt, and moved it as an open breaker does.
+        let left = &payloads[..final_index];
+        if let Some(moved) = left.last() {
+            record.reason = Some(Cow::Borrowed(if moved.cooling_down {
+                "fallback:breaker"
+            } else if moved.status == Status::Timeout {
                 "fallback:deadline"
             } else {
                 "fallback:error"
@@ -543,21 +562,24 @@ pub fn standard_records(
         // says which route each attempt was.
         let reached = route_of(&deployment);
         let first_route = deployments
-            .and_then(|deployments| deployments.first_route_to(&reached, abandoned.len()))
+            .and_then(|deployments| deployments.first_route_to(&reached, left.len()))
             .map(str::to_owned);
         let mut chain: Vec<String> = first_route.into_iter().collect();
         if let (Some(first), Some(deployments)) = (chain.first().cloned(), deployments) {
             chain.extend(deployments.fallbacks_of(&first).iter().cloned());
         }
         let mut attempts = Vec::new();
-        for (position, attempt) in abandoned.iter().enumerate() {
+        for (position, attempt) in left.iter().enumerate() {
+            if attempt.cooling_down {
+                continue;
+            }
             let route = chain
                 .get(position)
                 .cloned()
                 .unwrap_or_else(|| route_of(attempt.deployment.as_deref().unwrap_or(&deployment)));
             let mut kept = abandoned_attempt(&record, &route, attempt.status);
-            if position > 0 {
-                kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, position + 1));
+            if !attempts.is_empty() {
+                kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, attempts.len() + 1));
             }
             kept.total_ms = Some((attempt.end_ms - start).max(0.0));
             kept.cost_usd = attempt.cost_usd.or(Some(0.0));

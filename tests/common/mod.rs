@@ -30,7 +30,7 @@ pub use graded::{
     HEADER, Random, Row, csv_line, record_batch, synthetic_rows, write_csv, write_json_lines,
     write_parquet, write_parquet_batch,
 };
-pub use litellm::{cooldown_of, loads_into_litellm};
+pub use litellm::{Proxy, cooldown_of, loads_into_litellm, proxy_python};
 pub use process::{binary, flowing};
 pub use records::{table_with_fallback, write_day};
 pub use run::{
@@ -221,4 +221,26 @@ pub fn undocumented_keys(heading: &str, objects: &[&serde_json::Value]) -> Vec<S
         }
     }
     missing
+}
+
+/// Splits a command line into words, keeping double-quoted spaces.
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for character in line.chars() {
+        match character {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            other => word.push(other),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
 }
