@@ -1,9 +1,9 @@
 //! The GitHub Actions workflow shipped in `ci/` calls routeval with flags the
 //! current command line accepts.
 
+use crate::common::shell_words;
 use clap::Parser;
 use routeval::cli::Cli;
-use crate::common::shell_words;
 
 /// The workflow's `env:` values, such as `ROUTEVAL_TARGET: "0.9"`.
 fn variables(workflow: &str) -> Vec<(String, String)> {

@@ -56,7 +56,12 @@ fn routeval_part(line: &str) -> Option<String> {
             command = &command[..at];
         }
     }
-    Some(command.trim_end_matches(['`', ')', '.', ',', ':']).trim().to_owned())
+    Some(
+        command
+            .trim_end_matches(['`', ')', '.', ',', ':'])
+            .trim()
+            .to_owned(),
+    )
 }
 
 fn shown(text: &str) -> Vec<Shown> {
@@ -65,7 +70,7 @@ fn shown(text: &str) -> Vec<Shown> {
     let mut pending: Option<(usize, String)> = None;
     // Prose by paragraph: a quoted command may wrap across lines.
     let mut paragraph: Option<(usize, String)> = None;
-    let mut end_paragraph = |paragraph: &mut Option<(usize, String)>, commands: &mut Vec<Shown>| {
+    let end_paragraph = |paragraph: &mut Option<(usize, String)>, commands: &mut Vec<Shown>| {
         if let Some((line, text)) = paragraph.take() {
             for span in text.split('`').skip(1).step_by(2) {
                 // A command: `routeval` and a command's name.
@@ -131,10 +136,12 @@ fn placeholder(value: &str) -> bool {
     value.contains("...")
         || value.contains('…')
         || (!value.is_empty()
+            && value.chars().all(|character| {
+                character.is_ascii_uppercase() || "_,.|0123456789-".contains(character)
+            })
             && value
                 .chars()
-                .all(|character| character.is_ascii_uppercase() || "_,.|0123456789-".contains(character))
-            && value.chars().any(|character| character.is_ascii_uppercase()))
+                .any(|character| character.is_ascii_uppercase()))
 }
 
 /// Why a shown command does not parse, or `None` when it does (or, quoted
@@ -175,7 +182,15 @@ fn problem(command: &Shown) -> Option<String> {
     {
         return None;
     }
-    Some(error.render().to_string().lines().next().unwrap_or_default().to_owned())
+    Some(
+        error
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }
 
 #[test]
@@ -189,7 +204,9 @@ fn every_command_the_docs_show_parses() {
             if let Some(problem) = problem(&command) {
                 problems.push(format!(
                     "{}:{}: {}: {problem}",
-                    page.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().display(),
+                    page.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+                        .unwrap()
+                        .display(),
                     command.line,
                     command.text
                 ));
@@ -197,8 +214,16 @@ fn every_command_the_docs_show_parses() {
         }
     }
     eprintln!("{seen} commands shown in the docs");
-    assert!(seen > 120, "only {seen} commands found: is the extraction broken?");
-    assert!(problems.is_empty(), "{} of {seen} commands do not parse:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        seen > 120,
+        "only {seen} commands found: is the extraction broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} of {seen} commands do not parse:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 #[test]

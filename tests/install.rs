@@ -1,19 +1,29 @@
-//! routeval as users install it: the wheel `.ci/run` builds (maturin,
-//! `bindings = "bin"`), installed into a fresh venv, runs the main job from
-//! an empty directory, with no checkout beside it. `.ci/run` names the
-//! installed binary in `ROUTEVAL_INSTALLED`; without it the test says it
-//! was skipped, and under `CI` it fails.
+//! routeval as users install it runs the main job from an empty directory,
+//! with no checkout beside it: the wheel `.ci/run` builds (maturin,
+//! `bindings = "bin"`) installed into a fresh venv, and `cargo install
+//! --locked --path .`. `.ci/run` names the installed binaries in
+//! `ROUTEVAL_INSTALLED` and `ROUTEVAL_CARGO_INSTALLED`; without them the
+//! tests say they were skipped, and under `CI` they fail.
 
 use std::process::Command;
 
 #[test]
 fn the_installed_wheel_runs_the_demo_from_an_empty_directory() {
-    let Some(installed) = std::env::var_os("ROUTEVAL_INSTALLED") else {
+    demo_from_an_empty_directory("ROUTEVAL_INSTALLED", "the wheel");
+}
+
+#[test]
+fn the_cargo_installed_binary_runs_the_demo_from_an_empty_directory() {
+    demo_from_an_empty_directory("ROUTEVAL_CARGO_INSTALLED", "cargo install");
+}
+
+fn demo_from_an_empty_directory(variable: &str, what: &str) {
+    let Some(installed) = std::env::var_os(variable) else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "ROUTEVAL_INSTALLED is not set; .ci/run builds and installs the wheel"
+            "{variable} is not set; .ci/run installs routeval by {what}"
         );
-        eprintln!("skipped the installed wheel: ROUTEVAL_INSTALLED is not set");
+        eprintln!("skipped the binary of {what}: {variable} is not set");
         return;
     };
     let empty = tempfile::tempdir().unwrap();

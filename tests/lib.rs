@@ -26,6 +26,7 @@ mod kernel_consistency;
 mod litellm_export;
 mod litellm_proxy;
 mod progress_events;
+mod readme;
 mod real_data;
 mod records_drift;
 mod records_replay;

@@ -19,60 +19,19 @@ use serde_json::Value;
 use routeval::schema::{FallbackDocument, read_dataset};
 use routeval::serve_sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
-use crate::common::{KEY, Pipeline, Proxy, column, gate_single, proxy_python, repo, routeval, write_keys};
+use crate::common::{
+    KEY, Pipeline, Proxy, column, falling_back, gate_single, proxy_python, repo, routeval,
+    write_keys,
+};
 
 const DEADLINE_MS: f64 = 1_500.0;
 const OPEN_AFTER: usize = 3;
 const CONCURRENCY: usize = 6;
 
-/// The table: the large route with a breaker, falling back to a small one.
-fn table(primary: &str, backup: &str) -> String {
+/// The large route's breaker, as the export maps it onto LiteLLM.
+fn breaker() -> String {
     format!(
-        r#"logical_model = "support-assistant"
-
-[[routes]]
-name = "large"
-provider = "routeval-sim"
-base_url = "{primary}"
-api_key_env = "ROUTEVAL_SIM_KEY"
-model = "sim-large-2026-11-01"
-region = "local"
-tier = "large"
-prompt_variant = "support-demo-v1"
-price_input_per_mtok = 3.0
-price_output_per_mtok = 15.0
-rpm = 20000
-tpm = 40000000
-
-[routes.breaker]
-first_token_deadline_ms = {DEADLINE_MS:.1}
-open_after = {OPEN_AFTER}
-open_ms = 5000.0
-
-[[routes]]
-name = "backup"
-provider = "routeval-sim"
-base_url = "{backup}"
-api_key_env = "ROUTEVAL_SIM_KEY"
-model = "sim-small-2026-11-01"
-region = "local"
-tier = "small"
-prompt_variant = "support-demo-v1"
-price_input_per_mtok = 0.15
-price_output_per_mtok = 0.60
-rpm = 20000
-tpm = 100000000
-
-[[fallbacks]]
-route = "large"
-to = ["backup"]
-
-[policy.single]
-route = "large"
-
-[serving]
-unknown_slice = "global"
-"#
+        "\n[routes.breaker]\nfirst_token_deadline_ms = {DEADLINE_MS:.1}\nopen_after = {OPEN_AFTER}\nopen_ms = 5000.0\n"
     )
 }
 
@@ -122,7 +81,11 @@ fn imported(
         .arg(&input)
         .arg("--config")
         .arg(config)
-        .args(["--slice-field", "metadata.spend_logs_metadata.slice", "--out"])
+        .args([
+            "--slice-field",
+            "metadata.spend_logs_metadata.slice",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -155,16 +118,16 @@ fn imported(
             .map(|(name, values)| ((*name).to_owned(), values[index].clone()))
             .collect();
         let id = record["id"].as_str().unwrap().to_owned();
-        assert!(records.insert(id.clone(), Value::Object(record)).is_none(), "{id} twice");
+        assert!(
+            records.insert(id.clone(), Value::Object(record)).is_none(),
+            "{id} twice"
+        );
     }
     records
 }
 
 fn route_of_deployment(deployment: &str) -> &str {
-    deployment
-        .rsplit(['/', '#'])
-        .next()
-        .unwrap_or(deployment)
+    deployment.rsplit(['/', '#']).next().unwrap_or(deployment)
 }
 
 /// Each client request against its record of one import: one record per
@@ -172,7 +135,12 @@ fn route_of_deployment(deployment: &str) -> &str {
 fn check_against_client(from: &str, client: &[Value], records: &BTreeMap<String, Value>) {
     let own: Vec<&Value> = records
         .values()
-        .filter(|record| !record["reason"].as_str().unwrap_or_default().starts_with("abandoned:"))
+        .filter(|record| {
+            !record["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("abandoned:")
+        })
         .collect();
     assert_eq!(own.len(), client.len(), "{from}: one record per request");
     let mut behind = Vec::new();
@@ -203,8 +171,16 @@ fn check_against_client(from: &str, client: &[Value], records: &BTreeMap<String,
             "sim-small-2026-11-01"
         };
         assert_eq!(record["model"], model, "{context}");
-        assert_eq!(record["input_tokens"], request["prompt_tokens"].as_f64().unwrap(), "{context}");
-        assert_eq!(record["output_tokens"], request["completion_tokens"].as_f64().unwrap(), "{context}");
+        assert_eq!(
+            record["input_tokens"],
+            request["prompt_tokens"].as_f64().unwrap(),
+            "{context}"
+        );
+        assert_eq!(
+            record["output_tokens"],
+            request["completion_tokens"].as_f64().unwrap(),
+            "{context}"
+        );
         let fell_back = request["attempted_fallbacks"].as_str().unwrap_or("0") != "0";
         let reason = record["reason"].as_str().unwrap_or_default();
         assert_eq!(reason.starts_with("fallback:"), fell_back, "{context}");
@@ -234,7 +210,10 @@ fn check_against_client(from: &str, client: &[Value], records: &BTreeMap<String,
     // the overhead alone.
     behind.sort_by(f64::total_cmp);
     let median = behind[behind.len() / 2];
-    assert!(median < 200.0, "{from}: the client's first token {median} ms after the record's");
+    assert!(
+        median < 200.0,
+        "{from}: the client's first token {median} ms after the record's"
+    );
 }
 
 #[test]
@@ -255,9 +234,11 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     let table_path = pipeline.path("falling-back.toml");
     std::fs::write(
         &table_path,
-        table(
+        falling_back(
             &format!("http://{primary_address}/v1"),
             &format!("http://{backup_address}/v1"),
+            &breaker(),
+            20_000,
         ),
     )
     .unwrap();
@@ -267,7 +248,12 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         .success();
     let config = out.join("route-config.v1.json");
     let export = out.join("route-config.v1.litellm.yaml");
-    let proxy = Proxy::start(&python, &export, &pipeline.path("proxy"), &[("ROUTEVAL_SIM_KEY", "sk-sim")]);
+    let proxy = Proxy::start(
+        &python,
+        &export,
+        &pipeline.path("proxy"),
+        &[("ROUTEVAL_SIM_KEY", "sk-sim")],
+    );
     let prompts = repo().join("datasets/demo/prompts.jsonl");
     let client_path = pipeline.path("client.jsonl");
 
@@ -300,10 +286,20 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
                 primary = Some(sim(primary_address, faults.clone().unwrap(), 20));
             }
         }
-        proxy.drive("support-assistant", &prompts, phase, *count, CONCURRENCY, &client_path);
+        proxy.drive(
+            "support-assistant",
+            &prompts,
+            phase,
+            *count,
+            CONCURRENCY,
+            &client_path,
+        );
         // The proxy logs after it answers.
         std::thread::sleep(std::time::Duration::from_secs(2));
-        ends.push((proxy.captured("spend.jsonl").len(), proxy.captured("standard.jsonl").len()));
+        ends.push((
+            proxy.captured("spend.jsonl").len(),
+            proxy.captured("standard.jsonl").len(),
+        ));
     }
     let client = lines(&client_path);
     let spend = proxy.captured("spend.jsonl");
@@ -313,12 +309,21 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
 
     // Every request, both ways in.
     let spend_records = imported(&directory, "litellm", "spend", &spend, &config);
-    let standard_records = imported(&directory, "litellm-standard", "standard", &standard, &config);
+    let standard_records = imported(
+        &directory,
+        "litellm-standard",
+        "standard",
+        &standard,
+        &config,
+    );
     check_against_client("spend rows", &client, &spend_records);
     check_against_client("StandardLoggingPayload", &client, &standard_records);
 
     let of_phase = |phase: &str| -> Vec<&Value> {
-        client.iter().filter(|request| request["phase"] == phase).collect()
+        client
+            .iter()
+            .filter(|request| request["phase"] == phase)
+            .collect()
     };
     // The exported settings in the proxy: a stream whose first token is
     // late moves to the backup at the table's deadline, not after LiteLLM's
@@ -326,7 +331,12 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     let brown = of_phase("brown-out");
     let moved: Vec<f64> = brown
         .iter()
-        .filter(|request| request["stream"] == true && request["model_id"].as_str().is_some_and(|id| id.ends_with("backup")))
+        .filter(|request| {
+            request["stream"] == true
+                && request["model_id"]
+                    .as_str()
+                    .is_some_and(|id| id.ends_with("backup"))
+        })
         .map(|request| request["ttft_ms"].as_f64().unwrap())
         .collect();
     assert!(moved.len() >= 5, "{brown:?}");
@@ -338,15 +348,27 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     for (id, attempt) in &standard_records {
         if id.ends_with("-attempt-1") && attempt["status"] == "timeout" {
             let moved_at = attempt["total_ms"].as_f64().unwrap();
-            assert!(moved_at >= DEADLINE_MS - 50.0 && moved_at < DEADLINE_MS + 800.0, "{attempt}");
+            assert!(
+                (DEADLINE_MS - 50.0..DEADLINE_MS + 800.0).contains(&moved_at),
+                "{attempt}"
+            );
         }
     }
     // A dead primary is cooled down: after `open_after` failures (and what
     // was already in flight) requests go to the backup without a try.
     let down = of_phase("down");
-    assert!(down.iter().all(|request| request["status"] == 200), "{down:?}");
+    assert!(
+        down.iter().all(|request| request["status"] == 200),
+        "{down:?}"
+    );
     let down_standard: Vec<String> = standard[ends[2].1..].to_vec();
-    let down_records = imported(&directory, "litellm-standard", "down", &down_standard, &config);
+    let down_records = imported(
+        &directory,
+        "litellm-standard",
+        "down",
+        &down_standard,
+        &config,
+    );
     let tried_dead = down_records
         .values()
         .filter(|record| record["route"] == "large")
@@ -355,7 +377,11 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         .values()
         .filter(|record| record["reason"] == "fallback:breaker")
         .count();
-    assert!(cooled >= down.len() / 2, "{cooled} of {} moved by the cooldown", down.len());
+    assert!(
+        cooled >= down.len() / 2,
+        "{cooled} of {} moved by the cooldown",
+        down.len()
+    );
     assert!(
         tried_dead <= OPEN_AFTER + CONCURRENCY && tried_dead < down.len() / 2,
         "{tried_dead} of {} requests tried the dead primary",
@@ -374,7 +400,11 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
             .args(["--window", "10s", "--json"])
             .output()
             .unwrap();
-        assert!(output.status.code().unwrap() < 2, "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.code().unwrap() < 2,
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         serde_json::from_slice(&output.stdout).unwrap()
     };
     let clean = drift("clean", &standard[..ends[0].1]);
@@ -389,15 +419,35 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     let output = routeval()
         .args(["replay", "fallback", "--records"])
         .arg(directory.join("brown-out.parquet"))
-        .args(["--route", "large", "--fallback", "backup", "--calibrate", "--json"])
+        .args([
+            "--route",
+            "large",
+            "--fallback",
+            "backup",
+            "--calibrate",
+            "--json",
+        ])
         .args(["--max-fallback-share", "1", "--retry-budget", "1"])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let replay: FallbackDocument = serde_json::from_slice(&output.stdout).unwrap();
     let source = replay.fallback_latency.unwrap();
-    assert!(source.moved_timed > 0 && source.moved_untimed == 0, "{source:?}");
-    let chosen = replay.calibration.as_ref().unwrap().chosen.as_ref().unwrap();
+    assert!(
+        source.moved_timed > 0 && source.moved_untimed == 0,
+        "{source:?}"
+    );
+    let chosen = replay
+        .calibration
+        .as_ref()
+        .unwrap()
+        .chosen
+        .as_ref()
+        .unwrap();
     assert!(chosen.fallback_share > 0.0, "{chosen:?}");
     let never = replay
         .policies
@@ -406,13 +456,20 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         .unwrap();
     assert!(chosen.p95_wait_s < never.p95_wait_s, "{chosen:?} {never:?}");
     let value = serde_json::to_value(&replay).unwrap();
-    let missing = crate::common::undocumented_keys("## fallback.json", &[&value["fallback_latency"]]);
+    let missing =
+        crate::common::undocumented_keys("## fallback.json", &[&value["fallback_latency"]]);
     assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
 
     // From spend rows the abandoned attempts have no time, and the replay
     // says it cannot time the backup rather than guess.
     let brown_spend = &spend[ends[1].0..ends[2].0];
-    imported(&directory, "litellm", "brown-out-spend", brown_spend, &config);
+    imported(
+        &directory,
+        "litellm",
+        "brown-out-spend",
+        brown_spend,
+        &config,
+    );
     let output = routeval()
         .args(["replay", "fallback", "--records"])
         .arg(directory.join("brown-out-spend.parquet"))
@@ -477,15 +534,30 @@ fn the_logical_model_through_litellm_is_served_as_serve_serves_it() {
         .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim");
     let served = crate::common::Served::start(&mut command);
     let export = out.join("route-config.v1.litellm.yaml");
-    let proxy = Proxy::start(&python, &export, &pipeline.path("proxy"), &[("ROUTEVAL_SERVE_KEY", KEY), ("ROUTEVAL_SIM_KEY", "sk-sim")]);
+    let proxy = Proxy::start(
+        &python,
+        &export,
+        &pipeline.path("proxy"),
+        &[("ROUTEVAL_SERVE_KEY", KEY), ("ROUTEVAL_SIM_KEY", "sk-sim")],
+    );
     let prompts = repo().join("datasets/demo/prompts.jsonl");
     let count = std::fs::read_to_string(&prompts).unwrap().lines().count();
     let client_path = pipeline.path("client.jsonl");
-    proxy.drive("support-assistant", &prompts, "through-litellm", count, CONCURRENCY, &client_path);
+    proxy.drive(
+        "support-assistant",
+        &prompts,
+        "through-litellm",
+        count,
+        CONCURRENCY,
+        &client_path,
+    );
     drop(proxy);
     served.stop();
     let client = lines(&client_path);
-    assert!(client.iter().all(|request| request["status"] == 200), "{client:?}");
+    assert!(
+        client.iter().all(|request| request["status"] == 200),
+        "{client:?}"
+    );
     // serve decided every request, and the shares of its routes are the
     // policy's, not one route's.
     let mut routes: HashMap<String, usize> = HashMap::new();
@@ -493,15 +565,28 @@ fn the_logical_model_through_litellm_is_served_as_serve_serves_it() {
     for part in routeval::records::record_parts(&records).unwrap() {
         for (route, reason) in column(&part, "route").iter().zip(column(&part, "reason")) {
             served_requests += 1;
-            assert!(!reason.as_str().unwrap_or_default().starts_with("unknown-slice"), "{reason}");
-            *routes.entry(route.as_str().unwrap().to_owned()).or_default() += 1;
+            assert!(
+                !reason
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("unknown-slice"),
+                "{reason}"
+            );
+            *routes
+                .entry(route.as_str().unwrap().to_owned())
+                .or_default() += 1;
         }
     }
     assert_eq!(served_requests, count);
     let report: Value =
         serde_json::from_slice(&std::fs::read(out.join("gate-report.json")).unwrap()).unwrap();
-    let signed_rate = report["candidates"][0]["overall"]["escalation_rate"].as_f64().unwrap();
+    let signed_rate = report["candidates"][0]["overall"]["escalation_rate"]
+        .as_f64()
+        .unwrap();
     let large = routes.get("large").copied().unwrap_or(0) as f64 / count as f64;
     assert!(routes.len() >= 2, "{routes:?}");
-    assert!((large - signed_rate).abs() < 0.1, "large served {large}, signed {signed_rate}: {routes:?}");
+    assert!(
+        (large - signed_rate).abs() < 0.1,
+        "large served {large}, signed {signed_rate}: {routes:?}"
+    );
 }

@@ -11,58 +11,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::{
-    EU_KEY, KEY, Pipeline, Served, base_url, column, demo_prompts, gate_single, header_of, repo,
-    routeval, start_serve, start_sim, write_keys,
+    EU_KEY, KEY, Pipeline, Served, base_url, column, demo_prompts, falling_back, gate_single,
+    header_of, repo, routeval, start_serve, start_sim, write_keys,
 };
 use routeval::serve_sim::{FaultProfile, SimSettings};
-
-/// The demo's one-route table falling back to a backup route (sim-small,
-/// on its own serve-sim), and optionally a breaker; both routes allow `rpm`
-/// (the gate wants a fallback that can absorb its primary's limit).
-fn falling_back(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
-    format!(
-        r#"logical_model = "support-assistant"
-
-[[routes]]
-name = "large"
-provider = "routeval-sim"
-base_url = "{primary}"
-api_key_env = "ROUTEVAL_SIM_KEY"
-model = "sim-large-2026-11-01"
-region = "local"
-tier = "large"
-prompt_variant = "support-demo-v1"
-price_input_per_mtok = 3.0
-price_output_per_mtok = 15.0
-rpm = {rpm}
-tpm = 40000000
-{breaker}
-[[routes]]
-name = "backup"
-provider = "routeval-sim"
-base_url = "{backup}"
-api_key_env = "ROUTEVAL_SIM_KEY"
-model = "sim-small-2026-11-01"
-region = "local"
-tier = "small"
-prompt_variant = "support-demo-v1"
-price_input_per_mtok = 0.15
-price_output_per_mtok = 0.60
-rpm = {rpm}
-tpm = 100000000
-
-[[fallbacks]]
-route = "large"
-to = ["backup"]
-
-[policy.single]
-route = "large"
-
-[serving]
-unknown_slice = "global"
-"#
-    )
-}
 
 /// Gates `table` as `name`; the signed config.
 fn signed(pipeline: &Pipeline, name: &str, table: &str) -> PathBuf {

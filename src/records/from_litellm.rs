@@ -110,6 +110,29 @@ impl Deployments {
     }
 }
 
+/// What the config says of a record: its logical model (a group of ours
+/// reads as the config's), and, on a deployment of ours, the config's
+/// version and digest.
+fn of_config(
+    record: &mut Record<'static>,
+    deployments: Option<&Deployments>,
+    asked_for: Option<&str>,
+    ours: bool,
+) {
+    record.logical_model = asked_for
+        .map(|group| {
+            deployments
+                .and_then(|deployments| deployments.logical_model_of(group))
+                .unwrap_or(group)
+                .to_owned()
+        })
+        .map(Cow::Owned);
+    if let (Some(deployments), true) = (deployments, ours) {
+        record.config_version = Some(deployments.config_version);
+        record.config_sha256 = Some(Cow::Owned(deployments.config_sha256.clone()));
+    }
+}
+
 /// Spend-row fields of a request's abandoned attempt, for a record of it.
 fn abandoned_attempt(request: &Record<'static>, route: &str, status: Status) -> Record<'static> {
     let mut attempt = record_of(
@@ -261,19 +284,12 @@ pub fn spend_row(
     // the application asked for; LiteLLM keeps that one as the original.
     let asked_for =
         text_at(object, "metadata.original_model_group").or_else(|| text_at(object, "model_group"));
-    record.logical_model = asked_for
-        .as_deref()
-        .map(|group| {
-            deployments
-                .and_then(|deployments| deployments.logical_model_of(group))
-                .unwrap_or(group)
-                .to_owned()
-        })
-        .map(Cow::Owned);
-    if let (Some(deployments), Some(_)) = (deployments, ours) {
-        record.config_version = Some(deployments.config_version);
-        record.config_sha256 = Some(Cow::Owned(deployments.config_sha256.clone()));
-    }
+    of_config(
+        &mut record,
+        deployments,
+        asked_for.as_deref(),
+        ours.is_some(),
+    );
     record.model = text_at(object, "response.model")
         .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
         .map(Cow::Owned);
@@ -508,21 +524,9 @@ pub fn standard_records(
         // The first payload's group is the model asked for; a later one
         // may already name the fallback's.
         let asked_for = payloads.iter().find_map(|payload| payload.group.clone());
-        record.logical_model = asked_for
-            .as_deref()
-            .map(|group| {
-                deployments
-                    .and_then(|deployments| deployments.logical_model_of(group))
-                    .unwrap_or(group)
-                    .to_owned()
-            })
-            .map(Cow::Owned);
-        if let Some(deployments) = deployments
-            && deployments.route_of(&deployment).is_some()
-        {
-            record.config_version = Some(deployments.config_version);
-            record.config_sha256 = Some(Cow::Owned(deployments.config_sha256.clone()));
-        }
+        let ours =
+            deployments.is_some_and(|deployments| deployments.route_of(&deployment).is_some());
+        of_config(&mut record, deployments, asked_for.as_deref(), ours);
         record.model = last.model.clone().map(Cow::Owned);
         record.input_tokens = last.input_tokens;
         record.output_tokens = last.output_tokens;

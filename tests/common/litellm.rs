@@ -80,17 +80,28 @@ impl Proxy {
     /// Starts the proxy on `export` (the gate's LiteLLM YAML) plus the
     /// capture callbacks and a master key, with `env` set, and waits until
     /// it answers.
-    pub fn start(python: &std::ffi::OsStr, export: &Path, directory: &Path, env: &[(&str, &str)]) -> Proxy {
+    pub fn start(
+        python: &std::ffi::OsStr,
+        export: &Path,
+        directory: &Path,
+        env: &[(&str, &str)],
+    ) -> Proxy {
         std::fs::create_dir_all(directory).unwrap();
         let config = directory.join("proxy.yaml");
         let callbacks = "  callbacks: [\"litellm_capture.spend\", \"litellm_capture.standard\"]\n";
         let export = std::fs::read_to_string(export).unwrap();
         let mut text = if export.contains("\nlitellm_settings:\n") {
-            export.replacen("\nlitellm_settings:\n", &format!("\nlitellm_settings:\n{callbacks}"), 1)
+            export.replacen(
+                "\nlitellm_settings:\n",
+                &format!("\nlitellm_settings:\n{callbacks}"),
+                1,
+            )
         } else {
             format!("{export}litellm_settings:\n{callbacks}")
         };
-        text.push_str(&format!("general_settings:\n  master_key: \"{PROXY_KEY}\"\n"));
+        text.push_str(&format!(
+            "general_settings:\n  master_key: \"{PROXY_KEY}\"\n"
+        ));
         std::fs::write(&config, text).unwrap();
         let capture = directory.join("capture");
         std::fs::create_dir_all(&capture).unwrap();
@@ -105,8 +116,18 @@ impl Proxy {
         command
             .arg("--config")
             .arg(&config)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
-            .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--num_workers",
+                "1",
+            ])
+            .env(
+                "PYTHONPATH",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+            )
             .env("ROUTEVAL_CAPTURE_DIR", &capture)
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .stdout(log.try_clone().unwrap())
@@ -142,7 +163,15 @@ impl Proxy {
     /// Sends `count` requests for `model` (every other one streamed),
     /// `concurrency` at a time, cycling through `prompts`, with the OpenAI
     /// client; appends what the client saw to `out`, tagged `phase`.
-    pub fn drive(&self, model: &str, prompts: &Path, phase: &str, count: usize, concurrency: usize, out: &Path) {
+    pub fn drive(
+        &self,
+        model: &str,
+        prompts: &Path,
+        phase: &str,
+        count: usize,
+        concurrency: usize,
+        out: &Path,
+    ) {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/litellm_drive.py");
         let output = std::process::Command::new(&self.python)
             .arg(script)

@@ -37,8 +37,8 @@ pub use run::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
 };
 pub use serve::{
-    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, gate_single, header_of,
-    serve_command, signed_single, start_serve, write_keys,
+    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, falling_back, gate_single,
+    header_of, serve_command, signed_single, start_serve, write_keys,
 };
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};
 
