@@ -85,14 +85,37 @@ pub struct DriftArgs {
     pub state: Option<PathBuf>,
 }
 
-pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
+/// What `drift` was asked to check: fresh graded results, or the
+/// gateway's records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriftRequest {
+    Graded(DriftOptions),
+    Records(RecordsDriftOptions),
+}
+
+/// Checks the flags and converts them to the stage's options.
+pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
     if let Some(target) = args.target
         && !(target > 0.0 && target <= 1.0)
     {
         bail!("--target must be in (0, 1], got {target}");
     }
-    if args.records.is_some() || args.aggregates.is_some() {
-        return from_records(args);
+    let input = match (&args.records, &args.aggregates) {
+        (Some(path), _) => Some(RecordsInput::Records(path.clone())),
+        (None, Some(path)) => Some(RecordsInput::Aggregates(path.clone())),
+        (None, None) => None,
+    };
+    if let Some(input) = input {
+        let window_ms = super::replay::milliseconds("--window", &args.window)?.round() as i64;
+        if window_ms <= 0 {
+            bail!("--window {}: must be positive", args.window);
+        }
+        return Ok(DriftRequest::Records(RecordsDriftOptions {
+            config: args.config.clone(),
+            input,
+            baseline_results: args.baseline_results.clone(),
+            window_ms,
+        }));
     }
     let results = args.results.clone().expect("clap requires --results");
     if let Some(confidence) = args.confidence
@@ -100,7 +123,7 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
     {
         bail!("--confidence must be in (0, 1), got {confidence}");
     }
-    let options = DriftOptions {
+    Ok(DriftRequest::Graded(DriftOptions {
         config: args.config.clone(),
         results,
         baseline_results: args.baseline_results.clone(),
@@ -115,7 +138,17 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         target: args.target,
         confidence: args.confidence,
         state: args.state.clone(),
-    };
+    }))
+}
+
+pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
+    match request(&args)? {
+        DriftRequest::Graded(options) => graded(&options, &args),
+        DriftRequest::Records(options) => from_records(&options, &args),
+    }
+}
+
+fn graded(options: &DriftOptions, args: &DriftArgs) -> anyhow::Result<Outcome> {
     let mut inputs = vec![
         Named::new(&options.config, "--config"),
         Named::new(&options.results, "--results"),
@@ -131,8 +164,8 @@ pub fn run(args: DriftArgs) -> anyhow::Result<Outcome> {
         outputs.push(Output::new(state, "--state", &DRIFT_STATE_OUTPUT));
     }
     check_outputs(&outputs, &inputs)?;
-    let (document, state) = drift(&options)?;
-    let outcome = emit(&document, document.verdict, &args, || {
+    let (document, state) = drift(options)?;
+    let outcome = emit(&document, document.verdict, args, || {
         if args.markdown {
             markdown(&document)
         } else {
@@ -173,35 +206,86 @@ fn emit<T: serde::Serialize>(
 }
 
 /// `drift --records` and `drift --aggregates`.
-fn from_records(args: DriftArgs) -> anyhow::Result<Outcome> {
-    let (input, flag) = match (&args.records, &args.aggregates) {
-        (Some(path), _) => (RecordsInput::Records(path.clone()), "--records"),
-        (None, Some(path)) => (RecordsInput::Aggregates(path.clone()), "--aggregates"),
-        (None, None) => unreachable!("checked by the caller"),
-    };
-    let path = args
-        .records
-        .as_ref()
-        .or(args.aggregates.as_ref())
-        .expect("one of them");
+fn from_records(options: &RecordsDriftOptions, args: &DriftArgs) -> anyhow::Result<Outcome> {
     if let Some(out) = &args.out {
-        let mut inputs = vec![Named::new(&args.config, "--config"), Named::new(path, flag)];
-        if let Some(baseline) = &args.baseline_results {
+        let (path, flag) = match &options.input {
+            RecordsInput::Records(path) => (path, "--records"),
+            RecordsInput::Aggregates(path) => (path, "--aggregates"),
+        };
+        let mut inputs = vec![
+            Named::new(&options.config, "--config"),
+            Named::new(path, flag),
+        ];
+        if let Some(baseline) = &options.baseline_results {
             inputs.push(Named::new(baseline, "--baseline-results"));
         }
         check_outputs(&[Output::new(out, "--out", &RECORDS_DRIFT_OUTPUT)], &inputs)?;
     }
-    let window_ms = super::replay::milliseconds("--window", &args.window)?.round() as i64;
-    if window_ms <= 0 {
-        bail!("--window {}: must be positive", args.window);
-    }
-    let document = drift_records(&RecordsDriftOptions {
-        config: args.config.clone(),
-        input,
-        baseline_results: args.baseline_results.clone(),
-        window_ms,
-    })?;
-    emit(&document, document.verdict, &args, || {
+    let document = drift_records(options)?;
+    emit(&document, document.verdict, args, || {
         render_records(&document, args.markdown)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<DriftRequest> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Drift(args) = cli.command else {
+            panic!("{argv} is a drift command");
+        };
+        request(&args)
+    }
+
+    #[test]
+    fn flags_become_a_request() {
+        assert_eq!(
+            parse("routeval drift --config c.json --records r.parquet --window 10m --baseline-results g.parquet").unwrap(),
+            DriftRequest::Records(RecordsDriftOptions {
+                config: PathBuf::from("c.json"),
+                input: RecordsInput::Records(PathBuf::from("r.parquet")),
+                baseline_results: Some(PathBuf::from("g.parquet")),
+                window_ms: 600_000,
+            })
+        );
+        let DriftRequest::Graded(options) = parse(
+            "routeval drift --config c.json --results fresh.csv --target 0.85 --confidence 0.9 --score-col router_score --slice-col tenant --state s.json",
+        )
+        .unwrap() else {
+            panic!("a graded request");
+        };
+        assert_eq!(options.results, PathBuf::from("fresh.csv"));
+        assert_eq!(
+            (options.target, options.confidence),
+            (Some(0.85), Some(0.9))
+        );
+        assert_eq!(options.score_col.as_deref(), Some("router_score"));
+        assert_eq!(options.read.names.slice, "tenant");
+        assert_eq!(options.state, Some(PathBuf::from("s.json")));
+    }
+
+    #[test]
+    fn out_of_range_flags_are_named() {
+        for (argv, message) in [
+            (
+                "routeval drift --config c --results r --target 1.5",
+                "--target must be in (0, 1], got 1.5",
+            ),
+            (
+                "routeval drift --config c --results r --confidence 0",
+                "--confidence must be in (0, 1), got 0",
+            ),
+            (
+                "routeval drift --config c --records r --window 0s",
+                "--window 0s: must be positive",
+            ),
+        ] {
+            assert_eq!(parse(argv).unwrap_err().to_string(), message, "{argv}");
+        }
+    }
 }

@@ -159,7 +159,8 @@ pub struct VerifyArgs {
     pub at: Option<String>,
 }
 
-pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
+/// Checks the flags and converts them to the stage's options.
+pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     if !(args.target > 0.0 && args.target <= 1.0) {
         bail!("--target must be in (0, 1], got {}", args.target);
     }
@@ -188,7 +189,7 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     {
         bail!("--serve-url {url}: must be an http:// or https:// URL (routeval serve's /v1)");
     }
-    let options = GateOptions {
+    Ok(GateOptions {
         serve: args
             .serve_url
             .clone()
@@ -220,19 +221,22 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
         familywise: args.familywise,
         router: args.router,
         rubrics: args.rubrics,
-    };
-    let clock = clock_at(args.at.as_deref())?;
+    })
+}
+
+pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
+    let (json, at) = (args.json, args.at.clone());
+    let options = options(args)?;
+    let clock = clock_at(at.as_deref())?;
     let report = gate(&options, clock.as_ref())?;
-    if let Some(at) = &args.at {
+    if let Some(at) = &at {
         reporter.report(Event::Message {
             stage: "gate",
             level: Level::Note,
             text: format!("the gate's clock was set to {at} by --at, not the current time"),
         });
     }
-    super::print::emit(&report, "the gate report", None, args.json, || {
-        terminal(&report)
-    })?;
+    super::print::emit(&report, "the gate report", None, json, || terminal(&report))?;
     Ok(if report.emitted.is_some() {
         Outcome::Passed
     } else {
@@ -294,6 +298,98 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<Outcome> {
                 args.config.display()
             );
             Ok(Outcome::CheckFailed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<GateOptions> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Gate(args) = cli.command else {
+            panic!("{argv} is a gate command");
+        };
+        options(args)
+    }
+
+    #[test]
+    fn flags_become_options() {
+        let options = parse(
+            "routeval gate --candidates a.toml b.toml --results r.parquet --calibration c.json p.json --baseline v3.json --pubkey old.pub --constraints org.toml --target 0.9 --confidence 0.95 --familywise --max-regression 0.01 --key k.key --out dist --ttl-days 7 --router router.bin --serve-url http://serve:8090/v1 --score-col p --slice-col tenant --allow-unknown-slices",
+        )
+        .unwrap();
+        assert_eq!(
+            options.candidates,
+            [PathBuf::from("a.toml"), PathBuf::from("b.toml")]
+        );
+        assert_eq!(
+            options.calibrations,
+            [PathBuf::from("c.json"), PathBuf::from("p.json")]
+        );
+        assert_eq!(options.baseline, Some(PathBuf::from("v3.json")));
+        assert_eq!(options.baseline_pubkey.as_deref(), Some("old.pub"));
+        assert_eq!(options.constraints, Some(PathBuf::from("org.toml")));
+        assert_eq!(
+            (options.target, options.confidence, options.max_regression),
+            (0.9, Some(0.95), 0.01)
+        );
+        assert!(options.familywise && options.allow_unknown_slices);
+        assert_eq!(
+            (options.key, options.out, options.ttl_days),
+            (PathBuf::from("k.key"), PathBuf::from("dist"), 7)
+        );
+        assert_eq!(options.router, Some(PathBuf::from("router.bin")));
+        assert_eq!(
+            options.serve,
+            Some(crate::gate::ServeEndpoint {
+                url: "http://serve:8090/v1".to_owned(),
+                key_env: "ROUTEVAL_SERVE_KEY".to_owned(),
+            })
+        );
+        assert_eq!(
+            (
+                options.read.names.score.as_str(),
+                options.read.names.slice.as_str()
+            ),
+            ("p", "tenant")
+        );
+        // The gate reads latencies and model versions too.
+        assert!(options.read.details);
+    }
+
+    #[test]
+    fn out_of_range_flags_are_named() {
+        let base = "routeval gate --candidates a.toml --results r.csv --key k --out d";
+        for (flags, message) in [
+            ("--target 0", "--target must be in (0, 1], got 0"),
+            ("--target 0.9 --ttl-days 0", "--ttl-days must be from 1 to"),
+            (
+                "--target 0.9 --confidence 1",
+                "--confidence must be in (0, 1), got 1",
+            ),
+            (
+                "--target 0.9 --familywise",
+                "--familywise needs --confidence",
+            ),
+            (
+                "--target 0.9 --max-regression 2",
+                "--max-regression must be in [0, 1], got 2",
+            ),
+            (
+                "--target 0.9 --serve-url serve:8090",
+                "--serve-url serve:8090: must be an http:// or https:// URL",
+            ),
+        ] {
+            let argv = format!("{base} {flags}");
+            let message_seen = parse(&argv).unwrap_err().to_string();
+            assert!(message_seen.starts_with(message), "{argv}: {message_seen}");
         }
     }
 }

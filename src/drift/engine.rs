@@ -25,7 +25,7 @@ use super::sequential::{DriftState, FamilySlice, RunCounts};
 use crate::stats::alarms;
 use crate::stats::{ks_two_sample, psi_test, two_proportion_z};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DriftOptions {
     pub config: PathBuf,
     pub results: PathBuf,

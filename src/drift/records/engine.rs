@@ -57,7 +57,7 @@ fn ttft_of_bin(bin: i64) -> f64 {
     ((bin as f64 + 0.5) * 1.01f64.ln()).exp()
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RecordsDriftOptions {
     pub config: PathBuf,
     pub input: RecordsInput,
@@ -67,7 +67,7 @@ pub struct RecordsDriftOptions {
     pub window_ms: i64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordsInput {
     Records(PathBuf),
     /// Counts per window, slice, route, reason, model, score bin and
