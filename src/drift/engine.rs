@@ -198,119 +198,41 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
     let tier_thresholds = config.table.policy.tier_thresholds();
     let has_thresholds = thresholds.is_some() || tier_thresholds.is_some();
 
-    // Counts recorded as rates (a config's provenance) are k / n in f64,
-    // from which k is recovered exactly.
-    let count_of = |rate: f64, n: u64| (rate * n as f64).round() as u64;
     let mut slices: Vec<SliceDrift> = Vec::new();
     let mut tests: Vec<(usize, Test, f64)> = Vec::new();
+    let context = SliceContext {
+        thresholds,
+        tier_thresholds,
+        has_thresholds,
+        target,
+        at_calibration: &at_calibration,
+        fresh_scores: &fresh_scores,
+        baseline_scores: baseline_scores.as_ref(),
+    };
     for (metrics, counts) in now.slices.iter().zip(&now.counts) {
-        let n = counts.n;
-        let successes = counts.successes;
-        let escalated = counts.escalated;
-        let threshold = thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
-        let tier_threshold =
-            tier_thresholds.and_then(|thresholds| thresholds.for_slice(&metrics.slice));
-        let thresholded = threshold.is_some() || tier_threshold.is_some();
-        let before = at_calibration
-            .iter()
-            .find(|before| before.slice == metrics.slice);
-        let escalation_test = before.filter(|_| thresholded).and_then(|before| {
-            two_proportion_z(
-                escalated,
-                n,
-                count_of(before.escalation_rate, before.n),
-                before.n,
-            )
-        });
-        let quality_p_value = binomial_cdf(n, target, successes);
-        let score_shift = baseline_scores.as_ref().and_then(|baseline| {
-            let baseline = baseline.get(&metrics.slice)?;
-            let current = fresh_scores.get(&metrics.slice)?;
-            let (ks_statistic, ks_p_value) = ks_two_sample(baseline, current)?;
-            let psi = psi_test(baseline, current)?;
-            Some(ScoreShift {
-                psi: psi.psi,
-                psi_null: psi.null,
-                psi_p_value: psi.p_value,
-                ks_statistic,
-                ks_p_value,
-            })
-        });
         let tier_drift = tier_drift.remove(&metrics.slice).unwrap_or_default();
-        let mut reasons = tier_drift.clone();
-        if !thresholded && has_thresholds {
-            reasons.push("the deployed config has no threshold for this slice".to_owned());
-        }
-        // Facts, not tests: a model other than the pinned one, or no
-        // threshold, needs a recalibration whatever the counts say.
-        let verdict = if reasons.is_empty() {
-            Verdict::Ok
-        } else {
-            Verdict::Recalibrate
-        };
+        let (slice, slice_tests) = context.judge(metrics, counts, tier_drift);
         let index = slices.len();
-        tests.push((index, Test::Quality, quality_p_value));
-        if let Some((_, p)) = escalation_test {
-            tests.push((index, Test::Escalation, p));
-        }
-        if let Some(shift) = &score_shift {
-            tests.push((index, Test::Psi, shift.psi_p_value));
-            tests.push((index, Test::Ks, shift.ks_p_value));
-        }
-        slices.push(SliceDrift {
-            slice: metrics.slice.clone(),
-            n,
-            verdict,
-            reasons,
-            threshold,
-            thresholds: tier_threshold.map(<[Threshold]>::to_vec),
-            served: metrics.served.clone(),
-            escalation_rate: metrics.escalation_rate,
-            escalation_rate_at_calibration: before
-                .filter(|_| thresholded)
-                .map(|before| before.escalation_rate),
-            escalation_p_value: escalation_test.map(|(_, p)| p),
-            quality: metrics.quality,
-            quality_lower_bound: metrics.quality_lower_bound.unwrap_or(0.0),
-            quality_p_value,
-            score_shift,
-            tier_drift,
-        });
+        tests.extend(slice_tests.into_iter().map(|(test, p)| (index, test, p)));
+        slices.push(slice);
     }
     let results_sha256 = sha256_file(&options.results)?;
     let monitored = match &options.state {
         Some(path) => {
-            let counts: Vec<(String, RunCounts)> = slices
-                .iter()
-                .zip(&now.counts)
-                .map(|(slice, counts)| {
-                    let run = RunCounts {
-                        n: counts.n,
-                        acceptable: counts.successes,
-                        escalated: counts.escalated,
-                    };
-                    (slice.slice.clone(), run)
-                })
-                .collect();
-            // The calibration's slices, not its "*" (every slice at once).
-            let family: Vec<FamilySlice> = at_calibration
-                .iter()
-                .filter(|before| before.slice != crate::schema::GLOBAL_SLICE)
-                .map(|before| FamilySlice {
-                    slice: before.slice.clone(),
-                    escalation: has_thresholds
-                        .then(|| (count_of(before.escalation_rate, before.n), before.n)),
-                })
-                .collect();
             let config = (
                 config_ref.config_id.as_str(),
                 config_ref.version,
                 config_ref.sha256.as_str(),
             );
-            let mut state = read_state(path, &options.results, &results_sha256, config)?
-                .unwrap_or_else(|| DriftState::new(config, target, delta, &family));
-            state.inputs.push(results_sha256.clone());
-            state.add_run(&counts);
+            let state = monitor(
+                path,
+                (&options.results, &results_sha256),
+                config,
+                (target, delta, has_thresholds),
+                &slices,
+                &now.counts,
+                &at_calibration,
+            )?;
             // The monitor judges quality and escalation; the run's own
             // tests of them are reported, not counted.
             tests.retain(|(_, test, _)| matches!(test, Test::Psi | Test::Ks));
@@ -344,6 +266,148 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         sequential,
     };
     Ok((document, monitored.map(|(_, state)| state)))
+}
+
+/// Counts recorded as rates (a config's provenance) are k / n in f64, from
+/// which k is recovered exactly.
+fn count_of(rate: f64, n: u64) -> u64 {
+    (rate * n as f64).round() as u64
+}
+
+/// What judging one slice needs besides its own counts.
+struct SliceContext<'a> {
+    thresholds: Option<&'a crate::routes::Thresholds>,
+    tier_thresholds: Option<&'a crate::routes::TierThresholds>,
+    has_thresholds: bool,
+    target: f64,
+    at_calibration: &'a [Metrics],
+    fresh_scores: &'a BTreeMap<String, Vec<f64>>,
+    baseline_scores: Option<&'a BTreeMap<String, Vec<f64>>>,
+}
+
+impl SliceContext<'_> {
+    /// A slice's drift before the run's tests are judged together, and
+    /// those tests' p-values.
+    fn judge(
+        &self,
+        metrics: &Metrics,
+        counts: &crate::policy::Counts,
+        tier_drift: Vec<String>,
+    ) -> (SliceDrift, Vec<(Test, f64)>) {
+        let (n, successes, escalated) = (counts.n, counts.successes, counts.escalated);
+        let threshold = self
+            .thresholds
+            .and_then(|thresholds| thresholds.for_slice(&metrics.slice));
+        let tier_threshold = self
+            .tier_thresholds
+            .and_then(|thresholds| thresholds.for_slice(&metrics.slice));
+        let thresholded = threshold.is_some() || tier_threshold.is_some();
+        let before = self
+            .at_calibration
+            .iter()
+            .find(|before| before.slice == metrics.slice);
+        let escalation_test = before.filter(|_| thresholded).and_then(|before| {
+            two_proportion_z(
+                escalated,
+                n,
+                count_of(before.escalation_rate, before.n),
+                before.n,
+            )
+        });
+        let quality_p_value = binomial_cdf(n, self.target, successes);
+        let score_shift = self.baseline_scores.and_then(|baseline| {
+            let baseline = baseline.get(&metrics.slice)?;
+            let current = self.fresh_scores.get(&metrics.slice)?;
+            let (ks_statistic, ks_p_value) = ks_two_sample(baseline, current)?;
+            let psi = psi_test(baseline, current)?;
+            Some(ScoreShift {
+                psi: psi.psi,
+                psi_null: psi.null,
+                psi_p_value: psi.p_value,
+                ks_statistic,
+                ks_p_value,
+            })
+        });
+        let mut reasons = tier_drift.clone();
+        if !thresholded && self.has_thresholds {
+            reasons.push("the deployed config has no threshold for this slice".to_owned());
+        }
+        // Facts, not tests: a model other than the pinned one, or no
+        // threshold, needs a recalibration whatever the counts say.
+        let verdict = if reasons.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Recalibrate
+        };
+        let mut tests = vec![(Test::Quality, quality_p_value)];
+        if let Some((_, p)) = escalation_test {
+            tests.push((Test::Escalation, p));
+        }
+        if let Some(shift) = &score_shift {
+            tests.push((Test::Psi, shift.psi_p_value));
+            tests.push((Test::Ks, shift.ks_p_value));
+        }
+        let slice = SliceDrift {
+            slice: metrics.slice.clone(),
+            n,
+            verdict,
+            reasons,
+            threshold,
+            thresholds: tier_threshold.map(<[Threshold]>::to_vec),
+            served: metrics.served.clone(),
+            escalation_rate: metrics.escalation_rate,
+            escalation_rate_at_calibration: before
+                .filter(|_| thresholded)
+                .map(|before| before.escalation_rate),
+            escalation_p_value: escalation_test.map(|(_, p)| p),
+            quality: metrics.quality,
+            quality_lower_bound: metrics.quality_lower_bound.unwrap_or(0.0),
+            quality_p_value,
+            score_shift,
+            tier_drift,
+        };
+        (slice, tests)
+    }
+}
+
+/// The anytime-valid monitor's state after this run: the one at `path` (or
+/// a new one for this config), with the run's counts added.
+fn monitor(
+    path: &Path,
+    (results, results_sha256): (&Path, &str),
+    config: (&str, u64, &str),
+    (target, delta, has_thresholds): (f64, f64, bool),
+    slices: &[SliceDrift],
+    counts: &[crate::policy::Counts],
+    at_calibration: &[Metrics],
+) -> anyhow::Result<DriftState> {
+    let counts: Vec<(String, RunCounts)> = slices
+        .iter()
+        .zip(counts)
+        .map(|(slice, counts)| {
+            let run = RunCounts {
+                n: counts.n,
+                acceptable: counts.successes,
+                escalated: counts.escalated,
+            };
+            (slice.slice.clone(), run)
+        })
+        .collect();
+    // The calibration's slices, not its "*" (every slice at once).
+    let family: Vec<FamilySlice> = at_calibration
+        .iter()
+        .filter(|before| before.slice != crate::schema::GLOBAL_SLICE)
+        .map(|before| FamilySlice {
+            slice: before.slice.clone(),
+            escalation: has_thresholds
+                .then(|| (count_of(before.escalation_rate, before.n), before.n)),
+        })
+        .collect();
+    let mut state = read_state(path, results, results_sha256, config)?
+        .unwrap_or_else(|| DriftState::new(config, target, delta, &family));
+    state.inputs.push(results_sha256.to_owned());
+    state.add_run(&counts);
+    Ok(state)
 }
 
 /// The monitor's state at `path`, if there is one: a drift state of this
