@@ -9,6 +9,7 @@ mod columns;
 mod from_litellm;
 mod from_logs;
 mod read;
+mod rows;
 mod schema;
 mod write;
 
