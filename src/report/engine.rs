@@ -67,45 +67,12 @@ fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Res
 pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
     let html_path = options.out.join("report.html");
     let markdown_path = options.out.join("summary.md");
-    let mut inputs = Vec::new();
-    inputs.extend(
-        options
-            .results
-            .iter()
-            .map(|path| Named::new(path, "--results")),
-    );
-    inputs.extend(
-        options
-            .replay
-            .iter()
-            .map(|path| Named::new(path, "--replay")),
-    );
-    inputs.extend(
-        options
-            .records
-            .iter()
-            .map(|path| Named::new(path, "--records")),
-    );
-    inputs.extend(
-        options
-            .calibration
-            .iter()
-            .map(|path| Named::new(path, "--calibration")),
-    );
-    inputs.extend(options.gate.iter().map(|path| Named::new(path, "--gate")));
-    inputs.extend(options.drift.iter().map(|path| Named::new(path, "--drift")));
-    inputs.extend(
-        options
-            .baseline
-            .iter()
-            .map(|path| Named::new(path, "--baseline")),
-    );
     check_outputs(
         &[
             Output::new(&html_path, "--out", &REPORT_HTML_OUTPUT),
             Output::new(&markdown_path, "--out", &REPORT_SUMMARY_OUTPUT),
         ],
-        &inputs,
+        &inputs(options),
     )?;
     let replay: Option<ReplayDocument> = options
         .replay
@@ -114,72 +81,9 @@ pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
         .transpose()?;
     let records = records_documents(&options.records)?;
     let Some(results) = &options.results else {
-        if !options.calibration.is_empty()
-            || options.gate.is_some()
-            || options.drift.is_some()
-            || options.baseline.is_some()
-        {
-            bail!(
-                "--calibration, --gate, --drift and --baseline describe graded results: give --results too"
-            );
-        }
-        let mut markdown = format!(
-            "## {}\n\nFull report with charts: {}.\n\n",
-            text(&options.title),
-            code(&html_path.display().to_string())
-        );
-        let mut page = match &replay {
-            Some(replay) => {
-                replay_summary(&mut markdown, replay);
-                replay_page(&options.title, replay)
-            }
-            None => records_page(&options.title, &RecordsDocuments::default()),
-        };
-        if !records.is_empty() {
-            records_summary(&mut markdown, &records);
-            let mut sections = String::new();
-            records_section(&mut sections, &records);
-            insert_before_body_end(&mut page, &sections);
-        }
-        std::fs::create_dir_all(&options.out)
-            .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
-        write_pages(&html_path, &page, &markdown_path, &markdown)?;
-        return Ok(Written {
-            html: html_path,
-            markdown: markdown_path,
-        });
+        return without_results(options, replay.as_ref(), &records, html_path, markdown_path);
     };
-    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
-    let mut tiered: Vec<CalibrationDocument> = Vec::new();
-    for path in &options.calibration {
-        let calibration: CalibrationDocument =
-            load(path, "--calibration", "a calibration document")?;
-        if calibration.two_tiers(path, "report").is_err() {
-            if tiered
-                .iter()
-                .any(|other| other.policy == calibration.policy)
-            {
-                bail!(
-                    "{}: a second calibration of more than two tiers for the {} policy (--calibration takes one per policy and kind)",
-                    path.display(),
-                    calibration.policy.name()
-                );
-            }
-            tiered.push(calibration);
-            continue;
-        }
-        if calibrations
-            .iter()
-            .any(|other| other.policy == calibration.policy)
-        {
-            bail!(
-                "{}: a second calibration of the {} policy (--calibration takes one per policy)",
-                path.display(),
-                calibration.policy.name()
-            );
-        }
-        calibrations.push(calibration);
-    }
+    let (calibrations, tiered) = calibrations(&options.calibration)?;
     // Each policy's curve is drawn on its own score: the flag naming it, or
     // the column of that policy's calibration.
     let column_of = |flag: &Option<String>, policy: Policy| {
@@ -259,6 +163,127 @@ pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
         html: html_path,
         markdown: markdown_path,
     })
+}
+
+/// Every input the report reads, named by its flag.
+fn inputs(options: &ReportOptions) -> Vec<Named<'_>> {
+    let mut inputs = Vec::new();
+    inputs.extend(
+        options
+            .results
+            .iter()
+            .map(|path| Named::new(path, "--results")),
+    );
+    inputs.extend(
+        options
+            .replay
+            .iter()
+            .map(|path| Named::new(path, "--replay")),
+    );
+    inputs.extend(
+        options
+            .records
+            .iter()
+            .map(|path| Named::new(path, "--records")),
+    );
+    inputs.extend(
+        options
+            .calibration
+            .iter()
+            .map(|path| Named::new(path, "--calibration")),
+    );
+    inputs.extend(options.gate.iter().map(|path| Named::new(path, "--gate")));
+    inputs.extend(options.drift.iter().map(|path| Named::new(path, "--drift")));
+    inputs.extend(
+        options
+            .baseline
+            .iter()
+            .map(|path| Named::new(path, "--baseline")),
+    );
+    inputs
+}
+
+/// The report of replays and records alone, with no graded results.
+fn without_results(
+    options: &ReportOptions,
+    replay: Option<&ReplayDocument>,
+    records: &RecordsDocuments,
+    html_path: PathBuf,
+    markdown_path: PathBuf,
+) -> anyhow::Result<Written> {
+    if !options.calibration.is_empty()
+        || options.gate.is_some()
+        || options.drift.is_some()
+        || options.baseline.is_some()
+    {
+        bail!(
+            "--calibration, --gate, --drift and --baseline describe graded results: give --results too"
+        );
+    }
+    let mut markdown = format!(
+        "## {}\n\nFull report with charts: {}.\n\n",
+        text(&options.title),
+        code(&html_path.display().to_string())
+    );
+    let mut page = match &replay {
+        Some(replay) => {
+            replay_summary(&mut markdown, replay);
+            replay_page(&options.title, replay)
+        }
+        None => records_page(&options.title, &RecordsDocuments::default()),
+    };
+    if !records.is_empty() {
+        records_summary(&mut markdown, records);
+        let mut sections = String::new();
+        records_section(&mut sections, records);
+        insert_before_body_end(&mut page, &sections);
+    }
+    std::fs::create_dir_all(&options.out)
+        .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    write_pages(&html_path, &page, &markdown_path, &markdown)?;
+    Ok(Written {
+        html: html_path,
+        markdown: markdown_path,
+    })
+}
+
+/// The two-tier calibrations, one per policy, and those of more tiers, one
+/// per policy and kind.
+fn calibrations(
+    paths: &[PathBuf],
+) -> anyhow::Result<(Vec<CalibrationDocument>, Vec<CalibrationDocument>)> {
+    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+    let mut tiered: Vec<CalibrationDocument> = Vec::new();
+    for path in paths {
+        let calibration: CalibrationDocument =
+            load(path, "--calibration", "a calibration document")?;
+        if calibration.two_tiers(path, "report").is_err() {
+            if tiered
+                .iter()
+                .any(|other| other.policy == calibration.policy)
+            {
+                bail!(
+                    "{}: a second calibration of more than two tiers for the {} policy (--calibration takes one per policy and kind)",
+                    path.display(),
+                    calibration.policy.name()
+                );
+            }
+            tiered.push(calibration);
+            continue;
+        }
+        if calibrations
+            .iter()
+            .any(|other| other.policy == calibration.policy)
+        {
+            bail!(
+                "{}: a second calibration of the {} policy (--calibration takes one per policy)",
+                path.display(),
+                calibration.policy.name()
+            );
+        }
+        calibrations.push(calibration);
+    }
+    Ok((calibrations, tiered))
 }
 
 /// The deployed config at `path` against the proposal: the gate's emitted
