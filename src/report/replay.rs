@@ -16,6 +16,23 @@ const PALETTE: [&str; 10] = [
 ];
 
 pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
+    intro(out, replay);
+    charts(out, replay);
+    if let Some(loss) = replay.pool.index_loss_at_s {
+        let _ = write!(
+            out,
+            "<p>The router lost its prefix index {:.0} minutes into the trace: affinity falls back to least load until the index refills.</p>",
+            loss / 60.0
+        );
+    }
+    policy_table(out, replay);
+    if let Some(calibration) = &replay.calibration {
+        calibration_section(out, calibration);
+    }
+}
+
+/// What was replayed: the trace, the pool, and the cache's ceiling.
+fn intro(out: &mut String, replay: &ReplayDocument) {
     let (trace, pool) = (&replay.trace, &replay.pool);
     let cache = pool.cache_blocks.map_or_else(
         || "unbounded caches".to_owned(),
@@ -45,6 +62,11 @@ pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
             ""
         }
     );
+}
+
+/// Hit rates and first tokens per policy, and the hit rate over time.
+fn charts(out: &mut String, replay: &ReplayDocument) {
+    let trace = &replay.trace;
     out.push_str("<div class=\"charts\">");
     let hit_rates: Vec<(String, Vec<(f64, &'static str)>)> = replay
         .policies
@@ -122,13 +144,10 @@ pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
     };
     out.push_str(&timeline.to_svg());
     out.push_str("</div>");
-    if let Some(loss) = pool.index_loss_at_s {
-        let _ = write!(
-            out,
-            "<p>The router lost its prefix index {:.0} minutes into the trace: affinity falls back to least load until the index refills.</p>",
-            loss / 60.0
-        );
-    }
+}
+
+/// Every policy's figures.
+fn policy_table(out: &mut String, replay: &ReplayDocument) {
     table(
         out,
         &[
@@ -160,55 +179,57 @@ pub fn replay_section(out: &mut String, replay: &ReplayDocument) {
             ]
         }),
     );
-    if let Some(calibration) = &replay.calibration {
-        let _ = write!(
-            out,
-            "<h3>Calibrated for {}</h3><p>Searched on the first {} requests ({} grid points), checked on the {} after them.</p>",
-            escape(&calibration.objective),
-            calibration.train_requests,
-            calibration.grid.points,
-            calibration.holdout_requests
-        );
-        let chosen = [&calibration.cache_aware, &calibration.scorer];
-        let rows = chosen
-            .iter()
-            .map(|choice| (format!("chosen: {}", choice.policy.name), &choice.policy))
-            .chain(
-                calibration
-                    .baselines
-                    .iter()
-                    .map(|baseline| (baseline.name.clone(), baseline)),
-            )
-            .map(|(label, scored)| {
-                vec![
-                    label,
-                    format!("{:.4}", scored.train.objective),
-                    format!("{:.4}", scored.holdout.objective),
-                    format!("{:.1}%", scored.holdout.hit_rate * 100.0),
-                    format!("{:.0}", scored.holdout.ttft_p95_ms),
-                ]
-            });
-        table(
-            out,
-            &[
-                "policy",
-                "objective, first part",
-                "objective, held out",
-                "hit rate, held out",
-                "TTFT p95 ms, held out",
-            ],
-            rows,
-        );
-        let verdict = |wins: bool| if wins { "holds" } else { "does not hold" };
-        let _ = write!(
-            out,
-            "<p>On the held-out part the cache-aware choice {} against SGLang's defaults and every fixed policy, and the scorer choice {} against the default weights and every fixed policy.</p><p>SGLang router flags: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
-            verdict(calibration.cache_aware.wins_on_holdout),
-            verdict(calibration.scorer.wins_on_holdout),
-            escape(&calibration.sglang_flags),
-            escape(&calibration.endpoint_picker)
-        );
-    }
+}
+
+/// The calibrated routers against the defaults and the fixed policies.
+fn calibration_section(out: &mut String, calibration: &crate::schema::replay::Calibration) {
+    let _ = write!(
+        out,
+        "<h3>Calibrated for {}</h3><p>Searched on the first {} requests ({} grid points), checked on the {} after them.</p>",
+        escape(&calibration.objective),
+        calibration.train_requests,
+        calibration.grid.points,
+        calibration.holdout_requests
+    );
+    let chosen = [&calibration.cache_aware, &calibration.scorer];
+    let rows = chosen
+        .iter()
+        .map(|choice| (format!("chosen: {}", choice.policy.name), &choice.policy))
+        .chain(
+            calibration
+                .baselines
+                .iter()
+                .map(|baseline| (baseline.name.clone(), baseline)),
+        )
+        .map(|(label, scored)| {
+            vec![
+                label,
+                format!("{:.4}", scored.train.objective),
+                format!("{:.4}", scored.holdout.objective),
+                format!("{:.1}%", scored.holdout.hit_rate * 100.0),
+                format!("{:.0}", scored.holdout.ttft_p95_ms),
+            ]
+        });
+    table(
+        out,
+        &[
+            "policy",
+            "objective, first part",
+            "objective, held out",
+            "hit rate, held out",
+            "TTFT p95 ms, held out",
+        ],
+        rows,
+    );
+    let verdict = |wins: bool| if wins { "holds" } else { "does not hold" };
+    let _ = write!(
+        out,
+        "<p>On the held-out part the cache-aware choice {} against SGLang's defaults and every fixed policy, and the scorer choice {} against the default weights and every fixed policy.</p><p>SGLang router flags: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
+        verdict(calibration.cache_aware.wins_on_holdout),
+        verdict(calibration.scorer.wins_on_holdout),
+        escape(&calibration.sglang_flags),
+        escape(&calibration.endpoint_picker)
+    );
 }
 
 /// A report of the replay alone, for teams with no graded results.
