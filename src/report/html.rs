@@ -484,29 +484,12 @@ fn drift_section(out: &mut String, drift: &DriftDocument) {
     );
 }
 
-fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurves) {
-    let totals = &curves.totals;
+/// The policies that need no threshold, as points of the cost–quality
+/// chart.
+fn baseline_markers(totals: &crate::policy::Totals) -> Vec<Marker> {
     let n = totals.rows as f64;
     let per_thousand = |picodollars: i128| picodollars as f64 / 1e12 / n * 1000.0;
-    let calibrated: Vec<(&CalibrationDocument, &SliceCalibration)> = inputs
-        .calibrations
-        .iter()
-        .filter_map(|calibration| {
-            calibration
-                .slices
-                .iter()
-                .find(|slice| slice.slice == curves.slice)
-                .map(|slice| (calibration, slice))
-        })
-        .collect();
-    let named = calibrated.len() > 1;
-    let _ = write!(
-        out,
-        "<h2>Slice <code>{}</code></h2><div class=\"charts\">",
-        escape(&curves.slice)
-    );
-
-    let mut markers = vec![
+    vec![
         Marker {
             label: "always small".to_owned(),
             color: GREY,
@@ -525,38 +508,31 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
             x: per_thousand(totals.oracle_cost),
             y: totals.either_ok as f64 / n,
         },
-    ];
-    let mut rules: Vec<Rule> = Vec::new();
-    for (calibration, slice) in &calibrated {
-        if !rules.iter().any(|rule| rule.y == calibration.target) {
-            rules.push(Rule {
-                label: format!("target {}", calibration.target),
-                y: calibration.target,
-            });
-        }
-        if let (Some(quality), Some(cost), Some(threshold)) =
-            (slice.quality, slice.mean_cost, slice.threshold)
-        {
-            let policy = if named {
-                format!("{} ", calibration.policy.name())
-            } else {
-                String::new()
-            };
-            markers.push(Marker {
-                label: format!("chosen {policy}t = {threshold}"),
-                color: ORANGE,
-                x: cost * 1000.0,
-                y: quality,
-            });
-        }
+    ]
+}
+
+/// A target line, once per target.
+fn add_target(rules: &mut Vec<Rule>, target: f64) {
+    if !rules.iter().any(|rule| rule.y == target) {
+        rules.push(Rule {
+            label: format!("target {target}"),
+            y: target,
+        });
     }
-    // The deployed config's point and the proposal's, joined by an arrow.
+}
+
+/// The deployed config's point and the proposal's, joined by an arrow.
+fn change_markers(
+    inputs: &ReportInputs<'_>,
+    slice_name: &str,
+    markers: &mut Vec<Marker>,
+) -> Vec<Arrow> {
     let mut arrows = Vec::new();
     if let Some(moved) = inputs.change.and_then(|change| {
         change
             .slices
             .iter()
-            .find(|slice| slice.slice == curves.slice)
+            .find(|slice| slice.slice == slice_name)
             .map(|slice| (change.deployed_version, slice))
     }) {
         let (version, slice) = moved;
@@ -576,24 +552,30 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
         });
         arrows.push(Arrow { from, to });
     }
+    arrows
+}
+
+/// Each calibration of more than two tiers as its frontier, with its chosen
+/// point and its target.
+fn tiered_frontiers(
+    inputs: &ReportInputs<'_>,
+    slice_name: &str,
+    rules: &mut Vec<Rule>,
+    markers: &mut Vec<Marker>,
+) -> Vec<Series> {
     let mut tiered_series = Vec::new();
     for calibration in inputs.tiered {
         let Some(slice) = calibration
             .slices
             .iter()
-            .find(|slice| slice.slice == curves.slice)
+            .find(|slice| slice.slice == slice_name)
         else {
             continue;
         };
         let Some(tiered) = &slice.tiered else {
             continue;
         };
-        if !rules.iter().any(|rule| rule.y == calibration.target) {
-            rules.push(Rule {
-                label: format!("target {}", calibration.target),
-                y: calibration.target,
-            });
-        }
+        add_target(rules, calibration.target);
         let name = format!("{} {}", calibration.policy.name(), tier_path(calibration));
         tiered_series.push(Series {
             name: name.clone(),
@@ -617,6 +599,51 @@ fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurv
             });
         }
     }
+    tiered_series
+}
+
+fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves: &SliceCurves) {
+    let totals = &curves.totals;
+    let calibrated: Vec<(&CalibrationDocument, &SliceCalibration)> = inputs
+        .calibrations
+        .iter()
+        .filter_map(|calibration| {
+            calibration
+                .slices
+                .iter()
+                .find(|slice| slice.slice == curves.slice)
+                .map(|slice| (calibration, slice))
+        })
+        .collect();
+    let named = calibrated.len() > 1;
+    let _ = write!(
+        out,
+        "<h2>Slice <code>{}</code></h2><div class=\"charts\">",
+        escape(&curves.slice)
+    );
+
+    let mut markers = baseline_markers(totals);
+    let mut rules: Vec<Rule> = Vec::new();
+    for (calibration, slice) in &calibrated {
+        add_target(&mut rules, calibration.target);
+        if let (Some(quality), Some(cost), Some(threshold)) =
+            (slice.quality, slice.mean_cost, slice.threshold)
+        {
+            let policy = if named {
+                format!("{} ", calibration.policy.name())
+            } else {
+                String::new()
+            };
+            markers.push(Marker {
+                label: format!("chosen {policy}t = {threshold}"),
+                color: ORANGE,
+                x: cost * 1000.0,
+                y: quality,
+            });
+        }
+    }
+    let arrows = change_markers(inputs, &curves.slice, &mut markers);
+    let tiered_series = tiered_frontiers(inputs, &curves.slice, &mut rules, &mut markers);
     let cost_quality = Chart {
         title: "Cost and quality over every threshold".to_owned(),
         x_label: "$ per 1,000 requests".to_owned(),
