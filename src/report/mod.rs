@@ -17,6 +17,7 @@ mod html;
 mod markdown;
 mod records;
 mod replay;
+mod slice;
 mod svg;
 
 /// How every report page begins: the generator named where the next report
