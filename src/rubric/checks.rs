@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 
 use super::extract::{ChoiceFinder, final_number, value};
-use super::spec::{CheckSpec, NumberComparison, RubricFile};
+use super::spec::{NumberComparison, RubricFile};
 use crate::rubric::PromptTemplate;
 use crate::schema::Message;
 
@@ -43,7 +43,7 @@ impl Verdict {
 
 /// A check ready to grade.
 #[derive(Debug, Clone)]
-enum Check {
+pub(super) enum Check {
     Exact {
         case_sensitive: bool,
     },
@@ -122,179 +122,6 @@ pub(super) fn json_of(answer: &str) -> &str {
     let body = &trimmed[start + 3..];
     let body = body.find('\n').map_or(body, |newline| &body[newline + 1..]);
     body.find("```").map_or(body, |end| &body[..end]).trim()
-}
-
-fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
-    let nested = |checks: &[CheckSpec], kind: &str| -> Result<Vec<Check>, String> {
-        if checks.is_empty() {
-            return Err(format!("{at}.{kind}: needs at least one check"));
-        }
-        checks
-            .iter()
-            .enumerate()
-            .map(|(index, check)| compile(check, &format!("{at}.{kind}.checks[{index}]"), base))
-            .collect()
-    };
-    Ok(match spec {
-        CheckSpec::LlmJudge { template, criteria } => {
-            if criteria.trim().is_empty() {
-                return Err(format!("{at}.llm_judge: criteria is empty"));
-            }
-            let template = PromptTemplate::load(base, template)
-                .map_err(|error| format!("{at}.llm_judge: {error:#}"))?;
-            if !template.user.contains("{criteria}") {
-                return Err(format!(
-                    "{at}.llm_judge: the template's user prompt must contain {{criteria}}"
-                ));
-            }
-            Check::Judge {
-                at: at.to_owned(),
-                template: std::sync::Arc::new(template),
-                criteria: criteria.clone(),
-            }
-        }
-        CheckSpec::LlmPairwise { template, criteria } => {
-            if criteria.trim().is_empty() {
-                return Err(format!("{at}.llm_pairwise: criteria is empty"));
-            }
-            let template = PromptTemplate::load_requiring(
-                base,
-                template,
-                &["{question}", "{answer_a}", "{answer_b}", "{criteria}"],
-            )
-            .map_err(|error| format!("{at}.llm_pairwise: {error:#}"))?;
-            Check::Pairwise {
-                at: at.to_owned(),
-                template: std::sync::Arc::new(template),
-                criteria: criteria.clone(),
-            }
-        }
-        CheckSpec::Exact { case_sensitive } => Check::Exact {
-            case_sensitive: *case_sensitive,
-        },
-        CheckSpec::Choice { letters } => Check::Choice {
-            finder: ChoiceFinder::new(letters)
-                .map_err(|message| format!("{at}.choice: {message}"))?,
-        },
-        CheckSpec::Numeric {
-            tolerance,
-            relative_tolerance,
-            marker,
-            compare,
-        } => {
-            if !(tolerance.is_finite()
-                && *tolerance >= 0.0
-                && relative_tolerance.is_finite()
-                && *relative_tolerance >= 0.0)
-            {
-                return Err(format!(
-                    "{at}.numeric: tolerances must be finite and non-negative"
-                ));
-            }
-            Check::Numeric {
-                tolerance: *tolerance,
-                relative_tolerance: *relative_tolerance,
-                marker: marker.clone().filter(|marker| !marker.is_empty()),
-                compare: *compare,
-            }
-        }
-        CheckSpec::Regex { pattern, full } => {
-            let pattern = if *full {
-                format!("^(?:{pattern})$")
-            } else {
-                pattern.clone()
-            };
-            Check::Regex {
-                regex: Regex::new(&pattern).map_err(|error| {
-                    let first = error
-                        .to_string()
-                        .lines()
-                        .last()
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned();
-                    format!("{at}.regex: pattern does not compile: {first}")
-                })?,
-            }
-        }
-        CheckSpec::Contains {
-            text,
-            case_sensitive,
-        }
-        | CheckSpec::NotContains {
-            text,
-            case_sensitive,
-        } => Check::Contains {
-            text: if *case_sensitive {
-                text.clone()
-            } else {
-                text.to_lowercase()
-            },
-            case_sensitive: *case_sensitive,
-            negate: matches!(spec, CheckSpec::NotContains { .. }),
-        },
-        CheckSpec::JsonSchema {
-            schema,
-            schema_file,
-        } => {
-            let text = match (schema, schema_file) {
-                (Some(schema), None) => schema.clone(),
-                (None, Some(file)) => {
-                    let path = base.join(file);
-                    std::fs::read_to_string(&path).map_err(|error| {
-                        format!(
-                            "{at}.json_schema.schema_file: cannot read {}: {error}",
-                            path.display()
-                        )
-                    })?
-                }
-                _ => {
-                    return Err(format!(
-                        "{at}.json_schema: give schema or schema_file, not both or neither"
-                    ));
-                }
-            };
-            let schema: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|error| format!("{at}.json_schema: the schema is not JSON: {error}"))?;
-            let validator = jsonschema::validator_for(&schema)
-                .map_err(|error| format!("{at}.json_schema: not a valid JSON Schema: {error}"))?;
-            Check::JsonSchema {
-                validator: std::sync::Arc::new(validator),
-            }
-        }
-        CheckSpec::All { checks } => Check::All(nested(checks, "all")?),
-        CheckSpec::Any { checks } => Check::Any(nested(checks, "any")?),
-        CheckSpec::Weighted { checks, threshold } => {
-            if checks.is_empty() {
-                return Err(format!("{at}.weighted: needs at least one check"));
-            }
-            if !(0.0..=1.0).contains(threshold) {
-                return Err(format!(
-                    "{at}.weighted.threshold must be in [0, 1], got {threshold}"
-                ));
-            }
-            let mut compiled = Vec::new();
-            for (index, weighted) in checks.iter().enumerate() {
-                if !(weighted.weight.is_finite() && weighted.weight > 0.0) {
-                    return Err(format!(
-                        "{at}.weighted.checks[{index}].weight must be positive"
-                    ));
-                }
-                compiled.push((
-                    weighted.weight,
-                    compile(
-                        &weighted.check,
-                        &format!("{at}.weighted.checks[{index}].check"),
-                        base,
-                    )?,
-                ));
-            }
-            Check::Weighted {
-                checks: compiled,
-                threshold: *threshold,
-            }
-        }
-    })
 }
 
 fn normalise(text: &str, case_sensitive: bool) -> String {
@@ -581,7 +408,7 @@ impl Rubric {
             return Err(invalid("name is empty".to_owned()));
         }
         let base = path.parent().unwrap_or(Path::new("."));
-        let check = compile(&file.check, "check", base).map_err(invalid)?;
+        let check = super::compile::compile(&file.check, "check", base).map_err(invalid)?;
         Ok(Rubric {
             name: file.name,
             description: file.description,

@@ -7,6 +7,7 @@
 //! serve-sim answers by them; none keeps its own copy.
 
 mod checks;
+mod compile;
 mod extract;
 mod judgement;
 mod prompt;

@@ -1,0 +1,186 @@
+//! A rubric's checks as written (`spec`) compiled into the checks that
+//! grade (`checks::Check`): every pattern, schema, template and reference
+//! checked once, at load, so a bad one is reported before anything is
+//! graded, naming where it sits.
+
+use std::path::Path;
+
+use regex::Regex;
+
+use super::checks::Check;
+use super::extract::ChoiceFinder;
+use super::spec::CheckSpec;
+use crate::rubric::PromptTemplate;
+
+pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
+    let nested = |checks: &[CheckSpec], kind: &str| -> Result<Vec<Check>, String> {
+        if checks.is_empty() {
+            return Err(format!("{at}.{kind}: needs at least one check"));
+        }
+        checks
+            .iter()
+            .enumerate()
+            .map(|(index, check)| compile(check, &format!("{at}.{kind}.checks[{index}]"), base))
+            .collect()
+    };
+    Ok(match spec {
+        CheckSpec::LlmJudge { template, criteria } => {
+            if criteria.trim().is_empty() {
+                return Err(format!("{at}.llm_judge: criteria is empty"));
+            }
+            let template = PromptTemplate::load(base, template)
+                .map_err(|error| format!("{at}.llm_judge: {error:#}"))?;
+            if !template.user.contains("{criteria}") {
+                return Err(format!(
+                    "{at}.llm_judge: the template's user prompt must contain {{criteria}}"
+                ));
+            }
+            Check::Judge {
+                at: at.to_owned(),
+                template: std::sync::Arc::new(template),
+                criteria: criteria.clone(),
+            }
+        }
+        CheckSpec::LlmPairwise { template, criteria } => {
+            if criteria.trim().is_empty() {
+                return Err(format!("{at}.llm_pairwise: criteria is empty"));
+            }
+            let template = PromptTemplate::load_requiring(
+                base,
+                template,
+                &["{question}", "{answer_a}", "{answer_b}", "{criteria}"],
+            )
+            .map_err(|error| format!("{at}.llm_pairwise: {error:#}"))?;
+            Check::Pairwise {
+                at: at.to_owned(),
+                template: std::sync::Arc::new(template),
+                criteria: criteria.clone(),
+            }
+        }
+        CheckSpec::Exact { case_sensitive } => Check::Exact {
+            case_sensitive: *case_sensitive,
+        },
+        CheckSpec::Choice { letters } => Check::Choice {
+            finder: ChoiceFinder::new(letters)
+                .map_err(|message| format!("{at}.choice: {message}"))?,
+        },
+        CheckSpec::Numeric {
+            tolerance,
+            relative_tolerance,
+            marker,
+            compare,
+        } => {
+            if !(tolerance.is_finite()
+                && *tolerance >= 0.0
+                && relative_tolerance.is_finite()
+                && *relative_tolerance >= 0.0)
+            {
+                return Err(format!(
+                    "{at}.numeric: tolerances must be finite and non-negative"
+                ));
+            }
+            Check::Numeric {
+                tolerance: *tolerance,
+                relative_tolerance: *relative_tolerance,
+                marker: marker.clone().filter(|marker| !marker.is_empty()),
+                compare: *compare,
+            }
+        }
+        CheckSpec::Regex { pattern, full } => {
+            let pattern = if *full {
+                format!("^(?:{pattern})$")
+            } else {
+                pattern.clone()
+            };
+            Check::Regex {
+                regex: Regex::new(&pattern).map_err(|error| {
+                    let first = error
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    format!("{at}.regex: pattern does not compile: {first}")
+                })?,
+            }
+        }
+        CheckSpec::Contains {
+            text,
+            case_sensitive,
+        }
+        | CheckSpec::NotContains {
+            text,
+            case_sensitive,
+        } => Check::Contains {
+            text: if *case_sensitive {
+                text.clone()
+            } else {
+                text.to_lowercase()
+            },
+            case_sensitive: *case_sensitive,
+            negate: matches!(spec, CheckSpec::NotContains { .. }),
+        },
+        CheckSpec::JsonSchema {
+            schema,
+            schema_file,
+        } => {
+            let text = match (schema, schema_file) {
+                (Some(schema), None) => schema.clone(),
+                (None, Some(file)) => {
+                    let path = base.join(file);
+                    std::fs::read_to_string(&path).map_err(|error| {
+                        format!(
+                            "{at}.json_schema.schema_file: cannot read {}: {error}",
+                            path.display()
+                        )
+                    })?
+                }
+                _ => {
+                    return Err(format!(
+                        "{at}.json_schema: give schema or schema_file, not both or neither"
+                    ));
+                }
+            };
+            let schema: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|error| format!("{at}.json_schema: the schema is not JSON: {error}"))?;
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|error| format!("{at}.json_schema: not a valid JSON Schema: {error}"))?;
+            Check::JsonSchema {
+                validator: std::sync::Arc::new(validator),
+            }
+        }
+        CheckSpec::All { checks } => Check::All(nested(checks, "all")?),
+        CheckSpec::Any { checks } => Check::Any(nested(checks, "any")?),
+        CheckSpec::Weighted { checks, threshold } => {
+            if checks.is_empty() {
+                return Err(format!("{at}.weighted: needs at least one check"));
+            }
+            if !(0.0..=1.0).contains(threshold) {
+                return Err(format!(
+                    "{at}.weighted.threshold must be in [0, 1], got {threshold}"
+                ));
+            }
+            let mut compiled = Vec::new();
+            for (index, weighted) in checks.iter().enumerate() {
+                if !(weighted.weight.is_finite() && weighted.weight > 0.0) {
+                    return Err(format!(
+                        "{at}.weighted.checks[{index}].weight must be positive"
+                    ));
+                }
+                compiled.push((
+                    weighted.weight,
+                    compile(
+                        &weighted.check,
+                        &format!("{at}.weighted.checks[{index}].check"),
+                        base,
+                    )?,
+                ));
+            }
+            Check::Weighted {
+                checks: compiled,
+                threshold: *threshold,
+            }
+        }
+    })
+}
