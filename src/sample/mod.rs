@@ -292,24 +292,7 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
         Ok(())
     })?;
     let strata = options.strata.max(1);
-    let cuts: BTreeMap<String, Vec<i64>> = histograms
-        .iter()
-        .map(|(slice, bins)| {
-            let total: u64 = bins.values().sum();
-            let mut cuts = Vec::new();
-            let mut seen = 0u64;
-            for (bin, count) in bins {
-                seen += count;
-                // The bin that completes each 1/strata of the rows closes a stratum.
-                while cuts.len() + 1 < strata
-                    && seen * strata as u64 >= (cuts.len() as u64 + 1) * total
-                {
-                    cuts.push(*bin);
-                }
-            }
-            (slice.clone(), cuts)
-        })
-        .collect();
+    let cuts = stratum_cuts(&histograms, strata);
     // Pass 2: of the records sharing a prompt, the one with the smallest
     // draw is the one kept, whatever the order of the file.
     let mut winners: HashMap<u64, u64> = HashMap::new();
@@ -354,38 +337,7 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
             (Some(score), Some(cuts)) => cuts.partition_point(|cut| *cut < score_bin(score)),
             _ => strata,
         };
-        let mut redactions = 0;
-        let mut clean = |text: &str| {
-            let (text, found) = redact(text);
-            redactions += found;
-            text
-        };
-        let prompt = prompt.map(|prompt| clean(&prompt));
-        let messages = messages.map(|messages| {
-            messages
-                .into_iter()
-                .map(|message| SampledMessage {
-                    content: clean(&message.content),
-                    role: message.role,
-                })
-                .collect()
-        });
-        let candidate = Candidate {
-            redactions,
-            draw,
-            prompt: SampledPrompt {
-                id: record.id.to_string(),
-                slice: record.slice.to_string(),
-                prompt,
-                messages,
-                rubric: options.rubric.clone(),
-                record_id: record.id.to_string(),
-                record_timestamp: crate::clock::format_rfc3339(
-                    record.timestamp_ms.div_euclid(1000),
-                ),
-                score: record.score,
-            },
-        };
+        let candidate = candidate(record, prompt, messages, draw, &options.rubric);
         let heaps = reservoirs
             .entry(record.slice.to_string())
             .or_insert_with(|| vec![BinaryHeap::new(); strata + 1]);
@@ -398,6 +350,82 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
         }
         Ok(())
     })?;
+    let prompts = take_in_turn(reservoirs, options.per_slice, &mut summary);
+    Ok((prompts, summary))
+}
+
+/// Per slice, the score bins closing each stratum of equal shares.
+fn stratum_cuts(
+    histograms: &BTreeMap<String, BTreeMap<i64, u64>>,
+    strata: usize,
+) -> BTreeMap<String, Vec<i64>> {
+    histograms
+        .iter()
+        .map(|(slice, bins)| {
+            let total: u64 = bins.values().sum();
+            let mut cuts = Vec::new();
+            let mut seen = 0u64;
+            for (bin, count) in bins {
+                seen += count;
+                // The bin that completes each 1/strata of the rows closes a stratum.
+                while cuts.len() + 1 < strata
+                    && seen * strata as u64 >= (cuts.len() as u64 + 1) * total
+                {
+                    cuts.push(*bin);
+                }
+            }
+            (slice.clone(), cuts)
+        })
+        .collect()
+}
+
+/// A record's prompt as a candidate for the draw, its secrets redacted.
+fn candidate(
+    record: &Record<'_>,
+    prompt: Option<String>,
+    messages: Option<Vec<SampledMessage>>,
+    draw: u64,
+    rubric: &str,
+) -> Candidate {
+    let mut redactions = 0;
+    let mut clean = |text: &str| {
+        let (text, found) = redact(text);
+        redactions += found;
+        text
+    };
+    let prompt = prompt.map(|prompt| clean(&prompt));
+    let messages = messages.map(|messages| {
+        messages
+            .into_iter()
+            .map(|message| SampledMessage {
+                content: clean(&message.content),
+                role: message.role,
+            })
+            .collect()
+    });
+    Candidate {
+        redactions,
+        draw,
+        prompt: SampledPrompt {
+            id: record.id.to_string(),
+            slice: record.slice.to_string(),
+            prompt,
+            messages,
+            rubric: rubric.to_owned(),
+            record_id: record.id.to_string(),
+            record_timestamp: crate::clock::format_rfc3339(record.timestamp_ms.div_euclid(1000)),
+            score: record.score,
+        },
+    }
+}
+
+/// Each slice's `per_slice` prompts, taken from its strata in turn, the
+/// smallest draws first.
+fn take_in_turn(
+    reservoirs: BTreeMap<String, Vec<BinaryHeap<Candidate>>>,
+    per_slice: usize,
+    summary: &mut SampleSummary,
+) -> Vec<SampledPrompt> {
     let mut prompts = Vec::new();
     for (slice, heaps) in reservoirs {
         let mut queues: Vec<std::vec::IntoIter<Candidate>> = heaps
@@ -405,10 +433,10 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
             .map(|heap| heap.into_sorted_vec().into_iter())
             .collect();
         let mut taken = 0usize;
-        'fill: while taken < options.per_slice {
+        'fill: while taken < per_slice {
             let mut any = false;
             for queue in &mut queues {
-                if taken == options.per_slice {
+                if taken == per_slice {
                     break 'fill;
                 }
                 if let Some(candidate) = queue.next() {
@@ -424,7 +452,7 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
         }
         summary.slices.entry(slice).or_default().1 = taken as u64;
     }
-    Ok((prompts, summary))
+    prompts
 }
 
 #[cfg(test)]
