@@ -115,6 +115,19 @@ fn bounds(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
 
 impl Chart {
     pub fn to_svg(&self) -> String {
+        let plot = self.plot();
+        let mut svg = String::new();
+        self.frame(&mut svg, &plot);
+        self.rules_svg(&mut svg, &plot);
+        self.series_svg(&mut svg, &plot);
+        self.marks_svg(&mut svg, &plot);
+        self.legend_svg(&mut svg);
+        svg.push_str("</svg>");
+        svg
+    }
+
+    /// The ranges the plot spans: every series' points, marker and rule.
+    fn plot(&self) -> Plot {
         let xs = self
             .series
             .iter()
@@ -130,12 +143,16 @@ impl Chart {
                 .chain(self.rules.iter().map(|rule| rule.y)),
         )
         .unwrap_or((0.0, 1.0));
-        let plot_width = WIDTH - LEFT - RIGHT;
-        let plot_height = HEIGHT - TOP - BOTTOM;
-        let x_of = |x: f64| LEFT + (x - x_low) / (x_high - x_low) * plot_width;
-        let y_of = |y: f64| TOP + plot_height - (y - y_low) / (y_high - y_low) * plot_height;
+        Plot {
+            x_low,
+            x_high,
+            y_low,
+            y_high,
+        }
+    }
 
-        let mut svg = String::new();
+    /// The canvas, the title, the grid with its ticks, and the axes' labels.
+    fn frame(&self, svg: &mut String, plot: &Plot) {
         let _ = write!(
             svg,
             r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{}">"#,
@@ -150,22 +167,22 @@ impl Chart {
             r#"<text x="{LEFT}" y="22" class="title">{}</text>"#,
             escape(&self.title)
         );
-        for tick in ticks(x_low, x_high) {
-            let x = x_of(tick);
+        for tick in ticks(plot.x_low, plot.x_high) {
+            let x = plot.x(tick);
             let _ = write!(
                 svg,
                 r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" class="tick">{}</text>"##,
-                TOP + plot_height,
-                TOP + plot_height + 16.0,
+                TOP + PLOT_HEIGHT,
+                TOP + PLOT_HEIGHT + 16.0,
                 format_tick(tick)
             );
         }
-        for tick in ticks(y_low, y_high) {
-            let y = y_of(tick);
+        for tick in ticks(plot.y_low, plot.y_high) {
+            let y = plot.y(tick);
             let _ = write!(
                 svg,
                 r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" class="tick">{}</text>"##,
-                LEFT + plot_width,
+                LEFT + PLOT_WIDTH,
                 LEFT - 6.0,
                 y + 4.0,
                 format_tick(tick)
@@ -173,39 +190,47 @@ impl Chart {
         }
         let _ = write!(
             svg,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{plot_width}" height="{plot_height}" fill="none" stroke="#999999"/>"##
+            r##"<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="#999999"/>"##
         );
         let _ = write!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="axis">{}</text>"#,
-            LEFT + plot_width / 2.0,
+            LEFT + PLOT_WIDTH / 2.0,
             HEIGHT - 10.0,
             escape(&self.x_label)
         );
         let _ = write!(
             svg,
             r#"<text x="14" y="{:.1}" text-anchor="middle" class="axis" transform="rotate(-90 14 {:.1})">{}</text>"#,
-            TOP + plot_height / 2.0,
-            TOP + plot_height / 2.0,
+            TOP + PLOT_HEIGHT / 2.0,
+            TOP + PLOT_HEIGHT / 2.0,
             escape(&self.y_label)
         );
+    }
+
+    /// The horizontal rules (targets), each labelled.
+    fn rules_svg(&self, svg: &mut String, plot: &Plot) {
         for rule in &self.rules {
-            let y = y_of(rule.y);
+            let y = plot.y(rule.y);
             let _ = write!(
                 svg,
                 r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#d62728" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" text-anchor="end" class="tick">{}</text>"##,
-                LEFT + plot_width,
-                LEFT + plot_width - 4.0,
+                LEFT + PLOT_WIDTH,
+                LEFT + PLOT_WIDTH - 4.0,
                 y - 4.0,
                 escape(&rule.label)
             );
         }
+    }
+
+    /// Each series as a line or as points.
+    fn series_svg(&self, svg: &mut String, plot: &Plot) {
         for series in &self.series {
             let points: Vec<String> = series
                 .points
                 .iter()
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .map(|&(x, y)| format!("{:.1},{:.1}", x_of(x), y_of(y)))
+                .map(|&(x, y)| format!("{:.1},{:.1}", plot.x(x), plot.y(y)))
                 .collect();
             match series.style {
                 Style::Line | Style::Dashed => {
@@ -233,9 +258,13 @@ impl Chart {
                 }
             }
         }
+    }
+
+    /// The arrows, then the markers with their placed labels.
+    fn marks_svg(&self, svg: &mut String, plot: &Plot) {
         for arrow in &self.arrows {
-            let (x1, y1) = (x_of(arrow.from.0), y_of(arrow.from.1));
-            let (x2, y2) = (x_of(arrow.to.0), y_of(arrow.to.1));
+            let (x1, y1) = (plot.x(arrow.from.0), plot.y(arrow.from.1));
+            let (x2, y2) = (plot.x(arrow.to.0), plot.y(arrow.to.1));
             // Stop short of the target marker's circle, so the head shows.
             let length = (x2 - x1).hypot(y2 - y1);
             if length < 12.0 {
@@ -250,14 +279,14 @@ impl Chart {
         let centres: Vec<(f64, f64)> = self
             .markers
             .iter()
-            .map(|marker| (x_of(marker.x), y_of(marker.y)))
+            .map(|marker| (plot.x(marker.x), plot.y(marker.y)))
             .collect();
         let labels: Vec<&str> = self
             .markers
             .iter()
             .map(|marker| marker.label.as_str())
             .collect();
-        let placed = place_labels(&centres, &labels, LEFT + plot_width * 0.7);
+        let placed = place_labels(&centres, &labels, LEFT + PLOT_WIDTH * 0.7);
         for ((marker, &(x, y)), label) in self.markers.iter().zip(&centres).zip(&placed) {
             let _ = write!(
                 svg,
@@ -269,6 +298,10 @@ impl Chart {
                 escape(&marker.label)
             );
         }
+    }
+
+    /// The legend.
+    fn legend_svg(&self, svg: &mut String) {
         // Legend: one row between the title and the plot, so it never
         // covers either.
         let mut x = LEFT;
@@ -284,8 +317,28 @@ impl Chart {
             );
             x += 16.0 + series.name.chars().count() as f64 * CHAR_WIDTH + 14.0;
         }
-        svg.push_str("</svg>");
-        svg
+    }
+}
+
+/// The ranges a chart's plot spans, and where a value lands on the canvas.
+struct Plot {
+    x_low: f64,
+    x_high: f64,
+    y_low: f64,
+    y_high: f64,
+}
+
+/// The plot's size inside the canvas's margins.
+const PLOT_WIDTH: f64 = WIDTH - LEFT - RIGHT;
+const PLOT_HEIGHT: f64 = HEIGHT - TOP - BOTTOM;
+
+impl Plot {
+    fn x(&self, x: f64) -> f64 {
+        LEFT + (x - self.x_low) / (self.x_high - self.x_low) * PLOT_WIDTH
+    }
+
+    fn y(&self, y: f64) -> f64 {
+        TOP + PLOT_HEIGHT - (y - self.y_low) / (self.y_high - self.y_low) * PLOT_HEIGHT
     }
 }
 
