@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::html::ReportInputs;
 use crate::markdown::{code, text};
+use crate::schema::{CalibrationDocument, GateReport};
 
 pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
     let mut out = format!("## {}\n\n", text(inputs.title));
@@ -16,128 +17,16 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         code(html_path)
     );
     if let Some(change) = inputs.change {
-        let _ = writeln!(
-            out,
-            "**The change:** the deployed config (version {}) against {}, on the same rows (paired, margin {}):\n",
-            change.deployed_version,
-            text(&change.proposal),
-            change.margin
-        );
-        for slice in &change.slices {
-            let change = slice.text();
-            let _ = writeln!(
-                out,
-                "- {}: threshold {}; quality {} ({}); $/1k {} ({}); escalated {}: **{}**",
-                code(&slice.slice),
-                change.threshold,
-                change.quality,
-                change.quality_change,
-                change.cost,
-                change.cost_change,
-                change.escalated,
-                change.verdict
-            );
-        }
-        out.push('\n');
+        change_summary(&mut out, change);
     }
     for calibration in inputs.tiered {
-        let tiers = calibration.tiers.as_deref().unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "**Calibration of {} tiers** ({} {}, target {}{}):\n",
-            tiers.len(),
-            calibration.policy.name(),
-            text(&super::html::tier_path(calibration)),
-            calibration.target,
-            calibration
-                .confidence
-                .map(|c| format!(" at confidence {c}"))
-                .unwrap_or_default(),
-        );
-        let _ = writeln!(
-            out,
-            "| slice | n | thresholds | quality | $/1k req | served {} |\n|---|---:|---:|---:|---:|---:|",
-            text(&tiers.join(" / "))
-        );
-        for row in super::html::tiered_rows(calibration) {
-            let cells: Vec<String> = row.iter().map(|cell| text(cell)).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
-        out.push('\n');
+        tiered_summary(&mut out, calibration);
     }
     for calibration in inputs.calibrations {
-        let feasible = calibration
-            .slices
-            .iter()
-            .filter(|slice| slice.feasible)
-            .count();
-        let _ = writeln!(
-            out,
-            "**Calibration** ({} policy, target {}{}): {feasible} of {} slices feasible.\n",
-            calibration.policy.name(),
-            calibration.target,
-            calibration
-                .confidence
-                .map(|c| format!(" at confidence {c}"))
-                .unwrap_or_default(),
-            calibration.slices.len()
-        );
-        out.push_str("| slice | n | threshold | quality | $/1k req | escalated | saved vs large |\n|---|---:|---:|---:|---:|---:|---:|\n");
-        let dash = || "-".to_owned();
-        for slice in &calibration.slices {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                text(&slice.slice),
-                slice.n,
-                slice
-                    .threshold
-                    .map_or_else(|| "**infeasible**".to_owned(), |t| t.to_string()),
-                slice.quality.map_or_else(dash, |q| format!("{q:.4}")),
-                slice
-                    .mean_cost
-                    .map_or_else(dash, |c| format!("{:.4}", c * 1000.0)),
-                slice
-                    .escalation_rate
-                    .map_or_else(dash, |e| format!("{:.1}%", e * 100.0)),
-                slice
-                    .savings_vs_always_large
-                    .map_or_else(dash, |s| format!("{:.1}%", s * 100.0)),
-            );
-        }
-        out.push('\n');
-        let audits = crate::schema::audit_rows(calibration);
-        if !audits.is_empty() {
-            out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
-            let _ = writeln!(out, "| {} |", crate::schema::AUDIT_HEADER.join(" | "));
-            out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-            for mut row in audits {
-                row[0] = text(&row[0]);
-                let _ = writeln!(out, "| {} |", row.join(" | "));
-            }
-            out.push('\n');
-        }
+        calibration_summary(&mut out, calibration);
     }
     if let Some(gate) = inputs.gate {
-        match (&gate.chosen, &gate.emitted) {
-            (Some(chosen), Some(emitted)) => {
-                let _ = writeln!(
-                    out,
-                    "**Gate:** chose {} of {} candidates; emitted version {} (sha256 `{}`).\n",
-                    code(chosen),
-                    gate.candidates.len(),
-                    emitted.version,
-                    emitted.sha256
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    out,
-                    "**Gate:** none of {} candidates passed.\n",
-                    gate.candidates.len()
-                );
-            }
-        }
+        gate_summary(&mut out, gate);
     }
     if let Some(replay) = inputs.replay {
         super::replay::replay_summary(&mut out, replay);
@@ -164,4 +53,136 @@ pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
         );
     }
     out
+}
+
+/// The deployed config against the proposal, per slice.
+fn change_summary(out: &mut String, change: &super::change::Change) {
+    let _ = writeln!(
+        out,
+        "**The change:** the deployed config (version {}) against {}, on the same rows (paired, margin {}):\n",
+        change.deployed_version,
+        text(&change.proposal),
+        change.margin
+    );
+    for slice in &change.slices {
+        let change = slice.text();
+        let _ = writeln!(
+            out,
+            "- {}: threshold {}; quality {} ({}); $/1k {} ({}); escalated {}: **{}**",
+            code(&slice.slice),
+            change.threshold,
+            change.quality,
+            change.quality_change,
+            change.cost,
+            change.cost_change,
+            change.escalated,
+            change.verdict
+        );
+    }
+    out.push('\n');
+}
+
+/// A calibration of more than two tiers, per slice.
+fn tiered_summary(out: &mut String, calibration: &CalibrationDocument) {
+    let tiers = calibration.tiers.as_deref().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "**Calibration of {} tiers** ({} {}, target {}{}):\n",
+        tiers.len(),
+        calibration.policy.name(),
+        text(&super::html::tier_path(calibration)),
+        calibration.target,
+        calibration
+            .confidence
+            .map(|c| format!(" at confidence {c}"))
+            .unwrap_or_default(),
+    );
+    let _ = writeln!(
+        out,
+        "| slice | n | thresholds | quality | $/1k req | served {} |\n|---|---:|---:|---:|---:|---:|",
+        text(&tiers.join(" / "))
+    );
+    for row in super::html::tiered_rows(calibration) {
+        let cells: Vec<String> = row.iter().map(|cell| text(cell)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+/// A two-tier calibration, per slice, with its audits.
+fn calibration_summary(out: &mut String, calibration: &CalibrationDocument) {
+    let feasible = calibration
+        .slices
+        .iter()
+        .filter(|slice| slice.feasible)
+        .count();
+    let _ = writeln!(
+        out,
+        "**Calibration** ({} policy, target {}{}): {feasible} of {} slices feasible.\n",
+        calibration.policy.name(),
+        calibration.target,
+        calibration
+            .confidence
+            .map(|c| format!(" at confidence {c}"))
+            .unwrap_or_default(),
+        calibration.slices.len()
+    );
+    out.push_str("| slice | n | threshold | quality | $/1k req | escalated | saved vs large |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    let dash = || "-".to_owned();
+    for slice in &calibration.slices {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            text(&slice.slice),
+            slice.n,
+            slice
+                .threshold
+                .map_or_else(|| "**infeasible**".to_owned(), |t| t.to_string()),
+            slice.quality.map_or_else(dash, |q| format!("{q:.4}")),
+            slice
+                .mean_cost
+                .map_or_else(dash, |c| format!("{:.4}", c * 1000.0)),
+            slice
+                .escalation_rate
+                .map_or_else(dash, |e| format!("{:.1}%", e * 100.0)),
+            slice
+                .savings_vs_always_large
+                .map_or_else(dash, |s| format!("{:.1}%", s * 100.0)),
+        );
+    }
+    out.push('\n');
+    let audits = crate::schema::audit_rows(calibration);
+    if !audits.is_empty() {
+        out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
+        let _ = writeln!(out, "| {} |", crate::schema::AUDIT_HEADER.join(" | "));
+        out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+        for mut row in audits {
+            row[0] = text(&row[0]);
+            let _ = writeln!(out, "| {} |", row.join(" | "));
+        }
+        out.push('\n');
+    }
+}
+
+/// What the gate chose and emitted.
+fn gate_summary(out: &mut String, gate: &GateReport) {
+    match (&gate.chosen, &gate.emitted) {
+        (Some(chosen), Some(emitted)) => {
+            let _ = writeln!(
+                out,
+                "**Gate:** chose {} of {} candidates; emitted version {} (sha256 `{}`).\n",
+                code(chosen),
+                gate.candidates.len(),
+                emitted.version,
+                emitted.sha256
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "**Gate:** none of {} candidates passed.\n",
+                gate.candidates.len()
+            );
+        }
+    }
 }
