@@ -44,18 +44,70 @@ pub fn load_audits(
     read: &ReadOptions,
 ) -> Result<AuditVerdicts, CalibrateError> {
     let rows = read_audits(audits)?;
-    let refuse = |line: u64, field: &str, problem: String| -> CalibrateError {
-        InputError::Invalid {
-            path: audits.to_owned(),
-            location: RowLocation::Line(line),
-            field: field.to_owned(),
-            problem,
-        }
-        .into()
-    };
+    let by_slice = one_draw_by_slice(audits, &rows, read)?;
+    let slices = results_by_slice(audits, results, read)?;
+    let first = &rows[0].1;
+    let mut verdicts = AuditVerdicts::default();
+    for (name, file_rows) in &by_slice {
+        let Some(slice) = slices.get(*name) else {
+            let (line, _) = file_rows[0];
+            return Err(refuse(
+                audits,
+                line,
+                "slice",
+                format!(
+                    "slice \"{name}\" is not in {}: the audits come from other results",
+                    results.display()
+                ),
+            ));
+        };
+        verify_slice(
+            audits,
+            results,
+            first,
+            name,
+            slice,
+            file_rows,
+            &mut verdicts,
+        )?;
+    }
+    if let Some(name) = slices
+        .keys()
+        .find(|name| !by_slice.contains_key(name.as_str()))
+    {
+        return Err(CalibrateError::UnauditedSlice {
+            audits: audits.to_owned(),
+            slice: name.clone(),
+        });
+    }
+    Ok(verdicts)
+}
+
+/// A line of the audit set, refused.
+fn refuse(audits: &Path, line: u64, field: &str, problem: String) -> CalibrateError {
+    InputError::Invalid {
+        path: audits.to_owned(),
+        location: RowLocation::Line(line),
+        field: field.to_owned(),
+        problem,
+    }
+    .into()
+}
+
+/// An audit set's rows by slice, each with its line.
+type BySlice<'a> = BTreeMap<&'a str, Vec<(u64, &'a AuditRow)>>;
+
+/// The audit set's rows by slice, once they are one draw on the score
+/// column calibrate reads, each with both verdicts.
+fn one_draw_by_slice<'a>(
+    audits: &Path,
+    rows: &'a [(u64, AuditRow)],
+    read: &ReadOptions,
+) -> Result<BySlice<'a>, CalibrateError> {
     let (first_line, first) = &rows[0];
     if first.score_column != read.names.score {
         return Err(refuse(
+            audits,
             *first_line,
             "score_column",
             format!(
@@ -64,8 +116,8 @@ pub fn load_audits(
             ),
         ));
     }
-    let mut by_slice: BTreeMap<&str, Vec<(u64, &AuditRow)>> = BTreeMap::new();
-    for (line, row) in &rows {
+    let mut by_slice = BySlice::new();
+    for (line, row) in rows {
         for (field, same) in [
             ("seed", row.seed == first.seed),
             ("strata", row.strata == first.strata),
@@ -74,6 +126,7 @@ pub fn load_audits(
         ] {
             if !same {
                 return Err(refuse(
+                    audits,
                     *line,
                     field,
                     format!("differs from line {first_line}'s: an audit set is one draw"),
@@ -86,6 +139,7 @@ pub fn load_audits(
         ] {
             if verdict.is_none() {
                 return Err(refuse(
+                    audits,
                     *line,
                     field,
                     format!(
@@ -97,6 +151,16 @@ pub fn load_audits(
         }
         by_slice.entry(&row.slice).or_default().push((*line, row));
     }
+    Ok(by_slice)
+}
+
+/// The results' rows by slice; results that carry verdicts of their own
+/// are refused beside an audit set.
+fn results_by_slice(
+    audits: &Path,
+    results: &Path,
+    read: &ReadOptions,
+) -> Result<BTreeMap<String, SliceRows>, CalibrateError> {
     let mut slices: BTreeMap<String, SliceRows> = BTreeMap::new();
     let mut audited_columns = false;
     crate::schema::for_each_graded_batch(results, read, |batch| {
@@ -115,107 +179,104 @@ pub fn load_audits(
             audits: audits.to_owned(),
         });
     }
-    let mut verdicts = AuditVerdicts::default();
-    for (name, file_rows) in &by_slice {
-        let Some(slice) = slices.get(*name) else {
-            let (line, _) = file_rows[0];
+    Ok(slices)
+}
+
+/// One slice's audited rows against the draw made again from its rows:
+/// the same rows, with the draw's probability; their verdicts into
+/// `verdicts`.
+fn verify_slice(
+    audits: &Path,
+    results: &Path,
+    first: &AuditRow,
+    name: &str,
+    slice: &SliceRows,
+    file_rows: &[(u64, &AuditRow)],
+    verdicts: &mut AuditVerdicts,
+) -> Result<(), CalibrateError> {
+    let (line, row) = file_rows[0];
+    if row.slice_rows != slice.ids.len() as u64 {
+        return Err(refuse(
+            audits,
+            line,
+            "slice_rows",
+            format!(
+                "the draw was made from {} rows of slice \"{name}\", {} has {}: the results changed since the draw; draw again with routeval sample --audit",
+                row.slice_rows,
+                results.display(),
+                slice.ids.len()
+            ),
+        ));
+    }
+    let keys: Vec<u64> = slice.ids.iter().map(|id| fnv1a(id.as_bytes())).collect();
+    let draw = draw_stratified(
+        &keys,
+        &slice.scores,
+        first.size as usize,
+        first.strata as usize,
+        first.seed,
+        fnv1a(name.as_bytes()),
+    );
+    let drawn: HashMap<&str, u32> = draw
+        .chosen
+        .iter()
+        .map(|&(index, stratum)| (slice.ids[index].as_str(), stratum))
+        .collect();
+    let mut seen: HashMap<&str, u64> = HashMap::new();
+    for &(line, row) in file_rows {
+        if let Some(previous) = seen.insert(&row.id, line) {
             return Err(refuse(
-                line,
-                "slice",
-                format!(
-                    "slice \"{name}\" is not in {}: the audits come from other results",
-                    results.display()
-                ),
-            ));
-        };
-        let (line, row) = file_rows[0];
-        if row.slice_rows != slice.ids.len() as u64 {
-            return Err(refuse(
-                line,
-                "slice_rows",
-                format!(
-                    "the draw was made from {} rows of slice \"{name}\", {} has {}: the results changed since the draw; draw again with routeval sample --audit",
-                    row.slice_rows,
-                    results.display(),
-                    slice.ids.len()
-                ),
-            ));
-        }
-        let keys: Vec<u64> = slice.ids.iter().map(|id| fnv1a(id.as_bytes())).collect();
-        let draw = draw_stratified(
-            &keys,
-            &slice.scores,
-            first.size as usize,
-            first.strata as usize,
-            first.seed,
-            fnv1a(name.as_bytes()),
-        );
-        let drawn: HashMap<&str, u32> = draw
-            .chosen
-            .iter()
-            .map(|&(index, stratum)| (slice.ids[index].as_str(), stratum))
-            .collect();
-        let mut seen: HashMap<&str, u64> = HashMap::new();
-        for &(line, row) in file_rows {
-            if let Some(previous) = seen.insert(&row.id, line) {
-                return Err(refuse(
-                    line,
-                    "id",
-                    format!(
-                        "row {:?} is audited twice, first at line {previous}",
-                        row.id
-                    ),
-                ));
-            }
-            if !drawn.contains_key(row.id.as_str()) {
-                return Err(refuse(
-                    line,
-                    "id",
-                    format!(
-                        "row {:?} is not one the draw of seed {} chose from slice \"{name}\": audits are the rows the draw chose, not others",
-                        row.id, first.seed
-                    ),
-                ));
-            }
-            if (row.inclusion_probability - draw.inclusion_probability).abs()
-                > 1e-9 * draw.inclusion_probability
-            {
-                return Err(refuse(
-                    line,
-                    "inclusion_probability",
-                    format!(
-                        "{} is not the draw's {}",
-                        row.inclusion_probability, draw.inclusion_probability
-                    ),
-                ));
-            }
-            let weight = (1.0 / draw.inclusion_probability) as f32;
-            let audit = Audit::of(row.audited_ok_small.zip(row.audited_ok_large));
-            verdicts.by_id.insert(row.id.clone(), (audit, weight));
-        }
-        if let Some(missing) = draw
-            .chosen
-            .iter()
-            .map(|&(index, _)| slice.ids[index].as_str())
-            .find(|id| !seen.contains_key(id))
-        {
-            return Err(refuse(
+                audits,
                 line,
                 "id",
                 format!(
-                    "the draw chose row {missing:?} of slice \"{name}\", and the audit set does not have it: every drawn row needs its verdicts"
+                    "row {:?} is audited twice, first at line {previous}",
+                    row.id
                 ),
             ));
         }
+        if !drawn.contains_key(row.id.as_str()) {
+            return Err(refuse(
+                audits,
+                line,
+                "id",
+                format!(
+                    "row {:?} is not one the draw of seed {} chose from slice \"{name}\": audits are the rows the draw chose, not others",
+                    row.id, first.seed
+                ),
+            ));
+        }
+        if (row.inclusion_probability - draw.inclusion_probability).abs()
+            > 1e-9 * draw.inclusion_probability
+        {
+            return Err(refuse(
+                audits,
+                line,
+                "inclusion_probability",
+                format!(
+                    "{} is not the draw's {}",
+                    row.inclusion_probability, draw.inclusion_probability
+                ),
+            ));
+        }
+        let weight = (1.0 / draw.inclusion_probability) as f32;
+        let audit = Audit::of(row.audited_ok_small.zip(row.audited_ok_large));
+        verdicts.by_id.insert(row.id.clone(), (audit, weight));
     }
-    if let Some(name) = slices
-        .keys()
-        .find(|name| !by_slice.contains_key(name.as_str()))
+    if let Some(missing) = draw
+        .chosen
+        .iter()
+        .map(|&(index, _)| slice.ids[index].as_str())
+        .find(|id| !seen.contains_key(id))
     {
-        return Err(CalibrateError::UnauditedSlice {
-            audits: audits.to_owned(),
-            slice: name.clone(),
-        });
+        return Err(refuse(
+            audits,
+            line,
+            "id",
+            format!(
+                "the draw chose row {missing:?} of slice \"{name}\", and the audit set does not have it: every drawn row needs its verdicts"
+            ),
+        ));
     }
-    Ok(verdicts)
+    Ok(())
 }

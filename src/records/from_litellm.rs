@@ -457,6 +457,29 @@ pub fn standard_records(
     deployments: Option<&Deployments>,
     mut push: impl FnMut(RowLocation, Record<'static>) -> Result<(), InputError>,
 ) -> Result<u64, InputError> {
+    let mut written = 0;
+    for payloads in requests_of(path, slice_field)? {
+        let (location, record, attempts) =
+            request_records(path, slice_field, deployments, &payloads)?;
+        push(location, record)?;
+        written += 1;
+        for (location, attempt) in attempts {
+            push(location, attempt)?;
+            written += 1;
+        }
+    }
+    if written == 0 {
+        return Err(InputError::Empty {
+            path: path.to_owned(),
+            nothing: "the file has no records",
+        });
+    }
+    Ok(written)
+}
+
+/// The file's payloads, grouped by request, in the order the requests
+/// first appear.
+fn requests_of(path: &Path, slice_field: &str) -> Result<Vec<Vec<Payload>>, InputError> {
     let mut requests: Vec<Vec<Payload>> = Vec::new();
     let mut by_trace: HashMap<String, usize> = HashMap::new();
     for_each_object(path, |location, object| {
@@ -475,145 +498,147 @@ pub fn standard_records(
         requests[index].push(payload);
         Ok(())
     })?;
-    let mut written = 0;
-    for payloads in requests {
-        let final_index = payloads
-            .iter()
-            .rposition(|payload| payload.ok)
-            .unwrap_or(payloads.len() - 1);
-        let last = &payloads[final_index];
-        let invalid = |field: &str, problem: String| InputError::Invalid {
-            path: path.to_owned(),
-            location: last.location,
-            field: field.to_owned(),
-            problem,
-        };
-        let start = payloads
-            .iter()
-            .map(|payload| payload.start_ms)
-            .fold(f64::INFINITY, f64::min);
-        let slice = payloads
-            .iter()
-            .find_map(|payload| payload.slice.clone())
-            .ok_or_else(|| {
-                let (field, problem) = missing_slice(slice_field);
-                invalid(&field, problem)
-            })?;
-        let route_of = |deployment: &str| {
-            deployments
-                .and_then(|deployments| deployments.route_of(deployment))
-                .map_or_else(|| deployment.to_owned(), str::to_owned)
-        };
-        let deployment = last
-            .deployment
-            .clone()
-            .or_else(|| last.group.clone())
-            .ok_or_else(|| invalid("model_id", "missing (and model_group)".to_owned()))?;
-        let id = if last.ok {
-            last.id.clone()
+    Ok(requests)
+}
+
+/// A request's record with where its answering (or last) payload is, and
+/// the records of the attempts it abandoned, each with its payload's place.
+type RequestRecords = (
+    RowLocation,
+    Record<'static>,
+    Vec<(RowLocation, Record<'static>)>,
+);
+
+/// The records of one request's payloads.
+fn request_records(
+    path: &Path,
+    slice_field: &str,
+    deployments: Option<&Deployments>,
+    payloads: &[Payload],
+) -> Result<RequestRecords, InputError> {
+    let final_index = payloads
+        .iter()
+        .rposition(|payload| payload.ok)
+        .unwrap_or(payloads.len() - 1);
+    let last = &payloads[final_index];
+    let invalid = |field: &str, problem: String| InputError::Invalid {
+        path: path.to_owned(),
+        location: last.location,
+        field: field.to_owned(),
+        problem,
+    };
+    let start = payloads
+        .iter()
+        .map(|payload| payload.start_ms)
+        .fold(f64::INFINITY, f64::min);
+    let slice = payloads
+        .iter()
+        .find_map(|payload| payload.slice.clone())
+        .ok_or_else(|| {
+            let (field, problem) = missing_slice(slice_field);
+            invalid(&field, problem)
+        })?;
+    let route_of = |deployment: &str| {
+        deployments
+            .and_then(|deployments| deployments.route_of(deployment))
+            .map_or_else(|| deployment.to_owned(), str::to_owned)
+    };
+    let deployment = last
+        .deployment
+        .clone()
+        .or_else(|| last.group.clone())
+        .ok_or_else(|| invalid("model_id", "missing (and model_group)".to_owned()))?;
+    let id = if last.ok {
+        last.id.clone()
+    } else {
+        last.call_id.clone().unwrap_or_else(|| last.id.clone())
+    };
+    let mut record = record_of(
+        id,
+        start.round() as i64,
+        slice,
+        route_of(&deployment),
+        last.status,
+    );
+    // The first payload's group is the model asked for; a later one
+    // may already name the fallback's.
+    let asked_for = payloads.iter().find_map(|payload| payload.group.clone());
+    let ours = deployments.is_some_and(|deployments| deployments.route_of(&deployment).is_some());
+    of_config(&mut record, deployments, asked_for.as_deref(), ours);
+    record.model = last.model.clone().map(Cow::Owned);
+    record.input_tokens = last.input_tokens;
+    record.output_tokens = last.output_tokens;
+    // Each attempt's cost is on its own record.
+    record.cost_usd = last.cost_usd;
+    record.total_ms = Some((last.end_ms - start).max(0.0));
+    // A stream's first token where it measured one; an answer that
+    // did not stream has it when it arrives; a failure has none.
+    record.ttft_ms = match (last.ok, last.stream) {
+        (false, _) => None,
+        (true, true) => last.first_token_ms.filter(|first| *first <= last.end_ms),
+        (true, false) => Some(last.end_ms),
+    }
+    .map(|first| (first - start).max(0.0));
+    if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
+        && messages.as_array().is_some_and(|list| !list.is_empty())
+    {
+        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.messages = Some(Cow::Owned(messages.to_string()));
+    }
+    // The attempts the request left; a cooling group it was not sent to
+    // is no attempt, and moved it as an open breaker does.
+    let left = &payloads[..final_index];
+    if let Some(moved) = left.last() {
+        record.reason = Some(Cow::Borrowed(if moved.cooling_down {
+            "fallback:breaker"
+        } else if moved.status == Status::Timeout {
+            "fallback:deadline"
         } else {
-            last.call_id.clone().unwrap_or_else(|| last.id.clone())
-        };
-        let mut record = record_of(
-            id,
-            start.round() as i64,
-            slice,
-            route_of(&deployment),
-            last.status,
-        );
-        // The first payload's group is the model asked for; a later one
-        // may already name the fallback's.
-        let asked_for = payloads.iter().find_map(|payload| payload.group.clone());
-        let ours =
-            deployments.is_some_and(|deployments| deployments.route_of(&deployment).is_some());
-        of_config(&mut record, deployments, asked_for.as_deref(), ours);
-        record.model = last.model.clone().map(Cow::Owned);
-        record.input_tokens = last.input_tokens;
-        record.output_tokens = last.output_tokens;
-        // Each attempt's cost is on its own record.
-        record.cost_usd = last.cost_usd;
-        record.total_ms = Some((last.end_ms - start).max(0.0));
-        // A stream's first token where it measured one; an answer that
-        // did not stream has it when it arrives; a failure has none.
-        record.ttft_ms = match (last.ok, last.stream) {
-            (false, _) => None,
-            (true, true) => last.first_token_ms.filter(|first| *first <= last.end_ms),
-            (true, false) => Some(last.end_ms),
-        }
-        .map(|first| (first - start).max(0.0));
-        if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
-            && messages.as_array().is_some_and(|list| !list.is_empty())
-        {
-            record.prompt = last_user(&messages).map(Cow::Owned);
-            record.messages = Some(Cow::Owned(messages.to_string()));
-        }
-        // The attempts the request left; a cooling group it was not sent to
-        // is no attempt, and moved it as an open breaker does.
-        let left = &payloads[..final_index];
-        if let Some(moved) = left.last() {
-            record.reason = Some(Cow::Borrowed(if moved.cooling_down {
-                "fallback:breaker"
-            } else if moved.status == Status::Timeout {
-                "fallback:deadline"
-            } else {
-                "fallback:error"
-            }));
-        }
-        // The routes the request was sent along: the first, then its
-        // fallbacks. LiteLLM may have overwritten a failed attempt's
-        // deployment fields (even its group) with the fallback's it moved
-        // on to, so the config's chain that ends where the request ended
-        // says which route each attempt was.
-        let reached = route_of(&deployment);
-        let first_route = deployments
-            .and_then(|deployments| deployments.first_route_to(&reached, left.len()))
-            .map(str::to_owned);
-        let mut chain: Vec<String> = first_route.into_iter().collect();
-        if let (Some(first), Some(deployments)) = (chain.first().cloned(), deployments) {
-            chain.extend(deployments.fallbacks_of(&first).iter().cloned());
-        }
-        let mut attempts = Vec::new();
-        for (position, attempt) in left.iter().enumerate() {
-            if attempt.cooling_down {
-                continue;
-            }
-            let route = chain
-                .get(position)
-                .cloned()
-                .unwrap_or_else(|| route_of(attempt.deployment.as_deref().unwrap_or(&deployment)));
-            let mut kept = abandoned_attempt(&record, &route, attempt.status);
-            if !attempts.is_empty() {
-                kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, attempts.len() + 1));
-            }
-            kept.total_ms = Some((attempt.end_ms - start).max(0.0));
-            kept.cost_usd = attempt.cost_usd.or(Some(0.0));
-            // Its own model where its deployment fields still name its route.
-            kept.model = attempt
-                .model
-                .clone()
-                .filter(|_| {
-                    attempt
-                        .deployment
-                        .as_deref()
-                        .is_some_and(|deployment| route_of(deployment) == route)
-                })
-                .map(Cow::Owned);
-            attempts.push((attempt.location, kept));
-        }
-        push(last.location, record)?;
-        written += 1;
-        for (location, attempt) in attempts {
-            push(location, attempt)?;
-            written += 1;
-        }
+            "fallback:error"
+        }));
     }
-    if written == 0 {
-        return Err(InputError::Empty {
-            path: path.to_owned(),
-            nothing: "the file has no records",
-        });
+    // The routes the request was sent along: the first, then its
+    // fallbacks. LiteLLM may have overwritten a failed attempt's
+    // deployment fields (even its group) with the fallback's it moved
+    // on to, so the config's chain that ends where the request ended
+    // says which route each attempt was.
+    let reached = route_of(&deployment);
+    let first_route = deployments
+        .and_then(|deployments| deployments.first_route_to(&reached, left.len()))
+        .map(str::to_owned);
+    let mut chain: Vec<String> = first_route.into_iter().collect();
+    if let (Some(first), Some(deployments)) = (chain.first().cloned(), deployments) {
+        chain.extend(deployments.fallbacks_of(&first).iter().cloned());
     }
-    Ok(written)
+    let mut attempts = Vec::new();
+    for (position, attempt) in left.iter().enumerate() {
+        if attempt.cooling_down {
+            continue;
+        }
+        let route = chain
+            .get(position)
+            .cloned()
+            .unwrap_or_else(|| route_of(attempt.deployment.as_deref().unwrap_or(&deployment)));
+        let mut kept = abandoned_attempt(&record, &route, attempt.status);
+        if !attempts.is_empty() {
+            kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, attempts.len() + 1));
+        }
+        kept.total_ms = Some((attempt.end_ms - start).max(0.0));
+        kept.cost_usd = attempt.cost_usd.or(Some(0.0));
+        // Its own model where its deployment fields still name its route.
+        kept.model = attempt
+            .model
+            .clone()
+            .filter(|_| {
+                attempt
+                    .deployment
+                    .as_deref()
+                    .is_some_and(|deployment| route_of(deployment) == route)
+            })
+            .map(Cow::Owned);
+        attempts.push((attempt.location, kept));
+    }
+    Ok((last.location, record, attempts))
 }
 
 /// LiteLLM's providers, as the prefix of a `model` (`openai/…`).
