@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::from_litellm::{BilledAttempts, Deployments, spend_row, standard_records};
 use super::read::{FieldNames, Record, check_values, for_each_record, parse_timestamp};
+use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
-use super::schema::{ATTEMPT_ID_SUFFIX, RECORD_COLUMNS};
 use super::write::RecordsWriter;
 use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
@@ -61,14 +61,44 @@ pub struct Imported {
     pub kept_attempts: u64,
 }
 
-/// The checks every reader makes, on what an importer made.
-fn check_record(path: &Path, location: RowLocation, record: &Record<'_>) -> Result<(), InputError> {
-    check_values(record).map_err(|(index, problem)| InputError::Invalid {
-        path: path.to_owned(),
-        location,
-        field: RECORD_COLUMNS[index].name.to_owned(),
-        problem,
-    })
+/// What an importer keeps: each record checked as every reader checks it,
+/// its id unique, and the attempts abandoned by requests that fell back
+/// counted.
+#[derive(Debug, Default)]
+struct Kept {
+    ids: UniqueIds,
+    records: u64,
+    attempts: u64,
+}
+
+impl Kept {
+    fn push<W: std::io::Write + Send>(
+        &mut self,
+        writer: &mut RecordsWriter<W>,
+        path: &Path,
+        location: RowLocation,
+        record: Record<'static>,
+    ) -> Result<(), InputError> {
+        check_values(&record).map_err(|(index, problem)| InputError::Invalid {
+            path: path.to_owned(),
+            location,
+            field: RECORD_COLUMNS[index].name.to_owned(),
+            problem,
+        })?;
+        self.ids
+            .check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
+        self.records += 1;
+        self.attempts += u64::from(
+            record
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with("abandoned:")),
+        );
+        writer.push(record).map_err(|error| InputError::Unreadable {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })
+    }
 }
 
 impl ImportOptions {
@@ -123,26 +153,14 @@ pub fn import_records<W: std::io::Write + Send>(
         }
         ImportFormat::LitellmStandard => {
             let slice_field = options.slice_field();
-            let mut ids = UniqueIds::default();
+            let mut kept = Kept::default();
             standard_records(
                 path,
                 &slice_field,
                 options.deployments.as_ref(),
-                |location, record| {
-                    check_record(path, location, &record)?;
-                    ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
-                    kept_attempts += u64::from(
-                        record
-                            .reason
-                            .as_deref()
-                            .is_some_and(|reason| reason.starts_with("abandoned:")),
-                    );
-                    writer.push(record).map_err(|error| InputError::Unreadable {
-                        path: path.clone(),
-                        message: error.to_string(),
-                    })
-                },
+                |location, record| kept.push(&mut writer, path, location, record),
             )?;
+            kept_attempts = kept.attempts;
         }
         ImportFormat::Litellm | ImportFormat::OpenaiLog => {
             let slice_field = options.slice_field();
@@ -152,8 +170,7 @@ pub fn import_records<W: std::io::Write + Send>(
             } else {
                 BilledAttempts::default()
             };
-            let mut count = 0u64;
-            let mut ids = UniqueIds::default();
+            let mut kept = Kept::default();
             for_each_object(path, |location, object| {
                 if litellm_format && attempts.folds(object) {
                     folded_attempts += 1;
@@ -176,20 +193,12 @@ pub fn import_records<W: std::io::Write + Send>(
                     record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + spent);
                 }
                 for record in std::iter::once(record).chain(abandoned) {
-                    check_record(path, location, &record)?;
-                    ids.check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
-                    count += 1;
-                    kept_attempts += u64::from(record.id.ends_with(ATTEMPT_ID_SUFFIX));
-                    writer
-                        .push(record)
-                        .map_err(|error| InputError::Unreadable {
-                            path: path.clone(),
-                            message: error.to_string(),
-                        })?;
+                    kept.push(&mut writer, path, location, record)?;
                 }
                 Ok(())
             })?;
-            if count == 0 {
+            kept_attempts = kept.attempts;
+            if kept.records == 0 {
                 return Err(InputError::Empty {
                     path: path.clone(),
                     nothing: "the file has no records",
