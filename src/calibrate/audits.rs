@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::policy::Audit;
-use crate::schema::{AuditRow, InputError, ReadOptions, RowLocation, read_audits};
-use crate::stats::draw_stratified;
-use crate::stats::random::fnv1a;
+use crate::schema::{
+    AuditRow, InputError, ReadOptions, RowLocation, SliceRows, read_audits, slice_rows,
+};
 
 use super::engine::CalibrateError;
 
@@ -27,13 +27,6 @@ impl AuditVerdicts {
     pub fn of(&self, id: &str) -> Option<(Audit, f32)> {
         self.by_id.get(id).copied()
     }
-}
-
-/// One slice of the results: its rows' ids and scores, in file order.
-#[derive(Debug, Default)]
-struct SliceRows {
-    ids: Vec<String>,
-    scores: Vec<f64>,
 }
 
 /// Reads the audit set at `audits`, draws again from the results at
@@ -161,19 +154,8 @@ fn results_by_slice(
     results: &Path,
     read: &ReadOptions,
 ) -> Result<BTreeMap<String, SliceRows>, CalibrateError> {
-    let mut slices: BTreeMap<String, SliceRows> = BTreeMap::new();
-    let mut audited_columns = false;
-    crate::schema::for_each_graded_batch(results, read, |batch| {
-        audited_columns |= batch.audited.iter().any(Option::is_some);
-        for index in 0..batch.num_rows() {
-            let slice = slices
-                .entry(batch.slice.value(index).to_owned())
-                .or_default();
-            slice.ids.push(batch.id.value(index).to_owned());
-            slice.scores.push(batch.score.value(index));
-        }
-    })?;
-    if audited_columns {
+    let slices = slice_rows(results, read)?;
+    if slices.values().any(|slice| slice.audited_in_results) {
         return Err(CalibrateError::AuditedTwice {
             results: results.to_owned(),
             audits: audits.to_owned(),
@@ -208,15 +190,7 @@ fn verify_slice(
             ),
         ));
     }
-    let keys: Vec<u64> = slice.ids.iter().map(|id| fnv1a(id.as_bytes())).collect();
-    let draw = draw_stratified(
-        &keys,
-        &slice.scores,
-        first.size as usize,
-        first.strata as usize,
-        first.seed,
-        fnv1a(name.as_bytes()),
-    );
+    let draw = slice.draw(name, first.size as usize, first.strata as usize, first.seed);
     let drawn: HashMap<&str, u32> = draw
         .chosen
         .iter()

@@ -8,9 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::schema::{AUDITS_SCHEMA_VERSION, AuditRow, ReadError, ReadOptions};
-use crate::stats::draw_stratified;
-use crate::stats::random::fnv1a;
+use crate::schema::{AUDITS_SCHEMA_VERSION, AuditRow, ReadError, ReadOptions, slice_rows};
 
 /// Rows to audit per slice, in how many score strata, under which seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,28 +28,12 @@ pub fn draw_audits(
     read: &ReadOptions,
     options: AuditOptions,
 ) -> Result<(Vec<AuditRow>, DrawnPerSlice), ReadError> {
-    let mut slices: BTreeMap<String, (Vec<String>, Vec<f64>)> = BTreeMap::new();
-    crate::schema::for_each_graded_batch(results, read, |batch| {
-        for index in 0..batch.num_rows() {
-            let (ids, scores) = slices
-                .entry(batch.slice.value(index).to_owned())
-                .or_default();
-            ids.push(batch.id.value(index).to_owned());
-            scores.push(batch.score.value(index));
-        }
-    })?;
+    let slices = slice_rows(results, read)?;
     let mut rows = Vec::new();
     let mut counts = BTreeMap::new();
-    for (slice, (ids, scores)) in slices {
-        let keys: Vec<u64> = ids.iter().map(|id| fnv1a(id.as_bytes())).collect();
-        let draw = draw_stratified(
-            &keys,
-            &scores,
-            options.size,
-            options.strata,
-            options.seed,
-            fnv1a(slice.as_bytes()),
-        );
+    for (slice, rows_of_slice) in slices {
+        let draw = rows_of_slice.draw(&slice, options.size, options.strata, options.seed);
+        let (ids, scores) = (&rows_of_slice.ids, &rows_of_slice.scores);
         counts.insert(slice.clone(), (ids.len() as u64, draw.chosen.len() as u64));
         let mut drawn: Vec<AuditRow> = draw
             .chosen

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{InputError, RowLocation};
+use super::{InputError, ReadError, ReadOptions, RowLocation};
+use crate::stats::random::fnv1a;
+use crate::stats::{StratifiedDraw, draw_stratified};
 
 pub const AUDITS_SCHEMA_VERSION: u32 = 1;
 
@@ -62,6 +64,53 @@ pub struct AuditRow {
     /// until audited.
     pub audited_ok_small: Option<bool>,
     pub audited_ok_large: Option<bool>,
+}
+
+/// One slice of graded results: its rows' ids and scores, in file order.
+#[derive(Debug, Default)]
+pub struct SliceRows {
+    pub ids: Vec<String>,
+    pub scores: Vec<f64>,
+    /// Whether any of its rows carries verdicts in the results' own
+    /// `audited_ok_*` columns.
+    pub audited_in_results: bool,
+}
+
+impl SliceRows {
+    /// The draw of an audit set of `size` rows in `strata` strata under
+    /// `seed` from this slice, named `slice`: what `sample --audit` writes
+    /// and `calibrate --audits` checks, from one definition.
+    pub fn draw(&self, slice: &str, size: usize, strata: usize, seed: u64) -> StratifiedDraw {
+        let keys: Vec<u64> = self.ids.iter().map(|id| fnv1a(id.as_bytes())).collect();
+        draw_stratified(
+            &keys,
+            &self.scores,
+            size,
+            strata,
+            seed,
+            fnv1a(slice.as_bytes()),
+        )
+    }
+}
+
+/// The graded results at `results`, by slice.
+pub fn slice_rows(
+    results: &Path,
+    read: &ReadOptions,
+) -> Result<std::collections::BTreeMap<String, SliceRows>, ReadError> {
+    let mut slices: std::collections::BTreeMap<String, SliceRows> = Default::default();
+    super::for_each_graded_batch(results, read, |batch| {
+        let audited = batch.audited.iter().any(Option::is_some);
+        for index in 0..batch.num_rows() {
+            let slice = slices
+                .entry(batch.slice.value(index).to_owned())
+                .or_default();
+            slice.ids.push(batch.id.value(index).to_owned());
+            slice.scores.push(batch.score.value(index));
+            slice.audited_in_results |= audited;
+        }
+    })?;
+    Ok(slices)
 }
 
 /// Whether `path` names a CSV audit set (else JSON lines).

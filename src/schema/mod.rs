@@ -38,7 +38,7 @@ mod write;
 
 pub use audits::{
     AUDIT_COLUMNS, AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, AUDITS_SCHEMA_VERSION, AuditRow,
-    audits_are_csv, audits_to_bytes, read_audits,
+    SliceRows, audits_are_csv, audits_to_bytes, read_audits, slice_rows,
 };
 pub use calibration::{
     AUDIT_HEADER, AuditDraw, AuditSummary, Baselines, CALIBRATION_OUTPUT,
