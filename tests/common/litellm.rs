@@ -63,15 +63,7 @@ pub struct Proxy {
 /// The Python of a venv with `litellm[proxy]`; skipped without
 /// `ROUTEVAL_TEST_PROXY_PYTHON`, a failure under CI.
 pub fn proxy_python(what: &str) -> Option<std::ffi::OsString> {
-    let python = std::env::var_os("ROUTEVAL_TEST_PROXY_PYTHON");
-    if python.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what}: ROUTEVAL_TEST_PROXY_PYTHON is not set; .ci/run sets it"
-        );
-        eprintln!("skipped {what}: ROUTEVAL_TEST_PROXY_PYTHON is not set");
-    }
-    python
+    crate::common::python_named_by("ROUTEVAL_TEST_PROXY_PYTHON", what)
 }
 
 pub const PROXY_KEY: &str = "sk-litellm-proxy-test-master";

@@ -69,13 +69,19 @@ pub fn keys(value: &serde_json::Value) -> std::collections::BTreeSet<&str> {
 /// against other implementations (`ROUTEVAL_TEST_PYTHON`, which `.ci/run`
 /// sets); `None` after saying `what` was skipped, and a failure under CI.
 pub fn test_python(what: &str) -> Option<std::ffi::OsString> {
-    let python = std::env::var_os("ROUTEVAL_TEST_PYTHON");
+    python_named_by("ROUTEVAL_TEST_PYTHON", what)
+}
+
+/// The Python the environment `variable` names; skipped without it, a
+/// failure under CI.
+pub fn python_named_by(variable: &str, what: &str) -> Option<std::ffi::OsString> {
+    let python = std::env::var_os(variable);
     if python.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{what}: ROUTEVAL_TEST_PYTHON is not set; .ci/run sets it"
+            "{what}: {variable} is not set; .ci/run sets it"
         );
-        eprintln!("skipped {what}: ROUTEVAL_TEST_PYTHON is not set");
+        eprintln!("skipped {what}: {variable} is not set");
     }
     python
 }
