@@ -5,27 +5,11 @@
 //! value it names must exist. Placeholders (`FILE`, `N`, `<ROUTE>`) stand
 //! for any value.
 
-use std::path::{Path, PathBuf};
-
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use routeval::cli::Cli;
 
-use crate::common::shell_words;
-
-/// README.md, the pages under docs/ and the READMEs of the folders users
-/// read.
-fn pages() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "md"))
-        .collect();
-    pages.sort();
-    pages.extend(["README.md", "ci/README.md", "reports/README.md"].map(|name| root.join(name)));
-    pages
-}
+use crate::common::{page_name, pages, shell_words};
 
 /// A command as a page shows it: where, its words, and whether it stands
 /// whole in a code block.
@@ -204,9 +188,7 @@ fn every_command_the_docs_show_parses() {
             if let Some(problem) = problem(&command) {
                 problems.push(format!(
                     "{}:{}: {}: {problem}",
-                    page.strip_prefix(env!("CARGO_MANIFEST_DIR"))
-                        .unwrap()
-                        .display(),
+                    page_name(&page),
                     command.line,
                     command.text
                 ));

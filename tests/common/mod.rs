@@ -2,6 +2,7 @@
 //! code and written in each supported format, and the CLI under test.
 
 mod data;
+mod docs;
 mod drift;
 mod graded;
 mod litellm;
@@ -12,6 +13,7 @@ mod serve;
 mod workspace;
 
 pub use data::data_dir;
+pub use docs::{CodeBlock, code_blocks, page_name, pages};
 
 /// The `[serving]` section a candidate of `policy` (its TOML) needs to be
 /// signed: what an unnamed slice gets, and a predictive policy's external
