@@ -14,7 +14,7 @@ use crate::policy::{
     predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
 };
 use crate::schema::{
-    ReadError, ReadOptions, Tiers, for_each_graded_batch_parallel, tiered_columns,
+    GradedBatch, ReadError, ReadOptions, Tiers, for_each_graded_batch_parallel, tiered_columns,
 };
 use crate::stats::{clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify};
 
@@ -48,124 +48,106 @@ struct Part {
     error: Option<ReadError>,
 }
 
-/// Calibrates every slice of the k-tier graded results at `path`.
-pub fn calibrate_tiered(
-    path: &Path,
-    read: &ReadOptions,
-    tiers: &Tiers,
-    grid: usize,
-    options: &CalibrateOptions,
-) -> Result<CalibrationDocument, CalibrateError> {
-    let policy = options.policy;
-    let cascade = policy == Policy::Cascade;
-    let k = tiers.len();
-    let read = ReadOptions {
-        names: tiers.column_names(read.names.clone()),
-        carry_extra: true,
-        details: true,
-        score_optional: cascade,
-        carry_read_only: true,
-    };
-    let workers = std::thread::available_parallelism().map_or(1, usize::from);
-    let new_slice = |name: &str| SliceRows {
-        name: name.to_owned(),
-        calibration: TieredSlice::new(policy, k),
-        holdout: TieredSlice::new(policy, k),
-    };
-    let (read_result, sha256) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| crate::digest::sha256_file(path));
-        let result = for_each_graded_batch_parallel(
-            path,
-            &read,
-            workers,
-            Part::default,
-            |part, batch| {
-                if part.error.is_some() {
-                    return;
+/// Folds batches of graded rows into each worker's slices.
+struct Fold<'a> {
+    path: &'a Path,
+    tiers: &'a Tiers,
+    cascade: bool,
+    options: &'a CalibrateOptions,
+}
+
+impl Fold<'_> {
+    fn batch(&self, part: &mut Part, batch: &GradedBatch) {
+        if part.error.is_some() {
+            return;
+        }
+        if batch.audited.iter().any(Option::is_some) {
+            part.error = Some(ReadError::InvalidValue {
+                path: self.path.to_owned(),
+                location: batch.location(0),
+                column: "audited_ok_*".to_owned(),
+                problem: "human audits correct two-tier calibrations only; calibrate more tiers without the audited columns".to_owned(),
+            });
+            return;
+        }
+        let columns = match tiered_columns(batch, self.tiers, self.cascade, self.path) {
+            Ok(columns) => columns,
+            Err(error) => {
+                part.error = Some(error);
+                return;
+            }
+        };
+        let k = self.tiers.len();
+        let policy = self.options.policy;
+        let (mut scores, mut ok, mut cost, mut verifier) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for row in 0..batch.num_rows() {
+            let name = match self.options.scope {
+                Scope::PerSlice => batch.slice.value(row),
+                Scope::Global => GLOBAL_SLICE,
+            };
+            let slice = match part.index.get(name) {
+                Some(&slice) => slice,
+                None => {
+                    part.index.insert(name.to_owned(), part.slices.len());
+                    part.slices.push(SliceRows {
+                        name: name.to_owned(),
+                        calibration: TieredSlice::new(policy, k),
+                        holdout: TieredSlice::new(policy, k),
+                    });
+                    part.slices.len() - 1
                 }
-                if batch.audited.iter().any(Option::is_some) {
-                    part.error = Some(ReadError::InvalidValue {
-                    path: path.to_owned(),
-                    location: batch.location(0),
-                    column: "audited_ok_*".to_owned(),
-                    problem: "human audits correct two-tier calibrations only; calibrate more tiers without the audited columns".to_owned(),
-                });
-                    return;
-                }
-                let columns = match tiered_columns(batch, tiers, cascade, path) {
-                    Ok(columns) => columns,
-                    Err(error) => {
-                        part.error = Some(error);
-                        return;
-                    }
-                };
-                let (mut scores, mut ok, mut cost, mut verifier) =
-                    (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-                for row in 0..batch.num_rows() {
-                    let name = match options.scope {
-                        Scope::PerSlice => batch.slice.value(row),
-                        Scope::Global => GLOBAL_SLICE,
-                    };
-                    let slice = match part.index.get(name) {
-                        Some(&slice) => slice,
-                        None => {
-                            part.index.insert(name.to_owned(), part.slices.len());
-                            part.slices.push(new_slice(name));
-                            part.slices.len() - 1
-                        }
-                    };
-                    scores.clear();
-                    scores.extend(columns.scores.iter().map(|column| column.value(row)));
-                    ok.clear();
-                    ok.extend(columns.ok.iter().map(|column| column.value(row)));
-                    cost.clear();
-                    cost.extend(
-                        columns
-                            .cost
-                            .iter()
-                            .map(|column| to_picodollars(column.value(row))),
-                    );
-                    verifier.clear();
-                    if cascade {
-                        verifier.extend(
-                            columns
-                                .verifier_cost
-                                .iter()
-                                .map(|column| to_picodollars(column.value(row))),
-                        );
-                    } else {
-                        verifier.resize(k - 1, 0);
-                    }
-                    let held_out = options
-                        .holdout
-                        .is_some_and(|holdout| holdout.holds_out(batch.id.value(row)));
-                    let rows = &mut part.slices[slice];
-                    let target = if held_out {
-                        &mut rows.holdout
-                    } else {
-                        &mut rows.calibration
-                    };
-                    target.push(
-                        &scores,
-                        &ok,
-                        &cost,
-                        to_picodollars(batch.cost_router.value(row)),
-                        &verifier,
-                    );
-                }
-            },
-        );
-        (
-            result,
-            hashing.join().expect("the hashing thread does not panic"),
-        )
-    });
-    let (summary, parts) = read_result?;
+            };
+            scores.clear();
+            scores.extend(columns.scores.iter().map(|column| column.value(row)));
+            ok.clear();
+            ok.extend(columns.ok.iter().map(|column| column.value(row)));
+            cost.clear();
+            cost.extend(
+                columns
+                    .cost
+                    .iter()
+                    .map(|column| to_picodollars(column.value(row))),
+            );
+            verifier.clear();
+            if self.cascade {
+                verifier.extend(
+                    columns
+                        .verifier_cost
+                        .iter()
+                        .map(|column| to_picodollars(column.value(row))),
+                );
+            } else {
+                verifier.resize(k - 1, 0);
+            }
+            let held_out = self
+                .options
+                .holdout
+                .is_some_and(|holdout| holdout.holds_out(batch.id.value(row)));
+            let rows = &mut part.slices[slice];
+            let target = if held_out {
+                &mut rows.holdout
+            } else {
+                &mut rows.calibration
+            };
+            target.push(
+                &scores,
+                &ok,
+                &cost,
+                to_picodollars(batch.cost_router.value(row)),
+                &verifier,
+            );
+        }
+    }
+}
+
+/// The workers' slices as one, by name; the first error a worker met.
+fn merge(parts: Vec<Part>) -> Result<Vec<SliceRows>, ReadError> {
     let mut merged: Vec<SliceRows> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for part in parts {
         if let Some(error) = part.error {
-            return Err(error.into());
+            return Err(error);
         }
         for rows in part.slices {
             match index.get(&rows.name) {
@@ -181,6 +163,46 @@ pub fn calibrate_tiered(
         }
     }
     merged.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(merged)
+}
+
+/// Calibrates every slice of the k-tier graded results at `path`.
+pub fn calibrate_tiered(
+    path: &Path,
+    read: &ReadOptions,
+    tiers: &Tiers,
+    grid: usize,
+    options: &CalibrateOptions,
+) -> Result<CalibrationDocument, CalibrateError> {
+    let policy = options.policy;
+    let cascade = policy == Policy::Cascade;
+    let read = ReadOptions {
+        names: tiers.column_names(read.names.clone()),
+        carry_extra: true,
+        details: true,
+        score_optional: cascade,
+        carry_read_only: true,
+    };
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let fold = Fold {
+        path,
+        tiers,
+        cascade,
+        options,
+    };
+    let (read_result, sha256) = std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| crate::digest::sha256_file(path));
+        let result =
+            for_each_graded_batch_parallel(path, &read, workers, Part::default, |part, batch| {
+                fold.batch(part, batch);
+            });
+        (
+            result,
+            hashing.join().expect("the hashing thread does not panic"),
+        )
+    });
+    let (summary, parts) = read_result?;
+    let merged = merge(parts)?;
     let sha256 = sha256.map_err(|error| ReadError::Io {
         path: error.path,
         source: error.source,

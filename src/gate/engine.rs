@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::atomic::{Named, Output, OutputKind, Replaces, Staged, check_outputs, commit_all};
+use crate::atomic::{Named, check_outputs, commit_all};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
 use crate::schema::{CalibrationDocument, Failure, InputFile, Rule};
 use crate::schema::{ReadOptions, read_graded};
 
 use super::litellm::{ServeEndpoint, litellm_yaml};
+use super::outputs::{OutPaths, lock_out, stage_bytes};
 use super::render::markdown;
 use super::rules::{RuleContext, check};
 use crate::digest::{sha256_file, sha256_hex};
@@ -20,15 +21,12 @@ use crate::policy::regressions;
 use crate::policy::{TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 use crate::router_model::{FEATURES_VERSION, Router};
 use crate::routes::ResolvedTable;
-use crate::routes::{
-    Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Serving, ServingInputs, signature_path,
-};
+use crate::routes::{Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Serving, ServingInputs};
 use crate::routes::{load_secret, sign};
 use crate::rubric::PromptTemplate;
 use crate::schema::GradedTable;
 use crate::schema::{
-    BaselineRef, CandidateReport, Emitted, GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT,
-    GATE_REPORT_SCHEMA_VERSION, GateReport,
+    BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
 };
 
 /// The confidence of the regression test when the gate is given none.
@@ -592,82 +590,6 @@ fn cheapest_passing(candidates: &[CandidateReport]) -> Option<usize> {
         .map(|(index, _)| index)
 }
 
-/// The files a gate of `version` writes under `--out`.
-struct OutPaths {
-    report_json: PathBuf,
-    report_markdown: PathBuf,
-    config: PathBuf,
-    signature: PathBuf,
-    litellm: PathBuf,
-    version: u64,
-}
-
-impl OutPaths {
-    fn new(out: &Path, version: u64) -> OutPaths {
-        let config = out.join(RouteConfig::file_name(version));
-        OutPaths {
-            report_json: out.join("gate-report.json"),
-            report_markdown: out.join("gate-report.md"),
-            signature: signature_path(&config),
-            litellm: out.join(format!("route-config.v{version}.litellm.yaml")),
-            config,
-            version,
-        }
-    }
-
-    /// A signed config is never replaced: a second v1 with other content
-    /// would make "version 1" mean two things. Its signature and export
-    /// without it are what a gate killed before its last step left: they
-    /// sign nothing, and are written again. Asked again under the lock, for
-    /// a gate that got there first.
-    fn refuse_existing(&self, signing: bool) -> anyhow::Result<()> {
-        if !signing {
-            return Ok(());
-        }
-        if std::fs::symlink_metadata(&self.config).is_ok() {
-            anyhow::bail!(
-                "{}: already exists; signed route configs are never overwritten: gate into a new --out, or pass the deployed config as --baseline to write the next version",
-                self.config.display()
-            );
-        }
-        for path in [&self.signature, &self.litellm] {
-            if std::fs::symlink_metadata(path).is_ok() && !left_by_a_killed_gate(path, self.version)
-            {
-                anyhow::bail!(
-                    "{}: exists and is not what a gate of version {} leaves; left as it is",
-                    path.display(),
-                    self.version
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// The outputs as `check_outputs` judges them: the signature and export
-    /// a killed gate left are unfinished, to be written again.
-    fn outputs(&self, signing: bool) -> Vec<Output<'_>> {
-        let leftover = |path: &Path| {
-            if std::fs::symlink_metadata(path).is_ok() {
-                &UNFINISHED
-            } else {
-                &SIGNED_CONFIG_OUTPUT
-            }
-        };
-        let mut outputs = vec![
-            Output::new(&self.report_json, "--out", &GATE_REPORT_OUTPUT),
-            Output::new(&self.report_markdown, "--out", &GATE_MARKDOWN_OUTPUT),
-        ];
-        if signing {
-            outputs.extend([
-                Output::new(&self.config, "--out", &SIGNED_CONFIG_OUTPUT),
-                Output::new(&self.signature, "--out", leftover(&self.signature)),
-                Output::new(&self.litellm, "--out", leftover(&self.litellm)),
-            ]);
-        }
-        outputs
-    }
-}
-
 /// Every file the gate reads, by its flag.
 fn named_inputs(options: &GateOptions) -> Vec<Named<'_>> {
     let mut inputs = vec![
@@ -735,42 +657,6 @@ fn route_config(
         &sha256_hex(&config.canonical_bytes())[..12]
     );
     config
-}
-
-/// The gate's lock on `out`, held while it writes there.
-fn lock_out(out: &Path) -> anyhow::Result<std::fs::File> {
-    crate::atomic::lock_directory(out, ".routeval-gate.lock", "routeval gate", "--out")
-}
-
-/// A signed config, its signature and its export: each a new file, never a
-/// replacement.
-const SIGNED_CONFIG_OUTPUT: OutputKind = OutputKind::new(
-    "a signed route config or what goes with it",
-    Replaces::Nothing,
-);
-
-/// A signature or export that [`left_by_a_killed_gate`] recognised.
-const UNFINISHED: OutputKind = OutputKind::new("what a killed gate left", Replaces::Unfinished);
-
-/// Whether `path`, beside no config of `version`, is the signature or the
-/// LiteLLM export a gate of that version writes before its config: a file
-/// routeval made and that signs nothing, safe to write again.
-fn left_by_a_killed_gate(path: &Path, version: u64) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return false;
-    };
-    let version_field = format!(" version:{version} ");
-    let export_header = format!("(version {version}).");
-    text.lines().any(|line| {
-        (line.starts_with("trusted comment: routeval config_id:") && line.contains(&version_field))
-            || (line.starts_with("# Generated by routeval from ") && line.ends_with(&export_header))
-    })
-}
-
-fn stage_bytes(path: &Path, bytes: &[u8]) -> anyhow::Result<Staged> {
-    use std::io::Write;
-    Staged::new(path, |file| Ok(file.write_all(bytes)?))
-        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// The commit of the repository holding the candidate, when there is one.

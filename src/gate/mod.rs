@@ -7,6 +7,7 @@
 
 mod engine;
 mod litellm;
+mod outputs;
 mod render;
 mod rules;
 

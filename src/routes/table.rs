@@ -289,6 +289,15 @@ impl RouteTable {
         Ok(table)
     }
 
+    /// The tier names of `routes`, in their order.
+    fn tier_names(&self, routes: &[String]) -> Vec<String> {
+        routes
+            .iter()
+            .filter_map(|name| self.routes.iter().find(|route| route.name == *name))
+            .map(|route| route.tier.name().to_owned())
+            .collect()
+    }
+
     /// Concrete thresholds and score column: thresholds from the table, or
     /// from the one calibration of the table's policy on its score column.
     /// `default_score` is the column of a policy that names none.
@@ -297,81 +306,6 @@ impl RouteTable {
         calibrations: &[CalibrationDocument],
         default_score: &str,
     ) -> Result<ResolvedTable, String> {
-        let thresholds = |written: &Option<BTreeMap<String, WrittenThreshold>>,
-                          from_calibration: bool,
-                          policy: CalibratedPolicy,
-                          score: &str|
-         -> Result<Thresholds, String> {
-            let mut resolved = Thresholds::default();
-            if !from_calibration {
-                for (slice, value) in written.iter().flatten() {
-                    let WrittenThreshold::One(value) = *value else {
-                        unreachable!("checked when the table was loaded")
-                    };
-                    if slice == "*" {
-                        resolved.default = Some(Threshold(value));
-                    } else {
-                        resolved.slices.insert(slice.clone(), Threshold(value));
-                    }
-                }
-                return Ok(resolved);
-            }
-            let calibration = match_calibration(calibrations, policy, Some(score), None)?;
-            for slice in &calibration.slices {
-                if let Some(threshold) = slice.threshold {
-                    if slice.slice == crate::schema::GLOBAL_SLICE {
-                        resolved.default = Some(threshold);
-                    } else {
-                        resolved.slices.insert(slice.slice.clone(), threshold);
-                    }
-                }
-            }
-            Ok(resolved)
-        };
-        // A k-tier policy's lists, written or from the calibration of the
-        // same policy over the same tiers.
-        let tier_thresholds = |routes: &[String],
-                               written: &Option<BTreeMap<String, WrittenThreshold>>,
-                               from_calibration: bool,
-                               policy: CalibratedPolicy,
-                               score: Option<&str>|
-         -> Result<TierThresholds, String> {
-            let mut resolved = TierThresholds::default();
-            if !from_calibration {
-                for (slice, value) in written.iter().flatten() {
-                    let WrittenThreshold::Many(values) = value else {
-                        unreachable!("checked when the table was loaded")
-                    };
-                    let values: Vec<Threshold> =
-                        values.iter().map(|&value| Threshold(value)).collect();
-                    if slice == "*" {
-                        resolved.default = Some(values);
-                    } else {
-                        resolved.slices.insert(slice.clone(), values);
-                    }
-                }
-                return Ok(resolved);
-            }
-            let tiers: Vec<String> = routes
-                .iter()
-                .filter_map(|name| self.routes.iter().find(|route| route.name == *name))
-                .map(|route| route.tier.name().to_owned())
-                .collect();
-            let calibration = match_calibration(calibrations, policy, score, Some(&tiers))?;
-            for slice in &calibration.slices {
-                let Some(tiered) = slice.tiered.as_ref().filter(|_| slice.feasible) else {
-                    continue;
-                };
-                if slice.slice == crate::schema::GLOBAL_SLICE {
-                    resolved.default = Some(tiered.thresholds.clone());
-                } else {
-                    resolved
-                        .slices
-                        .insert(slice.slice.clone(), tiered.thresholds.clone());
-                }
-            }
-            Ok(resolved)
-        };
         let score_of =
             |score: &Option<String>| score.as_deref().unwrap_or(default_score).to_owned();
         let policy = match &self.policy {
@@ -391,27 +325,23 @@ impl RouteTable {
                 thresholds_from_calibration,
             } => {
                 let score = score_of(score);
+                let source = |policy| ThresholdSource {
+                    written,
+                    from_calibration: *thresholds_from_calibration,
+                    calibrations,
+                    policy,
+                };
                 match two_or_more(small, large, tiers, "predictive", "tiers")? {
                     Form::Two(small, large) => ResolvedPolicy::Predictive {
                         small: small.to_owned(),
                         large: large.to_owned(),
-                        thresholds: thresholds(
-                            written,
-                            *thresholds_from_calibration,
-                            CalibratedPolicy::Predictive,
-                            &score,
-                        )?,
+                        thresholds: source(CalibratedPolicy::Predictive).two_tier(&score)?,
                         score,
                     },
                     Form::Many(tiers) => ResolvedPolicy::PredictiveTiers {
                         tiers: tiers.to_vec(),
-                        thresholds: tier_thresholds(
-                            tiers,
-                            written,
-                            *thresholds_from_calibration,
-                            CalibratedPolicy::Predictive,
-                            Some(&score),
-                        )?,
+                        thresholds: source(CalibratedPolicy::Predictive)
+                            .tiers(self.tier_names(tiers), Some(&score))?,
                         score,
                     },
                 }
@@ -424,39 +354,37 @@ impl RouteTable {
                 score,
                 thresholds: written,
                 thresholds_from_calibration,
-            } => match two_or_more(small, large, stages, "cascade", "stages")? {
-                Form::Two(small, large) => {
-                    let score = score_of(score);
-                    ResolvedPolicy::Cascade {
-                        small: small.to_owned(),
-                        verifier: verifier.clone(),
-                        large: large.to_owned(),
-                        thresholds: thresholds(
-                            written,
-                            *thresholds_from_calibration,
-                            CalibratedPolicy::Cascade,
-                            &score,
-                        )?,
-                        score,
+            } => {
+                let source = |policy| ThresholdSource {
+                    written,
+                    from_calibration: *thresholds_from_calibration,
+                    calibrations,
+                    policy,
+                };
+                match two_or_more(small, large, stages, "cascade", "stages")? {
+                    Form::Two(small, large) => {
+                        let score = score_of(score);
+                        ResolvedPolicy::Cascade {
+                            small: small.to_owned(),
+                            verifier: verifier.clone(),
+                            large: large.to_owned(),
+                            thresholds: source(CalibratedPolicy::Cascade).two_tier(&score)?,
+                            score,
+                        }
+                    }
+                    Form::Many(stages) => {
+                        if score.is_some() {
+                            return Err("policy.cascade: with stages, each stage's verifier score is its tier's score_NAME column; drop score".to_owned());
+                        }
+                        ResolvedPolicy::CascadeStages {
+                            stages: stages.to_vec(),
+                            verifier: verifier.clone(),
+                            thresholds: source(CalibratedPolicy::Cascade)
+                                .tiers(self.tier_names(stages), None)?,
+                        }
                     }
                 }
-                Form::Many(stages) => {
-                    if score.is_some() {
-                        return Err("policy.cascade: with stages, each stage's verifier score is its tier's score_NAME column; drop score".to_owned());
-                    }
-                    ResolvedPolicy::CascadeStages {
-                        stages: stages.to_vec(),
-                        verifier: verifier.clone(),
-                        thresholds: tier_thresholds(
-                            stages,
-                            written,
-                            *thresholds_from_calibration,
-                            CalibratedPolicy::Cascade,
-                            None,
-                        )?,
-                    }
-                }
-            },
+            }
         };
         Ok(ResolvedTable {
             logical_model: self.logical_model.clone(),
@@ -465,6 +393,79 @@ impl RouteTable {
             fallbacks: self.fallbacks.clone(),
             constraints: self.constraints.clone(),
         })
+    }
+}
+
+/// Where a policy's thresholds come from: the table as written, or the one
+/// calibration of the same policy (and tiers) on the same score column.
+struct ThresholdSource<'a> {
+    written: &'a Option<BTreeMap<String, WrittenThreshold>>,
+    from_calibration: bool,
+    calibrations: &'a [CalibrationDocument],
+    policy: CalibratedPolicy,
+}
+
+impl ThresholdSource<'_> {
+    /// A two-tier policy's threshold per slice (`*` the default).
+    fn two_tier(&self, score: &str) -> Result<Thresholds, String> {
+        let mut resolved = Thresholds::default();
+        if !self.from_calibration {
+            for (slice, value) in self.written.iter().flatten() {
+                let WrittenThreshold::One(value) = *value else {
+                    unreachable!("checked when the table was loaded")
+                };
+                if slice == "*" {
+                    resolved.default = Some(Threshold(value));
+                } else {
+                    resolved.slices.insert(slice.clone(), Threshold(value));
+                }
+            }
+            return Ok(resolved);
+        }
+        let calibration = match_calibration(self.calibrations, self.policy, Some(score), None)?;
+        for slice in &calibration.slices {
+            if let Some(threshold) = slice.threshold {
+                if slice.slice == crate::schema::GLOBAL_SLICE {
+                    resolved.default = Some(threshold);
+                } else {
+                    resolved.slices.insert(slice.slice.clone(), threshold);
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// A k-tier policy's ordered thresholds per slice, over `tiers`.
+    fn tiers(&self, tiers: Vec<String>, score: Option<&str>) -> Result<TierThresholds, String> {
+        let mut resolved = TierThresholds::default();
+        if !self.from_calibration {
+            for (slice, value) in self.written.iter().flatten() {
+                let WrittenThreshold::Many(values) = value else {
+                    unreachable!("checked when the table was loaded")
+                };
+                let values: Vec<Threshold> = values.iter().map(|&value| Threshold(value)).collect();
+                if slice == "*" {
+                    resolved.default = Some(values);
+                } else {
+                    resolved.slices.insert(slice.clone(), values);
+                }
+            }
+            return Ok(resolved);
+        }
+        let calibration = match_calibration(self.calibrations, self.policy, score, Some(&tiers))?;
+        for slice in &calibration.slices {
+            let Some(tiered) = slice.tiered.as_ref().filter(|_| slice.feasible) else {
+                continue;
+            };
+            if slice.slice == crate::schema::GLOBAL_SLICE {
+                resolved.default = Some(tiered.thresholds.clone());
+            } else {
+                resolved
+                    .slices
+                    .insert(slice.slice.clone(), tiered.thresholds.clone());
+            }
+        }
+        Ok(resolved)
     }
 }
 

@@ -200,74 +200,28 @@ impl Check {
         match self {
             Check::Exact { case_sensitive } => match reference {
                 None => reference_missing("exact"),
-                Some(reference) => {
-                    let pass =
-                        normalise(answer, *case_sensitive) == normalise(reference, *case_sensitive);
-                    Verdict::of(
-                        pass,
-                        if pass {
-                            "exact: equal".into()
-                        } else {
-                            "exact: differs from the reference".into()
-                        },
-                    )
-                }
+                Some(reference) => exact_verdict(answer, reference, *case_sensitive),
             },
             Check::Choice { finder } => match reference {
                 None => reference_missing("choice"),
-                Some(reference) => match (
-                    finder.find(answer),
-                    finder
-                        .find(reference)
-                        .or_else(|| reference.trim().chars().next()),
-                ) {
-                    (None, _) => Verdict::of(false, "choice: the answer states no letter".into()),
-                    (Some(given), Some(expected)) if given == expected => {
-                        Verdict::of(true, format!("choice: {given}"))
-                    }
-                    (Some(given), expected) => Verdict::of(
-                        false,
-                        format!(
-                            "choice: answered {given}, expected {}",
-                            expected.map_or_else(|| "?".to_owned(), String::from)
-                        ),
-                    ),
-                },
+                Some(reference) => choice_verdict(finder, answer, reference),
             },
             Check::Numeric {
                 tolerance,
                 relative_tolerance,
                 marker,
                 compare,
-            } => {
-                let Some(reference) = reference else {
-                    return reference_missing("numeric");
-                };
-                let Some(expected) = final_number(reference, marker.as_deref()) else {
-                    return Verdict::of(false, "numeric: the reference has no number".into());
-                };
-                let Some(given) = final_number(answer, marker.as_deref()) else {
-                    return Verdict::of(false, "numeric: the answer has no number".into());
-                };
-                let pass = match compare {
-                    NumberComparison::Text => given == expected,
-                    NumberComparison::Value => match (value(&given), value(&expected)) {
-                        (Some(given), Some(expected)) => {
-                            (given - expected).abs()
-                                <= tolerance.max(relative_tolerance * expected.abs())
-                        }
-                        _ => false,
-                    },
-                };
-                Verdict::of(
-                    pass,
-                    if pass {
-                        format!("numeric: {given}")
-                    } else {
-                        format!("numeric: answered {given}, expected {expected}")
-                    },
-                )
-            }
+            } => match reference {
+                None => reference_missing("numeric"),
+                Some(reference) => numeric_verdict(
+                    answer,
+                    reference,
+                    *tolerance,
+                    *relative_tolerance,
+                    marker.as_deref(),
+                    *compare,
+                ),
+            },
             Check::Regex { regex } => {
                 let pass = regex.is_match(answer);
                 Verdict::of(
@@ -275,21 +229,7 @@ impl Check {
                     format!("regex: {}", if pass { "matches" } else { "does not match" }),
                 )
             }
-            Check::JsonSchema { validator } => {
-                match serde_json::from_str::<serde_json::Value>(json_of(answer)) {
-                    Err(error) => Verdict::of(
-                        false,
-                        format!("json_schema: the answer is not JSON: {error}"),
-                    ),
-                    Ok(value) => match validator.validate(&value) {
-                        Ok(()) => Verdict::of(true, "json_schema: conforms".into()),
-                        Err(error) => Verdict::of(
-                            false,
-                            format!("json_schema: at \"{}\": {error}", error.instance_path()),
-                        ),
-                    },
-                }
-            }
+            Check::JsonSchema { validator } => json_schema_verdict(validator, answer),
             Check::Contains {
                 text,
                 case_sensitive,
@@ -337,32 +277,125 @@ impl Check {
                 Verdict::of(false, format!("any: none passed ({})", failures.join("; ")))
             }
             Check::Weighted { checks, threshold } => {
-                let total: f64 = checks.iter().map(|(weight, _)| weight).sum();
-                let mut passed = 0.0;
-                let mut failures = Vec::new();
-                for (weight, check) in checks {
-                    let verdict = check.grade(answer, reference, judged);
-                    if verdict.pass {
-                        passed += weight;
-                    } else {
-                        failures.push(verdict.detail);
-                    }
-                }
-                let score = passed / total;
-                Verdict {
-                    pass: score >= *threshold,
-                    score,
-                    detail: format!(
-                        "weighted: {score:.3} against {threshold}{}",
-                        if failures.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", failures.join("; "))
-                        }
-                    ),
-                }
+                weighted_verdict(checks, *threshold, answer, reference, judged)
             }
         }
+    }
+}
+
+fn exact_verdict(answer: &str, reference: &str, case_sensitive: bool) -> Verdict {
+    let pass = normalise(answer, case_sensitive) == normalise(reference, case_sensitive);
+    Verdict::of(
+        pass,
+        if pass {
+            "exact: equal".into()
+        } else {
+            "exact: differs from the reference".into()
+        },
+    )
+}
+
+fn choice_verdict(finder: &ChoiceFinder, answer: &str, reference: &str) -> Verdict {
+    match (
+        finder.find(answer),
+        finder
+            .find(reference)
+            .or_else(|| reference.trim().chars().next()),
+    ) {
+        (None, _) => Verdict::of(false, "choice: the answer states no letter".into()),
+        (Some(given), Some(expected)) if given == expected => {
+            Verdict::of(true, format!("choice: {given}"))
+        }
+        (Some(given), expected) => Verdict::of(
+            false,
+            format!(
+                "choice: answered {given}, expected {}",
+                expected.map_or_else(|| "?".to_owned(), String::from)
+            ),
+        ),
+    }
+}
+
+fn numeric_verdict(
+    answer: &str,
+    reference: &str,
+    tolerance: f64,
+    relative_tolerance: f64,
+    marker: Option<&str>,
+    compare: NumberComparison,
+) -> Verdict {
+    let Some(expected) = final_number(reference, marker) else {
+        return Verdict::of(false, "numeric: the reference has no number".into());
+    };
+    let Some(given) = final_number(answer, marker) else {
+        return Verdict::of(false, "numeric: the answer has no number".into());
+    };
+    let pass = match compare {
+        NumberComparison::Text => given == expected,
+        NumberComparison::Value => match (value(&given), value(&expected)) {
+            (Some(given), Some(expected)) => {
+                (given - expected).abs() <= tolerance.max(relative_tolerance * expected.abs())
+            }
+            _ => false,
+        },
+    };
+    Verdict::of(
+        pass,
+        if pass {
+            format!("numeric: {given}")
+        } else {
+            format!("numeric: answered {given}, expected {expected}")
+        },
+    )
+}
+
+fn json_schema_verdict(validator: &jsonschema::Validator, answer: &str) -> Verdict {
+    match serde_json::from_str::<serde_json::Value>(json_of(answer)) {
+        Err(error) => Verdict::of(
+            false,
+            format!("json_schema: the answer is not JSON: {error}"),
+        ),
+        Ok(value) => match validator.validate(&value) {
+            Ok(()) => Verdict::of(true, "json_schema: conforms".into()),
+            Err(error) => Verdict::of(
+                false,
+                format!("json_schema: at \"{}\": {error}", error.instance_path()),
+            ),
+        },
+    }
+}
+
+/// The weighted share of passing checks, against `threshold`.
+fn weighted_verdict(
+    checks: &[(f64, Check)],
+    threshold: f64,
+    answer: &str,
+    reference: Option<&str>,
+    judged: Judged<'_>,
+) -> Verdict {
+    let total: f64 = checks.iter().map(|(weight, _)| weight).sum();
+    let mut passed = 0.0;
+    let mut failures = Vec::new();
+    for (weight, check) in checks {
+        let verdict = check.grade(answer, reference, judged);
+        if verdict.pass {
+            passed += weight;
+        } else {
+            failures.push(verdict.detail);
+        }
+    }
+    let score = passed / total;
+    Verdict {
+        pass: score >= threshold,
+        score,
+        detail: format!(
+            "weighted: {score:.3} against {threshold}{}",
+            if failures.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", failures.join("; "))
+            }
+        ),
     }
 }
 

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::checks::Check;
 use super::extract::ChoiceFinder;
-use super::spec::CheckSpec;
+use super::spec::{CheckSpec, WeightedSpec};
 use crate::rubric::PromptTemplate;
 
 pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
@@ -24,39 +24,8 @@ pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, 
             .collect()
     };
     Ok(match spec {
-        CheckSpec::LlmJudge { template, criteria } => {
-            if criteria.trim().is_empty() {
-                return Err(format!("{at}.llm_judge: criteria is empty"));
-            }
-            let template = PromptTemplate::load(base, template)
-                .map_err(|error| format!("{at}.llm_judge: {error:#}"))?;
-            if !template.user.contains("{criteria}") {
-                return Err(format!(
-                    "{at}.llm_judge: the template's user prompt must contain {{criteria}}"
-                ));
-            }
-            Check::Judge {
-                at: at.to_owned(),
-                template: std::sync::Arc::new(template),
-                criteria: criteria.clone(),
-            }
-        }
-        CheckSpec::LlmPairwise { template, criteria } => {
-            if criteria.trim().is_empty() {
-                return Err(format!("{at}.llm_pairwise: criteria is empty"));
-            }
-            let template = PromptTemplate::load_requiring(
-                base,
-                template,
-                &["{question}", "{answer_a}", "{answer_b}", "{criteria}"],
-            )
-            .map_err(|error| format!("{at}.llm_pairwise: {error:#}"))?;
-            Check::Pairwise {
-                at: at.to_owned(),
-                template: std::sync::Arc::new(template),
-                criteria: criteria.clone(),
-            }
-        }
+        CheckSpec::LlmJudge { template, criteria } => judge(at, base, template, criteria)?,
+        CheckSpec::LlmPairwise { template, criteria } => pairwise(at, base, template, criteria)?,
         CheckSpec::Exact { case_sensitive } => Check::Exact {
             case_sensitive: *case_sensitive,
         },
@@ -86,25 +55,7 @@ pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, 
                 compare: *compare,
             }
         }
-        CheckSpec::Regex { pattern, full } => {
-            let pattern = if *full {
-                format!("^(?:{pattern})$")
-            } else {
-                pattern.clone()
-            };
-            Check::Regex {
-                regex: Regex::new(&pattern).map_err(|error| {
-                    let first = error
-                        .to_string()
-                        .lines()
-                        .last()
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned();
-                    format!("{at}.regex: pattern does not compile: {first}")
-                })?,
-            }
-        }
+        CheckSpec::Regex { pattern, full } => regex(at, pattern, *full)?,
         CheckSpec::Contains {
             text,
             case_sensitive,
@@ -124,63 +75,132 @@ pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, 
         CheckSpec::JsonSchema {
             schema,
             schema_file,
-        } => {
-            let text = match (schema, schema_file) {
-                (Some(schema), None) => schema.clone(),
-                (None, Some(file)) => {
-                    let path = base.join(file);
-                    std::fs::read_to_string(&path).map_err(|error| {
-                        format!(
-                            "{at}.json_schema.schema_file: cannot read {}: {error}",
-                            path.display()
-                        )
-                    })?
-                }
-                _ => {
-                    return Err(format!(
-                        "{at}.json_schema: give schema or schema_file, not both or neither"
-                    ));
-                }
-            };
-            let schema: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|error| format!("{at}.json_schema: the schema is not JSON: {error}"))?;
-            let validator = jsonschema::validator_for(&schema)
-                .map_err(|error| format!("{at}.json_schema: not a valid JSON Schema: {error}"))?;
-            Check::JsonSchema {
-                validator: std::sync::Arc::new(validator),
-            }
-        }
+        } => json_schema(at, base, schema.as_deref(), schema_file.as_deref())?,
         CheckSpec::All { checks } => Check::All(nested(checks, "all")?),
         CheckSpec::Any { checks } => Check::Any(nested(checks, "any")?),
-        CheckSpec::Weighted { checks, threshold } => {
-            if checks.is_empty() {
-                return Err(format!("{at}.weighted: needs at least one check"));
-            }
-            if !(0.0..=1.0).contains(threshold) {
-                return Err(format!(
-                    "{at}.weighted.threshold must be in [0, 1], got {threshold}"
-                ));
-            }
-            let mut compiled = Vec::new();
-            for (index, weighted) in checks.iter().enumerate() {
-                if !(weighted.weight.is_finite() && weighted.weight > 0.0) {
-                    return Err(format!(
-                        "{at}.weighted.checks[{index}].weight must be positive"
-                    ));
-                }
-                compiled.push((
-                    weighted.weight,
-                    compile(
-                        &weighted.check,
-                        &format!("{at}.weighted.checks[{index}].check"),
-                        base,
-                    )?,
-                ));
-            }
-            Check::Weighted {
-                checks: compiled,
-                threshold: *threshold,
-            }
+        CheckSpec::Weighted { checks, threshold } => weighted(at, base, checks, *threshold)?,
+    })
+}
+
+fn judge(at: &str, base: &Path, template: &str, criteria: &str) -> Result<Check, String> {
+    if criteria.trim().is_empty() {
+        return Err(format!("{at}.llm_judge: criteria is empty"));
+    }
+    let template = PromptTemplate::load(base, template)
+        .map_err(|error| format!("{at}.llm_judge: {error:#}"))?;
+    if !template.user.contains("{criteria}") {
+        return Err(format!(
+            "{at}.llm_judge: the template's user prompt must contain {{criteria}}"
+        ));
+    }
+    Ok(Check::Judge {
+        at: at.to_owned(),
+        template: std::sync::Arc::new(template),
+        criteria: criteria.to_owned(),
+    })
+}
+
+fn pairwise(at: &str, base: &Path, template: &str, criteria: &str) -> Result<Check, String> {
+    if criteria.trim().is_empty() {
+        return Err(format!("{at}.llm_pairwise: criteria is empty"));
+    }
+    let template = PromptTemplate::load_requiring(
+        base,
+        template,
+        &["{question}", "{answer_a}", "{answer_b}", "{criteria}"],
+    )
+    .map_err(|error| format!("{at}.llm_pairwise: {error:#}"))?;
+    Ok(Check::Pairwise {
+        at: at.to_owned(),
+        template: std::sync::Arc::new(template),
+        criteria: criteria.to_owned(),
+    })
+}
+
+fn regex(at: &str, pattern: &str, full: bool) -> Result<Check, String> {
+    let pattern = if full {
+        format!("^(?:{pattern})$")
+    } else {
+        pattern.to_owned()
+    };
+    Ok(Check::Regex {
+        regex: Regex::new(&pattern).map_err(|error| {
+            let first = error
+                .to_string()
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            format!("{at}.regex: pattern does not compile: {first}")
+        })?,
+    })
+}
+
+fn json_schema(
+    at: &str,
+    base: &Path,
+    schema: Option<&str>,
+    schema_file: Option<&Path>,
+) -> Result<Check, String> {
+    let text = match (schema, schema_file) {
+        (Some(schema), None) => schema.to_owned(),
+        (None, Some(file)) => {
+            let path = base.join(file);
+            std::fs::read_to_string(&path).map_err(|error| {
+                format!(
+                    "{at}.json_schema.schema_file: cannot read {}: {error}",
+                    path.display()
+                )
+            })?
         }
+        _ => {
+            return Err(format!(
+                "{at}.json_schema: give schema or schema_file, not both or neither"
+            ));
+        }
+    };
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|error| format!("{at}.json_schema: the schema is not JSON: {error}"))?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|error| format!("{at}.json_schema: not a valid JSON Schema: {error}"))?;
+    Ok(Check::JsonSchema {
+        validator: std::sync::Arc::new(validator),
+    })
+}
+
+fn weighted(
+    at: &str,
+    base: &Path,
+    checks: &[WeightedSpec],
+    threshold: f64,
+) -> Result<Check, String> {
+    if checks.is_empty() {
+        return Err(format!("{at}.weighted: needs at least one check"));
+    }
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(format!(
+            "{at}.weighted.threshold must be in [0, 1], got {threshold}"
+        ));
+    }
+    let mut compiled = Vec::new();
+    for (index, weighted) in checks.iter().enumerate() {
+        if !(weighted.weight.is_finite() && weighted.weight > 0.0) {
+            return Err(format!(
+                "{at}.weighted.checks[{index}].weight must be positive"
+            ));
+        }
+        compiled.push((
+            weighted.weight,
+            compile(
+                &weighted.check,
+                &format!("{at}.weighted.checks[{index}].check"),
+                base,
+            )?,
+        ));
+    }
+    Ok(Check::Weighted {
+        checks: compiled,
+        threshold,
     })
 }

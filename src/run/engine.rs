@@ -13,10 +13,10 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::config::RunConfig;
-use super::journal::Journal;
 use super::prepare::Prepared;
 use super::progress::TierCounters;
-use super::store::{Done, PartWriter, compact, packed_key, packed_tier};
+use super::store::{Done, compact, packed_key, packed_tier};
+use super::writer::write_rows;
 use crate::client::{Cache, CachedCall, cache_key};
 use crate::client::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 use crate::client::{CallRequest, ChatEndpoint, Completion};
@@ -368,6 +368,21 @@ impl<E: ChatEndpoint> Context<E> {
         futures_util::future::join_all(calls).await;
     }
 
+    /// Sets each tier's planned calls (`per_tier` less those `already`
+    /// made) and reports them.
+    fn plan(&self, per_tier: u64, already: &BTreeMap<CallTier, u64>) {
+        for tier in self.tiers() {
+            let already = already.get(&tier.tier).copied().unwrap_or_default();
+            let planned = per_tier.saturating_sub(already);
+            tier.counters.planned.store(planned, Ordering::Relaxed);
+            self.reporter.report(Event::Planned {
+                stage: "run",
+                lane: tier.tier.name().to_owned(),
+                total: planned,
+            });
+        }
+    }
+
     fn tiers(&self) -> Vec<&TierState<E>> {
         self.answering.iter().chain(&self.verifiers).collect()
     }
@@ -423,13 +438,7 @@ pub async fn execute<E: ChatEndpoint>(
         awaiting,
         row_sender,
     )?);
-    let planned_per_tier = prompts * u64::from(generation.samples);
-    for tier in context.tiers() {
-        let already = already.get(&tier.tier).copied().unwrap_or_default();
-        tier.counters
-            .planned
-            .store(planned_per_tier.saturating_sub(already), Ordering::Relaxed);
-    }
+    context.plan(prompts * u64::from(generation.samples), &already);
 
     let (stop_writer, writer_stopped) = tokio::sync::oneshot::channel::<()>();
     let (write_failed, mut writing_failed) = tokio::sync::oneshot::channel::<()>();
@@ -440,18 +449,66 @@ pub async fn execute<E: ChatEndpoint>(
         writer_stopped,
         write_failed,
     ));
+
+    let (job_sender, jobs) = mpsc::channel::<Job>(256);
+    let reader = spawn_reader(
+        settings.dataset.clone(),
+        rubrics,
+        settings.shard,
+        job_sender,
+    );
+
+    let dispatched = dispatch(jobs, context.clone(), config.widest_concurrency());
+    // A row that cannot be written stops the run as an interrupt does:
+    // every request sent after it would be paid for and lost.
+    let stopped = tokio::select! {
+        () = dispatched => None,
+        () = interrupted() => Some(Stop::Interrupted),
+        Ok(()) = &mut writing_failed => Some(Stop::WriteFailed),
+    };
     for tier in context.tiers() {
-        settings.reporter.report(Event::Planned {
+        settings.reporter.report(Event::Finished {
             stage: "run",
             lane: tier.tier.name().to_owned(),
-            total: tier.counters.planned.load(Ordering::Relaxed),
         });
     }
+    let summaries = summaries(context.tiers());
+    // Every sender must go for the writer to finish: the context holds one.
+    drop(context);
+    if let Some(stop) = stopped {
+        reader.abort();
+        let _ = stop_writer.send(());
+        return Err(stopped_early(stop, writer.await, &settings.out));
+    }
+    reader.await.context("the dataset reader failed")??;
+    writer.await.context("the writer failed")??;
 
-    let (job_sender, mut jobs) = mpsc::channel::<Job>(256);
-    let dataset = settings.dataset.clone();
-    let shard = settings.shard;
-    let reader = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+    let rows = compact(&settings.out)?;
+    let tiers_counts = tier_counts(&settings.out)?;
+    let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
+    let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
+    manifest.complete = rows == expected;
+    manifest.finished_at = Some(finished_at());
+    manifest.tiers = tiers_counts;
+    manifest.save(&settings.out.join(MANIFEST_FILE))?;
+    drop(lock);
+    Ok(RunSummary {
+        tiers: summaries,
+        rows,
+        elapsed: started.elapsed(),
+        manifest,
+    })
+}
+
+/// Reads the dataset on a thread of its own, sending the shard's prompts
+/// as jobs until the run stops taking them.
+fn spawn_reader(
+    dataset: PathBuf,
+    rubrics: std::collections::BTreeSet<String>,
+    shard: Option<Shard>,
+    job_sender: mpsc::Sender<Job>,
+) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let mut index = 0u64;
         for_each_row(&dataset, &rubrics, |row| {
             let position = index;
@@ -474,33 +531,37 @@ pub async fn execute<E: ChatEndpoint>(
             Ok(())
         })?;
         Ok(())
-    });
+    })
+}
 
-    let widest = config.widest_concurrency();
-    // Enough prompts in flight to keep every tier busy, and no more, so that
-    // memory does not grow with the dataset.
+/// Runs each job as a task of its own, with enough prompts in flight to
+/// keep every tier busy, and no more, so that memory does not grow with the
+/// dataset; returns once every job has finished.
+async fn dispatch<E: ChatEndpoint>(
+    mut jobs: mpsc::Receiver<Job>,
+    context: Arc<Context<E>>,
+    widest: usize,
+) {
     let prompt_slots = Arc::new(Semaphore::new(2 * widest + 16));
-    let dispatch = {
+    while let Some(job) = jobs.recv().await {
+        let slot = prompt_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
         let context = context.clone();
-        let prompt_slots = prompt_slots.clone();
-        async move {
-            while let Some(job) = jobs.recv().await {
-                let slot = prompt_slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("never closed");
-                let context = context.clone();
-                tokio::spawn(async move {
-                    context.prompt(job).await;
-                    drop(slot);
-                });
-            }
-            let all = u32::try_from(2 * widest + 16).expect("a small number");
-            let _ = prompt_slots.acquire_many(all).await;
-        }
-    };
-    // SIGTERM is what CI runners and Kubernetes send: treat it as Ctrl-C.
+        tokio::spawn(async move {
+            context.prompt(job).await;
+            drop(slot);
+        });
+    }
+    drop(context);
+    let all = u32::try_from(2 * widest + 16).expect("a small number");
+    let _ = prompt_slots.acquire_many(all).await;
+}
+
+/// Ctrl-C, or SIGTERM, which is what CI runners and Kubernetes send.
+async fn interrupted() {
     let terminated = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => {
@@ -509,57 +570,36 @@ pub async fn execute<E: ChatEndpoint>(
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    // A row that cannot be written stops the run as an interrupt does:
-    // every request sent after it would be paid for and lost.
-    let stopped = tokio::select! {
-        () = dispatch => None,
-        _ = tokio::signal::ctrl_c() => Some(Stop::Interrupted),
-        () = terminated => Some(Stop::Interrupted),
-        Ok(()) = &mut writing_failed => Some(Stop::WriteFailed),
-    };
-    for tier in context.tiers() {
-        settings.reporter.report(Event::Finished {
-            stage: "run",
-            lane: tier.tier.name().to_owned(),
-        });
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminated => {}
     }
-    let summaries = summaries(context.tiers());
-    // Every sender must go for the writer to finish: the context holds one.
-    drop(context);
-    if let Some(stop) = stopped {
-        reader.abort();
-        let _ = stop_writer.send(());
-        let written = writer.await.context("the writer failed")?;
-        if let (Stop::WriteFailed, Err(error)) = (stop, &written) {
-            anyhow::bail!(
-                "{error:#}; stopped sending requests; run the same command to resume once {} can be written",
-                settings.out.display()
-            );
-        }
-        written?;
-        anyhow::bail!(
-            "interrupted; the calls that finished are saved in {}; run the same command to resume",
-            settings.out.display()
+}
+
+/// The error of a run that stopped before every call was made, once the
+/// writer has saved what finished.
+fn stopped_early(
+    stop: Stop,
+    written: Result<anyhow::Result<()>, tokio::task::JoinError>,
+    out: &std::path::Path,
+) -> anyhow::Error {
+    let written = match written.context("the writer failed") {
+        Ok(written) => written,
+        Err(error) => return error,
+    };
+    if let (Stop::WriteFailed, Err(error)) = (stop, &written) {
+        return anyhow::anyhow!(
+            "{error:#}; stopped sending requests; run the same command to resume once {} can be written",
+            out.display()
         );
     }
-    reader.await.context("the dataset reader failed")??;
-    writer.await.context("the writer failed")??;
-
-    let rows = compact(&settings.out)?;
-    let tiers_counts = tier_counts(&settings.out)?;
-    let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
-    let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
-    manifest.complete = rows == expected;
-    manifest.finished_at = Some(finished_at());
-    manifest.tiers = tiers_counts;
-    manifest.save(&settings.out.join(MANIFEST_FILE))?;
-    drop(lock);
-    Ok(RunSummary {
-        tiers: summaries,
-        rows,
-        elapsed: started.elapsed(),
-        manifest,
-    })
+    if let Err(error) = written {
+        return error;
+    }
+    anyhow::anyhow!(
+        "interrupted; the calls that finished are saved in {}; run the same command to resume",
+        out.display()
+    )
 }
 
 /// The run's callers, one per tier and verifier (stages checked by
@@ -677,123 +717,4 @@ enum Stop {
     Interrupted,
     /// A row could not be written (a full disk): `failed` was signalled.
     WriteFailed,
-}
-
-/// Journals every row as it arrives, and writes the buffered rows as sorted
-/// parts every `flush_every`; each synced part empties the journal. At the
-/// first write that fails it signals `failed` and writes no more, but keeps
-/// the rows that still arrive (calls in flight) and, when stopped, tries
-/// once to save them in a part of their own, which is written whole or not
-/// at all; the error says how many it could not save.
-async fn write_rows(
-    out: PathBuf,
-    mut rows: mpsc::Receiver<ResponseRow>,
-    flush_every: Duration,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-    failed: tokio::sync::oneshot::Sender<()>,
-) -> anyhow::Result<()> {
-    const PART_ROWS: usize = 65_536;
-    // Rows per journal write: enough to batch a burst into one system call,
-    // few enough that the encoded batch stays small.
-    const JOURNAL_BATCH: usize = 512;
-    let mut parts = PartWriter::new(&out)?;
-    let mut journal = Journal::create(&out, parts.tag())?;
-    let mut buffer: Vec<ResponseRow> = Vec::new();
-    let mut tick = tokio::time::interval(flush_every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let flush = |parts: &mut PartWriter,
-                 journal: &mut Journal,
-                 buffer: &mut Vec<ResponseRow>|
-     -> anyhow::Result<()> {
-        tokio::task::block_in_place(|| {
-            journal.write()?;
-            parts.flush(buffer)?;
-            journal.truncate()
-        })
-    };
-    let mut failure: Option<anyhow::Error> = None;
-    // The rows at the front of `buffer` that the journal holds.
-    let mut journaled = 0usize;
-    let mut failed = Some(failed);
-    let mut fail = |failure: &mut Option<anyhow::Error>, error: anyhow::Error| {
-        *failure = Some(error);
-        if let Some(failed) = failed.take() {
-            let _ = failed.send(());
-        }
-    };
-    loop {
-        tokio::select! {
-            row = rows.recv() => match row {
-                Some(row) => {
-                    let first = buffer.len();
-                    buffer.push(row);
-                    // Whatever else has arrived goes in the same write.
-                    for _ in 1..JOURNAL_BATCH {
-                        if buffer.len() >= PART_ROWS {
-                            break;
-                        }
-                        let Ok(row) = rows.try_recv() else { break };
-                        buffer.push(row);
-                    }
-                    if failure.is_some() {
-                        continue;
-                    }
-                    let written = buffer[first..]
-                        .iter()
-                        .try_for_each(|row| journal.append(row))
-                        .and_then(|()| journal.write());
-                    if written.is_ok() {
-                        journaled = buffer.len();
-                    }
-                    let written = written.and_then(|()| {
-                        if buffer.len() >= PART_ROWS {
-                            flush(&mut parts, &mut journal, &mut buffer)
-                        } else {
-                            Ok(())
-                        }
-                    });
-                    match written {
-                        Ok(()) => journaled = buffer.len(),
-                        Err(error) => fail(&mut failure, error),
-                    }
-                }
-                None => break,
-            },
-            _ = tick.tick(), if failure.is_none() => {
-                match flush(&mut parts, &mut journal, &mut buffer) {
-                    Ok(()) => journaled = 0,
-                    Err(error) => fail(&mut failure, error),
-                }
-            }
-            _ = &mut stop => {
-                // Stopped: keep what arrived, including rows already queued.
-                while let Ok(row) = rows.try_recv() {
-                    if failure.is_none() {
-                        journal.append(&row)?;
-                    }
-                    buffer.push(row);
-                }
-                break;
-            }
-        }
-    }
-    let Some(error) = failure else {
-        flush(&mut parts, &mut journal, &mut buffer)?;
-        return journal.close();
-    };
-    // The journal may end in a line cut short: it is written no more, and
-    // the resume sends that call again.
-    let unjournaled = buffer.len() - journaled.min(buffer.len());
-    let saved = tokio::task::block_in_place(|| parts.flush(&mut buffer)).is_ok();
-    if saved {
-        let _ = journal.truncate();
-    }
-    let kept = if saved || unjournaled == 0 {
-        "every answered call is saved; the calls in flight will be sent again".to_owned()
-    } else {
-        format!(
-            "{unjournaled} answered calls could not be saved; they and the calls in flight will be sent again"
-        )
-    };
-    Err(anyhow::anyhow!("{error:#}; {kept}"))
 }

@@ -11,6 +11,7 @@ mod merge;
 mod prepare;
 mod progress;
 mod store;
+mod writer;
 
 pub use config::{RunConfig, TierEndpoint};
 pub use engine::{Endpoints, RunSettings, RunSummary, Shard, TierSummary, execute};

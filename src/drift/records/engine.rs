@@ -2,6 +2,7 @@
 //! verdicts drawn from it, per slice and per route.
 
 mod aggregates;
+mod fold;
 mod tally;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,9 +14,10 @@ use crate::schema::{
     BinnedShift, InputFile, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument, RecordsRouteDrift,
     RecordsSliceDrift, RouteWindow, SliceWindow, Threshold, Verdict, read_graded,
 };
-use crate::stats::{alarms, kolmogorov_tail, nearest_rank, psi_of_bins, two_proportion_z, wilson};
+use crate::stats::{alarms, kolmogorov_tail, psi_of_bins, two_proportion_z, wilson};
 
 use aggregates::read_aggregates;
+use fold::{Fold, Group, RouteFold, SliceFold};
 use tally::{Tally, TallyContext};
 
 /// A significant score shift whose PSI, less its null, reaches this is a
@@ -73,204 +75,6 @@ pub enum RecordsInput {
     /// Counts per window, slice, route, reason, model, score bin and
     /// first-token bin, made where the records live.
     Aggregates(PathBuf),
-}
-
-/// Counts of one slice, overall or in one window.
-#[derive(Debug, Clone, Default)]
-struct SliceCounts {
-    requests: u64,
-    decided: u64,
-    escalated: u64,
-}
-
-/// Counts of one route, overall or in one window.
-#[derive(Debug, Clone, Default)]
-struct RouteCounts {
-    requests: u64,
-    fallbacks: BTreeMap<String, u64>,
-    other_version: u64,
-    versioned: u64,
-    cost_usd: f64,
-    costed: u64,
-    ttft: BTreeMap<i64, u64>,
-}
-
-impl RouteCounts {
-    fn ttft_quantile(&self, q: f64) -> Option<f64> {
-        let total: u64 = self.ttft.values().sum();
-        if total == 0 {
-            return None;
-        }
-        let rank = nearest_rank(total, q);
-        let mut seen = 0;
-        for (bin, count) in &self.ttft {
-            seen += count;
-            if seen >= rank {
-                return Some(ttft_of_bin(*bin));
-            }
-        }
-        None
-    }
-
-    fn fallback_total(&self) -> u64 {
-        self.fallbacks.values().sum()
-    }
-}
-
-/// One row of the fold's input: a record, or a pre-aggregated group.
-#[derive(Debug, Clone)]
-struct Group<'a> {
-    window: i64,
-    slice: &'a str,
-    route: &'a str,
-    reason: Option<&'a str>,
-    model: Option<&'a str>,
-    score_bin: Option<i64>,
-    /// Escalated, when known exactly (a record's score against the threshold).
-    escalated: Option<bool>,
-    ttft_bin: Option<i64>,
-    requests: u64,
-    cost_usd: Option<f64>,
-}
-
-/// A slice's counts overall and per window, and its score histogram.
-#[derive(Debug, Default)]
-struct SliceFold {
-    counts: SliceCounts,
-    windows: BTreeMap<i64, SliceCounts>,
-    scores: BTreeMap<i64, u64>,
-}
-
-/// A route's counts overall and per window.
-#[derive(Debug, Default)]
-struct RouteFold {
-    counts: RouteCounts,
-    windows: BTreeMap<i64, RouteCounts>,
-}
-
-/// The fold: what drift needs from any number of records.
-#[derive(Debug, Default)]
-struct Fold {
-    slices: BTreeMap<String, SliceFold>,
-    routes: BTreeMap<String, RouteFold>,
-    /// Requests of another logical model, by its name.
-    left_out: BTreeMap<String, u64>,
-    first_ms: Option<i64>,
-    last_ms: Option<i64>,
-}
-
-fn routing_decision(reason: &str) -> Option<bool> {
-    match reason {
-        "routed-small" | "cascade-accepted" => Some(false),
-        "routed-large" | "escalated" => Some(true),
-        _ => None,
-    }
-}
-
-impl SliceCounts {
-    fn absorb(&mut self, other: &SliceCounts) {
-        self.requests += other.requests;
-        self.decided += other.decided;
-        self.escalated += other.escalated;
-    }
-}
-
-impl RouteCounts {
-    fn absorb(&mut self, other: RouteCounts) {
-        self.requests += other.requests;
-        for (reason, count) in other.fallbacks {
-            *self.fallbacks.entry(reason).or_default() += count;
-        }
-        self.other_version += other.other_version;
-        self.versioned += other.versioned;
-        self.cost_usd += other.cost_usd;
-        self.costed += other.costed;
-        for (bin, count) in other.ttft {
-            *self.ttft.entry(bin).or_default() += count;
-        }
-    }
-}
-
-impl Fold {
-    /// Adds what another worker folded.
-    fn merge(&mut self, other: Fold) {
-        for (name, part) in other.slices {
-            let slice = self.slices.entry(name).or_default();
-            slice.counts.absorb(&part.counts);
-            for (start, window) in part.windows {
-                slice.windows.entry(start).or_default().absorb(&window);
-            }
-            for (bin, count) in part.scores {
-                *slice.scores.entry(bin).or_default() += count;
-            }
-        }
-        for (name, part) in other.routes {
-            let route = self.routes.entry(name).or_default();
-            route.counts.absorb(part.counts);
-            for (start, window) in part.windows {
-                route.windows.entry(start).or_default().absorb(window);
-            }
-        }
-        for (name, count) in other.left_out {
-            *self.left_out.entry(name).or_default() += count;
-        }
-        self.first_ms = match (self.first_ms, other.first_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.last_ms = match (self.last_ms, other.last_ms) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    fn add(&mut self, group: &Group<'_>, pins: &HashMap<String, String>) {
-        let entry = match self.slices.get_mut(group.slice) {
-            Some(entry) => entry,
-            None => self.slices.entry(group.slice.to_owned()).or_default(),
-        };
-        let (slice, scores) = (&mut entry.counts, &mut entry.scores);
-        let window = entry.windows.entry(group.window).or_default();
-        let escalated = group.reason.and_then(routing_decision).or(group.escalated);
-        for counts in [&mut *slice, window] {
-            counts.requests += group.requests;
-            if let Some(escalated) = escalated {
-                counts.decided += group.requests;
-                counts.escalated += if escalated { group.requests } else { 0 };
-            }
-        }
-        if let Some(bin) = group.score_bin {
-            *scores.entry(bin).or_default() += group.requests;
-        }
-        let entry = match self.routes.get_mut(group.route) {
-            Some(entry) => entry,
-            None => self.routes.entry(group.route.to_owned()).or_default(),
-        };
-        let route = &mut entry.counts;
-        let window = entry.windows.entry(group.window).or_default();
-        for counts in [&mut *route, window] {
-            counts.requests += group.requests;
-            if let Some(reason) = group
-                .reason
-                .filter(|reason| reason.starts_with("fallback:"))
-            {
-                *counts.fallbacks.entry(reason.to_owned()).or_default() += group.requests;
-            }
-            if let (Some(model), Some(pinned)) = (group.model, pins.get(group.route)) {
-                counts.versioned += group.requests;
-                if model != pinned {
-                    counts.other_version += group.requests;
-                }
-            }
-            if let Some(cost) = group.cost_usd {
-                counts.cost_usd += cost;
-                counts.costed += group.requests;
-            }
-            if let Some(bin) = group.ttft_bin {
-                *counts.ttft.entry(bin).or_default() += group.requests;
-            }
-        }
-    }
 }
 
 /// PSI over the calibration's deciles and KS over the bins, both from

@@ -95,124 +95,26 @@ pub fn calibrate(
         );
     }
     let split = requests / 2;
-    let mut cache_aware = Vec::new();
-    for &threshold in &CACHE_THRESHOLDS {
-        for &abs_gap in &ABS_GAPS {
-            for &rel_gap in &REL_GAPS {
-                cache_aware.push(PolicySpec::cache_aware(threshold, abs_gap, rel_gap));
-            }
-        }
-    }
-    let mut scorers = Vec::new();
-    for &prefix in &WEIGHTS {
-        for &queue in &WEIGHTS {
-            for &kv in &WEIGHTS {
-                if prefix + queue + kv > 0.0 {
-                    scorers.push(PolicySpec::scorer(prefix, queue, kv));
-                }
-            }
-        }
-    }
-    let mut baselines = baselines.to_vec();
-    let sglang = Strategy::CacheAware {
-        threshold: SGLANG_CACHE_THRESHOLD,
-        abs_gap: SGLANG_ABS_GAP,
-        rel_gap: SGLANG_REL_GAP,
-    };
-    let default_scorer = PolicySpec::parse("scorer")
-        .expect("the preset parses")
-        .strategy;
-    for (preset, name) in [(sglang, "sglang"), (default_scorer, "scorer")] {
-        if !baselines
-            .iter()
-            .any(|policy| policy.strategy == preset && !policy.count_dispatched)
-        {
-            baselines.push(PolicySpec::parse(name).expect("the preset parses"));
-        }
-    }
+    let cache_aware = cache_aware_grid();
+    let scorers = scorer_grid();
+    let baselines = with_presets(baselines);
     let specs: Vec<&PolicySpec> = cache_aware
         .iter()
         .chain(&scorers)
         .chain(&baselines)
         .collect();
-    // Lane 2i replays spec i on the first half, lane 2i + 1 on the second.
-    let mut headlines: Vec<Headline> = Vec::with_capacity(specs.len() * 2);
-    let all: Vec<(usize, bool)> = (0..specs.len())
-        .flat_map(|index| [(index, false), (index, true)])
-        .collect();
-    for pass in all.chunks(LANES_PER_PASS) {
-        let lanes = pass
-            .iter()
-            .map(|&(index, held_out)| Lane {
-                simulation: Simulation::new(pool, specs[index].clone()),
-                range: if held_out { split..u64::MAX } else { 0..split },
-            })
-            .collect();
-        let (lanes, _) = run_lanes(source, lanes, &mut |_| {})?;
-        headlines.extend(
-            lanes
-                .iter()
-                .map(|lane| headline(objective, &lane.simulation)),
-        );
-    }
-    let scored = |index: usize| Scored {
-        name: specs[index].name.clone(),
-        params: specs[index].params(),
-        train: headlines[2 * index],
-        holdout: headlines[2 * index + 1],
+    let board = Scoreboard {
+        headlines: replay_halves(source, pool, &specs, split, objective)?,
+        specs,
+        objective,
+        baseline_start: cache_aware.len() + scorers.len(),
+        presets: ["sglang", "scorer"]
+            .map(|name| PolicySpec::parse(name).expect("the preset parses").strategy),
     };
-    // Full ties go to the preset (SGLang's defaults, the scorer's default
-    // weights): a calibration moves a default only for a measured gain.
-    let presets = [
-        PolicySpec::parse("sglang")
-            .expect("the preset parses")
-            .strategy,
-        PolicySpec::parse("scorer")
-            .expect("the preset parses")
-            .strategy,
-    ];
-    let best = |range: std::ops::Range<usize>, held_out: bool| {
-        let preset = range
-            .clone()
-            .find(|&index| presets.contains(&specs[index].strategy))
-            .unwrap_or(range.start);
-        std::iter::once(preset)
-            .chain(range)
-            .reduce(|best, index| {
-                let headline = |index: usize| &headlines[2 * index + usize::from(held_out)];
-                if objective.ranks_above(headline(index), headline(best)) {
-                    index
-                } else {
-                    best
-                }
-            })
-            .expect("a non-empty grid")
-    };
-    let (scorer_start, baseline_start) = (cache_aware.len(), cache_aware.len() + scorers.len());
-    // A choice must beat its own family's preset and every fixed policy on
-    // the held-out part; the other family is shown beside it, not required.
-    let chosen = |range: std::ops::Range<usize>, preset: Strategy| {
-        let index = best(range.clone(), false);
-        let holdout = headlines[2 * index + 1].objective;
-        let wins_on_holdout = (baseline_start..specs.len())
-            .filter(|&other| {
-                let strategy = specs[other].strategy;
-                let tunable = matches!(
-                    strategy,
-                    Strategy::CacheAware { .. } | Strategy::Scorer { .. }
-                );
-                !tunable || (strategy == preset && !specs[other].count_dispatched)
-            })
-            .all(|other| !objective.better(headlines[2 * other + 1].objective, holdout));
-        let choice = Chosen {
-            policy: scored(index),
-            wins_on_holdout,
-            best_on_holdout: scored(best(range, true)),
-        };
-        (choice, specs[index].strategy)
-    };
-    let (cache_aware_choice, guard) = chosen(0..scorer_start, presets[0]);
-    let (scorer_choice, weights) = chosen(scorer_start..baseline_start, presets[1]);
+    let scorer_start = cache_aware.len();
+    let (cache_aware_choice, guard) = board.chosen(0..scorer_start, board.presets[0]);
+    let (scorer_choice, weights) =
+        board.chosen(scorer_start..board.baseline_start, board.presets[1]);
     let Strategy::CacheAware {
         threshold,
         abs_gap,
@@ -243,10 +145,163 @@ pub fn calibrate(
         },
         cache_aware: cache_aware_choice,
         scorer: scorer_choice,
-        baselines: (baseline_start..specs.len()).map(scored).collect(),
+        baselines: (board.baseline_start..board.specs.len())
+            .map(|index| board.scored(index))
+            .collect(),
         sglang_flags,
         endpoint_picker,
     })
+}
+
+fn cache_aware_grid() -> Vec<PolicySpec> {
+    let mut grid = Vec::new();
+    for &threshold in &CACHE_THRESHOLDS {
+        for &abs_gap in &ABS_GAPS {
+            for &rel_gap in &REL_GAPS {
+                grid.push(PolicySpec::cache_aware(threshold, abs_gap, rel_gap));
+            }
+        }
+    }
+    grid
+}
+
+fn scorer_grid() -> Vec<PolicySpec> {
+    let mut grid = Vec::new();
+    for &prefix in &WEIGHTS {
+        for &queue in &WEIGHTS {
+            for &kv in &WEIGHTS {
+                if prefix + queue + kv > 0.0 {
+                    grid.push(PolicySpec::scorer(prefix, queue, kv));
+                }
+            }
+        }
+    }
+    grid
+}
+
+/// The fixed policies to compare with, SGLang's defaults and the scorer's
+/// default weights among them.
+fn with_presets(baselines: &[PolicySpec]) -> Vec<PolicySpec> {
+    let mut baselines = baselines.to_vec();
+    let sglang = Strategy::CacheAware {
+        threshold: SGLANG_CACHE_THRESHOLD,
+        abs_gap: SGLANG_ABS_GAP,
+        rel_gap: SGLANG_REL_GAP,
+    };
+    let default_scorer = PolicySpec::parse("scorer")
+        .expect("the preset parses")
+        .strategy;
+    for (preset, name) in [(sglang, "sglang"), (default_scorer, "scorer")] {
+        if !baselines
+            .iter()
+            .any(|policy| policy.strategy == preset && !policy.count_dispatched)
+        {
+            baselines.push(PolicySpec::parse(name).expect("the preset parses"));
+        }
+    }
+    baselines
+}
+
+/// Every spec replayed on both halves: headline 2i is spec i on the first
+/// half, 2i + 1 on the second.
+fn replay_halves(
+    source: &Source<'_>,
+    pool: &Pool,
+    specs: &[&PolicySpec],
+    split: u64,
+    objective: Objective,
+) -> anyhow::Result<Vec<Headline>> {
+    let mut headlines: Vec<Headline> = Vec::with_capacity(specs.len() * 2);
+    let all: Vec<(usize, bool)> = (0..specs.len())
+        .flat_map(|index| [(index, false), (index, true)])
+        .collect();
+    for pass in all.chunks(LANES_PER_PASS) {
+        let lanes = pass
+            .iter()
+            .map(|&(index, held_out)| Lane {
+                simulation: Simulation::new(pool, specs[index].clone()),
+                range: if held_out { split..u64::MAX } else { 0..split },
+            })
+            .collect();
+        let (lanes, _) = run_lanes(source, lanes, &mut |_| {})?;
+        headlines.extend(
+            lanes
+                .iter()
+                .map(|lane| headline(objective, &lane.simulation)),
+        );
+    }
+    Ok(headlines)
+}
+
+/// Every spec's headlines on both halves, and the choices made from them.
+struct Scoreboard<'a> {
+    specs: Vec<&'a PolicySpec>,
+    headlines: Vec<Headline>,
+    objective: Objective,
+    /// Where the fixed policies start among the specs.
+    baseline_start: usize,
+    /// SGLang's defaults and the scorer's default weights.
+    presets: [Strategy; 2],
+}
+
+impl Scoreboard<'_> {
+    fn scored(&self, index: usize) -> Scored {
+        Scored {
+            name: self.specs[index].name.clone(),
+            params: self.specs[index].params(),
+            train: self.headlines[2 * index],
+            holdout: self.headlines[2 * index + 1],
+        }
+    }
+
+    /// The best of `range` on one half. Full ties go to the preset
+    /// (SGLang's defaults, the scorer's default weights): a calibration
+    /// moves a default only for a measured gain.
+    fn best(&self, range: std::ops::Range<usize>, held_out: bool) -> usize {
+        let preset = range
+            .clone()
+            .find(|&index| self.presets.contains(&self.specs[index].strategy))
+            .unwrap_or(range.start);
+        let headline = |index: usize| &self.headlines[2 * index + usize::from(held_out)];
+        std::iter::once(preset)
+            .chain(range)
+            .reduce(|best, index| {
+                if self.objective.ranks_above(headline(index), headline(best)) {
+                    index
+                } else {
+                    best
+                }
+            })
+            .expect("a non-empty grid")
+    }
+
+    /// The choice from `range`. It must beat its own family's preset and
+    /// every fixed policy on the held-out part; the other family is shown
+    /// beside it, not required.
+    fn chosen(&self, range: std::ops::Range<usize>, preset: Strategy) -> (Chosen, Strategy) {
+        let index = self.best(range.clone(), false);
+        let holdout = self.headlines[2 * index + 1].objective;
+        let wins_on_holdout = (self.baseline_start..self.specs.len())
+            .filter(|&other| {
+                let strategy = self.specs[other].strategy;
+                let tunable = matches!(
+                    strategy,
+                    Strategy::CacheAware { .. } | Strategy::Scorer { .. }
+                );
+                !tunable || (strategy == preset && !self.specs[other].count_dispatched)
+            })
+            .all(|other| {
+                !self
+                    .objective
+                    .better(self.headlines[2 * other + 1].objective, holdout)
+            });
+        let choice = Chosen {
+            policy: self.scored(index),
+            wins_on_holdout,
+            best_on_holdout: self.scored(self.best(range, true)),
+        };
+        (choice, self.specs[index].strategy)
+    }
 }
 
 /// The scorer as a Gateway API Inference Extension endpoint-picker

@@ -29,157 +29,23 @@ pub(super) fn read_aggregates(
     mut visit: impl FnMut(&AggregateRow),
 ) -> anyhow::Result<u64> {
     use crate::schema::InputError;
-    let invalid = |location: RowLocation, field: &str, problem: String| InputError::Invalid {
-        path: path.to_owned(),
-        location,
-        field: field.to_owned(),
-        problem,
-    };
     let mut rows = 0u64;
     // Every count the fold keeps is at most the requests of all rows: if
     // their sum fits, no count wraps.
     let mut all_requests = 0u64;
     let mut take = |location: RowLocation, object: &serde_json::Map<String, serde_json::Value>| {
-        let text = |field: &str| -> Option<String> {
-            match object.get(field)? {
-                serde_json::Value::String(text) if !text.is_empty() => Some(text.clone()),
-                serde_json::Value::Number(number) => Some(number.to_string()),
-                _ => None,
-            }
+        let fields = Fields {
+            path,
+            location,
+            object,
         };
-        let integer = |field: &str| -> Result<Option<i64>, InputError> {
-            match object.get(field) {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(serde_json::Value::Number(number)) => number
-                    .as_i64()
-                    .or_else(|| {
-                        number
-                            .as_f64()
-                            .filter(|v| v.fract() == 0.0)
-                            .map(|v| v as i64)
-                    })
-                    .map(Some)
-                    .ok_or_else(|| {
-                        invalid(location, field, format!("{number} is not a whole number"))
-                    }),
-                Some(serde_json::Value::String(text)) if text.is_empty() => Ok(None),
-                Some(serde_json::Value::String(text)) => {
-                    text.trim().parse::<i64>().map(Some).map_err(|_| {
-                        invalid(location, field, format!("{text:?} is not a whole number"))
-                    })
-                }
-                Some(other) => Err(invalid(
-                    location,
-                    field,
-                    format!("{other} is not a whole number"),
-                )),
-            }
-        };
-        let required =
-            |field: &str| text(field).ok_or_else(|| invalid(location, field, "missing".to_owned()));
-        let window_text = required("window_start")?;
-        let window_start_ms = crate::records::parse_timestamp(&window_text)
-            .map_err(|problem| invalid(location, "window_start", problem))?;
-        let requests = integer("requests")?
-            .ok_or_else(|| invalid(location, "requests", "missing".to_owned()))?;
-        if requests < 0 {
-            return Err(invalid(
-                location,
-                "requests",
-                format!("{requests} is negative"),
-            ));
-        }
-        all_requests = all_requests.checked_add(requests as u64).ok_or_else(|| {
-            invalid(
-                location,
-                "requests",
-                "the rows' requests add up past 2^64: they are not counts".to_owned(),
-            )
-        })?;
-        let ttft_bin = integer("ttft_bin")?;
-        if let Some(bin) = ttft_bin
-            && !(0..=MAX_TTFT_BIN).contains(&bin)
-        {
-            return Err(invalid(
-                location,
-                "ttft_bin",
-                format!(
-                    "{bin} is no first-token bin: floor(ln(max(ttft_ms, 1)) / ln(1.01)) is 0 to {MAX_TTFT_BIN}"
-                ),
-            ));
-        }
-        let cost_usd = match text("cost_usd") {
-            None => None,
-            Some(text) => Some(
-                text.parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| {
-                        invalid(
-                            location,
-                            "cost_usd",
-                            format!("{text:?} is not a non-negative number"),
-                        )
-                    })?,
-            ),
-        };
-        let row = AggregateRow {
-            window_start_ms,
-            slice: required("slice")?,
-            logical_model: text("logical_model"),
-            route: required("route")?,
-            reason: text("reason"),
-            model: text("model"),
-            score_bin: integer("score_bin")?,
-            ttft_bin,
-            requests: requests as u64,
-            cost_usd,
-        };
+        let row = fields.aggregate_row(&mut all_requests)?;
         rows += 1;
         visit(&row);
-        Ok(())
+        Ok::<(), InputError>(())
     };
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    match crate::schema::Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
-        crate::schema::Format::Parquet => {
-            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                    .and_then(|builder| builder.with_batch_size(8192).build())
-                    .map_err(|error| unreadable(error.to_string()))?;
-            let mut row = 0u64;
-            for batch in reader {
-                let batch = batch.map_err(|error| unreadable(error.to_string()))?;
-                // Every column as text, as CSV gives it: one cast per batch.
-                let schema = batch.schema();
-                let mut columns = Vec::with_capacity(batch.num_columns());
-                for (field, column) in schema.fields().iter().zip(batch.columns()) {
-                    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
-                        .map_err(|error| {
-                            unreadable(format!("column {:?}: {error}", field.name()))
-                        })?;
-                    columns.push((field.name().clone(), text));
-                }
-                for index in 0..batch.num_rows() {
-                    row += 1;
-                    let object = columns
-                        .iter()
-                        .filter(|(_, text)| arrow::array::Array::is_valid(text.as_ref(), index))
-                        .map(|(name, text)| {
-                            let text = arrow::array::AsArray::as_string::<i32>(text.as_ref());
-                            (
-                                name.clone(),
-                                serde_json::Value::String(text.value(index).to_owned()),
-                            )
-                        })
-                        .collect();
-                    take(RowLocation::Row(row), &object)?;
-                }
-            }
-        }
+    match crate::schema::Format::detect(path).map_err(|error| unreadable(path, error))? {
+        crate::schema::Format::Parquet => for_each_parquet_object(path, &mut take)?,
         crate::schema::Format::JsonLines | crate::schema::Format::Csv => {
             crate::records::for_each_object(path, |location, object| take(location, object))?;
         }
@@ -192,4 +58,163 @@ pub(super) fn read_aggregates(
         .into());
     }
     Ok(rows)
+}
+
+fn unreadable(path: &Path, error: impl std::fmt::Display) -> crate::schema::InputError {
+    crate::schema::InputError::Unreadable {
+        path: path.to_owned(),
+        message: error.to_string(),
+    }
+}
+
+/// Each row of a Parquet table as an object of text values (every column
+/// cast to text once per batch, as CSV gives it; nulls left out).
+fn for_each_parquet_object(
+    path: &Path,
+    mut take: impl FnMut(
+        RowLocation,
+        &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), crate::schema::InputError>,
+) -> Result<(), crate::schema::InputError> {
+    let file = std::fs::File::open(path).map_err(|error| unreadable(path, error))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|builder| builder.with_batch_size(8192).build())
+        .map_err(|error| unreadable(path, error))?;
+    let mut row = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|error| unreadable(path, error))?;
+        let schema = batch.schema();
+        let mut columns = Vec::with_capacity(batch.num_columns());
+        for (field, column) in schema.fields().iter().zip(batch.columns()) {
+            let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
+                .map_err(|error| unreadable(path, format!("column {:?}: {error}", field.name())))?;
+            columns.push((field.name().clone(), text));
+        }
+        for index in 0..batch.num_rows() {
+            row += 1;
+            let object = columns
+                .iter()
+                .filter(|(_, text)| arrow::array::Array::is_valid(text.as_ref(), index))
+                .map(|(name, text)| {
+                    let text = arrow::array::AsArray::as_string::<i32>(text.as_ref());
+                    (
+                        name.clone(),
+                        serde_json::Value::String(text.value(index).to_owned()),
+                    )
+                })
+                .collect();
+            take(RowLocation::Row(row), &object)?;
+        }
+    }
+    Ok(())
+}
+
+/// One row's fields, read with the file and row named in every error.
+struct Fields<'a> {
+    path: &'a Path,
+    location: RowLocation,
+    object: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+impl Fields<'_> {
+    fn invalid(&self, field: &str, problem: String) -> crate::schema::InputError {
+        crate::schema::InputError::Invalid {
+            path: self.path.to_owned(),
+            location: self.location,
+            field: field.to_owned(),
+            problem,
+        }
+    }
+
+    fn text(&self, field: &str) -> Option<String> {
+        match self.object.get(field)? {
+            serde_json::Value::String(text) if !text.is_empty() => Some(text.clone()),
+            serde_json::Value::Number(number) => Some(number.to_string()),
+            _ => None,
+        }
+    }
+
+    fn required(&self, field: &str) -> Result<String, crate::schema::InputError> {
+        self.text(field)
+            .ok_or_else(|| self.invalid(field, "missing".to_owned()))
+    }
+
+    fn integer(&self, field: &str) -> Result<Option<i64>, crate::schema::InputError> {
+        match self.object.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::Number(number)) => number
+                .as_i64()
+                .or_else(|| {
+                    number
+                        .as_f64()
+                        .filter(|v| v.fract() == 0.0)
+                        .map(|v| v as i64)
+                })
+                .map(Some)
+                .ok_or_else(|| self.invalid(field, format!("{number} is not a whole number"))),
+            Some(serde_json::Value::String(text)) if text.is_empty() => Ok(None),
+            Some(serde_json::Value::String(text)) => text
+                .trim()
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| self.invalid(field, format!("{text:?} is not a whole number"))),
+            Some(other) => Err(self.invalid(field, format!("{other} is not a whole number"))),
+        }
+    }
+
+    /// The row, its requests added to `all_requests`.
+    fn aggregate_row(
+        &self,
+        all_requests: &mut u64,
+    ) -> Result<AggregateRow, crate::schema::InputError> {
+        let window_text = self.required("window_start")?;
+        let window_start_ms = crate::records::parse_timestamp(&window_text)
+            .map_err(|problem| self.invalid("window_start", problem))?;
+        let requests = self
+            .integer("requests")?
+            .ok_or_else(|| self.invalid("requests", "missing".to_owned()))?;
+        if requests < 0 {
+            return Err(self.invalid("requests", format!("{requests} is negative")));
+        }
+        *all_requests = all_requests.checked_add(requests as u64).ok_or_else(|| {
+            self.invalid(
+                "requests",
+                "the rows' requests add up past 2^64: they are not counts".to_owned(),
+            )
+        })?;
+        let ttft_bin = self.integer("ttft_bin")?;
+        if let Some(bin) = ttft_bin
+            && !(0..=MAX_TTFT_BIN).contains(&bin)
+        {
+            return Err(self.invalid(
+                "ttft_bin",
+                format!(
+                    "{bin} is no first-token bin: floor(ln(max(ttft_ms, 1)) / ln(1.01)) is 0 to {MAX_TTFT_BIN}"
+                ),
+            ));
+        }
+        let cost_usd = match self.text("cost_usd") {
+            None => None,
+            Some(text) => Some(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| {
+                        self.invalid("cost_usd", format!("{text:?} is not a non-negative number"))
+                    })?,
+            ),
+        };
+        Ok(AggregateRow {
+            window_start_ms,
+            slice: self.required("slice")?,
+            logical_model: self.text("logical_model"),
+            route: self.required("route")?,
+            reason: self.text("reason"),
+            model: self.text("model"),
+            score_bin: self.integer("score_bin")?,
+            ttft_bin,
+            requests: requests as u64,
+            cost_usd,
+        })
+    }
 }

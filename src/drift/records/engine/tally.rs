@@ -8,7 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Fold, RouteCounts, SliceCounts, routing_decision, score_bin, ttft_bin};
+use super::fold::{Fold, RouteCounts, SliceCounts, routing_decision};
+use super::{score_bin, ttft_bin};
 use crate::records::{Record, RecordChunk, RecordColumns, Status, Texts};
 
 /// What every worker's tally shares: the deployed config's view of a record.
