@@ -1,22 +1,15 @@
-//! `routeval grade`.
+//! `routeval grade`: flags to options, then the per-slice table.
 
 use std::path::PathBuf;
 
-use anyhow::bail;
 use clap::Args;
 
-use crate::atomic::{Named, Output, check_outputs};
-use crate::client::{Cache, Caller, OpenAiEndpoint, http_client, preflight};
 use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
-use crate::grade::{Grading, JudgeRequest, Judging, ScoreSource, judge_all};
-use crate::rubric::load_rubrics;
-use crate::run::RunConfig;
-use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
-use crate::schema::{MANIFEST_FILE, RESPONSES_FILE};
+use crate::grade::{GradeOptions, ScoreSource, grade};
 
 use super::print::println;
-use super::run::{CacheArgs, api_key};
+use super::run::CacheArgs;
 
 #[derive(Debug, Args)]
 pub struct GradeArgs {
@@ -51,51 +44,30 @@ pub struct GradeArgs {
     pub out: PathBuf,
 }
 
+pub fn options(args: GradeArgs) -> GradeOptions {
+    GradeOptions {
+        cache_dir: args.cache.directory(),
+        run: args.run,
+        rubrics: args.rubrics,
+        dataset: args.dataset,
+        config: args.config,
+        allow_missing: args.allow_missing,
+        out: args.out,
+    }
+}
+
 pub fn run(args: GradeArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
-    let (responses, manifest) = (args.run.join(RESPONSES_FILE), args.run.join(MANIFEST_FILE));
-    let mut inputs = vec![
-        Named::new(&args.run, "--run"),
-        Named::new(&responses, "--run"),
-        Named::new(&manifest, "--run"),
-    ];
-    inputs.extend(
-        args.dataset
-            .iter()
-            .map(|path| Named::new(path, "--dataset")),
-    );
-    inputs.extend(args.config.iter().map(|path| Named::new(path, "--config")));
-    check_outputs(&[Output::new(&args.out, "--out", &GRADED_OUTPUT)], &inputs)?;
-    let rubrics = load_rubrics(&args.rubrics)?;
-    let grading = Grading::read(
-        &args.run,
-        args.dataset.as_deref(),
-        &rubrics,
-        args.allow_missing,
-    )?;
-    let config = match &args.config {
-        Some(path) => Some(run_config(&grading, path)?),
-        None => None,
-    };
-    let requests = grading.judge_requests(&rubrics);
-    let judging = if requests.is_empty() {
-        Judging::default()
-    } else {
-        let config = match config {
-            Some(config) => config,
-            None => run_config(&grading, &grading.config)?,
-        };
-        judge(&config, requests, &args, reporter)?
-    };
-    let graded = grading.finish(&rubrics, &judging.verdicts, &args.out);
-    write_graded_parquet(&graded.table, &args.out)?;
-    let source = match graded.score_source {
+    let options = options(args);
+    let graded = grade(&options, reporter)?;
+    let (run, judging) = (&graded.run, &graded.judging);
+    let source = match run.score_source {
         ScoreSource::Verifier => "the verifier's reject probability",
         ScoreSource::SelfConsistency => "self-consistency of the small tier's samples",
         ScoreSource::None => {
             "none (null): the run had no verifier and one sample; `routeval router train --scored-out` fills it"
         }
     };
-    println(&graded.slice_table())?;
+    println(&run.slice_table())?;
     println(&format!("score: {source}"))?;
     if judging.calls > 0 {
         println(&format!(
@@ -103,19 +75,19 @@ pub fn run(args: GradeArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> 
             judging.checks, judging.calls, judging.cached, judging.cost_usd
         ))?;
     }
-    if graded.pairwise_disagreements > 0 {
+    if run.pairwise_disagreements > 0 {
         println(&format!(
             "pairwise: {} comparisons whose two orders disagreed (the judge's position bias) counted as ties",
-            graded.pairwise_disagreements
+            run.pairwise_disagreements
         ))?;
     }
-    if graded.dropped > 0 {
+    if run.dropped > 0 {
         println(&format!(
             "dropped {} prompts whose call to a tier failed (--allow-missing)",
-            graded.dropped
+            run.dropped
         ))?;
     }
-    println(&format!("wrote {}", args.out.display()))?;
+    println(&format!("wrote {}", options.out.display()))?;
     if judging.errors > 0 {
         reporter.report(Event::Message {
             stage: "grade",
@@ -129,51 +101,60 @@ pub fn run(args: GradeArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> 
     Ok(Outcome::Passed)
 }
 
-/// The run's config at `path`, which must be the one the run was made with.
-fn run_config(grading: &Grading, path: &std::path::Path) -> anyhow::Result<RunConfig> {
-    let config = RunConfig::load(path)?;
-    if config.sha256() != grading.config_sha256 {
-        bail!(
-            "{}: the config changed since the run (sha256 differs from manifest.json)",
-            path.display()
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> GradeOptions {
+        let cli = Cli::try_parse_from(argv.split_whitespace()).unwrap();
+        let Command::Grade(args) = cli.command else {
+            panic!("{argv} is a grade command");
+        };
+        options(args)
+    }
+
+    #[test]
+    fn flags_become_options() {
+        assert_eq!(
+            parse("routeval grade --run runs/a --out g.parquet --cache-dir c"),
+            GradeOptions {
+                run: "runs/a".into(),
+                rubrics: "rubrics".into(),
+                dataset: None,
+                config: None,
+                cache_dir: Some("c".into()),
+                allow_missing: false,
+                out: "g.parquet".into(),
+            }
+        );
+        assert_eq!(
+            parse(
+                "routeval grade --run r --out g.parquet --rubrics mine --dataset d.jsonl --config c.toml --no-cache --allow-missing"
+            ),
+            GradeOptions {
+                run: "r".into(),
+                rubrics: "mine".into(),
+                dataset: Some("d.jsonl".into()),
+                config: Some("c.toml".into()),
+                cache_dir: None,
+                allow_missing: true,
+                out: "g.parquet".into(),
+            }
         );
     }
-    Ok(config)
-}
 
-/// Calls the run config's `[judge]` for every `llm_judge` check.
-fn judge(
-    config: &RunConfig,
-    requests: Vec<JudgeRequest>,
-    args: &GradeArgs,
-    reporter: &dyn Reporter,
-) -> anyhow::Result<Judging> {
-    let path = &config.path;
-    let Some(endpoint) = &config.judge else {
-        bail!(
-            "{}: the rubrics use llm_judge, but the config has no [judge]",
-            path.display()
-        );
-    };
-    let key = api_key(config, "[judge]", endpoint)?;
-    let cache = args
-        .cache
-        .directory()
-        .map(|directory| Cache::open(&directory))
-        .transpose()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let http = http_client(endpoint.max_concurrency)?;
-        preflight(&http, endpoint, key.as_deref())
-            .await
-            .map_err(|problem| anyhow::anyhow!("{}: [judge]: {problem}", path.display()))?;
-        let caller = Caller::new(
-            OpenAiEndpoint::new(http, endpoint, key.clone()),
-            endpoint,
-            config.run.retry_budget,
-        );
-        Ok(judge_all(&caller, cache.as_ref(), &config.run, requests, reporter).await)
-    })
+    #[test]
+    fn run_and_out_are_required() {
+        for argv in ["routeval grade --out g.parquet", "routeval grade --run r"] {
+            let error = Cli::try_parse_from(argv.split_whitespace()).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{argv}"
+            );
+        }
+    }
 }

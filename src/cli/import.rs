@@ -1,20 +1,13 @@
 //! `routeval import`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::rubric::Rubric;
-
-use crate::import::{
-    ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,
-};
-use crate::schema::{
-    Column, ColumnNames, GRADED_OUTPUT, GradedTable, ReadOptions, read_graded, write_graded_parquet,
-};
+use crate::import::{Benchmark, ImportOptions, PriceSource, ScoreSource, import};
+use crate::schema::{Column, ColumnNames};
 
 use super::print::println;
 
@@ -125,16 +118,64 @@ pub struct ImportArgs {
     pub folds: usize,
 }
 
-fn prices(args: &ImportArgs) -> anyhow::Result<Prices> {
+/// The import `command` asks for, its flags checked.
+pub fn options(command: ImportCommand) -> anyhow::Result<ImportOptions> {
+    let (benchmark, common) = match command {
+        ImportCommand::Generic { input, map, out } => {
+            return Ok(ImportOptions::Generic {
+                input,
+                names: parse_map(&map)?,
+                out,
+            });
+        }
+        ImportCommand::RoutellmMmlu { dir, common } => (Benchmark::RoutellmMmlu { dir }, common),
+        ImportCommand::RoutellmGsm8k {
+            responses,
+            questions,
+            rubric,
+            common,
+        } => (
+            Benchmark::RoutellmGsm8k {
+                responses,
+                questions,
+                rubric,
+            },
+            common,
+        ),
+        ImportCommand::MtBench {
+            judgments,
+            questions,
+            pass_score,
+            common,
+        } => (
+            Benchmark::MtBench {
+                judgments,
+                questions,
+                pass_score,
+            },
+            common,
+        ),
+    };
+    Ok(ImportOptions::Benchmark {
+        benchmark,
+        prices: prices(&common)?,
+        scores: scores(&common)?,
+        small_model: common.small_model,
+        large_model: common.large_model,
+        out: common.out,
+    })
+}
+
+fn prices(args: &ImportArgs) -> anyhow::Result<PriceSource> {
     match (&args.prices, args.cost_small, args.cost_large) {
-        (Some(path), _, _) => Prices::load(path),
+        (Some(path), _, _) => Ok(PriceSource::File(path.clone())),
         (None, Some(small), Some(large)) => {
             for (flag, cost) in [("--cost-small", small), ("--cost-large", large)] {
                 if !(cost.is_finite() && cost >= 0.0) {
                     bail!("{flag} must be a non-negative number of USD, got {cost}");
                 }
             }
-            Ok(Prices::Flat { small, large })
+            Ok(PriceSource::Flat { small, large })
         }
         _ => bail!("give the prices: --cost-small and --cost-large, or --prices FILE"),
     }
@@ -177,136 +218,99 @@ fn parse_map(map: &str) -> anyhow::Result<ColumnNames> {
     Ok(names)
 }
 
-/// The imported rows as a scored table, and where it goes.
-fn scored(rows: Vec<ImportedRow>, common: ImportArgs) -> anyhow::Result<(GradedTable, PathBuf)> {
-    let table = build_table(
-        rows,
-        &common.small_model,
-        &common.large_model,
-        &scores(&common)?,
-        &common.out,
-    )?;
-    Ok((table, common.out))
-}
-
-/// The files an import reads, each with its flag.
-fn inputs(command: &ImportCommand) -> Vec<Named<'_>> {
-    let mut inputs = Vec::new();
-    let common = match command {
-        ImportCommand::Generic { input, .. } => {
-            inputs.push(Named::new(input, "--input"));
-            None
-        }
-        ImportCommand::RoutellmMmlu { dir, common } => {
-            inputs.push(Named::new(dir, "--dir"));
-            Some(common)
-        }
-        ImportCommand::RoutellmGsm8k {
-            responses,
-            questions,
-            rubric,
-            common,
-        } => {
-            inputs.push(Named::new(responses, "--responses"));
-            inputs.push(Named::new(questions, "--questions"));
-            inputs.push(Named::new(rubric, "--rubric"));
-            Some(common)
-        }
-        ImportCommand::MtBench {
-            judgments,
-            questions,
-            common,
-            ..
-        } => {
-            inputs.push(Named::new(judgments, "--judgments"));
-            inputs.push(Named::new(questions, "--questions"));
-            Some(common)
-        }
-    };
-    if let Some(common) = common {
-        if let Some(prices) = &common.prices {
-            inputs.push(Named::new(prices, "--prices"));
-        }
-        if let Some(scores) = &common.scores {
-            inputs.push(Named::new(scores, "--scores"));
-        }
-    }
-    inputs
-}
-
-fn out(command: &ImportCommand) -> &Path {
-    match command {
-        ImportCommand::Generic { out, .. } => out,
-        ImportCommand::RoutellmMmlu { common, .. }
-        | ImportCommand::RoutellmGsm8k { common, .. }
-        | ImportCommand::MtBench { common, .. } => &common.out,
-    }
-}
-
 pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
-    check_outputs(
-        &[Output::new(out(&command), "--out", &GRADED_OUTPUT)],
-        &inputs(&command),
-    )?;
-    let (table, out) = match command {
-        ImportCommand::Generic { input, map, out } => {
-            let options = ReadOptions {
-                names: parse_map(&map)?,
-                carry_extra: true,
-                details: true,
-                score_optional: true,
-                carry_read_only: false,
-            };
-            (read_graded(&input, &options)?, out)
-        }
-        ImportCommand::RoutellmMmlu { dir, common } => {
-            let rows = routellm_mmlu(
-                &dir,
-                &common.small_model,
-                &common.large_model,
-                &prices(&common)?,
-            )?;
-            scored(rows, common)?
-        }
-        ImportCommand::RoutellmGsm8k {
-            responses,
-            questions,
-            rubric,
-            common,
-        } => {
-            let rubric = Rubric::load(&rubric)?;
-            let rows = routellm_gsm8k(
-                &responses,
-                &questions,
-                &rubric,
-                &common.small_model,
-                &common.large_model,
-                &prices(&common)?,
-            )?;
-            scored(rows, common)?
-        }
-        ImportCommand::MtBench {
-            judgments,
-            questions,
-            pass_score,
-            common,
-        } => {
-            let rows = mt_bench(
-                &judgments,
-                &questions,
-                &common.small_model,
-                &common.large_model,
-                pass_score,
-                &prices(&common)?,
-            )?;
-            scored(rows, common)?
-        }
-    };
-    write_graded_parquet(&table, &out)?;
+    let options = options(command)?;
+    let rows = import(&options)?;
     println(&format!(
-        "imported {} rows: {}",
-        table.num_rows(),
-        out.display()
+        "imported {rows} rows: {}",
+        options.out().display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<ImportOptions> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Import(command) = cli.command else {
+            panic!("{argv} is an import command");
+        };
+        options(command)
+    }
+
+    #[test]
+    fn flags_become_options() {
+        assert_eq!(
+            parse("routeval import routellm-mmlu --dir m --cost-small 0.001 --cost-large 0.01 --out o.parquet").unwrap(),
+            ImportOptions::Benchmark {
+                benchmark: Benchmark::RoutellmMmlu { dir: "m".into() },
+                small_model: "mistralai/Mixtral-8x7B-Instruct-v0.1".into(),
+                large_model: "gpt-4-1106-preview".into(),
+                prices: PriceSource::Flat {
+                    small: 0.001,
+                    large: 0.01
+                },
+                scores: ScoreSource::Router { folds: 5 },
+                out: "o.parquet".into(),
+            }
+        );
+        assert_eq!(
+            parse("routeval import mt-bench --judgments j --questions q --pass-score 7 --prices p.toml --scores s.csv --scores-col gain --small-model a --large-model b --out o.parquet").unwrap(),
+            ImportOptions::Benchmark {
+                benchmark: Benchmark::MtBench {
+                    judgments: "j".into(),
+                    questions: "q".into(),
+                    pass_score: 7.0
+                },
+                small_model: "a".into(),
+                large_model: "b".into(),
+                prices: PriceSource::File("p.toml".into()),
+                scores: ScoreSource::Join {
+                    path: "s.csv".into(),
+                    column: "gain".into()
+                },
+                out: "o.parquet".into(),
+            }
+        );
+        let ImportOptions::Generic { names, .. } =
+            parse("routeval import generic --input t.csv --map score=p,slice=s,small_ok=weak --out o.parquet").unwrap()
+        else {
+            panic!("a generic import")
+        };
+        assert_eq!((names.score.as_str(), names.slice.as_str()), ("p", "s"));
+        assert_eq!(names.mapped, [(Column::SmallOk, "weak".to_owned())]);
+    }
+
+    #[test]
+    fn a_bad_flag_is_one_line_naming_it() {
+        for (argv, problem) in [
+            (
+                "routeval import routellm-mmlu --dir m --out o",
+                "give the prices: --cost-small and --cost-large, or --prices FILE",
+            ),
+            (
+                "routeval import routellm-mmlu --dir m --cost-small=-1 --cost-large 1 --out o",
+                "--cost-small must be a non-negative number of USD, got -1",
+            ),
+            (
+                "routeval import routellm-mmlu --dir m --prices p --folds 1 --out o",
+                "--folds must be from 2 to 100, got 1",
+            ),
+            (
+                "routeval import generic --input t --map score --out o",
+                "--map: \"score\" is not graded_column=file_column",
+            ),
+            (
+                "routeval import generic --input t --map nonsense=x --out o",
+                "--map: \"nonsense\" is not a graded-results column",
+            ),
+        ] {
+            assert_eq!(parse(argv).unwrap_err().to_string(), problem, "{argv}");
+        }
+    }
 }

@@ -8,14 +8,11 @@ use std::sync::Arc;
 use anyhow::bail;
 use clap::Args;
 
-use crate::client::{EndpointConfig, OpenAiEndpoint, http_client, preflight};
+use crate::client::{RunConfig, http_client};
 use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
-use crate::rubric::PromptTemplate;
-use crate::run::{
-    Endpoints, RunConfig, RunSettings, RunSummary, Shard, execute, merge_runs, prepare,
-};
+use crate::run::{Connection, RunSettings, RunSummary, Shard, execute, merge_runs, prepare};
 use crate::schema::RESPONSES_FILE;
 
 use super::print::println;
@@ -85,22 +82,28 @@ impl CacheArgs {
     }
 }
 
-/// The key of an endpoint, from the variable its config names.
-pub(super) fn api_key(
-    config: &RunConfig,
-    section: &str,
-    endpoint: &EndpointConfig,
-) -> anyhow::Result<Option<String>> {
-    let Some(variable) = &endpoint.api_key_env else {
-        return Ok(None);
+/// The run `args` ask for: its config file, and the settings it runs with.
+pub fn request(
+    args: RunArgs,
+    reporter: Arc<dyn Reporter>,
+) -> anyhow::Result<(PathBuf, RunSettings)> {
+    let shard = args
+        .shard
+        .as_deref()
+        .map(Shard::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let settings = RunSettings {
+        dataset: args.dataset,
+        rubrics: args.rubrics,
+        out: args.out,
+        shard,
+        cache_dir: args.cache.directory(),
+        retry_errors: args.retry_errors,
+        reporter,
+        flush_every: Duration::from_secs(2),
     };
-    match std::env::var(variable) {
-        Ok(value) if !value.trim().is_empty() => Ok(Some(value)),
-        _ => bail!(
-            "{}: {section}: the environment variable {variable} (api_key_env) is not set",
-            config.path.display()
-        ),
-    }
+    Ok((args.config, settings))
 }
 
 pub fn run(args: RunArgs, reporter: Arc<dyn Reporter>) -> anyhow::Result<Outcome> {
@@ -118,44 +121,9 @@ pub fn run(args: RunArgs, reporter: Arc<dyn Reporter>) -> anyhow::Result<Outcome
             signal(SignalKind::interrupt())?,
         )
     };
-    let config = RunConfig::load(&args.config)?;
-    let shard = args
-        .shard
-        .as_deref()
-        .map(Shard::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let tier_keys = config
-        .tiers
-        .iter()
-        .map(|tier| api_key(&config, &tier.section(), &tier.endpoint))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let verifier = match &config.verifier {
-        Some(verifier) => {
-            let key = api_key(&config, "[verifier]", verifier)?;
-            let name = verifier.template.as_deref().expect("checked on load");
-            Some((verifier, key, PromptTemplate::load(&args.rubrics, name)?))
-        }
-        None => None,
-    };
-    let mut stage_verifiers = Vec::new();
-    for (stage, verifier) in &config.stage_verifiers {
-        let section = format!("[verifiers.{stage}]");
-        let key = api_key(&config, &section, verifier)?;
-        let name = verifier.template.as_deref().expect("checked on load");
-        let template = PromptTemplate::load(&args.rubrics, name)?;
-        stage_verifiers.push((stage.clone(), section, verifier, key, template));
-    }
-    let settings = RunSettings {
-        dataset: args.dataset,
-        rubrics: args.rubrics,
-        out: args.out,
-        shard,
-        cache_dir: args.cache.directory(),
-        retry_errors: args.retry_errors,
-        reporter: reporter.clone(),
-        flush_every: Duration::from_secs(2),
-    };
+    let (config_path, settings) = request(args, reporter.clone())?;
+    let config = RunConfig::load(&config_path)?;
+    let connection = Connection::new(&config, &settings.rubrics)?;
     let clock = SystemClock;
     let prepared = prepare(&config, &settings, &format_rfc3339(clock.now()))?;
     if prepared.recovered.rows > 0 || prepared.recovered.torn > 0 {
@@ -179,57 +147,12 @@ pub fn run(args: RunArgs, reporter: Arc<dyn Reporter>) -> anyhow::Result<Outcome
     let (mut terminated, mut interrupted) = stop_signals;
     let summary = runtime.block_on(async {
         let http = http_client(config.widest_concurrency())?;
-        let mut checks: Vec<(String, &EndpointConfig, Option<&str>)> = config
-            .tiers
-            .iter()
-            .zip(&tier_keys)
-            .map(|(tier, key)| (tier.section(), &tier.endpoint, key.as_deref()))
-            .collect();
-        if let Some((endpoint, key, _)) = &verifier {
-            checks.push(("[verifier]".to_owned(), endpoint, key.as_deref()));
-        }
-        for (_, section, endpoint, key, _) in &stage_verifiers {
-            checks.push((section.clone(), endpoint, key.as_deref()));
-        }
-        let checked = async {
-            for (section, endpoint, key) in checks {
-                preflight(&http, endpoint, key).await.map_err(|problem| {
-                    anyhow::anyhow!("{}: {section}: {problem}", config.path.display())
-                })?;
-            }
-            anyhow::Ok(())
-        };
         tokio::select! {
-            checked = checked => checked?,
+            checked = connection.check(&http) => checked?,
             _ = terminated.recv() => bail!("interrupted before the first call; nothing was sent"),
             _ = interrupted.recv() => bail!("interrupted before the first call; nothing was sent"),
         }
-        let endpoints = Endpoints {
-            tiers: config
-                .tiers
-                .iter()
-                .zip(&tier_keys)
-                .map(|(tier, key)| OpenAiEndpoint::new(http.clone(), &tier.endpoint, key.clone()))
-                .collect(),
-            verifier: verifier.as_ref().map(|(endpoint, key, template)| {
-                (
-                    OpenAiEndpoint::new(http.clone(), endpoint, key.clone()),
-                    template.clone(),
-                )
-            }),
-            stage_verifiers: stage_verifiers
-                .iter()
-                .map(|(stage, _, endpoint, key, template)| {
-                    (
-                        stage.clone(),
-                        (
-                            OpenAiEndpoint::new(http.clone(), endpoint, key.clone()),
-                            template.clone(),
-                        ),
-                    )
-                })
-                .collect(),
-        };
+        let endpoints = connection.endpoints(&http);
         execute(&config, endpoints, &settings, prepared, || {
             format_rfc3339(clock.now())
         })
@@ -312,4 +235,58 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<Outcome> {
         args.out.join(RESPONSES_FILE).display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::events::Silent;
+
+    fn parse(argv: &str) -> anyhow::Result<(PathBuf, RunSettings)> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Run(args) = cli.command else {
+            panic!("{argv} is a run command");
+        };
+        request(args, Arc::new(Silent))
+    }
+
+    #[test]
+    fn flags_become_settings() {
+        let (config, settings) =
+            parse("routeval run --dataset d.jsonl --out runs/a --cache-dir c").unwrap();
+        assert_eq!(config, PathBuf::from("routeval.toml"));
+        assert_eq!(settings.dataset, PathBuf::from("d.jsonl"));
+        assert_eq!(settings.rubrics, PathBuf::from("rubrics"));
+        assert_eq!(settings.out, PathBuf::from("runs/a"));
+        assert_eq!(settings.shard, None);
+        assert_eq!(settings.cache_dir, Some(PathBuf::from("c")));
+        assert!(!settings.retry_errors);
+
+        let (config, settings) = parse(
+            "routeval run --config mine.toml --dataset d.csv --rubrics r --out o --shard 2/3 --no-cache --retry-errors",
+        )
+        .unwrap();
+        assert_eq!(config, PathBuf::from("mine.toml"));
+        assert_eq!(settings.rubrics, PathBuf::from("r"));
+        assert_eq!(settings.shard, Some(Shard { index: 2, count: 3 }));
+        assert_eq!(settings.cache_dir, None);
+        assert!(settings.retry_errors);
+    }
+
+    #[test]
+    fn a_bad_shard_is_one_line_naming_the_flag() {
+        for (shard, problem) in [
+            ("3/2", "--shard K/N needs 1 <= K <= N, got \"3/2\""),
+            ("0/2", "--shard K/N needs 1 <= K <= N, got \"0/2\""),
+            ("half", "--shard must be K/N, got \"half\""),
+        ] {
+            let error = parse(&format!("routeval run --dataset d --out o --shard {shard}"))
+                .err()
+                .unwrap();
+            assert_eq!(error.to_string(), problem);
+        }
+    }
 }

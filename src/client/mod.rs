@@ -1,13 +1,16 @@
 //! The endpoint client that `run`, grade's judge and serve share: one
 //! OpenAI-compatible endpoint called with its deadlines (first token, stall,
 //! total), retries with backoff inside a retry budget, an adaptive
-//! concurrency limit and a token bucket, and the response cache.
+//! concurrency limit and a token bucket, and the response cache; and the
+//! run config (`routeval.toml`) that names the endpoints, which `run` calls
+//! and grade's judge reads.
 
 mod cache;
 mod caller;
 mod config;
 mod endpoint;
 mod limits;
+mod run_config;
 
 pub use cache::{Cache, CachedCall, cache_key};
 pub use caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
@@ -17,3 +20,4 @@ pub use endpoint::{
     preflight, redact, redact_url,
 };
 pub use limits::{AdaptiveLimit, RetryBudget, Slot, TokenBucket, backoff};
+pub use run_config::{ConfigError, RunConfig, TierEndpoint, api_key};

@@ -3,8 +3,10 @@
 //! checks, and the reject scores of cascades; writes the graded-results
 //! table.
 
+mod engine;
 mod judge;
 mod run;
 
+pub use engine::{GradeOptions, Graded, grade};
 pub use judge::{Judging, judge_all};
 pub use run::{GradeRunError, GradedRun, Grading, JudgeRequest, Judgements, ScoreSource};

@@ -8,9 +8,11 @@
 //! cross-fitted, or from another file joined by id.
 
 mod build;
+mod engine;
 mod prices;
 mod sources;
 
 pub use build::{ImportedRow, ScoreSource, build_table};
+pub use engine::{Benchmark, ImportOptions, PriceSource, import};
 pub use prices::Prices;
 pub use sources::{mt_bench, routellm_gsm8k, routellm_mmlu};

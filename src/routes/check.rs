@@ -2,9 +2,9 @@
 //! models, plain URLs, sane prices and breakers, and every route a policy,
 //! a fallback or a constraint names defined, of the tier it is measured by.
 
-use super::pin::floating_alias;
 use super::table::{Form, Route, RouteTable, Tier, check_thresholds, two_or_more};
 use super::thresholds::PolicySpec;
+use crate::schema::floating_alias;
 
 impl RouteTable {
     pub(super) fn check(&self) -> Result<(), String> {

@@ -13,7 +13,6 @@
 mod check;
 mod config;
 mod error;
-mod pin;
 mod serving;
 mod signature;
 mod table;
@@ -25,7 +24,6 @@ pub use config::{
     TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 pub use error::RouteError;
-pub use pin::floating_alias;
 pub use serving::{
     BUILTIN_ROUTER_FORMAT, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
     ServingInputs, ServingSpec, SliceSource, TenantLimit, UnknownSlice, VerdictScore, VerifierSpec,

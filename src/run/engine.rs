@@ -12,11 +12,11 @@ use anyhow::Context as _;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::config::RunConfig;
 use super::prepare::Prepared;
 use super::progress::TierCounters;
 use super::store::{Done, compact, packed_key, packed_tier};
 use super::writer::write_rows;
+use crate::client::RunConfig;
 use crate::client::{Cache, CachedCall, cache_key};
 use crate::client::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 use crate::client::{CallRequest, ChatEndpoint, Completion};

@@ -4,7 +4,7 @@
 //! The output is the responses table (`responses.parquet`) and
 //! `manifest.json` under `--out`.
 
-mod config;
+mod connect;
 mod engine;
 mod journal;
 mod merge;
@@ -13,7 +13,7 @@ mod progress;
 mod store;
 mod writer;
 
-pub use config::{RunConfig, TierEndpoint};
+pub use connect::Connection;
 pub use engine::{Endpoints, RunSettings, RunSummary, Shard, TierSummary, execute};
 pub use merge::merge_runs;
 pub use prepare::{Prepared, prepare};

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use super::config::RunConfig;
 use super::engine::{RunSettings, verified_pairs};
 use super::journal::{Recovered, recover};
 use super::store::{Done, scan};
 use crate::atomic::run_directory::LOCK as LOCK_FILE;
+use crate::client::RunConfig;
 use crate::schema::{FileDigest, MANIFEST_FILE, Manifest, for_each_row};
 
 /// What is known before the first request: the checked dataset, its digest

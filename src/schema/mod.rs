@@ -26,6 +26,7 @@ mod ids;
 mod lines;
 mod manifest;
 mod metrics;
+mod pin;
 pub mod policy;
 mod read;
 mod read_parquet;
@@ -78,6 +79,7 @@ pub use manifest::{
     FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
 };
 pub use metrics::Metrics;
+pub use pin::floating_alias;
 pub use policy::{Policy, escalates};
 pub use read::{
     ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use anyhow::bail;
 use serde::Deserialize;
 
-use crate::client::{EndpointConfig, GenerationConfig};
-use crate::routes::floating_alias;
-use crate::schema::CallTier;
+use super::config::{EndpointConfig, GenerationConfig};
+use crate::schema::{CallTier, floating_alias};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -250,7 +250,7 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
     if !(endpoint.base_url.starts_with("http://") || endpoint.base_url.starts_with("https://")) {
         return Err(format!(
             "base_url must start with http:// or https://, got {:?}",
-            crate::client::redact_url(&endpoint.base_url)
+            super::redact_url(&endpoint.base_url)
         ));
     }
     if let Some(alias) = floating_alias(&endpoint.model) {
@@ -303,6 +303,25 @@ fn check_endpoint(endpoint: &EndpointConfig) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The key of an endpoint, from the variable its config names, which must
+/// be set when it is named.
+pub fn api_key(
+    config: &RunConfig,
+    section: &str,
+    endpoint: &EndpointConfig,
+) -> anyhow::Result<Option<String>> {
+    let Some(variable) = &endpoint.api_key_env else {
+        return Ok(None);
+    };
+    match std::env::var(variable) {
+        Ok(value) if !value.trim().is_empty() => Ok(Some(value)),
+        _ => bail!(
+            "{}: {section}: the environment variable {variable} (api_key_env) is not set",
+            config.path.display()
+        ),
+    }
 }
 
 #[cfg(test)]
