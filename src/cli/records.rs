@@ -1,15 +1,12 @@
 //! `routeval records import`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::atomic::{Named, Output, check_outputs, write_atomically};
 use crate::exit_codes::Outcome;
-use crate::records::{
-    Deployments, ImportFormat, ImportOptions, Imported, RECORDS_OUTPUT, import_records,
-};
+use crate::records::{Deployments, ImportFormat, ImportOptions, import_into};
 
 use super::print::println;
 use super::replay::milliseconds;
@@ -77,7 +74,8 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
+/// The import `args` ask for, its flags checked, and where it goes.
+pub fn options(args: &RecordsImportArgs) -> anyhow::Result<ImportOptions> {
     let format = match args.from {
         RecordsFormatArg::Litellm => ImportFormat::Litellm,
         RecordsFormatArg::LitellmStandard => ImportFormat::LitellmStandard,
@@ -98,65 +96,47 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
             "--config maps LiteLLM deployment ids: it is for --from litellm and litellm-standard only"
         );
     }
-    let deployments = args
-        .config
-        .as_deref()
-        .map(|path| -> anyhow::Result<Deployments> {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
-            let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
-                .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
-            let table = &config.table;
-            Ok(Deployments {
-                logical_model: table.logical_model.clone(),
-                routes: table
-                    .routes
-                    .iter()
-                    .map(|route| route.name.clone())
-                    .collect(),
-                logical_route: match &table.policy {
-                    crate::routes::ResolvedPolicy::Single { route } => Some(route.clone()),
-                    _ => None,
-                },
-                config_version: config.version,
-                config_sha256: crate::digest::sha256_hex(&bytes),
-                fallbacks: table
-                    .fallbacks
-                    .iter()
-                    .map(|fallback| (fallback.route.clone(), fallback.to.clone()))
-                    .collect(),
-            })
-        })
-        .transpose()?;
-    let mut inputs = vec![Named::new(&args.input, "--input")];
-    let responses = args.input.join(crate::schema::RESPONSES_FILE);
-    if format == ImportFormat::Run {
-        inputs.push(Named::new(&responses, "--input"));
-    }
-    check_outputs(&[Output::new(&args.out, "--out", &RECORDS_OUTPUT)], &inputs)?;
     let interval_ms = milliseconds("--interval", &args.interval)?.round() as u64;
-    let options = ImportOptions {
+    Ok(ImportOptions {
         format,
         input: args.input.clone(),
         map: args.map.clone(),
         slice_field: args.slice_field.clone(),
         interval_ms,
-        deployments,
-    };
-    let mut imported = Imported::default();
-    // A bad row fails the write: the staged file goes, nothing lands.
-    write_atomically(&args.out, |file| {
-        imported = import_records(&options, file)?;
-        Ok(())
+        deployments: args.config.as_deref().map(deployments).transpose()?,
     })
-    .map_err(|error| {
-        // A bad input row names its own file; anything else is the output's.
-        if error.downcast_ref::<crate::schema::InputError>().is_some() {
-            error
-        } else {
-            error.context(format!("{}: cannot write (--out)", args.out.display()))
-        }
-    })?;
+}
+
+/// The deployments a LiteLLM export of the signed config at `path` names.
+fn deployments(path: &Path) -> anyhow::Result<Deployments> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
+    let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let table = &config.table;
+    Ok(Deployments {
+        logical_model: table.logical_model.clone(),
+        routes: table
+            .routes
+            .iter()
+            .map(|route| route.name.clone())
+            .collect(),
+        logical_route: match &table.policy {
+            crate::routes::ResolvedPolicy::Single { route } => Some(route.clone()),
+            _ => None,
+        },
+        config_version: config.version,
+        config_sha256: crate::digest::sha256_hex(&bytes),
+        fallbacks: table
+            .fallbacks
+            .iter()
+            .map(|fallback| (fallback.route.clone(), fallback.to.clone()))
+            .collect(),
+    })
+}
+
+fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
+    let imported = import_into(&options(args)?, &args.out)?;
     let mut notes = Vec::new();
     if imported.folded_attempts > 0 {
         notes.push(format!(
@@ -181,4 +161,66 @@ fn import(args: &RecordsImportArgs) -> anyhow::Result<Outcome> {
         args.out.display()
     ))?;
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<ImportOptions> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::Records(RecordsCommand::Import(args)) = cli.command else {
+            panic!("{argv} is a records import command");
+        };
+        options(&args)
+    }
+
+    #[test]
+    fn flags_become_options() {
+        assert_eq!(
+            parse(
+                "routeval records import --from run --input runs/a --out r.parquet --interval 250ms"
+            )
+            .unwrap(),
+            ImportOptions {
+                format: ImportFormat::Run,
+                input: "runs/a".into(),
+                map: None,
+                slice_field: None,
+                interval_ms: 250,
+                deployments: None,
+            }
+        );
+        let generic = parse(
+            "routeval records import --from generic --input t.csv --out r.parquet --map id=request_id --slice-field team",
+        )
+        .unwrap();
+        assert_eq!(generic.format, ImportFormat::Generic);
+        assert_eq!(generic.map.as_deref(), Some("id=request_id"));
+        assert_eq!(generic.slice_field.as_deref(), Some("team"));
+        assert_eq!(generic.interval_ms, 1000);
+    }
+
+    #[test]
+    fn a_flag_for_another_format_is_one_line_naming_it() {
+        for (argv, problem) in [
+            (
+                "routeval records import --from litellm --input l.jsonl --out r --map id=x",
+                "--map renames the fields of --from generic only",
+            ),
+            (
+                "routeval records import --from run --input runs/a --out r --config c.json",
+                "--config maps LiteLLM deployment ids: it is for --from litellm and litellm-standard only",
+            ),
+        ] {
+            assert_eq!(parse(argv).unwrap_err().to_string(), problem, "{argv}");
+        }
+        let error = parse("routeval records import --from run --input a --out r --interval soon")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("--interval"), "{error}");
+    }
 }

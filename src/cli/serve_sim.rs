@@ -55,7 +55,8 @@ pub struct ServeSimArgs {
     pub skills: Vec<String>,
 }
 
-pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
+/// The server `args` ask for, its flags checked.
+pub fn settings(args: &ServeSimArgs) -> anyhow::Result<SimSettings> {
     if !(args.tokens_per_second.is_finite() && args.tokens_per_second >= 0.0) {
         bail!(
             "--tokens-per-second must be a non-negative number, got {}",
@@ -68,18 +69,7 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
             args.latency_sigma
         );
     }
-    let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
-    let rows = read_dataset(&args.dataset, &rubrics)?;
-    let ambiguous = Knowledge::ambiguous(&rows);
-    if let Some(first) = ambiguous.first() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "warning: {}: id \"{first}\" (and {} more) asks an earlier row's prompt with another reference; serve-sim knows prompts by their text and answers each such prompt as its last row",
-            args.dataset.display(),
-            ambiguous.len() - 1
-        );
-    }
-    let settings = SimSettings {
+    Ok(SimSettings {
         seed: args.seed,
         ttft_ms: args.ttft_ms,
         tokens_per_second: args.tokens_per_second,
@@ -91,7 +81,22 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
         models: SimModel::with_skills(SimModel::defaults(), &args.skills)
             .map_err(anyhow::Error::msg)?,
         ..SimSettings::default()
-    };
+    })
+}
+
+pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
+    let settings = settings(&args)?;
+    let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
+    let rows = read_dataset(&args.dataset, &rubrics)?;
+    let ambiguous = Knowledge::ambiguous(&rows);
+    if let Some(first) = ambiguous.first() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: {}: id \"{first}\" (and {} more) asks an earlier row's prompt with another reference; serve-sim knows prompts by their text and answers each such prompt as its last row",
+            args.dataset.display(),
+            ambiguous.len() - 1
+        );
+    }
     let models: Vec<String> = settings
         .models
         .iter()
@@ -106,4 +111,71 @@ pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
     ))?;
     running.wait();
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &str) -> anyhow::Result<SimSettings> {
+        let cli = Cli::try_parse_from(argv.split_whitespace())?;
+        let Command::ServeSim(args) = cli.command else {
+            panic!("{argv} is a serve-sim command");
+        };
+        settings(&args)
+    }
+
+    #[test]
+    fn flags_become_settings() {
+        let settings = parse(
+            "routeval serve-sim --dataset d.jsonl --seed 7 --ttft-ms 40 --tokens-per-second 90 --latency-sigma 0.3 --skill sim-small=0.6 --skill sim-huge=0.99",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                settings.seed,
+                settings.ttft_ms,
+                settings.tokens_per_second,
+                settings.latency_sigma
+            ),
+            (7, 40, 90.0, 0.3)
+        );
+        let skill = |name: &str| {
+            settings
+                .models
+                .iter()
+                .find(|model| model.name == name)
+                .map(|model| model.skill)
+        };
+        assert_eq!(skill("sim-small"), Some(0.6));
+        assert_eq!(skill("sim-large"), Some(0.92));
+        assert_eq!(skill("sim-huge"), Some(0.99));
+        assert_eq!(
+            parse("routeval serve-sim --dataset d").unwrap().models,
+            SimModel::defaults()
+        );
+    }
+
+    #[test]
+    fn out_of_range_flags_are_named() {
+        for (argv, problem) in [
+            (
+                "routeval serve-sim --dataset d --tokens-per-second inf",
+                "--tokens-per-second must be a non-negative number, got inf",
+            ),
+            (
+                "routeval serve-sim --dataset d --latency-sigma NaN",
+                "--latency-sigma must be a non-negative number, got NaN",
+            ),
+        ] {
+            assert_eq!(parse(argv).unwrap_err().to_string(), problem, "{argv}");
+        }
+        let error = parse("routeval serve-sim --dataset d --skill sim-small")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("sim-small"), "{error}");
+    }
 }

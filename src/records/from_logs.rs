@@ -32,7 +32,7 @@ pub enum ImportFormat {
     Run,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     pub format: ImportFormat,
     pub input: PathBuf,
@@ -118,6 +118,34 @@ impl ImportFormat {
             ImportFormat::Generic | ImportFormat::Run => "slice",
         }
     }
+}
+/// Imports as `options` say into the request-record table at `out`, which
+/// lands whole or not at all: a bad row leaves nothing written.
+pub fn import_into(options: &ImportOptions, out: &Path) -> anyhow::Result<Imported> {
+    use crate::atomic::{Named, Output, check_outputs, write_atomically};
+    let mut inputs = vec![Named::new(&options.input, "--input")];
+    let responses = options.input.join(crate::schema::RESPONSES_FILE);
+    if options.format == ImportFormat::Run {
+        inputs.push(Named::new(&responses, "--input"));
+    }
+    check_outputs(
+        &[Output::new(out, "--out", &super::RECORDS_OUTPUT)],
+        &inputs,
+    )?;
+    let mut imported = Imported::default();
+    write_atomically(out, |file| {
+        imported = import_records(options, file)?;
+        Ok(())
+    })
+    .map_err(|error| {
+        // A bad input row names its own file; anything else is the output's.
+        if error.downcast_ref::<InputError>().is_some() {
+            error
+        } else {
+            error.context(format!("{}: cannot write (--out)", out.display()))
+        }
+    })?;
+    Ok(imported)
 }
 
 /// Converts the input to records and writes them to `sink`; the number

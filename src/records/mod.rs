@@ -16,7 +16,7 @@ mod write;
 pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
 pub use from_litellm::Deployments;
 pub use from_logs::{
-    ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_records,
+    ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_into, import_records,
 };
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
 pub use schema::{
