@@ -184,6 +184,11 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
             args.max_regression
         );
     }
+    if let Some(sha256) = &args.dataset_sha256
+        && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
+    {
+        bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
+    }
     if let Some(url) = &args.serve_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -385,6 +390,10 @@ mod tests {
             (
                 "--target 0.9 --serve-url serve:8090",
                 "--serve-url serve:8090: must be an http:// or https:// URL",
+            ),
+            (
+                "--target 0.9 --dataset-sha256 abc",
+                "--dataset-sha256 must be 64 hexadecimal digits, got \"abc\"",
             ),
         ] {
             let argv = format!("{base} {flags}");

@@ -352,6 +352,9 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
     }
     let source = match (&args.trace, &args.from_run) {
         (Some(trace), _) => Source::Trace(trace),
+        (None, Some(_)) if !(args.arrival_rate.is_finite() && args.arrival_rate > 0.0) => {
+            bail!("--arrival-rate: must be a positive number of requests per second")
+        }
         (None, Some(run)) => Source::Run {
             run,
             dataset: args.dataset.as_deref(),
@@ -554,6 +557,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(error, "--replicas: must be at least 1");
+        let error = replicas(&args(&[
+            "--from-run",
+            "runs/nowhere",
+            "--replicas",
+            "2",
+            "--arrival-rate",
+            "0",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "--arrival-rate: must be a positive number of requests per second"
+        );
     }
 
     fn fallback_args(argv: &str) -> FallbackArgs {

@@ -141,11 +141,6 @@ fn load_constraints(path: &Path) -> anyhow::Result<BTreeMap<String, Constraint>>
 
 pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateReport> {
     // Everything that can be refused is read before anything is written.
-    if let Some(sha256) = &options.dataset_sha256
-        && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
-    {
-        anyhow::bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
-    }
     let secret = load_secret(&options.key)?;
     let inputs = Inputs::read(options)?;
     let mut scores = ScoreColumns::new(options, &inputs.graded);

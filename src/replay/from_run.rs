@@ -36,9 +36,6 @@ pub fn for_each_run_request(
     arrivals: RunArrivals,
     mut visit: impl FnMut(Request),
 ) -> anyhow::Result<u64> {
-    if !(arrivals.rate.is_finite() && arrivals.rate > 0.0) {
-        bail!("--arrival-rate: must be a positive number of requests per second");
-    }
     let manifest = Manifest::load(&run.join(MANIFEST_FILE))?;
     let dataset = dataset.map_or_else(|| manifest.dataset.path.clone().into(), Path::to_owned);
     if sha256_file(&dataset)? != manifest.dataset.sha256 {
