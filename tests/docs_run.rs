@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{CodeBlock, binary, code_blocks, data_dir, page_name, pages};
+use crate::common::{CodeBlock, binary, code_blocks, copy_tree, data_dir, page_name, pages};
 
 /// How one block is run.
 #[derive(Debug)]
@@ -177,19 +177,6 @@ fn stop_group(group: &str) {
             killed = signal("-KILL");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

@@ -12,6 +12,7 @@ use routeval::schema::read_all_responses;
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
 use crate::common::binary;
+use crate::common::copy_tree;
 use crate::common::flowing;
 use crate::common::routeval;
 use crate::common::{
@@ -536,19 +537,6 @@ fn strace() -> PathBuf {
         "this test kills routeval at a rename with strace: apt-get install strace"
     );
     path
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[cfg(unix)]

@@ -325,23 +325,22 @@ impl RouteTable {
                 thresholds_from_calibration,
             } => {
                 let score = score_of(score);
-                let source = |policy| ThresholdSource {
-                    written,
-                    from_calibration: *thresholds_from_calibration,
+                let source = ThresholdSource::new(
                     calibrations,
-                    policy,
-                };
+                    CalibratedPolicy::Predictive,
+                    written,
+                    *thresholds_from_calibration,
+                );
                 match two_or_more(small, large, tiers, "predictive", "tiers")? {
                     Form::Two(small, large) => ResolvedPolicy::Predictive {
                         small: small.to_owned(),
                         large: large.to_owned(),
-                        thresholds: source(CalibratedPolicy::Predictive).two_tier(&score)?,
+                        thresholds: source.two_tier(&score)?,
                         score,
                     },
                     Form::Many(tiers) => ResolvedPolicy::PredictiveTiers {
                         tiers: tiers.to_vec(),
-                        thresholds: source(CalibratedPolicy::Predictive)
-                            .tiers(self.tier_names(tiers), Some(&score))?,
+                        thresholds: source.tiers(self.tier_names(tiers), Some(&score))?,
                         score,
                     },
                 }
@@ -355,12 +354,12 @@ impl RouteTable {
                 thresholds: written,
                 thresholds_from_calibration,
             } => {
-                let source = |policy| ThresholdSource {
-                    written,
-                    from_calibration: *thresholds_from_calibration,
+                let source = ThresholdSource::new(
                     calibrations,
-                    policy,
-                };
+                    CalibratedPolicy::Cascade,
+                    written,
+                    *thresholds_from_calibration,
+                );
                 match two_or_more(small, large, stages, "cascade", "stages")? {
                     Form::Two(small, large) => {
                         let score = score_of(score);
@@ -368,7 +367,7 @@ impl RouteTable {
                             small: small.to_owned(),
                             verifier: verifier.clone(),
                             large: large.to_owned(),
-                            thresholds: source(CalibratedPolicy::Cascade).two_tier(&score)?,
+                            thresholds: source.two_tier(&score)?,
                             score,
                         }
                     }
@@ -379,8 +378,7 @@ impl RouteTable {
                         ResolvedPolicy::CascadeStages {
                             stages: stages.to_vec(),
                             verifier: verifier.clone(),
-                            thresholds: source(CalibratedPolicy::Cascade)
-                                .tiers(self.tier_names(stages), None)?,
+                            thresholds: source.tiers(self.tier_names(stages), None)?,
                         }
                     }
                 }
@@ -405,7 +403,21 @@ struct ThresholdSource<'a> {
     policy: CalibratedPolicy,
 }
 
-impl ThresholdSource<'_> {
+impl<'a> ThresholdSource<'a> {
+    fn new(
+        calibrations: &'a [CalibrationDocument],
+        policy: CalibratedPolicy,
+        written: &'a Option<BTreeMap<String, WrittenThreshold>>,
+        from_calibration: bool,
+    ) -> ThresholdSource<'a> {
+        ThresholdSource {
+            written,
+            from_calibration,
+            calibrations,
+            policy,
+        }
+    }
+
     /// A two-tier policy's threshold per slice (`*` the default).
     fn two_tier(&self, score: &str) -> Result<Thresholds, String> {
         let mut resolved = Thresholds::default();
