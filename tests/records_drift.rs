@@ -335,6 +335,41 @@ fn write_aggregates(records: &Path, out: &Path) {
 }
 
 #[test]
+fn one_slow_fallback_alone_in_its_window_is_not_a_brown_out() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+    // The large route's first request of the day, an hour before the rest,
+    // waited nine seconds and fell back: a window of one.
+    let first = records
+        .iter()
+        .position(|line| line.contains(r#""route":"large""#))
+        .unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&records[first]).unwrap();
+    record["timestamp"] = (record["timestamp"].as_u64().unwrap() - 3_600_000).into();
+    record["reason"] = "fallback:deadline".into();
+    record["ttft_ms"] = 9000.0.into();
+    records[first] = record.to_string();
+    let path = workspace.path("records.jsonl");
+    std::fs::write(&path, records.join("\n") + "\n").unwrap();
+    let (code, document) = drift_in_windows(&config, "--records", &path, "10m");
+    let large = document
+        .routes
+        .iter()
+        .find(|route| route.route == "large")
+        .unwrap();
+    let alone = &large.windows[0];
+    assert_eq!(
+        (alone.requests, alone.fallback_share),
+        (1, 1.0),
+        "{alone:?}"
+    );
+    assert!(alone.ttft_p95_ms.unwrap() > 4.0 * large.ttft_p95_ms.unwrap());
+    assert_eq!(large.verdict, Verdict::Ok, "{large:?}");
+    assert_eq!(code, Some(0), "{large:?}");
+}
+
+#[test]
 fn a_brown_out_shows_as_a_window_and_an_unpinned_model_as_silent_drift() {
     let workspace = Workspace::new();
     let config = signed_predictive(&workspace);

@@ -14,7 +14,10 @@ use crate::schema::{
     BinnedShift, InputFile, RECORDS_DRIFT_SCHEMA_VERSION, RecordsDriftDocument, RecordsRouteDrift,
     RecordsSliceDrift, RouteWindow, SliceWindow, Threshold, Verdict, read_graded,
 };
-use crate::stats::{alarms, kolmogorov_tail, psi_of_bins, two_proportion_z, wilson};
+use crate::stats::{
+    alarms, benjamini_hochberg, binomial_upper_tail, kolmogorov_tail, psi_of_bins,
+    two_proportion_z, wilson,
+};
 
 use aggregates::read_aggregates;
 use fold::{Fold, Group, RouteFold, SliceFold};
@@ -231,7 +234,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     let (calibration_scores, baseline) = calibration_scores(options, &config)?;
     let (mut slices, tests) = slice_drifts(&config, &fold, &calibration_scores);
     judge_as_one_family(&mut slices, &tests, &config);
-    let routes = route_drifts(&fold, &pins);
+    let routes = route_drifts(&fold, &pins, &config);
     let verdict = worst(
         slices
             .iter()
@@ -456,8 +459,13 @@ fn judge_as_one_family(
 
 /// Each route's fallbacks, first tokens, cost and answers from an unpinned
 /// model, overall and per window.
-fn route_drifts(fold: &Fold, pins: &HashMap<String, String>) -> Vec<RecordsRouteDrift> {
+fn route_drifts(
+    fold: &Fold,
+    pins: &HashMap<String, String>,
+    config: &RouteConfig,
+) -> Vec<RecordsRouteDrift> {
     let mut routes = Vec::new();
+    let mut tests = Vec::new();
     for (name, RouteFold { counts, windows }) in &fold.routes {
         let mut reasons = Vec::new();
         let mut verdict = Verdict::Ok;
@@ -475,24 +483,22 @@ fn route_drifts(fold: &Fold, pins: &HashMap<String, String>) -> Vec<RecordsRoute
         }
         let p95 = counts.ttft_quantile(0.95);
         let mut window_rows = Vec::new();
-        for (start, window) in windows {
+        for (index, (start, window)) in windows.iter().enumerate() {
             let fallback_share = window.fallback_total() as f64 / window.requests.max(1) as f64;
             let window_p95 = window.ttft_quantile(0.95);
-            let when = crate::clock::format_rfc3339(start.div_euclid(1000));
-            if fallback_share > FALLBACK_WATCH {
-                verdict = verdict.max(Verdict::Watch);
-                reasons.push(format!(
-                    "{:.1}% fell back in the window from {when}",
-                    fallback_share * 100.0
-                ));
-            }
-            if let (Some(window_p95), Some(p95)) = (window_p95, p95)
-                && window_p95 > TTFT_WATCH_RATIO * p95
-            {
-                verdict = verdict.max(Verdict::Watch);
-                reasons.push(format!(
-                    "first-token p95 {window_p95:.0} ms in the window from {when}, against {p95:.0} ms overall"
-                ));
+            // Every window is tested, the quiet ones too, so the family is
+            // the run's and not the windows that happened to look bad.
+            let p = binomial_upper_tail(window.requests, FALLBACK_WATCH, window.fallback_total());
+            let shown = fallback_share > FALLBACK_WATCH;
+            tests.push((routes.len(), RouteTest::Fallback(index), p, shown));
+            if let Some(p95) = p95 {
+                // Without a change a first token is over the route's p95 one
+                // time in twenty, over twice it rarer still.
+                let (slow, timed) = window.ttft_over(TTFT_WATCH_RATIO * p95);
+                let p = binomial_upper_tail(timed, 0.05, slow);
+                let shown =
+                    window_p95.is_some_and(|window_p95| window_p95 > TTFT_WATCH_RATIO * p95);
+                tests.push((routes.len(), RouteTest::FirstToken(index), p, shown));
             }
             window_rows.push(RouteWindow {
                 start_ms: *start,
@@ -522,7 +528,61 @@ fn route_drifts(fold: &Fold, pins: &HashMap<String, String>) -> Vec<RecordsRoute
             windows: window_rows,
         });
     }
+    watch_windows(&mut routes, &tests, config);
     routes
+}
+
+/// A window of a route that fell back or answered slowly beyond chance:
+/// every window's tests of the run in one family, Benjamini–Hochberg at the
+/// run's level, so that one slow request alone in a quiet hour is not a
+/// brown-out and eighteen fallbacks in a row are. A test is `shown` when
+/// its window also passes the share or the ratio a reader looks for.
+fn watch_windows(
+    routes: &mut [RecordsRouteDrift],
+    tests: &[(usize, RouteTest, f64, bool)],
+    config: &RouteConfig,
+) {
+    let p_values: Vec<f64> = tests.iter().map(|&(_, _, p, _)| p).collect();
+    let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
+    for (&(index, test, p, shown), rejected) in
+        tests.iter().zip(benjamini_hochberg(&p_values, delta))
+    {
+        if !(rejected && shown) {
+            continue;
+        }
+        let route = &mut routes[index];
+        let reason = match test {
+            RouteTest::Fallback(window) => {
+                let window = &route.windows[window];
+                format!(
+                    "{:.1}% of {} fell back in the window from {} (p = {p:.2e})",
+                    window.fallback_share * 100.0,
+                    window.requests,
+                    crate::clock::format_rfc3339(window.start_ms.div_euclid(1000))
+                )
+            }
+            RouteTest::FirstToken(window) => {
+                let window = &route.windows[window];
+                format!(
+                    "first-token p95 {:.0} ms in the window from {}, against {:.0} ms overall (p = {p:.2e})",
+                    window.ttft_p95_ms.unwrap_or(0.0),
+                    crate::clock::format_rfc3339(window.start_ms.div_euclid(1000)),
+                    route.ttft_p95_ms.unwrap_or(0.0)
+                )
+            }
+        };
+        route.verdict = route.verdict.max(Verdict::Watch);
+        route.reasons.push(reason);
+    }
+}
+
+/// The tests of a route's windows, in one family for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RouteTest {
+    /// The fallback share of the window at this position.
+    Fallback(usize),
+    /// The first tokens of the window at this position.
+    FirstToken(usize),
 }
 
 /// The statistical tests of a slice, in one family for the run.

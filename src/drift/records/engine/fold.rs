@@ -43,6 +43,18 @@ impl RouteCounts {
         None
     }
 
+    /// How many first tokens came later than `ms`, of how many timed.
+    pub(super) fn ttft_over(&self, ms: f64) -> (u64, u64) {
+        let timed = self.ttft.values().sum();
+        let over = self
+            .ttft
+            .iter()
+            .filter(|&(&bin, _)| ttft_of_bin(bin) > ms)
+            .map(|(_, count)| count)
+            .sum();
+        (over, timed)
+    }
+
     pub(super) fn fallback_total(&self) -> u64 {
         self.fallbacks.values().sum()
     }
