@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::Path;
 
 use serde_json::Value;
@@ -272,19 +273,25 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         slow_first_token_ms: 4_000,
         ..FaultProfile::default()
     };
-    let phases: [(&str, Option<FaultProfile>, usize); 4] = [
+    // A proxy's first requests wait on its own warm-up (imports, client
+    // pools), seconds on a loaded machine: a warm-up phase takes them, as a
+    // deployed proxy has long since, so that the clean phase is clean.
+    let phases: [(&str, Option<FaultProfile>, usize); 5] = [
+        ("warm-up", None, 12),
         ("clean", None, 60),
         ("mixed", Some(mixed), 60),
         ("brown-out", Some(brown_out), 60),
         ("down", None, 40),
     ];
-    let mut ends: Vec<(usize, usize)> = Vec::new();
-    for (index, (phase, faults, count)) in phases.iter().enumerate() {
-        if index > 0 {
+    // Each phase's captures: its spend rows and its StandardLoggingPayloads.
+    let mut captured: HashMap<&str, (Range<usize>, Range<usize>)> = HashMap::new();
+    let mut ends = (0, 0);
+    for (phase, faults, count) in &phases {
+        if let Some(faults) = faults {
             drop(primary.take());
-            if *phase != "down" {
-                primary = Some(sim(primary_address, faults.clone().unwrap(), 20));
-            }
+            primary = Some(sim(primary_address, faults.clone(), 20));
+        } else if *phase == "down" {
+            drop(primary.take());
         }
         proxy.drive(
             "support-assistant",
@@ -296,10 +303,12 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         );
         // The proxy logs after it answers.
         std::thread::sleep(std::time::Duration::from_secs(2));
-        ends.push((
+        let now = (
             proxy.captured("spend.jsonl").len(),
             proxy.captured("standard.jsonl").len(),
-        ));
+        );
+        captured.insert(phase, (ends.0..now.0, ends.1..now.1));
+        ends = now;
     }
     let client = lines(&client_path);
     let spend = proxy.captured("spend.jsonl");
@@ -361,7 +370,7 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         down.iter().all(|request| request["status"] == 200),
         "{down:?}"
     );
-    let down_standard: Vec<String> = standard[ends[2].1..].to_vec();
+    let down_standard: Vec<String> = standard[captured["down"].1.clone()].to_vec();
     let down_records = imported(
         &directory,
         "litellm-standard",
@@ -407,9 +416,9 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         );
         serde_json::from_slice(&output.stdout).unwrap()
     };
-    let clean = drift("clean", &standard[..ends[0].1]);
+    let clean = drift("clean", &standard[captured["clean"].1.clone()]);
     assert_eq!(clean["verdict"], "ok", "{clean}");
-    let brown_rows = &standard[ends[1].1..ends[2].1];
+    let brown_rows = &standard[captured["brown-out"].1.clone()];
     let brown_drift = drift("brown-out", brown_rows);
     assert_ne!(brown_drift["verdict"], "ok", "{brown_drift}");
 
@@ -462,7 +471,7 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
 
     // From spend rows the abandoned attempts have no time, and the replay
     // says it cannot time the backup rather than guess.
-    let brown_spend = &spend[ends[1].0..ends[2].0];
+    let brown_spend = &spend[captured["brown-out"].0.clone()];
     imported(
         &directory,
         "litellm",
