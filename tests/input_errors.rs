@@ -173,6 +173,31 @@ fn unreadable_paths_are_named() {
 }
 
 #[test]
+fn commands_that_read_rubrics_name_the_flag_outside_a_checkout() {
+    let empty = tempfile::tempdir().unwrap();
+    let commands: [&[&str]; 2] = [
+        &["grade", "--run", "r", "--out", "g.parquet"],
+        &["serve-sim", "--dataset", "d.jsonl"],
+    ];
+    for command in commands {
+        let output = routeval()
+            .current_dir(empty.path())
+            .args(command)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{command:?}: {stderr}");
+        assert!(
+            stderr
+                .starts_with("error: rubrics: no such directory (--rubrics, ./rubrics by default;"),
+            "{command:?}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn bad_parquet_columns_name_type_and_row() {
     let directory = tempfile::tempdir().unwrap();
     let batch = record_batch(&synthetic_rows(&["s"], 5, 10));

@@ -97,6 +97,13 @@ pub struct Rubric {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RubricError {
+    /// Rubrics are read from files only, never from the binary: a grade
+    /// must rest on rubrics the user can read, change and pin.
+    #[error(
+        "{}: no such directory (--rubrics, ./rubrics by default; `routeval demo` writes the rubrics it ships under its --out, in inputs/rubrics)",
+        path.display()
+    )]
+    Missing { path: PathBuf },
     #[error("{}: cannot read: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -507,9 +514,17 @@ impl Rubric {
 
 /// Every `*.toml` rubric in `directory`, by name.
 pub fn load_rubrics(directory: &Path) -> Result<BTreeMap<String, Rubric>, RubricError> {
-    let entries = std::fs::read_dir(directory).map_err(|source| RubricError::Io {
-        path: directory.to_owned(),
-        source,
+    let entries = std::fs::read_dir(directory).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            RubricError::Missing {
+                path: directory.to_owned(),
+            }
+        } else {
+            RubricError::Io {
+                path: directory.to_owned(),
+                source,
+            }
+        }
     })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(Result::ok)
