@@ -233,8 +233,10 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     let input_sha256 = digest?;
     let (calibration_scores, baseline) = calibration_scores(options, &config)?;
     let (mut slices, tests) = slice_drifts(&config, &fold, &calibration_scores);
-    judge_as_one_family(&mut slices, &tests, &config);
-    let routes = route_drifts(&fold, &pins, &config);
+    // The run's level: the gate's confidence, 0.95 where it had none.
+    let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
+    judge_as_one_family(&mut slices, &tests, delta);
+    let routes = route_drifts(&fold, &pins, delta);
     let verdict = worst(
         slices
             .iter()
@@ -389,14 +391,8 @@ fn slice_drifts(
 /// step-down decides `recalibrate` (any false one in at most δ of runs),
 /// Benjamini–Hochberg `watch`; a window's escalation alone is at most
 /// `watch`.
-fn judge_as_one_family(
-    slices: &mut [RecordsSliceDrift],
-    tests: &[(usize, Test, f64)],
-    config: &RouteConfig,
-) {
+fn judge_as_one_family(slices: &mut [RecordsSliceDrift], tests: &[(usize, Test, f64)], delta: f64) {
     let p_values: Vec<f64> = tests.iter().map(|&(_, _, p)| p).collect();
-    // The run's level: the gate's confidence, 0.95 where it had none.
-    let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
     for (&(index, test, p), alarm) in tests.iter().zip(alarms(&p_values, delta)) {
         let Some(strong) = alarm else {
             continue;
@@ -459,11 +455,7 @@ fn judge_as_one_family(
 
 /// Each route's fallbacks, first tokens, cost and answers from an unpinned
 /// model, overall and per window.
-fn route_drifts(
-    fold: &Fold,
-    pins: &HashMap<String, String>,
-    config: &RouteConfig,
-) -> Vec<RecordsRouteDrift> {
+fn route_drifts(fold: &Fold, pins: &HashMap<String, String>, delta: f64) -> Vec<RecordsRouteDrift> {
     let mut routes = Vec::new();
     let mut tests = Vec::new();
     for (name, RouteFold { counts, windows }) in &fold.routes {
@@ -528,22 +520,21 @@ fn route_drifts(
             windows: window_rows,
         });
     }
-    watch_windows(&mut routes, &tests, config);
+    watch_windows(&mut routes, &tests, delta);
     routes
 }
 
 /// A window of a route that fell back or answered slowly beyond chance:
 /// every window's tests of the run in one family, Benjamini–Hochberg at the
-/// run's level, so that one slow request alone in a quiet hour is not a
+/// run's level δ, so that one slow request alone in a quiet hour is not a
 /// brown-out and eighteen fallbacks in a row are. A test is `shown` when
 /// its window also passes the share or the ratio a reader looks for.
 fn watch_windows(
     routes: &mut [RecordsRouteDrift],
     tests: &[(usize, RouteTest, f64, bool)],
-    config: &RouteConfig,
+    delta: f64,
 ) {
     let p_values: Vec<f64> = tests.iter().map(|&(_, _, p, _)| p).collect();
-    let delta = 1.0 - config.provenance.confidence.unwrap_or(0.95);
     for (&(index, test, p, shown), rejected) in
         tests.iter().zip(benjamini_hochberg(&p_values, delta))
     {
