@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::{
-    EU_KEY, KEY, Pipeline, Served, base_url, column, demo_prompts, falling_back, gate_single,
-    header_of, repo, routeval, start_serve, start_sim, write_keys,
+    EU_KEY, KEY, Pipeline, Served, base_url, demo_prompts, falling_back, gate_single, header_of,
+    repo, routeval, served_records, start_serve, start_sim, write_keys,
 };
 use routeval::serve_sim::{FaultProfile, SimSettings};
 
@@ -30,33 +30,19 @@ fn signed(pipeline: &Pipeline, name: &str, table: &str) -> PathBuf {
 /// Every record serve wrote into `records`, as JSON objects of the columns
 /// the tests read.
 fn records_of(records: &Path) -> Vec<Value> {
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(records)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "parquet"))
-        .collect();
-    parts.sort();
-    assert!(!parts.is_empty(), "no parts in {}", records.display());
-    let names = [
-        "id",
-        "route",
-        "reason",
-        "status",
-        "ttft_ms",
-        "total_ms",
-        "finish_reason",
-    ];
-    let mut rows = Vec::new();
-    for part in parts {
-        let columns: Vec<Vec<Value>> = names.iter().map(|name| column(&part, name)).collect();
-        for index in 0..columns[0].len() {
-            let mut row = serde_json::Map::new();
-            for (name, values) in names.iter().zip(&columns) {
-                row.insert((*name).to_owned(), values[index].clone());
-            }
-            rows.push(Value::Object(row));
-        }
-    }
+    let rows = served_records(
+        records,
+        &[
+            "id",
+            "route",
+            "reason",
+            "status",
+            "ttft_ms",
+            "total_ms",
+            "finish_reason",
+        ],
+    );
+    assert!(!rows.is_empty(), "no records in {}", records.display());
     rows
 }
 

@@ -10,7 +10,8 @@ use clap::Args;
 
 use crate::exit_codes::Outcome;
 use crate::serve::{
-    BudgetSettings, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources, Timeouts, serve,
+    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources,
+    Timeouts, default_max_connections, serve,
 };
 
 #[derive(Debug, Args)]
@@ -62,10 +63,33 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub roll_records: u64,
 
+    /// While the records cannot be written (a full disk): `open` answers
+    /// requests and keeps their records in memory (up to 100,000), `closed`
+    /// refuses them with 503. Either way `/readyz` is not ready.
+    #[arg(long, value_name = "MODE", default_value = "open", value_parser = ["open", "closed"])]
+    pub records_fail: String,
+
     /// Requests answered at once; more get 429 with Retry-After, never a
     /// queue.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_in_flight: usize,
+
+    /// Client connections open at once. At the bound a new connection
+    /// closes the one quiet the longest with no request in flight, or is
+    /// closed itself if every connection has one. Default: half the
+    /// process's open-file limit less 64, between 16 and 16,384.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// A connection must send a whole request head within this, or it is
+    /// closed.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_read_timeout_ms: u64,
+
+    /// A connection with no request in flight that sends and receives
+    /// nothing for this long is closed.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
 
     /// Requests one route answers at once; more get 429 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 1024)]
@@ -120,6 +144,12 @@ impl ServeArgs {
             ),
             (self.stall_timeout_ms as usize, "--stall-timeout-ms"),
             (self.total_timeout_ms as usize, "--total-timeout-ms"),
+            (
+                self.header_read_timeout_ms as usize,
+                "--header-read-timeout-ms",
+            ),
+            (self.idle_timeout_ms as usize, "--idle-timeout-ms"),
+            (self.max_connections.unwrap_or(1), "--max-connections"),
         ] {
             if value == 0 {
                 bail!("{flag} must be at least 1");
@@ -151,9 +181,15 @@ impl ServeArgs {
             strict_expiry: self.strict_expiry,
             max_body_bytes: self.max_body_bytes,
             roll_records: self.roll_records,
+            records_fail_closed: self.records_fail == "closed",
             limits: Limits {
                 total: self.max_in_flight,
                 per_route: self.max_in_flight_per_route,
+            },
+            connections: ConnectionLimits {
+                max_connections: self.max_connections.unwrap_or_else(default_max_connections),
+                header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             },
             timeouts: Timeouts {
                 first_token: Duration::from_millis(self.first_token_timeout_ms),
@@ -227,6 +263,15 @@ mod tests {
                 per_route: 1024
             }
         );
+        assert_eq!(
+            options.connections.header_read_timeout,
+            std::time::Duration::from_secs(10)
+        );
+        assert_eq!(
+            options.connections.idle_timeout,
+            std::time::Duration::from_secs(60)
+        );
+        assert!(options.connections.max_connections >= 16);
         assert_eq!(
             options.budget,
             BudgetSettings {

@@ -266,13 +266,25 @@ pub struct OpenAiEndpoint {
 
 /// The HTTP client every endpoint shares: one connection pool per host.
 pub fn http_client(max_idle: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(client_builder(max_idle).build()?)
+}
+
+/// The client serve calls its routes with: as [`http_client`], but a
+/// redirect is returned as it is, never followed, so that a prompt goes
+/// only to an address the signed config names.
+pub fn proxy_client(max_idle: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(client_builder(max_idle)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
+
+fn client_builder(max_idle: usize) -> reqwest::ClientBuilder {
     // Ignore the error: another part of the process may have installed it.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    Ok(reqwest::Client::builder()
+    reqwest::Client::builder()
         .pool_max_idle_per_host(max_idle)
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(10))
-        .build()?)
 }
 
 impl OpenAiEndpoint {

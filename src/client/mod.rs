@@ -17,7 +17,7 @@ pub use caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
 pub use config::{EndpointConfig, GenerationConfig, TokenPrices};
 pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
-    preflight, redact, redact_url,
+    preflight, proxy_client, redact, redact_url,
 };
 pub use limits::{AdaptiveLimit, RetryBudget, Slot, TokenBucket, backoff};
 pub use run_config::{ConfigError, RunConfig, TierEndpoint, api_key};

@@ -34,6 +34,7 @@ pub fn check(
     check_constraints(&mut findings, table, evaluation, context);
     check_versions(&mut findings, table, context);
     check_capacity(&mut findings, table);
+    check_streaming(&mut findings, table);
     for slice in &evaluation.slices_without_threshold {
         findings.fail(
             Rule::MissingThreshold,
@@ -193,6 +194,22 @@ fn check_versions(findings: &mut Findings, table: &ResolvedTable, context: &Rule
                 }
             }
         }
+    }
+}
+
+/// A route serve cannot call with streaming: its breaker learns a
+/// non-streamed answer's first byte only when the whole answer has come.
+fn check_streaming(findings: &mut Findings, table: &ResolvedTable) {
+    for route in table.routes.iter().filter(|route| !route.stream_upstream) {
+        let breaker = if route.breaker.is_some() {
+            "; its breaker's first_token_deadline_ms counts to a non-streamed answer's end and cannot see a slow first token"
+        } else {
+            ""
+        };
+        findings.warnings.push(format!(
+            "route \"{}\" has stream_upstream = false: serve bounds its non-streamed calls by --total-timeout-ms only{breaker}",
+            route.name
+        ));
     }
 }
 

@@ -252,6 +252,7 @@ mod tests {
             api_key_env: None,
             breaker: None,
             hedge: None,
+            stream_upstream: true,
         }
     }
 

@@ -96,6 +96,22 @@ pub struct Route {
     /// A second copy of a short request still waiting for its first token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hedge: Option<RouteHedge>,
+    /// Whether serve may call the route with streaming for a client that
+    /// did not stream, and assemble the answer (docs/serve.md). `false` for
+    /// an upstream that cannot stream: its non-streamed calls are bounded
+    /// by the total deadline only, and its breaker cannot see a slow first
+    /// token (the gate warns).
+    #[serde(default = "streams", skip_serializing_if = "is_streaming")]
+    pub stream_upstream: bool,
+}
+
+fn streams() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_streaming(stream_upstream: &bool) -> bool {
+    *stream_upstream
 }
 
 /// Hedging: a request whose prompt is at most `max_prompt_tokens` (as

@@ -21,6 +21,7 @@ pub(super) async fn verify(
     request: &serde_json::Map<String, Value>,
     answer: &str,
     deadline: tokio::time::Instant,
+    request_id: &str,
 ) -> Result<(f64, f64), String> {
     let verifier = deployed
         .verifier
@@ -49,7 +50,7 @@ pub(super) async fn verify(
         body.insert("top_logprobs".to_owned(), json!(5));
     }
     let late = || "the verifier did not answer within --total-timeout-ms".to_owned();
-    let called = call(app, upstream, &body, deadline)
+    let called = call(app, route, upstream, &body, deadline, request_id, false)
         .await
         .map_err(|failed| match failed {
             CallFailed::Unreachable(problem) => problem,

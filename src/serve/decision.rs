@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, plan};
@@ -17,7 +17,7 @@ use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
 use super::deployed::Deployed;
-use super::http::{App, begin, error, refuse, unreadable_body};
+use super::http::{App, begin, error, id_of, refuse};
 use super::journal::ServedRecord;
 use super::keys::Identity;
 
@@ -48,6 +48,8 @@ pub(super) struct Decided {
     pub allowed: Vec<String>,
     /// The tenant of the request's key.
     pub tenant: String,
+    /// The request's id, which its record has and its upstream calls carry.
+    pub request_id: String,
 }
 
 /// The last user message's text: what the router scores and a verifier is
@@ -76,16 +78,16 @@ pub(super) fn last_user_text(request: &serde_json::Map<String, Value>) -> String
     }
 }
 
-/// Authenticates, parses and decides; a refusal is the response to send,
-/// with the reason the record gives.
+/// Parses and decides for an authenticated client; a refusal is the
+/// response to send, with the reason the record gives.
 fn decide(
     app: &App,
     deployed: Arc<Deployed>,
     headers: &HeaderMap,
+    identity: &Identity,
     body: &[u8],
     record: &mut ServedRecord,
 ) -> Result<Decided, Box<Refused>> {
-    let identity = authenticate(app, headers)?;
     if app.strict_expiry && deployed.expired(app.clock.as_ref()) {
         return Err(refused(
             error(
@@ -101,14 +103,14 @@ fn decide(
         ));
     }
     let request = parse(&deployed, body)?;
-    let slice = slice_for(app, headers, &deployed.serving.slice, &request, &identity);
+    let slice = slice_for(app, headers, &deployed.serving.slice, &request, identity);
     record.slice = slice.clone();
     let prompt = last_user_text(&request);
     record.messages = request.get("messages").map(Value::to_string);
     let chosen = choose(&deployed, headers, &slice, &identity.tenant, &prompt)?;
     record.prompt = Some(prompt);
     if let Some(shadow) = &app.shadow {
-        shadow_of(app, shadow, headers, &request, &identity, record);
+        shadow_of(app, shadow, headers, &request, identity, record);
     }
     Ok(Decided {
         request,
@@ -119,6 +121,7 @@ fn decide(
         tier: chosen.tier,
         allowed: chosen.allowed,
         tenant: identity.tenant.clone(),
+        request_id: record.id.clone(),
     })
 }
 
@@ -217,6 +220,44 @@ fn shadow_of(
         }
         Err(refusal) => record.shadow_reason = Some(refusal.reason.to_owned()),
     }
+}
+
+/// The request's body, read only up to `--max-body-bytes`: one that says
+/// or turns out to be longer is refused with 413 without reading the rest.
+async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, Box<Refused>> {
+    let too_large = || {
+        refused(
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                Some("body"),
+                "the request body is larger than --max-body-bytes",
+            ),
+            "bad-request",
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > app.max_body_bytes as u64) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|problem| {
+            bad_request(
+                "body",
+                format!("the request body could not be read: {problem}"),
+            )
+        })?;
+        if bytes.len() + chunk.len() > app.max_body_bytes {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 /// The identity of the request's key, or a 401.
@@ -368,18 +409,26 @@ pub(super) fn routes_of(plan: &Plan) -> Vec<&str> {
     }
 }
 
-/// A request read, authenticated and decided, with its record begun and
-/// the time it arrived; or the refusal to send, already recorded.
-pub(super) fn admit(
+/// A request authenticated from its headers alone, then read and decided,
+/// with its record begun and the time it arrived; or the refusal to send,
+/// already recorded. A client without a valid key is refused before a
+/// byte of its body is read.
+pub(super) async fn admit(
     app: &App,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Result<(Decided, ServedRecord, Instant), Box<Response>> {
-    let body = body.map_err(|rejection| Box::new(unreadable_body(app, &rejection)))?;
     let started = Instant::now();
     let deployed = app.current();
-    let mut record = begin(app, &deployed);
-    match decide(app, deployed, headers, &body, &mut record) {
+    let mut record = begin(app, &deployed, id_of(&request));
+    let (parts, body) = request.into_parts();
+    let decided = match authenticate(app, &parts.headers) {
+        Ok(identity) => match read_body(app, &parts.headers, body).await {
+            Ok(body) => decide(app, deployed, &parts.headers, &identity, &body, &mut record),
+            Err(refusal) => Err(refusal),
+        },
+        Err(refusal) => Err(refusal),
+    };
+    match decided {
         Ok(decided) => Ok((decided, record, started)),
         Err(refusal) => Err(Box::new(refuse(
             app,
@@ -392,12 +441,8 @@ pub(super) fn admit(
 }
 
 /// `POST /v1/route`: the decision, with no call made.
-pub async fn route(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (decided, _, _) = match admit(&app, &headers, body) {
+pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
+    let (decided, _, _) = match admit(&app, request).await {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -19,9 +19,11 @@ use crate::records::Status;
 
 use super::admission::Slot;
 use super::answer::Answer;
+use super::assemble::Assembly;
 use super::deployed::Upstream;
 use super::http::App;
 use super::journal::ServedRecord;
+use super::sse::{Framer, Malformed, error_event};
 
 /// The estimated tokens of a conversation's contents, as `run` estimates a
 /// prompt whose endpoint reported no usage.
@@ -40,20 +42,39 @@ fn content_tokens(messages: &str) -> u64 {
 
 /// The client's body with the route's model in place of the logical one
 /// (or added, for a body that names none: the verifier's), serialised
-/// without copying the body.
+/// without copying the body; with `streamed`, asking the route to stream
+/// with its usage in the last chunk (serve assembles the answer).
 struct WithModel<'a> {
     body: &'a serde_json::Map<String, Value>,
     model: &'a str,
+    streamed: bool,
 }
 
 impl serde::Serialize for WithModel<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let others = self.body.iter().filter(|(key, _)| *key != "model");
-        let mut map = serializer.serialize_map(Some(others.clone().count() + 1))?;
+        let replaced: &[&str] = if self.streamed {
+            &["model", "stream", "stream_options"]
+        } else {
+            &["model"]
+        };
+        let others = self
+            .body
+            .iter()
+            .filter(|(key, _)| !replaced.contains(&key.as_str()));
+        let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("model", self.model)?;
         for (key, value) in others {
             map.serialize_entry(key, value)?;
+        }
+        if self.streamed {
+            let mut options = match self.body.get("stream_options") {
+                Some(Value::Object(options)) => options.clone(),
+                _ => serde_json::Map::new(),
+            };
+            options.insert("include_usage".to_owned(), Value::Bool(true));
+            map.serialize_entry("stream", &true)?;
+            map.serialize_entry("stream_options", &options)?;
         }
         map.end()
     }
@@ -72,7 +93,9 @@ pub struct Timeouts {
 /// Why a call gave no response to pass on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum CallFailed {
-    /// No connection, or the connection failed before a response.
+    /// No connection, the connection failed before a response, or a
+    /// response serve will not pass on (a redirect); the message names the
+    /// route, never its address.
     Unreachable(String),
     /// No response, or no first byte of it, within the deadline.
     TimedOut,
@@ -82,7 +105,16 @@ pub(super) enum CallFailed {
 pub(super) struct Called {
     pub status: StatusCode,
     pub content_type: Option<HeaderValue>,
+    /// What the client is told of the upstream's limits: `Retry-After`,
+    /// `retry-after-ms` and every `x-ratelimit-*`.
+    pub limits: Vec<(HeaderName, HeaderValue)>,
     pub response: reqwest::Response,
+}
+
+/// Whether an upstream's response header is one the client must see to
+/// pace its retries.
+fn is_limit_header(name: &str) -> bool {
+    name == "retry-after" || name == "retry-after-ms" || name.starts_with("x-ratelimit-")
 }
 
 /// Where the client's body comes from: the upstream's, as it arrives, or a
@@ -99,6 +131,7 @@ pub(super) enum Source {
 
 /// The response's first chunk within `deadline`, and the rest of it.
 pub(super) async fn first_chunk(
+    route: &str,
     response: reqwest::Response,
     deadline: tokio::time::Instant,
 ) -> Result<Source, CallFailed> {
@@ -106,7 +139,7 @@ pub(super) async fn first_chunk(
     match tokio::time::timeout_at(deadline, rest.next()).await {
         Err(_) => Err(CallFailed::TimedOut),
         Ok(Some(Err(problem))) => Err(CallFailed::Unreachable(format!(
-            "the upstream's answer was cut: {}",
+            "route {route:?}'s answer was cut: {}",
             without_url(&problem)
         ))),
         Ok(first) => Ok(Source::Stream {
@@ -116,21 +149,29 @@ pub(super) async fn first_chunk(
     }
 }
 
-/// Sends `body` to `upstream`; its response's head must come by `deadline`.
+/// Sends `body` to `route`'s `upstream` (asking it to stream, with
+/// `streamed`), naming the request by `request_id`; its response's head
+/// must come by `deadline`. A redirect is a failure:
+/// serve sends a prompt only to the addresses its signed config names.
 pub(super) async fn call(
     app: &App,
+    route: &str,
     upstream: &Upstream,
     body: &serde_json::Map<String, Value>,
     deadline: tokio::time::Instant,
+    request_id: &str,
+    streamed: bool,
 ) -> Result<Called, CallFailed> {
     let body = WithModel {
         body,
         model: &upstream.model,
+        streamed,
     };
     let mut request = app
         .http
         .post(&upstream.chat_url)
         .header(header::CONTENT_TYPE, "application/json")
+        .header(super::http::REQUEST_ID, request_id)
         .body(serde_json::to_vec(&body).expect("JSON serialises"));
     if let Some(key) = &upstream.api_key {
         request = request.bearer_auth(key);
@@ -140,19 +181,65 @@ pub(super) async fn call(
         .map_err(|_| CallFailed::TimedOut)?
         .map_err(|problem| {
             CallFailed::Unreachable(format!(
-                "the upstream at {} did not answer: {}",
-                upstream.chat_url,
-                without_url(&problem)
+                "route {route:?} did not answer: {}",
+                describe(&problem, upstream)
             ))
         })?;
+    let status =
+        StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    if status.is_redirection() {
+        return Err(CallFailed::Unreachable(format!(
+            "route {route:?} answered {status}, a redirect; serve never follows one"
+        )));
+    }
+    let limits = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| is_limit_header(name.as_str()))
+        .filter_map(|(name, value)| {
+            Some((
+                HeaderName::from_bytes(name.as_str().as_bytes()).ok()?,
+                HeaderValue::from_bytes(value.as_bytes()).ok()?,
+            ))
+        })
+        .collect();
     Ok(Called {
-        status: StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY),
+        status,
         content_type: response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|value| HeaderValue::from_bytes(value.as_bytes()).ok()),
+        limits,
         response,
     })
+}
+
+/// What went wrong with a call, with neither the upstream's URL nor its
+/// host in it: the error and its causes, as far as they say something.
+fn describe(error: &reqwest::Error, upstream: &Upstream) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "the request failed"
+    };
+    let mut innermost: &dyn std::error::Error = error;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    let mut text = if std::ptr::addr_eq(innermost, error as &dyn std::error::Error) {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {innermost}")
+    };
+    if let Ok(url) = reqwest::Url::parse(&upstream.chat_url) {
+        text = text.replace(url.as_str(), "<route>");
+        if let Some(host) = url.host_str() {
+            text = text.replace(host, "<route>");
+        }
+    }
+    text
 }
 
 pub(super) fn without_url(error: &reqwest::Error) -> String {
@@ -169,6 +256,10 @@ pub(super) fn is_sse(content_type: Option<&HeaderValue>) -> bool {
         .is_some_and(|value| value.starts_with("text/event-stream"))
 }
 
+/// The most of a non-streamed answer kept to read its usage and model
+/// from; a longer one is passed on whole, unread.
+const MAX_READ_BODY_BYTES: usize = 8 << 20;
+
 /// The record finished when the answer's last byte has gone (or the
 /// client went away), however the body ends.
 pub(super) struct Finishing {
@@ -176,27 +267,92 @@ pub(super) struct Finishing {
     pub record: Option<ServedRecord>,
     pub started: Instant,
     pub answer: Answer,
-    pub sse: bool,
+    /// A streamed answer's events, framed and checked as they pass.
+    pub sse: Option<Framer>,
     pub body: Vec<u8>,
+    /// The body is not read for the record: it outgrew
+    /// [`MAX_READ_BODY_BYTES`], or `answer` was read from the stream it was
+    /// assembled from.
+    pub body_unread: bool,
+    pub route: String,
     pub upstream: Upstream,
     /// What earlier calls of a cascade cost.
     pub spent_before: f64,
     pub first_byte: Option<f64>,
     pub ending: Ending,
+    /// The bytes the upstream said it would send, and how many have gone
+    /// to the client.
+    pub expected_bytes: Option<u64>,
+    pub passed_bytes: u64,
+    /// The last bytes have been passed on: the next poll ends the body.
+    pub over: bool,
     /// Admission slots, given back with the answer's last byte.
     pub slots: Vec<Slot>,
 }
 
 impl Finishing {
-    fn feed(&mut self, chunk: &[u8]) {
+    fn feed(&mut self, bytes: &[u8]) {
         if self.first_byte.is_none() {
             self.first_byte = Some(self.started.elapsed().as_secs_f64() * 1e3);
         }
-        if self.sse {
-            self.answer.feed_sse(chunk);
-        } else {
-            self.body.extend_from_slice(chunk);
+        self.passed_bytes += bytes.len() as u64;
+        if self.sse.is_some() {
+            self.answer.feed_sse(bytes);
+        } else if !self.body_unread && self.body.len() + bytes.len() <= MAX_READ_BODY_BYTES {
+            self.body.extend_from_slice(bytes);
+        } else if !self.body_unread {
+            self.body = Vec::new();
+            self.body_unread = true;
         }
+    }
+
+    /// Whether the client has been given the whole answer: a stream's
+    /// `[DONE]`, or every byte of a body of known length. A client that
+    /// leaves after that has read its answer.
+    fn answer_given(&self) -> bool {
+        match &self.sse {
+            Some(framer) => framer.done,
+            None => self.expected_bytes == Some(self.passed_bytes),
+        }
+    }
+
+    /// The next bytes for the client from `chunk` of the upstream's: a
+    /// stream's whole events (an error event if they are malformed), or
+    /// the chunk itself.
+    fn pass(&mut self, chunk: &Bytes) -> Result<Bytes, Bytes> {
+        let Some(framer) = &mut self.sse else {
+            self.feed(chunk);
+            return Ok(chunk.clone());
+        };
+        let mut events = Vec::new();
+        let framed = framer.push(chunk, &mut events);
+        self.feed(&events);
+        match framed {
+            Ok(()) => Ok(Bytes::from(events)),
+            Err(malformed) => Err(self.cut(events, &malformed)),
+        }
+    }
+
+    /// What is left when the upstream ended: a stream's last event without
+    /// its blank line.
+    fn pass_rest(&mut self) -> Result<Bytes, Bytes> {
+        let Some(framer) = &mut self.sse else {
+            return Ok(Bytes::new());
+        };
+        let mut events = Vec::new();
+        let framed = framer.finish(&mut events);
+        self.feed(&events);
+        match framed {
+            Ok(()) => Ok(Bytes::from(events)),
+            Err(malformed) => Err(self.cut(events, &malformed)),
+        }
+    }
+
+    /// `events` and then the error event that ends a malformed stream.
+    fn cut(&mut self, mut events: Vec<u8>, malformed: &Malformed) -> Bytes {
+        events.extend_from_slice(&error_event(&malformed.message(&self.route)));
+        self.ending = Ending::Malformed;
+        Bytes::from(events)
     }
 }
 
@@ -209,6 +365,8 @@ pub(super) enum Ending {
     #[default]
     ClientLeft,
     UpstreamCut,
+    /// The upstream's stream was not one a client can read.
+    Malformed,
     /// No byte within `--stall-timeout-ms` after the first.
     Stalled,
     /// The answer ran past `--total-timeout-ms`.
@@ -217,10 +375,19 @@ pub(super) enum Ending {
 
 impl Drop for Finishing {
     fn drop(&mut self) {
-        let Some(mut record) = self.record.take() else {
-            return;
-        };
-        if !self.sse {
+        self.close();
+    }
+}
+
+impl Finishing {
+    /// Finishes the record as the answer ended and queues it; its number in
+    /// the journal, if it was queued. Once only: a second call does nothing.
+    fn close(&mut self) -> Option<u64> {
+        let mut record = self.record.take()?;
+        if self.ending == Ending::ClientLeft && self.answer_given() {
+            self.ending = Ending::Finished;
+        }
+        if self.sse.is_none() && !self.body_unread {
             self.answer = Answer::of_json(&self.body);
         }
         let answer = &self.answer;
@@ -253,6 +420,7 @@ impl Drop for Finishing {
             Ending::Finished => (None, None),
             Ending::ClientLeft => (Some(Status::Error), Some("client_disconnected")),
             Ending::UpstreamCut => (Some(Status::Error), Some("upstream_cut")),
+            Ending::Malformed => (Some(Status::Error), Some("upstream_malformed")),
             Ending::Stalled => (Some(Status::Timeout), Some("stall")),
             Ending::PastTotal => (Some(Status::Timeout), Some("total_deadline")),
         };
@@ -265,17 +433,18 @@ impl Drop for Finishing {
         self.app
             .metrics
             .request(&record.route, &record.reason, record.status, record.ttft_ms);
-        self.app.journal.write(record);
+        self.app.journal.write(record)
     }
 }
 
 /// The client's response: the upstream's status and bytes, streamed as they
-/// arrive, with the decision in headers; the record is written at its end.
+/// arrive (a stream's a whole event at a time), with the decision and the
+/// upstream's rate-limit headers; the record is written at its end.
 pub(super) fn pass_through(
     mut finishing: Finishing,
     status: StatusCode,
     content_type: Option<HeaderValue>,
-    headers: Vec<(&'static str, String)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
     source: Source,
 ) -> Response {
     let mut builder = Response::builder().status(status);
@@ -283,9 +452,7 @@ pub(super) fn pass_through(
         builder = builder.header(header::CONTENT_TYPE, content_type);
     }
     for (name, value) in headers {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            builder = builder.header(name, value);
-        }
+        builder = builder.header(name, value);
     }
     let body = match source {
         Source::Buffered(bytes) => {
@@ -295,52 +462,173 @@ pub(super) fn pass_through(
             Body::from(bytes)
         }
         Source::Stream { first, rest } => {
-            let timeouts = finishing.app.timeouts;
-            let total = tokio::time::Instant::from_std(finishing.started) + timeouts.total;
             let first = first.map(Ok::<Bytes, reqwest::Error>);
-            let rest = futures_util::stream::iter(first).chain(rest);
-            let body = futures_util::stream::unfold(
+            let rest = futures_util::stream::iter(first).chain(rest).boxed();
+            Body::from_stream(futures_util::stream::unfold(
                 (rest, Some(finishing)),
-                move |(mut rest, mut finishing)| async move {
-                    let mut state = finishing.take()?;
-                    let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
-                    let (item, ending) = match tokio::time::timeout_at(deadline, rest.next()).await
-                    {
-                        Ok(Some(Ok(chunk))) => {
-                            state.feed(&chunk);
-                            (Some(Ok(chunk)), None)
-                        }
-                        Ok(Some(Err(problem))) => (
-                            Some(Err(std::io::Error::other(without_url(&problem)))),
-                            Some(Ending::UpstreamCut),
-                        ),
-                        Ok(None) => (None, Some(Ending::Finished)),
-                        Err(_) => {
-                            let ending = if deadline >= total {
-                                Ending::PastTotal
-                            } else {
-                                Ending::Stalled
-                            };
-                            let message = match ending {
-                                Ending::PastTotal => "the answer ran past --total-timeout-ms",
-                                _ => "the answer stalled past --stall-timeout-ms",
-                            };
-                            (Some(Err(std::io::Error::other(message))), Some(ending))
-                        }
-                    };
-                    match ending {
-                        // The last item, then the record (on drop).
-                        Some(ending) => {
-                            state.ending = ending;
-                            drop(state);
-                            item.map(|item| (item, (rest, None)))
-                        }
-                        None => item.map(|item| (item, (rest, Some(state)))),
-                    }
-                },
-            );
-            Body::from_stream(body)
+                next_bytes,
+            ))
         }
     };
     builder.body(body).expect("a valid response")
+}
+
+/// The end of an answer passed on whole: its record queued, and the end
+/// held back until the record is committed when the journal is behind
+/// (docs/serve.md, "Records").
+async fn finished<T>(mut state: Finishing) -> Option<T> {
+    let number = state.close();
+    let journal = state.app.journal.clone();
+    drop(state);
+    if let Some(number) = number {
+        journal.committed(number).await;
+    }
+    None
+}
+
+type UpstreamBytes = BoxStream<'static, Result<Bytes, reqwest::Error>>;
+
+/// The next bytes for the client, and what is left; `None` once the answer
+/// has ended, its record written.
+async fn next_bytes(
+    (mut rest, finishing): (UpstreamBytes, Option<Finishing>),
+) -> Option<(
+    Result<Bytes, std::io::Error>,
+    (UpstreamBytes, Option<Finishing>),
+)> {
+    let mut state = finishing?;
+    if state.over {
+        return finished(state).await;
+    }
+    let timeouts = state.app.timeouts;
+    let total = tokio::time::Instant::from_std(state.started) + timeouts.total;
+    loop {
+        let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
+        let (item, ending) = match tokio::time::timeout_at(deadline, rest.next()).await {
+            Ok(Some(Ok(chunk))) => match state.pass(&chunk) {
+                // A chunk that completes no event: read on.
+                Ok(bytes) if bytes.is_empty() => continue,
+                Ok(bytes) => (Ok(bytes), None),
+                Err(cut) => (Ok(cut), Some(Ending::Malformed)),
+            },
+            Ok(Some(Err(problem))) => (
+                Err(std::io::Error::other(without_url(&problem))),
+                Some(Ending::UpstreamCut),
+            ),
+            Ok(None) => match state.pass_rest() {
+                Ok(bytes) if bytes.is_empty() => {
+                    state.ending = Ending::Finished;
+                    return finished(state).await;
+                }
+                Ok(bytes) => {
+                    state.ending = Ending::Finished;
+                    state.over = true;
+                    return Some((Ok(bytes), (rest, Some(state))));
+                }
+                Err(cut) => (Ok(cut), Some(Ending::Malformed)),
+            },
+            Err(_) => {
+                let (ending, message) = if deadline >= total {
+                    (Ending::PastTotal, "the answer ran past --total-timeout-ms")
+                } else {
+                    (
+                        Ending::Stalled,
+                        "the answer stalled past --stall-timeout-ms",
+                    )
+                };
+                (Err(std::io::Error::other(message)), Some(ending))
+            }
+        };
+        return match ending {
+            // The last item; the record is written when the state drops.
+            Some(ending) => {
+                state.ending = ending;
+                Some((item, (rest, None)))
+            }
+            None => Some((item, (rest, Some(state)))),
+        };
+    }
+}
+
+/// The most of a streamed answer's events serve reads to assemble one
+/// non-streamed answer; a client wanting a longer one streams it.
+pub(super) const MAX_ASSEMBLED_BYTES: usize = 64 << 20;
+
+/// A streamed answer read whole for a client that did not stream, every
+/// chunk within the stall timer and all of it by the total deadline, into
+/// `assembly` and `answer`; or how it ended early and what the client is
+/// told.
+pub(super) async fn read_events(
+    route: &str,
+    source: Source,
+    started: Instant,
+    timeouts: Timeouts,
+    assembly: &mut Assembly,
+    answer: &mut Answer,
+) -> Result<(), (Ending, String)> {
+    let (first, rest) = match source {
+        Source::Stream { first, rest } => (first, rest),
+        Source::Buffered(bytes) => (
+            Some(Bytes::from(bytes)),
+            futures_util::stream::empty().boxed(),
+        ),
+    };
+    let mut chunks = futures_util::stream::iter(first.map(Ok)).chain(rest);
+    let total = tokio::time::Instant::from_std(started) + timeouts.total;
+    let mut framer = Framer::default();
+    let mut read = 0;
+    let malformed = |malformed: Malformed| (Ending::Malformed, malformed.message(route));
+    loop {
+        let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
+        let mut events = Vec::new();
+        let ended = match tokio::time::timeout_at(deadline, chunks.next()).await {
+            // A stream is over at its `[DONE]`, whenever the upstream
+            // closes it.
+            Ok(Some(Ok(chunk))) => {
+                framer.push(&chunk, &mut events).map_err(malformed)?;
+                framer.done
+            }
+            Ok(Some(Err(problem))) => {
+                return Err((
+                    Ending::UpstreamCut,
+                    format!(
+                        "route {route:?}'s answer was cut: {}",
+                        without_url(&problem)
+                    ),
+                ));
+            }
+            Ok(None) => {
+                framer.finish(&mut events).map_err(malformed)?;
+                true
+            }
+            Err(_) if deadline >= total => {
+                return Err((
+                    Ending::PastTotal,
+                    format!("route {route:?}'s answer ran past --total-timeout-ms"),
+                ));
+            }
+            Err(_) => {
+                return Err((
+                    Ending::Stalled,
+                    format!("route {route:?}'s answer stalled past --stall-timeout-ms"),
+                ));
+            }
+        };
+        read += events.len();
+        if read > MAX_ASSEMBLED_BYTES {
+            return Err((
+                Ending::UpstreamCut,
+                format!(
+                    "route {route:?}'s answer is longer than the {MAX_ASSEMBLED_BYTES} bytes serve assembles for a client that does not stream; ask with \"stream\": true"
+                ),
+            ));
+        }
+        answer.feed_sse(&events);
+        for event in super::assemble::events(&events) {
+            assembly.add(&event);
+        }
+        if ended {
+            return Ok(());
+        }
+    }
 }

@@ -1,16 +1,17 @@
 //! The endpoints but the decision API: `POST /v1/chat/completions` (decide,
 //! call the route, pass its bytes through, or a cascade's stages in turn),
-//! `GET /v1/models`, `GET /metrics`, `GET /healthz`, `GET /readyz`; and
-//! what every request shares ([`App`]) and how a refusal is answered.
+//! `GET /v1/models` and `/v1/models/{id}`, `GET /metrics`, `GET /healthz`,
+//! `GET /readyz`, and an OpenAI-style 404 for everything else; the request
+//! id every response carries; what every request shares ([`App`]) and how a
+//! refusal is answered.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -24,7 +25,7 @@ use super::deployed::Deployed;
 use super::forward::{Timeouts, message_tokens};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
-use super::metrics::Metrics;
+use super::metrics::{Metrics, RecordsGauges};
 use super::resilience::Resilience;
 use super::stage::{Stage, StageCall};
 
@@ -39,6 +40,13 @@ pub struct App {
     pub clock: Arc<dyn Clock + Send + Sync>,
     pub http: reqwest::Client,
     pub journal: Journal,
+    /// `--max-body-bytes`.
+    pub max_body_bytes: usize,
+    /// `--records-fail closed`: no request is answered while the records
+    /// cannot be written.
+    pub records_fail_closed: bool,
+    /// How many refusals for want of a valid key are journaled.
+    pub unauthorized: RecordRate,
     pub metrics: Metrics,
     pub admission: Admission,
     pub timeouts: Timeouts,
@@ -75,11 +83,91 @@ pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str)
     (status, axum::Json(body)).into_response()
 }
 
+/// The header that names a request, in both directions and upstream.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The longest request id a client may give; a longer one, or one with
+/// anything but letters, digits and `-_.:`, is replaced by serve's own.
+const MAX_REQUEST_ID: usize = 128;
+
+/// A request's id: the one its client sent in `x-request-id` where it is
+/// a plain token, else serve's own, unique in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+fn client_request_id(headers: &HeaderMap) -> Option<String> {
+    let id = headers.get(REQUEST_ID)?.to_str().ok()?.trim();
+    let plain = !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(&byte));
+    plain.then(|| id.to_owned())
+}
+
+/// The layer that names every request: its id goes into the request (for
+/// the record and the upstream call) and onto the response, whatever
+/// answered it.
+pub async fn request_id(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let id = client_request_id(request.headers()).unwrap_or_else(|| {
+        let number = app.requests.fetch_add(1, Ordering::Relaxed);
+        format!("serve-{}-{number}", app.started_ms)
+    });
+    let value = HeaderValue::from_str(&id).expect("a request id is a plain token");
+    request.extensions_mut().insert(RequestId(id));
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(REQUEST_ID, value);
+    response
+}
+
+/// The id [`request_id`] gave a request.
+pub(super) fn id_of(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map(|id| id.0.clone())
+        .expect("every request passes the request-id layer")
+}
+
+/// At most so many records a second; the rest counted as dropped.
+#[derive(Debug)]
+pub struct RecordRate {
+    per_second: u32,
+    /// The second being counted, and how many it has journaled.
+    window: std::sync::Mutex<(i64, u32)>,
+    pub dropped: AtomicU64,
+}
+
+impl RecordRate {
+    pub fn new(per_second: u32) -> RecordRate {
+        RecordRate {
+            per_second,
+            window: std::sync::Mutex::new((i64::MIN, 0)),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether a record made at `now_ms` may be journaled.
+    fn take(&self, now_ms: i64) -> bool {
+        let mut window = self.window.lock().expect("unpoisoned");
+        let second = now_ms.div_euclid(1000);
+        if window.0 != second {
+            *window = (second, 0);
+        }
+        if window.1 < self.per_second {
+            window.1 += 1;
+            true
+        } else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+}
+
 /// The request's record before it is answered.
-pub(super) fn begin(app: &App, deployed: &Deployed) -> ServedRecord {
-    let number = app.requests.fetch_add(1, Ordering::Relaxed);
+pub(super) fn begin(app: &App, deployed: &Deployed, id: String) -> ServedRecord {
     ServedRecord {
-        id: format!("serve-{}-{number}", app.started_ms),
+        id,
         timestamp: app.now_ms(),
         slice: "-".to_owned(),
         logical_model: deployed.config.table.logical_model.clone(),
@@ -118,36 +206,42 @@ pub(super) fn refuse(
     record.total_ms = Some(started.elapsed().as_secs_f64() * 1e3);
     app.metrics
         .request(&record.route, reason, record.status, None);
-    app.journal.write(record);
+    if reason != "unauthorized" || app.unauthorized.take(record.timestamp) {
+        app.journal.write(record);
+    }
     response
 }
 
-/// A body too large (413) or unreadable, as an OpenAI-style error, recorded.
-pub(super) fn unreadable_body(app: &App, rejection: &BytesRejection) -> Response {
-    let deployed = app.current();
-    let record = begin(app, &deployed);
-    let status = rejection.status();
-    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        "the request body is larger than --max-body-bytes".to_owned()
-    } else {
-        rejection.body_text()
-    };
-    refuse(
-        app,
-        record,
-        "bad-request",
-        Instant::now(),
-        error(status, "invalid_request_error", Some("body"), &message),
-    )
+/// `POST /v1/chat/completions`.
+pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
+    // Answered on a task of its own: a client that leaves stops waiting,
+    // not the request, whose record is then finished (at the latest with
+    // the route's first byte) as the client's leaving.
+    tokio::spawn(answer_chat(app, request))
+        .await
+        .unwrap_or_else(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                "serve failed while answering the request",
+            )
+        })
 }
 
-/// `POST /v1/chat/completions`.
-pub async fn chat(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (decided, mut record, started) = match admit(&app, &headers, body) {
+async fn answer_chat(app: Arc<App>, request: Request) -> Response {
+    if app.records_fail_closed && app.journal.health.problem().is_some() {
+        let deployed = app.current();
+        let record = begin(&app, &deployed, id_of(&request));
+        let response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            None,
+            "serve cannot write its records now, and --records-fail closed refuses requests until it can",
+        );
+        return refuse(&app, record, "records-failing", Instant::now(), response);
+    }
+    let (decided, mut record, started) = match admit(&app, request).await {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };
@@ -239,29 +333,69 @@ fn requested_tokens(request: &serde_json::Map<String, Value>) -> (u64, u64) {
     (prompt, most)
 }
 
+/// The logical model as the OpenAI API lists a model.
+fn model_object(deployed: &Deployed) -> Value {
+    json!({
+        "id": deployed.config.table.logical_model,
+        "object": "model",
+        "created": crate::clock::parse_rfc3339(&deployed.config.created_at).unwrap_or(0),
+        "owned_by": "routeval",
+    })
+}
+
 /// `GET /v1/models`.
 pub async fn models(State(app): State<Arc<App>>) -> Response {
     let deployed = app.current();
-    axum::Json(json!({
-        "object": "list",
-        "data": [{
-            "id": deployed.config.table.logical_model,
-            "object": "model",
-            "created": deployed.config.created_at,
-            "owned_by": "routeval",
-        }],
-    }))
-    .into_response()
+    axum::Json(json!({"object": "list", "data": [model_object(&deployed)]})).into_response()
+}
+
+/// `GET /v1/models/{id}`: the logical model, or a 404 naming it.
+pub async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let deployed = app.current();
+    let logical = &deployed.config.table.logical_model;
+    if &id == logical {
+        return axum::Json(model_object(&deployed)).into_response();
+    }
+    error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("model"),
+        &format!("the model {id:?} does not exist here; this endpoint serves {logical:?}"),
+    )
+}
+
+/// Every path serve does not serve: an OpenAI-style 404 that says what it
+/// does serve, so an SDK raises `NotFoundError` with a message a person
+/// can act on.
+pub async fn not_served(request: Request) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        None,
+        &format!(
+            "{} {} is not served here; routeval serve answers POST /v1/chat/completions, POST /v1/route, GET /v1/models and GET /v1/models/{{id}}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
 }
 
 pub async fn metrics(State(app): State<Arc<App>>) -> Response {
     let deployed = app.current();
+    let health = &app.journal.health;
     let text = app.metrics.render(
         deployed.config.version,
         &deployed.config.config_id,
         deployed.expired(app.clock.as_ref()),
         app.admission.in_flight(),
         &app.resilience.breakers(app.now_ms() as f64),
+        &RecordsGauges {
+            writable: health.problem().is_none(),
+            pending: health.pending(),
+            write_errors: health.write_errors.load(Ordering::Relaxed),
+            dropped: health.dropped.load(Ordering::Relaxed),
+            unrecorded_refusals: app.unauthorized.dropped.load(Ordering::Relaxed),
+        },
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
@@ -270,9 +404,17 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Ready while the served config is in date.
+/// Ready while the served config is in date and the records can be
+/// written.
 pub async fn readyz(State(app): State<Arc<App>>) -> Response {
     let deployed = app.current();
+    if let Some(problem) = app.journal.health.problem() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the records cannot be written: {problem}\n"),
+        )
+            .into_response();
+    }
     if deployed.expired(app.clock.as_ref()) {
         (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -1,16 +1,29 @@
 //! One record per request, kept durably: appended to a JSON-lines journal
-//! (`part-NNNNNN.jsonl`) on a writer thread that syncs each batch it drains,
-//! and rolled into a Parquet part of the same number (`part-NNNNNN.parquet`,
-//! written under a temporary name and committed whole) every `roll_after`
-//! records and when serve stops. The directory is what `drift --records`,
-//! `replay` and `sample` read as it is: parts and the live journal alike.
-//! A journal left by a killed serve is rolled when the next one starts; a
-//! torn last line (the kill came mid-write) is the only thing dropped.
+//! (`part-NNNNNN.jsonl`) by a writer thread that commits (writes and syncs)
+//! what it has every [`COMMIT_WINDOW`] or [`MAX_BATCH`] records, whichever
+//! comes first, and rolled into a Parquet part of the same number
+//! (`part-NNNNNN.parquet`, written under a temporary name and committed
+//! whole) every `roll_after` records and when serve stops. The directory is
+//! what `drift --records`, `replay` and `sample` read as it is: parts and
+//! the live journal alike. A journal left by a killed serve is rolled when
+//! the next one starts; a torn last line (the kill came mid-write) is the
+//! only thing dropped.
+//!
+//! What a kill can lose is bounded: an answer's end waits for its record's
+//! commit whenever more than [`MAX_UNCOMMITTED`] records are waiting for
+//! one, so at most that many answered requests are ever without a durable
+//! record. A write that fails (a full disk, a directory serve may no longer
+//! write) is loud at once (stderr naming the file, `/metrics`, `/readyz`
+//! not ready); the records of the gap are kept in memory, up to
+//! [`MAX_KEPT`], and written as soon as the journal can be written again,
+//! and any dropped beyond that are counted.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
@@ -49,10 +62,64 @@ pub struct ServedRecord {
     pub shadow_config_version: Option<u64>,
 }
 
+/// How long the writer gathers records into one commit after the first.
+pub const COMMIT_WINDOW: Duration = Duration::from_millis(2);
+/// The most records one commit writes while the journal is healthy.
+pub const MAX_BATCH: usize = 4096;
+/// The most answered requests whose records may wait for a commit; past
+/// it, an answer's end waits for its record.
+pub const MAX_UNCOMMITTED: u64 = 256;
+/// The records the queue to the writer holds; a record that finds it full
+/// is dropped and counted.
+const QUEUE: usize = 65_536;
+/// The most records kept in memory while the journal cannot be written.
+pub const MAX_KEPT: usize = 100_000;
+/// How often a journal that could not be written is tried again.
+const RETRY_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a failing journal is tried when serve stops, before the
+/// records it still holds are given up (and said so).
+const TRIES_AT_STOP: u32 = 8;
+
+/// What the request path and `/metrics` know of the writer.
+#[derive(Debug, Default)]
+pub struct JournalHealth {
+    /// Records given to the writer, and records written and synced: the
+    /// first `committed` of the `sent` (they are written in order).
+    sent: AtomicU64,
+    committed: AtomicU64,
+    failing: AtomicBool,
+    /// What the last failed write said, naming the file.
+    problem: Mutex<Option<String>>,
+    pub write_errors: AtomicU64,
+    pub dropped: AtomicU64,
+    committed_now: tokio::sync::Notify,
+}
+
+impl JournalHealth {
+    /// Why the records cannot be written now, if they cannot.
+    pub fn problem(&self) -> Option<String> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.problem.lock().expect("unpoisoned").clone()
+    }
+
+    /// Records not yet written and synced.
+    pub fn pending(&self) -> u64 {
+        self.sent
+            .load(Ordering::Acquire)
+            .saturating_sub(self.committed.load(Ordering::Acquire))
+    }
+}
+
 /// The sending end: records go to the writer thread.
 #[derive(Debug, Clone)]
 pub struct Journal {
-    sender: mpsc::Sender<ServedRecord>,
+    sender: mpsc::SyncSender<ServedRecord>,
+    /// Held while a record is numbered and queued, so that numbers follow
+    /// the queue's order.
+    order: Arc<Mutex<()>>,
+    pub health: Arc<JournalHealth>,
 }
 
 /// The writer thread; joined when serve stops, after the last part rolls.
@@ -63,9 +130,39 @@ pub struct JournalThread {
 }
 
 impl Journal {
-    pub fn write(&self, record: ServedRecord) {
-        // The writer stops only once every sender is gone.
-        let _ = self.sender.send(record);
+    /// Queues `record`; its number in the journal's order, or `None` if the
+    /// queue was full and it was dropped (and counted).
+    pub fn write(&self, record: ServedRecord) -> Option<u64> {
+        let _order = self.order.lock().expect("unpoisoned");
+        match self.sender.try_send(record) {
+            Ok(()) => Some(self.health.sent.fetch_add(1, Ordering::AcqRel) + 1),
+            Err(_) => {
+                if self.health.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!(
+                        "serve: the records writer is {QUEUE} records behind; records are being dropped (routeval_records_dropped_total)"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Waits until record `number` is written and synced, if more than
+    /// [`MAX_UNCOMMITTED`] records are waiting; a journal that cannot be
+    /// written keeps its records in memory instead, and nothing waits.
+    pub async fn committed(&self, number: u64) {
+        loop {
+            let notified = self.health.committed_now.notified();
+            let health = &self.health;
+            let behind = health.pending() > MAX_UNCOMMITTED;
+            if !behind
+                || health.committed.load(Ordering::Acquire) >= number
+                || health.failing.load(Ordering::Acquire)
+            {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -116,13 +213,27 @@ pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, Journ
             recover(directory, number)?;
         }
     }
-    let (sender, receiver) = mpsc::channel();
-    let directory = directory.to_owned();
+    let (sender, receiver) = mpsc::sync_channel(QUEUE);
+    let health = Arc::new(JournalHealth::default());
+    let writer = Writer {
+        directory: directory.to_owned(),
+        number: next,
+        file: None,
+        good_len: 0,
+        written: 0,
+        roll_after,
+        roll_failed: false,
+        health: health.clone(),
+    };
     let handle = std::thread::Builder::new()
         .name("serve-records".to_owned())
-        .spawn(move || write_loop(&directory, next, roll_after, &receiver))?;
+        .spawn(move || writer.run(&receiver))?;
     Ok((
-        Journal { sender },
+        Journal {
+            sender,
+            order: Arc::new(Mutex::new(())),
+            health,
+        },
         JournalThread {
             handle,
             _lock: lock,
@@ -226,49 +337,169 @@ fn roll(directory: &Path, number: u64) -> anyhow::Result<()> {
     crate::atomic::sync_directory(&journal)
 }
 
-fn write_loop(
-    directory: &Path,
-    mut number: u64,
+/// The writer thread's state: the journal being appended to.
+struct Writer {
+    directory: PathBuf,
+    number: u64,
+    file: Option<File>,
+    /// The journal's length after its last commit: a failed write is cut
+    /// back to it, so no torn line is left between two whole ones.
+    good_len: u64,
+    written: u64,
     roll_after: u64,
-    receiver: &mpsc::Receiver<ServedRecord>,
-) -> anyhow::Result<()> {
-    let mut file: Option<File> = None;
-    let mut written = 0u64;
-    let open = |number: u64| -> anyhow::Result<File> {
-        let path = journal_path(directory, number);
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("{}: cannot create the journal", path.display()))?;
-        crate::atomic::sync_directory(&path)?;
-        Ok(file)
-    };
-    while let Ok(first) = receiver.recv() {
-        let mut batch = vec![first];
-        batch.extend(receiver.try_iter());
+    /// A roll failed; the journal is kept and rolled at the next commit.
+    roll_failed: bool,
+    health: Arc<JournalHealth>,
+}
+
+impl Writer {
+    fn run(mut self, receiver: &mpsc::Receiver<ServedRecord>) -> anyhow::Result<()> {
+        let mut pending: Vec<ServedRecord> = Vec::new();
+        let mut open = true;
+        let mut tries_at_stop = 0;
+        while open || !pending.is_empty() {
+            if pending.is_empty() {
+                match receiver.recv() {
+                    Ok(record) => pending.push(record),
+                    Err(_) => break,
+                }
+            }
+            let failing = self.health.failing.load(Ordering::Acquire);
+            let window = if failing {
+                RETRY_INTERVAL
+            } else {
+                COMMIT_WINDOW
+            };
+            let most = if failing { MAX_KEPT } else { MAX_BATCH };
+            if open {
+                open = Writer::gather(receiver, &mut pending, window, most);
+            }
+            if failing && pending.len() >= most {
+                // Full: the queue holds what comes next, and past it the
+                // records are dropped and counted.
+                std::thread::sleep(RETRY_INTERVAL);
+            }
+            match self.commit(&pending) {
+                Ok(()) => {
+                    let count = pending.len() as u64;
+                    pending.clear();
+                    self.health.committed.fetch_add(count, Ordering::AcqRel);
+                    self.health.committed_now.notify_waiters();
+                    if self.health.failing.swap(false, Ordering::AcqRel) {
+                        eprintln!(
+                            "serve: the records are written again to {}; {count} records kept through the gap, {} dropped in all",
+                            self.journal().display(),
+                            self.health.dropped.load(Ordering::Relaxed)
+                        );
+                    }
+                }
+                Err(problem) => {
+                    self.fail(&problem);
+                    if !open {
+                        tries_at_stop += 1;
+                        if tries_at_stop >= TRIES_AT_STOP {
+                            anyhow::bail!(
+                                "{} records could not be written: {problem}",
+                                pending.len()
+                            );
+                        }
+                        std::thread::sleep(RETRY_INTERVAL);
+                    }
+                }
+            }
+        }
+        if self.file.take().is_some() || self.roll_failed {
+            roll(&self.directory, self.number)?;
+        }
+        Ok(())
+    }
+
+    /// Adds to `pending` what comes within `window`, up to `most` records;
+    /// false once every sender is gone.
+    fn gather(
+        receiver: &mpsc::Receiver<ServedRecord>,
+        pending: &mut Vec<ServedRecord>,
+        window: Duration,
+        most: usize,
+    ) -> bool {
+        let until = Instant::now() + window;
+        while pending.len() < most {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            match receiver.recv_timeout(left) {
+                Ok(record) => pending.push(record),
+                Err(mpsc::RecvTimeoutError::Timeout) => return true,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        true
+    }
+
+    fn journal(&self) -> PathBuf {
+        journal_path(&self.directory, self.number)
+    }
+
+    /// Writes and syncs `records`, then rolls the journal if it is due.
+    fn commit(&mut self, records: &[ServedRecord]) -> anyhow::Result<()> {
         let mut lines = Vec::new();
-        for record in &batch {
+        for record in records {
             serde_json::to_writer(&mut lines, record)?;
             lines.push(b'\n');
         }
-        let journal = match &mut file {
-            Some(journal) => journal,
-            None => file.insert(open(number)?),
-        };
-        journal.write_all(&lines)?;
-        // One sync per batch: a record is on disk before the next batch.
-        journal.sync_data()?;
-        written += batch.len() as u64;
-        if written >= roll_after {
-            file = None;
-            roll(directory, number)?;
-            number += 1;
-            written = 0;
+        let path = self.journal();
+        if self.file.is_none() {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("{}: cannot open the journal", path.display()))?;
+            self.good_len = file.metadata().map_or(0, |metadata| metadata.len());
+            crate::atomic::sync_directory(&path)?;
+            self.file = Some(file);
         }
+        let file = self.file.as_mut().expect("opened above");
+        let written = file.write_all(&lines).and_then(|()| file.sync_data());
+        if let Err(error) = written {
+            // Cut what reached the file back to the last whole line; the
+            // records are written again, whole, with the next commit.
+            let _ = file.set_len(self.good_len);
+            return Err(error).with_context(|| format!("{}: cannot write", path.display()));
+        }
+        self.good_len += lines.len() as u64;
+        self.written += records.len() as u64;
+        if self.written >= self.roll_after || self.roll_failed {
+            self.file = None;
+            match roll(&self.directory, self.number) {
+                Ok(()) => {
+                    self.roll_failed = false;
+                    self.number += 1;
+                    self.written = 0;
+                    self.good_len = 0;
+                }
+                // The records are committed in the journal; it is rolled
+                // with a later commit.
+                Err(problem) => {
+                    self.roll_failed = true;
+                    eprintln!("serve: {problem:#}; the journal is kept and rolled later");
+                }
+            }
+        }
+        Ok(())
     }
-    if file.take().is_some() {
-        roll(directory, number)?;
+
+    fn fail(&self, problem: &anyhow::Error) {
+        self.health.write_errors.fetch_add(1, Ordering::Relaxed);
+        let text = format!("{problem:#}");
+        let mut last = self.health.problem.lock().expect("unpoisoned");
+        let first = !self.health.failing.swap(true, Ordering::AcqRel);
+        if first || last.as_deref() != Some(text.as_str()) {
+            eprintln!(
+                "serve: the records cannot be written: {text}; requests are answered and their records kept in memory (at most {MAX_KEPT}) until the journal can be written again"
+            );
+        }
+        *last = Some(text);
+        self.health.committed_now.notify_waiters();
     }
-    Ok(())
 }

@@ -82,10 +82,12 @@ impl Keys {
         Ok(Keys { by_digest })
     }
 
-    /// The identity of the bearer key in an `Authorization` header value.
+    /// The identity of the bearer key in an `Authorization` header value;
+    /// the scheme's name is case-insensitive (RFC 7235).
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<&Identity> {
-        let key = authorization?.strip_prefix("Bearer ")?.trim();
-        if key.is_empty() {
+        let (scheme, key) = authorization?.trim_start().split_once([' ', '\t'])?;
+        let key = key.trim();
+        if !scheme.eq_ignore_ascii_case("bearer") || key.is_empty() {
             return None;
         }
         self.by_digest.get(&sha256_hex(key.as_bytes()))
@@ -112,6 +114,16 @@ mod tests {
         assert_eq!(found.slice.as_deref(), Some("billing"));
         assert!(keys.authenticate(Some("Bearer sk-eu-2")).is_none());
         assert!(keys.authenticate(Some("sk-eu-1")).is_none());
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let header = format!("{scheme} sk-eu-1");
+            assert_eq!(
+                keys.authenticate(Some(&header)).map(|found| &found.tenant),
+                Some(&"eu".to_owned()),
+                "{header}"
+            );
+        }
+        assert!(keys.authenticate(Some("Basic sk-eu-1")).is_none());
+        assert!(keys.authenticate(Some("Bearersk-eu-1")).is_none());
         assert!(keys.authenticate(None).is_none());
         std::fs::write(&path, "[[keys]]\nsha256 = \"sk-eu-1\"\ntenant = \"eu\"\n").unwrap();
         let error = Keys::load(&path).unwrap_err().to_string();

@@ -27,6 +27,16 @@ struct Counters {
     reloads: BTreeMap<&'static str, u64>,
 }
 
+/// The records writer's state, as `/metrics` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsGauges {
+    pub writable: bool,
+    pub pending: u64,
+    pub write_errors: u64,
+    pub dropped: u64,
+    pub unrecorded_refusals: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<Counters>,
@@ -86,6 +96,7 @@ impl Metrics {
         expired: bool,
         in_flight: usize,
         breakers: &[BreakerReport],
+        records: &RecordsGauges,
     ) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
         let mut text = String::new();
@@ -143,6 +154,15 @@ impl Metrics {
                 breaker.opens
             );
         }
+        let _ = writeln!(
+            text,
+            "# HELP routeval_unrecorded_refusals_total Refusals for want of a valid key past the rate that is journaled, counted here only.\n# TYPE routeval_unrecorded_refusals_total counter\nrouteval_unrecorded_refusals_total {}\n# HELP routeval_records_writable Whether the last write of the records succeeded.\n# TYPE routeval_records_writable gauge\nrouteval_records_writable {}\n# HELP routeval_records_pending Records not yet written and synced.\n# TYPE routeval_records_pending gauge\nrouteval_records_pending {}\n# HELP routeval_records_write_errors_total Writes of the records that failed.\n# TYPE routeval_records_write_errors_total counter\nrouteval_records_write_errors_total {}\n# HELP routeval_records_dropped_total Records dropped: past the queue, or past what is kept while the records cannot be written.\n# TYPE routeval_records_dropped_total counter\nrouteval_records_dropped_total {}",
+            records.unrecorded_refusals,
+            u8::from(records.writable),
+            records.pending,
+            records.write_errors,
+            records.dropped
+        );
         text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
         for (outcome, count) in &counters.reloads {
             let _ = writeln!(

@@ -11,7 +11,9 @@
 
 mod admission;
 mod answer;
+mod assemble;
 mod cascade;
+mod connections;
 mod decision;
 mod deployed;
 mod forward;
@@ -20,6 +22,7 @@ mod journal;
 mod keys;
 mod metrics;
 mod resilience;
+mod sse;
 mod stage;
 
 use std::net::SocketAddr;
@@ -30,20 +33,25 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 
 use crate::clock::{Clock, SystemClock};
 
 pub use admission::Limits;
+pub use connections::{ConnectionLimits, default_max_connections};
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
 pub use forward::Timeouts;
-pub use journal::{LOCK as RECORDS_LOCK, ServedRecord};
+pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, ServedRecord};
 pub use keys::{Identity, Keys};
 pub use resilience::BudgetSettings;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// Refusals for want of a valid key journaled per second at most; the rest
+/// are counted in `/metrics` only, so a client with no key cannot fill the
+/// records disk.
+const UNAUTHORIZED_RECORDS_PER_SECOND: u32 = 20;
 
 /// How often the config file is looked at for a change.
 const WATCH_INTERVAL: Duration = Duration::from_millis(500);
@@ -60,8 +68,12 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// Records per Parquet part.
     pub roll_records: u64,
+    /// Refuse requests (503) while the records cannot be written.
+    pub records_fail_closed: bool,
     /// Requests in flight at once, in total and per route.
     pub limits: admission::Limits,
+    /// Client connections open at once, and how long one may say nothing.
+    pub connections: ConnectionLimits,
     pub timeouts: Timeouts,
     /// The share of extra calls falling back may make.
     pub budget: BudgetSettings,
@@ -113,7 +125,7 @@ pub fn serve(
         .map(|path| load_shadow(options, path, &public, clock.as_ref(), &deployed))
         .transpose()?;
     let keys = Keys::load(&options.keys)?;
-    let http = crate::client::http_client(256)?;
+    let http = crate::client::proxy_client(256)?;
     let listener = std::net::TcpListener::bind(options.listen)
         .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
     listener.set_nonblocking(true)?;
@@ -135,6 +147,9 @@ pub fn serve(
         clock,
         http,
         journal,
+        max_body_bytes: options.max_body_bytes,
+        records_fail_closed: options.records_fail_closed,
+        unauthorized: http::RecordRate::new(UNAUTHORIZED_RECORDS_PER_SECOND),
         metrics: metrics::Metrics::default(),
         admission: admission::Admission::new(options.limits),
         timeouts: options.timeouts,
@@ -147,22 +162,22 @@ pub fn serve(
         .route("/v1/chat/completions", post(http::chat))
         .route("/v1/route", post(decision::route))
         .route("/v1/models", get(http::models))
+        .route("/v1/models/{id}", get(http::model))
         .route("/metrics", get(http::metrics))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
-        .layer(axum::extract::DefaultBodyLimit::max(options.max_body_bytes))
+        .fallback(http::not_served)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            http::request_id,
+        ))
         .with_state(app.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        // Each response's header and body are written apart: without
-        // NODELAY, Nagle's algorithm holds the second until the client's
-        // delayed ACK, 40 ms later.
-        let listener = tokio::net::TcpListener::from_std(listener)?.tap_io(|stream| {
-            let _ = stream.set_nodelay(true);
-        });
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         let watcher = tokio::spawn(watch(
             app.clone(),
             options.sources.clone(),
@@ -170,11 +185,9 @@ pub fn serve(
             loaded_fingerprint,
             options.records.clone(),
         ));
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(stop_signal())
-            .await;
+        connections::serve(listener, router, options.connections, stop_signal()).await;
         watcher.abort();
-        served
+        anyhow::Ok(())
     })?;
     drop(runtime);
     drop(app);

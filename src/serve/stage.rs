@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::StreamExt;
 
@@ -20,15 +20,18 @@ use crate::records::{HEDGE_ID_SUFFIX, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
+use super::assemble::Assembly;
 use super::cascade::verify;
 use super::decision::Decided;
 use super::deployed::Upstream;
 use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
+    read_events,
 };
 use super::http::{App, error, overloaded, refuse};
 use super::journal::ServedRecord;
 use super::resilience::Stay;
+use super::sse::Framer;
 
 /// One route's turn at a request: the only one, or a cascade's stage.
 pub(super) struct StageCall<'a> {
@@ -61,6 +64,10 @@ struct Reached {
     upstream: Upstream,
     status: StatusCode,
     content_type: Option<HeaderValue>,
+    /// The upstream's rate-limit headers, passed on.
+    limits: Vec<(HeaderName, HeaderValue)>,
+    /// The body's length, where the upstream said it.
+    expected_bytes: Option<u64>,
     source: Source,
     slot: Slot,
     /// Its first byte, ms after the request arrived.
@@ -83,6 +90,8 @@ enum FirstByte {
     Came {
         status: StatusCode,
         content_type: Option<HeaderValue>,
+        limits: Vec<(HeaderName, HeaderValue)>,
+        expected_bytes: Option<u64>,
         source: Source,
         ttft_ms: f64,
     },
@@ -132,17 +141,50 @@ enum Attempt {
 }
 
 impl StageCall<'_> {
-    fn headers(&self, route: &str) -> Vec<(&'static str, String)> {
+    /// The decision's headers, then the upstream's rate-limit headers.
+    fn headers(
+        &self,
+        route: &str,
+        limits: Vec<(HeaderName, HeaderValue)>,
+    ) -> Vec<(HeaderName, HeaderValue)> {
         let config = &self.decided.deployed.config;
         let tier = config.table.route(route).map_or_else(
             || self.stage.to_string(),
             |found| found.tier.name().to_owned(),
         );
-        vec![
+        let decision = [
             ("x-routeval-route", route.to_owned()),
             ("x-routeval-tier", tier),
             ("x-routeval-config-version", config.version.to_string()),
-        ]
+        ];
+        decision
+            .into_iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_static(name),
+                    HeaderValue::from_str(&value).ok()?,
+                ))
+            })
+            .chain(limits)
+            .collect()
+    }
+
+    /// Whether the client asked for a stream.
+    fn client_streams(&self) -> bool {
+        self.decided.request.get("stream") == Some(&serde_json::Value::Bool(true))
+    }
+
+    /// Whether `route` is called with streaming though the client did not
+    /// stream (serve then assembles the answer).
+    fn streams_for_client(&self, route: &str) -> bool {
+        !self.client_streams()
+            && self
+                .decided
+                .deployed
+                .config
+                .table
+                .route(route)
+                .is_some_and(|found| found.stream_upstream)
     }
 
     fn elapsed_ms(&self) -> f64 {
@@ -161,9 +203,18 @@ impl StageCall<'_> {
 
     /// The route's first-token deadline, ms: its breaker's, if sooner than
     /// `--first-token-timeout-ms`, and whether it is the breaker's.
+    /// A route that cannot stream answers a non-streamed call in one
+    /// piece, whose first byte is its last: such a call is bounded by
+    /// `--total-timeout-ms` only.
     fn deadline_ms(&self, route: &str) -> (f64, bool) {
         let global = self.app.timeouts.first_token.as_secs_f64() * 1e3;
         let table = &self.decided.deployed.config.table;
+        let whole = table
+            .route(route)
+            .is_some_and(|found| !found.stream_upstream && !self.client_streams());
+        if whole {
+            return (self.app.timeouts.total.as_secs_f64() * 1e3, false);
+        }
         match table.route(route).and_then(|found| found.breaker) {
             Some(breaker) if breaker.first_token_deadline_ms < global => {
                 (breaker.first_token_deadline_ms, true)
@@ -175,10 +226,24 @@ impl StageCall<'_> {
     /// One call's first byte by `first_token`.
     async fn first_byte(
         &self,
+        route: &str,
         upstream: &Upstream,
         first_token: tokio::time::Instant,
     ) -> FirstByte {
-        let called = match call(self.app, upstream, &self.decided.request, first_token).await {
+        let request = &self.decided.request;
+        let id = &self.decided.request_id;
+        let streamed = self.streams_for_client(route);
+        let called = match call(
+            self.app,
+            route,
+            upstream,
+            request,
+            first_token,
+            id,
+            streamed,
+        )
+        .await
+        {
             Ok(called) => called,
             Err(failed) => return FirstByte::Failed(failed, self.elapsed_ms()),
         };
@@ -188,12 +253,16 @@ impl StageCall<'_> {
         let Called {
             status,
             content_type,
+            limits,
             response,
         } = called;
-        match first_chunk(response, first_token).await {
+        let expected_bytes = response.content_length();
+        match first_chunk(route, response, first_token).await {
             Ok(source) => FirstByte::Came {
                 status,
                 content_type,
+                limits,
+                expected_bytes,
                 source,
                 ttft_ms: self.elapsed_ms(),
             },
@@ -222,7 +291,7 @@ impl StageCall<'_> {
         first_token: tokio::time::Instant,
         hedge_at: tokio::time::Instant,
     ) -> (FirstByte, Option<Hedged>) {
-        let original = self.first_byte(upstream, first_token);
+        let original = self.first_byte(route, upstream, first_token);
         tokio::pin!(original);
         tokio::select! {
             biased;
@@ -242,7 +311,7 @@ impl StageCall<'_> {
         if let Some(found) = self.decided.deployed.config.table.route(route) {
             self.app.resilience.count_call(found, now_ms, self.tokens);
         }
-        let copy = self.first_byte(upstream, first_token);
+        let copy = self.first_byte(route, upstream, first_token);
         tokio::pin!(copy);
         let (first, copy_first) = tokio::select! {
             came = &mut original => (came, false),
@@ -288,7 +357,7 @@ impl StageCall<'_> {
                 self.hedged_first_byte(route, &upstream, first_token, hedge_at)
                     .await
             }
-            _ => (self.first_byte(&upstream, first_token).await, None),
+            _ => (self.first_byte(route, &upstream, first_token).await, None),
         };
         let late = Failure::Deadline { by_breaker };
         // A deadline is recorded as the moment it passed, so that what
@@ -305,6 +374,8 @@ impl StageCall<'_> {
             FirstByte::Came {
                 status,
                 content_type,
+                limits,
+                expected_bytes,
                 source,
                 ttft_ms,
             } => Attempt::Reached(Box::new(Reached {
@@ -312,6 +383,8 @@ impl StageCall<'_> {
                 upstream,
                 status,
                 content_type,
+                limits,
+                expected_bytes,
                 source,
                 slot,
                 ttft_ms,
@@ -397,7 +470,7 @@ impl StageCall<'_> {
                         if let Some(reason) = stay.reason() {
                             record.reason = reason.to_owned();
                         }
-                        Err(self.failed(record.clone(), self.route, failure))
+                        Err(self.failed(record.clone(), self.route, failure).await)
                     }
                 }
             }
@@ -480,7 +553,7 @@ impl StageCall<'_> {
                 self.app
                     .resilience
                     .outcome(fallback, arrival_ms + at_ms, true, false);
-                Err(self.failed(record.clone(), fallback, failure))
+                Err(self.failed(record.clone(), fallback, failure).await)
             }
         }
     }
@@ -513,8 +586,9 @@ impl StageCall<'_> {
 
     /// The client's response to a route that failed before its first byte:
     /// a 504 for a deadline, a 502 for no answer, the upstream's own error
-    /// status and body otherwise.
-    fn failed(&self, mut record: ServedRecord, route: &str, failure: Failure) -> Stage {
+    /// status, rate-limit headers and (unless it carries the route's key or
+    /// address) body otherwise.
+    async fn failed(&self, mut record: ServedRecord, route: &str, failure: Failure) -> Stage {
         record.status = failure.status().name();
         let reason = |default: &str| {
             if record.reason.starts_with("no-fallback:") {
@@ -560,39 +634,43 @@ impl StageCall<'_> {
             Failure::Status(called) => {
                 let Called {
                     status,
-                    content_type,
+                    limits,
                     response,
+                    ..
                 } = *called;
                 let upstream = self.decided.deployed.upstreams[route].clone();
-                let mut finishing = self.finishing(upstream, 0.0);
-                let source = Source::Stream {
-                    first: None,
-                    rest: response.bytes_stream().boxed(),
-                };
+                let total = tokio::time::Instant::from_std(self.started) + self.app.timeouts.total;
+                let body = upstream_error_body(route, &upstream, status, response, total).await;
+                let mut finishing = self.finishing(route, upstream, 0.0);
                 finishing.record = Some(record);
                 Stage::Answered(pass_through(
                     finishing,
                     status,
-                    content_type,
-                    self.headers(route),
-                    source,
+                    Some(HeaderValue::from_static("application/json")),
+                    self.headers(route, limits),
+                    Source::Buffered(body),
                 ))
             }
         }
     }
 
-    fn finishing(&self, upstream: Upstream, spent_before: f64) -> Finishing {
+    fn finishing(&self, route: &str, upstream: Upstream, spent_before: f64) -> Finishing {
         Finishing {
             app: self.app.clone(),
             record: None,
             started: self.started,
             answer: Answer::default(),
-            sse: false,
+            sse: None,
             body: Vec::new(),
+            body_unread: false,
+            route: route.to_owned(),
             upstream,
             spent_before,
             first_byte: None,
             ending: Ending::default(),
+            expected_bytes: None,
+            passed_bytes: 0,
+            over: false,
             slots: Vec::new(),
         }
     }
@@ -627,6 +705,8 @@ impl StageCall<'_> {
             upstream,
             status,
             content_type,
+            limits,
+            expected_bytes,
             source,
             slot,
             ttft_ms,
@@ -634,20 +714,28 @@ impl StageCall<'_> {
         } = *reached;
         let sse = is_sse(content_type.as_ref());
         record.status = Status::from_http(status.as_u16()).name();
-        let mut finishing = self.finishing(upstream.clone(), *spent);
-        finishing.sse = sse;
+        let mut finishing = self.finishing(&route, upstream.clone(), *spent);
+        finishing.sse = sse.then(Framer::default);
+        finishing.expected_bytes = expected_bytes;
+        let assembling = sse && !self.client_streams();
         if self.last {
             // The first byte's time is the one the breaker learned.
             finishing.first_byte = Some(ttft_ms);
-            finishing.record = Some(record);
             finishing.slots.append(held);
             finishing.slots.push(slot);
             finishing.slots.extend(hedged.map(|hedged| hedged.slot));
+            if assembling {
+                let headers = self.headers(&route, limits);
+                return self
+                    .assembled(finishing, record, status, headers, source)
+                    .await;
+            }
+            finishing.record = Some(record);
             return Stage::Answered(pass_through(
                 finishing,
                 status,
                 content_type,
-                self.headers(&route),
+                self.headers(&route, limits),
                 source,
             ));
         }
@@ -658,7 +746,9 @@ impl StageCall<'_> {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(problem)) => return self.failed_reason(record, "upstream-cut", &problem),
             Err(_) => {
-                return self.failed(record, &route, Failure::Deadline { by_breaker: false });
+                return self
+                    .failed(record, &route, Failure::Deadline { by_breaker: false })
+                    .await;
             }
         };
         let answer = if sse {
@@ -684,6 +774,7 @@ impl StageCall<'_> {
             &self.decided.request,
             &answer.text,
             total_deadline,
+            &self.decided.request_id,
         )
         .await;
         let (score, verifier_cost) = match verdict {
@@ -698,6 +789,21 @@ impl StageCall<'_> {
         if self.decided.plan.escalates_from(self.stage, score) {
             return Stage::Escalated(Box::new(record));
         }
+        let bytes = if assembling {
+            let mut assembly = Assembly::default();
+            for event in super::assemble::events(&bytes) {
+                assembly.add(&event);
+            }
+            finishing.sse = None;
+            serde_json::to_vec(&assembly.completion()).expect("JSON serialises")
+        } else {
+            bytes
+        };
+        let content_type = if assembling {
+            Some(HeaderValue::from_static("application/json"))
+        } else {
+            content_type
+        };
         finishing.spent_before = *spent - own;
         finishing.record = Some(record);
         finishing.slots.append(held);
@@ -707,8 +813,91 @@ impl StageCall<'_> {
             finishing,
             status,
             content_type,
-            self.headers(&route),
+            self.headers(&route, limits),
             Source::Buffered(bytes),
+        ))
+    }
+}
+
+impl StageCall<'_> {
+    /// A streamed answer read whole for a client that did not stream, and
+    /// answered as the non-streamed completion (`finishing` holds the
+    /// request's slots). A stall, a cut, a malformed event or an answer too
+    /// long to assemble is the client's error, 504 or 502: the route gave
+    /// its first token in time, and its generation was billed.
+    async fn assembled(
+        &self,
+        mut finishing: Finishing,
+        mut record: ServedRecord,
+        status: StatusCode,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        source: Source,
+    ) -> Stage {
+        let mut assembly = Assembly::default();
+        let read = read_events(
+            &finishing.route,
+            source,
+            self.started,
+            self.app.timeouts,
+            &mut assembly,
+            &mut finishing.answer,
+        )
+        .await;
+        if let Err((ending, message)) = read {
+            let (code, kind, record_status, finish_reason) = match ending {
+                Ending::Stalled => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    Status::Timeout,
+                    "stall",
+                ),
+                Ending::PastTotal => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    Status::Timeout,
+                    "total_deadline",
+                ),
+                Ending::Malformed => (
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    Status::Error,
+                    "upstream_malformed",
+                ),
+                _ => (
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    Status::Error,
+                    "upstream_cut",
+                ),
+            };
+            record.status = record_status.name();
+            record.finish_reason = Some(finish_reason.to_owned());
+            record.ttft_ms = finishing.first_byte;
+            let reason = record.reason.clone();
+            drop(finishing);
+            return Stage::Answered(refuse(
+                self.app,
+                record,
+                &reason,
+                self.started,
+                error(code, kind, None, &message),
+            ));
+        }
+        let completion = serde_json::to_vec(&assembly.completion()).expect("JSON serialises");
+        finishing.sse = None;
+        finishing.body_unread = true;
+        finishing.expected_bytes = Some(completion.len() as u64);
+        finishing.record = Some(record);
+        let source = Source::Stream {
+            first: Some(Bytes::from(completion)),
+            rest: futures_util::stream::empty().boxed(),
+        };
+        Stage::Answered(pass_through(
+            finishing,
+            status,
+            Some(HeaderValue::from_static("application/json")),
+            headers,
+            source,
         ))
     }
 }
@@ -726,4 +915,68 @@ async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
             Ok(bytes)
         }
     }
+}
+
+/// The most of an upstream's error body read, and how long it may take.
+const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+const ERROR_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The body a client gets for `route`'s error `status`: the upstream's own
+/// when it is an OpenAI-style error that carries neither the route's key
+/// nor its address, else serve's, naming the route and the status.
+async fn upstream_error_body(
+    route: &str,
+    upstream: &Upstream,
+    status: StatusCode,
+    response: reqwest::Response,
+    total: tokio::time::Instant,
+) -> Vec<u8> {
+    let deadline = total.min(tokio::time::Instant::now() + ERROR_BODY_WAIT);
+    let mut chunks = response.bytes_stream();
+    let mut body = Vec::new();
+    while body.len() <= MAX_ERROR_BODY_BYTES {
+        match tokio::time::timeout_at(deadline, chunks.next()).await {
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    let whole = body.len() <= MAX_ERROR_BODY_BYTES;
+    let is_openai_error = whole
+        && serde_json::from_slice::<serde_json::Value>(&body)
+            .is_ok_and(|value| value.get("error").is_some_and(serde_json::Value::is_object));
+    let contains = |needle: &str| {
+        !needle.is_empty()
+            && body
+                .windows(needle.len())
+                .any(|window| window == needle.as_bytes())
+    };
+    let host = reqwest::Url::parse(&upstream.chat_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let secret = upstream.api_key.as_deref().is_some_and(contains)
+        || contains(&upstream.chat_url)
+        || contains(&host);
+    if is_openai_error && !secret {
+        return body;
+    }
+    let why = if secret {
+        "its body was withheld: it carried the route's credentials or address"
+    } else {
+        "its body was not an OpenAI-style error"
+    };
+    let kind = if status == StatusCode::TOO_MANY_REQUESTS {
+        "rate_limit_error"
+    } else {
+        "upstream_error"
+    };
+    serde_json::to_vec(&serde_json::json!({
+        "error": {
+            "message": format!("route {route:?} answered {status}; {why}"),
+            "type": kind,
+            "param": null,
+            "code": status.as_u16().to_string(),
+        }
+    }))
+    .expect("JSON serialises")
 }

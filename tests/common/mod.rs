@@ -10,6 +10,7 @@ mod process;
 mod records;
 mod run;
 mod serve;
+mod upstream;
 mod workspace;
 
 pub use data::data_dir;
@@ -40,8 +41,9 @@ pub use run::{
 };
 pub use serve::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, falling_back, gate_single,
-    header_of, serve_command, signed_single, start_serve, write_keys,
+    header_of, serve_command, served_records, signed_single, start_serve, write_keys,
 };
+pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};
 
 use std::path::{Path, PathBuf};

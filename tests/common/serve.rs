@@ -85,6 +85,11 @@ impl Served {
         }
     }
 
+    /// The process started: serve, or what runs it (a shell, strace).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
@@ -224,7 +229,20 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new() -> Pipeline {
-        let directory = tempfile::tempdir().unwrap();
+        Pipeline::new_in(tempfile::tempdir().unwrap())
+    }
+
+    /// One pipeline for every test of the binary that needs only its
+    /// outputs (each test gates its own config under a name of its own),
+    /// under the target's temporary directory.
+    pub fn shared() -> &'static Pipeline {
+        static SHARED: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
+        SHARED.get_or_init(|| {
+            Pipeline::new_in(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+        })
+    }
+
+    fn new_in(directory: tempfile::TempDir) -> Pipeline {
         let out = directory.path().join("demo");
         routeval()
             .current_dir(repo())
@@ -419,4 +437,27 @@ route = "large"
 unknown_slice = "global"
 "#
     )
+}
+
+/// Every record serve wrote into `records` (its Parquet parts, after it
+/// stopped), as JSON objects of the columns `names`.
+pub fn served_records(records: &Path, names: &[&str]) -> Vec<Value> {
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(records)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "parquet"))
+        .collect();
+    parts.sort();
+    let mut rows = Vec::new();
+    for part in parts {
+        let columns: Vec<Vec<Value>> = names.iter().map(|name| column(&part, name)).collect();
+        for index in 0..columns[0].len() {
+            let mut row = serde_json::Map::new();
+            for (name, values) in names.iter().zip(&columns) {
+                row.insert((*name).to_owned(), values[index].clone());
+            }
+            rows.push(Value::Object(row));
+        }
+    }
+    rows
 }

@@ -1,0 +1,200 @@
+//! An upstream's server-sent events, framed as they pass: bytes are given
+//! to the client an event at a time, each checked to be what an OpenAI
+//! client can read (every `data:` a JSON value or `[DONE]`). The work is
+//! linear in the bytes, and one event may be at most [`MAX_EVENT_BYTES`]:
+//! an upstream that sends a malformed event, or one that never ends, is
+//! cut with an OpenAI-style error event instead of bytes a client's SDK
+//! would choke on.
+
+/// The largest single event passed on.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// Why an upstream's stream stopped being passed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Malformed {
+    /// A `data:` field that is neither JSON nor `[DONE]`.
+    NotJson,
+    /// An event longer than [`MAX_EVENT_BYTES`] with no end in sight.
+    TooLong,
+}
+
+impl Malformed {
+    pub fn message(&self, route: &str) -> String {
+        match self {
+            Malformed::NotJson => {
+                format!("route {route:?} sent a stream event that is not JSON; the answer was cut")
+            }
+            Malformed::TooLong => format!(
+                "route {route:?} sent a stream event longer than {MAX_EVENT_BYTES} bytes; the answer was cut"
+            ),
+        }
+    }
+}
+
+/// The events read so far, and the start of the next.
+#[derive(Debug, Default)]
+pub struct Framer {
+    pending: Vec<u8>,
+    /// Where the current line starts in `pending`.
+    line_start: usize,
+    /// How far `pending` has been searched for a line's end.
+    scanned: usize,
+    /// The `data:` fields of the current event, joined by newlines.
+    data: Vec<u8>,
+    has_data: bool,
+    /// The stream's `[DONE]` has been framed.
+    pub done: bool,
+}
+
+impl Framer {
+    /// Adds `chunk`; the whole events it completes (raw bytes, to pass on),
+    /// or why the stream is malformed.
+    pub fn push(&mut self, chunk: &[u8], events: &mut Vec<u8>) -> Result<(), Malformed> {
+        self.pending.extend_from_slice(chunk);
+        let mut event_start = 0;
+        while let Some(offset) = self.pending[self.scanned..]
+            .iter()
+            .position(|&byte| byte == b'\n')
+        {
+            let end = self.scanned + offset;
+            let line = &self.pending[self.line_start..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                self.finish_event()?;
+                events.extend_from_slice(&self.pending[event_start..=end]);
+                event_start = end + 1;
+            } else if let Some(value) = line.strip_prefix(b"data:") {
+                let value = value.strip_prefix(b" ").unwrap_or(value);
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            self.line_start = end + 1;
+            self.scanned = end + 1;
+        }
+        self.scanned = self.pending.len();
+        self.pending.drain(..event_start);
+        self.line_start -= event_start;
+        self.scanned -= event_start;
+        if self.pending.len() > MAX_EVENT_BYTES || self.data.len() > MAX_EVENT_BYTES {
+            return Err(Malformed::TooLong);
+        }
+        Ok(())
+    }
+
+    fn finish_event(&mut self) -> Result<(), Malformed> {
+        if !self.has_data {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut self.data);
+        self.has_data = false;
+        if data.trim_ascii() == b"[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        match serde_json::from_slice::<serde::de::IgnoredAny>(&data) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Malformed::NotJson),
+        }
+    }
+
+    /// Bytes left when the upstream ended: a last event without its blank
+    /// line, passed on if it is well formed.
+    pub fn finish(&mut self, events: &mut Vec<u8>) -> Result<(), Malformed> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let end: &[u8] = if self.pending.ends_with(b"\n") {
+            b"\n"
+        } else {
+            b"\n\n"
+        };
+        self.push(end, events)
+    }
+}
+
+/// The event that ends a cut stream: an OpenAI-style error, which the
+/// OpenAI SDKs raise as an `APIError`.
+pub fn error_event(message: &str) -> Vec<u8> {
+    let body = serde_json::json!({
+        "error": {"message": message, "type": "upstream_error", "param": null, "code": null}
+    });
+    format!("data: {body}\n\n").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(chunks: &[&[u8]]) -> (Vec<u8>, Result<(), Malformed>, bool) {
+        let mut framer = Framer::default();
+        let mut events = Vec::new();
+        for chunk in chunks {
+            if let Err(malformed) = framer.push(chunk, &mut events) {
+                return (events, Err(malformed), framer.done);
+            }
+        }
+        let ended = framer.finish(&mut events);
+        (events, ended, framer.done)
+    }
+
+    #[test]
+    fn whole_events_pass_however_the_bytes_are_split() {
+        let stream =
+            b"data: {\"a\":1}\n\n: keep-alive\n\ndata: {\"b\":\r\ndata: 2}\r\n\r\ndata: [DONE]\n\n";
+        for split in 0..stream.len() {
+            let (first, second) = stream.split_at(split);
+            let (events, ended, done) = frame(&[first, second]);
+            assert_eq!(events, stream.to_vec(), "split at {split}");
+            assert_eq!(ended, Ok(()));
+            assert!(done);
+        }
+    }
+
+    #[test]
+    fn an_event_is_held_until_its_blank_line() {
+        let mut framer = Framer::default();
+        let mut events = Vec::new();
+        framer.push(b"data: {\"a\":", &mut events).unwrap();
+        assert!(events.is_empty());
+        framer.push(b"1}\n", &mut events).unwrap();
+        assert!(events.is_empty());
+        framer.push(b"\ndata: [DO", &mut events).unwrap();
+        assert_eq!(events, b"data: {\"a\":1}\n\n");
+        assert!(!framer.done);
+    }
+
+    #[test]
+    fn a_data_field_that_is_not_json_is_malformed_and_not_passed() {
+        let (events, ended, _) = frame(&[b"data: {\"a\":1}\n\ndata: {oops\n\ndata: {\"b\":2}\n\n"]);
+        assert_eq!(events, b"data: {\"a\":1}\n\n");
+        assert_eq!(ended, Err(Malformed::NotJson));
+    }
+
+    #[test]
+    fn an_endless_event_is_cut_at_the_bound() {
+        let line = vec![b'x'; 64 << 10];
+        let mut framer = Framer::default();
+        let mut events = Vec::new();
+        let mut fed = 0;
+        let cut = loop {
+            fed += line.len();
+            if let Err(malformed) = framer.push(&line, &mut events) {
+                break malformed;
+            }
+        };
+        assert_eq!(cut, Malformed::TooLong);
+        assert!(fed <= MAX_EVENT_BYTES + line.len());
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_last_event_without_its_blank_line_is_passed_at_the_end() {
+        let (events, ended, done) = frame(&[b"data: {\"a\":1}\n\ndata: [DONE]"]);
+        assert_eq!(ended, Ok(()));
+        assert!(done);
+        assert_eq!(events, b"data: {\"a\":1}\n\ndata: [DONE]\n\n");
+    }
+}

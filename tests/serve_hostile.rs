@@ -1,0 +1,621 @@
+//! `routeval serve` as a tier-0 hop, through the binary, against clients and
+//! upstreams that misbehave on purpose: upstreams that redirect, echo the
+//! route's key, rate-limit, send streams a client cannot read or that never
+//! end a line, linger after `[DONE]` or answer late; clients that send half
+//! a request, leave early, or have no key. Each test is one behaviour.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, response, serve_command,
+    served_records, signed_single, sse_chunk, sse_head, write_keys,
+};
+
+/// serve in front of one upstream, with its records directory.
+struct Front {
+    served: Served,
+    records: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+impl Front {
+    /// serve of a config signed for `base_url` (gated as `name`), with
+    /// `extra` flags; `descriptors` runs it under that open-file limit.
+    fn start(base_url: &str, name: &str, extra: &[&str], descriptors: Option<u32>) -> Front {
+        let pipeline = Pipeline::shared();
+        let config = signed_single(pipeline, base_url, name, None);
+        let directory = tempfile::tempdir().unwrap();
+        let keys = directory.path().join("keys.toml");
+        write_keys(&keys);
+        let records = directory.path().join("records");
+        let mut command = serve_command(
+            &config,
+            &pipeline.out.join("keys/demo.key.pub"),
+            &pipeline.out.join("router.bin"),
+            &keys,
+            &records,
+        );
+        command.args(extra);
+        let served = match descriptors {
+            None => Served::start(&mut command),
+            Some(limit) => {
+                let mut limited = Command::new("sh");
+                limited
+                    .args(["-c", &format!("ulimit -n {limit} && exec \"$@\""), "sh"])
+                    .arg(command.get_program())
+                    .args(command.get_args());
+                for (name, value) in command.get_envs() {
+                    if let Some(value) = value {
+                        limited.env(name, value);
+                    }
+                }
+                Served::start(&mut limited)
+            }
+        };
+        Front {
+            served,
+            records,
+            _directory: directory,
+        }
+    }
+
+    fn address(&self) -> String {
+        self.served.url("").trim_start_matches("http://").to_owned()
+    }
+
+    /// Stops serve and reads every record it wrote.
+    fn stop(self) -> Vec<Value> {
+        self.served.stop();
+        served_records(
+            &self.records,
+            &["id", "route", "reason", "status", "finish_reason"],
+        )
+    }
+}
+
+fn chat(stream: bool) -> Value {
+    json!({
+        "model": "support-assistant",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "How do I reset my password?"}],
+    })
+}
+
+/// `curl -i` of `path` with `flags`: the response's head and body.
+fn curl(front: &Front, path: &str, flags: &[&str]) -> String {
+    let output = Command::new("curl")
+        .args(["-s", "-i", "--max-time", "20"])
+        .args(flags)
+        .arg(front.served.url(path))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A chat request with `key` (and `headers`), by curl.
+fn post(front: &Front, key: &str, body: &Value, headers: &[&str]) -> String {
+    let authorization = format!("Authorization: Bearer {key}");
+    let text = body.to_string();
+    let mut flags = vec!["-H", &authorization, "-d", &text];
+    for header in headers {
+        flags.extend(["-H", header]);
+    }
+    curl(front, "/v1/chat/completions", &flags)
+}
+
+fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"))
+}
+
+fn header(response: &str, name: &str) -> Option<String> {
+    let head = response.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
+}
+
+fn body_of(response: &str) -> Value {
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {response}"))
+}
+
+/// The head of a raw chat request with `key`, whose body is `length` long.
+fn raw_head(key: &str, length: usize, extra: &str) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: serve\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n{extra}\r\n"
+    )
+}
+
+fn answering(body: Vec<u8>) -> impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static {
+    move |_: &Received| {
+        vec![Step::Send(response(
+            "200 OK",
+            &[],
+            "application/json",
+            &body,
+        ))]
+    }
+}
+
+#[test]
+fn an_upstream_redirect_is_an_error_and_the_prompt_never_reaches_its_target() {
+    let target = ScriptedUpstream::start(answering(completion("from the redirect target")));
+    let location = format!("location: {}/chat/completions", target.base_url());
+    let redirecting = ScriptedUpstream::start(move |_: &Received| {
+        vec![Step::Send(response(
+            "307 Temporary Redirect",
+            &[&location],
+            "text/plain",
+            b"",
+        ))]
+    });
+    let front = Front::start(&redirecting.base_url(), "hostile-redirect", &[], None);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 502, "{answer}");
+    let message = body_of(&answer)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("redirect"), "{message}");
+    assert!(!answer.contains(&target.port.to_string()), "{answer}");
+    assert_eq!(redirecting.requests().len(), 1);
+    assert_eq!(target.requests().len(), 0, "the prompt went to the target");
+}
+
+#[test]
+fn an_upstream_429_passes_its_retry_after_and_rate_limit_headers_to_the_client() {
+    let limited = ScriptedUpstream::start(|_: &Received| {
+        vec![Step::Send(response(
+            "429 Too Many Requests",
+            &[
+                "retry-after: 2",
+                "x-ratelimit-remaining-requests: 0",
+                "x-ratelimit-reset-requests: 2s",
+            ],
+            "application/json",
+            br#"{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}"#,
+        ))]
+    });
+    let front = Front::start(&limited.base_url(), "hostile-429", &[], None);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 429, "{answer}");
+    assert_eq!(header(&answer, "retry-after").as_deref(), Some("2"));
+    assert_eq!(
+        header(&answer, "x-ratelimit-remaining-requests").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        header(&answer, "x-ratelimit-reset-requests").as_deref(),
+        Some("2s")
+    );
+    assert_eq!(body_of(&answer)["error"]["message"], "slow down");
+}
+
+#[test]
+fn an_upstream_error_that_echoes_the_routes_key_never_reaches_the_client() {
+    let echoing = ScriptedUpstream::start(|request: &Received| {
+        let body = json!({"error": {
+            "message": format!("invalid key in {:?}", request.header("authorization")),
+            "type": "invalid_request_error",
+        }});
+        vec![Step::Send(response(
+            "401 Unauthorized",
+            &[],
+            "application/json",
+            body.to_string().as_bytes(),
+        ))]
+    });
+    let front = Front::start(&echoing.base_url(), "hostile-echo", &[], None);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert!(
+        echoing.requests()[0]
+            .header("authorization")
+            .unwrap()
+            .contains("unused-by-serve-sim"),
+        "the upstream got the route's key"
+    );
+    assert!(!answer.contains("unused-by-serve-sim"), "{answer}");
+    assert_eq!(status_of(&answer), 401, "{answer}");
+    let message = body_of(&answer)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("withheld"), "{message}");
+}
+
+#[test]
+fn an_upstream_error_page_that_names_its_host_is_replaced_by_an_openai_error() {
+    let page = ScriptedUpstream::start(|_: &Received| {
+        vec![Step::Send(response(
+            "503 Service Unavailable",
+            &[],
+            "text/html",
+            b"<html>upstream 127.0.0.1 is down</html>",
+        ))]
+    });
+    let front = Front::start(&page.base_url(), "hostile-page", &[], None);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 503, "{answer}");
+    assert!(!answer.contains("127.0.0.1"), "{answer}");
+    assert_eq!(body_of(&answer)["error"]["code"], "503");
+}
+
+#[test]
+fn an_unreachable_route_is_named_by_its_name_never_its_address() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let front = Front::start(
+        &format!("http://127.0.0.1:{port}/v1"),
+        "hostile-unreachable",
+        &[],
+        None,
+    );
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 502, "{answer}");
+    let message = body_of(&answer)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.starts_with("route \""), "{message}");
+    assert!(!message.contains(&port.to_string()), "{message}");
+    assert!(!message.contains("127.0.0.1"), "{message}");
+}
+
+#[test]
+fn a_malformed_stream_event_ends_the_stream_with_an_openai_error_event() {
+    let garbling = ScriptedUpstream::start(|_: &Received| {
+        let mut bytes = sse_head();
+        bytes.extend(sse_chunk("Hel", None));
+        bytes.extend(b"data: {not json\n\n");
+        bytes.extend(sse_chunk("lo", Some("stop")));
+        vec![Step::Send(bytes)]
+    });
+    let front = Front::start(&garbling.base_url(), "hostile-garbled", &[], None);
+    let answer = post(&front, KEY, &chat(true), &["Accept: text/event-stream"]);
+    assert!(answer.contains("\"Hel\""), "{answer}");
+    assert!(!answer.contains("{not json"), "{answer}");
+    assert!(!answer.contains("\"lo\""), "{answer}");
+    let last = answer.trim_end().lines().last().unwrap();
+    let event: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(event["error"]["type"], "upstream_error", "{last}");
+    let records = front.stop();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "error");
+    assert_eq!(records[0]["finish_reason"], "upstream_malformed");
+}
+
+#[test]
+fn a_stream_without_line_breaks_is_cut_at_the_event_bound() {
+    let endless = ScriptedUpstream::start(|_: &Received| {
+        let mut steps = vec![Step::Send(sse_head())];
+        steps.extend((0..64).map(|_| Step::Send(vec![b'x'; 64 << 10])));
+        steps
+    });
+    let front = Front::start(&endless.base_url(), "hostile-endless", &[], None);
+    let answer = post(&front, KEY, &chat(true), &[]);
+    assert!(answer.len() < 64 << 10, "serve passed the line on");
+    assert!(answer.contains("longer than"), "{answer}");
+    assert_eq!(status_of(&curl(&front, "/healthz", &[])), 200);
+    let records = front.stop();
+    assert_eq!(records[0]["finish_reason"], "upstream_malformed");
+}
+
+#[test]
+fn a_stream_read_through_done_is_recorded_answered_though_the_upstream_lingers() {
+    let lingering = ScriptedUpstream::start(|_: &Received| {
+        let mut bytes = sse_head();
+        bytes.extend(sse_chunk("Hello", None));
+        bytes.extend(sse_chunk("", Some("stop")));
+        bytes.extend(b"data: [DONE]\n\n");
+        vec![Step::Send(bytes), Step::Pause(Duration::from_millis(300))]
+    });
+    let front = Front::start(&lingering.base_url(), "hostile-linger", &[], None);
+    let body = chat(true).to_string();
+    let mut client = TcpStream::connect(front.address()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(client, "{}{body}", raw_head(KEY, body.len(), "")).unwrap();
+    let mut seen = Vec::new();
+    let mut buffer = [0; 4096];
+    while !String::from_utf8_lossy(&seen).contains("[DONE]") {
+        let read = client.read(&mut buffer).unwrap();
+        assert!(read > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buffer[..read]);
+    }
+    // As the OpenAI SDK does: the stream is over at [DONE].
+    drop(client);
+    std::thread::sleep(Duration::from_millis(800));
+    let records = front.stop();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "ok", "{records:?}");
+    assert_eq!(records[0]["finish_reason"], "stop", "{records:?}");
+}
+
+#[test]
+fn a_client_that_leaves_before_the_first_byte_still_leaves_one_record() {
+    let slow = ScriptedUpstream::start(|_: &Received| {
+        vec![
+            Step::Pause(Duration::from_millis(1500)),
+            Step::Send(response(
+                "200 OK",
+                &[],
+                "application/json",
+                &completion("too late"),
+            )),
+        ]
+    });
+    let front = Front::start(&slow.base_url(), "hostile-leaver", &[], None);
+    let body = chat(false).to_string();
+    let mut client = TcpStream::connect(front.address()).unwrap();
+    write!(
+        client,
+        "{}{body}",
+        raw_head(KEY, body.len(), "x-request-id: leaver-1\r\n")
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(client);
+    std::thread::sleep(Duration::from_millis(2500));
+    let records = front.stop();
+    assert_eq!(slow.requests().len(), 1);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["id"], "leaver-1");
+    assert_eq!(records[0]["status"], "error");
+    assert_eq!(records[0]["finish_reason"], "client_disconnected");
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-bearer", &[], None);
+    let body = chat(false).to_string();
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let authorization = format!("Authorization: {scheme} {KEY}");
+        let answer = curl(
+            &front,
+            "/v1/chat/completions",
+            &["-H", &authorization, "-d", &body],
+        );
+        assert_eq!(status_of(&answer), 200, "{scheme}: {answer}");
+    }
+    let answer = curl(
+        &front,
+        "/v1/chat/completions",
+        &["-H", &format!("Authorization: Basic {KEY}"), "-d", &body],
+    );
+    assert_eq!(status_of(&answer), 401, "{answer}");
+}
+
+#[test]
+fn a_client_without_a_valid_key_is_refused_before_its_body_is_read() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-upload", &[], None);
+    let mut client = TcpStream::connect(front.address()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // A 4 MiB upload announced, 1 KiB of it sent, and no more.
+    write!(client, "{}", raw_head("sk-not-a-key", 4 << 20, "")).unwrap();
+    client.write_all(&[b' '; 1024]).unwrap();
+    let mut answer = [0; 12];
+    client
+        .read_exact(&mut answer)
+        .expect("serve answered before the body");
+    assert_eq!(&answer, b"HTTP/1.1 401");
+}
+
+#[test]
+fn every_response_carries_the_request_id_which_the_record_and_the_upstream_share() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-ids", &[], None);
+    let given = post(&front, KEY, &chat(false), &["x-request-id: trace-42.a"]);
+    assert_eq!(
+        header(&given, "x-request-id").as_deref(),
+        Some("trace-42.a")
+    );
+    let own = post(&front, KEY, &chat(false), &[]);
+    let own_id = header(&own, "x-request-id").unwrap();
+    assert!(own_id.starts_with("serve-"), "{own_id}");
+    let unusable = post(&front, KEY, &chat(false), &["x-request-id: two words"]);
+    let replaced = header(&unusable, "x-request-id").unwrap();
+    assert!(replaced.starts_with("serve-"), "{replaced}");
+    let refused = post(
+        &front,
+        "sk-not-a-key",
+        &chat(false),
+        &["x-request-id: refused-1"],
+    );
+    assert_eq!(
+        header(&refused, "x-request-id").as_deref(),
+        Some("refused-1")
+    );
+    let forwarded: Value = serde_json::from_slice(&upstream.requests()[0].body).unwrap();
+    assert!(forwarded["model"].as_str().unwrap().starts_with("sim-"));
+    let upstream_ids: Vec<Option<String>> = upstream
+        .requests()
+        .iter()
+        .map(|request| request.header("x-request-id"))
+        .collect();
+    assert_eq!(
+        upstream_ids,
+        [
+            Some("trace-42.a".to_owned()),
+            Some(own_id.clone()),
+            Some(replaced.clone())
+        ]
+    );
+    let mut ids: Vec<String> = front
+        .stop()
+        .into_iter()
+        .map(|record| record["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let mut expected = vec![
+        "trace-42.a".to_owned(),
+        own_id,
+        replaced,
+        "refused-1".to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(ids, expected);
+}
+
+#[test]
+fn models_answer_as_the_openai_api_does_and_other_endpoints_get_an_openai_404() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-models", &[], None);
+    let listed = body_of(&curl(&front, "/v1/models", &[]));
+    assert!(listed["data"][0]["created"].as_i64().unwrap() > 1_700_000_000);
+    let one = curl(&front, "/v1/models/support-assistant", &[]);
+    assert_eq!(status_of(&one), 200);
+    assert_eq!(body_of(&one)["id"], "support-assistant");
+    let other = curl(&front, "/v1/models/gpt-4o", &[]);
+    assert_eq!(status_of(&other), 404);
+    assert_eq!(body_of(&other)["error"]["param"], "model");
+    for (path, method) in [
+        ("/v1/completions", "POST"),
+        ("/v1/embeddings", "POST"),
+        ("/v1/responses", "POST"),
+    ] {
+        let answer = curl(&front, path, &["-X", method, "-d", "{}"]);
+        assert_eq!(status_of(&answer), 404, "{path}: {answer}");
+        let message = body_of(&answer)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            message.contains(path) && message.contains("POST /v1/chat/completions"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn connections_that_never_finish_a_request_cannot_starve_a_real_one() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    // 256 descriptors: before the bound, 300 idle connections left serve
+    // unable to accept any other.
+    let front = Front::start(
+        &upstream.base_url(),
+        "hostile-slowloris",
+        &["--header-read-timeout-ms", "1500"],
+        Some(256),
+    );
+    let hostile: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut stream = TcpStream::connect(front.address()).unwrap();
+            let _ = stream.write_all(b"P");
+            stream
+        })
+        .collect();
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for mut stream in hostile {
+        stream
+            .set_read_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ))
+            .unwrap();
+        let mut buffer = [0; 64];
+        // Closed: the end of the stream (after a 408, maybe), or a reset.
+        loop {
+            match stream.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => {
+                    assert!(
+                        !matches!(
+                            error.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ),
+                        "a connection that never sent a request head was kept open"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_connection_left_idle_is_closed() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(
+        &upstream.base_url(),
+        "hostile-idle",
+        &["--idle-timeout-ms", "500"],
+        None,
+    );
+    let mut client = TcpStream::connect(front.address()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    client
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: serve\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0; 1024];
+    let started = Instant::now();
+    loop {
+        match client.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            Err(error) => panic!("the idle connection was kept: {error}"),
+        }
+    }
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    assert!(started.elapsed() >= Duration::from_millis(400));
+}
+
+#[test]
+fn refusals_without_a_key_are_counted_but_not_all_journaled() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-flood", &[], None);
+    let started = Instant::now();
+    let body = "{}";
+    for _ in 0..400 {
+        let mut client = TcpStream::connect(front.address()).unwrap();
+        write!(
+            client,
+            "{}{body}",
+            raw_head("sk-not-a-key", body.len(), "Connection: close\r\n")
+        )
+        .unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    let seconds = started.elapsed().as_secs_f64().ceil();
+    let metrics = curl(&front, "/metrics", &[]);
+    let unrecorded: u64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("routeval_unrecorded_refusals_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let records = front.stop();
+    assert_eq!(records.len() as u64 + unrecorded, 400);
+    assert!(
+        (records.len() as f64) <= 20.0 * (seconds + 1.0),
+        "{} refusals journaled in {seconds} s",
+        records.len()
+    );
+}
