@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -28,20 +28,39 @@ impl Front {
     /// serve of a config signed for `base_url` (gated as `name`), with
     /// `extra` flags; `descriptors` runs it under that open-file limit.
     fn start(base_url: &str, name: &str, extra: &[&str], descriptors: Option<u32>) -> Front {
+        let config = signed_single(Pipeline::shared(), base_url, name, None);
+        Front::serving(&config, extra, descriptors)
+    }
+
+    /// serve of `config`.
+    fn serving(config: &Path, extra: &[&str], descriptors: Option<u32>) -> Front {
+        Front::run(Front::command(config, extra), descriptors)
+    }
+
+    /// The command that serves `config`, and the directory of its keys and
+    /// records.
+    fn command(config: &Path, extra: &[&str]) -> (Command, tempfile::TempDir) {
         let pipeline = Pipeline::shared();
-        let config = signed_single(pipeline, base_url, name, None);
         let directory = tempfile::tempdir().unwrap();
         let keys = directory.path().join("keys.toml");
         write_keys(&keys);
         let records = directory.path().join("records");
         let mut command = serve_command(
-            &config,
+            config,
             &pipeline.out.join("keys/demo.key.pub"),
             &pipeline.out.join("router.bin"),
             &keys,
             &records,
         );
         command.args(extra);
+        (command, directory)
+    }
+
+    fn run(
+        (mut command, directory): (Command, tempfile::TempDir),
+        descriptors: Option<u32>,
+    ) -> Front {
+        let records = directory.path().join("records");
         let served = match descriptors {
             None => Served::start(&mut command),
             Some(limit) => {
@@ -618,4 +637,83 @@ fn refusals_without_a_key_are_counted_but_not_all_journaled() {
         "{} refusals journaled in {seconds} s",
         records.len()
     );
+}
+
+#[test]
+fn a_leaked_key_revoked_by_sighup_is_refused_at_once_and_a_bad_keys_file_keeps_the_old_keys() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-keys", &[], None);
+    let keys = front._directory.path().join("keys.toml");
+    assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 200);
+    let rotated = "sk-rotated-after-a-leak";
+    let digest = routeval::digest::sha256_hex(rotated.as_bytes());
+    std::fs::write(
+        &keys,
+        format!("[[keys]]\nsha256 = \"{digest}\"\ntenant = \"demo\"\n"),
+    )
+    .unwrap();
+    front.served.signal("HUP");
+    let until = Instant::now() + Duration::from_secs(5);
+    while status_of(&post(&front, KEY, &chat(false), &[])) != 401 {
+        assert!(Instant::now() < until, "the revoked key is still accepted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status_of(&post(&front, rotated, &chat(false), &[])), 200);
+    std::fs::write(&keys, "[[keys]]\nsha256 = \"not a digest\"\n").unwrap();
+    front.served.signal("HUP");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !curl(&front, "/metrics", &[])
+        .contains("routeval_keys_reloads_total{outcome=\"refused\"}")
+    {
+        assert!(Instant::now() < until, "the bad keys file was not refused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(status_of(&post(&front, rotated, &chat(false), &[])), 200);
+    assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 401);
+    let log = front.served.stop_with_log();
+    assert!(
+        log.contains("keys reload refused, the running keys stay"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(rotated) && !log.contains(KEY),
+        "a key in the log: {log}"
+    );
+}
+
+/// A config for `base_url` signed on 2020-01-01 for a day: long expired.
+fn expired_config(base_url: &str) -> PathBuf {
+    let pipeline = Pipeline::shared();
+    let text =
+        std::fs::read_to_string(crate::common::repo().join("datasets/demo/routes/predictive.toml"))
+            .unwrap()
+            .replace("http://127.0.0.1:8089/v1", base_url);
+    let table = pipeline.path("hostile-expired.toml");
+    std::fs::write(&table, text).unwrap();
+    let out = pipeline.path("hostile-expired");
+    crate::common::gate_single(pipeline, &table, &out, None, true)
+        .args(["--at", "2020-01-01T00:00:00Z", "--ttl-days", "1"])
+        .assert()
+        .success();
+    out.join("route-config.v1.json")
+}
+
+#[test]
+fn a_restart_on_an_expired_config_follows_the_expired_flag() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let config = expired_config(&upstream.base_url());
+    let (mut refused, _directory) = Front::command(&config, &[]);
+    let output = refused.output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("expired at 2020-01-02"), "{stderr}");
+    let front = Front::serving(&config, &["--expired", "start"], None);
+    let ready = curl(&front, "/readyz", &[]);
+    assert_eq!(status_of(&ready), 503, "{ready}");
+    assert!(ready.contains("expired"), "{ready}");
+    assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 200);
+    let log = front.served.stop_with_log();
+    assert!(log.contains("--expired start serves it"), "{log}");
+    let strict = Front::serving(&config, &["--expired", "start", "--strict-expiry"], None);
+    assert_eq!(status_of(&post(&strict, KEY, &chat(false), &[])), 503);
 }

@@ -55,6 +55,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub strict_expiry: bool,
 
+    /// A start (a restart) on a config that has expired: `refuse` exits 2;
+    /// `start` serves it as a running serve serves an expired config
+    /// (`/readyz` not ready; requests answered unless --strict-expiry).
+    #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = ["start", "refuse"])]
+    pub expired: String,
+
     /// The largest request body read; larger ones get 413.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
@@ -182,6 +188,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             roll_records: self.roll_records,
             records_fail_closed: self.records_fail == "closed",
+            start_expired: self.expired == "start",
             limits: Limits {
                 total: self.max_in_flight,
                 per_route: self.max_in_flight_per_route,

@@ -262,7 +262,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>
 
 /// The identity of the request's key, or a 401.
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Identity, Box<Refused>> {
-    app.keys
+    app.keys()
         .authenticate(
             headers
                 .get(header::AUTHORIZATION)

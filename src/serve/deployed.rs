@@ -99,6 +99,18 @@ pub fn load(
     clock: &dyn Clock,
     running: Option<&Deployed>,
 ) -> Result<Deployed, LoadError> {
+    load_at_start(sources, public, clock, running, false)
+}
+
+/// [`load`]; with `expired_ok`, a first config (no `running`) that has
+/// expired but passes every other check is loaded (`--expired start`).
+pub fn load_at_start(
+    sources: &Sources,
+    public: &PublicKey,
+    clock: &dyn Clock,
+    running: Option<&Deployed>,
+    expired_ok: bool,
+) -> Result<Deployed, LoadError> {
     let path = &sources.config;
     let (bytes, signature) =
         read_signed(path, "").map_err(|error| LoadError::Unreadable(format!("{error:#}")))?;
@@ -117,7 +129,12 @@ pub fn load(
         }
     }
     let previous = running.map(|running| (running.bytes.as_slice(), running.signature.as_str()));
-    let verified = check_config(&bytes, &signature, public, previous, clock).map_err(refused)?;
+    let verified = match check_config(&bytes, &signature, public, previous, clock) {
+        Err(VerifyError::Expired { .. }) if expired_ok && running.is_none() => {
+            check_signed(&bytes, &signature, public).map_err(refused)?
+        }
+        checked => checked.map_err(refused)?,
+    };
     let config = verified.config;
     let pin = |problem: String| LoadError::Pin {
         path: path.clone(),

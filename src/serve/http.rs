@@ -34,7 +34,8 @@ pub struct App {
     pub deployed: RwLock<Arc<Deployed>>,
     /// The `--shadow` candidate, decided for every request and never served.
     pub shadow: Option<Arc<Deployed>>,
-    pub keys: Keys,
+    /// The clients' keys, replaced whole when the file reloads.
+    pub keys: RwLock<Arc<Keys>>,
     pub trust_slice_header: bool,
     pub strict_expiry: bool,
     pub clock: Arc<dyn Clock + Send + Sync>,
@@ -67,6 +68,10 @@ impl std::fmt::Debug for App {
 impl App {
     pub fn current(&self) -> Arc<Deployed> {
         self.deployed.read().expect("unpoisoned").clone()
+    }
+
+    pub fn keys(&self) -> Arc<Keys> {
+        self.keys.read().expect("unpoisoned").clone()
     }
 
     pub(super) fn now_ms(&self) -> i64 {

@@ -82,6 +82,16 @@ impl Keys {
         Ok(Keys { by_digest })
     }
 
+    /// How many keys are accepted.
+    pub fn len(&self) -> usize {
+        self.by_digest.len()
+    }
+
+    /// Never true of loaded keys: a file without one is refused.
+    pub fn is_empty(&self) -> bool {
+        self.by_digest.is_empty()
+    }
+
     /// The identity of the bearer key in an `Authorization` header value;
     /// the scheme's name is case-insensitive (RFC 7235).
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<&Identity> {

@@ -25,6 +25,7 @@ struct Counters {
     requests: BTreeMap<(String, String, String), u64>,
     first_token: BTreeMap<String, Histogram>,
     reloads: BTreeMap<&'static str, u64>,
+    keys_reloads: BTreeMap<&'static str, u64>,
 }
 
 /// The records writer's state, as `/metrics` shows it.
@@ -84,6 +85,16 @@ impl Metrics {
             .lock()
             .expect("unpoisoned")
             .reloads
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
+    pub fn keys_reload(&self, outcome: &'static str) {
+        *self
+            .counters
+            .lock()
+            .expect("unpoisoned")
+            .keys_reloads
             .entry(outcome)
             .or_default() += 1;
     }
@@ -163,6 +174,13 @@ impl Metrics {
             records.write_errors,
             records.dropped
         );
+        text.push_str("# HELP routeval_keys_reloads_total Reloads of the keys file, by outcome.\n# TYPE routeval_keys_reloads_total counter\n");
+        for (outcome, count) in &counters.keys_reloads {
+            let _ = writeln!(
+                text,
+                "routeval_keys_reloads_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
         text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
         for (outcome, count) in &counters.reloads {
             let _ = writeln!(

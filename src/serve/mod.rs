@@ -70,6 +70,10 @@ pub struct ServeOptions {
     pub roll_records: u64,
     /// Refuse requests (503) while the records cannot be written.
     pub records_fail_closed: bool,
+    /// Start on a config that has expired (`--expired start`), as a running
+    /// serve keeps serving one: not ready, and answering unless
+    /// `strict_expiry`.
+    pub start_expired: bool,
     /// Requests in flight at once, in total and per route.
     pub limits: admission::Limits,
     /// Client connections open at once, and how long one may say nothing.
@@ -118,7 +122,19 @@ pub fn serve(
     let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
     // Taken before the config is read: a change from here on is reloaded.
     let loaded_fingerprint = deployed::fingerprint(&options.sources.config);
-    let deployed = load(&options.sources, &public, clock.as_ref(), None)?;
+    let deployed = deployed::load_at_start(
+        &options.sources,
+        &public,
+        clock.as_ref(),
+        None,
+        options.start_expired,
+    )?;
+    if deployed.expired(clock.as_ref()) {
+        eprintln!(
+            "serve: the signed config {} version {} expired at {}; --expired start serves it, and /readyz answers not ready until a newer version is loaded",
+            deployed.config.config_id, deployed.config.version, deployed.config.expires_at
+        );
+    }
     let shadow = options
         .shadow
         .as_ref()
@@ -141,7 +157,7 @@ pub fn serve(
     let app = Arc::new(http::App {
         deployed: RwLock::new(Arc::new(deployed)),
         shadow,
-        keys,
+        keys: RwLock::new(Arc::new(keys)),
         trust_slice_header: options.trust_slice_header,
         strict_expiry: options.strict_expiry,
         clock,
@@ -184,6 +200,7 @@ pub fn serve(
             public,
             loaded_fingerprint,
             options.records.clone(),
+            options.keys.clone(),
         ));
         connections::serve(listener, router, options.connections, stop_signal()).await;
         watcher.abort();
@@ -203,22 +220,54 @@ async fn stop_signal() {
     }
 }
 
+/// The keys file's identity for the reload watch: its length and
+/// modification time.
+fn keys_fingerprint(path: &std::path::Path) -> Option<(u64, std::time::SystemTime)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.len(), metadata.modified().ok()?))
+}
+
+/// Loads the keys file again and puts it in place whole; a file that does
+/// not load is logged and counted, and the running keys stay.
+fn reload_keys(app: &http::App, path: &std::path::Path) {
+    match Keys::load(path) {
+        Ok(keys) => {
+            eprintln!("serve: reloaded {}: {} keys", path.display(), keys.len());
+            *app.keys.write().expect("unpoisoned") = Arc::new(keys);
+            app.metrics.keys_reload("applied");
+        }
+        Err(refusal) => {
+            eprintln!("serve: keys reload refused, the running keys stay: {refusal:#}");
+            app.metrics.keys_reload("refused");
+        }
+    }
+}
+
 /// Reloads on SIGHUP and when the config or its signature changes; a
 /// refused config is logged and counted, and the running one keeps serving.
+/// The keys file is reloaded on SIGHUP and when it changes, by the same
+/// rule.
 async fn watch(
     app: Arc<http::App>,
     sources: Sources,
     public: minisign::PublicKey,
     mut seen: Option<deployed::Fingerprint>,
     records: PathBuf,
+    keys: PathBuf,
 ) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = signal(SignalKind::hangup()).expect("a SIGHUP handler");
+    let mut keys_seen = keys_fingerprint(&keys);
     loop {
         let asked = tokio::select! {
             _ = hangup.recv() => true,
             () = tokio::time::sleep(WATCH_INTERVAL) => false,
         };
+        let keys_now = keys_fingerprint(&keys);
+        if asked || keys_now != keys_seen {
+            keys_seen = keys_now;
+            reload_keys(&app, &keys);
+        }
         let now = deployed::fingerprint(&sources.config);
         if !asked && now == seen {
             continue;
