@@ -227,7 +227,7 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     std::fs::write(&steady, same.join("\n") + "\n").unwrap();
     let (code, document) = drift(&config, "--records", &steady);
     assert_eq!(code, Some(0), "{:#?}", document.slices);
-    assert_eq!(document.schema_version, 3);
+    assert_eq!(document.schema_version, 4);
     assert!(document.records_left_out.is_empty());
     for slice in &document.slices {
         assert_eq!(slice.verdict, Verdict::Ok, "{slice:?}");
@@ -299,13 +299,14 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     for (raw, grouped) in document.routes.iter().zip(&aggregated.routes) {
         assert_eq!(raw.ttft_p95_ms, grouped.ttft_p95_ms);
         assert_eq!(raw.other_version_share, grouped.other_version_share);
+        assert_eq!(raw.failure_share, grouped.failure_share);
     }
 }
 
 /// What docs/records-sql.md's GROUP BY computes, for a JSON-lines file.
 fn write_aggregates(records: &Path, out: &Path) {
     let window_ms: i64 = 30 * 60 * 1000;
-    let mut groups: BTreeMap<Vec<String>, (u64, f64)> = BTreeMap::new();
+    let mut groups: BTreeMap<Vec<String>, (u64, u64, f64)> = BTreeMap::new();
     for line in std::fs::read_to_string(records).unwrap().lines() {
         let record: serde_json::Value = serde_json::from_str(line).unwrap();
         let timestamp = record["timestamp"].as_i64().unwrap();
@@ -323,13 +324,18 @@ fn write_aggregates(records: &Path, out: &Path) {
         ];
         let entry = groups.entry(key).or_default();
         entry.0 += 1;
-        entry.1 += record["cost_usd"].as_f64().unwrap();
+        entry.1 += u64::from(
+            ["error", "timeout"].contains(&record["status"].as_str().unwrap())
+                && record["finish_reason"] != "client_disconnected"
+                && record["reason"] != "hedge-lost",
+        );
+        entry.2 += record["cost_usd"].as_f64().unwrap();
     }
     let mut text = String::from(
-        "window_start,slice,logical_model,route,reason,model,score_bin,ttft_bin,requests,cost_usd\n",
+        "window_start,slice,logical_model,route,reason,model,score_bin,ttft_bin,requests,failures,cost_usd\n",
     );
-    for (key, (requests, cost)) in groups {
-        text.push_str(&format!("{},{requests},{cost}\n", key.join(",")));
+    for (key, (requests, failures, cost)) in groups {
+        text.push_str(&format!("{},{requests},{failures},{cost}\n", key.join(",")));
     }
     std::fs::write(out, text).unwrap();
 }
@@ -367,6 +373,85 @@ fn one_slow_fallback_alone_in_its_window_is_not_a_brown_out() {
     assert!(alone.ttft_p95_ms.unwrap() > 4.0 * large.ttft_p95_ms.unwrap());
     assert_eq!(large.verdict, Verdict::Ok, "{large:?}");
     assert_eq!(code, Some(0), "{large:?}");
+}
+
+/// The example's clean records, with `route`'s records from index 600 to
+/// 1200 failing two times in five as `status` and `finish_reason` say.
+fn records_failing(
+    workspace: &Workspace,
+    config: &Path,
+    status: &str,
+    finish_reason: Option<&str>,
+) -> PathBuf {
+    let (_, mut records) = records_from_results(config, &example_results(), "legal", 0.0);
+    for (index, line) in records.iter_mut().enumerate() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        if record["route"] == "large" && (600..1200).contains(&index) && index % 5 < 2 {
+            record["status"] = status.into();
+            record["finish_reason"] = finish_reason.into();
+        }
+        *line = record.to_string();
+    }
+    let path = workspace.path(&format!("records-{status}.jsonl"));
+    std::fs::write(&path, records.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn a_window_where_two_requests_in_five_failed_is_watch() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let clean = records_failing(&workspace, &config, "ok", Some("stop"));
+    let (code, document) = drift_in_windows(&config, "--records", &clean, "10m");
+    let large = document
+        .routes
+        .iter()
+        .find(|route| route.route == "large")
+        .unwrap();
+    assert_eq!(large.failure_share, Some(0.0));
+    assert_eq!(large.verdict, Verdict::Ok, "{large:?}");
+    assert_eq!(code, Some(0));
+    for status in ["error", "timeout", "500"] {
+        let failing = records_failing(&workspace, &config, status, None);
+        let (code, document) = drift_in_windows(&config, "--records", &failing, "10m");
+        let large = document
+            .routes
+            .iter()
+            .find(|route| route.route == "large")
+            .unwrap();
+        assert_eq!(large.verdict, Verdict::Watch, "{status}: {large:?}");
+        assert!(
+            large
+                .reasons
+                .iter()
+                .any(|reason| reason.contains("failed (errors and timeouts)")),
+            "{status}: {large:?}"
+        );
+        let worst = large
+            .windows
+            .iter()
+            .filter_map(|window| window.failure_share)
+            .fold(0.0, f64::max);
+        assert!((0.35..=0.45).contains(&worst), "{status}: {worst}");
+        // watch, not recalibrate: the exit code stays 0.
+        assert_eq!(code, Some(0), "{status}");
+    }
+}
+
+#[test]
+fn clients_that_left_are_not_the_routes_failures() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let left = records_failing(&workspace, &config, "error", Some("client_disconnected"));
+    let (code, document) = drift_in_windows(&config, "--records", &left, "10m");
+    let large = document
+        .routes
+        .iter()
+        .find(|route| route.route == "large")
+        .unwrap();
+    assert_eq!(large.failure_share, Some(0.0), "{large:?}");
+    assert_eq!(large.verdict, Verdict::Ok, "{large:?}");
+    assert_eq!(code, Some(0));
 }
 
 #[test]
@@ -645,6 +730,7 @@ fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
                 draw if draw < 0.12 => Some("fallback:deadline"),
                 draw if draw < 0.13 => Some("fallback:error"),
                 draw if draw < 0.14 => Some("hedge-won"),
+                draw if draw < 0.145 => Some("hedge-lost"),
                 _ if large => Some("routed-large"),
                 _ => Some("routed-small"),
             };
@@ -656,7 +742,8 @@ fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
             };
             let status = match random.unit() {
                 draw if draw < 0.03 => Status::Error,
-                draw if draw < 0.05 => Status::RateLimited,
+                draw if draw < 0.04 => Status::Timeout,
+                draw if draw < 0.06 => Status::RateLimited,
                 _ => Status::Ok,
             };
             let ttft = (random.unit() >= 0.05).then(|| 100.0 + random.unit() * 3000.0);
@@ -681,7 +768,14 @@ fn varied_records(count: usize) -> Vec<routeval::records::Record<'static>> {
                 output_tokens: (index % 9 != 0).then_some(200),
                 ttft_ms: ttft,
                 total_ms: ttft.map(|ttft| ttft + 1500.0),
-                finish_reason: Some("stop".into()),
+                finish_reason: Some(
+                    if index % 11 == 0 {
+                        "client_disconnected"
+                    } else {
+                        "stop"
+                    }
+                    .into(),
+                ),
                 cost_usd: (index % 20 != 0).then(|| (1 + index % 37) as f64 / 1024.0),
                 prompt: None,
                 messages: None,

@@ -27,8 +27,8 @@ use super::read::{
     FieldNames, Record, check_table_version, fold_records, join_workers, parquet_records,
 };
 use super::schema::field::{
-    CACHED_INPUT_TOKENS, COST_USD, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL, OUTPUT_TOKENS, REASON,
-    ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,
+    CACHED_INPUT_TOKENS, COST_USD, FINISH_REASON, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL,
+    OUTPUT_TOKENS, REASON, ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,
 };
 use super::schema::{RECORD_COLUMNS, RecordKind, Status};
 use crate::schema::Format;
@@ -106,6 +106,7 @@ pub struct RecordColumns {
     model: Option<ArrayRef>,
     reason: Option<ArrayRef>,
     status: ArrayRef,
+    finish_reason: Option<ArrayRef>,
     score: Option<ArrayRef>,
     ttft_ms: Option<ArrayRef>,
     cost_usd: Option<ArrayRef>,
@@ -145,6 +146,10 @@ impl RecordColumns {
         self.reason.as_ref().map(Texts::of)
     }
 
+    pub fn finish_reason(&self) -> Option<Texts<'_>> {
+        self.finish_reason.as_ref().map(Texts::of)
+    }
+
     /// The status texts; every one parses ([`Status::parse`]).
     pub fn status(&self) -> Texts<'_> {
         Texts::of(&self.status)
@@ -164,7 +169,15 @@ impl RecordColumns {
 }
 
 /// The texts a fold groups by, read dictionary-encoded.
-const GROUPED: [usize; 6] = [SLICE, LOGICAL_MODEL, ROUTE, MODEL, REASON, STATUS];
+const GROUPED: [usize; 7] = [
+    SLICE,
+    LOGICAL_MODEL,
+    ROUTE,
+    MODEL,
+    REASON,
+    STATUS,
+    FINISH_REASON,
+];
 /// The numbers some check or the fold needs.
 const NUMBERS: [usize; 7] = [
     SCORE,
@@ -583,6 +596,7 @@ fn split(
         model: column(MODEL),
         reason: column(REASON),
         status: required(STATUS)?,
+        finish_reason: column(FINISH_REASON),
         score: numbers[SCORE].clone(),
         ttft_ms: numbers[TTFT_MS].clone(),
         cost_usd: numbers[COST_USD].clone(),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::drift::{ConfigRef, Verdict};
 use super::{InputFile, Threshold};
 
-pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 3;
+pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 4;
 
 /// What `drift --records` and `--aggregates` write with `--out`.
 pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -73,6 +73,11 @@ pub struct RouteWindow {
     pub start_ms: i64,
     pub requests: u64,
     pub fallback_share: f64,
+    /// The share of the window's requests the route failed (an error or a
+    /// timeout, not a client that left); version 4 on, null where the
+    /// input does not say (an aggregate table without `failures`).
+    #[serde(default)]
+    pub failure_share: Option<f64>,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p95_ms: Option<f64>,
     pub other_version_share: Option<f64>,
@@ -91,6 +96,9 @@ pub struct RecordsRouteDrift {
     pub pinned_model: Option<String>,
     pub other_version_share: Option<f64>,
     pub fallback_share: f64,
+    /// As a window's `failure_share`, over the run; version 4 on.
+    #[serde(default)]
+    pub failure_share: Option<f64>,
     pub fallbacks_by_reason: BTreeMap<String, u64>,
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p95_ms: Option<f64>,
@@ -103,8 +111,9 @@ pub struct RecordsRouteDrift {
 #[serde(deny_unknown_fields)]
 pub struct RecordsDriftDocument {
     /// 2 adds `records_left_out`, 3 `tests` and the score shift's null and
-    /// test; older versions read without them.
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 3>")]
+    /// test, 4 the routes' and their windows' `failure_share`; older
+    /// versions read without them.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 4>")]
     pub schema_version: u32,
     pub kind: String,
     pub routeval_version: String,
@@ -172,6 +181,7 @@ impl RecordsDriftDocument {
             "route",
             "requests",
             "fell back",
+            "failed",
             "TTFT p50 ms",
             "p95",
             "other version",
@@ -188,6 +198,7 @@ impl RecordsDriftDocument {
                     route.route.clone(),
                     route.requests.to_string(),
                     percent(Some(route.fallback_share)),
+                    percent(route.failure_share),
                     ms(route.ttft_p50_ms),
                     ms(route.ttft_p95_ms),
                     percent(route.other_version_share),

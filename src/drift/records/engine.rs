@@ -30,6 +30,10 @@ const PSI_RECALIBRATE: f64 = 0.25;
 const FALLBACK_WATCH: f64 = 0.05;
 /// A window whose p95 first token is this many times the route's overall.
 const TTFT_WATCH_RATIO: f64 = 2.0;
+/// The share of a route's requests that may fail (errors and timeouts)
+/// before a window of them is `watch`: a healthy provider's error rate is
+/// well under it, a brown-out's or an outage's far over.
+const FAILURE_WATCH: f64 = 0.02;
 /// Answers from an unpinned model beyond this share mean the tier moved.
 const OTHER_VERSION_RECALIBRATE: f64 = 0.01;
 
@@ -182,6 +186,7 @@ fn fold_input(
                 escalated,
                 ttft_bin: row.ttft_bin,
                 requests: row.requests,
+                failures: row.failures,
                 cost_usd: row.cost_usd,
             };
             fold.add(&group, pins);
@@ -492,10 +497,17 @@ fn route_drifts(fold: &Fold, pins: &HashMap<String, String>, delta: f64) -> Vec<
                     window_p95.is_some_and(|window_p95| window_p95 > TTFT_WATCH_RATIO * p95);
                 tests.push((routes.len(), RouteTest::FirstToken(index), p, shown));
             }
+            let failure_share = window.failure_share();
+            if failure_share.is_some() {
+                let p = binomial_upper_tail(window.failure_known, FAILURE_WATCH, window.failures);
+                let shown = failure_share.is_some_and(|share| share > FAILURE_WATCH);
+                tests.push((routes.len(), RouteTest::Failure(index), p, shown));
+            }
             window_rows.push(RouteWindow {
                 start_ms: *start,
                 requests: window.requests,
                 fallback_share,
+                failure_share,
                 ttft_p50_ms: window.ttft_quantile(0.5),
                 ttft_p95_ms: window_p95,
                 other_version_share: (window.versioned > 0)
@@ -512,6 +524,7 @@ fn route_drifts(fold: &Fold, pins: &HashMap<String, String>, delta: f64) -> Vec<
             pinned_model: pins.get(name).cloned(),
             other_version_share: other_share,
             fallback_share: counts.fallback_total() as f64 / counts.requests.max(1) as f64,
+            failure_share: counts.failure_share(),
             fallbacks_by_reason: counts.fallbacks.clone(),
             ttft_p50_ms: counts.ttft_quantile(0.5),
             ttft_p95_ms: p95,
@@ -552,6 +565,15 @@ fn watch_windows(
                     crate::clock::format_rfc3339(window.start_ms.div_euclid(1000))
                 )
             }
+            RouteTest::Failure(window) => {
+                let window = &route.windows[window];
+                format!(
+                    "{:.1}% of {} failed (errors and timeouts) in the window from {} (p = {p:.2e})",
+                    window.failure_share.unwrap_or(0.0) * 100.0,
+                    window.requests,
+                    crate::clock::format_rfc3339(window.start_ms.div_euclid(1000))
+                )
+            }
             RouteTest::FirstToken(window) => {
                 let window = &route.windows[window];
                 format!(
@@ -574,6 +596,8 @@ enum RouteTest {
     Fallback(usize),
     /// The first tokens of the window at this position.
     FirstToken(usize),
+    /// The failures (errors and timeouts) of the window at this position.
+    Failure(usize),
 }
 
 /// The statistical tests of a slice, in one family for the run.

@@ -19,6 +19,8 @@ pub(super) struct AggregateRow {
     pub(super) score_bin: Option<i64>,
     pub(super) ttft_bin: Option<i64>,
     pub(super) requests: u64,
+    /// Of `requests`, those the route failed (optional column).
+    pub(super) failures: Option<u64>,
     pub(super) cost_usd: Option<f64>,
 }
 
@@ -182,6 +184,15 @@ impl Fields<'_> {
                 "the rows' requests add up past 2^64: they are not counts".to_owned(),
             )
         })?;
+        let failures = self.integer("failures")?;
+        if let Some(failures) = failures
+            && !(0..=requests).contains(&failures)
+        {
+            return Err(self.invalid(
+                "failures",
+                format!("{failures} is not between 0 and the row's {requests} requests"),
+            ));
+        }
         let ttft_bin = self.integer("ttft_bin")?;
         if let Some(bin) = ttft_bin
             && !(0..=MAX_TTFT_BIN).contains(&bin)
@@ -214,6 +225,7 @@ impl Fields<'_> {
             score_bin: self.integer("score_bin")?,
             ttft_bin,
             requests: requests as u64,
+            failures: failures.map(|failures| failures as u64),
             cost_usd,
         })
     }

@@ -18,6 +18,10 @@ pub(super) struct SliceCounts {
 #[derive(Debug, Clone, Default)]
 pub(super) struct RouteCounts {
     pub(super) requests: u64,
+    /// Requests whose failure is known (every record; an aggregate row
+    /// only with its `failures`), and those of them the route failed.
+    pub(super) failure_known: u64,
+    pub(super) failures: u64,
     pub(super) fallbacks: BTreeMap<String, u64>,
     pub(super) other_version: u64,
     pub(super) versioned: u64,
@@ -27,6 +31,11 @@ pub(super) struct RouteCounts {
 }
 
 impl RouteCounts {
+    /// The share of the requests whose failure is known that failed.
+    pub(super) fn failure_share(&self) -> Option<f64> {
+        (self.failure_known > 0).then(|| self.failures as f64 / self.failure_known as f64)
+    }
+
     pub(super) fn ttft_quantile(&self, q: f64) -> Option<f64> {
         let total: u64 = self.ttft.values().sum();
         if total == 0 {
@@ -73,6 +82,8 @@ pub(super) struct Group<'a> {
     pub(super) escalated: Option<bool>,
     pub(super) ttft_bin: Option<i64>,
     pub(super) requests: u64,
+    /// Of `requests`, those the route failed, where the table says.
+    pub(super) failures: Option<u64>,
     pub(super) cost_usd: Option<f64>,
 }
 
@@ -121,6 +132,8 @@ impl SliceCounts {
 impl RouteCounts {
     pub(super) fn absorb(&mut self, other: RouteCounts) {
         self.requests += other.requests;
+        self.failure_known += other.failure_known;
+        self.failures += other.failures;
         for (reason, count) in other.fallbacks {
             *self.fallbacks.entry(reason).or_default() += count;
         }
@@ -193,6 +206,10 @@ impl Fold {
         let window = entry.windows.entry(group.window).or_default();
         for counts in [&mut *route, window] {
             counts.requests += group.requests;
+            if let Some(failures) = group.failures {
+                counts.failure_known += group.requests;
+                counts.failures += failures;
+            }
             if let Some(reason) = group
                 .reason
                 .filter(|reason| reason.starts_with("fallback:"))

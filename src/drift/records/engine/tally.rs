@@ -96,6 +96,7 @@ impl Histogram {
 #[derive(Debug, Default, Clone)]
 struct RouteTally {
     requests: u64,
+    failures: u64,
     /// By reason number; only `fallback:` reasons are counted.
     fallbacks: Vec<u64>,
     other_version: u64,
@@ -109,6 +110,8 @@ impl RouteTally {
     fn into_counts(self, reasons: &Names) -> RouteCounts {
         RouteCounts {
             requests: self.requests,
+            failure_known: self.requests,
+            failures: self.failures,
             fallbacks: self
                 .fallbacks
                 .into_iter()
@@ -137,6 +140,20 @@ struct Seen {
     /// Answered requests' first-token bin.
     ttft_bin: Option<i64>,
     cost_usd: Option<f64>,
+    /// The route failed the request ([`route_failed`]).
+    failed: bool,
+}
+
+/// Whether a record is the route's failure: an error or a timeout, but not
+/// a client that went away, nor a hedge's copy serve cancelled.
+pub(super) fn route_failed(
+    status: Status,
+    reason: Option<&str>,
+    finish_reason: Option<&str>,
+) -> bool {
+    matches!(status, Status::Error | Status::Timeout)
+        && finish_reason != Some("client_disconnected")
+        && reason != Some("hedge-lost")
 }
 
 /// One worker's fold.
@@ -285,6 +302,7 @@ impl<'a> Tally<'a> {
         }
         let counts = &mut self.route_windows[window][seen.route];
         counts.requests += 1;
+        counts.failures += u64::from(seen.failed);
         if let Some(reason) = seen.reason.filter(|&reason| self.fallback[reason]) {
             if counts.fallbacks.len() <= reason {
                 counts.fallbacks.resize(reason + 1, 0);
@@ -334,6 +352,11 @@ impl<'a> Tally<'a> {
                 .filter(|_| record.status == Status::Ok)
                 .map(ttft_bin),
             cost_usd: record.cost_usd,
+            failed: route_failed(
+                record.status,
+                record.reason.as_deref(),
+                record.finish_reason.as_deref(),
+            ),
         };
         self.add(seen);
     }
@@ -368,10 +391,33 @@ impl<'a> Tally<'a> {
         let model_numbers =
             models.map(|texts| self.numbers_of(texts, |tally, model| tally.models.intern(model).0));
         let status = columns.status();
-        let answered: Vec<bool> = status
+        let parsed: Vec<Option<Status>> = status
             .values()
-            .map(|value| value.and_then(Status::parse) == Some(Status::Ok))
+            .map(|value| value.and_then(Status::parse))
             .collect();
+        let answered: Vec<bool> = parsed
+            .iter()
+            .map(|status| *status == Some(Status::Ok))
+            .collect();
+        let failing: Vec<bool> = parsed
+            .iter()
+            .map(|status| status.is_some_and(|status| route_failed(status, None, None)))
+            .collect();
+        // A failing status is the route's unless the client left or the
+        // reason is a cancelled hedge copy.
+        let finish = columns.finish_reason();
+        let client_left: Vec<bool> = finish.map_or_else(Vec::new, |texts| {
+            texts
+                .values()
+                .map(|value| value == Some("client_disconnected"))
+                .collect()
+        });
+        let hedge_lost: Vec<bool> = reasons.map_or_else(Vec::new, |texts| {
+            texts
+                .values()
+                .map(|value| value == Some("hedge-lost"))
+                .collect()
+        });
         let (score, ttft, cost) = (columns.score(), columns.ttft_ms(), columns.cost_usd());
         // Every slot's bin in one pass of its own, so the logarithms overlap
         // instead of each waiting at its row's counters.
@@ -409,6 +455,13 @@ impl<'a> Tally<'a> {
                     .filter(|_| answered[key(status)])
                     .map(|_| ttft_bins[row]),
                 cost_usd: value(cost, row),
+                failed: failing[key(status)]
+                    && !finish
+                        .and_then(|texts| texts.key(row))
+                        .is_some_and(|key| client_left[key])
+                    && !reasons
+                        .and_then(|texts| texts.key(row))
+                        .is_some_and(|key| hedge_lost[key]),
             };
             self.add(seen);
         }
