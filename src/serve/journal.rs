@@ -115,7 +115,8 @@ impl JournalHealth {
 /// The sending end: records go to the writer thread.
 #[derive(Debug, Clone)]
 pub struct Journal {
-    sender: mpsc::SyncSender<ServedRecord>,
+    /// Boxed: the queue's slots are allocated up front, a pointer each.
+    sender: mpsc::SyncSender<Box<ServedRecord>>,
     /// Held while a record is numbered and queued, so that numbers follow
     /// the queue's order.
     order: Arc<Mutex<()>>,
@@ -134,7 +135,7 @@ impl Journal {
     /// queue was full and it was dropped (and counted).
     pub fn write(&self, record: ServedRecord) -> Option<u64> {
         let _order = self.order.lock().expect("unpoisoned");
-        match self.sender.try_send(record) {
+        match self.sender.try_send(Box::new(record)) {
             Ok(()) => Some(self.health.sent.fetch_add(1, Ordering::AcqRel) + 1),
             Err(_) => {
                 if self.health.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -353,8 +354,8 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, receiver: &mpsc::Receiver<ServedRecord>) -> anyhow::Result<()> {
-        let mut pending: Vec<ServedRecord> = Vec::new();
+    fn run(mut self, receiver: &mpsc::Receiver<Box<ServedRecord>>) -> anyhow::Result<()> {
+        let mut pending: Vec<Box<ServedRecord>> = Vec::new();
         let mut open = true;
         let mut tries_at_stop = 0;
         while open || !pending.is_empty() {
@@ -417,8 +418,8 @@ impl Writer {
     /// Adds to `pending` what comes within `window`, up to `most` records;
     /// false once every sender is gone.
     fn gather(
-        receiver: &mpsc::Receiver<ServedRecord>,
-        pending: &mut Vec<ServedRecord>,
+        receiver: &mpsc::Receiver<Box<ServedRecord>>,
+        pending: &mut Vec<Box<ServedRecord>>,
         window: Duration,
         most: usize,
     ) -> bool {
@@ -442,7 +443,7 @@ impl Writer {
     }
 
     /// Writes and syncs `records`, then rolls the journal if it is due.
-    fn commit(&mut self, records: &[ServedRecord]) -> anyhow::Result<()> {
+    fn commit(&mut self, records: &[Box<ServedRecord>]) -> anyhow::Result<()> {
         let mut lines = Vec::new();
         for record in records {
             serde_json::to_writer(&mut lines, record)?;
