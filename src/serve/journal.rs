@@ -355,13 +355,13 @@ struct Writer {
 
 impl Writer {
     fn run(mut self, receiver: &mpsc::Receiver<Box<ServedRecord>>) -> anyhow::Result<()> {
-        let mut pending: Vec<Box<ServedRecord>> = Vec::new();
+        let mut pending: Vec<ServedRecord> = Vec::new();
         let mut open = true;
         let mut tries_at_stop = 0;
         while open || !pending.is_empty() {
             if pending.is_empty() {
                 match receiver.recv() {
-                    Ok(record) => pending.push(record),
+                    Ok(record) => pending.push(*record),
                     Err(_) => break,
                 }
             }
@@ -419,7 +419,7 @@ impl Writer {
     /// false once every sender is gone.
     fn gather(
         receiver: &mpsc::Receiver<Box<ServedRecord>>,
-        pending: &mut Vec<Box<ServedRecord>>,
+        pending: &mut Vec<ServedRecord>,
         window: Duration,
         most: usize,
     ) -> bool {
@@ -430,7 +430,7 @@ impl Writer {
                 return true;
             }
             match receiver.recv_timeout(left) {
-                Ok(record) => pending.push(record),
+                Ok(record) => pending.push(*record),
                 Err(mpsc::RecvTimeoutError::Timeout) => return true,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return false,
             }
@@ -443,7 +443,7 @@ impl Writer {
     }
 
     /// Writes and syncs `records`, then rolls the journal if it is due.
-    fn commit(&mut self, records: &[Box<ServedRecord>]) -> anyhow::Result<()> {
+    fn commit(&mut self, records: &[ServedRecord]) -> anyhow::Result<()> {
         let mut lines = Vec::new();
         for record in records {
             serde_json::to_writer(&mut lines, record)?;
