@@ -364,3 +364,23 @@ fn with_records_fail_closed_a_full_disk_refuses_requests_until_it_has_room() {
         .unwrap();
     assert_eq!(refused["reason"], "records-failing");
 }
+
+#[test]
+fn a_link_planted_where_the_journal_goes_is_never_written_through() {
+    let upstream = instant_answers();
+    let directory = tempfile::tempdir().unwrap();
+    let served = Served::start(&mut serve_for(&upstream, "records-link", directory.path()));
+    let address = address_of(&served);
+    // Someone else's file, linked where serve's first journal will go.
+    let theirs = directory.path().join("theirs.txt");
+    std::fs::write(&theirs, "not serve's\n").unwrap();
+    std::os::unix::fs::symlink(&theirs, directory.path().join("records/part-000001.jsonl"))
+        .unwrap();
+    assert!(answered(&address, "linked"));
+    assert!(within_ten_seconds(
+        || get(&address, "/readyz").starts_with("HTTP/1.1 503")
+    ));
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not serve's\n");
+    drop(served);
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not serve's\n");
+}

@@ -224,6 +224,7 @@ pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, Journ
         written: 0,
         roll_after,
         roll_failed: false,
+        created: false,
         health: health.clone(),
     };
     let handle = std::thread::Builder::new()
@@ -350,6 +351,8 @@ struct Writer {
     roll_after: u64,
     /// A roll failed; the journal is kept and rolled at the next commit.
     roll_failed: bool,
+    /// This journal was created by this writer.
+    created: bool,
     health: Arc<JournalHealth>,
 }
 
@@ -451,11 +454,19 @@ impl Writer {
         }
         let path = self.journal();
         if self.file.is_none() {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
+            // A journal is created new, never over a file serve did not
+            // make; one it made is reopened only as the regular file it is.
+            let mut options = std::fs::OpenOptions::new();
+            options.append(true);
+            if self.created {
+                crate::atomic::check_destination(&path, "--records")?;
+            } else {
+                options.create_new(true);
+            }
+            let file = options
                 .open(&path)
                 .with_context(|| format!("{}: cannot open the journal", path.display()))?;
+            self.created = true;
             self.good_len = file.metadata().map_or(0, |metadata| metadata.len());
             crate::atomic::sync_directory(&path)?;
             self.file = Some(file);
@@ -475,6 +486,7 @@ impl Writer {
             match roll(&self.directory, self.number) {
                 Ok(()) => {
                     self.roll_failed = false;
+                    self.created = false;
                     self.number += 1;
                     self.written = 0;
                     self.good_len = 0;
