@@ -184,6 +184,15 @@ impl Assembly {
     }
 }
 
+/// The `chat.completion` of a whole stream's SSE bytes, as JSON.
+pub fn completion_of(sse: &[u8]) -> Vec<u8> {
+    let mut assembly = Assembly::default();
+    for event in events(sse) {
+        assembly.add(&event);
+    }
+    serde_json::to_vec(&assembly.completion()).expect("JSON serialises")
+}
+
 /// The events of SSE bytes that the framer passed (whole, well-formed
 /// events): each `data` that is a JSON object.
 pub fn events(bytes: &[u8]) -> impl Iterator<Item = Value> + '_ {

@@ -721,9 +721,7 @@ impl StageCall<'_> {
         if self.last {
             // The first byte's time is the one the breaker learned.
             finishing.first_byte = Some(ttft_ms);
-            finishing.slots.append(held);
-            finishing.slots.push(slot);
-            finishing.slots.extend(hedged.map(|hedged| hedged.slot));
+            hold(&mut finishing, held, slot, hedged);
             if assembling {
                 let headers = self.headers(&route, limits);
                 return self
@@ -751,64 +749,30 @@ impl StageCall<'_> {
                     .await;
             }
         };
-        let answer = if sse {
-            let mut answer = Answer::default();
-            answer.feed_sse(&bytes);
-            answer
-        } else {
-            Answer::of_json(&bytes)
-        };
-        let own = upstream.cost(
-            answer.input_tokens.unwrap_or(0),
-            answer.cached_input_tokens.unwrap_or(0),
-            answer.output_tokens.unwrap_or(0),
-        );
-        let deployed = &self.decided.deployed;
-        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
-            unreachable!("only a cascade has stages before the last")
-        };
-        let verdict = verify(
-            self.app,
-            deployed,
-            verifier,
-            &self.decided.request,
-            &answer.text,
-            total_deadline,
-            &self.decided.request_id,
-        )
-        .await;
-        let (score, verifier_cost) = match verdict {
+        let (score, own, verifier_cost) = match self
+            .verdict(&mut record, &bytes, sse, &upstream, total_deadline)
+            .await
+        {
             Ok(verdict) => verdict,
-            Err(problem) => {
-                record.score = None;
-                return self.failed_reason(record, "verifier-failed", &problem);
-            }
+            Err(stage) => return stage,
         };
         *spent += own + verifier_cost;
-        record.score = Some(score);
         if self.decided.plan.escalates_from(self.stage, score) {
             return Stage::Escalated(Box::new(record));
         }
-        let bytes = if assembling {
-            let mut assembly = Assembly::default();
-            for event in super::assemble::events(&bytes) {
-                assembly.add(&event);
-            }
+        let (bytes, content_type) = if assembling {
             finishing.sse = None;
-            serde_json::to_vec(&assembly.completion()).expect("JSON serialises")
+            let completion = super::assemble::completion_of(&bytes);
+            (
+                completion,
+                Some(HeaderValue::from_static("application/json")),
+            )
         } else {
-            bytes
-        };
-        let content_type = if assembling {
-            Some(HeaderValue::from_static("application/json"))
-        } else {
-            content_type
+            (bytes, content_type)
         };
         finishing.spent_before = *spent - own;
         finishing.record = Some(record);
-        finishing.slots.append(held);
-        finishing.slots.push(slot);
-        finishing.slots.extend(hedged.map(|hedged| hedged.slot));
+        hold(&mut finishing, held, slot, hedged);
         Stage::Answered(pass_through(
             finishing,
             status,
@@ -819,7 +783,63 @@ impl StageCall<'_> {
     }
 }
 
+/// The request's slots (`held`: in total and its tenant's), its route's and
+/// a hedged copy's, given back with the answer's last byte.
+fn hold(finishing: &mut Finishing, held: &mut Vec<Slot>, slot: Slot, hedged: Option<Hedged>) {
+    finishing.slots.append(held);
+    finishing.slots.push(slot);
+    finishing.slots.extend(hedged.map(|hedged| hedged.slot));
+}
+
 impl StageCall<'_> {
+    /// The verifier's verdict on a cascade stage's whole answer `bytes`,
+    /// into the record's score: the score, what the stage's call and the
+    /// verifier's cost, or the client's response when the verifier failed.
+    async fn verdict(
+        &self,
+        record: &mut ServedRecord,
+        bytes: &[u8],
+        sse: bool,
+        upstream: &Upstream,
+        deadline: tokio::time::Instant,
+    ) -> Result<(f64, f64, f64), Stage> {
+        let answer = if sse {
+            let mut answer = Answer::default();
+            answer.feed_sse(bytes);
+            answer
+        } else {
+            Answer::of_json(bytes)
+        };
+        let own = upstream.cost(
+            answer.input_tokens.unwrap_or(0),
+            answer.cached_input_tokens.unwrap_or(0),
+            answer.output_tokens.unwrap_or(0),
+        );
+        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
+            unreachable!("only a cascade has stages before the last")
+        };
+        let verdict = verify(
+            self.app,
+            &self.decided.deployed,
+            verifier,
+            &self.decided.request,
+            &answer.text,
+            deadline,
+            &self.decided.request_id,
+        )
+        .await;
+        match verdict {
+            Ok((score, verifier_cost)) => {
+                record.score = Some(score);
+                Ok((score, own, verifier_cost))
+            }
+            Err(problem) => {
+                record.score = None;
+                Err(self.failed_reason(record.clone(), "verifier-failed", &problem))
+            }
+        }
+    }
+
     /// A streamed answer read whole for a client that did not stream, and
     /// answered as the non-streamed completion (`finishing` holds the
     /// request's slots). A stall, a cut, a malformed event or an answer too
