@@ -43,6 +43,7 @@ mod serve_cli;
 mod serve_hostile;
 mod serve_k8s;
 mod serve_openai_sdk;
+mod serve_operations;
 mod serve_records;
 mod serve_resilience;
 mod signing;

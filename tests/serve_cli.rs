@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::common::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, base_url, column, demo_prompts, gate_single,
-    header_of, repo, routeval, serve_command, signed_single, start_serve, start_sim, write_keys,
+    header_of, log_events, repo, routeval, serve_command, signed_single, start_serve, start_sim,
+    write_keys,
 };
 
 /// What serve answered one prompt: the tier header, the body, the decision.
@@ -761,11 +762,15 @@ fn keys_constraints_refusals_and_reloads() {
     served_live.signal("HUP");
     std::thread::sleep(std::time::Duration::from_millis(500));
     let log = served_live.stop_with_log();
-    assert!(
-        log.contains("is unchanged; version 2 keeps serving"),
-        "SIGHUP on an unchanged config: {log}"
-    );
-    assert_eq!(log.matches("serve: reload refused").count(), 3, "{log}");
+    let unchanged = log_events(&log, "config_unchanged");
+    assert_eq!(unchanged.len(), 1, "SIGHUP on an unchanged config: {log}");
+    assert_eq!(unchanged[0]["config_version"], 2, "{log}");
+    let refused = log_events(&log, "config_reload_refused");
+    assert_eq!(refused.len(), 3, "{log}");
+    // Each names the version that kept serving.
+    let kept: Vec<&Value> = refused.iter().map(|line| &line["config_version"]).collect();
+    assert_eq!(kept, [&json!(1), &json!(2), &json!(2)], "{log}");
+    assert!(refused.iter().all(|line| line["level"] == "error"), "{log}");
     assert!(!log.contains(KEY) && !log.contains(EU_KEY), "{log}");
     // The records directory remembers v2: a restart on v1 is a rollback too.
     let restart = start(&v1, &router, &pipeline.path("live-records"));

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, response, serve_command,
-    served_records, signed_single, sse_chunk, sse_head, write_keys,
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, log_events, response,
+    serve_command, served_records, signed_single, sse_chunk, sse_head, write_keys,
 };
 
 /// serve in front of one upstream, with its records directory.
@@ -671,8 +671,13 @@ fn a_leaked_key_revoked_by_sighup_is_refused_at_once_and_a_bad_keys_file_keeps_t
     assert_eq!(status_of(&post(&front, rotated, &chat(false), &[])), 200);
     assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 401);
     let log = front.served.stop_with_log();
+    let refused = log_events(&log, "keys_reload_refused");
     assert!(
-        log.contains("keys reload refused, the running keys stay"),
+        !refused.is_empty()
+            && refused[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("the running keys stay"),
         "{log}"
     );
     assert!(
@@ -713,7 +718,10 @@ fn a_restart_on_an_expired_config_follows_the_expired_flag() {
     assert!(ready.contains("expired"), "{ready}");
     assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 200);
     let log = front.served.stop_with_log();
-    assert!(log.contains("--expired start serves it"), "{log}");
+    let expired = log_events(&log, "config_expired");
+    assert_eq!(expired.len(), 1, "{log}");
+    assert_eq!(expired[0]["expires_at"], "2020-01-02T00:00:00Z", "{log}");
+    assert_eq!(expired[0]["level"], "warn", "{log}");
     let strict = Front::serving(&config, &["--expired", "start", "--strict-expiry"], None);
     assert_eq!(status_of(&post(&strict, KEY, &chat(false), &[])), 503);
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 use clap::Parser;
 
 use crate::common::{
-    Pipeline, Served, base_url, binary, repo, signed_single, start_sim, write_keys,
+    Pipeline, Served, base_url, binary, log_events, repo, signed_single, start_sim, write_keys,
 };
 
 fn manifest() -> String {
@@ -174,6 +174,8 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     });
     let log = served.stop_with_log();
     assert!(reloaded, "version 2 was not served after the swap: {log}");
-    assert!(log.contains("reloaded"), "{log}");
+    let reloaded_lines = log_events(&log, "config_reloaded");
+    assert_eq!(reloaded_lines.len(), 1, "{log}");
+    assert_eq!(reloaded_lines[0]["config_version"], 2, "{log}");
     assert!(records.join(pod).join(".routeval-serve.lock").exists());
 }

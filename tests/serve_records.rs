@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, response, serve_command,
-    served_records, signed_single, write_keys,
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, log_events, response,
+    serve_command, served_records, signed_single, write_keys,
 };
 
 /// `routeval serve` of a config signed for `upstream` (as `name`), as a
@@ -315,11 +315,20 @@ fn a_full_disk_is_loud_at_once_and_recording_resumes_when_it_has_room() {
         assert!(answered(&address, &format!("after-{number}")));
     }
     let log = served.stop_with_log();
+    let failed = log_events(&log, "records_write_failed");
     assert!(
-        log.contains("the records cannot be written") && log.contains("part-000001.jsonl"),
+        !failed.is_empty()
+            && failed.iter().all(|line| line["level"] == "error"
+                && line["file"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("part-000001.jsonl")
+                && line["error"].as_str().unwrap().contains("No space left")),
         "{log}"
     );
-    assert!(log.contains("the records are written again"), "{log}");
+    let resumed = log_events(&log, "records_resumed");
+    assert_eq!(resumed.len(), 1, "{log}");
+    assert_eq!(resumed[0]["dropped"], 0, "{log}");
     let recorded = recorded_ids(&disk.at.join("records"));
     let expected: BTreeSet<String> = (0..10)
         .map(|n| format!("before-{n}"))

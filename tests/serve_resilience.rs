@@ -6,26 +6,15 @@
 //! records with the same breaker; a dead primary's requests move only as far
 //! as the fallback's `rpm` and the retry budget allow.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::common::{
-    EU_KEY, KEY, Pipeline, Served, base_url, demo_prompts, falling_back, gate_single, header_of,
-    repo, routeval, served_records, start_serve, start_sim, write_keys,
+    EU_KEY, KEY, Pipeline, Served, base_url, demo_prompts, falling_back, header_of, repo, routeval,
+    served_records, signed_table, start_serve, start_sim, write_keys,
 };
 use routeval::serve_sim::{FaultProfile, SimSettings};
-
-/// Gates `table` as `name`; the signed config.
-fn signed(pipeline: &Pipeline, name: &str, table: &str) -> PathBuf {
-    let path = pipeline.path(&format!("{name}.toml"));
-    std::fs::write(&path, table).unwrap();
-    let out = pipeline.path(name);
-    gate_single(pipeline, &path, &out, None, false)
-        .assert()
-        .success();
-    out.join("route-config.v1.json")
-}
 
 /// Every record serve wrote into `records`, as JSON objects of the columns
 /// the tests read.
@@ -124,7 +113,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     );
     let breaker =
         "\n[routes.breaker]\nfirst_token_deadline_ms = 300.0\nopen_after = 2\nopen_ms = 400.0\n";
-    let config = signed(
+    let config = signed_table(
         &pipeline,
         "brown-out",
         &falling_back(&base_url(&primary), &base_url(&backup), breaker, 20_000),
@@ -277,7 +266,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             ..SimSettings::default()
         },
     );
-    let config = signed(
+    let config = signed_table(
         &pipeline,
         "dead",
         &falling_back(&base_url(&dead), &base_url(&backup), "", 5),
@@ -366,7 +355,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     );
     let limited = falling_back(&base_url(&slow), &base_url(&backup), "", 20_000)
         + "\n[serving.tenants.demo]\nmax_in_flight = 1\n\n[serving.tenants.\"*\"]\ntpm = 600\n";
-    let config = signed(&pipeline, "tenants", &limited);
+    let config = signed_table(&pipeline, "tenants", &limited);
     let served = start_serve(
         &config,
         &pubkey,
@@ -427,7 +416,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         "\n[routes.hedge]\nafter_ms = 200.0\nmax_prompt_tokens = 100000\n",
         20_000,
     );
-    let config = signed(&pipeline, "hedging", &hedging);
+    let config = signed_table(&pipeline, "hedging", &hedging);
     let hedge_records = pipeline.path("hedge-records");
     // A copy is an extra call: let the budget allow every one.
     let served = start_serve(

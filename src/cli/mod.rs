@@ -167,7 +167,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Router(command) => router::run(command),
         Command::Import(command) => import::run(command),
         Command::ServeSim(args) => serve_sim::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(args, &cli.output),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Replay(command) => replay::run(command),
         Command::Records(command) => records::run(command),

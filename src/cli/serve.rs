@@ -8,10 +8,11 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 
+use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
-    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, ServeOptions, Sources,
-    Timeouts, default_max_connections, serve,
+    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, LogFormat, LogLevel,
+    LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, default_max_connections, serve,
 };
 
 #[derive(Debug, Args)]
@@ -131,10 +132,27 @@ pub struct ServeArgs {
     /// Extra calls always allowed per window, however few the requests.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub retry_budget_min: u64,
+
+    /// What a request's record keeps of its conversation (`prompt`,
+    /// `messages`): `full`; `redacted`, with keys, tokens and assigned
+    /// passwords replaced by `[redacted]` (the rules `sample` applies); or
+    /// `none`. drift's score tests and `sample` need the prompts.
+    #[arg(long, value_name = "WHAT", default_value = "full", value_parser = ["full", "redacted", "none"])]
+    pub records_prompts: String,
+
+    /// How serve logs on stderr: `json` lines, `human` lines, or `auto`
+    /// (human on a terminal, else JSON; `--progress json` means JSON).
+    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "json", "human"])]
+    pub log_format: String,
+
+    /// A log line per request (its id, slice, tenant, route, reason,
+    /// status, times, tokens and cost; never its prompt).
+    #[arg(long)]
+    pub log_requests: bool,
 }
 
 impl ServeArgs {
-    fn options(self) -> anyhow::Result<ServeOptions> {
+    fn options(self, output: &OutputArgs) -> anyhow::Result<ServeOptions> {
         if self.roll_records == 0 {
             bail!("--roll-records must be at least 1");
         }
@@ -209,12 +227,30 @@ impl ServeArgs {
                 min_per_window: self.retry_budget_min,
             },
             shadow: self.shadow,
+            records_prompts: match self.records_prompts.as_str() {
+                "redacted" => RecordsPrompts::Redacted,
+                "none" => RecordsPrompts::None,
+                _ => RecordsPrompts::Full,
+            },
+            log: LogSettings {
+                format: match (self.log_format.as_str(), output.progress) {
+                    ("json", _) | ("auto", ProgressArg::Json) => LogFormat::Json,
+                    ("human", _) => LogFormat::Human,
+                    _ => LogFormat::detect(),
+                },
+                requests: self.log_requests,
+                least: if output.quiet {
+                    LogLevel::Warn
+                } else {
+                    LogLevel::Info
+                },
+            },
         })
     }
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<Outcome> {
-    let options = args.options()?;
+pub fn run(args: ServeArgs, output: &OutputArgs) -> anyhow::Result<Outcome> {
+    let options = args.options(output)?;
     serve(&options, |address, deployed| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(
@@ -258,7 +294,7 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        let options = args.options().unwrap();
+        let options = args.options(&cli.output).unwrap();
         assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);

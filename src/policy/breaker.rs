@@ -65,6 +65,7 @@ pub struct Breaker {
     settings: BreakerSettings,
     state: State,
     opens: u64,
+    closes: u64,
     pending: BinaryHeap<Pending>,
 }
 
@@ -74,6 +75,7 @@ impl Breaker {
             settings,
             state: State::Closed { failures: 0 },
             opens: 0,
+            closes: 0,
             pending: BinaryHeap::new(),
         }
     }
@@ -85,6 +87,11 @@ impl Breaker {
     /// Times it has opened.
     pub fn opens(&self) -> u64 {
         self.opens
+    }
+
+    /// Times a probe's success closed it.
+    pub fn closes(&self) -> u64 {
+        self.closes
     }
 
     /// The state after every outcome up to `now_ms` is learned.
@@ -139,7 +146,10 @@ impl Breaker {
         };
         match (self.state, outcome.probe, outcome.failure) {
             (State::Probing, true, true) => open(self),
-            (State::Probing, true, false) => self.state = State::Closed { failures: 0 },
+            (State::Probing, true, false) => {
+                self.state = State::Closed { failures: 0 };
+                self.closes += 1;
+            }
             (State::Closed { failures }, false, true) => {
                 let failures = failures + 1;
                 if failures >= self.settings.open_after {
@@ -186,6 +196,7 @@ mod tests {
         assert_eq!(breaker.admit(1401.0), Admit::Fallback);
         breaker.outcome(1500.0, false, true);
         assert_eq!(breaker.admit(1500.0), Admit::Route);
+        assert_eq!(breaker.closes(), 1);
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod columns;
 mod from_litellm;
 mod from_logs;
 mod read;
+mod redact;
 mod rows;
 mod schema;
 mod write;
@@ -19,6 +20,7 @@ pub use from_logs::{
     ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_into, import_records,
 };
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
+pub use redact::redact;
 pub use schema::{
     ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,
     RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status,

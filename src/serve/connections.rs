@@ -33,6 +33,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tower_service::Service;
 
+use super::log::{Level, Log};
+
 /// How many client connections serve keeps, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -236,8 +238,10 @@ pub async fn serve(
     router: axum::Router,
     limits: ConnectionLimits,
     stop: impl std::future::Future<Output = ()>,
+    log: &Log,
 ) {
     let open = Arc::new(Open::default());
+    let mut accept_failures_told: Option<Instant> = None;
     let (stopping, _) = tokio::sync::watch::channel(false);
     let epoch = Instant::now();
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -253,8 +257,14 @@ pub async fn serve(
                 Ok((stream, _)) => stream,
                 Err(error) => {
                     // Out of descriptors, most likely: the connections
-                    // already open go on; accepting resumes shortly.
-                    eprintln!("serve: cannot accept a connection: {error}");
+                    // already open go on; accepting resumes shortly. Said
+                    // once a second at most, not at every try.
+                    if accept_failures_told.is_none_or(|told| told.elapsed() >= Duration::from_secs(1)) {
+                        accept_failures_told = Some(Instant::now());
+                        log.event(Level::Error, "accept_failed", format!("cannot accept a connection: {error}"))
+                            .field("open_connections", open.len())
+                            .emit();
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -290,6 +300,13 @@ pub async fn serve(
         tokio::spawn(connection.run(stream, builder.clone(), router.clone()));
     }
     drop(listener);
+    log.event(
+        Level::Info,
+        "stopping",
+        "asked to stop: no new connections; the requests in flight are answered",
+    )
+    .field("open_connections", open.len())
+    .emit();
     stopping.send_replace(true);
     loop {
         let closed = open.closed.notified();

@@ -105,6 +105,7 @@ fn decide(
     let request = parse(&deployed, body)?;
     let slice = slice_for(app, headers, &deployed.serving.slice, &request, identity);
     record.slice = slice.clone();
+    record.tenant = Some(identity.tenant.clone());
     let prompt = last_user_text(&request);
     record.messages = request.get("messages").map(Value::to_string);
     let chosen = choose(&deployed, headers, &slice, &identity.tenant, &prompt)?;

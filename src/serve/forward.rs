@@ -101,6 +101,16 @@ pub(super) enum CallFailed {
     TimedOut,
 }
 
+impl CallFailed {
+    /// How `routeval_upstream_responses_total` counts it.
+    pub(super) fn class(&self) -> &'static str {
+        match self {
+            CallFailed::Unreachable(_) => "unreachable",
+            CallFailed::TimedOut => "timeout",
+        }
+    }
+}
+
 /// One upstream call's response, before its body is read.
 pub(super) struct Called {
     pub status: StatusCode,
@@ -430,10 +440,7 @@ impl Finishing {
         if let Some(finish_reason) = finish_reason {
             record.finish_reason = Some(finish_reason.to_owned());
         }
-        self.app
-            .metrics
-            .request(&record.route, &record.reason, record.status, record.ttft_ms);
-        self.app.journal.write(record)
+        self.app.finish(record)
     }
 }
 

@@ -25,7 +25,8 @@ use super::deployed::Deployed;
 use super::forward::{Timeouts, message_tokens};
 use super::journal::{Journal, ServedRecord};
 use super::keys::Keys;
-use super::metrics::{Metrics, RecordsGauges};
+use super::log::{Level, Log};
+use super::metrics::{BudgetGauges, Gauges, Metrics, RecordsGauges};
 use super::resilience::Resilience;
 use super::stage::{Stage, StageCall};
 
@@ -55,6 +56,9 @@ pub struct App {
     pub requests: AtomicU64,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
+    /// What a record keeps of the conversation.
+    pub records_prompts: super::RecordsPrompts,
+    pub log: Arc<Log>,
 }
 
 impl std::fmt::Debug for App {
@@ -72,6 +76,78 @@ impl App {
 
     pub fn keys(&self) -> Arc<Keys> {
         self.keys.read().expect("unpoisoned").clone()
+    }
+
+    /// A request's end: counted in `/metrics`, logged (with
+    /// `--log-requests`, or when its answer broke) and journaled; its number
+    /// in the journal's order.
+    pub(super) fn finish(&self, record: ServedRecord) -> Option<u64> {
+        self.observe(&record);
+        self.journal(record)
+    }
+
+    /// An attempt beside a request (a route abandoned for the fallback, a
+    /// hedge's cancelled call): counted by route, reason and status, and
+    /// journaled.
+    pub(super) fn finish_attempt(&self, record: ServedRecord) {
+        self.metrics.attempt(&record);
+        self.journal(record);
+    }
+
+    fn journal(&self, mut record: ServedRecord) -> Option<u64> {
+        self.records_prompts.apply(&mut record);
+        self.journal.write(record)
+    }
+
+    fn observe(&self, record: &ServedRecord) {
+        self.metrics.request(record, record.tenant.as_deref());
+        let broken = matches!(
+            record.finish_reason.as_deref(),
+            Some("upstream_cut" | "upstream_malformed" | "stall" | "total_deadline")
+        );
+        if broken {
+            self.log
+                .event(
+                    Level::Warn,
+                    "answer_broken",
+                    format!(
+                        "route {:?} gave its first byte, then its answer ended in {}; the client got an error, never another model's text",
+                        record.route,
+                        record.finish_reason.as_deref().unwrap_or_default()
+                    ),
+                )
+                .field("request_id", record.id.clone())
+                .field("route", record.route.clone())
+                .field("finish_reason", record.finish_reason.clone())
+                .field("ttft_ms", record.ttft_ms)
+                .field("total_ms", record.total_ms)
+                .emit();
+        }
+        if self.log.logs_requests() {
+            self.log
+                .event(
+                    Level::Info,
+                    "request",
+                    format!("{} by {} ({})", record.status, record.route, record.reason),
+                )
+                .field("request_id", record.id.clone())
+                .field("slice", record.slice.clone())
+                .field("tenant", record.tenant.clone())
+                .field("route", record.route.clone())
+                .field("model", record.model.clone())
+                .field("reason", record.reason.clone())
+                .field("status", record.status)
+                .field("score", record.score)
+                .field("ttft_ms", record.ttft_ms)
+                .field("total_ms", record.total_ms)
+                .field("input_tokens", record.input_tokens)
+                .field("cached_input_tokens", record.cached_input_tokens)
+                .field("output_tokens", record.output_tokens)
+                .field("cost_usd", record.cost_usd)
+                .field("finish_reason", record.finish_reason.clone())
+                .field("config_version", record.config_version)
+                .emit();
+        }
     }
 
     pub(super) fn now_ms(&self) -> i64 {
@@ -196,6 +272,7 @@ pub(super) fn begin(app: &App, deployed: &Deployed, id: String) -> ServedRecord 
         shadow_reason: None,
         shadow_score: None,
         shadow_config_version: None,
+        tenant: None,
     }
 }
 
@@ -209,10 +286,9 @@ pub(super) fn refuse(
 ) -> Response {
     record.reason = reason.to_owned();
     record.total_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-    app.metrics
-        .request(&record.route, reason, record.status, None);
+    app.observe(&record);
     if reason != "unauthorized" || app.unauthorized.take(record.timestamp) {
-        app.journal.write(record);
+        app.journal(record);
     }
     response
 }
@@ -388,20 +464,33 @@ pub async fn not_served(request: Request) -> Response {
 pub async fn metrics(State(app): State<Arc<App>>) -> Response {
     let deployed = app.current();
     let health = &app.journal.health;
-    let text = app.metrics.render(
-        deployed.config.version,
-        &deployed.config.config_id,
-        deployed.expired(app.clock.as_ref()),
-        app.admission.in_flight(),
-        &app.resilience.breakers(app.now_ms() as f64),
-        &RecordsGauges {
+    let now_ms = app.now_ms() as f64;
+    let (allowed, used) = app.resilience.budget_at(now_ms);
+    let counts = &app.resilience.budget_counts;
+    let load =
+        |values: &[AtomicU64; 2]| values.each_ref().map(|value| value.load(Ordering::Relaxed));
+    let text = app.metrics.render(&Gauges {
+        config_version: deployed.config.version,
+        config_id: &deployed.config.config_id,
+        expired: deployed.expired(app.clock.as_ref()),
+        expires_at_s: crate::clock::parse_rfc3339(&deployed.config.expires_at),
+        in_flight: app.admission.in_flight(),
+        breakers: &app.resilience.breakers(now_ms),
+        records: RecordsGauges {
             writable: health.problem().is_none(),
             pending: health.pending(),
             write_errors: health.write_errors.load(Ordering::Relaxed),
             dropped: health.dropped.load(Ordering::Relaxed),
             unrecorded_refusals: app.unauthorized.dropped.load(Ordering::Relaxed),
         },
-    );
+        budget: BudgetGauges {
+            allowed,
+            used,
+            taken: load(&counts.taken),
+            refused: load(&counts.refused),
+        },
+        log_lines_dropped: app.log.dropped.load(Ordering::Relaxed),
+    });
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
+use super::log::{Level, Log};
 use crate::records::{FieldNames, RecordsWriter, for_each_record};
 
 /// The lock serve holds on its records directory.
@@ -60,6 +61,10 @@ pub struct ServedRecord {
     pub shadow_reason: Option<String>,
     pub shadow_score: Option<f64>,
     pub shadow_config_version: Option<u64>,
+    /// The tenant of the request's key, for `/metrics` and the log; not a
+    /// records column.
+    #[serde(skip)]
+    pub tenant: Option<String>,
 }
 
 /// How long the writer gathers records into one commit after the first.
@@ -115,6 +120,7 @@ impl JournalHealth {
 /// The sending end: records go to the writer thread.
 #[derive(Debug, Clone)]
 pub struct Journal {
+    log: Arc<Log>,
     /// Boxed: the queue's slots are allocated up front, a pointer each.
     sender: mpsc::SyncSender<Box<ServedRecord>>,
     /// Held while a record is numbered and queued, so that numbers follow
@@ -139,9 +145,13 @@ impl Journal {
             Ok(()) => Some(self.health.sent.fetch_add(1, Ordering::AcqRel) + 1),
             Err(_) => {
                 if self.health.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!(
-                        "serve: the records writer is {QUEUE} records behind; records are being dropped (routeval_records_dropped_total)"
-                    );
+                    self.log
+                        .event(
+                            Level::Error,
+                            "records_dropped",
+                            format!("the records writer is {QUEUE} records behind; records are being dropped (routeval_records_dropped_total)"),
+                        )
+                        .emit();
                 }
                 None
             }
@@ -202,7 +212,11 @@ pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
 
 /// Opens `directory` (created if missing), rolls what a killed serve left,
 /// and starts the writer.
-pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, JournalThread)> {
+pub fn open(
+    directory: &Path,
+    roll_after: u64,
+    log: Arc<Log>,
+) -> anyhow::Result<(Journal, JournalThread)> {
     check_directory(directory)?;
     std::fs::create_dir_all(directory)
         .with_context(|| format!("{}: cannot create (--records)", directory.display()))?;
@@ -226,12 +240,14 @@ pub fn open(directory: &Path, roll_after: u64) -> anyhow::Result<(Journal, Journ
         roll_failed: false,
         created: false,
         health: health.clone(),
+        log: log.clone(),
     };
     let handle = std::thread::Builder::new()
         .name("serve-records".to_owned())
         .spawn(move || writer.run(&receiver))?;
     Ok((
         Journal {
+            log,
             sender,
             order: Arc::new(Mutex::new(())),
             health,
@@ -354,6 +370,7 @@ struct Writer {
     /// This journal was created by this writer.
     created: bool,
     health: Arc<JournalHealth>,
+    log: Arc<Log>,
 }
 
 impl Writer {
@@ -390,11 +407,17 @@ impl Writer {
                     self.health.committed.fetch_add(count, Ordering::AcqRel);
                     self.health.committed_now.notify_waiters();
                     if self.health.failing.swap(false, Ordering::AcqRel) {
-                        eprintln!(
-                            "serve: the records are written again to {}; {count} records kept through the gap, {} dropped in all",
-                            self.journal().display(),
-                            self.health.dropped.load(Ordering::Relaxed)
-                        );
+                        let dropped = self.health.dropped.load(Ordering::Relaxed);
+                        self.log
+                            .event(
+                                Level::Info,
+                                "records_resumed",
+                                format!("the records are written again; {count} records kept through the gap, {dropped} dropped in all"),
+                            )
+                            .field("file", self.journal().display().to_string())
+                            .field("kept", count)
+                            .field("dropped", dropped)
+                            .emit();
                     }
                 }
                 Err(problem) => {
@@ -495,7 +518,14 @@ impl Writer {
                 // with a later commit.
                 Err(problem) => {
                     self.roll_failed = true;
-                    eprintln!("serve: {problem:#}; the journal is kept and rolled later");
+                    self.log
+                        .event(
+                            Level::Error,
+                            "records_roll_failed",
+                            format!("{problem:#}; the journal is kept and rolled later"),
+                        )
+                        .field("file", path.display().to_string())
+                        .emit();
                 }
             }
         }
@@ -508,9 +538,15 @@ impl Writer {
         let mut last = self.health.problem.lock().expect("unpoisoned");
         let first = !self.health.failing.swap(true, Ordering::AcqRel);
         if first || last.as_deref() != Some(text.as_str()) {
-            eprintln!(
-                "serve: the records cannot be written: {text}; requests are answered and their records kept in memory (at most {MAX_KEPT}) until the journal can be written again"
-            );
+            self.log
+                .event(
+                    Level::Error,
+                    "records_write_failed",
+                    format!("the records cannot be written: {text}; their records are kept in memory (at most {MAX_KEPT}) until the journal can be written again"),
+                )
+                .field("file", self.journal().display().to_string())
+                .field("error", text.clone())
+                .emit();
         }
         *last = Some(text);
         self.health.committed_now.notify_waiters();

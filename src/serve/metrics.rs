@@ -1,29 +1,80 @@
-//! What `GET /metrics` reports, in Prometheus text format: requests by
-//! route, reason and status; first-token latency per route as a
-//! histogram; the served config's version; and reloads by outcome.
+//! What `GET /metrics` reports, in Prometheus text format, named by its
+//! conventions (units in the name, counters ending `_total`): requests by
+//! route, reason and status, and by slice and tenant; first-token and whole
+//! request latency per route as histograms; tokens and cost; how each
+//! upstream call answered; broken streams; the retry budget; breakers; the
+//! served config (its version and expiry); reloads; the records writer and
+//! the log.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
+use super::journal::ServedRecord;
 use super::resilience::BreakerReport;
 
 /// Upper bounds of the first-token histogram, in seconds.
-const BUCKETS: [f64; 12] = [
+const FIRST_TOKEN_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// Upper bounds of the whole-request histogram, in seconds: an answer may
+/// take up to `--total-timeout-ms` (10 minutes by default).
+const DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// The most (slice, tenant) pairs labelled one by one; requests of any
+/// other pair are counted under `slice="_other",tenant="_other"`, so a
+/// client that claims a new slice per request (with `--trust-slice-header`)
+/// cannot grow `/metrics` without bound.
+pub const MAX_SLICE_LABELS: usize = 256;
+const OTHER: &str = "_other";
+
 #[derive(Debug, Default)]
 struct Histogram {
-    counts: [u64; BUCKETS.len()],
+    counts: Vec<u64>,
     count: u64,
     sum: f64,
 }
 
+impl Histogram {
+    fn observe(&mut self, bounds: &[f64], value: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; bounds.len()];
+        }
+        for (count, bound) in self.counts.iter_mut().zip(bounds) {
+            if value <= *bound {
+                *count += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += value;
+    }
+}
+
+/// Tokens and dollars of the requests a route answered.
+#[derive(Debug, Default)]
+struct Usage {
+    input: u64,
+    cached_input: u64,
+    output: u64,
+    cost_usd: f64,
+}
+
+/// A usage counter: its name, its help, and its value of a route's usage.
+type UsageFamily = (&'static str, &'static str, fn(&Usage) -> f64);
+
 #[derive(Debug, Default)]
 struct Counters {
-    requests: BTreeMap<(String, String, String), u64>,
+    requests: BTreeMap<(String, String, &'static str), u64>,
     first_token: BTreeMap<String, Histogram>,
+    duration: BTreeMap<String, Histogram>,
+    usage: BTreeMap<String, Usage>,
+    slices: BTreeMap<(String, String, &'static str), u64>,
+    slice_cost: BTreeMap<(String, String), f64>,
+    upstream: BTreeMap<(String, &'static str), u64>,
+    broken: BTreeMap<(String, &'static str), u64>,
     reloads: BTreeMap<&'static str, u64>,
     keys_reloads: BTreeMap<&'static str, u64>,
 }
@@ -38,156 +89,498 @@ pub struct RecordsGauges {
     pub unrecorded_refusals: u64,
 }
 
+/// The retry budget, as `/metrics` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetGauges {
+    /// Extra calls the window allows now, and those it has given.
+    pub allowed: u64,
+    pub used: u64,
+    /// Extra calls taken and refused since start: `[fallback, hedge]`.
+    pub taken: [u64; 2],
+    pub refused: [u64; 2],
+}
+
+/// What `/metrics` reads from the rest of serve at the scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gauges<'a> {
+    pub config_version: u64,
+    pub config_id: &'a str,
+    pub expired: bool,
+    /// When the served config expires, seconds since 1970.
+    pub expires_at_s: Option<i64>,
+    pub in_flight: usize,
+    pub breakers: &'a [BreakerReport],
+    pub records: RecordsGauges,
+    pub budget: BudgetGauges,
+    pub log_lines_dropped: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<Counters>,
 }
 
+/// Adds one to `map[key]`, copying the key only when it is new.
+fn count<K: Ord>(map: &mut BTreeMap<K, u64>, key: K) {
+    *map.entry(key).or_default() += 1;
+}
+
+/// The upstream call's end a record's `finish_reason` names, if its stream
+/// broke.
+fn broken_ending(finish_reason: Option<&str>) -> Option<&'static str> {
+    match finish_reason? {
+        "upstream_cut" => Some("cut"),
+        "upstream_malformed" => Some("malformed"),
+        "stall" => Some("stall"),
+        "total_deadline" => Some("total_deadline"),
+        _ => None,
+    }
+}
+
 impl Metrics {
-    pub fn request(&self, route: &str, reason: &str, status: &str, ttft_ms: Option<f64>) {
+    /// Counts a request by the record of its end: `tenant` is its key's
+    /// (none for a request refused before its key was known).
+    pub fn request(&self, record: &ServedRecord, tenant: Option<&str>) {
         let mut counters = self.counters.lock().expect("unpoisoned");
-        let key = (route, reason, status);
+        let counters = &mut *counters;
+        Self::by_route(counters, &record.route, &record.reason, record.status);
+        let route = record.route.as_str();
+        if let Some(ms) = record.ttft_ms {
+            histogram(&mut counters.first_token, route).observe(FIRST_TOKEN_BUCKETS, ms / 1e3);
+        }
+        if let Some(ms) = record.total_ms {
+            histogram(&mut counters.duration, route).observe(DURATION_BUCKETS, ms / 1e3);
+        }
+        if record.input_tokens.is_some() || record.cost_usd.is_some() {
+            if !counters.usage.contains_key(route) {
+                counters.usage.insert(route.to_owned(), Usage::default());
+            }
+            let usage = counters.usage.get_mut(route).expect("inserted above");
+            usage.input += record.input_tokens.unwrap_or(0);
+            usage.cached_input += record.cached_input_tokens.unwrap_or(0);
+            usage.output += record.output_tokens.unwrap_or(0);
+            usage.cost_usd += record.cost_usd.unwrap_or(0.0);
+        }
+        if let Some(ending) = broken_ending(record.finish_reason.as_deref()) {
+            count(&mut counters.broken, (route.to_owned(), ending));
+        }
+        let tenant = tenant.unwrap_or("-");
+        let known = counters
+            .slice_cost
+            .contains_key(&(record.slice.clone(), tenant.to_owned()));
+        let (slice, tenant) = if known || counters.slice_cost.len() < MAX_SLICE_LABELS {
+            (record.slice.clone(), tenant.to_owned())
+        } else {
+            (OTHER.to_owned(), OTHER.to_owned())
+        };
+        count(
+            &mut counters.slices,
+            (slice.clone(), tenant.clone(), record.status),
+        );
+        *counters.slice_cost.entry((slice, tenant)).or_default() += record.cost_usd.unwrap_or(0.0);
+    }
+
+    /// Counts an attempt beside a request (an abandoned route, a hedge's
+    /// cancelled call) by route, reason and status only.
+    pub fn attempt(&self, record: &ServedRecord) {
+        let mut counters = self.counters.lock().expect("unpoisoned");
+        Self::by_route(&mut counters, &record.route, &record.reason, record.status);
+    }
+
+    fn by_route(counters: &mut Counters, route: &str, reason: &str, status: &'static str) {
         // Found without allocating: only a new key is copied.
         match counters
             .requests
             .iter_mut()
-            .find(|((route, reason, status), _)| {
-                (route.as_str(), reason.as_str(), status.as_str()) == key
+            .find(|((their_route, their_reason, their_status), _)| {
+                (their_route.as_str(), their_reason.as_str(), *their_status)
+                    == (route, reason, status)
             }) {
             Some((_, count)) => *count += 1,
             None => {
                 counters
                     .requests
-                    .insert((route.to_owned(), reason.to_owned(), status.to_owned()), 1);
+                    .insert((route.to_owned(), reason.to_owned(), status), 1);
             }
         }
-        if let Some(ms) = ttft_ms {
-            let seconds = ms / 1e3;
-            if !counters.first_token.contains_key(route) {
-                counters
-                    .first_token
-                    .insert(route.to_owned(), Histogram::default());
+    }
+
+    /// How a call to `route` answered, up to its first byte: `2xx`, `4xx`,
+    /// `429`, `5xx`, `timeout` (no first byte by its deadline) or
+    /// `unreachable` (no answer: refused, reset, a bad head).
+    pub fn upstream(&self, route: &str, class: &'static str) {
+        let mut counters = self.counters.lock().expect("unpoisoned");
+        match counters
+            .upstream
+            .iter_mut()
+            .find(|((their_route, their_class), _)| their_route == route && *their_class == class)
+        {
+            Some((_, count)) => *count += 1,
+            None => {
+                counters.upstream.insert((route.to_owned(), class), 1);
             }
-            let histogram = counters.first_token.get_mut(route).expect("inserted above");
-            for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
-                if seconds <= bound {
-                    *count += 1;
-                }
-            }
-            histogram.count += 1;
-            histogram.sum += seconds;
         }
     }
 
     pub fn reload(&self, outcome: &'static str) {
-        *self
-            .counters
-            .lock()
-            .expect("unpoisoned")
-            .reloads
-            .entry(outcome)
-            .or_default() += 1;
+        count(
+            &mut self.counters.lock().expect("unpoisoned").reloads,
+            outcome,
+        );
     }
 
     pub fn keys_reload(&self, outcome: &'static str) {
-        *self
-            .counters
-            .lock()
-            .expect("unpoisoned")
-            .keys_reloads
-            .entry(outcome)
-            .or_default() += 1;
+        count(
+            &mut self.counters.lock().expect("unpoisoned").keys_reloads,
+            outcome,
+        );
     }
 
     /// The text `GET /metrics` returns.
-    pub fn render(
-        &self,
-        config_version: u64,
-        config_id: &str,
-        expired: bool,
-        in_flight: usize,
-        breakers: &[BreakerReport],
-        records: &RecordsGauges,
-    ) -> String {
+    pub fn render(&self, gauges: &Gauges<'_>) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
         let mut text = String::new();
-        let label = |value: &str| value.replace('\\', "\\\\").replace('"', "\\\"");
-        text.push_str("# HELP routeval_requests_total Requests served, by route, reason and status.\n# TYPE routeval_requests_total counter\n");
-        for ((route, reason, status), count) in &counters.requests {
-            let _ = writeln!(
-                text,
-                "routeval_requests_total{{route=\"{}\",reason=\"{}\",status=\"{}\"}} {count}",
-                label(route),
-                label(reason),
-                label(status)
+        let out = &mut text;
+        family(
+            out,
+            "routeval_requests_total",
+            "counter",
+            "Requests served, by route, reason and status (and attempts beside them: abandoned routes, cancelled hedges).",
+        );
+        for ((route, reason, status), value) in &counters.requests {
+            sample(
+                out,
+                "routeval_requests_total",
+                &[("route", route), ("reason", reason), ("status", status)],
+                *value,
             );
         }
-        text.push_str("# HELP routeval_first_token_seconds Time to the first token the client received.\n# TYPE routeval_first_token_seconds histogram\n");
-        for (route, histogram) in &counters.first_token {
-            let route = label(route);
-            for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
-                let _ = writeln!(
-                    text,
-                    "routeval_first_token_seconds_bucket{{route=\"{route}\",le=\"{bound}\"}} {count}"
+        family(
+            out,
+            "routeval_slice_requests_total",
+            "counter",
+            &format!(
+                "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
+            ),
+        );
+        for ((slice, tenant, status), value) in &counters.slices {
+            sample(
+                out,
+                "routeval_slice_requests_total",
+                &[("slice", slice), ("tenant", tenant), ("status", status)],
+                *value,
+            );
+        }
+        family(
+            out,
+            "routeval_slice_cost_usd_total",
+            "counter",
+            "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
+        );
+        for ((slice, tenant), value) in &counters.slice_cost {
+            sample(
+                out,
+                "routeval_slice_cost_usd_total",
+                &[("slice", slice), ("tenant", tenant)],
+                *value,
+            );
+        }
+        histograms(
+            out,
+            "routeval_first_token_seconds",
+            "Time from a request's arrival to the first byte of its answer, by the route that answered.",
+            FIRST_TOKEN_BUCKETS,
+            &counters.first_token,
+        );
+        histograms(
+            out,
+            "routeval_request_duration_seconds",
+            "Time from a request's arrival to the last byte of its answer, by route.",
+            DURATION_BUCKETS,
+            &counters.duration,
+        );
+        let usage_families: [UsageFamily; 4] = [
+            (
+                "routeval_input_tokens_total",
+                "Prompt tokens of the requests a route answered.",
+                |usage| usage.input as f64,
+            ),
+            (
+                "routeval_cached_input_tokens_total",
+                "Prompt tokens the route's upstream served from its cache.",
+                |usage| usage.cached_input as f64,
+            ),
+            (
+                "routeval_output_tokens_total",
+                "Generated tokens of the requests a route answered.",
+                |usage| usage.output as f64,
+            ),
+            (
+                "routeval_cost_usd_total",
+                "What the requests a route answered cost, in dollars at the routes' prices (a cascade's earlier stages and verifier included).",
+                |usage| usage.cost_usd,
+            ),
+        ];
+        for (name, help, value) in usage_families {
+            family(out, name, "counter", help);
+            for (route, usage) in &counters.usage {
+                sample(out, name, &[("route", route)], value(usage));
+            }
+        }
+        family(
+            out,
+            "routeval_upstream_responses_total",
+            "counter",
+            "Calls to a route by how they answered up to their first byte: 2xx, 4xx, 429, 5xx, timeout, unreachable.",
+        );
+        for ((route, class), value) in &counters.upstream {
+            sample(
+                out,
+                "routeval_upstream_responses_total",
+                &[("route", route), ("class", class)],
+                *value,
+            );
+        }
+        family(
+            out,
+            "routeval_upstream_streams_broken_total",
+            "counter",
+            "Answers that broke after their first byte, by route and how: cut, malformed, stall, total_deadline.",
+        );
+        for ((route, ending), value) in &counters.broken {
+            sample(
+                out,
+                "routeval_upstream_streams_broken_total",
+                &[("route", route), ("ending", ending)],
+                *value,
+            );
+        }
+        let budget = &gauges.budget;
+        family(
+            out,
+            "routeval_retry_budget_calls_total",
+            "counter",
+            "Extra calls (a fallback after a failed attempt, a hedge's copy) the retry budget allowed or refused.",
+        );
+        for (index, kind) in ["fallback", "hedge"].into_iter().enumerate() {
+            for (outcome, values) in [("taken", &budget.taken), ("refused", &budget.refused)] {
+                sample(
+                    out,
+                    "routeval_retry_budget_calls_total",
+                    &[("kind", kind), ("outcome", outcome)],
+                    values[index],
                 );
             }
-            let _ = writeln!(
-                text,
-                "routeval_first_token_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}\nrouteval_first_token_seconds_sum{{route=\"{route}\"}} {}\nrouteval_first_token_seconds_count{{route=\"{route}\"}} {}",
-                histogram.count, histogram.sum, histogram.count
-            );
         }
-        let _ = writeln!(
-            text,
-            "# HELP routeval_config_version The signed route config being served.\n# TYPE routeval_config_version gauge\nrouteval_config_version{{config_id=\"{}\"}} {config_version}\n# HELP routeval_config_expired Whether the served config has expired.\n# TYPE routeval_config_expired gauge\nrouteval_config_expired {}",
-            label(config_id),
-            u8::from(expired)
+        gauge(
+            out,
+            "routeval_retry_budget_allowed",
+            "Extra calls the retry budget allows in its window now.",
+            budget.allowed,
         );
-        let _ = writeln!(
-            text,
-            "# HELP routeval_in_flight Requests being answered now.\n# TYPE routeval_in_flight gauge\nrouteval_in_flight {in_flight}"
+        gauge(
+            out,
+            "routeval_retry_budget_used",
+            "Extra calls made in the retry budget's window now.",
+            budget.used,
         );
-        text.push_str("# HELP routeval_breaker_state A route's breaker: 0 closed, 1 open, 2 half-open (this replica's).\n# TYPE routeval_breaker_state gauge\n");
-        for breaker in breakers {
-            let _ = writeln!(
-                text,
-                "routeval_breaker_state{{route=\"{}\"}} {}",
-                label(&breaker.route),
-                breaker.state
-            );
-        }
-        text.push_str("# HELP routeval_breaker_opens_total Times a route's breaker opened.\n# TYPE routeval_breaker_opens_total counter\n");
-        for breaker in breakers {
-            let _ = writeln!(
-                text,
-                "routeval_breaker_opens_total{{route=\"{}\"}} {}",
-                label(&breaker.route),
-                breaker.opens
-            );
-        }
-        let _ = writeln!(
-            text,
-            "# HELP routeval_unrecorded_refusals_total Refusals for want of a valid key past the rate that is journaled, counted here only.\n# TYPE routeval_unrecorded_refusals_total counter\nrouteval_unrecorded_refusals_total {}\n# HELP routeval_records_writable Whether the last write of the records succeeded.\n# TYPE routeval_records_writable gauge\nrouteval_records_writable {}\n# HELP routeval_records_pending Records not yet written and synced.\n# TYPE routeval_records_pending gauge\nrouteval_records_pending {}\n# HELP routeval_records_write_errors_total Writes of the records that failed.\n# TYPE routeval_records_write_errors_total counter\nrouteval_records_write_errors_total {}\n# HELP routeval_records_dropped_total Records dropped: past the queue, or past what is kept while the records cannot be written.\n# TYPE routeval_records_dropped_total counter\nrouteval_records_dropped_total {}",
-            records.unrecorded_refusals,
-            u8::from(records.writable),
-            records.pending,
-            records.write_errors,
-            records.dropped
+        family(
+            out,
+            "routeval_config_version",
+            "gauge",
+            "The version of the signed route config being served.",
         );
-        text.push_str("# HELP routeval_keys_reloads_total Reloads of the keys file, by outcome.\n# TYPE routeval_keys_reloads_total counter\n");
-        for (outcome, count) in &counters.keys_reloads {
-            let _ = writeln!(
-                text,
-                "routeval_keys_reloads_total{{outcome=\"{outcome}\"}} {count}"
+        sample(
+            out,
+            "routeval_config_version",
+            &[("config_id", gauges.config_id)],
+            gauges.config_version,
+        );
+        gauge(
+            out,
+            "routeval_config_expired",
+            "Whether the served config has expired.",
+            u8::from(gauges.expired),
+        );
+        if let Some(expires_at_s) = gauges.expires_at_s {
+            gauge(
+                out,
+                "routeval_config_expiry_timestamp_seconds",
+                "When the served config expires, in seconds since 1970.",
+                expires_at_s,
             );
         }
-        text.push_str("# HELP routeval_config_reloads_total Reloads of the config, by outcome.\n# TYPE routeval_config_reloads_total counter\n");
-        for (outcome, count) in &counters.reloads {
-            let _ = writeln!(
-                text,
-                "routeval_config_reloads_total{{outcome=\"{outcome}\"}} {count}"
+        gauge(
+            out,
+            "routeval_requests_in_flight",
+            "Requests being answered now.",
+            gauges.in_flight,
+        );
+        family(
+            out,
+            "routeval_breaker_state",
+            "gauge",
+            "A route's breaker: 0 closed, 1 open, 2 half-open (this replica's).",
+        );
+        for breaker in gauges.breakers {
+            sample(
+                out,
+                "routeval_breaker_state",
+                &[("route", &breaker.route)],
+                breaker.state,
             );
+        }
+        family(
+            out,
+            "routeval_breaker_opens_total",
+            "counter",
+            "Times a route's breaker opened.",
+        );
+        for breaker in gauges.breakers {
+            sample(
+                out,
+                "routeval_breaker_opens_total",
+                &[("route", &breaker.route)],
+                breaker.opens,
+            );
+        }
+        let records = &gauges.records;
+        for (name, kind, help, value) in [
+            (
+                "routeval_unrecorded_refusals_total",
+                "counter",
+                "Refusals for want of a valid key past the rate that is journaled, counted here only.",
+                records.unrecorded_refusals,
+            ),
+            (
+                "routeval_records_writable",
+                "gauge",
+                "Whether the last write of the records succeeded.",
+                u64::from(records.writable),
+            ),
+            (
+                "routeval_records_pending",
+                "gauge",
+                "Records not yet written and synced.",
+                records.pending,
+            ),
+            (
+                "routeval_records_write_errors_total",
+                "counter",
+                "Writes of the records that failed.",
+                records.write_errors,
+            ),
+            (
+                "routeval_records_dropped_total",
+                "counter",
+                "Records dropped: past the queue, or past what is kept while the records cannot be written.",
+                records.dropped,
+            ),
+            (
+                "routeval_log_lines_dropped_total",
+                "counter",
+                "Log lines dropped because stderr was not read fast enough.",
+                gauges.log_lines_dropped,
+            ),
+        ] {
+            family(out, name, kind, help);
+            sample(out, name, &[], value);
+        }
+        for (name, help, values) in [
+            (
+                "routeval_keys_reloads_total",
+                "Reloads of the keys file, by outcome.",
+                &counters.keys_reloads,
+            ),
+            (
+                "routeval_config_reloads_total",
+                "Reloads of the config, by outcome.",
+                &counters.reloads,
+            ),
+        ] {
+            family(out, name, "counter", help);
+            for (outcome, value) in values {
+                sample(out, name, &[("outcome", outcome)], *value);
+            }
         }
         text
+    }
+}
+
+fn histogram<'a>(map: &'a mut BTreeMap<String, Histogram>, route: &str) -> &'a mut Histogram {
+    if !map.contains_key(route) {
+        map.insert(route.to_owned(), Histogram::default());
+    }
+    map.get_mut(route).expect("inserted above")
+}
+
+/// A label value as the exposition format escapes it.
+fn escaped(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (index, (label, value)) in labels.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{label}=\"{}\"", escaped(value));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+    family(out, name, "gauge", help);
+    sample(out, name, &[], value);
+}
+
+fn histograms(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    bounds: &[f64],
+    by_route: &BTreeMap<String, Histogram>,
+) {
+    family(out, name, "histogram", help);
+    for (route, histogram) in by_route {
+        let bucket = format!("{name}_bucket");
+        for (count, bound) in histogram.counts.iter().zip(bounds) {
+            sample(
+                out,
+                &bucket,
+                &[("route", route), ("le", &bound.to_string())],
+                count,
+            );
+        }
+        sample(
+            out,
+            &bucket,
+            &[("route", route), ("le", "+Inf")],
+            histogram.count,
+        );
+        sample(
+            out,
+            &format!("{name}_sum"),
+            &[("route", route)],
+            histogram.sum,
+        );
+        sample(
+            out,
+            &format!("{name}_count"),
+            &[("route", route)],
+            histogram.count,
+        );
     }
 }

@@ -20,6 +20,7 @@ mod forward;
 mod http;
 mod journal;
 mod keys;
+mod log;
 mod metrics;
 mod resilience;
 mod sse;
@@ -43,6 +44,8 @@ pub use deployed::{Deployed, LoadError, Sources, load};
 pub use forward::Timeouts;
 pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, ServedRecord};
 pub use keys::{Identity, Keys};
+pub use log::{LOG_SCHEMA_VERSION, Level as LogLevel, LogFormat, LogSettings};
+pub use metrics::MAX_SLICE_LABELS;
 pub use resilience::BudgetSettings;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
@@ -55,6 +58,59 @@ const UNAUTHORIZED_RECORDS_PER_SECOND: u32 = 20;
 
 /// How often the config file is looked at for a change.
 const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What a request's record keeps of its conversation (`--records-prompts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordsPrompts {
+    /// The last user message and every message, as sent.
+    Full,
+    /// The same, with keys, tokens and assigned passwords replaced by
+    /// `[redacted]` (the rules `sample` applies).
+    Redacted,
+    /// Neither: `prompt` and `messages` are null.
+    None,
+}
+
+impl RecordsPrompts {
+    /// Applies the choice to a record about to be journaled.
+    fn apply(self, record: &mut ServedRecord) {
+        match self {
+            RecordsPrompts::Full => {}
+            RecordsPrompts::None => {
+                record.prompt = None;
+                record.messages = None;
+            }
+            RecordsPrompts::Redacted => {
+                if let Some(prompt) = &mut record.prompt {
+                    *prompt = crate::records::redact(prompt).0;
+                }
+                if let Some(messages) = &mut record.messages {
+                    *messages = redacted_json(messages);
+                }
+            }
+        }
+    }
+}
+
+/// `json` with the secrets in each of its strings redacted; text that is
+/// not JSON is redacted as text.
+fn redacted_json(json: &str) -> String {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(text) => *text = crate::records::redact(text).0,
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(mut value) => {
+            walk(&mut value);
+            value.to_string()
+        }
+        Err(_) => crate::records::redact(json).0,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -83,6 +139,10 @@ pub struct ServeOptions {
     pub budget: BudgetSettings,
     /// A candidate config decided for every request, never served.
     pub shadow: Option<PathBuf>,
+    /// What a record keeps of the conversation.
+    pub records_prompts: RecordsPrompts,
+    /// How serve logs, and whether each request gets a line.
+    pub log: LogSettings,
 }
 
 /// The `--shadow` candidate, checked as the served config is (its
@@ -118,6 +178,18 @@ pub fn serve(
     options: &ServeOptions,
     ready: impl FnOnce(SocketAddr, &Deployed),
 ) -> anyhow::Result<()> {
+    let log = Arc::new(log::Log::to_stderr(options.log));
+    // An error is the command's one line on stderr, after every log line.
+    let served = serve_logged(options, ready, &log);
+    log.flush();
+    served
+}
+
+fn serve_logged(
+    options: &ServeOptions,
+    ready: impl FnOnce(SocketAddr, &Deployed),
+    log: &Arc<log::Log>,
+) -> anyhow::Result<()> {
     let public = crate::routes::load_public(&options.public_key)?;
     let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
     // Taken before the config is read: a change from here on is reloaded.
@@ -130,10 +202,7 @@ pub fn serve(
         options.start_expired,
     )?;
     if deployed.expired(clock.as_ref()) {
-        eprintln!(
-            "serve: the signed config {} version {} expired at {}; --expired start serves it, and /readyz answers not ready until a newer version is loaded",
-            deployed.config.config_id, deployed.config.version, deployed.config.expires_at
-        );
+        log_expired(log, &deployed, "--expired start serves it");
     }
     let shadow = options
         .shadow
@@ -148,7 +217,7 @@ pub fn serve(
     let address = listener.local_addr()?;
     journal::check_directory(&options.records)?;
     deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
-    let (journal, writer) = journal::open(&options.records, options.roll_records)?;
+    let (journal, writer) = journal::open(&options.records, options.roll_records, log.clone())?;
     deployed::remember_served(&options.records, &deployed)?;
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -169,11 +238,33 @@ pub fn serve(
         metrics: metrics::Metrics::default(),
         admission: admission::Admission::new(options.limits),
         timeouts: options.timeouts,
-        resilience: resilience::Resilience::new(options.budget, &deployed_table),
+        resilience: resilience::Resilience::new(options.budget, &deployed_table, log.clone()),
+        records_prompts: options.records_prompts,
+        log: log.clone(),
         requests: AtomicU64::new(0),
         started_ms,
     });
     ready(address, &app.current());
+    {
+        let deployed = app.current();
+        log.event(
+            log::Level::Info,
+            "started",
+            format!(
+                "serving {} ({} version {}) on http://{address}/v1",
+                deployed.config.table.logical_model,
+                deployed.config.config_id,
+                deployed.config.version
+            ),
+        )
+        .field("config_id", deployed.config.config_id.clone())
+        .field("config_version", deployed.config.version)
+        .field("config_sha256", deployed.sha256.clone())
+        .field("expires_at", deployed.config.expires_at.clone())
+        .field("listen", address.to_string())
+        .field("records", options.records.display().to_string())
+        .emit();
+    }
     let router = axum::Router::new()
         .route("/v1/chat/completions", post(http::chat))
         .route("/v1/route", post(decision::route))
@@ -202,13 +293,42 @@ pub fn serve(
             options.records.clone(),
             options.keys.clone(),
         ));
-        connections::serve(listener, router, options.connections, stop_signal()).await;
+        connections::serve(listener, router, options.connections, stop_signal(), log).await;
         watcher.abort();
         anyhow::Ok(())
     })?;
     drop(runtime);
+    let health = app.journal.health.clone();
     drop(app);
-    writer.finish()
+    writer.finish()?;
+    log.event(
+        log::Level::Info,
+        "stopped",
+        "every request answered and its record written",
+    )
+    .field(
+        "records_dropped",
+        health.dropped.load(std::sync::atomic::Ordering::Relaxed),
+    )
+    .emit();
+    Ok(())
+}
+
+/// The line an expired config gets: at a start with `--expired start`, and
+/// once when a running serve's config passes its expiry.
+fn log_expired(log: &log::Log, deployed: &Deployed, what: &str) {
+    log.event(
+        log::Level::Warn,
+        "config_expired",
+        format!(
+            "the signed config {} version {} expired at {}; {what}, and /readyz answers not ready until a newer version is loaded",
+            deployed.config.config_id, deployed.config.version, deployed.config.expires_at
+        ),
+    )
+    .field("config_id", deployed.config.config_id.clone())
+    .field("config_version", deployed.config.version)
+    .field("expires_at", deployed.config.expires_at.clone())
+    .emit();
 }
 
 async fn stop_signal() {
@@ -232,12 +352,27 @@ fn keys_fingerprint(path: &std::path::Path) -> Option<(u64, std::time::SystemTim
 fn reload_keys(app: &http::App, path: &std::path::Path) {
     match Keys::load(path) {
         Ok(keys) => {
-            eprintln!("serve: reloaded {}: {} keys", path.display(), keys.len());
+            app.log
+                .event(
+                    log::Level::Info,
+                    "keys_reloaded",
+                    format!("reloaded {}: {} keys", path.display(), keys.len()),
+                )
+                .field("file", path.display().to_string())
+                .field("keys", keys.len())
+                .emit();
             *app.keys.write().expect("unpoisoned") = Arc::new(keys);
             app.metrics.keys_reload("applied");
         }
         Err(refusal) => {
-            eprintln!("serve: keys reload refused, the running keys stay: {refusal:#}");
+            app.log
+                .event(
+                    log::Level::Error,
+                    "keys_reload_refused",
+                    format!("keys reload refused, the running keys stay: {refusal:#}"),
+                )
+                .field("file", path.display().to_string())
+                .emit();
             app.metrics.keys_reload("refused");
         }
     }
@@ -258,11 +393,26 @@ async fn watch(
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = signal(SignalKind::hangup()).expect("a SIGHUP handler");
     let mut keys_seen = keys_fingerprint(&keys);
+    // The sha256 of the config whose expiry has been logged.
+    let mut expiry_told = app
+        .current()
+        .expired(app.clock.as_ref())
+        .then(|| app.current().sha256.clone());
     loop {
         let asked = tokio::select! {
             _ = hangup.recv() => true,
             () = tokio::time::sleep(WATCH_INTERVAL) => false,
         };
+        let running = app.current();
+        if running.expired(app.clock.as_ref()) && expiry_told.as_deref() != Some(&running.sha256) {
+            expiry_told = Some(running.sha256.clone());
+            let what = if app.strict_expiry {
+                "--strict-expiry refuses every request (503)"
+            } else {
+                "serve goes on answering with it"
+            };
+            log_expired(&app.log, &running, what);
+        }
         let keys_now = keys_fingerprint(&keys);
         if asked || keys_now != keys_seen {
             keys_seen = keys_now;
@@ -278,35 +428,68 @@ async fn watch(
             .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == running.sha256);
         if unchanged {
             if asked {
-                eprintln!(
-                    "serve: SIGHUP: {} is unchanged; version {} keeps serving",
-                    sources.config.display(),
-                    running.config.version
-                );
+                app.log
+                    .event(
+                        log::Level::Info,
+                        "config_unchanged",
+                        format!(
+                            "SIGHUP: {} is unchanged; version {} keeps serving",
+                            sources.config.display(),
+                            running.config.version
+                        ),
+                    )
+                    .field("file", sources.config.display().to_string())
+                    .field("config_version", running.config.version)
+                    .emit();
             }
             continue;
         }
         match load(&sources, &public, app.clock.as_ref(), Some(&running)) {
             Ok(next) => {
-                eprintln!(
-                    "serve: reloaded {}: {} version {} (sha256 {})",
-                    sources.config.display(),
-                    next.config.config_id,
-                    next.config.version,
-                    next.sha256
-                );
+                app.log
+                    .event(
+                        log::Level::Info,
+                        "config_reloaded",
+                        format!(
+                            "reloaded {}: {} version {} (sha256 {})",
+                            sources.config.display(),
+                            next.config.config_id,
+                            next.config.version,
+                            next.sha256
+                        ),
+                    )
+                    .field("file", sources.config.display().to_string())
+                    .field("config_id", next.config.config_id.clone())
+                    .field("config_version", next.config.version)
+                    .field("config_sha256", next.sha256.clone())
+                    .field("previous_version", running.config.version)
+                    .emit();
                 if let Err(error) = deployed::remember_served(&records, &next) {
-                    eprintln!("serve: {error:#}");
+                    app.log
+                        .event(
+                            log::Level::Error,
+                            "records_write_failed",
+                            format!("{error:#}"),
+                        )
+                        .emit();
                 }
                 app.resilience.follow(&next.config.table);
                 *app.deployed.write().expect("unpoisoned") = Arc::new(next);
                 app.metrics.reload("applied");
             }
             Err(refusal) => {
-                eprintln!(
-                    "serve: reload refused, version {} keeps serving: {refusal}",
-                    running.config.version
-                );
+                app.log
+                    .event(
+                        log::Level::Error,
+                        "config_reload_refused",
+                        format!(
+                            "reload refused, version {} keeps serving: {refusal}",
+                            running.config.version
+                        ),
+                    )
+                    .field("file", sources.config.display().to_string())
+                    .field("config_version", running.config.version)
+                    .emit();
                 app.metrics.reload("refused");
             }
         }

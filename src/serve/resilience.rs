@@ -5,9 +5,11 @@
 //! per serve process: a fleet of replicas has a breaker and a budget each.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::admission::{MinuteWindow, entry};
+use super::log::{Level, Log};
 use crate::policy::{Admit, Breaker, BreakerState};
 use crate::routes::{ResolvedTable, Route};
 use crate::schema::BreakerSettings;
@@ -53,13 +55,37 @@ struct Budget {
     extras: u64,
 }
 
+/// A route's breaker, and the opens and closes the log has told.
+#[derive(Debug)]
+struct Watched {
+    breaker: Breaker,
+    told: (u64, u64),
+}
+
+/// Extra calls the retry budget allowed and refused, by what asked:
+/// `[fallback, hedge]`.
+#[derive(Debug, Default)]
+pub struct BudgetCounts {
+    pub taken: [AtomicU64; 2],
+    pub refused: [AtomicU64; 2],
+}
+
+/// What asked the retry budget for an extra call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extra {
+    Fallback = 0,
+    Hedge = 1,
+}
+
 /// Breakers, the budget and the usage windows of one serve.
 #[derive(Debug)]
 pub struct Resilience {
     budget_settings: BudgetSettings,
-    breakers: Mutex<BTreeMap<String, Breaker>>,
+    breakers: Mutex<BTreeMap<String, Watched>>,
     budget: Mutex<Budget>,
     usage: Mutex<HashMap<String, MinuteWindow>>,
+    pub budget_counts: BudgetCounts,
+    log: Arc<Log>,
 }
 
 /// A breaker's state for `/metrics`.
@@ -81,12 +107,18 @@ pub fn breaker_settings(route: &Route) -> Option<BreakerSettings> {
 }
 
 impl Resilience {
-    pub fn new(budget_settings: BudgetSettings, table: &ResolvedTable) -> Resilience {
+    pub fn new(
+        budget_settings: BudgetSettings,
+        table: &ResolvedTable,
+        log: Arc<Log>,
+    ) -> Resilience {
         let resilience = Resilience {
             budget_settings,
             breakers: Mutex::new(BTreeMap::new()),
             budget: Mutex::new(Budget::default()),
             usage: Mutex::new(HashMap::new()),
+            budget_counts: BudgetCounts::default(),
+            log,
         };
         resilience.follow(table);
         resilience
@@ -99,11 +131,14 @@ impl Resilience {
         let mut kept = BTreeMap::new();
         for route in &table.routes {
             if let Some(settings) = breaker_settings(route) {
-                let breaker = match breakers.remove(&route.name) {
-                    Some(breaker) if breaker.settings() == settings => breaker,
-                    _ => Breaker::new(settings),
+                let watched = match breakers.remove(&route.name) {
+                    Some(watched) if watched.breaker.settings() == settings => watched,
+                    _ => Watched {
+                        breaker: Breaker::new(settings),
+                        told: (0, 0),
+                    },
                 };
-                kept.insert(route.name.clone(), breaker);
+                kept.insert(route.name.clone(), watched);
             }
         }
         *breakers = kept;
@@ -113,22 +148,66 @@ impl Resilience {
     /// route without one.
     pub fn admit(&self, route: &str, now_ms: f64) -> Option<Admit> {
         let mut breakers = self.breakers.lock().expect("unpoisoned");
-        breakers.get_mut(route).map(|breaker| breaker.admit(now_ms))
+        let watched = breakers.get_mut(route)?;
+        let admit = watched.breaker.admit(now_ms);
+        self.tell(route, watched);
+        Some(admit)
+    }
+
+    /// Logs the opens and closes of `route`'s breaker not yet told. A
+    /// breaker learns an outcome at the first look at or after its time
+    /// (a request to the route, or a scrape of `/metrics`): so it is
+    /// logged.
+    fn tell(&self, route: &str, watched: &mut Watched) {
+        let now = (watched.breaker.opens(), watched.breaker.closes());
+        if now == watched.told {
+            return;
+        }
+        let settings = watched.breaker.settings();
+        if now.0 > watched.told.0 {
+            self.log
+                .event(
+                    Level::Warn,
+                    "breaker_opened",
+                    format!(
+                        "route {route:?} is failing: its breaker opened, and its requests go to its fallback for {} ms",
+                        settings.open_ms
+                    ),
+                )
+                .field("route", route)
+                .field("opens", now.0)
+                .field("open_ms", settings.open_ms)
+                .emit();
+        }
+        if now.1 > watched.told.1 {
+            self.log
+                .event(
+                    Level::Info,
+                    "breaker_closed",
+                    format!("route {route:?} answered its half-open probe: its breaker closed"),
+                )
+                .field("route", route)
+                .field("closes", now.1)
+                .emit();
+        }
+        watched.told = now;
     }
 
     /// Whether `route`'s breaker would send a request at `now_ms` to its
     /// fallback, without changing it: a fallback is only used closed.
     pub fn is_closed(&self, route: &str, now_ms: f64) -> bool {
         let mut breakers = self.breakers.lock().expect("unpoisoned");
-        breakers
-            .get_mut(route)
-            .is_none_or(|breaker| matches!(breaker.state_at(now_ms), BreakerState::Closed { .. }))
+        breakers.get_mut(route).is_none_or(|watched| {
+            let state = watched.breaker.state_at(now_ms);
+            self.tell(route, watched);
+            matches!(state, BreakerState::Closed { .. })
+        })
     }
 
     /// How a call to `route` went, known at `at_ms`.
     pub fn outcome(&self, route: &str, at_ms: f64, failure: bool, probe: bool) {
-        if let Some(breaker) = self.breakers.lock().expect("unpoisoned").get_mut(route) {
-            breaker.outcome(at_ms, failure, probe);
+        if let Some(watched) = self.breakers.lock().expect("unpoisoned").get_mut(route) {
+            watched.breaker.outcome(at_ms, failure, probe);
         }
     }
 
@@ -164,19 +243,32 @@ impl Resilience {
     /// has one.
     pub fn take_extra(&self, now_ms: f64) -> bool {
         let mut budget = self.budget.lock().expect("unpoisoned");
-        self.take_from(&mut budget, now_ms)
+        self.take_from(&mut budget, now_ms, Extra::Hedge)
     }
 
-    fn take_from(&self, budget: &mut Budget, now_ms: f64) -> bool {
+    fn allowed(&self, budget: &Budget) -> u64 {
+        self.budget_settings.min_per_window
+            + (self.budget_settings.share * budget.requests as f64).floor() as u64
+    }
+
+    fn take_from(&self, budget: &mut Budget, now_ms: f64, asking: Extra) -> bool {
         self.forget_budget(budget, now_ms);
-        let allowed = self.budget_settings.min_per_window
-            + (self.budget_settings.share * budget.requests as f64).floor() as u64;
-        if budget.extras >= allowed {
+        if budget.extras >= self.allowed(budget) {
+            self.budget_counts.refused[asking as usize].fetch_add(1, Ordering::Relaxed);
             return false;
         }
         budget.events.push_back((now_ms, true));
         budget.extras += 1;
+        self.budget_counts.taken[asking as usize].fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// The extra calls the retry budget allows in its window at `now_ms`,
+    /// and those it has given.
+    pub fn budget_at(&self, now_ms: f64) -> (u64, u64) {
+        let mut budget = self.budget.lock().expect("unpoisoned");
+        self.forget_budget(&mut budget, now_ms);
+        (self.allowed(&budget), budget.extras)
     }
 
     /// The first of `candidates` (fallbacks whose breakers are closed) with
@@ -204,7 +296,7 @@ impl Resilience {
                 window.calls() < route.rpm && window.tokens() + tokens <= route.tpm
             })
             .ok_or(Stay::Capacity)?;
-        if extra && !self.take_from(&mut budget, now_ms) {
+        if extra && !self.take_from(&mut budget, now_ms, Extra::Fallback) {
             return Err(Stay::Budget);
         }
         entry(&mut usage, &route.name)
@@ -218,14 +310,18 @@ impl Resilience {
         let mut breakers = self.breakers.lock().expect("unpoisoned");
         breakers
             .iter_mut()
-            .map(|(route, breaker)| BreakerReport {
-                route: route.clone(),
-                state: match breaker.state_at(now_ms) {
+            .map(|(route, watched)| {
+                let state = match watched.breaker.state_at(now_ms) {
                     BreakerState::Closed { .. } => 0,
                     BreakerState::Open { .. } => 1,
                     BreakerState::Probing => 2,
-                },
-                opens: breaker.opens(),
+                };
+                self.tell(route, watched);
+                BreakerReport {
+                    route: route.clone(),
+                    state,
+                    opens: watched.breaker.opens(),
+                }
             })
             .collect()
     }
@@ -252,6 +348,11 @@ mod tests {
                 min_per_window,
             },
             &table,
+            Arc::new(Log::to_stderr(crate::serve::log::LogSettings {
+                format: crate::serve::log::LogFormat::Json,
+                requests: false,
+                least: Level::Error,
+            })),
         )
     }
 

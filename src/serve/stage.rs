@@ -30,6 +30,7 @@ use super::forward::{
 };
 use super::http::{App, error, overloaded, refuse};
 use super::journal::ServedRecord;
+use super::log::Level;
 use super::resilience::Stay;
 use super::sse::Framer;
 
@@ -233,6 +234,7 @@ impl StageCall<'_> {
         let request = &self.decided.request;
         let id = &self.decided.request_id;
         let streamed = self.streams_for_client(route);
+        let metrics = &self.app.metrics;
         let called = match call(
             self.app,
             route,
@@ -245,9 +247,13 @@ impl StageCall<'_> {
         .await
         {
             Ok(called) => called,
-            Err(failed) => return FirstByte::Failed(failed, self.elapsed_ms()),
+            Err(failed) => {
+                metrics.upstream(route, failed.class());
+                return FirstByte::Failed(failed, self.elapsed_ms());
+            }
         };
         if !called.status.is_success() {
+            metrics.upstream(route, status_class(called.status));
             return FirstByte::Status(Box::new(called), self.elapsed_ms());
         }
         let Called {
@@ -257,7 +263,12 @@ impl StageCall<'_> {
             response,
         } = called;
         let expected_bytes = response.content_length();
-        match first_chunk(route, response, first_token).await {
+        let first = first_chunk(route, response, first_token).await;
+        metrics.upstream(
+            route,
+            first.as_ref().map_or_else(CallFailed::class, |_| "2xx"),
+        );
+        match first {
             Ok(source) => FirstByte::Came {
                 status,
                 content_type,
@@ -398,6 +409,79 @@ impl StageCall<'_> {
         }
     }
 
+    /// Logs a route that gave no first byte: how it failed, and where the
+    /// request went (`moved_to`), or why it could not move.
+    fn log_failure(
+        &self,
+        route: &str,
+        failure: &Failure,
+        at_ms: f64,
+        moved_to: Result<&str, Stay>,
+    ) {
+        let log = &self.app.log;
+        let (kind, what) = match failure {
+            Failure::Deadline { by_breaker } => (
+                "deadline",
+                format!(
+                    "gave no first token within {} ({} ms)",
+                    if *by_breaker {
+                        "its breaker's first_token_deadline_ms"
+                    } else {
+                        "--first-token-timeout-ms"
+                    },
+                    self.deadline_ms(route).0
+                ),
+            ),
+            Failure::Unreachable(problem) => ("unreachable", format!("did not answer: {problem}")),
+            Failure::Status(called) => ("status", format!("answered {}", called.status)),
+        };
+        let then = match moved_to {
+            Ok(fallback) => format!("the request moved to {fallback:?}"),
+            Err(Stay::NoFallback) => "no fallback: the client got the failure".to_owned(),
+            Err(Stay::Capacity) => {
+                "every fallback was at its rpm or tpm or its breaker was open: the client got the failure".to_owned()
+            }
+            Err(Stay::Budget) => "the retry budget was spent: the client got the failure".to_owned(),
+        };
+        log.event(
+            Level::Warn,
+            "upstream_failed",
+            format!("route {route:?} {what}; {then}"),
+        )
+        .field("request_id", self.decided.request_id.clone())
+        .field("route", route)
+        .field("failure", kind)
+        .field(
+            "upstream_status",
+            match failure {
+                Failure::Status(called) => Some(called.status.as_u16()),
+                _ => None,
+            },
+        )
+        .field("at_ms", at_ms)
+        .field("fallback", moved_to.ok())
+        .field("stay", moved_to.err().and_then(Stay::reason))
+        .emit();
+        if moved_to == Err(Stay::Budget) {
+            let (allowed, used) = self
+                .app
+                .resilience
+                .budget_at(self.arrival_ms + self.elapsed_ms());
+            log.event(
+                Level::Warn,
+                "budget_refused",
+                format!(
+                    "the retry budget refused a fallback for route {route:?}: {used} of {allowed} extra calls spent in its window"
+                ),
+            )
+            .field("request_id", self.decided.request_id.clone())
+            .field("route", route)
+            .field("allowed", allowed)
+            .field("used", used)
+            .emit();
+        }
+    }
+
     /// The first fallback of this stage's route the request may use now:
     /// allowed for its tenant, its breaker closed, within its `rpm`/`tpm`;
     /// and with `extra`, a call the retry budget allows.
@@ -461,7 +545,14 @@ impl StageCall<'_> {
             }
             Attempt::Failed { failure, at_ms } => {
                 resilience.outcome(self.route, arrival_ms + at_ms, true, probe);
-                match self.fallback_for(arrival_ms + at_ms, true) {
+                let fallback = self.fallback_for(arrival_ms + at_ms, true);
+                self.log_failure(
+                    self.route,
+                    &failure,
+                    at_ms,
+                    fallback.as_deref().map_err(|stay| *stay),
+                );
+                match fallback {
                     Ok(fallback) => {
                         self.abandoned(record, &failure, at_ms);
                         self.moved(record, &fallback, failure.moved_reason()).await
@@ -490,13 +581,7 @@ impl StageCall<'_> {
         }
         .to_owned();
         attempt.total_ms = Some(at_ms);
-        self.app.metrics.request(
-            &attempt.route,
-            &attempt.reason,
-            attempt.status,
-            attempt.ttft_ms,
-        );
-        self.app.journal.write(attempt);
+        self.app.finish_attempt(attempt);
     }
 
     /// A hedged request: its reason is `hedge-won`, and the copy that lost
@@ -518,10 +603,7 @@ impl StageCall<'_> {
             "hedge_copy_cancelled".to_owned()
         });
         lost.total_ms = Some(hedged.cancelled_at_ms);
-        self.app
-            .metrics
-            .request(&lost.route, &lost.reason, lost.status, None);
-        self.app.journal.write(lost);
+        self.app.finish_attempt(lost);
     }
 
     /// The request, moved to `fallback` for `reason`.
@@ -553,6 +635,7 @@ impl StageCall<'_> {
                 self.app
                     .resilience
                     .outcome(fallback, arrival_ms + at_ms, true, false);
+                self.log_failure(fallback, &failure, at_ms, Err(Stay::NoFallback));
                 Err(self.failed(record.clone(), fallback, failure).await)
             }
         }
@@ -780,6 +863,17 @@ impl StageCall<'_> {
             self.headers(&route, limits),
             Source::Buffered(bytes),
         ))
+    }
+}
+
+/// An upstream's status as `routeval_upstream_responses_total` counts it.
+fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        429 => "429",
+        400..=499 => "4xx",
+        _ => "5xx",
     }
 }
 

@@ -41,7 +41,8 @@ pub use run::{
 };
 pub use serve::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, falling_back, gate_single,
-    header_of, serve_command, served_records, signed_single, start_serve, write_keys,
+    header_of, log_events, log_lines, serve_command, served_records, signed_single, signed_table,
+    start_serve, write_keys,
 };
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};

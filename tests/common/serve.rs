@@ -155,6 +155,30 @@ impl Drop for Served {
     }
 }
 
+/// serve's log as the JSON lines it writes when stderr is not a terminal;
+/// every line must be one, with the fields every line has.
+pub fn log_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("a log line that is not JSON ({error}): {line}"));
+            for field in ["schema_version", "time", "level", "event", "message"] {
+                assert!(value.get(field).is_some(), "no {field} in {line}");
+            }
+            assert_eq!(value["schema_version"], 1, "{line}");
+            value
+        })
+        .collect()
+}
+
+/// The lines of `log` about `event`.
+pub fn log_events(log: &str, event: &str) -> Vec<Value> {
+    log_lines(log)
+        .into_iter()
+        .filter(|line| line["event"] == event)
+        .collect()
+}
+
 /// The value of response header `name` in `curl -i` output.
 pub fn header_of(response: &str, name: &str) -> String {
     response
@@ -355,6 +379,18 @@ pub fn signed_single(
     command.assert().success();
     let version = if baseline.is_some() { 2 } else { 1 };
     out.join(format!("route-config.v{version}.json"))
+}
+
+/// `routeval gate` of `table` (TOML text, written as `NAME.toml`), unpinned,
+/// signed with the demo's key: `NAME/route-config.v1.json`.
+pub fn signed_table(pipeline: &Pipeline, name: &str, table: &str) -> PathBuf {
+    let path = pipeline.path(&format!("{name}.toml"));
+    std::fs::write(&path, table).unwrap();
+    let out = pipeline.path(name);
+    gate_single(pipeline, &path, &out, None, false)
+        .assert()
+        .success();
+    out.join("route-config.v1.json")
 }
 
 /// `routeval gate` of a table [`signed_single`] wrote (`NAME.toml`) into

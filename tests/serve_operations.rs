@@ -1,0 +1,422 @@
+//! Operating `routeval serve`, through the binary: what it logs for each
+//! event and each request (asserted by the fields of its JSON lines), what
+//! `/metrics` reports (parsed by the Prometheus Python client's own
+//! parser), and what its records keep of a prompt.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{
+    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, falling_back, log_events, log_lines,
+    proxy_python, response, run_python, serve_command, served_records, signed_single, signed_table,
+    write_keys,
+};
+
+/// A prompt whose words must never reach the log.
+const PROMPT: &str = "the zebra umbrella question about invoices";
+
+/// An upstream that answers every call with a completion saying `text`,
+/// and a config signed for it as `name`.
+fn answering(text: &'static str, name: &str) -> (ScriptedUpstream, std::path::PathBuf) {
+    let upstream = ScriptedUpstream::start(move |_| {
+        vec![Step::Send(response(
+            "200 OK",
+            &[],
+            "application/json",
+            &completion(text),
+        ))]
+    });
+    let config = signed_single(Pipeline::shared(), &upstream.base_url(), name, None);
+    (upstream, config)
+}
+
+/// serve of `config` with `extra` flags, its keys and records in
+/// `directory`.
+fn serve(config: &Path, directory: &Path, extra: &[&str]) -> Served {
+    let pipeline = Pipeline::shared();
+    let keys = directory.join("keys.toml");
+    write_keys(&keys);
+    let mut command = serve_command(
+        config,
+        &pipeline.out.join("keys/demo.key.pub"),
+        &pipeline.out.join("router.bin"),
+        &keys,
+        &directory.join("records"),
+    );
+    command.args(extra);
+    Served::start(&mut command)
+}
+
+/// A chat request named `id`, by curl: its status.
+fn ask(served: &Served, id: &str, content: &str) -> u16 {
+    let body = json!({
+        "model": "support-assistant",
+        "messages": [{"role": "user", "content": content}],
+    });
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "20",
+        ])
+        .args(["-H", &format!("Authorization: Bearer {KEY}")])
+        .args(["-H", &format!("x-request-id: {id}")])
+        .args(["-d", &body.to_string()])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).parse().unwrap()
+}
+
+fn scrape(served: &Served) -> String {
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "20"])
+        .arg(served.url("/metrics"))
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `/metrics` as the Prometheus client library parses it: its families,
+/// each with `name`, `type` and `samples` (`name`, `labels`, `value`).
+fn parsed_by_prometheus(python: &std::ffi::OsStr, text: &str, directory: &Path) -> Vec<Value> {
+    let path = directory.join("metrics.txt");
+    std::fs::write(&path, text).unwrap();
+    let script = format!(
+        r#"
+import json
+from prometheus_client.parser import text_string_to_metric_families
+text = open({path:?}).read()
+families = [
+    {{"name": family.name, "type": family.type,
+      "samples": [{{"name": s.name, "labels": s.labels, "value": s.value}} for s in family.samples]}}
+    for family in text_string_to_metric_families(text)
+]
+print(json.dumps(families))
+"#,
+        path = path.display().to_string()
+    );
+    serde_json::from_str(&run_python(python, &script)).unwrap()
+}
+
+/// The sum of the samples named `name` whose labels include `labels`.
+fn total(families: &[Value], name: &str, labels: &[(&str, &str)]) -> f64 {
+    families
+        .iter()
+        .flat_map(|family| family["samples"].as_array().unwrap())
+        .filter(|sample| sample["name"] == name)
+        .filter(|sample| {
+            labels
+                .iter()
+                .all(|(label, value)| sample["labels"][label] == *value)
+        })
+        .map(|sample| sample["value"].as_f64().unwrap())
+        .sum()
+}
+
+#[test]
+fn serve_logs_each_event_and_request_and_its_metrics_parse() {
+    let pipeline = Pipeline::shared();
+    // The primary fails its first two calls, then answers.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let primary = ScriptedUpstream::start(move |_| {
+        if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+            let error = br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
+            vec![Step::Send(response(
+                "500 Internal Server Error",
+                &[],
+                "application/json",
+                error,
+            ))]
+        } else {
+            vec![Step::Send(response(
+                "200 OK",
+                &[],
+                "application/json",
+                &completion("from the primary"),
+            ))]
+        }
+    });
+    let backup = ScriptedUpstream::start(|_| {
+        vec![Step::Send(response(
+            "200 OK",
+            &[],
+            "application/json",
+            &completion("from the backup"),
+        ))]
+    });
+    let breaker =
+        "\n[routes.breaker]\nfirst_token_deadline_ms = 5000.0\nopen_after = 2\nopen_ms = 300.0\n";
+    let config = signed_table(
+        pipeline,
+        "operations",
+        &falling_back(&primary.base_url(), &backup.base_url(), breaker, 20_000),
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(
+        &config,
+        directory.path(),
+        &["--log-requests", "--retry-budget", "1"],
+    );
+    // Two failures move to the backup; the third request finds the breaker
+    // open; after open_ms a probe closes it.
+    for id in ["ops-1", "ops-2", "ops-3"] {
+        assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    for id in ["ops-4", "ops-5"] {
+        assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
+    }
+    let metrics = scrape(&served);
+    let log = served.stop_with_log();
+    let records = served_records(
+        &directory.path().join("records"),
+        &["id", "route", "reason", "input_tokens", "output_tokens"],
+    );
+
+    // Every line is JSON with the common fields; the first says where serve
+    // listens, the last that it stopped.
+    let lines = log_lines(&log);
+    assert_eq!(lines.first().unwrap()["event"], "started", "{log}");
+    assert_eq!(lines.last().unwrap()["event"], "stopped", "{log}");
+    assert_eq!(log_events(&log, "stopping").len(), 1, "{log}");
+    assert!(
+        !log.contains("zebra") && !log.contains(KEY),
+        "a prompt or a key in the log: {log}"
+    );
+
+    let failed = log_events(&log, "upstream_failed");
+    assert_eq!(failed.len(), 2, "{log}");
+    for (line, id) in failed.iter().zip(["ops-1", "ops-2"]) {
+        assert_eq!(line["level"], "warn", "{line}");
+        assert_eq!(line["request_id"], id, "{line}");
+        assert_eq!(line["route"], "large", "{line}");
+        assert_eq!(line["failure"], "status", "{line}");
+        assert_eq!(line["upstream_status"], 500, "{line}");
+        assert_eq!(line["fallback"], "backup", "{line}");
+    }
+    let opened = log_events(&log, "breaker_opened");
+    assert_eq!(opened.len(), 1, "{log}");
+    assert_eq!(opened[0]["route"], "large");
+    assert_eq!(opened[0]["open_ms"], 300.0);
+    let closed = log_events(&log, "breaker_closed");
+    assert_eq!(closed.len(), 1, "{log}");
+    assert_eq!(closed[0]["route"], "large");
+
+    let requests = log_events(&log, "request");
+    let ids: Vec<&str> = requests
+        .iter()
+        .map(|line| line["request_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ops-1", "ops-2", "ops-3", "ops-4", "ops-5"], "{log}");
+    let routes: Vec<&str> = requests
+        .iter()
+        .map(|line| line["route"].as_str().unwrap())
+        .collect();
+    assert_eq!(routes, ["backup", "backup", "backup", "large", "large"]);
+    assert_eq!(requests[0]["reason"], "fallback:error");
+    assert_eq!(requests[2]["reason"], "fallback:breaker");
+    for line in &requests {
+        assert_eq!(line["status"], "ok", "{line}");
+        assert_eq!(line["tenant"], "demo", "{line}");
+        assert!(line["total_ms"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(line["cost_usd"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(line.get("prompt").is_none() && line.get("messages").is_none());
+    }
+
+    let Some(python) = proxy_python("serve's /metrics parsed by prometheus_client") else {
+        return;
+    };
+    let families = parsed_by_prometheus(&python, &metrics, directory.path());
+    for family in &families {
+        let name = family["name"].as_str().unwrap();
+        assert!(name.starts_with("routeval_"), "{name}");
+        if family["type"] == "counter" {
+            for sample in family["samples"].as_array().unwrap() {
+                let sample_name = sample["name"].as_str().unwrap();
+                assert!(
+                    sample_name.ends_with("_total"),
+                    "counter {sample_name} without _total"
+                );
+            }
+        }
+        if family["type"] == "histogram" {
+            assert!(
+                name.ends_with("_seconds"),
+                "histogram {name} without a unit"
+            );
+        }
+    }
+    // Five requests, and the two attempts abandoned for the backup.
+    assert_eq!(total(&families, "routeval_requests_total", &[]), 7.0);
+    assert_eq!(
+        total(
+            &families,
+            "routeval_requests_total",
+            &[("reason", "abandoned:error")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        total(
+            &families,
+            "routeval_slice_requests_total",
+            &[("tenant", "demo"), ("status", "ok")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        total(&families, "routeval_request_duration_seconds_count", &[]),
+        5.0
+    );
+    assert_eq!(
+        total(
+            &families,
+            "routeval_request_duration_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        5.0
+    );
+    for (route, class, calls) in [
+        ("large", "5xx", 2.0),
+        ("large", "2xx", 2.0),
+        ("backup", "2xx", 3.0),
+    ] {
+        assert_eq!(
+            total(
+                &families,
+                "routeval_upstream_responses_total",
+                &[("route", route), ("class", class)]
+            ),
+            calls,
+            "{route} {class}"
+        );
+    }
+    assert_eq!(
+        total(
+            &families,
+            "routeval_retry_budget_calls_total",
+            &[("kind", "fallback"), ("outcome", "taken")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        total(
+            &families,
+            "routeval_breaker_opens_total",
+            &[("route", "large")]
+        ),
+        1.0
+    );
+    // Tokens as the records count them, attempts aside.
+    let answered: Vec<&Value> = records
+        .iter()
+        .filter(|record| record["id"].as_str().unwrap().starts_with("ops-"))
+        .filter(|record| !record["reason"].as_str().unwrap().starts_with("abandoned"))
+        .collect();
+    assert_eq!(answered.len(), 5);
+    for (column, metric) in [
+        ("input_tokens", "routeval_input_tokens_total"),
+        ("output_tokens", "routeval_output_tokens_total"),
+    ] {
+        let recorded: f64 = answered
+            .iter()
+            .map(|record| record[column].as_f64().unwrap())
+            .sum();
+        assert!(recorded > 0.0);
+        assert_eq!(total(&families, metric, &[]), recorded, "{metric}");
+    }
+    let signed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    let expires_at = signed["expires_at"].as_str().unwrap();
+    let expiry = total(&families, "routeval_config_expiry_timestamp_seconds", &[]);
+    assert!(expiry > 1.7e9, "{expiry}");
+    assert!(
+        expires_at.starts_with(&expiry_date(expiry)),
+        "{expires_at} vs {expiry}"
+    );
+}
+
+/// `YYYY-MM-DD` of Unix seconds, by `date`.
+fn expiry_date(seconds: f64) -> String {
+    let output = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", seconds as i64), "+%Y-%m-%d"])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn quiet_keeps_warnings_and_a_terminal_gets_lines_for_a_person() {
+    let (_upstream, config) = answering("hi", "operations-quiet");
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(&config, directory.path(), &["--quiet", "--log-requests"]);
+    assert_eq!(ask(&served, "quiet-1", PROMPT), 200);
+    let log = served.stop_with_log();
+    assert!(
+        log_lines(&log).iter().all(|line| line["level"] != "info"),
+        "--quiet logged info: {log}"
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(
+        &config,
+        directory.path(),
+        &["--log-format", "human", "--log-requests"],
+    );
+    assert_eq!(ask(&served, "human-1", PROMPT), 200);
+    let log = served.stop_with_log();
+    let request = log
+        .lines()
+        .find(|line| line.contains(" request: "))
+        .unwrap_or_else(|| panic!("no request line: {log}"));
+    assert!(
+        request.contains("  INFO request: ok by ") && request.contains("request_id=\"human-1\""),
+        "{request}"
+    );
+}
+
+#[test]
+fn records_keep_prompts_whole_redacted_or_not_at_all() {
+    let (_upstream, config) = answering("hi", "operations-prompts");
+    let secret = "sk-proj-abcdefghijklmnop1234";
+    let prompt = format!("my api key is {secret}, why is it refused?");
+    let mut kept = Vec::new();
+    for what in ["full", "redacted", "none"] {
+        let directory = tempfile::tempdir().unwrap();
+        let served = serve(&config, directory.path(), &["--records-prompts", what]);
+        assert_eq!(ask(&served, what, &prompt), 200);
+        served.stop();
+        let records = served_records(
+            &directory.path().join("records"),
+            &["id", "prompt", "messages"],
+        );
+        assert_eq!(records.len(), 1, "{what}: {records:?}");
+        kept.push(records[0].clone());
+    }
+    let [full, redacted, none] = &kept[..] else {
+        unreachable!()
+    };
+    assert_eq!(full["prompt"], prompt.as_str());
+    assert!(full["messages"].as_str().unwrap().contains(secret));
+    let redacted_prompt = redacted["prompt"].as_str().unwrap();
+    assert!(
+        !redacted_prompt.contains(secret) && redacted_prompt.contains("[redacted]"),
+        "{redacted_prompt}"
+    );
+    assert!(redacted_prompt.contains("why is it refused?"));
+    // The messages stay JSON, each text redacted.
+    let messages: Value = serde_json::from_str(redacted["messages"].as_str().unwrap()).unwrap();
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["content"], redacted_prompt);
+    assert_eq!(none["prompt"], Value::Null);
+    assert_eq!(none["messages"], Value::Null);
+}
