@@ -57,7 +57,17 @@ fn every_routeval_command_in_the_workflow_parses() {
     let names: Vec<&str> = commands.iter().map(|command| command[1].as_str()).collect();
     assert_eq!(
         names,
-        ["calibrate", "gate", "report", "verify", "drift", "report"]
+        [
+            "calibrate",
+            "gate",
+            "report",
+            "verify",
+            "drift",
+            "report",
+            "verify",
+            "calibrate",
+            "gate"
+        ]
     );
     for command in &commands {
         if let Err(error) = Cli::try_parse_from(command) {

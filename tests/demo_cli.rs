@@ -125,7 +125,9 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
             "the demo wrote {name}, which the next demo would not clear"
         );
     }
-    assert_eq!(written.len(), outputs.len() + 1, "{written:?}");
+    // Every output and the marker, but `report/`: --report put it elsewhere.
+    assert!(!written.contains(&"report".to_owned()));
+    assert_eq!(written.len(), outputs.len(), "{written:?}");
     std::fs::write(out.join("notes.md"), "my notes on the demo").unwrap();
     // One of the demo's names made a link to a folder of the user's: the
     // link goes, never what it points at.
@@ -162,6 +164,52 @@ fn the_demo_runs_every_stage_and_signs_a_verified_config() {
             .unwrap()
             .file_type()
             .is_symlink()
+    );
+}
+
+#[test]
+fn with_out_alone_everything_goes_under_it_and_its_own_faults_are_no_error() {
+    let directory = tempfile::tempdir().unwrap();
+    let cwd = directory.path().join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = directory.path().join("d");
+    let assert = routeval()
+        .current_dir(&cwd)
+        .args(["demo", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let output = assert.get_output();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(out.join("report/report.html").is_file(), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "report: {}",
+            out.join("report/report.html").display()
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "wrote into the cwd"
+    );
+    // A flag the demo does not take is never suggested, and faults the
+    // demo injects are a note, not an error.
+    assert!(!stderr.contains("--retry-errors"), "{stderr}");
+    assert!(
+        !stderr.lines().any(|line| line.starts_with("error")),
+        "{stderr}"
+    );
+    if stdout.contains("== run --retry-errors") {
+        assert!(stderr.contains("the demo sends them again"), "{stderr}");
+    }
+    assert!(
+        stdout.contains("its routes call http://127.0.0.1:8089/v1: start `routeval serve-sim"),
+        "{stdout}"
     );
 }
 

@@ -40,6 +40,7 @@ mod safety_run;
 mod sample_pairwise;
 mod schema_docs;
 mod serve_cli;
+mod serve_deploy;
 mod serve_hostile;
 mod serve_k8s;
 mod serve_openai_sdk;

@@ -438,7 +438,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
     let report = std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap();
     let future_report = workspace.write(
         "future-report.json",
-        &report.replacen("\"schema_version\": 3", "\"schema_version\": 7", 1),
+        &report.replacen("\"schema_version\": 4", "\"schema_version\": 7", 1),
     );
     assert!(
         std::fs::read_to_string(&future_report)

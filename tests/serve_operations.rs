@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, falling_back, log_events, log_lines,
-    proxy_python, response, run_python, serve_command, served_records, signed_single, signed_table,
-    write_keys,
+    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, deploy, falling_back, log_events,
+    log_lines, proxy_python, ready_at, response, run_python, serve_command, served_records,
+    signed_single, signed_table, write_keys,
 };
 
 /// A prompt whose words must never reach the log.
@@ -419,4 +419,161 @@ fn records_keep_prompts_whole_redacted_or_not_at_all() {
     assert_eq!(messages[0]["content"], redacted_prompt);
     assert_eq!(none["prompt"], Value::Null);
     assert_eq!(none["messages"], Value::Null);
+}
+
+/// Points `live` at `release` in one rename, as a replayed old release
+/// would be.
+fn switch(live: &Path, release: &str) {
+    let next = live.with_extension("next");
+    std::os::unix::fs::symlink(release, &next).unwrap();
+    std::fs::rename(&next, live).unwrap();
+}
+
+#[test]
+fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
+    let pipeline = Pipeline::shared();
+    // v2 moved every route to another upstream; the rollback moves them
+    // back.
+    let (first_upstream, v1) = answering("from v1's upstream", "rollback-v1");
+    let (second_upstream, _) = answering("from v2's upstream", "rollback-v2-alone");
+    let v2 = signed_single(
+        pipeline,
+        &second_upstream.base_url(),
+        "rollback-v2",
+        Some(&v1),
+    );
+    let key = pipeline.out.join("keys/demo.key");
+    let out = pipeline.path("rollback-out");
+    let gate = |extra: &[&std::ffi::OsStr]| {
+        let mut command = crate::common::routeval();
+        command.arg("gate").args(extra);
+        command.arg("--key").arg(&key).arg("--out").arg(&out);
+        command
+    };
+    // Forward is not a rollback, and a rollback evaluates nothing.
+    let forward = gate(&[
+        "--rollback-to".as_ref(),
+        v2.as_os_str(),
+        "--baseline".as_ref(),
+        v1.as_os_str(),
+    ])
+    .assert()
+    .code(2);
+    let stderr = String::from_utf8_lossy(&forward.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("is not older than the deployed version 1"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    gate(&[
+        "--rollback-to".as_ref(),
+        v1.as_os_str(),
+        "--baseline".as_ref(),
+        v2.as_os_str(),
+        "--target".as_ref(),
+        "0.9".as_ref(),
+    ])
+    .assert()
+    .code(2);
+    assert!(!out.exists(), "a refused rollback wrote {}", out.display());
+
+    let rolled = gate(&[
+        "--rollback-to".as_ref(),
+        v1.as_os_str(),
+        "--baseline".as_ref(),
+        v2.as_os_str(),
+        "--json".as_ref(),
+    ])
+    .assert()
+    .success();
+    let report: routeval::schema::GateReport =
+        serde_json::from_slice(&rolled.get_output().stdout).unwrap();
+    let rollback = report.rollback.as_ref().expect("the report says rollback");
+    assert_eq!(rollback.to.version, 1);
+    let v3 = out.join("route-config.v3.json");
+    let read =
+        |path: &Path| -> Value { serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap() };
+    let (first, second, third) = (read(&v1), read(&v2), read(&v3));
+    let sha256 = |path: &Path| routeval::digest::sha256_hex(&std::fs::read(path).unwrap());
+    assert_eq!(rollback.to.sha256, sha256(&v1));
+    assert_eq!(third["version"], 3);
+    assert_eq!(third["parent_sha256"], sha256(&v2).as_str());
+    assert_eq!(third["table"], first["table"]);
+    assert_eq!(third["serving"], first["serving"]);
+    assert_ne!(third["table"], second["table"]);
+    assert_eq!(third["provenance"]["rollback_of"]["version"], 1);
+    assert_eq!(
+        third["provenance"]["metrics"], first["provenance"]["metrics"],
+        "the measurements are v1's"
+    );
+    let markdown = std::fs::read_to_string(out.join("gate-report.md")).unwrap();
+    assert!(markdown.contains("**This is a rollback.**"), "{markdown}");
+    crate::common::routeval()
+        .arg("verify")
+        .arg(&v3)
+        .arg("--pubkey")
+        .arg(pipeline.out.join("keys/demo.key.pub"))
+        .arg("--previous")
+        .arg(&v2)
+        .assert()
+        .success();
+
+    // serve on v2, deployed by ci/deploy-config.sh; v1 itself, switched in
+    // by hand as a replayed old release would be, is refused; v3 is
+    // deployed as the next version.
+    let directory = tempfile::tempdir().unwrap();
+    let live = directory.path().join("live");
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let (deployed, stderr) = deploy(&v2, &live, &pubkey);
+    assert!(deployed, "{stderr}");
+    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
+    assert!(ready_at(&served, 2));
+    let replayed = directory.path().join("releases/replayed-v1");
+    std::fs::create_dir_all(&replayed).unwrap();
+    std::fs::copy(&v1, replayed.join("route-config.json")).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(&v1),
+        replayed.join("route-config.json.minisig"),
+    )
+    .unwrap();
+    switch(&live, "releases/replayed-v1");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(ready_at(&served, 2));
+    // The recipe deploys only what follows the live file: put v2 back.
+    let (deployed, stderr) = deploy(&v3, &live, &pubkey);
+    assert!(
+        !deployed && stderr.contains("is not the previous config's sha256"),
+        "{stderr}"
+    );
+    switch(&live, "releases/route-config.v2");
+    let (deployed, stderr) = deploy(&v3, &live, &pubkey);
+    assert!(deployed, "{stderr}");
+    assert!(ready_at(&served, 3), "the rollback was not served");
+    let before = (
+        first_upstream.requests().len(),
+        second_upstream.requests().len(),
+    );
+    assert_eq!(ask(&served, "after-rollback", PROMPT), 200);
+    assert_eq!(
+        (
+            first_upstream.requests().len(),
+            second_upstream.requests().len()
+        ),
+        (before.0 + 1, before.1),
+        "the rolled-back table's upstream answers"
+    );
+    let log = served.stop_with_log();
+    let refused = log_events(&log, "config_reload_refused");
+    assert_eq!(refused.len(), 1, "{log}");
+    assert!(
+        refused[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a rollback is refused"),
+        "{log}"
+    );
+    let applied = log_events(&log, "config_reloaded");
+    assert_eq!(applied.len(), 1, "{log}");
+    assert_eq!(applied[0]["config_version"], 3);
+    assert_eq!(applied[0]["previous_version"], 2);
 }

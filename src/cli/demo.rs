@@ -32,13 +32,15 @@ pub struct DemoArgs {
     pub rubrics: Option<PathBuf>,
 
     /// Where the demo's run, tables, keys and configs go: a new or empty
-    /// directory, or one an earlier demo made (which it clears).
-    #[arg(long, value_name = "DIR", default_value = "runs/demo")]
-    pub out: PathBuf,
+    /// directory, or one an earlier demo made (which it clears)
+    /// [default: runs/demo].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 
-    /// Where the report goes.
-    #[arg(long, value_name = "DIR", default_value = "reports/demo")]
-    pub report: PathBuf,
+    /// Where the report goes [default: `report` under --out when --out is
+    /// given, else reports/demo].
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
 
     /// The quality target of every slice.
     #[arg(long, value_name = "Q", default_value_t = 0.8)]
@@ -47,10 +49,20 @@ pub struct DemoArgs {
 
 /// Runs one routeval command as the CLI would.
 fn step(title: &str, arguments: &[OsString]) -> anyhow::Result<Outcome> {
+    step_with(title, arguments, |_| {})
+}
+
+/// [`step`], with `adjust` applied to the parsed command.
+fn step_with(
+    title: &str,
+    arguments: &[OsString],
+    adjust: impl FnOnce(&mut Cli),
+) -> anyhow::Result<Outcome> {
     println(&format!("\n== {title}"))?;
     let mut full = vec![OsString::from("routeval")];
     full.extend_from_slice(arguments);
-    let cli = Cli::try_parse_from(full).with_context(|| format!("demo step {title:?}"))?;
+    let mut cli = Cli::try_parse_from(full).with_context(|| format!("demo step {title:?}"))?;
+    adjust(&mut cli);
     super::run(cli).with_context(|| format!("demo step {title:?}"))
 }
 
@@ -63,7 +75,15 @@ fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
 
 pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let started = std::time::Instant::now();
-    let out = &args_in.out;
+    let out = &args_in
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs/demo"));
+    let report_dir = match (&args_in.report, &args_in.out) {
+        (Some(report), _) => report.clone(),
+        (None, Some(out)) => out.join("report"),
+        (None, None) => PathBuf::from("reports/demo"),
+    };
     let given: Vec<(&PathBuf, &str)> = [(&args_in.data, "--data"), (&args_in.rubrics, "--rubrics")]
         .into_iter()
         .filter_map(|(path, flag)| path.as_ref().map(|path| (path, flag)))
@@ -120,7 +140,6 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     let target = args_in.target.to_string();
     calibrate_each(&scored, &target, &path)?;
     let (gated, signed, gate_dir) = gate_and_verify(data, &rubrics, &scored, &target, &path)?;
-    let report_dir = args_in.report.clone();
     report(&scored, &path, &gate_dir, &report_dir)?;
     let stats = sim.stats();
     println(&format!(
@@ -130,6 +149,15 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     ))?;
     if let Some(signed) = signed {
         println(&format!("signed route config: {}", signed.display()))?;
+        // The tables name their endpoints (the demo's: where `routeval
+        // serve-sim` listens by default); the demo's own serve-sim ran on a
+        // free port and is gone.
+        let urls = route_urls(&signed)?;
+        println(&format!(
+            "its routes call {}: start `routeval serve-sim --dataset {}` there before serving it (docs/serve.md); docs/gate.md says how to point a table at your own upstream",
+            urls.join(", "),
+            dataset.display()
+        ))?;
     }
     println(&format!(
         "report: {}",
@@ -164,9 +192,18 @@ fn run_with_retries(
         &"--no-cache",
         &"--quiet",
     ]);
-    let mut ran = step(
+    // serve-sim's faults are the demo's own: calls that exhaust their
+    // retries under them are expected, and sent again below.
+    let mut ran = step_with(
         "run: every prompt to sim-small, sim-mid and sim-large, small and mid answers to sim-verifier",
         &run,
+        |cli| {
+            if let super::Command::Run(args) = &mut cli.command {
+                args.failed_calls_note = Some(
+                    "expected under the faults serve-sim injects into 20% of calls; the demo sends them again".to_owned(),
+                );
+            }
+        },
     )?;
     if ran == Outcome::CheckFailed {
         run.push("--retry-errors".into());
@@ -368,7 +405,7 @@ pub const DEMO_MARKER: &str = ".routeval-demo";
 
 /// Every file and folder the demo writes at the top of its `--out`: what a
 /// later demo clears there, and all it clears.
-pub const DEMO_OUTPUTS: [&str; 12] = [
+pub const DEMO_OUTPUTS: [&str; 13] = [
     "inputs",
     "routeval.toml",
     "run",
@@ -381,7 +418,25 @@ pub const DEMO_OUTPUTS: [&str; 12] = [
     "calibration-predictive-three-tier.json",
     "keys",
     "gate",
+    "report",
 ];
+
+/// The endpoints a signed config's routes call, each once.
+fn route_urls(config: &Path) -> anyhow::Result<Vec<String>> {
+    let bytes =
+        std::fs::read(config).with_context(|| format!("{}: cannot read", config.display()))?;
+    let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a route config", config.display()))?;
+    let mut urls: Vec<String> = config
+        .table
+        .routes
+        .iter()
+        .filter_map(|route| route.base_url.clone())
+        .collect();
+    urls.sort();
+    urls.dedup();
+    Ok(urls)
+}
 
 /// Makes `out` a directory the demo owns with none of its outputs: a fresh
 /// start each time, because the simulator's port (part of the run's config)

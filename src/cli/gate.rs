@@ -9,7 +9,7 @@ use clap::Args;
 use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
 use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
-use crate::gate::{GateOptions, MAX_TTL_DAYS, gate, terminal};
+use crate::gate::{GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, rollback, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::{ColumnNames, ReadOptions};
 
@@ -18,12 +18,23 @@ use super::print::println;
 #[derive(Debug, Args)]
 pub struct GateArgs {
     /// Candidate route tables (TOML).
-    #[arg(long, value_name = "FILE", num_args = 1.., required = true)]
+    #[arg(long, value_name = "FILE", num_args = 1.., required_unless_present = "rollback_to")]
     pub candidates: Vec<PathBuf>,
 
     /// Graded results every candidate is scored on.
-    #[arg(long, value_name = "FILE")]
-    pub results: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "rollback_to")]
+    pub results: Option<PathBuf>,
+
+    /// Roll back: sign this earlier config's table again, unevaluated, as
+    /// the version after --baseline (the deployed config, its parent), so
+    /// serve takes it as a forward step. Both must verify with --pubkey.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "baseline",
+        conflicts_with_all = ["candidates", "results", "calibration", "constraints", "target", "confidence", "familywise", "router", "dataset_sha256"]
+    )]
+    pub rollback_to: Option<PathBuf>,
 
     /// Calibration documents for the policies that take their thresholds
     /// from one, matched by policy and score column.
@@ -46,8 +57,8 @@ pub struct GateArgs {
     pub constraints: Option<PathBuf>,
 
     /// Quality every slice must reach, in (0, 1].
-    #[arg(long, value_name = "Q")]
-    pub target: f64,
+    #[arg(long, value_name = "Q", required_unless_present = "rollback_to")]
+    pub target: Option<f64>,
 
     /// Hold each slice's quality lower bound at this confidence to the target.
     #[arg(long, value_name = "C")]
@@ -161,15 +172,13 @@ pub struct VerifyArgs {
 
 /// Checks the flags and converts them to the stage's options.
 pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
-    if !(args.target > 0.0 && args.target <= 1.0) {
-        bail!("--target must be in (0, 1], got {}", args.target);
+    let (Some(target), Some(results)) = (args.target, args.results.clone()) else {
+        bail!("--target and --results are needed unless --rollback-to is given");
+    };
+    if !(target > 0.0 && target <= 1.0) {
+        bail!("--target must be in (0, 1], got {target}");
     }
-    if !(1..=MAX_TTL_DAYS).contains(&args.ttl_days) {
-        bail!(
-            "--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {}",
-            args.ttl_days
-        );
-    }
+    check_ttl_days(args.ttl_days)?;
     if let Some(confidence) = args.confidence
         && !(confidence > 0.0 && confidence < 1.0)
     {
@@ -189,21 +198,11 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     {
         bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
     }
-    if let Some(url) = &args.serve_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        bail!("--serve-url {url}: must be an http:// or https:// URL (routeval serve's /v1)");
-    }
+    let serve = serve_endpoint(&args)?;
     Ok(GateOptions {
-        serve: args
-            .serve_url
-            .clone()
-            .map(|url| crate::gate::ServeEndpoint {
-                url,
-                key_env: args.serve_key_env.clone(),
-            }),
+        serve,
         candidates: args.candidates,
-        results: args.results,
+        results,
         read: ReadOptions {
             names: ColumnNames::new(args.score_col, args.slice_col),
             carry_extra: false,
@@ -215,7 +214,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
         baseline: args.baseline,
         baseline_pubkey: args.pubkey,
         constraints: args.constraints,
-        target: args.target,
+        target,
         confidence: args.confidence,
         max_regression: args.max_regression,
         key: args.key,
@@ -229,11 +228,30 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     })
 }
 
+/// `--rollback-to` and the flags it takes, as the stage's options.
+fn rollback_options(args: GateArgs, to: PathBuf) -> anyhow::Result<RollbackOptions> {
+    check_ttl_days(args.ttl_days)?;
+    let serve = serve_endpoint(&args)?;
+    Ok(RollbackOptions {
+        to,
+        deployed: args
+            .baseline
+            .expect("clap requires --baseline with --rollback-to"),
+        pubkey: args.pubkey,
+        key: args.key,
+        out: args.out,
+        ttl_days: args.ttl_days,
+        serve,
+    })
+}
+
 pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     let (json, at) = (args.json, args.at.clone());
-    let options = options(args)?;
     let clock = clock_at(at.as_deref())?;
-    let report = gate(&options, clock.as_ref())?;
+    let report = match args.rollback_to.clone() {
+        Some(to) => rollback(&rollback_options(args, to)?, clock.as_ref())?,
+        None => gate(&options(args)?, clock.as_ref())?,
+    };
     if let Some(at) = &at {
         reporter.report(Event::Message {
             stage: "gate",
@@ -247,6 +265,27 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     } else {
         Outcome::CheckFailed
     })
+}
+
+fn check_ttl_days(ttl_days: u64) -> anyhow::Result<()> {
+    if !(1..=MAX_TTL_DAYS).contains(&ttl_days) {
+        bail!("--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {ttl_days}");
+    }
+    Ok(())
+}
+
+/// `--serve-url` and `--serve-key-env`, for the LiteLLM export.
+fn serve_endpoint(args: &GateArgs) -> anyhow::Result<Option<crate::gate::ServeEndpoint>> {
+    let Some(url) = &args.serve_url else {
+        return Ok(None);
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        bail!("--serve-url {url}: must be an http:// or https:// URL (routeval serve's /v1)");
+    }
+    Ok(Some(crate::gate::ServeEndpoint {
+        url: url.clone(),
+        key_env: args.serve_key_env.clone(),
+    }))
 }
 
 /// The system clock, or the instant `--at` names.

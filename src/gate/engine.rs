@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::atomic::{Named, check_outputs, commit_all};
+use crate::atomic::{Named, Staged, check_outputs, commit_all};
 use crate::clock::{Clock, format_rfc3339};
 use crate::routes::{Constraint, RouteTable};
 use crate::schema::{CalibrationDocument, Failure, InputFile, Rule};
@@ -93,13 +93,32 @@ fn verified_baseline(
     path: &Path,
     options: &GateOptions,
 ) -> anyhow::Result<(PathBuf, String, RouteConfig)> {
-    let key = match &options.baseline_pubkey {
-        Some(key) => key.clone(),
+    let (sha256, config) = verified_signed(
+        path,
+        "--baseline",
+        options.baseline_pubkey.as_deref(),
+        &options.key,
+    )?;
+    Ok((path.to_owned(), sha256, config))
+}
+
+/// The signed config at `path` (given as `flag`), verified with `pubkey`
+/// (the `.pub` beside `key` without it) but for its age: its sha256 and
+/// the config. One whose version is the last a config can have has no
+/// next.
+pub(super) fn verified_signed(
+    path: &Path,
+    flag: &str,
+    pubkey: Option<&str>,
+    key: &Path,
+) -> anyhow::Result<(String, RouteConfig)> {
+    let key = match pubkey {
+        Some(key) => key.to_owned(),
         None => {
-            let beside = crate::routes::public_key_path(&options.key);
+            let beside = crate::routes::public_key_path(key);
             if !beside.exists() {
                 anyhow::bail!(
-                    "{}: --baseline must verify, and no public key is beside --key; give the key it was signed with as --pubkey",
+                    "{}: {flag} must verify, and no public key is beside --key; give the key it was signed with as --pubkey",
                     beside.display()
                 );
             }
@@ -107,21 +126,21 @@ fn verified_baseline(
         }
     };
     let public = crate::routes::load_public(&key)?;
-    let (bytes, signature) = crate::routes::read_signed(path, " (--baseline)")?;
+    let (bytes, signature) = crate::routes::read_signed(path, &format!(" ({flag})"))?;
     let verified = crate::routes::check_signed(&bytes, &signature, &public).map_err(|error| {
         anyhow::anyhow!(
-            "{}: {error} (--baseline must be a config signed with {key})",
+            "{}: {error} ({flag} must be a config signed with {key})",
             path.display()
         )
     })?;
     if verified.config.version == u64::MAX {
         anyhow::bail!(
-            "{}: version {} is the last a config can have (--baseline)",
+            "{}: version {} is the last a config can have ({flag})",
             path.display(),
             verified.config.version
         );
     }
-    Ok((path.to_owned(), verified.sha256, verified.config))
+    Ok((verified.sha256, verified.config))
 }
 
 /// Org-wide constraints: a TOML table of slice (or `"*"`) to constraint.
@@ -163,8 +182,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
     // Every output is staged, then all are committed: a failure leaves none.
     // The config is committed last, and only where no file is: a kill before
     // then leaves no config, and the next gate writes the others again.
-    let mut staged = Vec::new();
-    let mut config_staged = None;
+    let mut signed = None;
     let emitted = match chosen {
         Some(index) => {
             let config = route_config(
@@ -175,37 +193,21 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
                 version,
                 clock,
             );
-            let bytes = config.canonical_bytes();
-            let sha256 = sha256_hex(&bytes);
-            let signature = sign(&secret, &bytes, &config.trusted_comment(&sha256))?;
-            let name = RouteConfig::file_name(version);
-            config_staged = Some(stage_bytes(&paths.config, &bytes)?);
-            staged.push(stage_bytes(&paths.signature, signature.as_bytes())?);
-            let litellm = match litellm_yaml(&config, &name, &sha256, options.serve.as_ref()) {
-                Ok(export) => {
-                    staged.push(stage_bytes(&paths.litellm, export.text.as_bytes())?);
-                    candidates[index].warnings.extend(export.warnings);
-                    Some(paths.litellm.display().to_string())
-                }
-                Err(why) => {
-                    candidates[index]
-                        .warnings
-                        .push(format!("no LiteLLM export written: {why}"));
-                    None
-                }
-            };
-            Some(Emitted {
-                config: paths.config.display().to_string(),
-                signature: paths.signature.display().to_string(),
-                litellm,
-                version,
-                sha256,
-            })
+            let (emitted, staged) = stage_signed(
+                &paths,
+                &secret,
+                &config,
+                options.serve.as_ref(),
+                &mut candidates[index].warnings,
+            )?;
+            signed = Some(staged);
+            Some(emitted)
         }
         None => None,
     };
     let rows = inputs.graded.num_rows() as u64;
     let report = GateReport {
+        rollback: None,
         schema_version: GATE_REPORT_SCHEMA_VERSION,
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         results: InputFile {
@@ -226,18 +228,85 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         candidates,
         emitted,
     };
+    commit_report(&paths, &report, signed)?;
+    Ok(report)
+}
+
+/// A signed config staged under `--out`: its signature and export, and the
+/// config itself, committed last.
+pub(super) struct StagedConfig {
+    beside: Vec<Staged>,
+    config: Staged,
+}
+
+/// Signs `config` and stages it with its signature and LiteLLM export; a
+/// policy LiteLLM cannot carry out is a warning, and no export.
+pub(super) fn stage_signed(
+    paths: &OutPaths,
+    secret: &minisign::SecretKey,
+    config: &RouteConfig,
+    serve: Option<&ServeEndpoint>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(Emitted, StagedConfig)> {
+    let bytes = config.canonical_bytes();
+    let sha256 = sha256_hex(&bytes);
+    let signature = sign(secret, &bytes, &config.trusted_comment(&sha256))?;
+    let name = RouteConfig::file_name(config.version);
+    let config_staged = stage_bytes(&paths.config, &bytes)?;
+    let mut beside = vec![stage_bytes(&paths.signature, signature.as_bytes())?];
+    let litellm = match litellm_yaml(config, &name, &sha256, serve) {
+        Ok(export) => {
+            beside.push(stage_bytes(&paths.litellm, export.text.as_bytes())?);
+            warnings.extend(export.warnings);
+            Some(paths.litellm.display().to_string())
+        }
+        Err(why) => {
+            warnings.push(format!("no LiteLLM export written: {why}"));
+            None
+        }
+    };
+    let emitted = Emitted {
+        config: paths.config.display().to_string(),
+        signature: paths.signature.display().to_string(),
+        litellm,
+        version: config.version,
+        sha256,
+    };
+    Ok((
+        emitted,
+        StagedConfig {
+            beside,
+            config: config_staged,
+        },
+    ))
+}
+
+/// Writes the report, and the signed config with what goes beside it: every
+/// output is staged, then all are committed, the config last and only where
+/// no file is. A failure leaves none; a kill before the config leaves no
+/// config, and the next gate writes the others again.
+pub(super) fn commit_report(
+    paths: &OutPaths,
+    report: &GateReport,
+    signed: Option<StagedConfig>,
+) -> anyhow::Result<()> {
     let json =
-        serde_json::to_string_pretty(&report).context("cannot encode the gate report")? + "\n";
+        serde_json::to_string_pretty(report).context("cannot encode the gate report")? + "\n";
+    let mut staged = Vec::new();
+    let config = signed.map(|signed| {
+        staged.extend(signed.beside);
+        signed.config
+    });
     staged.push(stage_bytes(&paths.report_json, json.as_bytes())?);
     staged.push(stage_bytes(
         &paths.report_markdown,
-        markdown(&report).as_bytes(),
+        markdown(report).as_bytes(),
     )?);
     commit_all(staged)?;
-    if let Some(config) = config_staged {
+    if let Some(config) = config {
         config.commit_new()?;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// What every candidate is scored against: the graded results (and their
@@ -643,15 +712,22 @@ fn route_config(
             target: options.target,
             confidence: options.confidence,
             metrics,
+            rollback_of: None,
         },
     };
-    // The id names the content it was minted for.
+    mint_id(&mut config);
+    config
+}
+
+/// The config's id, minted from its content: `<logical model>-v<N>-<hash>`.
+pub(super) fn mint_id(config: &mut RouteConfig) {
+    config.config_id = String::new();
     config.config_id = format!(
-        "{}-v{version}-{}",
-        table.logical_model,
+        "{}-v{}-{}",
+        config.table.logical_model,
+        config.version,
         &sha256_hex(&config.canonical_bytes())[..12]
     );
-    config
 }
 
 /// The commit of the repository holding the candidate, when there is one.

@@ -9,8 +9,10 @@ mod engine;
 mod litellm;
 mod outputs;
 mod render;
+mod rollback;
 mod rules;
 
 pub use engine::{GateOptions, MAX_TTL_DAYS, gate};
 pub use litellm::{LitellmExport, ServeEndpoint, litellm_yaml};
 pub use render::{markdown, terminal};
+pub use rollback::{RollbackOptions, rollback};

@@ -163,6 +163,10 @@ pub fn terminal(report: &GateReport) -> String {
         }
     }
     match (&report.chosen, &report.emitted) {
+        (Some(_), Some(emitted)) if let Some(line) = rollback_line(report, emitted) => {
+            out.push_str(&line);
+            out.push('\n');
+        }
         (Some(chosen), Some(emitted)) => {
             let _ = writeln!(
                 out,
@@ -177,8 +181,33 @@ pub fn terminal(report: &GateReport) -> String {
     out
 }
 
+/// What a rollback did, in one line: to which version, as which, replacing
+/// which.
+fn rollback_line(report: &GateReport, emitted: &crate::schema::Emitted) -> Option<String> {
+    let rollback = report.rollback.as_ref()?;
+    let replaced = report
+        .baseline
+        .as_ref()
+        .map(|baseline| format!(", replacing the deployed version {}", baseline.version))
+        .unwrap_or_default();
+    Some(format!(
+        "rollback: version {} ({}, sha256 {}) signed again as version {}: {} (sha256 {}){replaced}; nothing was evaluated again",
+        rollback.to.version,
+        rollback.to.path,
+        rollback.to.sha256,
+        emitted.version,
+        emitted.config,
+        emitted.sha256
+    ))
+}
+
 pub fn markdown(report: &GateReport) -> String {
     let mut out = format!("{}\n", crate::schema::GATE_MARKDOWN_HEADER);
+    if let Some(emitted) = &report.emitted
+        && let Some(line) = rollback_line(report, emitted)
+    {
+        let _ = writeln!(out, "**This is a rollback.** {}.\n", text(&line));
+    }
     let _ = write!(out, "Target quality **{}**", report.target);
     if let Some(confidence) = report.confidence {
         let _ = write!(out, " at confidence {confidence}");

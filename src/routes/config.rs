@@ -78,6 +78,18 @@ pub struct Provenance {
     pub confidence: Option<f64>,
     /// The gate's measurements of this table: all rows, then each slice.
     pub metrics: Vec<Metrics>,
+    /// A rollback (`gate --rollback-to`): the earlier config whose table,
+    /// serving block and measurements this one signs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<ConfigRef>,
+}
+
+/// A signed config by its version and its file's sha256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRef {
+    pub version: u64,
+    pub sha256: String,
 }
 
 impl RouteConfig {

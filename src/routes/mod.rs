@@ -20,7 +20,7 @@ mod thresholds;
 mod verify;
 
 pub use config::{
-    Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA,
+    ConfigRef, Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA,
     TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 pub use error::RouteError;

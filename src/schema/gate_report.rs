@@ -8,9 +8,10 @@ use super::InputFile;
 use super::Metrics;
 use crate::stats::PairedVerdict;
 
-/// Version 3 added `served` to the metrics of candidates over more than two
-/// tiers; version 2 added each candidate's `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 3;
+/// Version 4 added `rollback`; version 3 added `served` to the metrics of
+/// candidates over more than two tiers; version 2 added each candidate's
+/// `regressions` against `--baseline`.
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 4;
 
 /// What a gate writes as `gate-report.json`.
 pub const GATE_REPORT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -77,6 +78,18 @@ pub struct GateReport {
     /// The file of the cheapest candidate that passed.
     pub chosen: Option<String>,
     pub emitted: Option<Emitted>,
+    /// A rollback (`gate --rollback-to`): nothing was evaluated; the
+    /// earlier config's table is signed again as the next version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<Rollback>,
+}
+
+/// What a rollback signed again: the earlier config, by its file, version
+/// and sha256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    pub to: BaselineRef,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -66,7 +66,7 @@ pub use fallback::{
 pub use format::Format;
 pub use gate_report::{
     BaselineRef, CandidateReport, Emitted, Failure, GATE_MARKDOWN_HEADER, GATE_MARKDOWN_OUTPUT,
-    GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rule, SliceRegression,
+    GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rollback, Rule, SliceRegression,
     comparison_rows,
 };
 pub use graded::{

@@ -179,6 +179,35 @@ pub fn log_events(log: &str, event: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `ci/deploy-config.sh NEW LIVE PUBKEY` with this build as
+/// `routeval`: whether it deployed, and its stderr.
+pub fn deploy(new: &Path, live: &Path, pubkey: &Path) -> (bool, String) {
+    let output = Command::new(repo().join("ci/deploy-config.sh"))
+        .arg(new)
+        .arg(live)
+        .arg(pubkey)
+        .env("ROUTEVAL", binary())
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `/readyz` once it names `version`, within ten seconds.
+pub fn ready_at(served: &Served, version: u64) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let output = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(served.url("/readyz"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).contains(&format!("version {version}\n"))
+    })
+}
+
 /// The value of response header `name` in `curl -i` output.
 pub fn header_of(response: &str, name: &str) -> String {
     response
