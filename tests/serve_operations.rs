@@ -54,11 +54,17 @@ fn serve(config: &Path, directory: &Path, extra: &[&str]) -> Served {
 
 /// A chat request named `id`, by curl: its status.
 fn ask(served: &Served, id: &str, content: &str) -> u16 {
+    ask_with(served, id, content, &[])
+}
+
+/// [`ask`] with more headers.
+fn ask_with(served: &Served, id: &str, content: &str, headers: &[String]) -> u16 {
     let body = json!({
         "model": "support-assistant",
         "messages": [{"role": "user", "content": content}],
     });
-    let output = Command::new("curl")
+    let mut command = Command::new("curl");
+    command
         .args([
             "-s",
             "-o",
@@ -69,7 +75,11 @@ fn ask(served: &Served, id: &str, content: &str) -> u16 {
             "20",
         ])
         .args(["-H", &format!("Authorization: Bearer {KEY}")])
-        .args(["-H", &format!("x-request-id: {id}")])
+        .args(["-H", &format!("x-request-id: {id}")]);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let output = command
         .args(["-d", &body.to_string()])
         .arg(served.url("/v1/chat/completions"))
         .output()
@@ -576,4 +586,278 @@ fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
     assert_eq!(applied.len(), 1, "{log}");
     assert_eq!(applied[0]["config_version"], 3);
     assert_eq!(applied[0]["previous_version"], 2);
+}
+
+/// An OTLP/HTTP traces receiver: a Python HTTP server that decodes each
+/// export with the OpenTelemetry project's own protobuf classes
+/// (`opentelemetry-proto`) and writes every span as a JSON line.
+const COLLECTOR: &str = r#"
+import http.server, json, sys
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
+out = open(sys.argv[1], "a")
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["content-length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    attributes = {a.key: getattr(a.value, a.value.WhichOneof("value"))
+                                  for a in span.attributes}
+                    out.write(json.dumps({
+                        "path": self.path, "content_type": self.headers["content-type"],
+                        "service": resource.get("service.name"),
+                        "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(), "name": span.name,
+                        "kind": span.kind, "status": span.status.code,
+                        "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
+                        "attributes": attributes}) + "\n")
+        out.flush()
+        payload = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// The running receiver, killed when dropped.
+struct Collector {
+    child: std::process::Child,
+    port: u16,
+    spans: std::path::PathBuf,
+}
+
+impl Collector {
+    fn start(python: &std::ffi::OsStr, directory: &Path) -> Collector {
+        let spans = directory.join("spans.jsonl");
+        let mut child = Command::new(python)
+            .args(["-c", COLLECTOR])
+            .arg(&spans)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no port: {line:?}"));
+        Collector { child, port, spans }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.spans)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A chat request named `id` carrying the client's `traceparent`.
+fn ask_traced(served: &Served, id: &str, traceparent: &str) -> u16 {
+    ask_with(served, id, PROMPT, &[format!("traceparent: {traceparent}")])
+}
+
+#[test]
+fn serve_exports_a_trace_per_request_that_a_real_otlp_decoder_reads() {
+    let Some(python) = proxy_python("serve's OTLP traces decoded by opentelemetry-proto") else {
+        return;
+    };
+    let pipeline = Pipeline::shared();
+    let primary = ScriptedUpstream::start(|_| {
+        let error =
+            br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
+        vec![Step::Send(response(
+            "500 Internal Server Error",
+            &[],
+            "application/json",
+            error,
+        ))]
+    });
+    let backup = ScriptedUpstream::start(|_| {
+        vec![Step::Send(response(
+            "200 OK",
+            &[],
+            "application/json",
+            &completion("from the backup"),
+        ))]
+    });
+    let config = signed_table(
+        pipeline,
+        "operations-traces",
+        &falling_back(&primary.base_url(), &backup.base_url(), "", 20_000),
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let collector = Collector::start(&python, directory.path());
+    let endpoint = format!("http://127.0.0.1:{}/v1/traces", collector.port);
+    let served = serve(
+        &config,
+        directory.path(),
+        &["--otlp-endpoint", &endpoint, "--retry-budget", "1"],
+    );
+    let client_trace = "0af7651916cd43dd8448eb211c80319c";
+    let client_span = "b7ad6b7169203331";
+    let traceparent = format!("00-{client_trace}-{client_span}-01");
+    assert_eq!(ask_traced(&served, "traced-1", &traceparent), 200);
+    served.stop();
+    let spans: Vec<Value> = collector
+        .spans()
+        .into_iter()
+        .filter(|span| span["trace_id"] == client_trace)
+        .collect();
+    assert_eq!(
+        spans.len(),
+        4,
+        "the request, its decision, two attempts: {spans:#?}"
+    );
+    for span in &spans {
+        assert_eq!(span["path"], "/v1/traces");
+        assert_eq!(span["content_type"], "application/x-protobuf");
+        assert_eq!(span["service"], "routeval-serve");
+        assert!(span["end"].as_u64() >= span["start"].as_u64(), "{span}");
+    }
+    let named =
+        |name: &str| -> Vec<&Value> { spans.iter().filter(|span| span["name"] == name).collect() };
+    let root = named("POST /v1/chat/completions");
+    assert_eq!(root.len(), 1, "{spans:#?}");
+    let root = root[0];
+    assert_eq!(
+        root["parent_span_id"], client_span,
+        "a child of the client's span"
+    );
+    assert_eq!(root["kind"], 2, "SPAN_KIND_SERVER");
+    assert_eq!(root["attributes"]["routeval.request_id"], "traced-1");
+    assert_eq!(root["attributes"]["routeval.route"], "backup");
+    assert_eq!(root["attributes"]["routeval.reason"], "fallback:error");
+    assert_eq!(root["attributes"]["routeval.tenant"], "demo");
+    let decide = named("decide");
+    assert_eq!(decide.len(), 1);
+    assert_eq!(decide[0]["parent_span_id"], root["span_id"]);
+    assert_eq!(decide[0]["attributes"]["routeval.routes"], "large");
+    let attempts = named("upstream");
+    assert_eq!(attempts.len(), 2, "{spans:#?}");
+    let attempt = |route: &str| {
+        *attempts
+            .iter()
+            .find(|span| span["attributes"]["routeval.route"] == route)
+            .unwrap_or_else(|| panic!("no attempt on {route}: {attempts:#?}"))
+    };
+    let (failed, moved) = (attempt("large"), attempt("backup"));
+    for span in [failed, moved] {
+        assert_eq!(span["parent_span_id"], root["span_id"]);
+        assert_eq!(span["kind"], 3, "SPAN_KIND_CLIENT");
+    }
+    assert_eq!(failed["attributes"]["routeval.attempt"], "route");
+    assert_eq!(failed["attributes"]["http.response.status_code"], 500);
+    assert_eq!(failed["attributes"]["routeval.upstream_class"], "5xx");
+    assert_eq!(failed["status"], 2, "STATUS_CODE_ERROR");
+    assert_eq!(moved["attributes"]["routeval.attempt"], "fallback");
+    assert_eq!(moved["attributes"]["routeval.upstream_class"], "2xx");
+    assert_ne!(moved["status"], 2);
+    // Each call upstream carried its own attempt's span as its parent.
+    for (upstream, span) in [(&primary, failed), (&backup, moved)] {
+        let received = upstream.requests();
+        assert_eq!(received.len(), 1);
+        assert_eq!(
+            received[0].header("traceparent"),
+            Some(format!(
+                "00-{client_trace}-{}-01",
+                span["span_id"].as_str().unwrap()
+            ))
+        );
+        assert_eq!(
+            received[0].header("x-request-id").as_deref(),
+            Some("traced-1")
+        );
+    }
+
+    // A cascade's verifier call is a span of its own, between its stages.
+    let sim = crate::common::start_sim(
+        &crate::common::repo().join("datasets/demo/prompts.jsonl"),
+        routeval::serve_sim::SimSettings::default(),
+    );
+    let report = pipeline.gate(
+        "cascade.toml",
+        &crate::common::base_url(&sim),
+        &pipeline.out.join("graded-scored.parquet"),
+        "operations-traced-cascade",
+    );
+    assert!(report["emitted"].is_object(), "{report}");
+    let cascade = pipeline.path("operations-traced-cascade/route-config.v1.json");
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(
+        &cascade,
+        directory.path(),
+        &["--otlp-endpoint", &endpoint, "--trust-slice-header"],
+    );
+    let (_, slice, prompt) = crate::common::demo_prompts().swap_remove(0);
+    let cascade_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let body =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]});
+    let answer = served.post(
+        KEY,
+        &slice,
+        &body,
+        &[
+            "-H",
+            &format!("traceparent: 00-{cascade_trace}-00f067aa0ba902b7-01"),
+        ],
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    served.stop();
+    let spans: Vec<Value> = collector
+        .spans()
+        .into_iter()
+        .filter(|span| span["trace_id"] == cascade_trace)
+        .collect();
+    let root = spans
+        .iter()
+        .find(|span| span["name"] == "POST /v1/chat/completions")
+        .unwrap_or_else(|| panic!("no request span: {spans:#?}"));
+    let verify: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["name"] == "verify")
+        .collect();
+    assert_eq!(verify.len(), 1, "{spans:#?}");
+    assert_eq!(verify[0]["parent_span_id"], root["span_id"]);
+    assert_eq!(verify[0]["kind"], 3);
+    assert_eq!(verify[0]["attributes"]["http.response.status_code"], 200);
+    let first_stage = spans
+        .iter()
+        .find(|span| span["name"] == "upstream" && span["attributes"]["routeval.stage"] == 0)
+        .unwrap_or_else(|| panic!("no first stage: {spans:#?}"));
+    assert!(
+        verify[0]["start"].as_u64() >= first_stage["end"].as_u64(),
+        "the verifier is asked after the first stage's answer"
+    );
+
+    // Without --otlp-endpoint nothing is traced, and the client's context
+    // goes upstream as it came.
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(&config, directory.path(), &["--retry-budget", "1"]);
+    assert_eq!(ask_traced(&served, "untraced-1", &traceparent), 200);
+    served.stop();
+    let last = backup.requests().pop().unwrap();
+    assert_eq!(last.header("traceparent"), Some(traceparent));
 }

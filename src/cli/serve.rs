@@ -149,6 +149,12 @@ pub struct ServeArgs {
     /// status, times, tokens and cost; never its prompt).
     #[arg(long)]
     pub log_requests: bool,
+
+    /// Export an OpenTelemetry trace per request to this OTLP/HTTP traces
+    /// URL (e.g. `http://collector:4318/v1/traces`): the request, its
+    /// decision, each upstream attempt and the verifier. Off by default.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl ServeArgs {
@@ -191,7 +197,13 @@ impl ServeArgs {
                 self.retry_budget_window_s
             );
         }
+        if let Some(url) = &self.otlp_endpoint
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("--otlp-endpoint {url}: must be an http:// or https:// URL (OTLP/HTTP)");
+        }
         Ok(ServeOptions {
+            otlp_endpoint: self.otlp_endpoint,
             sources: Sources {
                 config: self.config,
                 router: self.router,

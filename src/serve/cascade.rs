@@ -2,27 +2,28 @@
 //! any of it: the pinned template, the run's generation settings, and the
 //! verdict read as the gate's score column was.
 
-use serde_json::{Value, json};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+use serde_json::json;
 
 use crate::routes::VerdictScore;
 use crate::rubric::{TokenChoice, verdict_score};
 
 use super::answer::Answer;
+use super::decision::Decided;
 use super::decision::last_user_text;
-use super::deployed::Deployed;
-use super::forward::{CallFailed, call, without_url};
+use super::forward::{CallFailed, call, outgoing_headers, without_url};
 use super::http::App;
 
 /// The verifier's reject score for `answer`, and what asking it cost.
 pub(super) async fn verify(
     app: &App,
-    deployed: &Deployed,
+    decided: &Decided,
     route: &str,
-    request: &serde_json::Map<String, Value>,
     answer: &str,
     deadline: tokio::time::Instant,
-    request_id: &str,
 ) -> Result<(f64, f64), String> {
+    let (deployed, request) = (&decided.deployed, &decided.request);
     let verifier = deployed
         .verifier
         .as_ref()
@@ -50,15 +51,37 @@ pub(super) async fn verify(
         body.insert("top_logprobs".to_owned(), json!(5));
     }
     let late = || "the verifier did not answer within --total-timeout-ms".to_owned();
-    let called = call(app, route, upstream, &body, deadline, request_id, false)
-        .await
-        .map_err(|failed| match failed {
-            CallFailed::Unreachable(problem) => problem,
-            CallFailed::TimedOut => late(),
-        })?;
+    let span = decided.trace.child("verify", SpanKind::Client, || {
+        vec![
+            KeyValue::new("routeval.route", route.to_owned()),
+            KeyValue::new("gen_ai.request.model", upstream.model.clone()),
+        ]
+    });
+    let headers = outgoing_headers(&decided.request_id, &span);
+    let called = match call(app, route, upstream, &body, deadline, &headers, false).await {
+        Ok(called) => called,
+        Err(failed) => {
+            let problem = match failed {
+                CallFailed::Unreachable(problem) => problem,
+                CallFailed::TimedOut => late(),
+            };
+            span.end(Vec::new, Some(problem.clone()));
+            return Err(problem);
+        }
+    };
+    let status = i64::from(called.status.as_u16());
     if !called.status.is_success() {
-        return Err(format!("the verifier answered {}", called.status));
+        let problem = format!("the verifier answered {}", called.status);
+        span.end(
+            || vec![KeyValue::new("http.response.status_code", status)],
+            Some(problem.clone()),
+        );
+        return Err(problem);
     }
+    span.end(
+        || vec![KeyValue::new("http.response.status_code", status)],
+        None,
+    );
     let bytes =
         called.response.bytes().await.map_err(|problem| {
             format!("the verifier's answer was cut: {}", without_url(&problem))

@@ -10,6 +10,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, plan};
@@ -17,7 +19,7 @@ use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
 use super::deployed::Deployed;
-use super::http::{App, begin, error, id_of, refuse};
+use super::http::{App, begin, error, refuse};
 use super::journal::ServedRecord;
 use super::keys::Identity;
 
@@ -50,6 +52,8 @@ pub(super) struct Decided {
     pub tenant: String,
     /// The request's id, which its record has and its upstream calls carry.
     pub request_id: String,
+    /// The request's trace, for the spans of its calls.
+    pub trace: super::trace::RequestTrace,
 }
 
 /// The last user message's text: what the router scores and a verifier is
@@ -123,6 +127,7 @@ fn decide(
         allowed: chosen.allowed,
         tenant: identity.tenant.clone(),
         request_id: record.id.clone(),
+        trace: record.trace.clone(),
     })
 }
 
@@ -420,11 +425,20 @@ pub(super) async fn admit(
 ) -> Result<(Decided, ServedRecord, Instant), Box<Response>> {
     let started = Instant::now();
     let deployed = app.current();
-    let mut record = begin(app, &deployed, id_of(&request));
+    let mut record = begin(app, &deployed, &request);
     let (parts, body) = request.into_parts();
     let decided = match authenticate(app, &parts.headers) {
         Ok(identity) => match read_body(app, &parts.headers, body).await {
-            Ok(body) => decide(app, deployed, &parts.headers, &identity, &body, &mut record),
+            Ok(body) => {
+                let trace = record.trace.clone();
+                let span = trace.child("decide", SpanKind::Internal, Vec::new);
+                let decided = decide(app, deployed, &parts.headers, &identity, &body, &mut record);
+                match &decided {
+                    Ok(decided) => span.end(|| decision_attributes(decided), None),
+                    Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_owned())),
+                }
+                decided
+            }
             Err(refusal) => Err(refusal),
         },
         Err(refusal) => Err(refusal),
@@ -439,6 +453,25 @@ pub(super) async fn admit(
             refusal.response,
         ))),
     }
+}
+
+/// What the decision span says: the slice, the tenant, the policy, the
+/// score and the routes planned.
+fn decision_attributes(decided: &Decided) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("routeval.slice", decided.slice.clone()),
+        KeyValue::new("routeval.tenant", decided.tenant.clone()),
+        KeyValue::new(
+            "routeval.policy",
+            decided.deployed.config.table.policy.kind(),
+        ),
+        KeyValue::new("routeval.tier", decided.tier as i64),
+        KeyValue::new("routeval.routes", routes_of(&decided.plan).join(",")),
+    ];
+    if let Some(score) = decided.score {
+        attributes.push(KeyValue::new("routeval.score", score));
+    }
+    attributes
 }
 
 /// `POST /v1/route`: the decision, with no call made.

@@ -109,6 +109,15 @@ impl CallFailed {
             CallFailed::TimedOut => "timeout",
         }
     }
+
+    /// What happened, for a trace: the problem (never the route's address)
+    /// or the deadline.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            CallFailed::Unreachable(problem) => problem.clone(),
+            CallFailed::TimedOut => "no first byte by the deadline".to_owned(),
+        }
+    }
 }
 
 /// One upstream call's response, before its body is read.
@@ -160,7 +169,8 @@ pub(super) async fn first_chunk(
 }
 
 /// Sends `body` to `route`'s `upstream` (asking it to stream, with
-/// `streamed`), naming the request by `request_id`; its response's head
+/// `streamed`), with `headers` (the request's id and trace context); its
+/// response's head
 /// must come by `deadline`. A redirect is a failure:
 /// serve sends a prompt only to the addresses its signed config names.
 pub(super) async fn call(
@@ -169,7 +179,7 @@ pub(super) async fn call(
     upstream: &Upstream,
     body: &serde_json::Map<String, Value>,
     deadline: tokio::time::Instant,
-    request_id: &str,
+    headers: &[(HeaderName, HeaderValue)],
     streamed: bool,
 ) -> Result<Called, CallFailed> {
     let body = WithModel {
@@ -181,8 +191,10 @@ pub(super) async fn call(
         .http
         .post(&upstream.chat_url)
         .header(header::CONTENT_TYPE, "application/json")
-        .header(super::http::REQUEST_ID, request_id)
         .body(serde_json::to_vec(&body).expect("JSON serialises"));
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
     if let Some(key) = &upstream.api_key {
         request = request.bearer_auth(key);
     }
@@ -222,6 +234,19 @@ pub(super) async fn call(
         limits,
         response,
     })
+}
+
+/// The headers a call upstream carries: the request's id, and the trace
+/// context of `span`, its attempt's.
+pub(super) fn outgoing_headers(
+    request_id: &str,
+    span: &super::trace::ChildSpan<'_>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = span.headers();
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        headers.push((HeaderName::from_static(super::http::REQUEST_ID), id));
+    }
+    headers
 }
 
 /// What went wrong with a call, with neither the upstream's URL nor its

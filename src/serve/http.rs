@@ -59,6 +59,8 @@ pub struct App {
     /// What a record keeps of the conversation.
     pub records_prompts: super::RecordsPrompts,
     pub log: Arc<Log>,
+    /// `--otlp-endpoint`: where traces go, if anywhere.
+    pub tracing: Option<super::trace::Tracing>,
 }
 
 impl std::fmt::Debug for App {
@@ -100,6 +102,7 @@ impl App {
     }
 
     fn observe(&self, record: &ServedRecord) {
+        record.trace.finish(record);
         self.metrics.request(record, record.tenant.as_deref());
         let broken = matches!(
             record.finish_reason.as_deref(),
@@ -245,10 +248,15 @@ impl RecordRate {
     }
 }
 
-/// The request's record before it is answered.
-pub(super) fn begin(app: &App, deployed: &Deployed, id: String) -> ServedRecord {
+/// The request's record before it is answered, and its trace begun.
+pub(super) fn begin(app: &App, deployed: &Deployed, request: &Request) -> ServedRecord {
+    let name = match request.uri().path() {
+        "/v1/route" => "POST /v1/route",
+        _ => "POST /v1/chat/completions",
+    };
     ServedRecord {
-        id,
+        trace: super::trace::RequestTrace::begin(app.tracing.as_ref(), request.headers(), name),
+        id: id_of(request),
         timestamp: app.now_ms(),
         slice: "-".to_owned(),
         logical_model: deployed.config.table.logical_model.clone(),
@@ -313,7 +321,7 @@ pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
 async fn answer_chat(app: Arc<App>, request: Request) -> Response {
     if app.records_fail_closed && app.journal.health.problem().is_some() {
         let deployed = app.current();
-        let record = begin(&app, &deployed, id_of(&request));
+        let record = begin(&app, &deployed, &request);
         let response = error(
             StatusCode::SERVICE_UNAVAILABLE,
             "service_unavailable",

@@ -65,6 +65,9 @@ pub struct ServedRecord {
     /// records column.
     #[serde(skip)]
     pub tenant: Option<String>,
+    /// The request's trace, ended with its record; not a records column.
+    #[serde(skip)]
+    pub trace: super::trace::RequestTrace,
 }
 
 /// How long the writer gathers records into one commit after the first.

@@ -25,6 +25,7 @@ mod metrics;
 mod resilience;
 mod sse;
 mod stage;
+mod trace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -143,6 +144,8 @@ pub struct ServeOptions {
     pub records_prompts: RecordsPrompts,
     /// How serve logs, and whether each request gets a line.
     pub log: LogSettings,
+    /// Where traces are exported (OTLP/HTTP), if anywhere.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The `--shadow` candidate, checked as the served config is (its
@@ -211,6 +214,15 @@ fn serve_logged(
         .transpose()?;
     let keys = Keys::load(&options.keys)?;
     let http = crate::client::proxy_client(256)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let tracing = options
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| trace::Tracing::start(endpoint, runtime.handle().clone()))
+        .transpose()?;
     let listener = std::net::TcpListener::bind(options.listen)
         .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
     listener.set_nonblocking(true)?;
@@ -241,6 +253,7 @@ fn serve_logged(
         resilience: resilience::Resilience::new(options.budget, &deployed_table, log.clone()),
         records_prompts: options.records_prompts,
         log: log.clone(),
+        tracing,
         requests: AtomicU64::new(0),
         started_ms,
     });
@@ -279,10 +292,6 @@ fn serve_logged(
             http::request_id,
         ))
         .with_state(app.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the runtime")?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let watcher = tokio::spawn(watch(
@@ -297,6 +306,13 @@ fn serve_logged(
         watcher.abort();
         anyhow::Ok(())
     })?;
+    // The last traces go out on the runtime, before it stops.
+    if let Some(tracing) = &app.tracing
+        && let Err(error) = tracing.shutdown()
+    {
+        log.event(log::Level::Warn, "traces_lost", format!("{error:#}"))
+            .emit();
+    }
     drop(runtime);
     let health = app.journal.health.clone();
     drop(app);

@@ -14,6 +14,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::StreamExt;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
 use crate::policy::{Admit, Plan};
 use crate::records::{HEDGE_ID_SUFFIX, Status};
@@ -24,6 +26,7 @@ use super::assemble::Assembly;
 use super::cascade::verify;
 use super::decision::Decided;
 use super::deployed::Upstream;
+use super::forward::outgoing_headers;
 use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
     read_events,
@@ -224,24 +227,52 @@ impl StageCall<'_> {
         }
     }
 
-    /// One call's first byte by `first_token`.
+    /// One call's first byte by `first_token`, traced as an attempt of
+    /// `role` (`route`, `fallback` or `hedge`).
     async fn first_byte(
         &self,
         route: &str,
         upstream: &Upstream,
         first_token: tokio::time::Instant,
+        role: &'static str,
     ) -> FirstByte {
         let request = &self.decided.request;
-        let id = &self.decided.request_id;
         let streamed = self.streams_for_client(route);
         let metrics = &self.app.metrics;
+        let role = if role == "route" && route != self.route {
+            "fallback"
+        } else {
+            role
+        };
+        let span = self.decided.trace.child("upstream", SpanKind::Client, || {
+            vec![
+                KeyValue::new("routeval.route", route.to_owned()),
+                KeyValue::new("routeval.attempt", role),
+                KeyValue::new("routeval.stage", self.stage as i64),
+                KeyValue::new("gen_ai.request.model", upstream.model.clone()),
+            ]
+        });
+        let headers = outgoing_headers(&self.decided.request_id, &span);
+        let ended = |class: &'static str, status: Option<StatusCode>, error: Option<String>| {
+            let attributes = move || {
+                let mut attributes = vec![
+                    KeyValue::new("routeval.upstream_class", class),
+                    KeyValue::new("routeval.at_ms", self.elapsed_ms()),
+                ];
+                attributes.extend(status.map(|status| {
+                    KeyValue::new("http.response.status_code", i64::from(status.as_u16()))
+                }));
+                attributes
+            };
+            (attributes, error)
+        };
         let called = match call(
             self.app,
             route,
             upstream,
             request,
             first_token,
-            id,
+            &headers,
             streamed,
         )
         .await
@@ -249,11 +280,20 @@ impl StageCall<'_> {
             Ok(called) => called,
             Err(failed) => {
                 metrics.upstream(route, failed.class());
+                let (attributes, error) = ended(failed.class(), None, Some(failed.describe()));
+                span.end(attributes, error);
                 return FirstByte::Failed(failed, self.elapsed_ms());
             }
         };
         if !called.status.is_success() {
-            metrics.upstream(route, status_class(called.status));
+            let class = status_class(called.status);
+            metrics.upstream(route, class);
+            let (attributes, error) = ended(
+                class,
+                Some(called.status),
+                Some(format!("route {route:?} answered {}", called.status)),
+            );
+            span.end(attributes, error);
             return FirstByte::Status(Box::new(called), self.elapsed_ms());
         }
         let Called {
@@ -264,10 +304,14 @@ impl StageCall<'_> {
         } = called;
         let expected_bytes = response.content_length();
         let first = first_chunk(route, response, first_token).await;
-        metrics.upstream(
-            route,
-            first.as_ref().map_or_else(CallFailed::class, |_| "2xx"),
+        let class = first.as_ref().map_or_else(CallFailed::class, |_| "2xx");
+        metrics.upstream(route, class);
+        let (attributes, error) = ended(
+            class,
+            Some(status),
+            first.as_ref().err().map(CallFailed::describe),
         );
+        span.end(attributes, error);
         match first {
             Ok(source) => FirstByte::Came {
                 status,
@@ -302,7 +346,7 @@ impl StageCall<'_> {
         first_token: tokio::time::Instant,
         hedge_at: tokio::time::Instant,
     ) -> (FirstByte, Option<Hedged>) {
-        let original = self.first_byte(route, upstream, first_token);
+        let original = self.first_byte(route, upstream, first_token, "route");
         tokio::pin!(original);
         tokio::select! {
             biased;
@@ -322,7 +366,7 @@ impl StageCall<'_> {
         if let Some(found) = self.decided.deployed.config.table.route(route) {
             self.app.resilience.count_call(found, now_ms, self.tokens);
         }
-        let copy = self.first_byte(route, upstream, first_token);
+        let copy = self.first_byte(route, upstream, first_token, "hedge");
         tokio::pin!(copy);
         let (first, copy_first) = tokio::select! {
             came = &mut original => (came, false),
@@ -368,7 +412,11 @@ impl StageCall<'_> {
                 self.hedged_first_byte(route, &upstream, first_token, hedge_at)
                     .await
             }
-            _ => (self.first_byte(route, &upstream, first_token).await, None),
+            _ => (
+                self.first_byte(route, &upstream, first_token, "route")
+                    .await,
+                None,
+            ),
         };
         let late = Failure::Deadline { by_breaker };
         // A deadline is recorded as the moment it passed, so that what
@@ -912,16 +960,7 @@ impl StageCall<'_> {
         let Plan::Cascade { verifier, .. } = &self.decided.plan else {
             unreachable!("only a cascade has stages before the last")
         };
-        let verdict = verify(
-            self.app,
-            &self.decided.deployed,
-            verifier,
-            &self.decided.request,
-            &answer.text,
-            deadline,
-            &self.decided.request_id,
-        )
-        .await;
+        let verdict = verify(self.app, self.decided, verifier, &answer.text, deadline).await;
         match verdict {
             Ok((score, verifier_cost)) => {
                 record.score = Some(score);

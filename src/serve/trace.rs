@@ -1,0 +1,254 @@
+//! serve's traces: with `--otlp-endpoint`, an OpenTelemetry trace per
+//! request, exported over OTLP/HTTP (protobuf) in batches: the request's
+//! span (a child of the client's `traceparent`, when it sent one), with a
+//! span for the decision, each upstream attempt up to its first byte (the
+//! route, a hedge's copy, the fallback), and the verifier. Each call
+//! upstream carries the `traceparent` of its attempt's span. Without
+//! `--otlp-endpoint` nothing is traced, and the client's `traceparent` and
+//! `tracestate` are passed upstream as they came.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_http::{Bytes, HeaderExtractor, HeaderInjector, HttpClient, HttpError};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
+
+use super::journal::ServedRecord;
+
+/// The W3C trace context headers.
+const PROPAGATED: [&str; 2] = ["traceparent", "tracestate"];
+
+/// The exporter and the tracer of a serve that traces.
+#[derive(Debug)]
+pub struct Tracing {
+    provider: SdkTracerProvider,
+    tracer: Tracer,
+}
+
+impl Tracing {
+    /// Traces exported to `endpoint` (an OTLP/HTTP traces URL, such as
+    /// `http://collector:4318/v1/traces`), sent by `runtime`.
+    pub fn start(endpoint: &str, runtime: tokio::runtime::Handle) -> anyhow::Result<Tracing> {
+        let client = OnRuntime {
+            runtime,
+            http: crate::client::proxy_client(4)?,
+        };
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(client)
+            .with_endpoint(endpoint)
+            .with_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|error| anyhow::anyhow!("--otlp-endpoint {endpoint}: {error}"))?;
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(
+                Resource::builder()
+                    .with_service_name("routeval-serve")
+                    .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+                    .build(),
+            )
+            .build();
+        let tracer = provider.tracer("routeval");
+        Ok(Tracing { provider, tracer })
+    }
+
+    /// Exports what is left; called before the runtime that sends it stops.
+    pub fn shutdown(&self) -> anyhow::Result<()> {
+        self.provider
+            .shutdown()
+            .map_err(|error| anyhow::anyhow!("--otlp-endpoint: the last traces: {error}"))
+    }
+}
+
+/// The OTLP exporter's HTTP client: serve's own, sending on serve's
+/// runtime (the exporter's batches are sent from a thread of their own).
+#[derive(Debug)]
+struct OnRuntime {
+    runtime: tokio::runtime::Handle,
+    http: reqwest::Client,
+}
+
+#[async_trait::async_trait]
+impl HttpClient for OnRuntime {
+    async fn send_bytes(
+        &self,
+        request: opentelemetry_http::Request<Bytes>,
+    ) -> Result<opentelemetry_http::Response<Bytes>, HttpError> {
+        let http = self.http.clone();
+        let (parts, body) = request.into_parts();
+        let sent = self.runtime.spawn(async move {
+            let response = http
+                .request(parts.method, parts.uri.to_string())
+                .headers(parts.headers)
+                .body(body)
+                .send()
+                .await?;
+            let status = response.status();
+            let body = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, body))
+        });
+        let (status, body) = sent.await??;
+        Ok(opentelemetry_http::Response::builder()
+            .status(status)
+            .body(body)?)
+    }
+}
+
+/// A request's trace: its span where serve traces, and the client's trace
+/// context to pass on.
+#[derive(Debug, Clone, Default)]
+pub struct RequestTrace {
+    traced: Option<(Tracer, Context)>,
+    /// The client's `traceparent` and `tracestate`, as they came.
+    client: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// A trace is no part of what a record says.
+impl PartialEq for RequestTrace {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl RequestTrace {
+    /// The trace of a request whose headers are `headers`: a span named
+    /// `name`, a child of the client's span, where serve traces.
+    pub fn begin(tracing: Option<&Tracing>, headers: &HeaderMap, name: &'static str) -> Self {
+        let client = PROPAGATED
+            .iter()
+            .filter_map(|name| {
+                let value = headers.get(*name)?;
+                Some((HeaderName::from_static(name), value.clone()))
+            })
+            .collect();
+        let traced = tracing.map(|tracing| {
+            let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+            let span = tracing
+                .tracer
+                .span_builder(name)
+                .with_kind(SpanKind::Server)
+                .start_with_context(&tracing.tracer, &parent);
+            (tracing.tracer.clone(), parent.with_span(span))
+        });
+        RequestTrace { traced, client }
+    }
+
+    /// A span under the request's, started now; `attributes` are made
+    /// only where serve traces.
+    pub fn child(
+        &self,
+        name: &'static str,
+        kind: SpanKind,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> ChildSpan<'_> {
+        let traced = self.traced.as_ref().map(|(tracer, context)| {
+            let span = tracer
+                .span_builder(name)
+                .with_kind(kind)
+                .with_attributes(attributes())
+                .start_with_context(tracer, context);
+            context.with_span(span)
+        });
+        ChildSpan {
+            request: self,
+            traced,
+        }
+    }
+
+    /// Ends the request's span with what its record says.
+    pub fn finish(&self, record: &ServedRecord) {
+        let Some((_, context)) = &self.traced else {
+            return;
+        };
+        let span = context.span();
+        let mut attributes = vec![
+            KeyValue::new("routeval.request_id", record.id.clone()),
+            KeyValue::new("routeval.slice", record.slice.clone()),
+            KeyValue::new("routeval.route", record.route.clone()),
+            KeyValue::new("routeval.reason", record.reason.clone()),
+            KeyValue::new("routeval.status", record.status),
+            KeyValue::new("routeval.config_version", record.config_version as i64),
+            KeyValue::new("gen_ai.request.model", record.logical_model.clone()),
+        ];
+        let optional: [(&str, Option<opentelemetry::Value>); 8] = [
+            ("routeval.tenant", record.tenant.clone().map(Into::into)),
+            (
+                "gen_ai.response.model",
+                record.model.clone().map(Into::into),
+            ),
+            ("routeval.score", record.score.map(Into::into)),
+            ("routeval.ttft_ms", record.ttft_ms.map(Into::into)),
+            (
+                "gen_ai.usage.input_tokens",
+                record.input_tokens.map(|tokens| (tokens as i64).into()),
+            ),
+            (
+                "gen_ai.usage.output_tokens",
+                record.output_tokens.map(|tokens| (tokens as i64).into()),
+            ),
+            ("routeval.cost_usd", record.cost_usd.map(Into::into)),
+            (
+                "routeval.finish_reason",
+                record.finish_reason.clone().map(Into::into),
+            ),
+        ];
+        attributes.extend(
+            optional
+                .into_iter()
+                .filter_map(|(key, value)| Some(KeyValue::new(key, value?))),
+        );
+        span.set_attributes(attributes);
+        if record.status != crate::records::Status::Ok.name() {
+            span.set_status(Status::error(format!(
+                "{} ({})",
+                record.status, record.reason
+            )));
+        }
+        span.end();
+    }
+}
+
+/// A span under a request's (the decision, an upstream attempt, the
+/// verifier), ended by [`ChildSpan::end`].
+#[derive(Debug)]
+pub struct ChildSpan<'a> {
+    request: &'a RequestTrace,
+    traced: Option<Context>,
+}
+
+impl ChildSpan<'_> {
+    /// The trace context a call made for this span carries upstream: its
+    /// own, or where serve does not trace, the client's.
+    pub fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        let Some(context) = &self.traced else {
+            return self.request.client.clone();
+        };
+        let mut headers = HeaderMap::new();
+        TraceContextPropagator::new().inject_context(context, &mut HeaderInjector(&mut headers));
+        headers
+            .into_iter()
+            .filter_map(|(name, value)| Some((name?, value)))
+            .collect()
+    }
+
+    /// Ends the span with `attributes` (made only where serve traces), and
+    /// as an error if `error` says one.
+    pub fn end(self, attributes: impl FnOnce() -> Vec<KeyValue>, error: Option<String>) {
+        let Some(context) = self.traced else {
+            return;
+        };
+        let span = context.span();
+        span.set_attributes(attributes());
+        if let Some(error) = error {
+            span.set_status(Status::error(error));
+        }
+        span.end();
+    }
+}
