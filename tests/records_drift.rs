@@ -227,8 +227,9 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     std::fs::write(&steady, same.join("\n") + "\n").unwrap();
     let (code, document) = drift(&config, "--records", &steady);
     assert_eq!(code, Some(0), "{:#?}", document.slices);
-    assert_eq!(document.schema_version, 4);
+    assert_eq!(document.schema_version, 5);
     assert!(document.records_left_out.is_empty());
+    assert!(document.records_other_versions.is_empty());
     for slice in &document.slices {
         assert_eq!(slice.verdict, Verdict::Ok, "{slice:?}");
         // Routed at the deployed threshold, the rows escalate as the gate
@@ -585,6 +586,37 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
         assert!(html.contains(heading), "{heading} missing");
     }
     assert!(html.matches("<svg").count() >= 5);
+    // The windows' charts count hours from the first window's start: no
+    // tick before zero, though the first record comes after that start.
+    let drift_section = html
+        .split("Drift from request records")
+        .nth(1)
+        .and_then(|rest| rest.split("Breakers and fallback").next())
+        .unwrap();
+    let ticks: Vec<&str> = drift_section
+        .split("class=\"tick\">")
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next())
+        .collect();
+    assert!(!ticks.is_empty());
+    assert!(ticks.iter().all(|tick| !tick.starts_with('-')), "{ticks:?}");
+    // The records themselves are not a document the report reads: it says
+    // what to run, and writes nothing.
+    let assert = routeval()
+        .args(["report", "--records"])
+        .arg(workspace.path(""))
+        .arg("--out")
+        .arg(workspace.path("from-a-directory"))
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("a directory; report --records takes the documents")
+            && stderr.contains("routeval drift --records"),
+        "{stderr}"
+    );
+    assert!(!workspace.path("from-a-directory").exists());
     let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
     assert!(
         summary.contains("**Breakers replayed** on route `large`"),
@@ -820,6 +852,7 @@ fn write_records_json_lines(path: &Path, records: &[routeval::records::Record<'s
                 "total_ms": record.total_ms,
                 "finish_reason": record.finish_reason,
                 "cost_usd": record.cost_usd,
+                "config_version": record.config_version,
             })
             .to_string()
         })
@@ -986,6 +1019,102 @@ fn records_of_no_deployed_logical_model_are_an_error_not_an_ok() {
         .arg(&mixed_path)
         .assert()
         .stdout(predicates::str::contains("windows of 500 ms"));
+}
+
+#[test]
+fn records_served_by_another_config_version_are_counted_apart_not_judged() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let signed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    let version = signed["version"].as_u64().unwrap();
+    // Every record served by the next version: refused, naming it.
+    let mut later = varied_records(1000);
+    let of_the_model = later
+        .iter()
+        .filter(|record| record.logical_model.as_deref() != Some("another-model"))
+        .count();
+    for record in &mut later {
+        record.config_version = Some(version + 1);
+    }
+    let (parquet, jsonl) = (
+        workspace.path("later.parquet"),
+        workspace.path("later.jsonl"),
+    );
+    write_records_parquet(&parquet, &later);
+    write_records_json_lines(&jsonl, &later);
+    for input in [&parquet, &jsonl] {
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(&config)
+            .arg("--records")
+            .arg(input)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        assert!(output.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "no record was served by {} version {version}, the config given (--config); the records were served by version {} ({of_the_model})",
+                signed["config_id"].as_str().unwrap(),
+                version + 1
+            )),
+            "{stderr}"
+        );
+    }
+    // Some by this version, some by others, some that do not say: those of
+    // other versions are counted apart, the rest judged.
+    let mut mixed = varied_records(2000);
+    for (index, record) in mixed.iter_mut().enumerate() {
+        record.config_version = match index % 4 {
+            0 => Some(version),
+            1 => Some(version + 1),
+            2 => Some(version + 2),
+            _ => None,
+        };
+    }
+    let judged = mixed
+        .iter()
+        .filter(|record| record.config_version.is_none_or(|v| v == version))
+        .filter(|record| record.logical_model.as_deref() != Some("another-model"))
+        .count() as u64;
+    let (parquet, jsonl) = (
+        workspace.path("mixed.parquet"),
+        workspace.path("mixed.jsonl"),
+    );
+    write_records_parquet(&parquet, &mixed);
+    write_records_json_lines(&jsonl, &mixed);
+    for input in [&parquet, &jsonl] {
+        let (_, document) = drift(&config, "--records", input);
+        let other = |v: u64| {
+            mixed
+                .iter()
+                .filter(|record| record.config_version == Some(v))
+                .filter(|record| record.logical_model.as_deref() != Some("another-model"))
+                .count() as u64
+        };
+        assert_eq!(
+            document.records_other_versions,
+            BTreeMap::from([
+                (version + 1, other(version + 1)),
+                (version + 2, other(version + 2))
+            ])
+        );
+        let requests: u64 = document.slices.iter().map(|slice| slice.requests).sum();
+        assert_eq!(requests, judged, "{}", input.display());
+    }
+    routeval()
+        .args(["drift", "--config"])
+        .arg(&config)
+        .arg("--records")
+        .arg(&parquet)
+        .assert()
+        .stdout(predicates::str::contains(format!(
+            "left out, served by other config versions: version {} (",
+            version + 1
+        )));
 }
 
 #[test]

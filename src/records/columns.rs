@@ -27,8 +27,8 @@ use super::read::{
     FieldNames, Record, check_table_version, fold_records, join_workers, parquet_records,
 };
 use super::schema::field::{
-    CACHED_INPUT_TOKENS, COST_USD, FINISH_REASON, ID, INPUT_TOKENS, LOGICAL_MODEL, MODEL,
-    OUTPUT_TOKENS, REASON, ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,
+    CACHED_INPUT_TOKENS, CONFIG_VERSION, COST_USD, FINISH_REASON, ID, INPUT_TOKENS, LOGICAL_MODEL,
+    MODEL, OUTPUT_TOKENS, REASON, ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,
 };
 use super::schema::{RECORD_COLUMNS, RecordKind, Status};
 use crate::schema::Format;
@@ -110,6 +110,7 @@ pub struct RecordColumns {
     score: Option<ArrayRef>,
     ttft_ms: Option<ArrayRef>,
     cost_usd: Option<ArrayRef>,
+    config_version: Option<ArrayRef>,
 }
 
 impl RecordColumns {
@@ -166,6 +167,12 @@ impl RecordColumns {
     pub fn cost_usd(&self) -> Option<&Float64Array> {
         self.cost_usd.as_ref().map(AsArray::as_primitive)
     }
+
+    /// The version of the config that served each row, where recorded;
+    /// every one checked to be a version (a whole number from 1).
+    pub fn config_version(&self) -> Option<&arrow::array::UInt64Array> {
+        self.config_version.as_ref().map(AsArray::as_primitive)
+    }
 }
 
 /// The texts a fold groups by, read dictionary-encoded.
@@ -179,7 +186,8 @@ const GROUPED: [usize; 7] = [
     FINISH_REASON,
 ];
 /// The numbers some check or the fold needs.
-const NUMBERS: [usize; 7] = [
+const NUMBERS: [usize; 8] = [
+    CONFIG_VERSION,
     SCORE,
     INPUT_TOKENS,
     CACHED_INPUT_TOKENS,
@@ -363,6 +371,20 @@ fn tokens_pass(array: &ArrayRef) -> bool {
     }
 }
 
+/// Config versions are whole numbers from 1, where given; a column of
+/// another type than the table's goes to the row reader.
+fn versions_pass(array: Option<&ArrayRef>) -> bool {
+    array.is_none_or(|array| {
+        array
+            .as_primitive_opt::<UInt64Type>()
+            .is_some_and(|versions| {
+                versions
+                    .iter()
+                    .all(|version| version.is_none_or(|v| v >= 1))
+            })
+    })
+}
+
 /// Cached input at most the input, where both are given.
 fn cached_within_input(cached: &ArrayRef, input: &ArrayRef) -> bool {
     if let (Some(cached_values), Some(input_values)) = (
@@ -417,7 +439,8 @@ fn numbers_pass(numbers: &[Option<ArrayRef>; RECORD_COLUMNS.len()]) -> bool {
         ),
         _ => true,
     };
-    slots(SCORE, f64::is_finite)
+    versions_pass(numbers[CONFIG_VERSION].as_ref())
+        && slots(SCORE, f64::is_finite)
         && [INPUT_TOKENS, CACHED_INPUT_TOKENS, OUTPUT_TOKENS]
             .into_iter()
             .all(tokens)
@@ -600,6 +623,7 @@ fn split(
         score: numbers[SCORE].clone(),
         ttft_ms: numbers[TTFT_MS].clone(),
         cost_usd: numbers[COST_USD].clone(),
+        config_version: numbers[CONFIG_VERSION].clone(),
     };
     let id = if decode_id { Some(required(ID)?) } else { None };
     Ok((columns, id, numbers))

@@ -391,6 +391,13 @@ fn write_pages(
 fn records_documents(paths: &[PathBuf]) -> anyhow::Result<RecordsDocuments> {
     let mut documents = RecordsDocuments::default();
     for path in paths {
+        if path.is_dir() {
+            anyhow::bail!(
+                "{}: a directory; report --records takes the documents drift --records, replay fallback and replay hedge write (--out), not the records: run `routeval drift --records {} --config CONFIG.json --out drift-records.json` and pass that",
+                path.display(),
+                path.display()
+            );
+        }
         let value: serde_json::Value = load(path, "--records", "a JSON document")?;
         let kind = value["kind"].as_str().unwrap_or_default().to_owned();
         let twice = || {

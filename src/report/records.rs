@@ -45,7 +45,11 @@ fn drift_section(out: &mut String, drift: &RecordsDriftDocument) {
         drift.config.version,
         drift.window_ms / 60_000
     );
-    let first = drift.first_ms.unwrap_or(0);
+    // Hours count from the first window's start: the first record may come
+    // after it, and no window starts before zero.
+    let first = drift.first_ms.map_or(0, |ms| {
+        ms.div_euclid(drift.window_ms.max(1)) * drift.window_ms.max(1)
+    });
     let per_route =
         |title: &str,
          y_label: &str,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::drift::{ConfigRef, Verdict};
 use super::{InputFile, Threshold};
 
-pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 4;
+pub const RECORDS_DRIFT_SCHEMA_VERSION: u32 = 5;
 
 /// What `drift --records` and `--aggregates` write with `--out`.
 pub const RECORDS_DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -111,9 +111,9 @@ pub struct RecordsRouteDrift {
 #[serde(deny_unknown_fields)]
 pub struct RecordsDriftDocument {
     /// 2 adds `records_left_out`, 3 `tests` and the score shift's null and
-    /// test, 4 the routes' and their windows' `failure_share`; older
-    /// versions read without them.
-    #[serde(deserialize_with = "crate::version::known::<_, 1, 4>")]
+    /// test, 4 the routes' and their windows' `failure_share`, 5
+    /// `records_other_versions`; older versions read without them.
+    #[serde(deserialize_with = "crate::version::known::<_, 1, 5>")]
     pub schema_version: u32,
     pub kind: String,
     pub routeval_version: String,
@@ -125,6 +125,12 @@ pub struct RecordsDriftDocument {
     /// deployed config does not route, by logical model: counted, not read.
     #[serde(default)]
     pub records_left_out: BTreeMap<String, u64>,
+    /// Records of the logical model that say another config version served
+    /// them, by that version: counted, not judged against this config.
+    /// Records that name no version (imported without `--config`, and
+    /// aggregated tables) are judged.
+    #[serde(default)]
+    pub records_other_versions: BTreeMap<u64, u64>,
     pub baseline_results: Option<InputFile>,
     pub window_ms: i64,
     pub first_ms: Option<i64>,

@@ -149,6 +149,7 @@ fn fold_input(
             let workers = std::thread::available_parallelism().map_or(1, usize::from);
             let context = TallyContext {
                 logical_model: logical,
+                config_version: config.version,
                 window_ms,
                 threshold_of: &|slice| threshold_of(slice).map(|threshold| threshold.0),
                 pins,
@@ -223,6 +224,20 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
     });
     let (mut fold, rows) = folded?;
     let records_left_out = std::mem::take(&mut fold.left_out);
+    let records_other_versions = std::mem::take(&mut fold.other_versions);
+    if fold.slices.is_empty() && !records_other_versions.is_empty() {
+        let found: Vec<String> = records_other_versions
+            .iter()
+            .map(|(version, count)| format!("version {version} ({count})"))
+            .collect();
+        anyhow::bail!(
+            "{}: no record was served by {} version {}, the config given (--config); the records were served by {}: give the config that served them",
+            input_path.display(),
+            config_ref.config_id,
+            config.version,
+            found.join(", ")
+        );
+    }
     if fold.slices.is_empty() {
         let of: Vec<String> = records_left_out
             .iter()
@@ -260,6 +275,7 @@ pub fn drift_records(options: &RecordsDriftOptions) -> anyhow::Result<RecordsDri
         },
         aggregated,
         records_left_out,
+        records_other_versions,
         baseline_results: baseline,
         window_ms: options.window_ms,
         first_ms: fold.first_ms,

@@ -67,6 +67,17 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
             }
         ));
     }
+    if !document.records_other_versions.is_empty() {
+        let of: Vec<String> = document
+            .records_other_versions
+            .iter()
+            .map(|(version, count)| format!("version {version} ({count})"))
+            .collect();
+        out.push_str(&format!(
+            "left out, served by other config versions: {}\n\n",
+            of.join(", ")
+        ));
+    }
     out.push_str(&render(document.slice_table()));
     out.push('\n');
     out.push_str(&render(document.route_table()));

@@ -109,6 +109,9 @@ pub(super) struct Fold {
     pub(super) routes: BTreeMap<String, RouteFold>,
     /// Requests of another logical model, by its name.
     pub(super) left_out: BTreeMap<String, u64>,
+    /// Requests of the logical model served by another config version, by
+    /// that version: not judged against this config.
+    pub(super) other_versions: BTreeMap<u64, u64>,
     pub(super) first_ms: Option<i64>,
     pub(super) last_ms: Option<i64>,
 }
@@ -169,6 +172,9 @@ impl Fold {
         }
         for (name, count) in other.left_out {
             *self.left_out.entry(name).or_default() += count;
+        }
+        for (version, count) in other.other_versions {
+            *self.other_versions.entry(version).or_default() += count;
         }
         self.first_ms = match (self.first_ms, other.first_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),

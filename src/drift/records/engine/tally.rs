@@ -15,6 +15,8 @@ use crate::records::{Record, RecordChunk, RecordColumns, Status, Texts};
 /// What every worker's tally shares: the deployed config's view of a record.
 pub(super) struct TallyContext<'a> {
     pub logical_model: &'a str,
+    /// The config's version: a record served by another is counted apart.
+    pub config_version: u64,
     pub window_ms: i64,
     /// The score at or above which a slice's request escalates.
     pub threshold_of: &'a (dyn Fn(&str) -> Option<f64> + Sync),
@@ -185,6 +187,8 @@ pub(super) struct Tally<'a> {
     last_ms: Option<i64>,
     /// Records of another logical model, by its name.
     left_out: HashMap<String, u64>,
+    /// Records served by another config version, by that version.
+    other_versions: HashMap<u64, u64>,
 }
 
 impl<'a> Tally<'a> {
@@ -209,6 +213,7 @@ impl<'a> Tally<'a> {
             first_ms: None,
             last_ms: None,
             left_out: HashMap::new(),
+            other_versions: HashMap::new(),
         }
     }
 
@@ -337,6 +342,12 @@ impl<'a> Tally<'a> {
             *self.left_out.entry(name.to_owned()).or_default() += 1;
             return;
         }
+        if let Some(version) = record.config_version
+            && version != self.context.config_version
+        {
+            *self.other_versions.entry(version).or_default() += 1;
+            return;
+        }
         let seen = Seen {
             timestamp_ms: record.timestamp_ms,
             slice: self.slice(&record.slice),
@@ -433,6 +444,8 @@ impl<'a> Tally<'a> {
             numbers.as_ref()?[key]
         };
         let mut left_out = vec![0u64; kept.as_ref().map_or(0, |(_, kept)| kept.len())];
+        let versions = columns.config_version();
+        let this_version = self.context.config_version;
         let timestamps = columns.timestamps();
         for (row, &timestamp_ms) in timestamps.iter().enumerate() {
             if let Some((texts, kept)) = &kept
@@ -440,6 +453,13 @@ impl<'a> Tally<'a> {
                 && !kept[key]
             {
                 left_out[key] += 1;
+                continue;
+            }
+            if let Some(versions) = versions
+                && arrow::array::Array::is_valid(versions, row)
+                && versions.value(row) != this_version
+            {
+                *self.other_versions.entry(versions.value(row)).or_default() += 1;
                 continue;
             }
             // Checked: every row has a slice, a route and a status.
@@ -480,6 +500,7 @@ impl<'a> Tally<'a> {
             first_ms: self.first_ms,
             last_ms: self.last_ms,
             left_out: self.left_out.into_iter().collect(),
+            other_versions: self.other_versions.into_iter().collect(),
             ..Fold::default()
         };
         let mut slice_windows: Vec<BTreeMap<i64, SliceCounts>> =
