@@ -393,3 +393,122 @@ fn a_link_planted_where_the_journal_goes_is_never_written_through() {
     drop(served);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not serve's\n");
 }
+
+/// Sets `path`'s permission bits.
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_records_directory_it_may_not_write_keeps_every_record_until_it_may() {
+    // Root passes every permission check: serve runs as `nobody`, so a
+    // chmod of its records directory is an EACCES it meets for real.
+    let root_here = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0");
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if !can(
+        "root and setpriv, to run serve as nobody",
+        root_here && setpriv,
+    ) {
+        return;
+    }
+    let upstream = instant_answers();
+    let pipeline = Pipeline::shared();
+    let config = signed_single(pipeline, &upstream.base_url(), "records-eacces", None);
+    // Everything serve reads, where nobody can read it.
+    let directory = tempfile::tempdir().unwrap();
+    let at = directory.path();
+    chmod(at, 0o755);
+    let copy = |from: &Path, name: &str| {
+        let to = at.join(name);
+        std::fs::copy(from, &to).unwrap();
+        chmod(&to, 0o755);
+        to
+    };
+    let binary = copy(&crate::common::binary(), "routeval");
+    let config_copy = copy(&config, "route-config.v1.json");
+    copy(
+        &routeval::routes::signature_path(&config),
+        "route-config.v1.json.minisig",
+    );
+    let pubkey = copy(&pipeline.out.join("keys/demo.key.pub"), "demo.key.pub");
+    let router = copy(&pipeline.out.join("router.bin"), "router.bin");
+    let keys = at.join("keys.toml");
+    write_keys(&keys);
+    chmod(&keys, 0o644);
+    let records = at.join("records");
+    std::fs::create_dir(&records).unwrap();
+    let owned = Command::new("chown")
+        .args(["65534:65534"])
+        .arg(&records)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&binary)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_copy)
+        .arg("--pubkey")
+        .arg(&pubkey)
+        .arg("--router")
+        .arg(&router)
+        .arg("--keys")
+        .arg(&keys)
+        .arg("--records")
+        .arg(&records)
+        .args(["--listen", "127.0.0.1:0", "--roll-records", "5"])
+        .env("ROUTEVAL_SIM_KEY", "unused");
+    let served = Served::start(&mut command);
+    let address = address_of(&served);
+    let mut sent = Vec::new();
+    let mut ask = |id: String| {
+        assert!(answered(&address, &id), "{id} was not answered");
+        sent.push(id);
+    };
+    for number in 0..6 {
+        ask(format!("before-{number}"));
+    }
+    // Its records directory may no longer be written: no part can roll.
+    chmod(&records, 0o555);
+    for number in 0..20 {
+        ask(format!("denied-{number}"));
+    }
+    assert!(within_ten_seconds(|| metric(
+        &address,
+        "routeval_records_pending"
+    ) == 0.0));
+    chmod(&records, 0o755);
+    for number in 0..5 {
+        ask(format!("after-{number}"));
+    }
+    let log = served.stop_with_log();
+    let failed = log_events(&log, "records_roll_failed");
+    assert!(!failed.is_empty(), "{log}");
+    for line in &failed {
+        assert!(
+            line["message"]
+                .as_str()
+                .unwrap()
+                .contains("Permission denied")
+                && line["file"].as_str().unwrap().contains("/records/part-"),
+            "{line}"
+        );
+    }
+    // Every answered request is recorded, once.
+    let rows = served_records(&records, &["id"]);
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|row| row["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), sent.len(), "{ids:?}");
+    assert_eq!(
+        ids.into_iter().collect::<BTreeSet<_>>(),
+        sent.into_iter().collect::<BTreeSet<_>>()
+    );
+}
