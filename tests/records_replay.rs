@@ -899,6 +899,62 @@ fn litellm_rows_of_a_deployment_read_as_the_request_was() {
     );
 }
 
+/// The proxy writes its own names where the provider's model was (the
+/// alias `support-assistant/large`, the logical model): the served model is
+/// the deployment's. A non-streamed answer's first token is its end, which
+/// LiteLLM did not measure: no first token is recorded.
+#[test]
+fn litellm_names_in_response_model_and_unmeasured_first_tokens_are_not_taken() {
+    let directory = tempfile::tempdir().unwrap();
+    let spend = directory.path().join("spend.jsonl");
+    let row = |id: &str, first: &str, answered_as: &str| {
+        format!(
+            r#"{{"request_id":"{id}","spend":0.001,"prompt_tokens":10,"completion_tokens":5,"startTime":"2026-11-30T12:00:00.000000","endTime":"2026-11-30T12:00:01.500000","completionStartTime":"{first}","model":"openai/sim-large-2026-11-01","model_id":"support-assistant/large","model_group":"support-assistant/large","team_id":"acme","metadata":{{"original_model_group":"support-assistant"}},"response":{{"model":"{answered_as}"}},"status":"success"}}"#
+        )
+    };
+    let text = [
+        row(
+            "alias",
+            "2026-11-30T12:00:00.250000",
+            "support-assistant/large",
+        ),
+        row("logical", "2026-11-30T12:00:00.250000", "support-assistant"),
+        row(
+            "provider",
+            "2026-11-30T12:00:00.250000",
+            "sim-large-2026-11-01-b",
+        ),
+        row(
+            "whole",
+            "2026-11-30T12:00:01.500000",
+            "sim-large-2026-11-01",
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&spend, text + "\n").unwrap();
+    let out = directory.path().join("records.parquet");
+    let output = import("litellm", &spend, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    let models: Vec<Option<&str>> = records
+        .iter()
+        .map(|record| record.model.as_deref())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            Some("sim-large-2026-11-01"),
+            Some("sim-large-2026-11-01"),
+            Some("sim-large-2026-11-01-b"),
+            Some("sim-large-2026-11-01"),
+        ],
+        "the provider's model where it is one, else the deployment's"
+    );
+    let first_tokens: Vec<Option<f64>> = records.iter().map(|record| record.ttft_ms).collect();
+    assert_eq!(first_tokens, [Some(250.0), Some(250.0), Some(250.0), None]);
+    assert!(records.iter().all(|record| record.total_ms == Some(1500.0)));
+}
+
 /// With the signed config the export came from, LiteLLM's deployment ids
 /// read back as routes under the logical model; a billed retry attempt is
 /// folded into its request (its spend added, no record of its own); a row

@@ -14,11 +14,14 @@
 //!   the route whose group the application asked for. From spend rows its
 //!   time is unknown; from the StandardLoggingPayload it is the attempt's.
 //! - **First tokens.** LiteLLM sets `completionStartTime` to the end where
-//!   it measured no first token: a failure's record has no `ttft_ms`, and
-//!   an answer that did not stream has its first token at the end, when it
-//!   arrived. A streamed request that fell back is timed from the request's
-//!   start, so its `ttft_ms` is the user's wait, as in the records
-//!   `routeval serve` writes.
+//!   it measured no first token: a failure's record, and an answer that did
+//!   not stream, have no `ttft_ms` (`total_ms` is its wait). A streamed
+//!   request that fell back is timed from the request's start, so its
+//!   `ttft_ms` is the user's wait, as in the records `routeval serve`
+//!   writes.
+//! - **Models.** The proxy writes its own names into `response.model` (the
+//!   group, the logical model, `<logical model>/<route>`): the served model
+//!   is then the deployment's `model` without its provider.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -290,9 +293,7 @@ pub fn spend_row(
         asked_for.as_deref(),
         ours.is_some(),
     );
-    record.model = text_at(object, "response.model")
-        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
-        .map(Cow::Owned);
+    record.model = served_model(object).map(Cow::Owned);
     record.input_tokens = tokens_at(object, "prompt_tokens")?;
     record.output_tokens = tokens_at(object, "completion_tokens")?;
     record.cached_input_tokens = tokens_at(
@@ -300,12 +301,12 @@ pub fn spend_row(
         "metadata.usage_object.prompt_tokens_details.cached_tokens",
     )?;
     record.total_ms = after_start("endTime")?;
-    // LiteLLM sets a failure's completionStartTime to its end: no first
-    // token came, and none is recorded. An answer that did not stream has
-    // its first token when it arrives, at the end (one after the end is
-    // refused below, as every reader refuses it).
-    record.ttft_ms = after_start("completionStartTime")?
-        .filter(|ttft| !(status.is_failure() && record.total_ms == Some(*ttft)));
+    // LiteLLM sets completionStartTime to the end where it measured no
+    // first token: a failure, and an answer that did not stream. None is
+    // recorded then (one after the end is refused below, as every reader
+    // refuses it).
+    record.ttft_ms =
+        after_start("completionStartTime")?.filter(|ttft| record.total_ms != Some(*ttft));
     record.cost_usd = number_at(object, "spend")?;
     record.finish_reason = text_at(object, "response.choices.0.finish_reason")
         .or_else(|| super::from_logs::first_choice_finish(object, "response"))
@@ -430,14 +431,7 @@ fn payload(
         end_ms,
         deployment: text_at(object, "model_id"),
         group: text_at(object, "model_group"),
-        // A streamed response's `model` is the group LiteLLM answered as;
-        // the provider's own is in a response that did not stream.
-        model: text_at(object, "response.model")
-            .filter(|model| {
-                !model.contains(['/', '#'])
-                    && text_at(object, "model_group").as_ref() != Some(model)
-            })
-            .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned())),
+        model: served_model(object),
         input_tokens: tokens_at(object, "prompt_tokens")?,
         output_tokens: tokens_at(object, "completion_tokens")?,
         cost_usd: number_at(object, "response_cost")?,
@@ -571,12 +565,11 @@ fn request_records(
     // Each attempt's cost is on its own record.
     record.cost_usd = last.cost_usd;
     record.total_ms = Some((last.end_ms - start).max(0.0));
-    // A stream's first token where it measured one; an answer that
-    // did not stream has it when it arrives; a failure has none.
+    // A stream's first token where LiteLLM measured one; an answer that
+    // did not stream, and a failure, have none measured.
     record.ttft_ms = match (last.ok, last.stream) {
-        (false, _) => None,
-        (true, true) => last.first_token_ms.filter(|first| *first <= last.end_ms),
-        (true, false) => Some(last.end_ms),
+        (true, true) => last.first_token_ms.filter(|first| *first < last.end_ms),
+        _ => None,
     }
     .map(|first| (first - start).max(0.0));
     if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
@@ -672,6 +665,23 @@ const LITELLM_PROVIDERS: [&str; 24] = [
 /// `model` without the LiteLLM provider it is routed through: the model
 /// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
 /// a name whose first part is no provider (`meta-llama/…`) as it is.
+/// The model that answered: the provider's own in `response.model`, but
+/// where LiteLLM wrote one of its names there (a streamed response's, and
+/// the proxy's: the group, the logical model or a `<logical>/<route>`
+/// deployment), the deployment's `model` without its provider.
+fn served_model(object: &serde_json::Map<String, Value>) -> Option<String> {
+    let ours = [
+        text_at(object, "model_group"),
+        text_at(object, "metadata.original_model_group"),
+        text_at(object, "metadata.model_group"),
+    ];
+    text_at(object, "response.model")
+        .filter(|model| {
+            !model.contains(['/', '#']) && !ours.iter().flatten().any(|name| name == model)
+        })
+        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
+}
+
 fn without_provider(model: &str) -> &str {
     match model.split_once('/') {
         Some((provider, rest)) if LITELLM_PROVIDERS.contains(&provider) => rest,

@@ -57,11 +57,19 @@ pub fn load_fallback_inputs(
             path: path.to_owned(),
             location,
             field: "ttft_ms".to_owned(),
-            problem: "missing: the replay needs each answered request's first-token time"
-                .to_owned(),
+            problem:
+                "missing, and total_ms too: the replay needs each answered request's first byte"
+                    .to_owned(),
+        };
+        // An answer with no first token recorded came whole (it did not
+        // stream): its first byte is its last.
+        let first_byte = if record.status == Status::Ok {
+            record.ttft_ms.or(record.total_ms)
+        } else {
+            record.ttft_ms
         };
         if record.route == route {
-            if record.status == Status::Ok && record.ttft_ms.is_none() {
+            if record.status == Status::Ok && first_byte.is_none() {
                 return Err(missing_ttft());
             }
             let attempt_of = record
@@ -71,26 +79,23 @@ pub fn load_fallback_inputs(
             primary.push((
                 record.timestamp_ms,
                 attempt_of,
-                PrimaryRequest::tried(0.0, record.ttft_ms, record.total_ms, record.status),
+                PrimaryRequest::tried(0.0, first_byte, record.total_ms, record.status),
             ));
         } else if fallback_route == Some(record.route.as_ref()) {
             let reason = record.reason.as_deref().unwrap_or_default();
             if reason.starts_with("fallback:") {
-                if record.status == Status::Ok && record.ttft_ms.is_none() {
+                if record.status == Status::Ok && first_byte.is_none() {
                     return Err(missing_ttft());
                 }
                 moved.push(Moved {
                     at: record.timestamp_ms,
                     id: record.id.to_string(),
-                    ttft_ms: record.ttft_ms,
+                    ttft_ms: first_byte,
                     by_breaker: reason == "fallback:breaker",
                 });
             } else if record.status == Status::Ok {
                 latency_source.direct += 1;
-                fallback.push((
-                    record.timestamp_ms,
-                    record.ttft_ms.ok_or_else(missing_ttft)?,
-                ));
+                fallback.push((record.timestamp_ms, first_byte.ok_or_else(missing_ttft)?));
             }
         }
         Ok(())
