@@ -955,6 +955,44 @@ fn litellm_names_in_response_model_and_unmeasured_first_tokens_are_not_taken() {
     assert!(records.iter().all(|record| record.total_ms == Some(1500.0)));
 }
 
+/// A request that failed in every attempt leaves only its attempts' rows
+/// (`ID-attempt-0`, `ID-attempt-1`) and none of its own: it is one record,
+/// the last attempt's, from the first attempt's start, with all they spent.
+#[test]
+fn litellm_attempts_with_no_row_of_their_request_are_one_request() {
+    let directory = tempfile::tempdir().unwrap();
+    let spend = directory.path().join("spend.jsonl");
+    let row = |id: &str, start: &str, end: &str, spend: f64| {
+        format!(
+            r#"{{"request_id":"{id}","spend":{spend},"prompt_tokens":10,"completion_tokens":0,"startTime":"2026-11-30T12:00:{start}","endTime":"2026-11-30T12:00:{end}","completionStartTime":"2026-11-30T12:00:{end}","model":"openai/sim-large-2026-11-01","model_id":"support-assistant/large","model_group":"support-assistant/large","team_id":"acme","metadata":{{"original_model_group":"support-assistant","error_information":{{"error_code":"500"}}}},"status":"failure"}}"#
+        )
+    };
+    let answered = r#"{"request_id":"ok-1","spend":0.002,"prompt_tokens":10,"completion_tokens":5,"startTime":"2026-11-30T12:00:05.000000","endTime":"2026-11-30T12:00:06.000000","completionStartTime":"2026-11-30T12:00:05.200000","model":"openai/sim-large-2026-11-01","model_id":"support-assistant/large","model_group":"support-assistant/large","team_id":"acme","metadata":{"original_model_group":"support-assistant"},"status":"success"}"#;
+    let text = [
+        row("lost-attempt-1", "01.000000", "02.500000", 0.003),
+        answered.to_owned(),
+        row("lost-attempt-0", "00.000000", "00.800000", 0.001),
+    ]
+    .join("\n");
+    std::fs::write(&spend, text + "\n").unwrap();
+    let out = directory.path().join("records.parquet");
+    let output = import("litellm", &spend, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let records = records_of(&out);
+    let ids: Vec<&str> = records.iter().map(|record| record.id.as_ref()).collect();
+    assert_eq!(ids, ["lost", "ok-1"], "one record per request");
+    let lost = &records[0];
+    assert_eq!(lost.status, routeval::records::Status::Error);
+    assert_eq!(lost.cost_usd, Some(0.004), "both attempts' spend");
+    assert_eq!(
+        lost.total_ms,
+        Some(2500.0),
+        "from the first attempt's start"
+    );
+    assert_eq!(lost.ttft_ms, None);
+    assert_eq!(records[1].cost_usd, Some(0.002));
+}
+
 /// With the signed config the export came from, LiteLLM's deployment ids
 /// read back as routes under the logical model; a billed retry attempt is
 /// folded into its request (its spend added, no record of its own); a row

@@ -179,26 +179,44 @@ fn failure_status(code: Option<String>, class: Option<String>) -> Status {
 pub struct BilledAttempts {
     requests: HashSet<String>,
     spend: HashMap<String, f64>,
+    /// Requests the file has attempts of but no row of their own (a
+    /// request that failed in every attempt): read as one request.
+    orphans: HashMap<String, Orphan>,
 }
 
-/// The request a billed attempt's id belongs to.
-fn attempt_of(id: &str) -> Option<&str> {
+/// A request known only by its attempts.
+#[derive(Debug, Clone, Copy)]
+struct Orphan {
+    /// The number of its last attempt, the one that stands for it.
+    last: u64,
+    /// What all of its attempts spent.
+    spend: f64,
+    /// When its first attempt started, ms since 1970.
+    start_ms: Option<i64>,
+}
+
+/// The request a billed attempt's id belongs to, and the attempt's number.
+fn attempt_of(id: &str) -> Option<(&str, u64)> {
     let (request, number) = id.rsplit_once("-attempt-")?;
-    (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit())).then_some(request)
+    let number = (!number.is_empty() && number.bytes().all(|byte| byte.is_ascii_digit()))
+        .then(|| number.parse().ok())??;
+    Some((request, number))
 }
 
 impl BilledAttempts {
     pub fn of_file(path: &Path) -> Result<BilledAttempts, InputError> {
         let mut attempts = BilledAttempts::default();
-        let mut spend: Vec<(String, f64)> = Vec::new();
+        let mut tried: Vec<(String, u64, f64, Option<i64>)> = Vec::new();
         for_each_object(path, |_, object| {
             let Some(id) = text_at(object, "request_id") else {
                 return Ok(());
             };
             match attempt_of(&id) {
-                Some(request) => spend.push((
+                Some((request, number)) => tried.push((
                     request.to_owned(),
+                    number,
                     number_at(object, "spend").ok().flatten().unwrap_or(0.0),
+                    timestamp_at(object, "startTime").ok().flatten(),
                 )),
                 None => {
                     attempts.requests.insert(id);
@@ -206,21 +224,59 @@ impl BilledAttempts {
             }
             Ok(())
         })?;
-        for (request, spent) in spend {
-            // An attempt whose request is not in the file stays a record.
+        for (request, number, spent, start_ms) in tried {
             if attempts.requests.contains(&request) {
                 *attempts.spend.entry(request).or_default() += spent;
+                continue;
             }
+            let orphan = attempts.orphans.entry(request).or_insert(Orphan {
+                last: number,
+                spend: 0.0,
+                start_ms,
+            });
+            orphan.last = orphan.last.max(number);
+            orphan.spend += spent;
+            orphan.start_ms = match (orphan.start_ms, start_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
         Ok(attempts)
     }
 
-    /// Whether `object` is an attempt folded into its request.
+    /// Whether `object` is an attempt folded into its request: one of a
+    /// request in the file, or of a request known only by its attempts but
+    /// the last, which stands for it.
     pub fn folds(&self, object: &serde_json::Map<String, Value>) -> bool {
-        text_at(object, "request_id")
-            .as_deref()
-            .and_then(attempt_of)
-            .is_some_and(|request| self.requests.contains(request))
+        let Some(id) = text_at(object, "request_id") else {
+            return false;
+        };
+        attempt_of(&id).is_some_and(|(request, number)| {
+            self.requests.contains(request)
+                || self
+                    .orphans
+                    .get(request)
+                    .is_some_and(|orphan| orphan.last != number)
+        })
+    }
+
+    /// A request known only by its attempts, from its last attempt's
+    /// record: its id, from its first attempt's start, and what all of them
+    /// spent. Any other record is left as it is.
+    pub fn stand_for_request(&self, record: &mut Record<'static>) {
+        let Some((request, orphan)) = attempt_of(&record.id)
+            .and_then(|(request, _)| Some((request.to_owned(), *self.orphans.get(request)?)))
+        else {
+            return;
+        };
+        record.id = Cow::Owned(request);
+        if let Some(start_ms) = orphan.start_ms.filter(|start| *start < record.timestamp_ms) {
+            let earlier = (record.timestamp_ms - start_ms) as f64;
+            record.total_ms = record.total_ms.map(|total| total + earlier);
+            record.ttft_ms = record.ttft_ms.map(|ttft| ttft + earlier);
+            record.timestamp_ms = start_ms;
+        }
+        record.cost_usd = Some(orphan.spend);
     }
 
     /// What the attempts of request `id` spent, if it had any.

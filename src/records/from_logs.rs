@@ -220,6 +220,7 @@ pub fn import_records<W: std::io::Write + Send>(
                 if let Some(spent) = attempts.spend_of(&record.id) {
                     record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + spent);
                 }
+                attempts.stand_for_request(&mut record);
                 for record in std::iter::once(record).chain(abandoned) {
                     kept.push(&mut writer, path, location, record)?;
                 }
