@@ -71,12 +71,21 @@ struct Counters {
     first_token: BTreeMap<String, Histogram>,
     duration: BTreeMap<String, Histogram>,
     usage: BTreeMap<String, Usage>,
-    slices: BTreeMap<(String, String, &'static str), u64>,
-    slice_cost: BTreeMap<(String, String), f64>,
+    /// By slice, then tenant.
+    slices: BTreeMap<String, BTreeMap<String, SliceCounts>>,
+    /// The (slice, tenant) pairs labelled one by one.
+    slice_pairs: usize,
     upstream: BTreeMap<(String, &'static str), u64>,
     broken: BTreeMap<(String, &'static str), u64>,
     reloads: BTreeMap<&'static str, u64>,
     keys_reloads: BTreeMap<&'static str, u64>,
+}
+
+/// A slice and tenant's requests by status, and their cost.
+#[derive(Debug, Default)]
+struct SliceCounts {
+    statuses: BTreeMap<&'static str, u64>,
+    cost_usd: f64,
 }
 
 /// The records writer's state, as `/metrics` shows it.
@@ -164,20 +173,28 @@ impl Metrics {
         if let Some(ending) = broken_ending(record.finish_reason.as_deref()) {
             count(&mut counters.broken, (route.to_owned(), ending));
         }
+        // Found without allocating: only a new slice or tenant is copied.
         let tenant = tenant.unwrap_or("-");
         let known = counters
-            .slice_cost
-            .contains_key(&(record.slice.clone(), tenant.to_owned()));
-        let (slice, tenant) = if known || counters.slice_cost.len() < MAX_SLICE_LABELS {
-            (record.slice.clone(), tenant.to_owned())
+            .slices
+            .get(record.slice.as_str())
+            .is_some_and(|tenants| tenants.contains_key(tenant));
+        let (slice, tenant) = if known || counters.slice_pairs < MAX_SLICE_LABELS {
+            (record.slice.as_str(), tenant)
         } else {
-            (OTHER.to_owned(), OTHER.to_owned())
+            (OTHER, OTHER)
         };
-        count(
-            &mut counters.slices,
-            (slice.clone(), tenant.clone(), record.status),
-        );
-        *counters.slice_cost.entry((slice, tenant)).or_default() += record.cost_usd.unwrap_or(0.0);
+        if !counters.slices.contains_key(slice) {
+            counters.slices.insert(slice.to_owned(), BTreeMap::new());
+        }
+        let tenants = counters.slices.get_mut(slice).expect("inserted above");
+        if !tenants.contains_key(tenant) {
+            tenants.insert(tenant.to_owned(), SliceCounts::default());
+            counters.slice_pairs += 1;
+        }
+        let counts = tenants.get_mut(tenant).expect("inserted above");
+        *counts.statuses.entry(record.status).or_default() += 1;
+        counts.cost_usd += record.cost_usd.unwrap_or(0.0);
     }
 
     /// Counts an attempt beside a request (an abandoned route, a hedge's
@@ -263,13 +280,17 @@ impl Metrics {
                 "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
             ),
         );
-        for ((slice, tenant, status), value) in &counters.slices {
-            sample(
-                out,
-                "routeval_slice_requests_total",
-                &[("slice", slice), ("tenant", tenant), ("status", status)],
-                *value,
-            );
+        for (slice, tenants) in &counters.slices {
+            for (tenant, counts) in tenants {
+                for (status, value) in &counts.statuses {
+                    sample(
+                        out,
+                        "routeval_slice_requests_total",
+                        &[("slice", slice), ("tenant", tenant), ("status", status)],
+                        *value,
+                    );
+                }
+            }
         }
         family(
             out,
@@ -277,13 +298,15 @@ impl Metrics {
             "counter",
             "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
         );
-        for ((slice, tenant), value) in &counters.slice_cost {
-            sample(
-                out,
-                "routeval_slice_cost_usd_total",
-                &[("slice", slice), ("tenant", tenant)],
-                *value,
-            );
+        for (slice, tenants) in &counters.slices {
+            for (tenant, counts) in tenants {
+                sample(
+                    out,
+                    "routeval_slice_cost_usd_total",
+                    &[("slice", slice), ("tenant", tenant)],
+                    counts.cost_usd,
+                );
+            }
         }
         histograms(
             out,
@@ -581,6 +604,67 @@ fn histograms(
             &format!("{name}_count"),
             &[("route", route)],
             histogram.count,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(slice: &str) -> ServedRecord {
+        ServedRecord {
+            id: "r".to_owned(),
+            timestamp: 0,
+            slice: slice.to_owned(),
+            logical_model: "m".to_owned(),
+            route: "a".to_owned(),
+            model: None,
+            reason: "routed-small".to_owned(),
+            score: None,
+            status: "ok",
+            input_tokens: Some(3),
+            cached_input_tokens: Some(0),
+            output_tokens: Some(2),
+            ttft_ms: Some(10.0),
+            total_ms: Some(20.0),
+            finish_reason: None,
+            cost_usd: Some(0.5),
+            prompt: None,
+            messages: None,
+            config_version: 1,
+            config_sha256: String::new(),
+            shadow_route: None,
+            shadow_reason: None,
+            shadow_score: None,
+            shadow_config_version: None,
+            tenant: None,
+            trace: super::super::trace::RequestTrace::default(),
+        }
+    }
+
+    #[test]
+    fn slices_past_the_bound_are_counted_under_other() {
+        let metrics = Metrics::default();
+        let extra = 44;
+        for index in 0..MAX_SLICE_LABELS + extra {
+            metrics.request(&record(&format!("slice-{index}")), Some("acme"));
+        }
+        // A slice labelled already keeps its label past the bound.
+        metrics.request(&record("slice-0"), Some("acme"));
+        let counters = metrics.counters.lock().unwrap();
+        let labelled = counters
+            .slices
+            .keys()
+            .filter(|slice| slice.as_str() != OTHER)
+            .count();
+        assert_eq!(labelled, MAX_SLICE_LABELS);
+        let other = &counters.slices[OTHER][OTHER];
+        assert_eq!(other.statuses["ok"], extra as u64);
+        assert_eq!(counters.slices["slice-0"]["acme"].statuses["ok"], 2);
+        assert_eq!(
+            counters.usage["a"].input,
+            3 * (MAX_SLICE_LABELS + extra + 1) as u64
         );
     }
 }
