@@ -244,20 +244,26 @@ impl ServeArgs {
                 "none" => RecordsPrompts::None,
                 _ => RecordsPrompts::Full,
             },
-            log: LogSettings {
-                format: match (self.log_format.as_str(), output.progress) {
-                    ("json", _) | ("auto", ProgressArg::Json) => LogFormat::Json,
-                    ("human", _) => LogFormat::Human,
-                    _ => LogFormat::detect(),
-                },
-                requests: self.log_requests,
-                least: if output.quiet {
-                    LogLevel::Warn
-                } else {
-                    LogLevel::Info
-                },
-            },
+            log: log_settings(&self.log_format, self.log_requests, output),
         })
+    }
+}
+
+/// `--log-format`, `--log-requests`, and the global `--progress` and
+/// `--quiet`, as the log's settings.
+fn log_settings(format: &str, requests: bool, output: &OutputArgs) -> LogSettings {
+    LogSettings {
+        format: match (format, output.progress) {
+            ("json", _) | ("auto", ProgressArg::Json) => LogFormat::Json,
+            ("human", _) => LogFormat::Human,
+            _ => LogFormat::detect(),
+        },
+        requests,
+        least: if output.quiet {
+            LogLevel::Warn
+        } else {
+            LogLevel::Info
+        },
     }
 }
 

@@ -201,7 +201,8 @@ fn rollback_line(report: &GateReport, emitted: &crate::schema::Emitted) -> Optio
     ))
 }
 
-pub fn markdown(report: &GateReport) -> String {
+/// The report's first lines: a rollback, then the target and the results.
+fn markdown_head(report: &GateReport) -> String {
     let mut out = format!("{}\n", crate::schema::GATE_MARKDOWN_HEADER);
     if let Some(emitted) = &report.emitted
         && let Some(line) = rollback_line(report, emitted)
@@ -218,6 +219,11 @@ pub fn markdown(report: &GateReport) -> String {
         code(&report.results.path),
         report.results.rows
     );
+    out
+}
+
+pub fn markdown(report: &GateReport) -> String {
+    let mut out = markdown_head(report);
     change_first(&mut out, report);
     let mut header = String::from("| |");
     let mut rule = String::from("|---|");
