@@ -861,3 +861,122 @@ fn serve_exports_a_trace_per_request_that_a_real_otlp_decoder_reads() {
     let last = backup.requests().pop().unwrap();
     assert_eq!(last.header("traceparent"), Some(traceparent));
 }
+
+#[test]
+fn each_failure_is_logged_with_what_became_of_its_request() {
+    // The primary fails as the prompt asks: an error, no first token in
+    // time, or a stream cut after its first token.
+    let primary = ScriptedUpstream::start(|received| {
+        let body = String::from_utf8_lossy(&received.body).into_owned();
+        if body.contains("answer with an error") {
+            let error = br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
+            vec![Step::Send(response(
+                "500 Internal Server Error",
+                &[],
+                "application/json",
+                error,
+            ))]
+        } else if body.contains("answer too late") {
+            vec![
+                Step::Pause(Duration::from_millis(1500)),
+                Step::Send(response(
+                    "200 OK",
+                    &[],
+                    "application/json",
+                    &completion("late"),
+                )),
+            ]
+        } else {
+            vec![
+                Step::Send(crate::common::sse_head()),
+                Step::Send(crate::common::sse_chunk("the first words", None)),
+            ]
+        }
+    });
+    let backup = ScriptedUpstream::start(|_| {
+        vec![Step::Send(response(
+            "200 OK",
+            &[],
+            "application/json",
+            &completion("from the backup"),
+        ))]
+    });
+    let config = signed_table(
+        Pipeline::shared(),
+        "operations-failures",
+        &falling_back(&primary.base_url(), &backup.base_url(), "", 20_000),
+    );
+    let directory = tempfile::tempdir().unwrap();
+    // No extra call allowed: a failed route may not move to its fallback.
+    let served = serve(
+        &config,
+        directory.path(),
+        &[
+            "--retry-budget",
+            "0",
+            "--retry-budget-min",
+            "0",
+            "--first-token-timeout-ms",
+            "400",
+        ],
+    );
+    assert_eq!(ask(&served, "failing-error", "answer with an error"), 500);
+    assert_eq!(ask(&served, "failing-late", "answer too late"), 504);
+    assert_eq!(ask(&served, "failing-cut", "answer and stop"), 502);
+    // A client that streams gets the words that came, then an error event,
+    // never a `[DONE]` that says the answer is whole.
+    let body = json!({"model": "support-assistant", "stream": true,
+                      "messages": [{"role": "user", "content": "answer and stop"}]});
+    let streamed = Command::new("curl")
+        .args(["-s", "-N", "--max-time", "20"])
+        .args(["-H", &format!("Authorization: Bearer {KEY}")])
+        .args(["-H", "x-request-id: failing-cut-streamed"])
+        .args(["-d", &body.to_string()])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let streamed = String::from_utf8_lossy(&streamed.stdout).into_owned();
+    assert!(streamed.contains("the first words"), "{streamed}");
+    assert!(
+        streamed.contains("closed its stream before [DONE]") && !streamed.contains("[DONE]\n"),
+        "{streamed}"
+    );
+    let log = served.stop_with_log();
+    let records = served_records(
+        &directory.path().join("records"),
+        &["id", "status", "finish_reason"],
+    );
+    let cut_streamed = records
+        .iter()
+        .find(|record| record["id"] == "failing-cut-streamed")
+        .unwrap();
+    assert_eq!(cut_streamed["status"], "error");
+    assert_eq!(cut_streamed["finish_reason"], "upstream_cut");
+    let failed = log_events(&log, "upstream_failed");
+    let by_id = |lines: &[Value], id: &str| -> Value {
+        lines
+            .iter()
+            .find(|line| line["request_id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no line for {id}: {log}"))
+    };
+    let error = by_id(&failed, "failing-error");
+    assert_eq!(error["failure"], "status");
+    assert_eq!(error["upstream_status"], 500);
+    assert_eq!(error["stay"], "no-fallback:budget");
+    assert!(error.get("fallback").is_none(), "{error}");
+    let late = by_id(&failed, "failing-late");
+    assert_eq!(late["failure"], "deadline");
+    assert_eq!(late["stay"], "no-fallback:budget");
+    let refused = log_events(&log, "budget_refused");
+    assert_eq!(refused.len(), 2, "{log}");
+    for line in &refused {
+        assert_eq!(line["route"], "large");
+        assert_eq!(line["allowed"], 0);
+        assert_eq!(line["level"], "warn");
+    }
+    let broken = by_id(&log_events(&log, "answer_broken"), "failing-cut");
+    assert_eq!(broken["route"], "large");
+    assert_eq!(broken["finish_reason"], "upstream_cut");
+    assert!(broken["ttft_ms"].as_f64().is_some(), "{broken}");
+}

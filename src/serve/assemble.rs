@@ -58,6 +58,16 @@ fn extend(into: &mut Option<Vec<Value>>, part: &Value) {
 }
 
 impl Assembly {
+    /// Whether every choice has its `finish_reason`: a stream closed
+    /// without `[DONE]` is whole only then.
+    pub fn finished(&self) -> bool {
+        !self.choices.is_empty()
+            && self
+                .choices
+                .values()
+                .all(|choice| choice.finish_reason.is_some())
+    }
+
     /// Reads one event's `data` (a `chat.completion.chunk`).
     pub fn add(&mut self, chunk: &Value) {
         for (field, slot) in [

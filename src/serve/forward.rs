@@ -370,16 +370,24 @@ impl Finishing {
 
     /// What is left when the upstream ended: a stream's last event without
     /// its blank line.
-    fn pass_rest(&mut self) -> Result<Bytes, Bytes> {
+    /// What is left of a stream its upstream closed, or the error event
+    /// that ends it and how: a malformed last event, or a stream closed
+    /// before its `[DONE]` with no `finish_reason` (cut short).
+    fn pass_rest(&mut self) -> Result<Bytes, (Bytes, Ending)> {
         let Some(framer) = &mut self.sse else {
             return Ok(Bytes::new());
         };
         let mut events = Vec::new();
         let framed = framer.finish(&mut events);
+        let done = framer.done;
         self.feed(&events);
         match framed {
+            Err(malformed) => Err((self.cut(events, &malformed), Ending::Malformed)),
+            Ok(()) if !done && self.answer.finish_reason.is_none() => {
+                events.extend_from_slice(&error_event(&ended_early(&self.route)));
+                Err((Bytes::from(events), Ending::UpstreamCut))
+            }
             Ok(()) => Ok(Bytes::from(events)),
-            Err(malformed) => Err(self.cut(events, &malformed)),
         }
     }
 
@@ -389,6 +397,14 @@ impl Finishing {
         self.ending = Ending::Malformed;
         Bytes::from(events)
     }
+}
+
+/// What the client is told of a stream its route closed before `[DONE]`
+/// and before any `finish_reason`.
+fn ended_early(route: &str) -> String {
+    format!(
+        "route {route:?} closed its stream before [DONE] and before any finish_reason: the answer was cut"
+    )
 }
 
 /// How an answer's passing on ended.
@@ -557,7 +573,7 @@ async fn next_bytes(
                     state.over = true;
                     return Some((Ok(bytes), (rest, Some(state))));
                 }
-                Err(cut) => (Ok(cut), Some(Ending::Malformed)),
+                Err((cut, ending)) => (Ok(cut), Some(ending)),
             },
             Err(_) => {
                 let (ending, message) = if deadline >= total {
@@ -658,6 +674,11 @@ pub(super) async fn read_events(
         answer.feed_sse(&events);
         for event in super::assemble::events(&events) {
             assembly.add(&event);
+        }
+        // Closed without `[DONE]`, the stream is whole only if every
+        // choice finished.
+        if ended && !framer.done && !assembly.finished() {
+            return Err((Ending::UpstreamCut, ended_early(route)));
         }
         if ended {
             return Ok(());
