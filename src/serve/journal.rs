@@ -325,9 +325,15 @@ fn recover(directory: &Path, number: u64) -> anyhow::Result<()> {
 }
 
 /// Writes journal `number` as its Parquet part, then removes the journal.
+/// A part already there is one a roll wrote before it could remove its
+/// journal (the directory could not be written, or serve was killed): the
+/// journal, only ever appended to since, holds all the part holds and
+/// perhaps more, and the part is written again from it.
 fn roll(directory: &Path, number: u64) -> anyhow::Result<()> {
     let journal = journal_path(directory, number);
     let parquet = parquet_path(directory, number);
+    let left_by_a_roll =
+        std::fs::symlink_metadata(&parquet).is_ok_and(|metadata| metadata.file_type().is_file());
     if std::fs::metadata(&journal)
         .map(|metadata| metadata.len())
         .unwrap_or(0)
@@ -351,7 +357,11 @@ fn roll(directory: &Path, number: u64) -> anyhow::Result<()> {
             Ok(())
         })
         .with_context(|| format!("{}: cannot roll the journal", journal.display()))?;
-        staged.commit_new()?;
+        if left_by_a_roll {
+            staged.commit()?;
+        } else {
+            staged.commit_new()?;
+        }
     }
     std::fs::remove_file(&journal)
         .with_context(|| format!("{}: cannot remove the rolled journal", journal.display()))?;
@@ -553,5 +563,72 @@ impl Writer {
         }
         *last = Some(text);
         self.health.committed_now.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> ServedRecord {
+        ServedRecord {
+            id: id.to_owned(),
+            timestamp: 1_764_000_000_000,
+            slice: "s".to_owned(),
+            logical_model: "m".to_owned(),
+            route: "a".to_owned(),
+            model: None,
+            reason: "routed-small".to_owned(),
+            score: None,
+            status: "ok",
+            input_tokens: None,
+            cached_input_tokens: None,
+            output_tokens: None,
+            ttft_ms: None,
+            total_ms: None,
+            finish_reason: None,
+            cost_usd: None,
+            prompt: None,
+            messages: None,
+            config_version: 1,
+            config_sha256: "0".repeat(64),
+            shadow_route: None,
+            shadow_reason: None,
+            shadow_score: None,
+            shadow_config_version: None,
+            tenant: None,
+            trace: super::super::trace::RequestTrace::default(),
+        }
+    }
+
+    fn journal_of(directory: &Path, ids: &[&str]) {
+        let mut lines = Vec::new();
+        for id in ids {
+            serde_json::to_writer(&mut lines, &record(id)).unwrap();
+            lines.push(b'\n');
+        }
+        std::fs::write(journal_path(directory, 1), lines).unwrap();
+    }
+
+    #[test]
+    fn a_part_left_beside_its_journal_is_written_again_from_the_journal() {
+        let directory = tempfile::tempdir().unwrap();
+        journal_of(directory.path(), &["a", "b"]);
+        roll(directory.path(), 1).unwrap();
+        // The journal could not be removed, and took a record more.
+        journal_of(directory.path(), &["a", "b", "c"]);
+        roll(directory.path(), 1).unwrap();
+        assert!(!journal_path(directory.path(), 1).exists());
+        let mut ids = Vec::new();
+        for_each_record(
+            &parquet_path(directory.path(), 1),
+            &FieldNames::default(),
+            |_, record| {
+                ids.push(record.id.to_string());
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(ids, ["a", "b", "c"]);
     }
 }
