@@ -20,17 +20,32 @@ use crate::common::{
 /// A prompt whose words must never reach the log.
 const PROMPT: &str = "the zebra umbrella question about invoices";
 
+/// A whole completion saying `text`, as an upstream answers.
+fn completed(text: &str) -> Vec<Step> {
+    vec![Step::Send(response(
+        "200 OK",
+        &[],
+        "application/json",
+        &completion(text),
+    ))]
+}
+
+/// A 500 with an OpenAI-style error body, as an overloaded upstream answers.
+fn overloaded() -> Vec<Step> {
+    let error =
+        br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
+    vec![Step::Send(response(
+        "500 Internal Server Error",
+        &[],
+        "application/json",
+        error,
+    ))]
+}
+
 /// An upstream that answers every call with a completion saying `text`,
 /// and a config signed for it as `name`.
 fn answering(text: &'static str, name: &str) -> (ScriptedUpstream, std::path::PathBuf) {
-    let upstream = ScriptedUpstream::start(move |_| {
-        vec![Step::Send(response(
-            "200 OK",
-            &[],
-            "application/json",
-            &completion(text),
-        ))]
-    });
+    let upstream = ScriptedUpstream::start(move |_| completed(text));
     let config = signed_single(Pipeline::shared(), &upstream.base_url(), name, None);
     (upstream, config)
 }
@@ -141,30 +156,12 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
     let counted = calls.clone();
     let primary = ScriptedUpstream::start(move |_| {
         if counted.fetch_add(1, Ordering::SeqCst) < 2 {
-            let error = br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
-            vec![Step::Send(response(
-                "500 Internal Server Error",
-                &[],
-                "application/json",
-                error,
-            ))]
+            overloaded()
         } else {
-            vec![Step::Send(response(
-                "200 OK",
-                &[],
-                "application/json",
-                &completion("from the primary"),
-            ))]
+            completed("from the primary")
         }
     });
-    let backup = ScriptedUpstream::start(|_| {
-        vec![Step::Send(response(
-            "200 OK",
-            &[],
-            "application/json",
-            &completion("from the backup"),
-        ))]
-    });
+    let backup = ScriptedUpstream::start(|_| completed("from the backup"));
     let breaker =
         "\n[routes.breaker]\nfirst_token_deadline_ms = 5000.0\nopen_after = 2\nopen_ms = 300.0\n";
     let config = signed_table(
@@ -685,24 +682,8 @@ fn serve_exports_a_trace_per_request_that_a_real_otlp_decoder_reads() {
         return;
     };
     let pipeline = Pipeline::shared();
-    let primary = ScriptedUpstream::start(|_| {
-        let error =
-            br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
-        vec![Step::Send(response(
-            "500 Internal Server Error",
-            &[],
-            "application/json",
-            error,
-        ))]
-    });
-    let backup = ScriptedUpstream::start(|_| {
-        vec![Step::Send(response(
-            "200 OK",
-            &[],
-            "application/json",
-            &completion("from the backup"),
-        ))]
-    });
+    let primary = ScriptedUpstream::start(|_| overloaded());
+    let backup = ScriptedUpstream::start(|_| completed("from the backup"));
     let config = signed_table(
         pipeline,
         "operations-traces",
@@ -869,13 +850,7 @@ fn each_failure_is_logged_with_what_became_of_its_request() {
     let primary = ScriptedUpstream::start(|received| {
         let body = String::from_utf8_lossy(&received.body).into_owned();
         if body.contains("answer with an error") {
-            let error = br#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
-            vec![Step::Send(response(
-                "500 Internal Server Error",
-                &[],
-                "application/json",
-                error,
-            ))]
+            overloaded()
         } else if body.contains("answer too late") {
             vec![
                 Step::Pause(Duration::from_millis(1500)),
@@ -893,14 +868,7 @@ fn each_failure_is_logged_with_what_became_of_its_request() {
             ]
         }
     });
-    let backup = ScriptedUpstream::start(|_| {
-        vec![Step::Send(response(
-            "200 OK",
-            &[],
-            "application/json",
-            &completion("from the backup"),
-        ))]
-    });
+    let backup = ScriptedUpstream::start(|_| completed("from the backup"));
     let config = signed_table(
         Pipeline::shared(),
         "operations-failures",

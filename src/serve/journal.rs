@@ -70,6 +70,41 @@ pub struct ServedRecord {
     pub trace: super::trace::RequestTrace,
 }
 
+#[cfg(test)]
+impl ServedRecord {
+    /// An answered request's record, `id` of `slice`, for unit tests.
+    pub(super) fn for_test(id: &str, slice: &str) -> ServedRecord {
+        ServedRecord {
+            id: id.to_owned(),
+            timestamp: 1_764_000_000_000,
+            slice: slice.to_owned(),
+            logical_model: "m".to_owned(),
+            route: "a".to_owned(),
+            model: None,
+            reason: "routed-small".to_owned(),
+            score: None,
+            status: "ok",
+            input_tokens: Some(3),
+            cached_input_tokens: Some(0),
+            output_tokens: Some(2),
+            ttft_ms: Some(10.0),
+            total_ms: Some(20.0),
+            finish_reason: None,
+            cost_usd: Some(0.5),
+            prompt: None,
+            messages: None,
+            config_version: 1,
+            config_sha256: "0".repeat(64),
+            shadow_route: None,
+            shadow_reason: None,
+            shadow_score: None,
+            shadow_config_version: None,
+            tenant: None,
+            trace: super::trace::RequestTrace::default(),
+        }
+    }
+}
+
 /// How long the writer gathers records into one commit after the first.
 pub const COMMIT_WINDOW: Duration = Duration::from_millis(2);
 /// The most records one commit writes while the journal is healthy.
@@ -570,41 +605,10 @@ impl Writer {
 mod tests {
     use super::*;
 
-    fn record(id: &str) -> ServedRecord {
-        ServedRecord {
-            id: id.to_owned(),
-            timestamp: 1_764_000_000_000,
-            slice: "s".to_owned(),
-            logical_model: "m".to_owned(),
-            route: "a".to_owned(),
-            model: None,
-            reason: "routed-small".to_owned(),
-            score: None,
-            status: "ok",
-            input_tokens: None,
-            cached_input_tokens: None,
-            output_tokens: None,
-            ttft_ms: None,
-            total_ms: None,
-            finish_reason: None,
-            cost_usd: None,
-            prompt: None,
-            messages: None,
-            config_version: 1,
-            config_sha256: "0".repeat(64),
-            shadow_route: None,
-            shadow_reason: None,
-            shadow_score: None,
-            shadow_config_version: None,
-            tenant: None,
-            trace: super::super::trace::RequestTrace::default(),
-        }
-    }
-
     fn journal_of(directory: &Path, ids: &[&str]) {
         let mut lines = Vec::new();
         for id in ids {
-            serde_json::to_writer(&mut lines, &record(id)).unwrap();
+            serde_json::to_writer(&mut lines, &ServedRecord::for_test(id, "s")).unwrap();
             lines.push(b'\n');
         }
         std::fs::write(journal_path(directory, 1), lines).unwrap();

@@ -257,276 +257,294 @@ impl Metrics {
     pub fn render(&self, gauges: &Gauges<'_>) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
         let mut text = String::new();
-        let out = &mut text;
-        family(
-            out,
-            "routeval_requests_total",
-            "counter",
-            "Requests served, by route, reason and status (and attempts beside them: abandoned routes, cancelled hedges).",
-        );
-        for ((route, reason, status), value) in &counters.requests {
-            sample(
-                out,
-                "routeval_requests_total",
-                &[("route", route), ("reason", reason), ("status", status)],
-                *value,
-            );
-        }
-        family(
-            out,
-            "routeval_slice_requests_total",
-            "counter",
-            &format!(
-                "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
-            ),
-        );
-        for (slice, tenants) in &counters.slices {
-            for (tenant, counts) in tenants {
-                for (status, value) in &counts.statuses {
-                    sample(
-                        out,
-                        "routeval_slice_requests_total",
-                        &[("slice", slice), ("tenant", tenant), ("status", status)],
-                        *value,
-                    );
-                }
-            }
-        }
-        family(
-            out,
-            "routeval_slice_cost_usd_total",
-            "counter",
-            "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
-        );
-        for (slice, tenants) in &counters.slices {
-            for (tenant, counts) in tenants {
-                sample(
-                    out,
-                    "routeval_slice_cost_usd_total",
-                    &[("slice", slice), ("tenant", tenant)],
-                    counts.cost_usd,
-                );
-            }
-        }
-        histograms(
-            out,
-            "routeval_first_token_seconds",
-            "Time from a request's arrival to the first byte of its answer, by the route that answered.",
-            FIRST_TOKEN_BUCKETS,
-            &counters.first_token,
-        );
-        histograms(
-            out,
-            "routeval_request_duration_seconds",
-            "Time from a request's arrival to the last byte of its answer, by route.",
-            DURATION_BUCKETS,
-            &counters.duration,
-        );
-        let usage_families: [UsageFamily; 4] = [
-            (
-                "routeval_input_tokens_total",
-                "Prompt tokens of the requests a route answered.",
-                |usage| usage.input as f64,
-            ),
-            (
-                "routeval_cached_input_tokens_total",
-                "Prompt tokens the route's upstream served from its cache.",
-                |usage| usage.cached_input as f64,
-            ),
-            (
-                "routeval_output_tokens_total",
-                "Generated tokens of the requests a route answered.",
-                |usage| usage.output as f64,
-            ),
-            (
-                "routeval_cost_usd_total",
-                "What the requests a route answered cost, in dollars at the routes' prices (a cascade's earlier stages and verifier included).",
-                |usage| usage.cost_usd,
-            ),
-        ];
-        for (name, help, value) in usage_families {
-            family(out, name, "counter", help);
-            for (route, usage) in &counters.usage {
-                sample(out, name, &[("route", route)], value(usage));
-            }
-        }
-        family(
-            out,
-            "routeval_upstream_responses_total",
-            "counter",
-            "Calls to a route by how they answered up to their first byte: 2xx, 4xx, 429, 5xx, timeout, unreachable.",
-        );
-        for ((route, class), value) in &counters.upstream {
-            sample(
-                out,
-                "routeval_upstream_responses_total",
-                &[("route", route), ("class", class)],
-                *value,
-            );
-        }
-        family(
-            out,
-            "routeval_upstream_streams_broken_total",
-            "counter",
-            "Answers that broke after their first byte, by route and how: cut, malformed, stall, total_deadline.",
-        );
-        for ((route, ending), value) in &counters.broken {
-            sample(
-                out,
-                "routeval_upstream_streams_broken_total",
-                &[("route", route), ("ending", ending)],
-                *value,
-            );
-        }
-        let budget = &gauges.budget;
-        family(
-            out,
-            "routeval_retry_budget_calls_total",
-            "counter",
-            "Extra calls (a fallback after a failed attempt, a hedge's copy) the retry budget allowed or refused.",
-        );
-        for (index, kind) in ["fallback", "hedge"].into_iter().enumerate() {
-            for (outcome, values) in [("taken", &budget.taken), ("refused", &budget.refused)] {
-                sample(
-                    out,
-                    "routeval_retry_budget_calls_total",
-                    &[("kind", kind), ("outcome", outcome)],
-                    values[index],
-                );
-            }
-        }
-        gauge(
-            out,
-            "routeval_retry_budget_allowed",
-            "Extra calls the retry budget allows in its window now.",
-            budget.allowed,
-        );
-        gauge(
-            out,
-            "routeval_retry_budget_used",
-            "Extra calls made in the retry budget's window now.",
-            budget.used,
-        );
-        family(
-            out,
-            "routeval_config_version",
-            "gauge",
-            "The version of the signed route config being served.",
-        );
+        requests(&mut text, &counters);
+        upstreams(&mut text, &counters, &gauges.budget);
+        served(&mut text, gauges);
+        reloads(&mut text, &counters);
+        text
+    }
+}
+
+/// Requests by route and by slice, their latency, tokens and cost.
+fn requests(out: &mut String, counters: &Counters) {
+    family(
+        out,
+        "routeval_requests_total",
+        "counter",
+        "Requests served, by route, reason and status (and attempts beside them: abandoned routes, cancelled hedges).",
+    );
+    for ((route, reason, status), value) in &counters.requests {
         sample(
             out,
-            "routeval_config_version",
-            &[("config_id", gauges.config_id)],
-            gauges.config_version,
+            "routeval_requests_total",
+            &[("route", route), ("reason", reason), ("status", status)],
+            *value,
         );
-        gauge(
-            out,
-            "routeval_config_expired",
-            "Whether the served config has expired.",
-            u8::from(gauges.expired),
-        );
-        if let Some(expires_at_s) = gauges.expires_at_s {
-            gauge(
-                out,
-                "routeval_config_expiry_timestamp_seconds",
-                "When the served config expires, in seconds since 1970.",
-                expires_at_s,
-            );
-        }
-        gauge(
-            out,
-            "routeval_requests_in_flight",
-            "Requests being answered now.",
-            gauges.in_flight,
-        );
-        family(
-            out,
-            "routeval_breaker_state",
-            "gauge",
-            "A route's breaker: 0 closed, 1 open, 2 half-open (this replica's).",
-        );
-        for breaker in gauges.breakers {
-            sample(
-                out,
-                "routeval_breaker_state",
-                &[("route", &breaker.route)],
-                breaker.state,
-            );
-        }
-        family(
-            out,
-            "routeval_breaker_opens_total",
-            "counter",
-            "Times a route's breaker opened.",
-        );
-        for breaker in gauges.breakers {
-            sample(
-                out,
-                "routeval_breaker_opens_total",
-                &[("route", &breaker.route)],
-                breaker.opens,
-            );
-        }
-        let records = &gauges.records;
-        for (name, kind, help, value) in [
-            (
-                "routeval_unrecorded_refusals_total",
-                "counter",
-                "Refusals for want of a valid key past the rate that is journaled, counted here only.",
-                records.unrecorded_refusals,
-            ),
-            (
-                "routeval_records_writable",
-                "gauge",
-                "Whether the last write of the records succeeded.",
-                u64::from(records.writable),
-            ),
-            (
-                "routeval_records_pending",
-                "gauge",
-                "Records not yet written and synced.",
-                records.pending,
-            ),
-            (
-                "routeval_records_write_errors_total",
-                "counter",
-                "Writes of the records that failed.",
-                records.write_errors,
-            ),
-            (
-                "routeval_records_dropped_total",
-                "counter",
-                "Records dropped: past the queue, or past what is kept while the records cannot be written.",
-                records.dropped,
-            ),
-            (
-                "routeval_log_lines_dropped_total",
-                "counter",
-                "Log lines dropped because stderr was not read fast enough.",
-                gauges.log_lines_dropped,
-            ),
-        ] {
-            family(out, name, kind, help);
-            sample(out, name, &[], value);
-        }
-        for (name, help, values) in [
-            (
-                "routeval_keys_reloads_total",
-                "Reloads of the keys file, by outcome.",
-                &counters.keys_reloads,
-            ),
-            (
-                "routeval_config_reloads_total",
-                "Reloads of the config, by outcome.",
-                &counters.reloads,
-            ),
-        ] {
-            family(out, name, "counter", help);
-            for (outcome, value) in values {
-                sample(out, name, &[("outcome", outcome)], *value);
+    }
+    family(
+        out,
+        "routeval_slice_requests_total",
+        "counter",
+        &format!(
+            "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
+        ),
+    );
+    for (slice, tenants) in &counters.slices {
+        for (tenant, counts) in tenants {
+            for (status, value) in &counts.statuses {
+                sample(
+                    out,
+                    "routeval_slice_requests_total",
+                    &[("slice", slice), ("tenant", tenant), ("status", status)],
+                    *value,
+                );
             }
         }
-        text
+    }
+    family(
+        out,
+        "routeval_slice_cost_usd_total",
+        "counter",
+        "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
+    );
+    for (slice, tenants) in &counters.slices {
+        for (tenant, counts) in tenants {
+            sample(
+                out,
+                "routeval_slice_cost_usd_total",
+                &[("slice", slice), ("tenant", tenant)],
+                counts.cost_usd,
+            );
+        }
+    }
+    histograms(
+        out,
+        "routeval_first_token_seconds",
+        "Time from a request's arrival to the first byte of its answer, by the route that answered.",
+        FIRST_TOKEN_BUCKETS,
+        &counters.first_token,
+    );
+    histograms(
+        out,
+        "routeval_request_duration_seconds",
+        "Time from a request's arrival to the last byte of its answer, by route.",
+        DURATION_BUCKETS,
+        &counters.duration,
+    );
+    let usage_families: [UsageFamily; 4] = [
+        (
+            "routeval_input_tokens_total",
+            "Prompt tokens of the requests a route answered.",
+            |usage| usage.input as f64,
+        ),
+        (
+            "routeval_cached_input_tokens_total",
+            "Prompt tokens the route's upstream served from its cache.",
+            |usage| usage.cached_input as f64,
+        ),
+        (
+            "routeval_output_tokens_total",
+            "Generated tokens of the requests a route answered.",
+            |usage| usage.output as f64,
+        ),
+        (
+            "routeval_cost_usd_total",
+            "What the requests a route answered cost, in dollars at the routes' prices (a cascade's earlier stages and verifier included).",
+            |usage| usage.cost_usd,
+        ),
+    ];
+    for (name, help, value) in usage_families {
+        family(out, name, "counter", help);
+        for (route, usage) in &counters.usage {
+            sample(out, name, &[("route", route)], value(usage));
+        }
+    }
+}
+
+/// How each route's calls answered, broken streams, and the retry budget.
+fn upstreams(out: &mut String, counters: &Counters, budget: &BudgetGauges) {
+    family(
+        out,
+        "routeval_upstream_responses_total",
+        "counter",
+        "Calls to a route by how they answered up to their first byte: 2xx, 4xx, 429, 5xx, timeout, unreachable.",
+    );
+    for ((route, class), value) in &counters.upstream {
+        sample(
+            out,
+            "routeval_upstream_responses_total",
+            &[("route", route), ("class", class)],
+            *value,
+        );
+    }
+    family(
+        out,
+        "routeval_upstream_streams_broken_total",
+        "counter",
+        "Answers that broke after their first byte, by route and how: cut, malformed, stall, total_deadline.",
+    );
+    for ((route, ending), value) in &counters.broken {
+        sample(
+            out,
+            "routeval_upstream_streams_broken_total",
+            &[("route", route), ("ending", ending)],
+            *value,
+        );
+    }
+    family(
+        out,
+        "routeval_retry_budget_calls_total",
+        "counter",
+        "Extra calls (a fallback after a failed attempt, a hedge's copy) the retry budget allowed or refused.",
+    );
+    for (index, kind) in ["fallback", "hedge"].into_iter().enumerate() {
+        for (outcome, values) in [("taken", &budget.taken), ("refused", &budget.refused)] {
+            sample(
+                out,
+                "routeval_retry_budget_calls_total",
+                &[("kind", kind), ("outcome", outcome)],
+                values[index],
+            );
+        }
+    }
+    gauge(
+        out,
+        "routeval_retry_budget_allowed",
+        "Extra calls the retry budget allows in its window now.",
+        budget.allowed,
+    );
+    gauge(
+        out,
+        "routeval_retry_budget_used",
+        "Extra calls made in the retry budget's window now.",
+        budget.used,
+    );
+}
+
+/// The served config, requests in flight, breakers, the records writer and the log.
+fn served(out: &mut String, gauges: &Gauges<'_>) {
+    family(
+        out,
+        "routeval_config_version",
+        "gauge",
+        "The version of the signed route config being served.",
+    );
+    sample(
+        out,
+        "routeval_config_version",
+        &[("config_id", gauges.config_id)],
+        gauges.config_version,
+    );
+    gauge(
+        out,
+        "routeval_config_expired",
+        "Whether the served config has expired.",
+        u8::from(gauges.expired),
+    );
+    if let Some(expires_at_s) = gauges.expires_at_s {
+        gauge(
+            out,
+            "routeval_config_expiry_timestamp_seconds",
+            "When the served config expires, in seconds since 1970.",
+            expires_at_s,
+        );
+    }
+    gauge(
+        out,
+        "routeval_requests_in_flight",
+        "Requests being answered now.",
+        gauges.in_flight,
+    );
+    family(
+        out,
+        "routeval_breaker_state",
+        "gauge",
+        "A route's breaker: 0 closed, 1 open, 2 half-open (this replica's).",
+    );
+    for breaker in gauges.breakers {
+        sample(
+            out,
+            "routeval_breaker_state",
+            &[("route", &breaker.route)],
+            breaker.state,
+        );
+    }
+    family(
+        out,
+        "routeval_breaker_opens_total",
+        "counter",
+        "Times a route's breaker opened.",
+    );
+    for breaker in gauges.breakers {
+        sample(
+            out,
+            "routeval_breaker_opens_total",
+            &[("route", &breaker.route)],
+            breaker.opens,
+        );
+    }
+    let records = &gauges.records;
+    for (name, kind, help, value) in [
+        (
+            "routeval_unrecorded_refusals_total",
+            "counter",
+            "Refusals for want of a valid key past the rate that is journaled, counted here only.",
+            records.unrecorded_refusals,
+        ),
+        (
+            "routeval_records_writable",
+            "gauge",
+            "Whether the last write of the records succeeded.",
+            u64::from(records.writable),
+        ),
+        (
+            "routeval_records_pending",
+            "gauge",
+            "Records not yet written and synced.",
+            records.pending,
+        ),
+        (
+            "routeval_records_write_errors_total",
+            "counter",
+            "Writes of the records that failed.",
+            records.write_errors,
+        ),
+        (
+            "routeval_records_dropped_total",
+            "counter",
+            "Records dropped: past the queue, or past what is kept while the records cannot be written.",
+            records.dropped,
+        ),
+        (
+            "routeval_log_lines_dropped_total",
+            "counter",
+            "Log lines dropped because stderr was not read fast enough.",
+            gauges.log_lines_dropped,
+        ),
+    ] {
+        family(out, name, kind, help);
+        sample(out, name, &[], value);
+    }
+}
+
+/// Reloads of the keys file and of the config, by outcome.
+fn reloads(out: &mut String, counters: &Counters) {
+    for (name, help, values) in [
+        (
+            "routeval_keys_reloads_total",
+            "Reloads of the keys file, by outcome.",
+            &counters.keys_reloads,
+        ),
+        (
+            "routeval_config_reloads_total",
+            "Reloads of the config, by outcome.",
+            &counters.reloads,
+        ),
+    ] {
+        family(out, name, "counter", help);
+        for (outcome, value) in values {
+            sample(out, name, &[("outcome", outcome)], *value);
+        }
     }
 }
 
@@ -613,34 +631,7 @@ mod tests {
     use super::*;
 
     fn record(slice: &str) -> ServedRecord {
-        ServedRecord {
-            id: "r".to_owned(),
-            timestamp: 0,
-            slice: slice.to_owned(),
-            logical_model: "m".to_owned(),
-            route: "a".to_owned(),
-            model: None,
-            reason: "routed-small".to_owned(),
-            score: None,
-            status: "ok",
-            input_tokens: Some(3),
-            cached_input_tokens: Some(0),
-            output_tokens: Some(2),
-            ttft_ms: Some(10.0),
-            total_ms: Some(20.0),
-            finish_reason: None,
-            cost_usd: Some(0.5),
-            prompt: None,
-            messages: None,
-            config_version: 1,
-            config_sha256: String::new(),
-            shadow_route: None,
-            shadow_reason: None,
-            shadow_score: None,
-            shadow_config_version: None,
-            tenant: None,
-            trace: super::super::trace::RequestTrace::default(),
-        }
+        ServedRecord::for_test("r", slice)
     }
 
     #[test]
