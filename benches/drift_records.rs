@@ -244,11 +244,7 @@ fn write_records(path: &Path, rows: usize) {
         let ttft = 200.0 + random.unit() * if large { 900.0 } else { 300.0 };
         writer
             .push(Record {
-                id: format!("req-{row:010}").into(),
-                timestamp_ms: 1_764_460_800_000 + (row as f64 / rows as f64 * day_ms) as i64,
-                slice: slice.into(),
                 logical_model: Some("support-fast".into()),
-                route: route.into(),
                 model: Some(model.into()),
                 reason: Some(
                     if fallback {
@@ -261,7 +257,6 @@ fn write_records(path: &Path, rows: usize) {
                     .into(),
                 ),
                 score: Some(score),
-                status: Status::Ok,
                 input_tokens: Some(1500),
                 cached_input_tokens: Some(0),
                 output_tokens: Some(300),
@@ -269,14 +264,13 @@ fn write_records(path: &Path, rows: usize) {
                 total_ms: Some(ttft + 2000.0),
                 finish_reason: Some("stop".into()),
                 cost_usd: Some(if large { 0.009 } else { 0.0004 }),
-                prompt: None,
-                messages: None,
-                config_version: None,
-                config_sha256: None,
-                shadow_route: None,
-                shadow_reason: None,
-                shadow_score: None,
-                shadow_config_version: None,
+                ..Record::new(
+                    format!("req-{row:010}"),
+                    1_764_460_800_000 + (row as f64 / rows as f64 * day_ms) as i64,
+                    slice.to_owned(),
+                    route.to_owned(),
+                    Status::Ok,
+                )
             })
             .unwrap();
     }

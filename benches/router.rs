@@ -13,7 +13,7 @@ use std::time::Instant;
 use routeval::import::{ImportedRow, Prices, mt_bench, routellm_gsm8k, routellm_mmlu};
 use routeval::policy::{ScoredOutcome, routing_quality};
 use routeval::router_model::{
-    LabelledPrompt, Router, Training, cross_fit, featurise, small_failure_only,
+    LabelledPrompt, Router, Training, cross_fit, featurise, small_failure_only, split_fit,
 };
 
 const SMALL: &str = "mistralai/Mixtral-8x7B-Instruct-v0.1";
@@ -84,8 +84,11 @@ fn training_time(rows: &[ImportedRow]) {
     let start = Instant::now();
     let _ = cross_fit(&prompts, 5, &Training::default());
     let cross_fitted = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let _ = split_fit(&prompts, 0.5, 5, &Training::default());
+    let split = start.elapsed().as_secs_f64();
     println!(
-        "{} MMLU prompts: featurising {featurised:.2} s, one fit {one_fit:.2} s, five-fold cross-fit plus the full fit {cross_fitted:.2} s",
+        "{} MMLU prompts: featurising {featurised:.2} s, one fit {one_fit:.2} s, five-fold cross-fit plus the full fit {cross_fitted:.2} s, `router train` (fit on half, score the other half, cross-fit the half) {split:.2} s",
         prompts.len()
     );
 }

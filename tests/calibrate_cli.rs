@@ -353,7 +353,10 @@ fn holdout_quality_comes_with_its_interval_and_noise_is_not_a_miss() {
     }
     assert!(within_noise > 0, "no held-out half fell below by noise");
     let terminal = String::from_utf8(calibrate(false).stdout).unwrap();
-    assert!(terminal.contains("below, within noise"), "{terminal}");
+    assert!(
+        terminal.contains("below target, by no more than noise explains"),
+        "{terminal}"
+    );
     // The interval is SciPy's exact (Clopper–Pearson) one.
     let Some(python) = crate::common::test_python("checking intervals against SciPy") else {
         return;

@@ -22,8 +22,8 @@ fn calibration_json(extra: &[&str]) -> Value {
 #[test]
 fn document_keys_are_pinned() {
     let json = calibration_json(&["--confidence", "0.95", "--holdout", "0.2", "--seed", "3"]);
-    assert_eq!(json["schema_version"], 6);
-    assert_eq!(CALIBRATION_SCHEMA_VERSION, 6);
+    assert_eq!(json["schema_version"], 7);
+    assert_eq!(CALIBRATION_SCHEMA_VERSION, 7);
     assert_eq!(
         keys(&json),
         BTreeSet::from([

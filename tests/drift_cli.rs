@@ -156,7 +156,7 @@ fn document_keys_are_pinned_and_markdown_summarises() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["schema_version"], 4);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -301,6 +301,87 @@ fn unchanged_traffic_rarely_raises_an_alarm_and_a_modest_shift_nearly_always_doe
     assert!(flagged >= 19, "{flagged} of {shifted} shifted runs flagged");
 }
 
+/// `drift --state` over a rolling window or a growing file: each row is
+/// counted once, so the monitor ends where it ends on the same rows given
+/// once each, day by day.
+#[test]
+fn overlapping_inputs_count_each_row_once() {
+    use crate::common::{synthetic_rows, write_csv};
+    let workspace = Workspace::new();
+    let names = slice_names(3);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_, config) = certified_synthetic(&workspace, &names);
+    let days: Vec<Vec<crate::common::Row>> = (0..4u64)
+        .map(|day| {
+            synthetic_rows(&names, 300, 700 + day)
+                .into_iter()
+                .map(|row| crate::common::Row {
+                    id: format!("day{day}-{}", row.id),
+                    ..row
+                })
+                .collect()
+        })
+        .collect();
+    // Each run's input: the days it holds.
+    let schedules: [(&str, Vec<Vec<usize>>); 3] = [
+        ("daily", vec![vec![0], vec![1], vec![2], vec![3]]),
+        ("rolling", vec![vec![0], vec![0, 1], vec![1, 2], vec![2, 3]]),
+        (
+            "growing",
+            vec![vec![0], vec![0, 1], vec![0, 1, 2], vec![0, 1, 2, 3]],
+        ),
+    ];
+    let mut finals = Vec::new();
+    for (name, runs) in &schedules {
+        let state = workspace.path(&format!("{name}.state.json"));
+        let mut repeated = Vec::new();
+        let mut last = None;
+        for (run, held) in runs.iter().enumerate() {
+            let input = workspace.path(&format!("{name}-{run}.csv"));
+            let rows: Vec<_> = held.iter().flat_map(|&day| days[day].clone()).collect();
+            write_csv(&input, &rows);
+            let output = routeval()
+                .args(["drift", "--json", "--config", &config, "--state"])
+                .arg(&state)
+                .arg("--results")
+                .arg(&input)
+                .output()
+                .unwrap();
+            let document: DriftDocument =
+                serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+                    panic!("{error}: {}", String::from_utf8_lossy(&output.stderr))
+                });
+            let sequential = document.sequential.unwrap();
+            assert_eq!(
+                sequential.rows_counted, 900,
+                "{name} run {run}: one new day"
+            );
+            repeated.push(sequential.rows_repeated);
+            last = Some(sequential);
+        }
+        eprintln!("{name}: rows repeated per run {repeated:?}");
+        let expected: Vec<u64> = runs
+            .iter()
+            .map(|held| 900 * (held.len() as u64 - 1))
+            .collect();
+        assert_eq!(repeated, expected, "{name}");
+        finals.push(last.unwrap());
+    }
+    let daily = &finals[0];
+    for other in &finals[1..] {
+        for (a, b) in daily.slices.iter().zip(&other.slices) {
+            assert_eq!((a.rows, a.runs), (b.rows, b.runs));
+            assert_eq!(a.rows, 1200);
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+            assert!(close(a.quality_e_value, b.quality_e_value), "{a:?} {b:?}");
+            assert!(
+                close(a.escalation_e_value.unwrap(), b.escalation_e_value.unwrap()),
+                "{a:?} {b:?}"
+            );
+        }
+    }
+}
+
 /// `drift --state`: the anytime-valid monitor carried between scheduled
 /// runs. Unchanged traffic run after run raises no alarm; the same results
 /// are not counted twice, another config's state and a file that is not a
@@ -321,6 +402,8 @@ fn the_monitor_carries_its_evidence_between_runs() {
             .map(|row| {
                 let spoiled = random.unit() < worse;
                 crate::common::Row {
+                    // Each run's requests are new ones.
+                    id: format!("{name}-{seed}-{}", row.id),
                     small_ok: row.small_ok && !spoiled,
                     large_ok: row.large_ok && !spoiled,
                     ..row
@@ -451,4 +534,31 @@ fn the_monitor_carries_its_evidence_between_runs() {
         found.is_some(),
         "a fifth of the answers spoiled was not found"
     );
+    // The change detector saw it too: quality fell below what calibration
+    // measured, at the state's average run length.
+    let state: routeval::drift::DriftState =
+        serde_json::from_str(&std::fs::read_to_string(&worse).unwrap()).unwrap();
+    assert_eq!(state.arl, routeval::drift::DEFAULT_ARL);
+    assert!(
+        state
+            .slices
+            .iter()
+            .all(|slice| slice.quality_floor.is_some() && slice.quality_change_run.is_some()),
+        "{:?}",
+        state.slices
+    );
+    // An average run length below one run is refused before anything runs.
+    let refused = routeval()
+        .args(["drift", "--config", &config, "--arl", "0.5", "--state"])
+        .arg(workspace.path("never.json"))
+        .arg("--results")
+        .arg(fresh("never", 1, 0.0))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        "error: --arl must be a number of runs of at least 1, got 0.5"
+    );
+    assert!(!workspace.path("never.json").exists());
 }

@@ -376,7 +376,7 @@ fn report_keys_are_pinned() {
         &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(json["schema_version"], 4);
+    assert_eq!(json["schema_version"], 5);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -405,8 +405,14 @@ fn report_keys_are_pinned() {
             "failures",
             "warnings",
             "overall",
-            "slices"
+            "slices",
+            "scores"
         ])
+    );
+    // The example table names an external scorer: taken as given.
+    assert_eq!(
+        candidate["scores"],
+        serde_json::json!({"column": "score", "scorer": "external"})
     );
     assert_eq!(
         keys(&candidate["overall"]),

@@ -127,6 +127,56 @@ fn imported(
     records
 }
 
+/// The requests of the failing phase (the primary past its deadline, the
+/// backup gone): LiteLLM wrote the attempts it billed under rows of their
+/// own (`ID-attempt-0`) beside the request's. Each failed request is one
+/// record with its attempts folded in, and still one when its own row is
+/// missing (a proxy whose database took the attempts' rows only).
+fn failed_requests(directory: &Path, config: &Path, client: &[Value], rows: &[String]) {
+    let request_of = |row: &String| -> String {
+        let row: Value = serde_json::from_str(row).unwrap();
+        row["request_id"].as_str().unwrap().to_owned()
+    };
+    let billed: BTreeMap<String, usize> =
+        rows.iter()
+            .map(request_of)
+            .fold(BTreeMap::new(), |mut billed, id| {
+                if let Some((request, _)) = id.rsplit_once("-attempt-") {
+                    *billed.entry(request.to_owned()).or_default() += 1;
+                }
+                billed
+            });
+    assert!(billed.len() >= 3, "too few billed attempts: {billed:?}");
+    let failed: BTreeMap<&str, &Value> = client
+        .iter()
+        .filter(|request| request["phase"] == "failing" && request["status"] != 200)
+        .map(|request| (request["call_id"].as_str().unwrap(), request))
+        .collect();
+    let attempts_only: Vec<String> = rows
+        .iter()
+        .filter(|row| !billed.contains_key(&request_of(row)))
+        .cloned()
+        .collect();
+    for (name, rows) in [("failing", rows.to_vec()), ("attempts-only", attempts_only)] {
+        let records = imported(directory, "litellm", name, &rows, config);
+        for request in billed.keys() {
+            let context = format!("{name}: {request} in {records:?}");
+            assert!(failed.contains_key(request.as_str()), "{context}");
+            let record = &records[request];
+            assert_ne!(record["status"], "ok", "{context}");
+            assert_eq!(record["route"], "large", "{context}");
+            assert_eq!(record["config_version"], 1.0, "{context}");
+            assert!(
+                records
+                    .keys()
+                    .all(|id| !id.starts_with(&format!("{request}-attempt-"))
+                        || id == &format!("{request}-attempt-1")),
+                "{context}"
+            );
+        }
+    }
+}
+
 fn route_of_deployment(deployment: &str) -> &str {
     deployment.rsplit(['/', '#']).next().unwrap_or(deployment)
 }
@@ -159,8 +209,19 @@ fn check_against_client(from: &str, client: &[Value], records: &BTreeMap<String,
         assert_eq!(record["logical_model"], "support-assistant", "{context}");
         assert_eq!(record["slice"], request["slice"], "{context}");
         assert_eq!(record["config_version"], 1.0, "{context}");
+        // A failed request is on a route of the table (where no deployment
+        // was tried, the one it would have gone to first), and names no
+        // model but one that was called: never one of the proxy's names.
+        assert!(
+            ["large", "backup"].contains(&record["route"].as_str().unwrap()),
+            "{context}"
+        );
         if !ok {
             assert_ne!(record["status"], "ok", "{context}");
+            assert!(
+                record["model"].is_null() || record["model"].as_str().unwrap().starts_with("sim-"),
+                "{context}"
+            );
             continue;
         }
         assert_eq!(record["status"], "ok", "{context}");
@@ -231,7 +292,7 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     };
     let (primary_address, backup_address) = (free(), free());
     let mut primary = Some(sim(primary_address, FaultProfile::default(), 20));
-    let _backup = sim(backup_address, FaultProfile::default(), 30);
+    let mut backup = Some(sim(backup_address, FaultProfile::default(), 30));
     let table_path = pipeline.path("falling-back.toml");
     std::fs::write(
         &table_path,
@@ -276,21 +337,36 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     // A proxy's first requests wait on its own warm-up (imports, client
     // pools), seconds on a loaded machine: a warm-up phase takes them, as a
     // deployed proxy has long since, so that the clean phase is clean.
-    let phases: [(&str, Option<FaultProfile>, usize); 5] = [
+    // Then requests fail: the primary slow past its deadline with the
+    // backup gone (LiteLLM bills the abandoned attempts), and both gone
+    // (once the primary cools down, the router refuses without a try).
+    let slow = FaultProfile {
+        slow_first_token: 1.0,
+        slow_first_token_ms: 4_000,
+        ..FaultProfile::default()
+    };
+    let phases: [(&str, Option<FaultProfile>, usize); 7] = [
         ("warm-up", None, 12),
         ("clean", None, 60),
         ("mixed", Some(mixed), 60),
         ("brown-out", Some(brown_out), 60),
         ("down", None, 40),
+        ("failing", Some(slow), 24),
+        ("all-down", None, 20),
     ];
     // Each phase's captures: its spend rows and its StandardLoggingPayloads.
     let mut captured: HashMap<&str, (Range<usize>, Range<usize>)> = HashMap::new();
     let mut ends = (0, 0);
     for (phase, faults, count) in &phases {
+        if *phase == "failing" {
+            drop(backup.take());
+            // The primary's cooldown from the phase before runs out.
+            std::thread::sleep(std::time::Duration::from_secs(6));
+        }
         if let Some(faults) = faults {
             drop(primary.take());
             primary = Some(sim(primary_address, faults.clone(), 20));
-        } else if *phase == "down" {
+        } else if *phase == "down" || *phase == "all-down" {
             drop(primary.take());
         }
         proxy.drive(
@@ -396,6 +472,31 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         "{tried_dead} of {} requests tried the dead primary",
         down.len()
     );
+
+    failed_requests(
+        &directory,
+        &config,
+        &client,
+        &spend[captured["failing"].0.clone()],
+    );
+    // Once every deployment cooled down, the router refused without a try,
+    // as an open breaker with no fallback does; the row names the logical
+    // model where a deployment would be.
+    for (from, records) in [
+        ("spend rows", &spend_records),
+        ("StandardLoggingPayload", &standard_records),
+    ] {
+        let refused: Vec<&Value> = records
+            .values()
+            .filter(|record| record["reason"] == "breaker-open")
+            .collect();
+        assert!(refused.len() >= 5, "{from}: {refused:?}");
+        for record in refused {
+            assert_eq!(record["route"], "large", "{from}: {record}");
+            assert_eq!(record["model"], Value::Null, "{from}: {record}");
+            assert_ne!(record["status"], "ok", "{from}: {record}");
+        }
+    }
 
     // drift on the clean phase's records raises nothing; on the brown-out's
     // it does.

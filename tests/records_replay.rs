@@ -1039,7 +1039,12 @@ fn litellm_deployments_attempts_and_fallbacks_read_back_through_the_config() {
             .all(|record| record.logical_model.as_deref() == Some("support-fast"))
     );
     assert_eq!(records[0].cost_usd, Some(0.002 + 0.001));
-    assert_eq!(records[1].reason.as_deref(), Some("fallback:error"));
+    assert_eq!(
+        records[1].reason,
+        Some(routeval::records::Reason::Fallback(
+            routeval::records::Move::Error
+        ))
+    );
     assert_eq!(records[2].reason, None);
     // The prompt a proxy kept under proxy_server_request.
     assert_eq!(records[2].prompt.as_deref(), Some("Where is my order?"));

@@ -144,6 +144,21 @@ fn the_worked_example_prefills_24_times_less_with_cache_aware_routing() {
     );
     assert_eq!(turn_five("sglang"), 150.0);
     assert!(turn_five("round-robin") / turn_five("sglang") > 22.0);
+    // Each replica's requests: round robin's in turn, and cache-aware's in
+    // pairs, each conversation's turn five where its turn four went.
+    let round_robin = policy(&both, "round-robin");
+    assert_eq!(round_robin.replica_requests, vec![200; 8]);
+    assert_eq!(round_robin.busiest_share, 0.125);
+    let sglang = policy(&both, "sglang");
+    assert_eq!(sglang.replica_requests.len(), 8);
+    assert_eq!(sglang.replica_requests.iter().sum::<u64>(), 1600);
+    assert!(
+        sglang.replica_requests.iter().all(|count| count % 2 == 0),
+        "{:?}",
+        sglang.replica_requests
+    );
+    let busiest = *sglang.replica_requests.iter().max().unwrap();
+    assert_eq!(sglang.busiest_share, busiest as f64 / 1600.0);
 }
 
 /// The Mooncake conversation trace's requests, for independent counts.

@@ -398,7 +398,10 @@ fn documents_of_unknown_schema_versions_are_refused() {
             "dist",
             &["--target", "0.9"],
         ),
-        "schema_version 99 is not one this routeval reads (1 to 6)",
+        &format!(
+            "schema_version 99 is not one this routeval reads (1 to {})",
+            routeval::schema::CALIBRATION_SCHEMA_VERSION
+        ),
     );
     refused(
         routeval()
@@ -438,12 +441,19 @@ fn documents_of_unknown_schema_versions_are_refused() {
     let report = std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap();
     let future_report = workspace.write(
         "future-report.json",
-        &report.replacen("\"schema_version\": 4", "\"schema_version\": 7", 1),
+        &report.replacen(
+            &format!(
+                "\"schema_version\": {}",
+                routeval::schema::GATE_REPORT_SCHEMA_VERSION
+            ),
+            "\"schema_version\": 99",
+            1,
+        ),
     );
     assert!(
         std::fs::read_to_string(&future_report)
             .unwrap()
-            .contains("\"schema_version\": 7")
+            .contains("\"schema_version\": 99")
     );
     refused(
         routeval()
@@ -455,7 +465,7 @@ fn documents_of_unknown_schema_versions_are_refused() {
             .arg("--out")
             .arg(workspace.path("report"))
             .assert(),
-        "schema_version 7 is not one this routeval reads",
+        "schema_version 99 is not one this routeval reads",
     );
 }
 

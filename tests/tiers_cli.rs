@@ -88,7 +88,7 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
                 policy,
             ],
         );
-        assert_eq!(document.schema_version, 6);
+        assert_eq!(document.schema_version, 7);
         assert_eq!(
             document.tiers.as_deref(),
             Some(&["small".to_owned(), "mid".to_owned(), "large".to_owned()][..])
@@ -266,6 +266,113 @@ fn certified_three_tier_thresholds_rarely_miss_on_fresh_traffic() {
         certified_rate <= 0.1,
         "held-out misses stay under δ: {certified_rate}"
     );
+}
+
+#[test]
+fn certified_three_tiers_record_how_they_were_tested() {
+    let directory = tempfile::tempdir().unwrap();
+    let results = simulated(directory.path(), 1_500, 4);
+    let calibrated = |extra: &[&str]| {
+        let common = [
+            "--target",
+            "0.9",
+            "--confidence",
+            "0.9",
+            "--tiers",
+            "small,mid,large",
+        ];
+        calibration_and_text(&results, &[&common[..], extra].concat()).0
+    };
+    let certified = |test: &str| {
+        let document = calibrated(&["--tier-test", test]);
+        assert_eq!(document.schema_version, 7);
+        let slice = document.slices[0].clone();
+        let tiered = slice.tiered.clone().unwrap();
+        (slice, tiered.certification.unwrap(), tiered.candidates)
+    };
+    let (slice, sequence, _) = certified("fixed-sequence");
+    assert_eq!(sequence.test, routeval::schema::TierTest::FixedSequence);
+    assert_eq!(sequence.order.as_deref(), Some("split"));
+    // Every third row orders, the other two test.
+    assert_eq!((sequence.order_rows, sequence.test_rows), (500, 1_000));
+    assert!((sequence.level - 0.1).abs() < 1e-12);
+    assert!(sequence.tested >= 1);
+    assert!(slice.feasible, "{slice:?}");
+    let lower = slice.quality_lower_bound.unwrap();
+    assert!(lower >= 0.9 && lower <= slice.quality.unwrap(), "{slice:?}");
+    let (bonferroni_slice, bonferroni, candidates) = certified("bonferroni");
+    assert_eq!(bonferroni.test, routeval::schema::TierTest::Bonferroni);
+    assert_eq!(bonferroni.order, None);
+    assert_eq!((bonferroni.order_rows, bonferroni.test_rows), (0, 1_500));
+    assert_eq!(bonferroni.tested, candidates);
+    assert!((bonferroni.level - 0.1 / candidates as f64).abs() < 1e-15);
+    // Paying for the whole family costs at least as much here.
+    assert!(
+        bonferroni_slice.mean_cost.unwrap_or(f64::INFINITY) >= slice.mean_cost.unwrap(),
+        "{bonferroni_slice:?} {slice:?}"
+    );
+
+    // An earlier calibration of other rows orders the candidates: every
+    // row tests them.
+    let earlier_results = simulated(directory.path(), 1_500, 5);
+    let earlier = directory.path().join("earlier.json");
+    routeval()
+        .args([
+            "calibrate",
+            "--target",
+            "0.9",
+            "--tiers",
+            "small,mid,large",
+            "--results",
+        ])
+        .arg(&earlier_results)
+        .arg("--out")
+        .arg(&earlier)
+        .assert()
+        .code(0);
+    let document = calibrated(&["--order-from", earlier.to_str().unwrap()]);
+    let ordered = document.slices[0]
+        .tiered
+        .clone()
+        .unwrap()
+        .certification
+        .unwrap();
+    let sha256 = routeval::digest::sha256_file(&earlier).unwrap();
+    assert_eq!(ordered.order, Some(format!("calibration:{sha256}")));
+    assert_eq!((ordered.order_rows, ordered.test_rows), (0, 1_500));
+    assert!(document.slices[0].feasible);
+    // An order from the very rows it would test is refused, and so is one
+    // for two tiers.
+    for (flags, expected) in [
+        (
+            vec!["--tiers", "small,mid,large"],
+            "calibrated on these very results; an order must be fixed before the rows that test it (--order-from)",
+        ),
+        (
+            vec!["--tiers", "small,large"],
+            "--order-from orders the candidates of more than two tiers",
+        ),
+    ] {
+        let output = routeval()
+            .args([
+                "calibrate",
+                "--target",
+                "0.9",
+                "--confidence",
+                "0.9",
+                "--results",
+            ])
+            .arg(&earlier_results)
+            .args(&flags)
+            .arg("--order-from")
+            .arg(&earlier)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
 }
 
 #[test]

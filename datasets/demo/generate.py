@@ -3,20 +3,31 @@ prompts in five slices, each with a reference answer, the rubric that grades
 it, and a difficulty in [0, 1] (how likely a model of a given skill answers
 it; the simulated endpoint uses it).
 
-Run `python3 datasets/demo/generate.py`; it is deterministic.
+Run `python3 datasets/demo/generate.py`; it is deterministic. With
+`--seed S --scale K --out FILE` it draws K times as many prompts of the same
+population from other seeds: new traffic for the same signed config (the
+tests serve such prompts).
 """
 
+import argparse
 import json
 import pathlib
 import random
 
-rng = random.Random(6)
+arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+arguments.add_argument("--seed", type=int, default=6)
+arguments.add_argument("--scale", type=int, default=1)
+arguments.add_argument("--out", type=pathlib.Path)
+options = arguments.parse_args()
+scale = options.scale
+
+rng = random.Random(options.seed)
 # Who wrote in, from a generator of its own so the draws above stay as they
 # were: every prompt is a distinct text, as real traffic is, even where two
 # customers ask the same question.
-senders = random.Random(7)
+senders = random.Random(options.seed + 1)
 names = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Goran", "Hana", "Ines", "Jon"]
-tickets = senders.sample(range(10000, 100000), 300)
+tickets = senders.sample(range(10000, 100000), 300 * scale)
 rows = []
 
 
@@ -35,7 +46,7 @@ def add(slice_name, index, prompt, reference, rubric, difficulty):
 # billing: refund and billing timelines, graded by the final number.
 plans = ["Starter", "Team", "Business", "Enterprise"]
 methods = {"card": 5, "bank transfer": 7, "PayPal": 3, "store credit": 1}
-for index in range(70):
+for index in range(70 * scale):
     method, days = rng.choice(list(methods.items()))
     plan = rng.choice(plans)
     extra = rng.random()
@@ -48,7 +59,7 @@ for index in range(70):
 
 # account: password and access help; the answer must point to a reset link.
 devices = ["phone", "laptop", "tablet", "work computer"]
-for index in range(60):
+for index in range(60 * scale):
     device = rng.choice(devices)
     locked = rng.random() < 0.5
     prompt = (
@@ -61,7 +72,7 @@ for index in range(60):
 
 # orders: extract the order as JSON.
 statuses = ["shipped", "processing", "delivered", "cancelled"]
-for index in range(60):
+for index in range(60 * scale):
     order_id = f"ORD-{rng.randint(10000, 99999)}"
     status = rng.choice(statuses)
     prompt = (
@@ -82,7 +93,7 @@ triage_tickets = [
     ("Please send me a copy of the data you hold on me.", "C"),
     ("Which plan includes single sign-on?", "D"),
 ]
-for index in range(60):
+for index in range(60 * scale):
     ticket, answer = rng.choice(triage_tickets)
     prompt = (
         f"Ticket: \"{ticket}\"\nWhich team should handle it?\n"
@@ -99,12 +110,12 @@ questions = [
     ("Can a Starter plan add single sign-on?", "no"),
     ("Is the uptime guarantee 99.9% for Business plans?", "yes"),
 ]
-for index in range(50):
+for index in range(50 * scale):
     question, answer = rng.choice(questions)
     prompt = f"Answer yes or no, one word, according to our terms of service: {question}"
     add("policy", index, prompt, answer, "exact", 0.45 + 0.5 * rng.random())
 
-out = pathlib.Path(__file__).with_name("prompts.jsonl")
+out = options.out or pathlib.Path(__file__).with_name("prompts.jsonl")
 with out.open("w") as file:
     for row in rows:
         file.write(json.dumps(row) + "\n")

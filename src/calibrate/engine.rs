@@ -49,6 +49,9 @@ pub enum CalibrateError {
         slice: String,
         fraction: f64,
     },
+
+    #[error("{}: {problem} (--order-from)", path.display())]
+    OrderFrom { path: PathBuf, problem: String },
 }
 
 /// Calibrates every slice of the graded results at `path`.

@@ -1,6 +1,6 @@
 //! What a calibration is asked to do.
 
-use crate::schema::calibration::{Holdout, Policy, Scope};
+use crate::schema::calibration::{Holdout, Policy, Scope, TierTest};
 
 /// A calibration request, already checked: `target` in (0, 1],
 /// `confidence` in (0, 1), the holdout fraction in (0, 1).
@@ -22,4 +22,11 @@ pub struct CalibrateOptions {
     /// An audit set drawn by `routeval sample --audit`, with its verdicts
     /// (`--audits`).
     pub audits: Option<std::path::PathBuf>,
+    /// With a confidence and more than two tiers: how the candidate
+    /// assignments are tested (`--tier-test`).
+    pub tier_test: TierTest,
+    /// With a confidence over more than two tiers: an earlier calibration
+    /// of the same tiers whose frontier orders each slice's candidates, so
+    /// every row tests them (`--order-from`).
+    pub order_from: Option<std::path::PathBuf>,
 }

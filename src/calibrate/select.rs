@@ -3,7 +3,7 @@
 
 use crate::stats::max_certifiable_failures;
 
-use crate::policy::{Candidate, Curve};
+use crate::policy::{Candidate, Curve, fixed_sequence};
 
 /// Which candidate a slice gets, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +28,8 @@ pub const MIN_AUDITED_ROWS: u64 = 30;
 /// escalate-all towards escalate-none with the exact binomial test of
 /// H0: failure rate ≥ 1 − target at level δ = 1 − confidence, and the eligible
 /// ones are those certified before the first that is not (fixed-sequence
-/// testing, which controls the error without splitting δ).
+/// testing, which controls the error without splitting δ: the kernel's
+/// [`fixed_sequence`], as k tiers use it along an order of their own).
 pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection {
     let rows = curve.rows;
     let cheapest = |eligible: &mut dyn Iterator<Item = (usize, &Candidate)>| {
@@ -49,7 +50,8 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
             let delta = 1.0 - confidence;
             let chosen = (curve.audited >= MIN_AUDITED_ROWS)
                 .then(|| {
-                    cheapest(&mut curve.candidates.iter().enumerate().take_while(
+                    cheapest(&mut fixed_sequence(
+                        curve.candidates.iter().enumerate(),
                         |(_, candidate)| curve.corrected(candidate).lower_bound(delta) >= target,
                     ))
                 })
@@ -74,13 +76,10 @@ pub fn select(curve: &Curve, target: f64, confidence: Option<f64>) -> Selection 
         Some(confidence) => {
             let limit = max_certifiable_failures(rows, 1.0 - target, 1.0 - confidence);
             let chosen = limit.and_then(|limit| {
-                cheapest(
-                    &mut curve
-                        .candidates
-                        .iter()
-                        .enumerate()
-                        .take_while(|(_, candidate)| candidate.failures(rows) <= limit),
-                )
+                cheapest(&mut fixed_sequence(
+                    curve.candidates.iter().enumerate(),
+                    |(_, candidate)| candidate.failures(rows) <= limit,
+                ))
             });
             Selection {
                 chosen,

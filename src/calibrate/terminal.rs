@@ -171,7 +171,9 @@ fn holdout_quality(result: &HoldoutResult) -> String {
         let _ = write!(text, " [{low:.4}, {high:.4}]");
     }
     match result.verdict {
-        Some(HoldoutVerdict::BelowWithinNoise) => text.push_str(" below, within noise"),
+        Some(HoldoutVerdict::BelowWithinNoise) => {
+            text.push_str(" below target, by no more than noise explains");
+        }
         Some(HoldoutVerdict::BelowTarget) => text.push_str(" below target"),
         _ => {}
     }

@@ -1,17 +1,19 @@
 //! Calibration over k tiers: per slice, the cheapest assignment of
 //! thresholds (k − 1 ordered ones on the router's score, or one per
 //! non-final cascade stage) whose quality meets the target, found by the
-//! policy kernel's search. With `--confidence` the search's candidates are
-//! one family, Bonferroni-corrected (Learn then Test): each is tested at
-//! δ / candidates, so the chance that any assignment whose true quality
-//! misses the target passes is at most δ, whichever passing one is chosen.
+//! policy kernel's search. With `--confidence` the choice is certified by
+//! fixed-sequence testing at the full δ along an order found on a third of
+//! the slice's rows ([`crate::policy::certify_fixed_sequence`]), or with
+//! `--tier-test bonferroni` the search's candidates are one family, each
+//! tested at δ / candidates (Learn then Test). Either way the chance that a
+//! certified assignment truly misses the target is at most δ.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::policy::{
-    Policy, TieredCandidate, TieredOutcomes, TieredSearch, TieredSlice, cascade_stage,
-    predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
+    Policy, SequenceCertificate, TieredCandidate, TieredSearch, TieredSlice,
+    certify_fixed_sequence, certify_in_order, search_tiers, to_picodollars, to_usd,
 };
 use crate::schema::{
     GradedBatch, ReadError, ReadOptions, Tiers, for_each_graded_batch_parallel, tiered_columns,
@@ -25,7 +27,7 @@ use crate::schema::GLOBAL_SLICE;
 use crate::schema::Scope;
 use crate::schema::{
     Baselines, CalibrationDocument, HoldoutResult, Point, SliceCalibration, Threshold,
-    TieredChoice, TieredPoint,
+    TierCertification, TierTest, TieredChoice, TieredPoint,
 };
 
 /// Default cut values per threshold: exact below this many distinct
@@ -215,8 +217,12 @@ pub fn calibrate_tiered(
         });
     }
     let slice_confidence = slice_confidence(options, merged.len());
+    let orders = earlier_orders(options, tiers, &sha256)?;
     let slices = in_parallel(merged, |rows| {
-        calibrate_slice(rows, policy, grid, slice_confidence, options)
+        let order = orders
+            .as_ref()
+            .map(|(source, orders)| (source.as_str(), orders.get(&rows.name)));
+        calibrate_slice(rows, policy, grid, slice_confidence, options, order)
     });
     let score_column = if cascade {
         tiers.stage_columns(0).0
@@ -249,33 +255,142 @@ pub fn acceptable(n: u64, target: f64, confidence: Option<f64>) -> impl Fn(u64, 
     }
 }
 
-/// Serves every row of `slice` at `thresholds`: successes, cost, rows per
-/// tier; for rows the search did not see, such as held-out ones.
-fn serve_all(slice: &TieredSlice, policy: Policy, thresholds: &[f64]) -> (u64, i128, Vec<u64>) {
-    let k = slice.tiers();
-    let (mut successes, mut cost) = (0u64, 0i128);
-    let mut served = vec![0u64; k];
-    for row in 0..slice.rows() {
-        let (scores, ok, costs, router, verifier) = slice.row(row);
-        let tier = match policy {
-            Policy::Predictive => predictive_tier(scores[0], thresholds),
-            Policy::Cascade => cascade_stage(scores, thresholds),
-        };
-        let outcome = serve_tier(
-            policy,
-            &TieredOutcomes {
-                ok,
-                cost: costs,
-                router,
-                verifier,
-            },
-            tier,
-        );
-        successes += u64::from(outcome.ok);
-        cost += i128::from(outcome.cost);
-        served[tier] += 1;
+/// Each slice's order from `--order-from`: the earlier calibration's
+/// frontier, best quality first, and the order's source as the document
+/// records it (`calibration:SHA256`).
+type EarlierOrders = (String, HashMap<String, Vec<Vec<f64>>>);
+
+fn earlier_orders(
+    options: &CalibrateOptions,
+    tiers: &Tiers,
+    results_sha256: &str,
+) -> Result<Option<EarlierOrders>, CalibrateError> {
+    let Some(path) = &options.order_from else {
+        return Ok(None);
+    };
+    let refuse = |problem: String| CalibrateError::OrderFrom {
+        path: path.clone(),
+        problem,
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|error| refuse(format!("cannot read: {error}")))?;
+    let earlier: CalibrationDocument = serde_json::from_str(&text)
+        .map_err(|error| refuse(format!("not a calibration document: {error}")))?;
+    if earlier.tiers.as_deref() != Some(tiers.names()) || earlier.policy != options.policy {
+        return Err(refuse(format!(
+            "calibrates {:?} over tiers {:?}, not {:?} over {:?}",
+            earlier.policy,
+            earlier.tiers.unwrap_or_default(),
+            options.policy,
+            tiers.names()
+        )));
     }
-    (successes, cost, served)
+    if earlier.results.sha256 == results_sha256 {
+        return Err(refuse(
+            "calibrated on these very results; an order must be fixed before the rows that test it"
+                .to_owned(),
+        ));
+    }
+    let orders = earlier
+        .slices
+        .iter()
+        .filter_map(|slice| {
+            let tiered = slice.tiered.as_ref()?;
+            let order: Vec<Vec<f64>> = tiered
+                .frontier
+                .iter()
+                .rev()
+                .map(|point| {
+                    point
+                        .thresholds
+                        .iter()
+                        .map(|threshold| threshold.0)
+                        .collect()
+                })
+                .collect();
+            (!order.is_empty()).then(|| (slice.slice.clone(), order))
+        })
+        .collect();
+    let sha256 = crate::digest::sha256_hex(text.as_bytes());
+    Ok(Some((format!("calibration:{sha256}"), orders)))
+}
+
+/// A slice's search, and with a confidence its certified choice and how it
+/// was certified.
+struct Choice {
+    search: TieredSearch,
+    /// Fixed sequence; `None` for a plain fit or Bonferroni, whose choice is
+    /// the search's.
+    sequence: Option<SequenceCertificate>,
+    certification: Option<TierCertification>,
+}
+
+/// Searches `slice`, and with a confidence certifies by the test
+/// `options.tier_test` names, along `earlier`'s order where it has one for
+/// the slice (else the split).
+fn choose(
+    slice: &TieredSlice,
+    policy: Policy,
+    grid: usize,
+    confidence: Option<f64>,
+    options: &CalibrateOptions,
+    earlier: Option<(&str, Option<&Vec<Vec<f64>>>)>,
+) -> Choice {
+    let n = slice.rows() as u64;
+    let target = options.target;
+    let bonferroni = options.tier_test == TierTest::Bonferroni;
+    // Fixed sequence certifies apart from the search, which then only
+    // finds the frontier (and the plain fit, without a confidence).
+    let search: TieredSearch = match confidence {
+        Some(_) if !bonferroni => search_tiers(slice, policy, grid, |_, _| false),
+        _ => search_tiers(slice, policy, grid, acceptable(n, target, confidence)),
+    };
+    let Some(confidence) = confidence else {
+        return Choice {
+            search,
+            sequence: None,
+            certification: None,
+        };
+    };
+    let delta = 1.0 - confidence;
+    if bonferroni {
+        let certification = TierCertification {
+            test: TierTest::Bonferroni,
+            order: None,
+            order_rows: 0,
+            test_rows: n,
+            tested: search.candidates,
+            level: delta / search.candidates as f64,
+        };
+        return Choice {
+            search,
+            sequence: None,
+            certification: Some(certification),
+        };
+    }
+    let (sequence, order) = match earlier {
+        Some((source, Some(order))) => (
+            certify_in_order(slice, policy, order, target, delta),
+            source.to_owned(),
+        ),
+        _ => (
+            certify_fixed_sequence(slice, policy, grid, target, delta),
+            "split".to_owned(),
+        ),
+    };
+    let certification = TierCertification {
+        test: TierTest::FixedSequence,
+        order: Some(order),
+        order_rows: sequence.order_rows,
+        test_rows: sequence.test_rows,
+        tested: sequence.tested,
+        level: delta,
+    };
+    Choice {
+        search,
+        sequence: Some(sequence),
+        certification: Some(certification),
+    }
 }
 
 fn calibrate_slice(
@@ -284,16 +399,24 @@ fn calibrate_slice(
     grid: usize,
     confidence: Option<f64>,
     options: &CalibrateOptions,
+    earlier: Option<(&str, Option<&Vec<Vec<f64>>>)>,
 ) -> SliceCalibration {
     let slice = &rows.calibration;
     let n = slice.rows() as u64;
     let target = options.target;
-    let search: TieredSearch = search_tiers(slice, policy, grid, acceptable(n, target, confidence));
+    let Choice {
+        search,
+        sequence,
+        certification,
+    } = choose(slice, policy, grid, confidence, options, earlier);
     let share = |count: u64| count as f64 / n as f64;
     let mean = |cost: i128| to_usd(cost) / n as f64;
     let k = slice.tiers();
     let baselines = tier_baselines(slice);
-    let chosen = search.chosen.as_ref();
+    let chosen = match &sequence {
+        Some(sequence) => sequence.chosen.as_ref(),
+        None => search.chosen.as_ref(),
+    };
     let point = |candidate: &TieredCandidate| TieredPoint {
         thresholds: candidate
             .thresholds
@@ -309,12 +432,12 @@ fn calibrate_slice(
         let held_n = held.rows() as u64;
         match chosen {
             Some(chosen) if held_n > 0 => {
-                let (successes, cost, served) = serve_all(held, policy, &chosen.thresholds);
+                let served = held.serve_all(policy, &chosen.thresholds);
                 HoldoutResult::measured(
                     held_n,
-                    successes,
-                    held_n - served[0],
-                    to_usd(cost),
+                    served.successes,
+                    held_n - served.served[0],
+                    to_usd(served.cost),
                     target,
                     options.confidence,
                 )
@@ -327,23 +450,9 @@ fn calibrate_slice(
         .map(point)
         .collect();
     let mean_cost = chosen.map(|chosen| mean(chosen.cost));
-    let reason = chosen.is_none().then(|| {
-        let best = share(search.best_quality.successes);
-        match confidence {
-            Some(confidence) if max_certifiable_failures(n, 1.0 - target, (1.0 - confidence) / search.candidates as f64).is_none() => {
-                format!(
-                    "{n} rows cannot certify {target} at confidence {confidence} over {} candidate assignments (a flawless slice needs {} rows)",
-                    search.candidates,
-                    min_rows_to_certify(target, (1.0 - confidence) / search.candidates as f64).map_or_else(|| "more".to_owned(), |rows| rows.to_string())
-                )
-            }
-            Some(confidence) => format!(
-                "no assignment of thresholds is certified to reach {target} at confidence {confidence} over {} candidates (the best reaches {best:.4} on these rows)",
-                search.candidates
-            ),
-            None => format!("no assignment of thresholds reaches {target}; the best reaches {best:.4}"),
-        }
-    });
+    let reason = chosen
+        .is_none()
+        .then(|| infeasible_reason(&search, sequence.as_ref(), n, target, confidence));
     SliceCalibration {
         slice: rows.name,
         n,
@@ -351,13 +460,16 @@ fn calibrate_slice(
         reason,
         threshold: None,
         quality: chosen.map(|chosen| share(chosen.successes)),
-        quality_lower_bound: chosen.zip(confidence).map(|(chosen, confidence)| {
-            clopper_pearson_lower(
-                chosen.successes,
-                n,
-                (1.0 - confidence) / search.candidates as f64,
-            )
-        }),
+        quality_lower_bound: match &sequence {
+            Some(sequence) => sequence.lower_bound,
+            None => chosen.zip(confidence).map(|(chosen, confidence)| {
+                clopper_pearson_lower(
+                    chosen.successes,
+                    n,
+                    (1.0 - confidence) / search.candidates as f64,
+                )
+            }),
+        },
         mean_cost,
         escalation_rate: chosen.map(|chosen| share(n - chosen.served[0])),
         savings_vs_always_large: mean_cost
@@ -389,8 +501,46 @@ fn calibrate_slice(
             grid: search.grid.clone(),
             exact: search.exact,
             frontier,
+            certification,
         }),
     }
+}
+
+/// Why no assignment was chosen for a slice of `n` rows.
+fn infeasible_reason(
+    search: &TieredSearch,
+    sequence: Option<&SequenceCertificate>,
+    n: u64,
+    target: f64,
+    confidence: Option<f64>,
+) -> String {
+    let best = search.best_quality.successes as f64 / n as f64;
+    let Some(confidence) = confidence else {
+        return format!("no assignment of thresholds reaches {target}; the best reaches {best:.4}");
+    };
+    let delta = 1.0 - confidence;
+    let (rows, level, family) = match sequence {
+        Some(sequence) => (
+            sequence.test_rows,
+            delta,
+            "each tested at the full level along an order found on every third row".to_owned(),
+        ),
+        None => (
+            n,
+            delta / search.candidates as f64,
+            format!("over {} candidate assignments", search.candidates),
+        ),
+    };
+    if max_certifiable_failures(rows, 1.0 - target, level).is_none() {
+        return format!(
+            "{rows} test rows cannot certify {target} at confidence {confidence} {family} (a flawless slice needs {})",
+            min_rows_to_certify(target, level)
+                .map_or_else(|| "more".to_owned(), |rows| rows.to_string())
+        );
+    }
+    format!(
+        "no assignment of thresholds is certified to reach {target} at confidence {confidence} {family} (the best reaches {best:.4} on these rows)"
+    )
 }
 
 /// The first tier alone, the last tier alone, and the oracle that sends

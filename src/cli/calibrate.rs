@@ -10,7 +10,7 @@ use crate::atomic::{Named, Output, check_outputs};
 use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
 use crate::exit_codes::Outcome;
 use crate::schema::CALIBRATION_OUTPUT;
-use crate::schema::{AuditDraw, Holdout, Policy, Scope};
+use crate::schema::{AuditDraw, Holdout, Policy, Scope, TierTest};
 use crate::schema::{ReadOptions, Tiers, tiers_in_metadata};
 
 use super::args::ColumnArgs;
@@ -22,6 +22,15 @@ pub enum PolicyArg {
     Predictive,
     /// The small tier answers first; answers the verifier rejects are escalated.
     Cascade,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TierTestArg {
+    /// Each assignment at the full level, along an order found on a third
+    /// of the slice's rows, tested on the rest.
+    FixedSequence,
+    /// Every assignment at (1 − C) / candidates.
+    Bonferroni,
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +56,23 @@ pub struct CalibrateArgs {
     /// certified at 1 − (1 − C) / slices (Bonferroni).
     #[arg(long)]
     pub familywise: bool,
+
+    /// With --confidence over more than two tiers: `fixed-sequence` tests
+    /// each assignment at the full level along an order found on every third
+    /// row of the slice; `bonferroni` tests every one at (1 − C) / candidates.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "TEST",
+        default_value = "fixed-sequence"
+    )]
+    pub tier_test: TierTestArg,
+
+    /// With --confidence over more than two tiers: an earlier calibration
+    /// of the same tiers (on other rows) whose frontier orders each slice's
+    /// candidates, so every row tests them instead of two thirds.
+    #[arg(long, value_name = "FILE", requires = "confidence")]
+    pub order_from: Option<PathBuf>,
 
     /// With audited rows (`audited_ok_small`/`audited_ok_large`): the
     /// half-width of the corrected bound to size the audit for.
@@ -129,6 +155,11 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         }
         Some(tiers) if tiers.len() > 2 => {
             calibrate_tiered(&args.results, &read, &tiers, args.grid, &options)?
+        }
+        _ if args.order_from.is_some() => {
+            bail!(
+                "--order-from orders the candidates of more than two tiers; two tiers are tested in their own order, from escalate-all towards escalate-none"
+            )
         }
         // Two tiers by other names are today's table with its columns renamed.
         Some(tiers) => {
@@ -220,6 +251,11 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
         familywise: args.familywise,
         audit_width: args.audit_width,
         audits: args.audits.clone(),
+        tier_test: match args.tier_test {
+            TierTestArg::FixedSequence => TierTest::FixedSequence,
+            TierTestArg::Bonferroni => TierTest::Bonferroni,
+        },
+        order_from: args.order_from.clone(),
     };
     Ok((read, options))
 }
@@ -254,10 +290,12 @@ mod tests {
                     familywise: false,
                     audit_width: 0.02,
                     audits: None,
+                    tier_test: TierTest::FixedSequence,
+                    order_from: None,
                 },
             ),
             (
-                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise --audits a.csv",
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise --audits a.csv --tier-test bonferroni",
                 CalibrateOptions {
                     policy: Policy::Cascade,
                     target: 1.0,
@@ -271,6 +309,8 @@ mod tests {
                     familywise: true,
                     audit_width: 0.02,
                     audits: Some(PathBuf::from("a.csv")),
+                    tier_test: TierTest::Bonferroni,
+                    order_from: None,
                 },
             ),
         ];

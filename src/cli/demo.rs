@@ -221,7 +221,8 @@ fn run_with_retries(
     Ok(())
 }
 
-/// Grading, and the router trained on the grades with cross-fitted scores.
+/// Grading, and the router fitted on a training part of the grades, its
+/// scores of the calibration part written beside the verifier's.
 fn grade_and_train(
     run_dir: &Path,
     rubrics: &Path,
@@ -242,7 +243,7 @@ fn grade_and_train(
         ]),
     )?;
     step(
-        "router train: cross-fitted router scores beside the verifier's, for predictive routing",
+        "router train: fitted on half the prompts, its scores of the other half (the calibration part) beside the verifier's",
         &args(&[
             &"router",
             &"train",

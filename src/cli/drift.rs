@@ -7,8 +7,8 @@ use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::drift::{
-    DRIFT_STATE_OUTPUT, DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records,
-    markdown, render_records, terminal,
+    DEFAULT_ARL, DRIFT_STATE_OUTPUT, DriftOptions, RecordsDriftOptions, RecordsInput, drift,
+    drift_records, markdown, render_records, terminal,
 };
 use crate::exit_codes::Outcome;
 use crate::schema::{Column, ColumnNames, ReadOptions};
@@ -83,6 +83,12 @@ pub struct DriftArgs {
     /// all time.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["records", "aggregates"])]
     pub state: Option<PathBuf>,
+
+    /// With --state: how many runs, on average, before the "changed since
+    /// calibration" detector false-alarms on unchanged traffic (set when the
+    /// state is made; a state keeps its own).
+    #[arg(long, value_name = "RUNS", default_value_t = DEFAULT_ARL, requires = "state")]
+    pub arl: f64,
 }
 
 /// What `drift` was asked to check: fresh graded results, or the
@@ -95,6 +101,12 @@ pub enum DriftRequest {
 
 /// Checks the flags and converts them to the stage's options.
 pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
+    if !(args.arl.is_finite() && args.arl >= 1.0) {
+        bail!(
+            "--arl must be a number of runs of at least 1, got {}",
+            args.arl
+        );
+    }
     if let Some(target) = args.target
         && !(target > 0.0 && target <= 1.0)
     {
@@ -138,6 +150,7 @@ pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
         target: args.target,
         confidence: args.confidence,
         state: args.state.clone(),
+        arl: args.arl,
     }))
 }
 

@@ -81,6 +81,11 @@ pub struct GateArgs {
     #[arg(long, value_name = "FILE")]
     pub router: Option<PathBuf>,
 
+    /// The results' column with the prompt text: --router's scores of the
+    /// prompts are checked against the candidate's score column.
+    #[arg(long, value_name = "NAME", default_value = "prompt")]
+    pub prompt_col: String,
+
     /// `routeval serve`'s `/v1` URL: the LiteLLM export sends the logical
     /// model there. Without it, only a single-route policy is exported.
     #[arg(long, value_name = "URL")]
@@ -224,6 +229,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
         allow_unknown_slices: args.allow_unknown_slices,
         familywise: args.familywise,
         router: args.router,
+        prompt_col: args.prompt_col,
         rubrics: args.rubrics,
     })
 }

@@ -30,20 +30,27 @@ pub struct RouterTrainArgs {
     #[arg(long, value_name = "FILE")]
     pub results: PathBuf,
 
-    /// The model trained on every row, for scoring new prompts.
+    /// The model to deploy, fitted on the training part, with the prompts it
+    /// was fitted on.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 
-    /// Also write the results with out-of-fold scores in --into (Parquet).
+    /// Also write the calibration part, scored by that model in --into
+    /// (Parquet): the rows `calibrate` and `gate` certify on.
     #[arg(long, value_name = "FILE")]
     pub scored_out: Option<PathBuf>,
+
+    /// The share of prompts kept out of training for calibration, split by
+    /// a hash of the prompt's text.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.5)]
+    pub calibration_share: f64,
 
     /// The column the scores go into; another than `score` keeps the
     /// results' own score (a cascade's verifier score) beside them.
     #[arg(long, value_name = "NAME", default_value = "score")]
     pub into: String,
 
-    /// Folds for cross-fitting: each row is scored by a model that never saw it.
+    /// Folds for the cross-fitted APGR reported on the training part.
     #[arg(long, value_name = "K", default_value_t = 5)]
     pub folds: usize,
 
@@ -154,11 +161,18 @@ impl RouterTrainArgs {
     pub fn options(&self) -> anyhow::Result<TrainOptions> {
         check_into(&self.into)?;
         check_folds(self.folds)?;
+        if !(self.calibration_share > 0.0 && self.calibration_share < 1.0) {
+            bail!(
+                "--calibration-share must be above 0 and below 1, got {}",
+                self.calibration_share
+            );
+        }
         Ok(TrainOptions {
             results: self.results.clone(),
             out: self.out.clone(),
             scored_out: self.scored_out.clone(),
             into: self.into.clone(),
+            calibration_share: self.calibration_share,
             folds: self.folds,
             seed: self.seed,
             prompt_col: self.prompt_col.clone(),
@@ -206,13 +220,25 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
     check_outputs(&outputs, &[Named::new(&args.results, "--results")])?;
     let trained = crate::router::train(&options)?;
     println(&format!(
-        "trained on {} prompts; model: {}",
-        trained.prompts,
+        "trained on {} of {} prompts; model: {}",
+        trained.training,
+        trained.training + trained.calibration,
         args.out.display()
     ))?;
-    if let Some(apgr) = trained.apgr {
+    if let Some(scored) = &args.scored_out {
         println(&format!(
-            "cross-fitted ({} folds) APGR {apgr:.3}",
+            "calibration part: {} prompts the model never saw, scored by it in {:?}: {}",
+            trained.calibration,
+            args.into,
+            scored.display()
+        ))?;
+    }
+    if let Some(apgr) = trained.apgr {
+        println(&format!("APGR on the calibration part {apgr:.3}"))?;
+    }
+    if let Some(apgr) = trained.cross_fitted_apgr {
+        println(&format!(
+            "cross-fitted ({} folds) APGR on the training part {apgr:.3}",
             args.folds
         ))?;
     }
@@ -275,7 +301,7 @@ mod tests {
     #[test]
     fn flags_become_options() {
         let RouterCommand::Train(train) = command(
-            "routeval router train --results r.parquet --out m.bin --scored-out s.parquet --into router_score --folds 4 --seed 9",
+            "routeval router train --results r.parquet --out m.bin --scored-out s.parquet --into router_score --calibration-share 0.3 --folds 4 --seed 9",
         ) else {
             panic!("train");
         };
@@ -286,6 +312,7 @@ mod tests {
                 out: PathBuf::from("m.bin"),
                 scored_out: Some(PathBuf::from("s.parquet")),
                 into: "router_score".to_owned(),
+                calibration_share: 0.3,
                 folds: 4,
                 seed: 9,
                 prompt_col: "prompt".to_owned(),
@@ -320,6 +347,15 @@ mod tests {
         assert_eq!(
             train.options().unwrap_err().to_string(),
             "--folds must be from 2 to 100, got 1"
+        );
+        let RouterCommand::Train(train) =
+            command("routeval router train --results r.parquet --out m.bin --calibration-share 1")
+        else {
+            panic!("train");
+        };
+        assert_eq!(
+            train.options().unwrap_err().to_string(),
+            "--calibration-share must be above 0 and below 1, got 1"
         );
         let RouterCommand::Score(score) = command(
             "routeval router score --router m.bin --results r.parquet --out o.parquet --into large_ok",

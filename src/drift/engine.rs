@@ -41,6 +41,9 @@ pub struct DriftOptions {
     /// The anytime-valid monitor's state (`--state`): read if it exists,
     /// and its next state returned.
     pub state: Option<PathBuf>,
+    /// The change detectors' average run length to a false alarm, in runs,
+    /// for a new state (`--arl`); a state keeps the one it began with.
+    pub arl: f64,
 }
 
 /// A significant score shift whose PSI, less its null, reaches this is a
@@ -219,18 +222,20 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
     let results_sha256 = sha256_file(&options.results)?;
     let monitored = match &options.state {
         Some(path) => {
-            let config = (
-                config_ref.config_id.as_str(),
-                config_ref.version,
-                config_ref.sha256.as_str(),
-            );
+            let fresh_run = FreshRun {
+                results: (&options.results, &results_sha256),
+                table: &fresh,
+                tiered: tiered_fresh.as_ref(),
+                now: &now,
+                confidence,
+            };
             let state = monitor(
                 path,
-                (&options.results, &results_sha256),
-                config,
+                &fresh_run,
+                &config,
+                &config_ref,
                 (target, delta, has_thresholds),
-                &slices,
-                &now.counts,
+                options.arl,
                 &at_calibration,
             )?;
             // The monitor judges quality and escalation; the run's own
@@ -243,7 +248,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
     judge_as_one_family(&mut slices, &tests, delta, target);
     let sequential = monitored
         .as_ref()
-        .map(|(path, state)| judge_sequentially(&mut slices, path, state));
+        .map(|(path, (state, counted))| judge_sequentially(&mut slices, path, state, *counted));
     let verdict = slices
         .iter()
         .map(|slice| slice.verdict)
@@ -265,7 +270,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         slices,
         sequential,
     };
-    Ok((document, monitored.map(|(_, state)| state)))
+    Ok((document, monitored.map(|(_, (state, _))| state)))
 }
 
 /// Counts recorded as rates (a config's provenance) are k / n in f64, from
@@ -370,29 +375,33 @@ impl SliceContext<'_> {
     }
 }
 
+/// This run's rows, as the monitor needs them.
+struct FreshRun<'a> {
+    results: (&'a Path, &'a str),
+    table: &'a crate::schema::GradedTable,
+    tiered: Option<&'a crate::policy::TieredRows>,
+    /// The config on every row of the run.
+    now: &'a crate::policy::Evaluation,
+    confidence: f64,
+}
+
 /// The anytime-valid monitor's state after this run: the one at `path` (or
-/// a new one for this config), with the run's counts added.
+/// a new one for this config), with the counts of the run's rows it has not
+/// counted before added, and their ids kept.
 fn monitor(
     path: &Path,
-    (results, results_sha256): (&Path, &str),
-    config: (&str, u64, &str),
+    run: &FreshRun<'_>,
+    config: &RouteConfig,
+    config_ref: &crate::schema::ConfigRef,
     (target, delta, has_thresholds): (f64, f64, bool),
-    slices: &[SliceDrift],
-    counts: &[crate::policy::Counts],
+    arl: f64,
     at_calibration: &[Metrics],
-) -> anyhow::Result<DriftState> {
-    let counts: Vec<(String, RunCounts)> = slices
-        .iter()
-        .zip(counts)
-        .map(|(slice, counts)| {
-            let run = RunCounts {
-                n: counts.n,
-                acceptable: counts.successes,
-                escalated: counts.escalated,
-            };
-            (slice.slice.clone(), run)
-        })
-        .collect();
+) -> anyhow::Result<(DriftState, RowsCounted)> {
+    let reference = (
+        config_ref.config_id.as_str(),
+        config_ref.version,
+        config_ref.sha256.as_str(),
+    );
     // The calibration's slices, not its "*" (every slice at once).
     let family: Vec<FamilySlice> = at_calibration
         .iter()
@@ -401,13 +410,64 @@ fn monitor(
             slice: before.slice.clone(),
             escalation: has_thresholds
                 .then(|| (count_of(before.escalation_rate, before.n), before.n)),
+            quality: (before.n > 0).then(|| (count_of(before.quality, before.n), before.n)),
         })
         .collect();
-    let mut state = read_state(path, results, results_sha256, config)?
-        .unwrap_or_else(|| DriftState::new(config, target, delta, &family));
+    let (results, results_sha256) = run.results;
+    let mut state = read_state(path, results, results_sha256, reference)?
+        .unwrap_or_else(|| DriftState::new(reference, (target, delta, arl), &family));
+    let ids: Vec<&str> = run
+        .table
+        .batches
+        .iter()
+        .flat_map(|batch| batch.id.iter().flatten())
+        .collect();
+    let new: Vec<bool> = ids.iter().map(|id| !state.seen.contains(id)).collect();
+    let repeated = new.iter().filter(|new| !**new).count() as u64;
+    let filtered;
+    let evaluation = if repeated == 0 {
+        run.now
+    } else {
+        let table = run.table.with_rows(&new);
+        let tiered = run.tiered.map(|tiered| tiered.with_rows(&new));
+        filtered = evaluate(
+            &config.table,
+            &table,
+            &scores_of(&table),
+            Some(run.confidence),
+            tiered.as_ref(),
+        );
+        &filtered
+    };
+    let counts: Vec<(String, RunCounts)> = evaluation
+        .slices
+        .iter()
+        .zip(&evaluation.counts)
+        .map(|(metrics, counts)| {
+            let run = RunCounts {
+                n: counts.n,
+                acceptable: counts.successes,
+                escalated: counts.escalated,
+            };
+            (metrics.slice.clone(), run)
+        })
+        .collect();
     state.inputs.push(results_sha256.to_owned());
+    state.seen.extend(ids.iter().copied());
     state.add_run(&counts);
-    Ok(state)
+    let counted = RowsCounted {
+        counted: ids.len() as u64 - repeated,
+        repeated,
+    };
+    Ok((state, counted))
+}
+
+/// How many of a run's rows the monitor counted, and how many it had
+/// counted before.
+#[derive(Debug, Clone, Copy)]
+struct RowsCounted {
+    counted: u64,
+    repeated: u64,
 }
 
 /// The monitor's state at `path`, if there is one: a drift state of this
@@ -454,6 +514,7 @@ fn judge_sequentially(
     slices: &mut [SliceDrift],
     path: &Path,
     state: &DriftState,
+    counted: RowsCounted,
 ) -> SequentialDrift {
     let threshold = 1.0 / state.level;
     let mut left_out = Vec::new();
@@ -471,6 +532,21 @@ fn judge_sequentially(
                 monitored.rows
             ));
         }
+        if let Some(run) = monitored.quality_change_run {
+            slice.verdict = Verdict::Recalibrate;
+            slice.reasons.push(format!(
+                "quality fell below what calibration measured (its interval's floor {:.4}; change detector past the average run length {} since run {run})",
+                monitored.quality_floor.unwrap_or(f64::NAN),
+                state.arl
+            ));
+        }
+        if let Some(run) = monitored.escalation_change_run {
+            slice.verdict = Verdict::Recalibrate;
+            slice.reasons.push(format!(
+                "the escalation rate moved from its calibration interval (change detector past the average run length {} since run {run})",
+                state.arl
+            ));
+        }
         if let Some(run) = monitored.escalation_alarm_run {
             slice.verdict = Verdict::Recalibrate;
             slice.reasons.push(format!(
@@ -482,7 +558,10 @@ fn judge_sequentially(
     SequentialDrift {
         state: path.display().to_string(),
         runs: state.runs,
+        rows_counted: counted.counted,
+        rows_repeated: counted.repeated,
         level: state.level,
+        arl: state.arl,
         slices: state
             .slices
             .iter()
@@ -499,6 +578,14 @@ fn judge_sequentially(
                 }),
                 quality_alarm_run: slice.quality_alarm_run,
                 escalation_alarm_run: slice.escalation_alarm_run,
+                quality_change_statistic: slice
+                    .quality_floor
+                    .map(|_| slice.quality_change.statistic()),
+                quality_change_run: slice.quality_change_run,
+                escalation_change_statistic: slice
+                    .escalation_interval
+                    .map(|_| slice.escalation_change()),
+                escalation_change_run: slice.escalation_change_run,
             })
             .collect(),
         left_out,

@@ -16,6 +16,6 @@ pub use records::{
 };
 pub use render::{markdown, terminal};
 pub use sequential::{
-    DRIFT_STATE_OUTPUT, DRIFT_STATE_SCHEMA_VERSION, DriftState, FamilySlice, RunCounts, SliceState,
-    Wealth,
+    DEFAULT_ARL, DRIFT_STATE_OUTPUT, DRIFT_STATE_SCHEMA_VERSION, Detector, DriftState, FamilySlice,
+    RunCounts, SliceState, Wealth,
 };

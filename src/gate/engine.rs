@@ -12,6 +12,7 @@ use crate::routes::{Constraint, RouteTable};
 use crate::schema::{CalibrationDocument, Failure, InputFile, Rule};
 use crate::schema::{ReadOptions, read_graded};
 
+use super::deployed_scores::check_deployed_scores;
 use super::litellm::{ServeEndpoint, litellm_yaml};
 use super::outputs::{OutPaths, lock_out, stage_bytes};
 use super::render::markdown;
@@ -21,12 +22,15 @@ use crate::policy::regressions;
 use crate::policy::{TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 use crate::router_model::{FEATURES_VERSION, Router};
 use crate::routes::ResolvedTable;
-use crate::routes::{Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Serving, ServingInputs};
+use crate::routes::{
+    Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Scorer, Serving, ServingInputs,
+};
 use crate::routes::{load_secret, sign};
 use crate::rubric::PromptTemplate;
 use crate::schema::GradedTable;
 use crate::schema::{
-    BaselineRef, CandidateReport, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
+    BaselineRef, CandidateReport, CertifiedScores, Emitted, GATE_REPORT_SCHEMA_VERSION, GateReport,
+    ScoresFrom,
 };
 
 /// The confidence of the regression test when the gate is given none.
@@ -61,6 +65,9 @@ pub struct GateOptions {
     /// The built-in router whose scores a predictive candidate's thresholds
     /// apply to: pinned by sha256 in the signed config.
     pub router: Option<PathBuf>,
+    /// The results' column with the prompt text, which the router's scores
+    /// are checked against.
+    pub prompt_col: String,
     /// Where a cascade candidate's `[serving.verifier] template` is found.
     pub rubrics: PathBuf,
 }
@@ -319,8 +326,8 @@ struct Inputs {
     constraints: BTreeMap<String, Constraint>,
     slices: BTreeSet<String>,
     baseline: Option<(PathBuf, String, RouteConfig)>,
-    /// sha256 of `--router`, checked to be a router this build loads.
-    router_sha256: Option<String>,
+    /// `--router`, loaded, and its sha256.
+    router: Option<(Router, String)>,
 }
 
 impl Inputs {
@@ -365,12 +372,12 @@ impl Inputs {
             Some(path) => Some(verified_baseline(path, options)?),
             None => None,
         };
-        let router_sha256 = match &options.router {
+        let router = match &options.router {
             Some(path) => {
                 let bytes = std::fs::read(path)
                     .with_context(|| format!("{}: cannot read (--router)", path.display()))?;
-                Router::from_bytes(&bytes, path).context("--router")?;
-                Some(sha256_hex(&bytes))
+                let router = Router::from_bytes(&bytes, path).context("--router")?;
+                Some((router, sha256_hex(&bytes)))
             }
             None => None,
         };
@@ -381,7 +388,7 @@ impl Inputs {
             constraints,
             slices,
             baseline,
-            router_sha256,
+            router,
         })
     }
 }
@@ -438,6 +445,8 @@ struct Candidate {
     serving: Result<Serving, String>,
     scores: Vec<f64>,
     tiered: Option<TieredRows>,
+    /// A predictive candidate's scores, as its report states them.
+    scores_certified: Option<CertifiedScores>,
 }
 
 /// Every candidate, loaded, checked against the results and the deployed
@@ -448,6 +457,7 @@ fn candidate_tables(
     scores: &mut ScoreColumns<'_>,
 ) -> anyhow::Result<Vec<Candidate>> {
     let mut tables = Vec::new();
+    let mut checked_columns = BTreeSet::new();
     for path in &options.candidates {
         let table = RouteTable::load(path)?;
         if !options.allow_unknown_slices {
@@ -492,6 +502,13 @@ fn candidate_tables(
         let tiered = tiered_rows(&options.results, &options.read, &resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
         let serving = pin_serving(options, inputs, &table, &resolved)?;
+        let scores_certified = match (&serving, resolved.policy.score()) {
+            (Ok(serving), Some(column)) => {
+                certified_scores(options, inputs, serving, column, &mut checked_columns)
+                    .with_context(|| format!("candidate {}", path.display()))?
+            }
+            _ => None,
+        };
         tables.push(Candidate {
             path: path.clone(),
             sha256,
@@ -499,9 +516,49 @@ fn candidate_tables(
             table: resolved,
             scores,
             tiered,
+            scores_certified,
         });
     }
     Ok(tables)
+}
+
+/// What a predictive candidate's scores are: the pinned router's own on
+/// prompts it never saw (checked on every row, once per column), or an
+/// external router's as given.
+fn certified_scores(
+    options: &GateOptions,
+    inputs: &Inputs,
+    serving: &Serving,
+    column: &str,
+    checked_columns: &mut BTreeSet<String>,
+) -> anyhow::Result<Option<CertifiedScores>> {
+    Ok(match (&serving.scorer, &inputs.router, &options.router) {
+        (Some(Scorer::Builtin { .. }), Some((router, sha256)), Some(router_path)) => {
+            if checked_columns.insert(column.to_owned()) {
+                check_deployed_scores(
+                    &options.results,
+                    &options.read,
+                    &options.prompt_col,
+                    column,
+                    router,
+                    router_path,
+                )?;
+            }
+            Some(CertifiedScores {
+                column: column.to_owned(),
+                scorer: ScoresFrom::DeployedRouter,
+                router_sha256: Some(sha256.clone()),
+                router_trained_on: router.trained_on.as_ref().map(|set| set.len() as u64),
+            })
+        }
+        (Some(Scorer::External(_)), _, _) => Some(CertifiedScores {
+            column: column.to_owned(),
+            scorer: ScoresFrom::External,
+            router_sha256: None,
+            router_trained_on: None,
+        }),
+        _ => None,
+    })
 }
 
 /// The candidate's `[serving]` with what the gate pins for it: the router's
@@ -529,7 +586,7 @@ fn pin_serving(
         None => None,
     };
     let serving_inputs = ServingInputs {
-        router_sha256: inputs.router_sha256.as_deref(),
+        router_sha256: inputs.router.as_ref().map(|(_, sha256)| sha256.as_str()),
         template: template
             .as_ref()
             .map(|(name, text, sha256)| (name.as_str(), text.as_str(), sha256.as_str())),
@@ -632,6 +689,7 @@ fn score_candidates(
             overall: evaluation.overall,
             slices: evaluation.slices,
             regressions,
+            scores: candidate.scores_certified.clone(),
         });
     }
     Ok(candidates)

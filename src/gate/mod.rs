@@ -5,6 +5,7 @@
 //! LiteLLM export. The config and its signatures are the contract of
 //! [`crate::routes`].
 
+mod deployed_scores;
 mod engine;
 mod litellm;
 mod outputs;

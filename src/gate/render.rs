@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::markdown::{code, text};
 
 use crate::schema::gate_report::{escalated_cell, optional_cell};
-use crate::schema::{CandidateReport, GateReport, SliceRegression, comparison_rows};
+use crate::schema::{CandidateReport, GateReport, ScoresFrom, SliceRegression, comparison_rows};
 use crate::stats::PairedVerdict;
 
 /// The cells of one slice's paired comparison with the deployed config:
@@ -222,6 +222,36 @@ fn markdown_head(report: &GateReport) -> String {
     out
 }
 
+/// What each predictive candidate's certificate is about: whose scores, on
+/// which prompts.
+fn scores_lines(out: &mut String, report: &GateReport) {
+    for candidate in &report.candidates {
+        let Some(scores) = &candidate.scores else {
+            continue;
+        };
+        let file = code(&file_name(&candidate.file));
+        match scores.scorer {
+            ScoresFrom::DeployedRouter => {
+                let _ = writeln!(
+                    out,
+                    "**Scores of {file}:** {}, the pinned router's own (sha256 `{}`), checked on every row: none of the {} rows' prompts is among the {} it was fitted on, so its measurements are about the scorer serve runs.\n",
+                    code(&scores.column),
+                    scores.router_sha256.as_deref().unwrap_or("?"),
+                    report.results.rows,
+                    scores.router_trained_on.unwrap_or(0),
+                );
+            }
+            ScoresFrom::External => {
+                let _ = writeln!(
+                    out,
+                    "**Scores of {file}:** {}, an external router's as the results give them. The gate cannot see what that router was trained on; its measurements assume it never saw these rows.\n",
+                    code(&scores.column),
+                );
+            }
+        }
+    }
+}
+
 pub fn markdown(report: &GateReport) -> String {
     let mut out = markdown_head(report);
     change_first(&mut out, report);
@@ -249,6 +279,7 @@ pub fn markdown(report: &GateReport) -> String {
         }
         _ => out.push_str("**No candidate passed.** Nothing was emitted.\n\n"),
     }
+    scores_lines(&mut out, report);
     for candidate in report
         .candidates
         .iter()

@@ -160,5 +160,6 @@ fn measured(path: &Path, sha256: &str, config: &RouteConfig) -> anyhow::Result<C
         overall,
         slices: metrics.collect(),
         regressions: Vec::new(),
+        scores: None,
     })
 }

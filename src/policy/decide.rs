@@ -4,6 +4,7 @@
 //! stages). `serve` carries the plan out; the thresholds and the tier a
 //! score lands in are the same functions the gate evaluates rows with.
 
+use crate::records::Reason;
 use crate::routes::{Constraint, ResolvedPolicy, ResolvedTable, UnknownSlice};
 
 use super::tiers::{cascade_stage, predictive_tier};
@@ -12,7 +13,7 @@ use super::tiers::{cascade_stage, predictive_tier};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     /// One route, chosen without a score.
-    Route { route: String, reason: &'static str },
+    Route { route: String, reason: Reason },
     /// A router score picks the tier: the number of `thresholds` it is at
     /// or above.
     Predictive {
@@ -39,17 +40,17 @@ pub enum Refusal {
 
 impl Plan {
     /// The reason a record gives for the tier `tier` of this plan.
-    pub fn reason(&self, table: &ResolvedTable, tier: usize) -> String {
+    pub fn reason(&self, table: &ResolvedTable, tier: usize) -> Reason {
         match self {
-            Plan::Route { reason, .. } => (*reason).to_owned(),
-            Plan::Predictive { tiers, .. } => {
-                let name = table
+            Plan::Route { reason, .. } => reason.clone(),
+            Plan::Predictive { tiers, .. } => Reason::Routed {
+                tier: table
                     .route(&tiers[tier])
-                    .map_or("large", |route| route.tier.name());
-                format!("routed-{name}")
-            }
-            Plan::Cascade { .. } if tier == 0 => "cascade-accepted".to_owned(),
-            Plan::Cascade { .. } => "escalated".to_owned(),
+                    .map_or("large", |route| route.tier.name())
+                    .to_owned(),
+            },
+            Plan::Cascade { .. } if tier == 0 => Reason::CascadeAccepted,
+            Plan::Cascade { .. } => Reason::Escalated,
         }
     }
 
@@ -132,7 +133,7 @@ pub fn plan(
                     .ok_or_else(|| no_route(table, slice))?;
                 return Ok(Plan::Route {
                     route: (*route).to_owned(),
-                    reason: "unknown-slice",
+                    reason: Reason::UnknownSlice,
                 });
             }
             UnknownSlice::Global => {}
@@ -151,7 +152,7 @@ pub fn plan(
             }
             return Ok(Plan::Route {
                 route: route.to_owned(),
-                reason: "routed",
+                reason: Reason::RoutedOnly,
             });
         }
         ResolvedPolicy::Predictive { thresholds, .. }
@@ -294,7 +295,12 @@ mod tests {
         assert_eq!(open.tier_for_score(0.29), 0);
         assert_eq!(open.tier_for_score(0.3), 1);
         assert_eq!(open.tier_for_score(0.7), 2);
-        assert_eq!(open.reason(&table, 1), "routed-mid");
+        assert_eq!(
+            open.reason(&table, 1),
+            Reason::Routed {
+                tier: "mid".to_owned()
+            }
+        );
         let eu = applicable(&table, &none, &["a", "eu-tenant"]);
         assert_eq!(eu.len(), 1);
         let Plan::Predictive { tiers, thresholds } =
@@ -312,7 +318,7 @@ mod tests {
             plan(&table, "b", UnknownSlice::Strongest, &[]),
             Ok(Plan::Route {
                 route: "large".to_owned(),
-                reason: "unknown-slice"
+                reason: Reason::UnknownSlice
             })
         );
         let us_only = Constraint {

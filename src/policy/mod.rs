@@ -10,6 +10,7 @@
 //! and `report` all call it; none keeps its own copy.
 
 mod breaker;
+mod certify;
 mod decide;
 mod money;
 mod regression;
@@ -24,6 +25,7 @@ mod tiers;
 
 pub use crate::schema::{Policy, escalates};
 pub use breaker::{Admit, Breaker, State as BreakerState};
+pub use certify::{SequenceCertificate, certify_fixed_sequence, certify_in_order, fixed_sequence};
 pub use decide::{Plan, Refusal, allowed, applicable, plan};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use regression::regressions;
@@ -38,5 +40,6 @@ pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals,
 pub use table::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 pub use tally::{Counts, Tally};
 pub use tiers::{
-    TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_tier,
+    TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_at,
+    serve_tier,
 };

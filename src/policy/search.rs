@@ -50,6 +50,15 @@ impl TieredSlice {
         self.router.len()
     }
 
+    /// A slice of the same tiers and scores per row, with no rows.
+    pub fn empty_like(&self) -> TieredSlice {
+        TieredSlice {
+            tiers: self.tiers,
+            dims: self.dims,
+            ..TieredSlice::default()
+        }
+    }
+
     pub fn tiers(&self) -> usize {
         self.tiers
     }

@@ -13,8 +13,8 @@ use arrow::datatypes::Float64Type;
 
 use crate::policy::{
     Counts, GradedRow, Latencies, Policy, Tally, TierLatency, TieredOutcomes, TieredSlice,
-    cascade_stage, first_token_alone_ms, first_token_ms, first_token_tier_ms, predictive_tier,
-    serve, serve_alone, serve_tier, to_picodollars,
+    first_token_alone_ms, first_token_ms, first_token_tier_ms, serve, serve_alone, serve_at,
+    to_picodollars,
 };
 use crate::routes::{ResolvedPolicy, ResolvedTable, RouteTier, Tier, TierThresholds};
 use crate::schema::Metrics;
@@ -81,6 +81,28 @@ pub struct TieredRows {
 }
 
 impl TieredRows {
+    /// The rows `keep` marks (one flag a row, in row order). The model
+    /// counts stay the whole file's.
+    pub fn with_rows(&self, keep: &[bool]) -> TieredRows {
+        let k = self.outcomes.tiers();
+        let mut kept = TieredRows {
+            outcomes: self.outcomes.empty_like(),
+            latencies: Vec::new(),
+            verifier_ms: Vec::new(),
+            router_ms: Vec::new(),
+            models: self.models.clone(),
+        };
+        for row in (0..self.outcomes.rows()).filter(|&row| keep[row]) {
+            let (scores, ok, cost, router, verifier) = self.outcomes.row(row);
+            kept.outcomes.push(scores, ok, cost, router, verifier);
+            kept.latencies
+                .extend_from_slice(&self.latencies[row * k..(row + 1) * k]);
+            kept.verifier_ms.push(self.verifier_ms[row]);
+            kept.router_ms.push(self.router_ms[row]);
+        }
+        kept
+    }
+
     /// Row `row`'s time to the first token when served at `tier`, where
     /// the results record every latency on that path: the kernel's algebra,
     /// with the stages after `tier` never reached.
@@ -397,19 +419,16 @@ fn evaluate_tiers(
             let values: Vec<f64> = chosen
                 .map(|chosen| chosen.iter().map(|threshold| threshold.0).collect())
                 .unwrap_or_else(|| vec![f64::INFINITY; ok.len() - 1]);
-            let tier = match policy {
-                Policy::Predictive => predictive_tier(scores[0], &values),
-                Policy::Cascade => cascade_stage(scores, &values),
-            };
-            let served = serve_tier(
+            let (tier, served) = serve_at(
                 policy,
+                scores,
+                &values,
                 &TieredOutcomes {
                     ok,
                     cost,
                     router,
                     verifier,
                 },
-                tier,
             );
             outcomes.push((served.ok, served.cost));
             tally.add_at(served, tier, rows.first_token_ms(policy, row, tier));

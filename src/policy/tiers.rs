@@ -37,6 +37,22 @@ pub fn cascade_stage(stage_scores: &[f64], thresholds: &[f64]) -> usize {
         .count()
 }
 
+/// The tier a row of `scores` goes to at `thresholds` under `policy`, and
+/// what serving it there does.
+#[inline]
+pub fn serve_at(
+    policy: Policy,
+    scores: &[f64],
+    thresholds: &[f64],
+    row: &TieredOutcomes<'_>,
+) -> (usize, Served) {
+    let tier = match policy {
+        Policy::Predictive => predictive_tier(scores[0], thresholds),
+        Policy::Cascade => cascade_stage(scores, thresholds),
+    };
+    (tier, serve_tier(policy, row, tier))
+}
+
 /// What serving the row at `tier` gives under `policy`:
 /// - predictive: the router and that tier's call;
 /// - cascade: every stage up to and including `tier`, each non-final one

@@ -30,10 +30,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::from_logs::{
-    Problem, at, for_each_object, last_user, messages_at, number_at, record_of, required, text_at,
+    Problem, at, for_each_object, last_user, messages_at, number_at, required, text_at,
     timestamp_at, tokens_at,
 };
 use super::read::Record;
+use super::reason::{Cause, Move, Reason};
 use super::schema::{ATTEMPT_ID_SUFFIX, Status};
 use crate::schema::{InputError, RowLocation};
 
@@ -65,6 +66,17 @@ impl Deployments {
             .iter()
             .map(String::as_str)
             .find(|known| *known == route)
+    }
+
+    /// The route a deployment id names, or the route a request for the
+    /// logical model itself goes to (a row LiteLLM wrote before it chose a
+    /// deployment names the group).
+    fn route_or_first<'a>(&'a self, name: &str) -> Option<&'a str> {
+        self.route_of(name).or_else(|| {
+            (name == self.logical_model)
+                .then_some(self.logical_route.as_deref())
+                .flatten()
+        })
     }
 
     /// The route a request to `group` (the model the application asked
@@ -138,7 +150,7 @@ fn of_config(
 
 /// Spend-row fields of a request's abandoned attempt, for a record of it.
 fn abandoned_attempt(request: &Record<'static>, route: &str, status: Status) -> Record<'static> {
-    let mut attempt = record_of(
+    let mut attempt = Record::new(
         format!("{}{ATTEMPT_ID_SUFFIX}", request.id),
         request.timestamp_ms,
         request.slice.to_string(),
@@ -146,9 +158,9 @@ fn abandoned_attempt(request: &Record<'static>, route: &str, status: Status) -> 
         status,
     );
     attempt.logical_model = request.logical_model.clone();
-    attempt.reason = Some(Cow::Borrowed(match status {
-        Status::Timeout => "abandoned:deadline",
-        _ => "abandoned:error",
+    attempt.reason = Some(Reason::Abandoned(match status {
+        Status::Timeout => Cause::Deadline,
+        _ => Cause::Error,
     }));
     attempt.input_tokens = Some(0);
     attempt.output_tokens = Some(0);
@@ -335,20 +347,18 @@ pub fn spend_row(
     let deployment = text_at(object, "model_id")
         .or_else(|| text_at(object, "model"))
         .ok_or_else(|| ("model".to_owned(), "missing (and model_id)".to_owned()))?;
-    let ours = deployments.and_then(|deployments| deployments.route_of(&deployment));
-    let route = ours.map_or(deployment.clone(), str::to_owned);
+    let route = deployments
+        .and_then(|deployments| deployments.route_or_first(&deployment))
+        .map_or(deployment.clone(), str::to_owned);
+    let ours =
+        deployments.is_some_and(|deployments| deployments.logical_model_of(&deployment).is_some());
     let slice = text_at(object, slice_field).ok_or_else(|| missing_slice(slice_field))?;
-    let mut record = record_of(required(object, "request_id")?, start, slice, route, status);
+    let mut record = Record::new(required(object, "request_id")?, start, slice, route, status);
     // A deployment's own group (`support-assistant/small`) is not the name
     // the application asked for; LiteLLM keeps that one as the original.
     let asked_for =
         text_at(object, "metadata.original_model_group").or_else(|| text_at(object, "model_group"));
-    of_config(
-        &mut record,
-        deployments,
-        asked_for.as_deref(),
-        ours.is_some(),
-    );
+    of_config(&mut record, deployments, asked_for.as_deref(), ours);
     record.model = served_model(object).map(Cow::Owned);
     record.input_tokens = tokens_at(object, "prompt_tokens")?;
     record.output_tokens = tokens_at(object, "completion_tokens")?;
@@ -383,8 +393,11 @@ pub fn spend_row(
         .flatten()
         .is_some_and(|tried| tried > 0.0);
     let mut attempt = None;
+    if !fell_back && refused_cooling(object, "metadata.error_information.error_class") {
+        record.reason = Some(Reason::BreakerOpen);
+    }
     if fell_back {
-        record.reason = Some(Cow::Borrowed("fallback:error"));
+        record.reason = Some(Reason::Fallback(Move::Error));
         let first = deployments
             .zip(asked_for.as_deref())
             .and_then(|(deployments, group)| deployments.first_route(group))
@@ -479,8 +492,7 @@ fn payload(
         call_id,
         ok,
         status,
-        cooling_down: text_at(object, "error_information.error_class").as_deref()
-            == Some("RouterRateLimitError"),
+        cooling_down: refused_cooling(object, "error_information.error_class"),
         stream: matches!(at(object, "stream").as_deref(), Some(Value::Bool(true))),
         start_ms,
         first_token_ms: epoch_ms(object, "completionStartTime")?,
@@ -590,7 +602,7 @@ fn request_records(
         })?;
     let route_of = |deployment: &str| {
         deployments
-            .and_then(|deployments| deployments.route_of(deployment))
+            .and_then(|deployments| deployments.route_or_first(deployment))
             .map_or_else(|| deployment.to_owned(), str::to_owned)
     };
     let deployment = last
@@ -603,7 +615,7 @@ fn request_records(
     } else {
         last.call_id.clone().unwrap_or_else(|| last.id.clone())
     };
-    let mut record = record_of(
+    let mut record = Record::new(
         id,
         start.round() as i64,
         slice,
@@ -613,7 +625,8 @@ fn request_records(
     // The first payload's group is the model asked for; a later one
     // may already name the fallback's.
     let asked_for = payloads.iter().find_map(|payload| payload.group.clone());
-    let ours = deployments.is_some_and(|deployments| deployments.route_of(&deployment).is_some());
+    let ours =
+        deployments.is_some_and(|deployments| deployments.logical_model_of(&deployment).is_some());
     of_config(&mut record, deployments, asked_for.as_deref(), ours);
     record.model = last.model.clone().map(Cow::Owned);
     record.input_tokens = last.input_tokens;
@@ -637,23 +650,48 @@ fn request_records(
     // The attempts the request left; a cooling group it was not sent to
     // is no attempt, and moved it as an open breaker does.
     let left = &payloads[..final_index];
+    if left.is_empty() && last.cooling_down {
+        record.reason = Some(Reason::BreakerOpen);
+    }
     if let Some(moved) = left.last() {
-        record.reason = Some(Cow::Borrowed(if moved.cooling_down {
-            "fallback:breaker"
+        record.reason = Some(Reason::Fallback(if moved.cooling_down {
+            Move::Breaker
         } else if moved.status == Status::Timeout {
-            "fallback:deadline"
+            Move::Deadline
         } else {
-            "fallback:error"
+            Move::Error
         }));
     }
+    let attempts = left_attempts(
+        &record,
+        left,
+        start,
+        deployments,
+        &route_of(&deployment),
+        &route_of,
+    );
+    Ok((last.location, record, attempts))
+}
+
+/// The records of the attempts a request left before its last payload (a
+/// cooling group it was not sent to is no attempt), on the routes it was
+/// sent along (the config's chain, with `deployments`): `reached` is the
+/// route it ended on, `route_of` reads a deployment as a route.
+fn left_attempts(
+    record: &Record<'static>,
+    left: &[Payload],
+    start: f64,
+    deployments: Option<&Deployments>,
+    reached: &str,
+    route_of: &dyn Fn(&str) -> String,
+) -> Vec<(RowLocation, Record<'static>)> {
     // The routes the request was sent along: the first, then its
     // fallbacks. LiteLLM may have overwritten a failed attempt's
     // deployment fields (even its group) with the fallback's it moved
     // on to, so the config's chain that ends where the request ended
     // says which route each attempt was.
-    let reached = route_of(&deployment);
     let first_route = deployments
-        .and_then(|deployments| deployments.first_route_to(&reached, left.len()))
+        .and_then(|deployments| deployments.first_route_to(reached, left.len()))
         .map(str::to_owned);
     let mut chain: Vec<String> = first_route.into_iter().collect();
     if let (Some(first), Some(deployments)) = (chain.first().cloned(), deployments) {
@@ -664,11 +702,15 @@ fn request_records(
         if attempt.cooling_down {
             continue;
         }
-        let route = chain
-            .get(position)
-            .cloned()
-            .unwrap_or_else(|| route_of(attempt.deployment.as_deref().unwrap_or(&deployment)));
-        let mut kept = abandoned_attempt(&record, &route, attempt.status);
+        let route =
+            chain
+                .get(position)
+                .cloned()
+                .unwrap_or_else(|| match attempt.deployment.as_deref() {
+                    Some(deployment) => route_of(deployment),
+                    None => reached.to_owned(),
+                });
+        let mut kept = abandoned_attempt(record, &route, attempt.status);
         if !attempts.is_empty() {
             kept.id = Cow::Owned(format!("{}-attempt-{}", record.id, attempts.len() + 1));
         }
@@ -687,7 +729,7 @@ fn request_records(
             .map(Cow::Owned);
         attempts.push((attempt.location, kept));
     }
-    Ok((last.location, record, attempts))
+    attempts
 }
 
 /// LiteLLM's providers, as the prefix of a `model` (`openai/…`).
@@ -718,26 +760,38 @@ const LITELLM_PROVIDERS: [&str; 24] = [
     "watsonx",
 ];
 
-/// `model` without the LiteLLM provider it is routed through: the model
-/// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
-/// a name whose first part is no provider (`meta-llama/…`) as it is.
 /// The model that answered: the provider's own in `response.model`, but
 /// where LiteLLM wrote one of its names there (a streamed response's, and
 /// the proxy's: the group, the logical model or a `<logical>/<route>`
-/// deployment), the deployment's `model` without its provider.
+/// deployment), the deployment's `model` without its provider; none where
+/// that too is one of LiteLLM's names (a request no deployment was tried
+/// for).
 fn served_model(object: &serde_json::Map<String, Value>) -> Option<String> {
     let ours = [
         text_at(object, "model_group"),
         text_at(object, "metadata.original_model_group"),
         text_at(object, "metadata.model_group"),
     ];
+    let is_ours = |model: &str| ours.iter().flatten().any(|name| name == model);
     text_at(object, "response.model")
-        .filter(|model| {
-            !model.contains(['/', '#']) && !ours.iter().flatten().any(|name| name == model)
+        .filter(|model| !model.contains(['/', '#']) && !is_ours(model))
+        .or_else(|| {
+            text_at(object, "model")
+                .map(|model| without_provider(&model).to_owned())
+                .filter(|model| !is_ours(model))
         })
-        .or_else(|| text_at(object, "model").map(|model| without_provider(&model).to_owned()))
 }
 
+/// Whether LiteLLM's router refused to try because every deployment it
+/// could send the request to was cooling down: no call was made, as when
+/// an open breaker has no fallback to send a request to.
+fn refused_cooling(object: &serde_json::Map<String, Value>, error_class: &str) -> bool {
+    text_at(object, error_class).as_deref() == Some("RouterRateLimitError")
+}
+
+/// `model` without the LiteLLM provider it is routed through: the model
+/// version the provider knows (`openai/gpt-4o-mini` is `gpt-4o-mini`);
+/// a name whose first part is no provider (`meta-llama/…`) as it is.
 fn without_provider(model: &str) -> &str {
     match model.split_once('/') {
         Some((provider, rest)) if LITELLM_PROVIDERS.contains(&provider) => rest,

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::from_litellm::{BilledAttempts, Deployments, spend_row, standard_records};
 use super::read::{FieldNames, Record, check_values, for_each_record, parse_timestamp};
+use super::reason::Reason;
 use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
 use super::write::RecordsWriter;
@@ -88,12 +89,7 @@ impl Kept {
         self.ids
             .check(path, location, &record.id, RECORD_COLUMNS[ID_FIELD].name)?;
         self.records += 1;
-        self.attempts += u64::from(
-            record
-                .reason
-                .as_deref()
-                .is_some_and(|reason| reason.starts_with("abandoned:")),
-        );
+        self.attempts += u64::from(record.reason.as_ref().is_some_and(Reason::is_abandoned));
         writer.push(record).map_err(|error| InputError::Unreadable {
             path: path.to_owned(),
             message: error.to_string(),
@@ -467,41 +463,6 @@ pub(super) fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -
     .filter(Value::is_array)
 }
 
-pub(super) fn record_of(
-    id: String,
-    timestamp_ms: i64,
-    slice: String,
-    route: String,
-    status: Status,
-) -> Record<'static> {
-    Record {
-        id: Cow::Owned(id),
-        timestamp_ms,
-        slice: Cow::Owned(slice),
-        logical_model: None,
-        route: Cow::Owned(route),
-        model: None,
-        reason: None,
-        score: None,
-        status,
-        input_tokens: None,
-        cached_input_tokens: None,
-        output_tokens: None,
-        ttft_ms: None,
-        total_ms: None,
-        finish_reason: None,
-        cost_usd: None,
-        prompt: None,
-        messages: None,
-        config_version: None,
-        config_sha256: None,
-        shadow_route: None,
-        shadow_reason: None,
-        shadow_score: None,
-        shadow_config_version: None,
-    }
-}
-
 pub(super) fn first_choice_finish(
     object: &serde_json::Map<String, Value>,
     response: &str,
@@ -556,7 +517,7 @@ fn openai_log(
         .or_else(|| text_at(object, "response.id"))
         .ok_or_else(|| ("response.id".to_owned(), "missing (and id)".to_owned()))?;
     let route = required(object, "request.model")?;
-    let mut record = record_of(
+    let mut record = Record::new(
         id,
         timestamp_ms,
         required(object, slice_field)?,
@@ -577,7 +538,7 @@ fn openai_log(
     };
     record.cost_usd = number_at(object, "cost_usd")?;
     record.score = number_at(object, "score")?;
-    record.reason = text_at(object, "reason").map(Cow::Owned);
+    record.reason = text_at(object, "reason").map(|text| Reason::from(text.as_str()));
     if let Some(messages) = messages_at(object, "request.messages") {
         record.prompt = last_user(&messages).map(Cow::Owned);
         record.messages = Some(Cow::Owned(messages.to_string()));
@@ -642,7 +603,7 @@ fn from_run<W: std::io::Write + Send>(
                         row.prompt_index + 1
                     )
                 })?;
-            let mut record = record_of(
+            let mut record = Record::new(
                 format!("{}:{}", row.id, row.tier),
                 timestamp,
                 row.slice.clone(),
@@ -650,7 +611,7 @@ fn from_run<W: std::io::Write + Send>(
                 status,
             );
             record.model = row.model_version.clone().map(Cow::Owned);
-            record.reason = Some(Cow::Borrowed("labelled-run"));
+            record.reason = Some(Reason::LabelledRun);
             record.input_tokens = row.input_tokens;
             record.cached_input_tokens = row.cached_input_tokens;
             record.output_tokens = row.output_tokens;

@@ -9,6 +9,7 @@ mod columns;
 mod from_litellm;
 mod from_logs;
 mod read;
+mod reason;
 mod redact;
 mod rows;
 mod schema;
@@ -20,6 +21,7 @@ pub use from_logs::{
     ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_into, import_records,
 };
 pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
+pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;
 pub use schema::{
     ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
+use super::reason::Reason;
 use super::rows::{CsvRow, JsonRow, ParquetColumns, ParquetRow, Row};
 use super::schema::field::*;
 use super::schema::{RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Status};
@@ -24,7 +25,7 @@ pub struct Record<'a> {
     pub logical_model: Option<Cow<'a, str>>,
     pub route: Cow<'a, str>,
     pub model: Option<Cow<'a, str>>,
-    pub reason: Option<Cow<'a, str>>,
+    pub reason: Option<Reason>,
     pub score: Option<f64>,
     pub status: Status,
     pub input_tokens: Option<u64>,
@@ -41,9 +42,48 @@ pub struct Record<'a> {
     pub config_sha256: Option<Cow<'a, str>>,
     /// What `serve --shadow`'s candidate would have decided.
     pub shadow_route: Option<Cow<'a, str>>,
-    pub shadow_reason: Option<Cow<'a, str>>,
+    pub shadow_reason: Option<Reason>,
     pub shadow_score: Option<f64>,
     pub shadow_config_version: Option<u64>,
+}
+
+impl Record<'static> {
+    /// A record of what every record has: the request, when it arrived,
+    /// its slice, the route and how it ended; the rest unknown.
+    pub fn new(
+        id: String,
+        timestamp_ms: i64,
+        slice: String,
+        route: String,
+        status: Status,
+    ) -> Record<'static> {
+        Record {
+            id: Cow::Owned(id),
+            timestamp_ms,
+            slice: Cow::Owned(slice),
+            logical_model: None,
+            route: Cow::Owned(route),
+            model: None,
+            reason: None,
+            score: None,
+            status,
+            input_tokens: None,
+            cached_input_tokens: None,
+            output_tokens: None,
+            ttft_ms: None,
+            total_ms: None,
+            finish_reason: None,
+            cost_usd: None,
+            prompt: None,
+            messages: None,
+            config_version: None,
+            config_sha256: None,
+            shadow_route: None,
+            shadow_reason: None,
+            shadow_score: None,
+            shadow_config_version: None,
+        }
+    }
 }
 
 impl Record<'_> {
@@ -57,7 +97,7 @@ impl Record<'_> {
             logical_model: self.logical_model.map(own),
             route: own(self.route),
             model: self.model.map(own),
-            reason: self.reason.map(own),
+            reason: self.reason,
             score: self.score,
             status: self.status,
             input_tokens: self.input_tokens,
@@ -72,10 +112,45 @@ impl Record<'_> {
             config_version: self.config_version,
             config_sha256: self.config_sha256.map(own),
             shadow_route: self.shadow_route.map(own),
-            shadow_reason: self.shadow_reason.map(own),
+            shadow_reason: self.shadow_reason,
             shadow_score: self.shadow_score,
             shadow_config_version: self.shadow_config_version,
         }
+    }
+}
+
+/// A record as a JSON object of its columns (what serve's journal writes,
+/// a line each), by the names in [`RECORD_COLUMNS`].
+impl serde::Serialize for Record<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let name = |field: usize| RECORD_COLUMNS[field].name;
+        let mut object = serializer.serialize_struct("Record", RECORD_COLUMNS.len())?;
+        object.serialize_field(name(ID), &self.id)?;
+        object.serialize_field(name(TIMESTAMP), &self.timestamp_ms)?;
+        object.serialize_field(name(SLICE), &self.slice)?;
+        object.serialize_field(name(LOGICAL_MODEL), &self.logical_model)?;
+        object.serialize_field(name(ROUTE), &self.route)?;
+        object.serialize_field(name(MODEL), &self.model)?;
+        object.serialize_field(name(REASON), &self.reason)?;
+        object.serialize_field(name(SCORE), &self.score)?;
+        object.serialize_field(name(STATUS), self.status.name())?;
+        object.serialize_field(name(INPUT_TOKENS), &self.input_tokens)?;
+        object.serialize_field(name(CACHED_INPUT_TOKENS), &self.cached_input_tokens)?;
+        object.serialize_field(name(OUTPUT_TOKENS), &self.output_tokens)?;
+        object.serialize_field(name(TTFT_MS), &self.ttft_ms)?;
+        object.serialize_field(name(TOTAL_MS), &self.total_ms)?;
+        object.serialize_field(name(FINISH_REASON), &self.finish_reason)?;
+        object.serialize_field(name(COST_USD), &self.cost_usd)?;
+        object.serialize_field(name(PROMPT), &self.prompt)?;
+        object.serialize_field(name(MESSAGES), &self.messages)?;
+        object.serialize_field(name(CONFIG_VERSION), &self.config_version)?;
+        object.serialize_field(name(CONFIG_SHA256), &self.config_sha256)?;
+        object.serialize_field(name(SHADOW_ROUTE), &self.shadow_route)?;
+        object.serialize_field(name(SHADOW_REASON), &self.shadow_reason)?;
+        object.serialize_field(name(SHADOW_SCORE), &self.shadow_score)?;
+        object.serialize_field(name(SHADOW_CONFIG_VERSION), &self.shadow_config_version)?;
+        object.end()
     }
 }
 
@@ -202,7 +277,7 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         logical_model: text(LOGICAL_MODEL)?,
         route: required_text(ROUTE)?,
         model: text(MODEL)?,
-        reason: text(REASON)?,
+        reason: text(REASON)?.map(|text| Reason::from(&*text)),
         score: number(SCORE)?,
         status,
         input_tokens: tokens(INPUT_TOKENS)?,
@@ -217,7 +292,7 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         config_version: version(CONFIG_VERSION)?,
         config_sha256: text(CONFIG_SHA256)?,
         shadow_route: text(SHADOW_ROUTE)?,
-        shadow_reason: text(SHADOW_REASON)?,
+        shadow_reason: text(SHADOW_REASON)?.map(|text| Reason::from(&*text)),
         shadow_score: number(SHADOW_SCORE)?,
         shadow_config_version: version(SHADOW_CONFIG_VERSION)?,
     };

@@ -12,6 +12,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::read::Record;
+use super::reason::Reason;
 use super::schema::{RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 
 const BATCH: usize = 8192;
@@ -87,6 +88,17 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             }
             Arc::new(builder.finish())
         };
+        let reasons =
+            |value: &dyn for<'r> Fn(&'r Record<'static>) -> Option<&'r Reason>| -> ArrayRef {
+                let mut builder = StringBuilder::new();
+                for row in &rows {
+                    match value(row) {
+                        Some(reason) => builder.append_value(reason.to_string()),
+                        None => builder.append_null(),
+                    }
+                }
+                Arc::new(builder.finish())
+            };
         let reals = |value: &dyn Fn(&Record<'static>) -> Option<f64>| -> ArrayRef {
             let mut builder = Float64Builder::new();
             for row in &rows {
@@ -112,7 +124,7 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             texts(&|row| row.logical_model.as_deref()),
             texts(&|row| Some(&row.route)),
             texts(&|row| row.model.as_deref()),
-            texts(&|row| row.reason.as_deref()),
+            reasons(&|row| row.reason.as_ref()),
             reals(&|row| row.score),
             texts(&|row| Some(row.status.name())),
             counts(&|row| row.input_tokens),
@@ -127,7 +139,7 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             counts(&|row| row.config_version),
             texts(&|row| row.config_sha256.as_deref()),
             texts(&|row| row.shadow_route.as_deref()),
-            texts(&|row| row.shadow_reason.as_deref()),
+            reasons(&|row| row.shadow_reason.as_ref()),
             reals(&|row| row.shadow_score),
             counts(&|row| row.shadow_config_version),
         ];

@@ -1,5 +1,6 @@
 //! `routeval router`: the built-in learned router trained on graded results
-//! (its model, [`crate::router_model`], written with cross-fitted scores),
+//! (its model, [`crate::router_model`], fitted on a training part and
+//! written with its own scores of the calibration part),
 //! prompts scored with a trained model, and an external router's scores
 //! joined into the results by id. Each writes the graded-results table with
 //! the scores in a column of the caller's choosing.
@@ -11,7 +12,7 @@ use anyhow::Context;
 use crate::atomic::{Staged, commit_all};
 use crate::policy::{ScoredOutcome, routing_quality};
 use crate::router_model::{
-    Router, Training, cross_fit, featurise, labelled_prompts, stored_score, with_scores,
+    Router, Training, featurise, labelled_prompts, split_fit, stored_score, with_scores,
 };
 use crate::schema::{
     ColumnNames, GradedTable, ReadOptions, read_graded, read_scores, score_of,
@@ -20,7 +21,7 @@ use crate::schema::{
 
 /// Training, already checked: `folds` in 2..=100, `into` a column the
 /// table may take.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TrainOptions {
     pub results: PathBuf,
     /// Where the model trained on every row goes.
@@ -28,6 +29,8 @@ pub struct TrainOptions {
     /// Where the results with out-of-fold scores go, if anywhere.
     pub scored_out: Option<PathBuf>,
     pub into: String,
+    /// In (0, 1): the share of prompts kept out of training.
+    pub calibration_share: f64,
     pub folds: usize,
     pub seed: u64,
     pub prompt_col: String,
@@ -37,13 +40,20 @@ pub struct TrainOptions {
 /// What training did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Trained {
-    pub prompts: usize,
-    /// The cross-fitted scores' APGR, where the tiers differ at all.
+    /// Rows of the training part.
+    pub training: usize,
+    /// Rows of the calibration part.
+    pub calibration: usize,
+    /// The deployed model's APGR on the calibration part, where the tiers
+    /// differ at all.
     pub apgr: Option<f64>,
+    /// The cross-fitted APGR on the training part, likewise.
+    pub cross_fitted_apgr: Option<f64>,
 }
 
-/// Fits the router, cross-fits the scores, and writes the model (and the
-/// scored results) together: both or neither.
+/// Fits the router on the training part, scores the calibration part with
+/// it, and writes the model (and the scored calibration part) together:
+/// both or neither.
 pub fn train(options: &TrainOptions) -> anyhow::Result<Trained> {
     let table = read_results(&options.results, &options.slice_col)?;
     let prompts = labelled_prompts(&table, &options.prompt_col)?;
@@ -51,39 +61,67 @@ pub fn train(options: &TrainOptions) -> anyhow::Result<Trained> {
         seed: options.seed,
         ..Training::default()
     };
-    let (scores, router) = cross_fit(&prompts, options.folds, &training);
-    let mut outcomes = Vec::with_capacity(prompts.len());
-    for batch in &table.batches {
-        for index in 0..batch.num_rows() {
-            outcomes.push((batch.small_ok.value(index), batch.large_ok.value(index)));
-        }
-    }
-    let quality = routing_quality(
-        &scores
-            .iter()
-            .zip(&outcomes)
-            .map(|(&score, &(small_ok, large_ok))| ScoredOutcome {
-                score: f64::from(score),
-                small_ok,
-                large_ok,
-            })
-            .collect::<Vec<_>>(),
+    let split = split_fit(
+        &prompts,
+        options.calibration_share,
+        options.folds,
+        &training,
     );
+    if split.training.is_empty() || split.calibration.is_empty() {
+        anyhow::bail!(
+            "{}: --calibration-share {} leaves {} of {} prompts to train on and {} to calibrate on; both parts need prompts",
+            options.results.display(),
+            options.calibration_share,
+            split.training.len(),
+            prompts.len(),
+            split.calibration.len()
+        );
+    }
+    let apgr_of = |indices: &[usize], scores: &[f32]| {
+        routing_quality(
+            &indices
+                .iter()
+                .zip(scores)
+                .map(|(&index, &score)| ScoredOutcome {
+                    score: f64::from(score),
+                    small_ok: prompts[index].outcome.small_ok,
+                    large_ok: prompts[index].outcome.large_ok,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .map(|quality| quality.apgr)
+    };
+    let trained = Trained {
+        training: split.training.len(),
+        calibration: split.calibration.len(),
+        apgr: apgr_of(&split.calibration, &split.calibration_scores),
+        cross_fitted_apgr: split
+            .cross_fitted
+            .as_ref()
+            .and_then(|scores| apgr_of(&split.training, scores)),
+    };
     // Both outputs or neither: a scored table whose model was not written
     // (or the other way round) would not match.
-    let mut staged: Vec<Staged> = vec![router.stage(&options.out)?];
+    let mut staged: Vec<Staged> = vec![split.router.stage(&options.out)?];
     if let Some(scored) = &options.scored_out {
-        let scores: Vec<f64> = scores.iter().copied().map(stored_score).collect();
+        let mut keep = vec![false; prompts.len()];
+        for &index in &split.calibration {
+            keep[index] = true;
+        }
+        let scores: Vec<f64> = split
+            .calibration_scores
+            .iter()
+            .copied()
+            .map(stored_score)
+            .collect();
+        let calibration_part = with_scores(table.with_rows(&keep), &scores, &options.into);
         staged.push(
-            stage_graded_parquet(&with_scores(table, &scores, &options.into), scored)
+            stage_graded_parquet(&calibration_part, scored)
                 .with_context(|| format!("{}: cannot write (--scored-out)", scored.display()))?,
         );
     }
     commit_all(staged)?;
-    Ok(Trained {
-        prompts: prompts.len(),
-        apgr: quality.map(|quality| quality.apgr),
-    })
+    Ok(trained)
 }
 
 /// Scoring with a trained model, already checked: `into` a column the

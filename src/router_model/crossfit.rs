@@ -1,8 +1,10 @@
-//! Out-of-fold scores: every prompt is scored by a model trained on the
-//! other folds only, so no prompt is scored by a model that saw its label.
+//! Scores no prompt's own label shaped: the deployed model's on a
+//! calibration part it was not fitted on (what a certificate rests on), and
+//! out-of-fold scores, each prompt scored by a model trained on the other
+//! folds only (for choosing features and reporting, never for certifying).
 
 use super::features::{Features, featurise};
-use super::model::{Outcome, Router, Training};
+use super::model::{Outcome, Router, Training, TrainingSet};
 
 /// A labelled prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +36,69 @@ pub fn fold_of(prompt: &str, folds: usize) -> usize {
     (crate::stats::random::fnv1a(prompt.as_bytes()) % folds as u64) as usize
 }
 
-/// Cross-fitted scores in input order, and the model trained on every row
-/// (for scoring new prompts).
+/// Whether a prompt falls in the calibration part: a fixed hash of its text
+/// (salted apart from [`fold_of`]), so the split survives reordering the
+/// file and the same question asked under several ids lands on one side.
+pub fn in_calibration_part(prompt: &str, calibration_share: f64) -> bool {
+    const SALT: u64 = 0x6361_6c69_6272_6174;
+    let hash = crate::stats::random::fnv1a(prompt.as_bytes());
+    crate::stats::random::unit_of(crate::stats::random::finalise(hash ^ SALT)) < calibration_share
+}
+
+/// A router fitted on the training part, and what it and cross-fitting say.
+#[derive(Debug, Clone)]
+pub struct Split {
+    /// The model to deploy, fitted on the training part alone, with its
+    /// training set.
+    pub router: Router,
+    /// Indices (input order) of the calibration part.
+    pub calibration: Vec<usize>,
+    /// The deployed router's scores of the calibration part, in its order.
+    pub calibration_scores: Vec<f32>,
+    /// Indices of the training part.
+    pub training: Vec<usize>,
+    /// Out-of-fold scores of the training part, in its order (`None` when
+    /// it has fewer prompts than folds).
+    pub cross_fitted: Option<Vec<f32>>,
+}
+
+/// Splits the prompts by [`in_calibration_part`], fits the router on the
+/// training part and scores the calibration part with it.
+pub fn split_fit(
+    prompts: &[LabelledPrompt],
+    calibration_share: f64,
+    folds: usize,
+    training: &Training,
+) -> Split {
+    let (calibration, training_part): (Vec<usize>, Vec<usize>) = (0..prompts.len())
+        .partition(|&index| in_calibration_part(&prompts[index].prompt, calibration_share));
+    let fitted: Vec<LabelledPrompt> = training_part
+        .iter()
+        .map(|&index| prompts[index].clone())
+        .collect();
+    let cross_fitted = (fitted.len() >= folds).then(|| cross_fit(&fitted, folds, training).0);
+    let features: Vec<Features> = fitted
+        .iter()
+        .map(|prompt| featurise(&prompt.prompt, &prompt.slice))
+        .collect();
+    let mut router = fit(&features, &fitted, training);
+    router.trained_on = Some(TrainingSet::of(
+        fitted.iter().map(|prompt| prompt.prompt.as_str()),
+    ));
+    let calibration_scores = calibration
+        .iter()
+        .map(|&index| router.score(&featurise(&prompts[index].prompt, &prompts[index].slice)))
+        .collect();
+    Split {
+        router,
+        calibration,
+        calibration_scores,
+        training: training_part,
+        cross_fitted,
+    }
+}
+
+/// Cross-fitted scores in input order, and the model trained on every row.
 pub fn cross_fit(
     prompts: &[LabelledPrompt],
     folds: usize,
@@ -61,17 +124,63 @@ pub fn cross_fit(
             scores[index] = router.score(&features[index]);
         }
     }
-    let everything: Vec<(&Features, Outcome)> = features
+    (scores, fit(&features, prompts, training))
+}
+
+/// The router fitted on every prompt, `features` being theirs.
+fn fit(features: &[Features], prompts: &[LabelledPrompt], training: &Training) -> Router {
+    let examples: Vec<(&Features, Outcome)> = features
         .iter()
         .zip(prompts)
         .map(|(features, prompt)| (features, prompt.outcome))
         .collect();
-    (scores, Router::train(&everything, training))
+    Router::train(&examples, training)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_deployed_router_never_saw_the_calibration_part() {
+        let mut random = crate::stats::Random::new(9);
+        let prompts: Vec<LabelledPrompt> = (0..400)
+            .map(|index| LabelledPrompt {
+                id: format!("p{index}"),
+                slice: "s".to_owned(),
+                // Every text twice, under two ids: both copies on one side.
+                prompt: format!("question {}", index / 2),
+                outcome: Outcome {
+                    small_ok: random.chance(0.5),
+                    large_ok: true,
+                },
+            })
+            .collect();
+        let split = split_fit(&prompts, 0.5, 5, &Training::default());
+        assert_eq!(split.calibration.len() + split.training.len(), 400);
+        assert!((150..250).contains(&split.calibration.len()));
+        let set = split.router.trained_on.as_ref().unwrap();
+        assert_eq!(set.len(), split.training.len() / 2);
+        for &index in &split.calibration {
+            assert!(!set.contains(&prompts[index].prompt), "{index}");
+        }
+        for &index in &split.training {
+            assert!(set.contains(&prompts[index].prompt), "{index}");
+        }
+        for (&index, &score) in split.calibration.iter().zip(&split.calibration_scores) {
+            let prompt = &prompts[index];
+            assert_eq!(
+                split
+                    .router
+                    .score(&featurise(&prompt.prompt, &prompt.slice)),
+                score
+            );
+        }
+        assert_eq!(
+            split.cross_fitted.as_ref().map(Vec::len),
+            Some(split.training.len())
+        );
+    }
 
     #[test]
     fn folds_are_balanced_and_stable() {

@@ -1,5 +1,7 @@
 //! The router: two logistic regressions on hashed features, one for each
-//! tier's chance of failing, trained with AdaGrad; and its file format.
+//! tier's chance of failing, trained with AdaGrad; the prompts it was
+//! trained on, so a score can be told to come from a prompt it never saw;
+//! and its file format.
 //!
 //! The score is the expected quality gained by escalating a prompt,
 //! P(small fails) − P(large fails). Ranking by the small tier's failure
@@ -22,6 +24,44 @@ pub struct Router {
     pub small_fails: Classifier,
     /// P(the large tier's answer is not acceptable).
     pub large_fails: Classifier,
+    /// The prompts it was fitted on; `None` for a file from before routeval
+    /// kept them, whose scores no certificate can rest on.
+    pub trained_on: Option<TrainingSet>,
+}
+
+/// The prompts a router was fitted on, by their text's 64-bit FNV-1a hash
+/// (sorted): 8 bytes a prompt, and two distinct prompts of a million share
+/// a hash with odds of about 3 in 100 million.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TrainingSet {
+    hashes: Vec<u64>,
+}
+
+impl TrainingSet {
+    pub fn of<'a>(prompts: impl IntoIterator<Item = &'a str>) -> TrainingSet {
+        let mut hashes: Vec<u64> = prompts.into_iter().map(prompt_hash).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        TrainingSet { hashes }
+    }
+
+    /// Whether the router saw `prompt` (under any slice) while fitted.
+    pub fn contains(&self, prompt: &str) -> bool {
+        self.hashes.binary_search(&prompt_hash(prompt)).is_ok()
+    }
+
+    /// Distinct prompts fitted on.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+}
+
+fn prompt_hash(prompt: &str) -> u64 {
+    crate::stats::random::fnv1a(prompt.as_bytes())
 }
 
 /// One logistic regression over the hashed features.
@@ -74,8 +114,17 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-const MAGIC: &[u8; 8] = b"RVROUTE2";
+/// This build's format: [`UNTRAINED_MAGIC`]'s weights, then the training
+/// set (a u64 count and the sorted hashes, little-endian).
+const MAGIC: &[u8; 8] = b"RVROUTE3";
+/// Weights without the training set; still loaded, so a config signed on
+/// such a router keeps serving.
+const UNTRAINED_MAGIC: &[u8; 8] = b"RVROUTE2";
 const OLD_MAGIC: &[u8; 8] = b"RVROUTE1";
+
+/// The formats this build loads, as a signed config's `serving.scorer`
+/// names them; the first is the one it writes.
+pub const ROUTER_FORMATS: [&str; 2] = ["RVROUTE3", "RVROUTE2"];
 
 /// What `router train --out` writes: a model of any version, by the part of
 /// the magic number every version shares.
@@ -165,11 +214,24 @@ impl Router {
         Router {
             small_fails,
             large_fails,
+            trained_on: None,
         }
     }
 
+    /// The file format this router is written in, as `serving.scorer`
+    /// pins it.
+    pub fn format(&self) -> &'static str {
+        let magic = if self.trained_on.is_some() {
+            MAGIC
+        } else {
+            UNTRAINED_MAGIC
+        };
+        std::str::from_utf8(magic).expect("ascii")
+    }
+
     /// Writes the model: a magic number, the bucket count, then each
-    /// classifier's bias and weights (small, then large), little-endian.
+    /// classifier's bias and weights (small, then large), and the training
+    /// set where known, little-endian.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         self.stage(path)?
             .commit()
@@ -179,11 +241,19 @@ impl Router {
     /// The model written under a temporary name, committed with the
     /// command's other outputs.
     pub fn stage(&self, path: &Path) -> anyhow::Result<crate::atomic::Staged> {
-        let mut bytes = Vec::with_capacity(12 + 8 * (1 + self.small_fails.weights.len()));
-        bytes.extend_from_slice(MAGIC);
+        let trained_on = self.trained_on.as_ref().map_or(0, TrainingSet::len);
+        let mut bytes =
+            Vec::with_capacity(20 + 8 * (1 + self.small_fails.weights.len() + trained_on));
+        bytes.extend_from_slice(self.format().as_bytes());
         bytes.extend_from_slice(&(self.small_fails.weights.len() as u32).to_le_bytes());
         self.small_fails.write(&mut bytes);
         self.large_fails.write(&mut bytes);
+        if let Some(set) = &self.trained_on {
+            bytes.extend_from_slice(&(set.hashes.len() as u64).to_le_bytes());
+            for hash in &set.hashes {
+                bytes.extend_from_slice(&hash.to_le_bytes());
+            }
+        }
         crate::atomic::Staged::new(path, |file| Ok(file.write_all(&bytes)?))
             .with_context(|| format!("{}: cannot write the router", path.display()))
     }
@@ -205,9 +275,10 @@ impl Router {
                 path.display()
             );
         }
-        if bytes.len() < 12 || &bytes[..8] != MAGIC {
+        if bytes.len() < 12 || (&bytes[..8] != MAGIC && &bytes[..8] != UNTRAINED_MAGIC) {
             bail!("{}: not a routeval router file", path.display());
         }
+        let has_training_set = &bytes[..8] == MAGIC;
         let count = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
         let classifier_bytes = 4 * (1 + count);
         if count != BUCKETS {
@@ -216,7 +287,18 @@ impl Router {
                 path.display()
             );
         }
-        let expected = 12 + 2 * classifier_bytes;
+        let weights_end = 12 + 2 * classifier_bytes;
+        let trained_count = match bytes.get(weights_end..weights_end + 8) {
+            Some(count) if has_training_set => {
+                Some(u64::from_le_bytes(count.try_into().expect("8 bytes")) as usize)
+            }
+            _ => None,
+        };
+        let expected = match trained_count {
+            Some(count) => (weights_end + 8).saturating_add(count.saturating_mul(8)),
+            None if has_training_set => weights_end + 8,
+            None => weights_end,
+        };
         if bytes.len() != expected {
             bail!(
                 "{}: the router file is cut short or padded ({} bytes, a router has {expected}); train it again with `routeval router train`",
@@ -224,10 +306,25 @@ impl Router {
                 bytes.len()
             );
         }
-        let (small, large) = bytes[12..].split_at(classifier_bytes);
+        let (small, large) = bytes[12..weights_end].split_at(classifier_bytes);
+        let trained_on = trained_count.map(|_| TrainingSet {
+            hashes: bytes[weights_end + 8..]
+                .chunks_exact(8)
+                .map(|hash| u64::from_le_bytes(hash.try_into().expect("8 bytes")))
+                .collect(),
+        });
+        if let Some(set) = &trained_on
+            && !set.hashes.is_sorted_by(|a, b| a < b)
+        {
+            bail!(
+                "{}: the router's training set is out of order; train it again with `routeval router train`",
+                path.display()
+            );
+        }
         Ok(Router {
             small_fails: Classifier::read(small),
             large_fails: Classifier::read(large),
+            trained_on,
         })
     }
 }
@@ -269,6 +366,26 @@ mod tests {
         let path = directory.path().join("router.bin");
         router.save(&path).unwrap();
         assert_eq!(Router::load(&path).unwrap(), router);
+        assert_eq!(router.format(), "RVROUTE2");
+        let trained = Router {
+            trained_on: Some(TrainingSet::of(["say hello 1", "prove theorem 0"])),
+            ..router.clone()
+        };
+        trained.save(&path).unwrap();
+        let loaded = Router::load(&path).unwrap();
+        assert_eq!(loaded, trained);
+        assert_eq!(loaded.format(), "RVROUTE3");
+        let set = loaded.trained_on.unwrap();
+        assert!(set.contains("say hello 1") && !set.contains("say hello 2"));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.pop();
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(
+            Router::load(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("cut short or padded")
+        );
         std::fs::write(&path, b"not a router").unwrap();
         assert!(
             Router::load(&path)

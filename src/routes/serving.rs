@@ -204,8 +204,9 @@ pub struct ServingInputs<'a> {
     pub constraints: Option<&'a BTreeMap<String, Constraint>>,
 }
 
-/// The format of the router file the built-in scorer loads.
-pub const BUILTIN_ROUTER_FORMAT: &str = "RVROUTE2";
+/// The format of the router file the gate pins: one that keeps the prompts
+/// it was fitted on (serve also loads the format before it).
+pub const BUILTIN_ROUTER_FORMAT: &str = "RVROUTE3";
 
 impl ServingSpec {
     /// The signed `serving` block for `policy`, or the one thing left open.

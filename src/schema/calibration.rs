@@ -13,7 +13,7 @@ use crate::stats::random::{splitmix64, unit_of};
 /// than two tiers (absent for two); version 3 added `guarantee` and
 /// `slice_confidence`; versions 1 and 2 read as per-slice guarantees at
 /// `confidence`.
-pub const CALIBRATION_SCHEMA_VERSION: u32 = 6;
+pub const CALIBRATION_SCHEMA_VERSION: u32 = 7;
 
 /// What `calibrate --out` writes, and so the only file it replaces.
 pub const CALIBRATION_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -211,6 +211,42 @@ pub struct TieredChoice {
     pub exact: bool,
     /// The cost–quality frontier, cheapest first (thinned like `frontier`).
     pub frontier: Vec<TieredPoint>,
+    /// With a confidence: how the choice was certified (version 7 on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certification: Option<TierCertification>,
+}
+
+/// How a k-tier calibration tests its candidate assignments
+/// (`calibrate --tier-test`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TierTest {
+    /// Fixed-sequence testing at the full δ along an order found on a part
+    /// of the slice's rows, tested on the rest.
+    #[default]
+    FixedSequence,
+    /// Every candidate at δ / candidates.
+    Bonferroni,
+}
+
+/// How one slice's k-tier choice was certified.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierCertification {
+    pub test: TierTest,
+    /// Fixed sequence: where the order came from (`split`: the frontier of
+    /// every third row of the slice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    /// Rows that ordered the candidates and rows that tested them (fixed
+    /// sequence); every row tests under Bonferroni.
+    pub order_rows: u64,
+    pub test_rows: u64,
+    /// Candidates tested, each at `level`: the certified ones and the first
+    /// that was not (fixed sequence), or every candidate (Bonferroni).
+    pub tested: u64,
+    /// The level each test was made at: δ, or δ / candidates.
+    pub level: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use crate::schema::{InputFile, Threshold};
 
 /// Version 2 added per-slice `thresholds` for configs over more than two
 /// tiers; version 1 documents read as two-tier ones.
-pub const DRIFT_SCHEMA_VERSION: u32 = 3;
+pub const DRIFT_SCHEMA_VERSION: u32 = 4;
 
 /// What `drift --out` writes from graded results.
 pub const DRIFT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -74,8 +74,20 @@ pub struct SequentialDrift {
     pub state: String,
     /// Runs counted, this one included.
     pub runs: u64,
+    /// Rows of this run the monitor counted: those it had not counted in
+    /// an earlier run (version 4 on).
+    #[serde(default)]
+    pub rows_counted: u64,
+    /// Rows of this run an earlier run had counted, left out (a rolling
+    /// window or a growing file repeats rows).
+    #[serde(default)]
+    pub rows_repeated: u64,
     /// Each test's level: an e-value of 1 / level alarms.
     pub level: f64,
+    /// The change detectors' average run length to a false alarm, in runs:
+    /// a statistic of this much alarms (version 4 on).
+    #[serde(default)]
+    pub arl: f64,
     pub slices: Vec<SequentialSlice>,
     /// Slices of this run outside the monitor's family (new since its
     /// first run): not monitored.
@@ -95,6 +107,20 @@ pub struct SequentialSlice {
     /// The run in which each first alarmed.
     pub quality_alarm_run: Option<u64>,
     pub escalation_alarm_run: Option<u64>,
+    /// "Changed since calibration": the detector's statistic of quality
+    /// below the calibration's interval (`None` where calibration measured
+    /// no quality), and the run it first reached the average run length.
+    #[serde(default)]
+    pub quality_change_statistic: Option<f64>,
+    #[serde(default)]
+    pub quality_change_run: Option<u64>,
+    /// "Escalation moved since calibration": the mean statistic of the two
+    /// directions' detectors (`None` without thresholds), and the run it
+    /// first reached the average run length.
+    #[serde(default)]
+    pub escalation_change_statistic: Option<f64>,
+    #[serde(default)]
+    pub escalation_change_run: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use crate::stats::PairedVerdict;
 /// Version 4 added `rollback`; version 3 added `served` to the metrics of
 /// candidates over more than two tiers; version 2 added each candidate's
 /// `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 4;
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 5;
 
 /// What a gate writes as `gate-report.json`.
 pub const GATE_REPORT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -116,6 +116,37 @@ pub struct CandidateReport {
     /// config on the same rows. Empty without a baseline (and in version 1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regressions: Vec<SliceRegression>,
+    /// A predictive candidate's scores: what its certificate is about.
+    /// Absent for other policies (and before version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<CertifiedScores>,
+}
+
+/// The scores a predictive candidate was measured and certified on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertifiedScores {
+    /// The results' column.
+    pub column: String,
+    pub scorer: ScoresFrom,
+    /// The pinned router's sha256 (`deployed_router`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_sha256: Option<String>,
+    /// How many distinct prompts the pinned router was fitted on, none of
+    /// them among the rows (`deployed_router`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_trained_on: Option<u64>,
+}
+
+/// Where a predictive candidate's scores come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoresFrom {
+    /// The pinned built-in router's own scores, checked on every row, of
+    /// prompts it was not fitted on: the scorer serve runs.
+    DeployedRouter,
+    /// An external router's, as the results give them: nothing checked.
+    External,
 }
 
 /// A candidate against the deployed config on one slice's rows

@@ -256,6 +256,59 @@ impl GradedBatch {
         }
     }
 
+    /// The rows `mask` keeps, as a batch whose first row is `first_row` of
+    /// its (new) file.
+    pub fn filter(&self, mask: &BooleanArray, first_row: u64) -> GradedBatch {
+        fn keep<A: Array + Clone + 'static>(array: &A, mask: &BooleanArray) -> A {
+            let kept = arrow::compute::filter(array, mask).expect("a mask of the batch's length");
+            kept.as_any()
+                .downcast_ref::<A>()
+                .expect("filter keeps the array's type")
+                .clone()
+        }
+        GradedBatch {
+            first_row,
+            lines: self.lines.as_ref().map(|lines| {
+                lines
+                    .iter()
+                    .zip(mask.iter())
+                    .filter(|(_, kept)| kept == &Some(true))
+                    .map(|(line, _)| *line)
+                    .collect()
+            }),
+            id: keep(&self.id, mask),
+            slice: keep(&self.slice, mask),
+            score: keep(&self.score, mask),
+            small_ok: keep(&self.small_ok, mask),
+            large_ok: keep(&self.large_ok, mask),
+            cost_small: keep(&self.cost_small, mask),
+            cost_large: keep(&self.cost_large, mask),
+            cost_verifier: keep(&self.cost_verifier, mask),
+            cost_router: keep(&self.cost_router, mask),
+            latencies: self
+                .latencies
+                .clone()
+                .map(|latency| latency.map(|array| keep(&array, mask))),
+            models: self
+                .models
+                .clone()
+                .map(|model| model.map(|array| keep(&array, mask))),
+            audited: self
+                .audited
+                .clone()
+                .map(|audited| audited.map(|array| keep(&array, mask))),
+            extra: self
+                .extra
+                .iter()
+                .map(|(field, array)| {
+                    let kept = arrow::compute::filter(array.as_ref(), mask)
+                        .expect("a mask of the batch's length");
+                    (field.clone(), kept)
+                })
+                .collect(),
+        }
+    }
+
     /// The batch as one Arrow record batch: known columns in canonical order,
     /// the optional detail columns the file has, then the carried columns.
     pub fn to_record_batch(&self, present: &Present) -> RecordBatch {

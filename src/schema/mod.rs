@@ -45,7 +45,7 @@ pub use calibration::{
     AUDIT_HEADER, AuditDraw, AuditSummary, Baselines, CALIBRATION_OUTPUT,
     CALIBRATION_SCHEMA_VERSION, CalibrationDocument, FrontierPoint, GLOBAL_SLICE, Guarantee,
     Holdout, HoldoutResult, HoldoutVerdict, InputFile, Point, Scope, SliceCalibration, Threshold,
-    TieredChoice, TieredPoint, audit_rows,
+    TierCertification, TierTest, TieredChoice, TieredPoint, audit_rows,
 };
 pub use call_tier::CallTier;
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
@@ -65,9 +65,9 @@ pub use fallback::{
 };
 pub use format::Format;
 pub use gate_report::{
-    BaselineRef, CandidateReport, Emitted, Failure, GATE_MARKDOWN_HEADER, GATE_MARKDOWN_OUTPUT,
-    GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rollback, Rule, SliceRegression,
-    comparison_rows,
+    BaselineRef, CandidateReport, CertifiedScores, Emitted, Failure, GATE_MARKDOWN_HEADER,
+    GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rollback,
+    Rule, ScoresFrom, SliceRegression, comparison_rows,
 };
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,

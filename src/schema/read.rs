@@ -113,6 +113,29 @@ impl GradedTable {
         self.batches.iter().map(GradedBatch::num_rows).sum()
     }
 
+    /// The table with only the rows `keep` marks (one flag a row, in row
+    /// order), every column kept.
+    pub fn with_rows(&self, keep: &[bool]) -> GradedTable {
+        assert_eq!(keep.len(), self.num_rows(), "one flag per row");
+        let mut offset = 0;
+        let mut first_row = 0;
+        let mut batches = Vec::with_capacity(self.batches.len());
+        for batch in &self.batches {
+            let rows = batch.num_rows();
+            let mask = arrow::array::BooleanArray::from(keep[offset..offset + rows].to_vec());
+            offset += rows;
+            let kept = batch.filter(&mask, first_row);
+            first_row += kept.num_rows() as u64;
+            batches.push(kept);
+        }
+        GradedTable {
+            path: self.path.clone(),
+            batches,
+            present: self.present,
+            tiers: self.tiers.clone(),
+        }
+    }
+
     /// The table as Arrow record batches in the canonical column order.
     pub fn record_batches(&self) -> Vec<RecordBatch> {
         self.batches

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub const REPLAY_SCHEMA_VERSION: u32 = 1;
+/// Version 2 added each policy's `replica_requests` and `busiest_share`.
+pub const REPLAY_SCHEMA_VERSION: u32 = 2;
 
 /// What `replay replicas --out` writes.
 pub const REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -80,6 +81,14 @@ pub struct PolicyResult {
     pub imbalance: f64,
     /// Replica-seconds spent above twice the pool's mean load.
     pub herding_s: f64,
+    /// Requests each replica was sent, in the pool's order (empty in a
+    /// version 1 document).
+    #[serde(default)]
+    pub replica_requests: Vec<u64>,
+    /// The busiest replica's share of the requests (0 in a version 1
+    /// document, and with no requests).
+    #[serde(default)]
+    pub busiest_share: f64,
     /// Requests sent to a replica for a prefix the router believed cached
     /// there but the engine had evicted.
     pub index_drift_misses: u64,

@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::records::{Bound, Reason};
 use crate::routes::TenantLimit;
 
 const MINUTE_MS: f64 = 60_000.0;
@@ -86,13 +87,13 @@ pub enum Full {
 
 impl Full {
     /// The reason the request's record gives.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Full::Total => "admission:total",
-            Full::Route => "admission:route",
-            Full::Tenant => "admission:tenant",
-            Full::TenantTokens => "admission:tenant-tpm",
-        }
+    pub fn reason(self) -> Reason {
+        Reason::Admission(match self {
+            Full::Total => Bound::Total,
+            Full::Route => Bound::Route,
+            Full::Tenant => Bound::Tenant,
+            Full::TenantTokens => Bound::TenantTokens,
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, plan};
+use crate::records::{self, Reason};
 use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
@@ -30,10 +31,10 @@ pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;
 /// reason its record gives.
 pub(super) struct Refused {
     pub response: Response,
-    pub reason: &'static str,
+    pub reason: Reason,
 }
 
-pub(super) fn refused(response: Response, reason: &'static str) -> Box<Refused> {
+pub(super) fn refused(response: Response, reason: Reason) -> Box<Refused> {
     Box::new(Refused { response, reason })
 }
 
@@ -103,17 +104,19 @@ fn decide(
                     deployed.config.expires_at
                 ),
             ),
-            "expired",
+            Reason::Refused(records::Refusal::Expired),
         ));
     }
     let request = parse(&deployed, body)?;
     let slice = slice_for(app, headers, &deployed.serving.slice, &request, identity);
-    record.slice = slice.clone();
+    record.slice = slice.clone().into();
     record.tenant = Some(identity.tenant.clone());
     let prompt = last_user_text(&request);
-    record.messages = request.get("messages").map(Value::to_string);
+    record.messages = request
+        .get("messages")
+        .map(|messages| messages.to_string().into());
     let chosen = choose(&deployed, headers, &slice, &identity.tenant, &prompt)?;
-    record.prompt = Some(prompt);
+    record.prompt = Some(prompt.into());
     if let Some(shadow) = &app.shadow {
         shadow_of(app, shadow, headers, &request, identity, record);
     }
@@ -126,7 +129,7 @@ fn decide(
         tier: chosen.tier,
         allowed: chosen.allowed,
         tenant: identity.tenant.clone(),
-        request_id: record.id.clone(),
+        request_id: record.id.to_string(),
         trace: record.trace.clone(),
     })
 }
@@ -159,8 +162,8 @@ fn choose(
     let plan =
         plan(table, slice, deployed.serving.unknown_slice, &constraints).map_err(|refusal| {
             let reason = match refusal {
-                Refusal::UnknownSlice(_) => "unknown-slice",
-                Refusal::NoAllowedRoute { .. } => "constrained",
+                Refusal::UnknownSlice(_) => Reason::UnknownSlice,
+                Refusal::NoAllowedRoute { .. } => Reason::Refused(records::Refusal::Constrained),
             };
             refused(
                 error(
@@ -194,10 +197,10 @@ fn choose(
 }
 
 /// The route and reason a decision gives: a cascade's is where it starts.
-fn route_and_reason<'a>(plan: &'a Plan, table: &ResolvedTable, tier: usize) -> (&'a str, String) {
+fn route_and_reason<'a>(plan: &'a Plan, table: &ResolvedTable, tier: usize) -> (&'a str, Reason) {
     let routes = routes_of(plan);
     match plan {
-        Plan::Cascade { .. } => (routes[0], "cascade-start".to_owned()),
+        Plan::Cascade { .. } => (routes[0], Reason::CascadeStart),
         plan => (routes[tier], plan.reason(table, tier)),
     }
 }
@@ -215,16 +218,17 @@ fn shadow_of(
     record: &mut ServedRecord,
 ) {
     let slice = slice_for(app, headers, &shadow.serving.slice, request, identity);
+    let record = &mut record.record;
     let prompt = record.prompt.as_deref().unwrap_or_default();
     record.shadow_config_version = Some(shadow.config.version);
     match choose(shadow, headers, &slice, &identity.tenant, prompt) {
         Ok(chosen) => {
             let (route, reason) = route_and_reason(&chosen.plan, &shadow.config.table, chosen.tier);
-            record.shadow_route = Some(route.to_owned());
+            record.shadow_route = Some(route.to_owned().into());
             record.shadow_reason = Some(reason);
             record.shadow_score = chosen.score;
         }
-        Err(refusal) => record.shadow_reason = Some(refusal.reason.to_owned()),
+        Err(refusal) => record.shadow_reason = Some(refusal.reason),
     }
 }
 
@@ -239,7 +243,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>
                 Some("body"),
                 "the request body is larger than --max-body-bytes",
             ),
-            "bad-request",
+            Reason::Refused(records::Refusal::BadRequest),
         )
     };
     let declared = headers
@@ -283,7 +287,7 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Identity, Box<Refused>
                     None,
                     "a valid API key is required (Authorization: Bearer KEY)",
                 ),
-                "unauthorized",
+                Reason::Refused(records::Refusal::Unauthorized),
             )
         })
 }
@@ -296,7 +300,7 @@ fn bad_request(param: &str, message: String) -> Box<Refused> {
             Some(param),
             &message,
         ),
-        "bad-request",
+        Reason::Refused(records::Refusal::BadRequest),
     )
 }
 
@@ -320,7 +324,7 @@ fn parse(deployed: &Deployed, body: &[u8]) -> Result<serde_json::Map<String, Val
                         "the model {model:?} does not exist here; this endpoint serves {logical:?}"
                     ),
                 ),
-                "unknown-model",
+                Reason::Refused(records::Refusal::UnknownModel),
             ));
         }
         _ => {
@@ -435,7 +439,7 @@ pub(super) async fn admit(
                 let decided = decide(app, deployed, &parts.headers, &identity, &body, &mut record);
                 match &decided {
                     Ok(decided) => span.end(|| decision_attributes(decided), None),
-                    Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_owned())),
+                    Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_string())),
                 }
                 decided
             }

@@ -12,10 +12,10 @@ use minisign::PublicKey;
 use crate::client::TokenPrices;
 use crate::clock::{Clock, parse_rfc3339};
 use crate::digest::sha256_hex;
-use crate::router_model::{FEATURES_VERSION, Router};
+use crate::router_model::{FEATURES_VERSION, ROUTER_FORMATS, Router};
 use crate::routes::{
-    BUILTIN_ROUTER_FORMAT, RouteConfig, Scorer, Serving, VerdictScore, VerifyError, check_config,
-    check_signed, read_signed,
+    RouteConfig, Scorer, Serving, VerdictScore, VerifyError, check_config, check_signed,
+    read_signed,
 };
 use crate::rubric::PromptTemplate;
 
@@ -152,9 +152,10 @@ pub fn load_at_start(
             format,
             features,
         }) => {
-            if format != BUILTIN_ROUTER_FORMAT || features != FEATURES_VERSION {
+            if !ROUTER_FORMATS.contains(&format.as_str()) || features != FEATURES_VERSION {
                 return Err(pin(format!(
-                    "serving.scorer pins a router of format {format} scoring with {features:?}; this routeval loads {BUILTIN_ROUTER_FORMAT} with {FEATURES_VERSION:?}"
+                    "serving.scorer pins a router of format {format} scoring with {features:?}; this routeval loads {} with {FEATURES_VERSION:?}",
+                    ROUTER_FORMATS.join(" or ")
                 )));
             }
             let router_path = sources.router.as_ref().ok_or_else(|| {

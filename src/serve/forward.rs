@@ -444,7 +444,7 @@ impl Finishing {
         let answer = &self.answer;
         record.total_ms = Some(self.started.elapsed().as_secs_f64() * 1e3);
         record.ttft_ms = self.first_byte;
-        record.model = answer.model.clone().or(record.model.take());
+        record.model = answer.model.clone().map(Into::into).or(record.model.take());
         // A stream without usage is counted as the run counts it.
         let input = answer.input_tokens.or_else(|| {
             answer
@@ -461,7 +461,7 @@ impl Finishing {
         record.input_tokens = input;
         record.cached_input_tokens = answer.cached_input_tokens.or(input.map(|_| 0));
         record.output_tokens = output;
-        record.finish_reason = answer.finish_reason.clone();
+        record.finish_reason = answer.finish_reason.clone().map(Into::into);
         let own = input.zip(output).map(|(input, output)| {
             self.upstream
                 .cost(input, answer.cached_input_tokens.unwrap_or(0), output)
@@ -476,10 +476,10 @@ impl Finishing {
             Ending::PastTotal => (Some(Status::Timeout), Some("total_deadline")),
         };
         if let Some(status) = status {
-            record.status = status.name();
+            record.status = status;
         }
         if let Some(finish_reason) = finish_reason {
-            record.finish_reason = Some(finish_reason.to_owned());
+            record.finish_reason = Some(finish_reason.into());
         }
         self.app.finish(record)
     }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::clock::Clock;
 use crate::policy::Plan;
-use crate::records::Status;
+use crate::records::{Reason, Refusal, Status};
 
 use super::admission::{Admission, Full};
 use super::decision::{admit, routes_of};
@@ -131,15 +131,24 @@ impl App {
                 .event(
                     Level::Info,
                     "request",
-                    format!("{} by {} ({})", record.status, record.route, record.reason),
+                    format!(
+                        "{} by {} ({})",
+                        record.status.name(),
+                        record.route,
+                        record
+                            .reason
+                            .as_ref()
+                            .map(Reason::to_string)
+                            .unwrap_or_default()
+                    ),
                 )
                 .field("request_id", record.id.clone())
                 .field("slice", record.slice.clone())
                 .field("tenant", record.tenant.clone())
                 .field("route", record.route.clone())
                 .field("model", record.model.clone())
-                .field("reason", record.reason.clone())
-                .field("status", record.status)
+                .field("reason", record.reason.as_ref().map(Reason::to_string))
+                .field("status", record.status.name())
                 .field("score", record.score)
                 .field("ttft_ms", record.ttft_ms)
                 .field("total_ms", record.total_ms)
@@ -254,48 +263,41 @@ pub(super) fn begin(app: &App, deployed: &Deployed, request: &Request) -> Served
         "/v1/route" => "POST /v1/route",
         _ => "POST /v1/chat/completions",
     };
-    ServedRecord {
-        trace: super::trace::RequestTrace::begin(app.tracing.as_ref(), request.headers(), name),
-        id: id_of(request),
-        timestamp: app.now_ms(),
-        slice: "-".to_owned(),
-        logical_model: deployed.config.table.logical_model.clone(),
-        route: "-".to_owned(),
-        model: None,
-        reason: String::new(),
-        score: None,
-        status: Status::Error.name(),
-        input_tokens: None,
-        cached_input_tokens: None,
-        output_tokens: None,
-        ttft_ms: None,
-        total_ms: None,
-        finish_reason: None,
-        cost_usd: None,
-        prompt: None,
-        messages: None,
-        config_version: deployed.config.version,
-        config_sha256: deployed.sha256.clone(),
-        shadow_route: None,
-        shadow_reason: None,
-        shadow_score: None,
-        shadow_config_version: None,
-        tenant: None,
-    }
+    let mut record = ServedRecord::arrived(
+        id_of(request),
+        app.now_ms(),
+        &deployed.config.table.logical_model,
+    );
+    record.config_version = Some(deployed.config.version);
+    record.config_sha256 = Some(deployed.sha256.clone().into());
+    record.trace = super::trace::RequestTrace::begin(app.tracing.as_ref(), request.headers(), name);
+    record
 }
 
-/// Writes a request that was refused before any route was called.
+/// Writes a request that was refused, for `reason`, before any answer
+/// reached the client.
 pub(super) fn refuse(
     app: &App,
     mut record: ServedRecord,
-    reason: &str,
+    reason: Reason,
     started: Instant,
     response: Response,
 ) -> Response {
-    record.reason = reason.to_owned();
+    record.reason = Some(reason);
+    refused_as_recorded(app, record, started, response)
+}
+
+/// Writes a request that was refused for the reason its record gives.
+pub(super) fn refused_as_recorded(
+    app: &App,
+    mut record: ServedRecord,
+    started: Instant,
+    response: Response,
+) -> Response {
     record.total_ms = Some(started.elapsed().as_secs_f64() * 1e3);
     app.observe(&record);
-    if reason != "unauthorized" || app.unauthorized.take(record.timestamp) {
+    let unauthorized = record.reason == Some(Reason::Refused(Refusal::Unauthorized));
+    if !unauthorized || app.unauthorized.take(record.timestamp_ms) {
         app.journal(record);
     }
     response
@@ -328,7 +330,13 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
             None,
             "serve cannot write its records now, and --records-fail closed refuses requests until it can",
         );
-        return refuse(&app, record, "records-failing", Instant::now(), response);
+        return refuse(
+            &app,
+            record,
+            Reason::Refused(Refusal::RecordsFailing),
+            Instant::now(),
+            response,
+        );
     }
     let (decided, mut record, started) = match admit(&app, request).await {
         Ok(admitted) => admitted,
@@ -345,13 +353,13 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
     if let Some(limit) = decided.deployed.serving.tenant_limit(&decided.tenant) {
         match app
             .admission
-            .tenant(&decided.tenant, limit, record.timestamp as f64, tokens)
+            .tenant(&decided.tenant, limit, record.timestamp_ms as f64, tokens)
         {
             Ok(slot) => held.extend(slot),
             Err(full) => return overloaded(&app, record, started, full),
         }
     }
-    app.resilience.request(record.timestamp as f64);
+    app.resilience.request(record.timestamp_ms as f64);
     let (stages, cascade) = match &decided.plan {
         Plan::Cascade { stages, .. } => (stages.clone(), true),
         plan => (vec![routes_of(plan)[decided.tier].to_owned()], false),
@@ -359,8 +367,8 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
     let mut spent = 0.0;
     for (stage, route) in stages.iter().enumerate() {
         let tier = if cascade { stage } else { decided.tier };
-        record.route = route.clone();
-        record.reason = decided.plan.reason(&decided.deployed.config.table, tier);
+        record.route = route.clone().into();
+        record.reason = Some(decided.plan.reason(&decided.deployed.config.table, tier));
         let call = StageCall {
             app: &app,
             decided: &decided,
@@ -370,7 +378,7 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
             started,
             tokens,
             prompt_tokens,
-            arrival_ms: record.timestamp as f64,
+            arrival_ms: record.timestamp_ms as f64,
         };
         match call.answer(record, &mut spent, &mut held).await {
             Stage::Answered(response) => return response,
@@ -388,7 +396,7 @@ pub(super) fn overloaded(
     started: Instant,
     full: Full,
 ) -> Response {
-    record.status = Status::RateLimited.name();
+    record.status = Status::RateLimited;
     let which = match full {
         Full::Total => "serve has --max-in-flight requests in flight",
         Full::Route => "the route has --max-in-flight-per-route requests in flight",

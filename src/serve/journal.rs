@@ -26,82 +26,78 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
 
 use super::log::{Level, Log};
-use crate::records::{FieldNames, RecordsWriter, for_each_record};
+use crate::records::{FieldNames, Record, RecordsWriter, for_each_record};
 
 /// The lock serve holds on its records directory.
 pub const LOCK: &str = ".routeval-serve.lock";
 
-/// A served request, as the journal writes it (the request-records columns).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A served request: its record (the one record type every importer
+/// builds too), and what serve keeps beside it that is no records column.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServedRecord {
-    pub id: String,
-    pub timestamp: i64,
-    pub slice: String,
-    pub logical_model: String,
-    pub route: String,
-    pub model: Option<String>,
-    pub reason: String,
-    pub score: Option<f64>,
-    pub status: &'static str,
-    pub input_tokens: Option<u64>,
-    pub cached_input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub ttft_ms: Option<f64>,
-    pub total_ms: Option<f64>,
-    pub finish_reason: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub prompt: Option<String>,
-    pub messages: Option<String>,
-    pub config_version: u64,
-    pub config_sha256: String,
-    pub shadow_route: Option<String>,
-    pub shadow_reason: Option<String>,
-    pub shadow_score: Option<f64>,
-    pub shadow_config_version: Option<u64>,
-    /// The tenant of the request's key, for `/metrics` and the log; not a
-    /// records column.
-    #[serde(skip)]
+    pub record: Record<'static>,
+    /// The tenant of the request's key, for `/metrics` and the log.
     pub tenant: Option<String>,
-    /// The request's trace, ended with its record; not a records column.
-    #[serde(skip)]
+    /// The request's trace, ended with its record.
     pub trace: super::trace::RequestTrace,
+}
+
+impl std::ops::Deref for ServedRecord {
+    type Target = Record<'static>;
+
+    fn deref(&self) -> &Record<'static> {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for ServedRecord {
+    fn deref_mut(&mut self) -> &mut Record<'static> {
+        &mut self.record
+    }
+}
+
+impl ServedRecord {
+    /// A request's record before anything is known of it but its arrival.
+    pub fn arrived(id: String, timestamp_ms: i64, logical_model: &str) -> ServedRecord {
+        let mut record = Record::new(
+            id,
+            timestamp_ms,
+            "-".to_owned(),
+            "-".to_owned(),
+            crate::records::Status::Error,
+        );
+        record.logical_model = Some(logical_model.to_owned().into());
+        ServedRecord {
+            record,
+            tenant: None,
+            trace: super::trace::RequestTrace::default(),
+        }
+    }
 }
 
 #[cfg(test)]
 impl ServedRecord {
     /// An answered request's record, `id` of `slice`, for unit tests.
     pub(super) fn for_test(id: &str, slice: &str) -> ServedRecord {
-        ServedRecord {
-            id: id.to_owned(),
-            timestamp: 1_764_000_000_000,
-            slice: slice.to_owned(),
-            logical_model: "m".to_owned(),
-            route: "a".to_owned(),
-            model: None,
-            reason: "routed-small".to_owned(),
-            score: None,
-            status: "ok",
-            input_tokens: Some(3),
-            cached_input_tokens: Some(0),
-            output_tokens: Some(2),
-            ttft_ms: Some(10.0),
-            total_ms: Some(20.0),
-            finish_reason: None,
-            cost_usd: Some(0.5),
-            prompt: None,
-            messages: None,
-            config_version: 1,
-            config_sha256: "0".repeat(64),
-            shadow_route: None,
-            shadow_reason: None,
-            shadow_score: None,
-            shadow_config_version: None,
-            tenant: None,
-            trace: super::trace::RequestTrace::default(),
-        }
+        let mut served = ServedRecord::arrived(id.to_owned(), 1_764_000_000_000, "m");
+        let record = &mut served.record;
+        record.slice = slice.to_owned().into();
+        record.route = "a".into();
+        record.reason = Some(crate::records::Reason::Routed {
+            tier: "small".to_owned(),
+        });
+        record.status = crate::records::Status::Ok;
+        record.input_tokens = Some(3);
+        record.cached_input_tokens = Some(0);
+        record.output_tokens = Some(2);
+        record.ttft_ms = Some(10.0);
+        record.total_ms = Some(20.0);
+        record.cost_usd = Some(0.5);
+        record.config_version = Some(1);
+        record.config_sha256 = Some("0".repeat(64).into());
+        served
     }
 }
 
@@ -520,7 +516,7 @@ impl Writer {
     fn commit(&mut self, records: &[ServedRecord]) -> anyhow::Result<()> {
         let mut lines = Vec::new();
         for record in records {
-            serde_json::to_writer(&mut lines, record)?;
+            serde_json::to_writer(&mut lines, &record.record)?;
             lines.push(b'\n');
         }
         let path = self.journal();
@@ -608,7 +604,7 @@ mod tests {
     fn journal_of(directory: &Path, ids: &[&str]) {
         let mut lines = Vec::new();
         for id in ids {
-            serde_json::to_writer(&mut lines, &ServedRecord::for_test(id, "s")).unwrap();
+            serde_json::to_writer(&mut lines, &ServedRecord::for_test(id, "s").record).unwrap();
             lines.push(b'\n');
         }
         std::fs::write(journal_path(directory, 1), lines).unwrap();

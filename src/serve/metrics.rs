@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use super::journal::ServedRecord;
 use super::resilience::BreakerReport;
+use crate::records::{Reason, Status};
 
 /// Upper bounds of the first-token histogram, in seconds.
 const FIRST_TOKEN_BUCKETS: &[f64] = &[
@@ -67,7 +68,7 @@ type UsageFamily = (&'static str, &'static str, fn(&Usage) -> f64);
 
 #[derive(Debug, Default)]
 struct Counters {
-    requests: BTreeMap<(String, String, &'static str), u64>,
+    requests: BTreeMap<(String, Option<Reason>, Status), u64>,
     first_token: BTreeMap<String, Histogram>,
     duration: BTreeMap<String, Histogram>,
     usage: BTreeMap<String, Usage>,
@@ -153,7 +154,7 @@ impl Metrics {
         let mut counters = self.counters.lock().expect("unpoisoned");
         let counters = &mut *counters;
         Self::by_route(counters, &record.route, &record.reason, record.status);
-        let route = record.route.as_str();
+        let route = &*record.route;
         if let Some(ms) = record.ttft_ms {
             histogram(&mut counters.first_token, route).observe(FIRST_TOKEN_BUCKETS, ms / 1e3);
         }
@@ -177,10 +178,10 @@ impl Metrics {
         let tenant = tenant.unwrap_or("-");
         let known = counters
             .slices
-            .get(record.slice.as_str())
+            .get(&*record.slice)
             .is_some_and(|tenants| tenants.contains_key(tenant));
         let (slice, tenant) = if known || counters.slice_pairs < MAX_SLICE_LABELS {
-            (record.slice.as_str(), tenant)
+            (&*record.slice, tenant)
         } else {
             (OTHER, OTHER)
         };
@@ -193,7 +194,7 @@ impl Metrics {
             counters.slice_pairs += 1;
         }
         let counts = tenants.get_mut(tenant).expect("inserted above");
-        *counts.statuses.entry(record.status).or_default() += 1;
+        *counts.statuses.entry(record.status.name()).or_default() += 1;
         counts.cost_usd += record.cost_usd.unwrap_or(0.0);
     }
 
@@ -204,20 +205,19 @@ impl Metrics {
         Self::by_route(&mut counters, &record.route, &record.reason, record.status);
     }
 
-    fn by_route(counters: &mut Counters, route: &str, reason: &str, status: &'static str) {
+    fn by_route(counters: &mut Counters, route: &str, reason: &Option<Reason>, status: Status) {
         // Found without allocating: only a new key is copied.
         match counters
             .requests
             .iter_mut()
             .find(|((their_route, their_reason, their_status), _)| {
-                (their_route.as_str(), their_reason.as_str(), *their_status)
-                    == (route, reason, status)
+                their_route == route && their_reason == reason && *their_status == status
             }) {
             Some((_, count)) => *count += 1,
             None => {
                 counters
                     .requests
-                    .insert((route.to_owned(), reason.to_owned(), status), 1);
+                    .insert((route.to_owned(), reason.clone(), status), 1);
             }
         }
     }
@@ -274,10 +274,15 @@ fn requests(out: &mut String, counters: &Counters) {
         "Requests served, by route, reason and status (and attempts beside them: abandoned routes, cancelled hedges).",
     );
     for ((route, reason, status), value) in &counters.requests {
+        let reason = reason.as_ref().map(Reason::to_string).unwrap_or_default();
         sample(
             out,
             "routeval_requests_total",
-            &[("route", route), ("reason", reason), ("status", status)],
+            &[
+                ("route", route),
+                ("reason", &reason),
+                ("status", status.name()),
+            ],
             *value,
         );
     }

@@ -83,10 +83,10 @@ impl RecordsPrompts {
             }
             RecordsPrompts::Redacted => {
                 if let Some(prompt) = &mut record.prompt {
-                    *prompt = crate::records::redact(prompt).0;
+                    *prompt = crate::records::redact(prompt).0.into();
                 }
                 if let Some(messages) = &mut record.messages {
-                    *messages = redacted_json(messages);
+                    *messages = redacted_json(messages).into();
                 }
             }
         }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use super::admission::{MinuteWindow, entry};
 use super::log::{Level, Log};
 use crate::policy::{Admit, Breaker, BreakerState};
+use crate::records::{self, Reason};
 use crate::routes::{ResolvedTable, Route};
 use crate::schema::BreakerSettings;
 
@@ -38,11 +39,11 @@ pub enum Stay {
 
 impl Stay {
     /// The reason the request's record gives.
-    pub fn reason(self) -> Option<&'static str> {
+    pub fn reason(self) -> Option<Reason> {
         match self {
             Stay::NoFallback => None,
-            Stay::Capacity => Some("no-fallback:capacity"),
-            Stay::Budget => Some("no-fallback:budget"),
+            Stay::Capacity => Some(Reason::NoFallback(records::Stay::Capacity)),
+            Stay::Budget => Some(Reason::NoFallback(records::Stay::Budget)),
         }
     }
 }

@@ -18,7 +18,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
 use crate::policy::{Admit, Plan};
-use crate::records::{HEDGE_ID_SUFFIX, Status};
+use crate::records::{Cause, HEDGE_ID_SUFFIX, Move, Reason, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
@@ -31,7 +31,7 @@ use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
     read_events,
 };
-use super::http::{App, error, overloaded, refuse};
+use super::http::{App, error, overloaded, refuse, refused_as_recorded};
 use super::journal::ServedRecord;
 use super::log::Level;
 use super::resilience::Stay;
@@ -126,11 +126,11 @@ impl Failure {
     }
 
     /// The reason of a request moved by this failure.
-    fn moved_reason(&self) -> &'static str {
-        match self {
-            Failure::Deadline { .. } => "fallback:deadline",
-            _ => "fallback:error",
-        }
+    fn moved_reason(&self) -> Reason {
+        Reason::Fallback(match self {
+            Failure::Deadline { .. } => Move::Deadline,
+            _ => Move::Error,
+        })
     }
 }
 
@@ -508,7 +508,13 @@ impl StageCall<'_> {
         )
         .field("at_ms", at_ms)
         .field("fallback", moved_to.ok())
-        .field("stay", moved_to.err().and_then(Stay::reason))
+        .field(
+            "stay",
+            moved_to
+                .err()
+                .and_then(Stay::reason)
+                .map(|reason| reason.to_string()),
+        )
         .emit();
         if moved_to == Err(Stay::Budget) {
             let (allowed, used) = self
@@ -567,7 +573,10 @@ impl StageCall<'_> {
         let admitted = resilience.admit(self.route, arrival_ms + offset_ms);
         if admitted == Some(Admit::Fallback) {
             return match self.fallback_for(arrival_ms + offset_ms, false) {
-                Ok(fallback) => self.moved(record, &fallback, "fallback:breaker").await,
+                Ok(fallback) => {
+                    self.moved(record, &fallback, Reason::Fallback(Move::Breaker))
+                        .await
+                }
                 Err(_) => Err(self.breaker_open(record.clone())),
             };
         }
@@ -607,7 +616,7 @@ impl StageCall<'_> {
                     }
                     Err(stay) => {
                         if let Some(reason) = stay.reason() {
-                            record.reason = reason.to_owned();
+                            record.reason = Some(reason);
                         }
                         Err(self.failed(record.clone(), self.route, failure).await)
                     }
@@ -620,14 +629,13 @@ impl StageCall<'_> {
     /// own: `<id>-attempt-1`, the route, how it failed and when.
     fn abandoned(&self, record: &ServedRecord, failure: &Failure, at_ms: f64) {
         let mut attempt = record.clone();
-        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX);
-        attempt.route = self.route.to_owned();
-        attempt.status = failure.status().name();
-        attempt.reason = match failure {
-            Failure::Deadline { .. } => "abandoned:deadline",
-            _ => "abandoned:error",
-        }
-        .to_owned();
+        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
+        attempt.route = self.route.to_owned().into();
+        attempt.status = failure.status();
+        attempt.reason = Some(Reason::Abandoned(match failure {
+            Failure::Deadline { .. } => Cause::Deadline,
+            _ => Cause::Error,
+        }));
         attempt.total_ms = Some(at_ms);
         self.app.finish_attempt(attempt);
     }
@@ -639,17 +647,20 @@ impl StageCall<'_> {
         let Some(hedged) = &reached.hedged else {
             return;
         };
-        record.reason = "hedge-won".to_owned();
+        record.reason = Some(Reason::HedgeWon);
         let mut lost = record.clone();
-        lost.id = format!("{}{}", record.id, HEDGE_ID_SUFFIX);
-        lost.route = reached.route.clone();
-        lost.reason = "hedge-lost".to_owned();
-        lost.status = Status::Error.name();
-        lost.finish_reason = Some(if hedged.copy_won {
-            "hedge_original_cancelled".to_owned()
-        } else {
-            "hedge_copy_cancelled".to_owned()
-        });
+        lost.id = format!("{}{}", record.id, HEDGE_ID_SUFFIX).into();
+        lost.route = reached.route.clone().into();
+        lost.reason = Some(Reason::HedgeLost);
+        lost.status = Status::Error;
+        lost.finish_reason = Some(
+            if hedged.copy_won {
+                "hedge_original_cancelled"
+            } else {
+                "hedge_copy_cancelled"
+            }
+            .into(),
+        );
         lost.total_ms = Some(hedged.cancelled_at_ms);
         self.app.finish_attempt(lost);
     }
@@ -659,10 +670,10 @@ impl StageCall<'_> {
         &self,
         record: &mut ServedRecord,
         fallback: &str,
-        reason: &str,
+        reason: Reason,
     ) -> Result<Box<Reached>, Stage> {
-        record.route = fallback.to_owned();
-        record.reason = reason.to_owned();
+        record.route = fallback.to_owned().into();
+        record.reason = Some(reason);
         let arrival_ms = self.arrival_ms;
         let offset_ms = self.elapsed_ms();
         match self.attempt(fallback, Instant::now(), offset_ms).await {
@@ -692,7 +703,7 @@ impl StageCall<'_> {
     /// A 503 for a request the route's open breaker sent on, with no
     /// fallback to take it.
     fn breaker_open(&self, mut record: ServedRecord) -> Stage {
-        record.status = Status::Error.name();
+        record.status = Status::Error;
         let mut response = error(
             StatusCode::SERVICE_UNAVAILABLE,
             "service_unavailable",
@@ -709,7 +720,7 @@ impl StageCall<'_> {
         Stage::Answered(refuse(
             self.app,
             record,
-            "breaker-open",
+            Reason::BreakerOpen,
             self.started,
             response,
         ))
@@ -720,17 +731,16 @@ impl StageCall<'_> {
     /// status, rate-limit headers and (unless it carries the route's key or
     /// address) body otherwise.
     async fn failed(&self, mut record: ServedRecord, route: &str, failure: Failure) -> Stage {
-        record.status = failure.status().name();
-        let reason = |default: &str| {
-            if record.reason.starts_with("no-fallback:") {
-                record.reason.clone()
-            } else {
-                default.to_owned()
-            }
+        record.status = failure.status();
+        // A request that could not move says why; one with nowhere to move
+        // says how its route failed.
+        let reason = |failed: Reason| match &record.reason {
+            Some(stayed @ Reason::NoFallback(_)) => stayed.clone(),
+            _ => failed,
         };
         match failure {
             Failure::Deadline { by_breaker } => {
-                let reason = reason("timeout:first-token");
+                let reason = reason(Reason::FirstTokenTimeout);
                 let (deadline_ms, _) = self.deadline_ms(route);
                 let which = if by_breaker {
                     "its breaker's first_token_deadline_ms"
@@ -740,7 +750,7 @@ impl StageCall<'_> {
                 Stage::Answered(refuse(
                     self.app,
                     record,
-                    &reason,
+                    reason,
                     self.started,
                     error(
                         StatusCode::GATEWAY_TIMEOUT,
@@ -753,11 +763,11 @@ impl StageCall<'_> {
                 ))
             }
             Failure::Unreachable(problem) => {
-                let reason = reason("upstream-unreachable");
+                let reason = reason(Reason::UpstreamUnreachable);
                 Stage::Answered(refuse(
                     self.app,
                     record,
-                    &reason,
+                    reason,
                     self.started,
                     error(StatusCode::BAD_GATEWAY, "upstream_error", None, &problem),
                 ))
@@ -806,7 +816,7 @@ impl StageCall<'_> {
         }
     }
 
-    fn failed_reason(&self, record: ServedRecord, reason: &str, message: &str) -> Stage {
+    fn failed_reason(&self, record: ServedRecord, reason: Reason, message: &str) -> Stage {
         Stage::Answered(refuse(
             self.app,
             record,
@@ -844,7 +854,7 @@ impl StageCall<'_> {
             hedged,
         } = *reached;
         let sse = is_sse(content_type.as_ref());
-        record.status = Status::from_http(status.as_u16()).name();
+        record.status = Status::from_http(status.as_u16());
         let mut finishing = self.finishing(&route, upstream.clone(), *spent);
         finishing.sse = sse.then(Framer::default);
         finishing.expected_bytes = expected_bytes;
@@ -873,7 +883,7 @@ impl StageCall<'_> {
         let total_deadline = tokio::time::Instant::from_std(self.started) + self.app.timeouts.total;
         let bytes = match tokio::time::timeout_at(total_deadline, read_whole(source)).await {
             Ok(Ok(bytes)) => bytes,
-            Ok(Err(problem)) => return self.failed_reason(record, "upstream-cut", &problem),
+            Ok(Err(problem)) => return self.failed_reason(record, Reason::UpstreamCut, &problem),
             Err(_) => {
                 return self
                     .failed(record, &route, Failure::Deadline { by_breaker: false })
@@ -968,7 +978,7 @@ impl StageCall<'_> {
             }
             Err(problem) => {
                 record.score = None;
-                Err(self.failed_reason(record.clone(), "verifier-failed", &problem))
+                Err(self.failed_reason(record.clone(), Reason::VerifierFailed, &problem))
             }
         }
     }
@@ -1023,15 +1033,13 @@ impl StageCall<'_> {
                     "upstream_cut",
                 ),
             };
-            record.status = record_status.name();
-            record.finish_reason = Some(finish_reason.to_owned());
+            record.status = record_status;
+            record.finish_reason = Some(finish_reason.into());
             record.ttft_ms = finishing.first_byte;
-            let reason = record.reason.clone();
             drop(finishing);
-            return Stage::Answered(refuse(
+            return Stage::Answered(refused_as_recorded(
                 self.app,
                 record,
-                &reason,
                 self.started,
                 error(code, kind, None, &message),
             ));

@@ -169,19 +169,34 @@ impl RequestTrace {
         };
         let span = context.span();
         let mut attributes = vec![
-            KeyValue::new("routeval.request_id", record.id.clone()),
-            KeyValue::new("routeval.slice", record.slice.clone()),
-            KeyValue::new("routeval.route", record.route.clone()),
-            KeyValue::new("routeval.reason", record.reason.clone()),
-            KeyValue::new("routeval.status", record.status),
-            KeyValue::new("routeval.config_version", record.config_version as i64),
-            KeyValue::new("gen_ai.request.model", record.logical_model.clone()),
+            KeyValue::new("routeval.request_id", record.id.to_string()),
+            KeyValue::new("routeval.slice", record.slice.to_string()),
+            KeyValue::new("routeval.route", record.route.to_string()),
+            KeyValue::new("routeval.status", record.status.name()),
         ];
-        let optional: [(&str, Option<opentelemetry::Value>); 8] = [
+        let optional: [(&str, Option<opentelemetry::Value>); 11] = [
+            (
+                "routeval.reason",
+                record
+                    .reason
+                    .as_ref()
+                    .map(|reason| reason.to_string().into()),
+            ),
+            (
+                "routeval.config_version",
+                record.config_version.map(|version| (version as i64).into()),
+            ),
+            (
+                "gen_ai.request.model",
+                record
+                    .logical_model
+                    .as_ref()
+                    .map(|model| model.to_string().into()),
+            ),
             ("routeval.tenant", record.tenant.clone().map(Into::into)),
             (
                 "gen_ai.response.model",
-                record.model.clone().map(Into::into),
+                record.model.as_ref().map(|model| model.to_string().into()),
             ),
             ("routeval.score", record.score.map(Into::into)),
             ("routeval.ttft_ms", record.ttft_ms.map(Into::into)),
@@ -196,7 +211,10 @@ impl RequestTrace {
             ("routeval.cost_usd", record.cost_usd.map(Into::into)),
             (
                 "routeval.finish_reason",
-                record.finish_reason.clone().map(Into::into),
+                record
+                    .finish_reason
+                    .as_ref()
+                    .map(|ending| ending.to_string().into()),
             ),
         ];
         attributes.extend(
@@ -205,10 +223,12 @@ impl RequestTrace {
                 .filter_map(|(key, value)| Some(KeyValue::new(key, value?))),
         );
         span.set_attributes(attributes);
-        if record.status != crate::records::Status::Ok.name() {
+        if record.status != crate::records::Status::Ok {
+            let reason = record.reason.as_ref().map(ToString::to_string);
             span.set_status(Status::error(format!(
                 "{} ({})",
-                record.status, record.reason
+                record.status.name(),
+                reason.unwrap_or_default()
             )));
         }
         span.end();

@@ -2,7 +2,7 @@
 //! route's requests and the fallback's first tokens.
 
 use super::replay::PrimaryRequest;
-use crate::records::Status;
+use crate::records::{Move, Reason, Status};
 use crate::schema::InputError;
 
 /// What `replay fallback --write-routes` writes: a new route table beside
@@ -82,8 +82,7 @@ pub fn load_fallback_inputs(
                 PrimaryRequest::tried(0.0, first_byte, record.total_ms, record.status),
             ));
         } else if fallback_route == Some(record.route.as_ref()) {
-            let reason = record.reason.as_deref().unwrap_or_default();
-            if reason.starts_with("fallback:") {
+            if let Some(Reason::Fallback(why)) = &record.reason {
                 if record.status == Status::Ok && first_byte.is_none() {
                     return Err(missing_ttft());
                 }
@@ -91,7 +90,7 @@ pub fn load_fallback_inputs(
                     at: record.timestamp_ms,
                     id: record.id.to_string(),
                     ttft_ms: first_byte,
-                    by_breaker: reason == "fallback:breaker",
+                    by_breaker: *why == Move::Breaker,
                 });
             } else if record.status == Status::Ok {
                 latency_source.direct += 1;

@@ -231,6 +231,11 @@ fn summarize(simulation: &Simulation, pool: &Pool) -> PolicyResult {
             totals.imbalance_weighted / totals.busy_us as f64
         },
         herding_s: totals.herding_us as f64 / 1e6,
+        busiest_share: ratio(
+            totals.replica_requests.iter().copied().max().unwrap_or(0),
+            totals.requests,
+        ),
+        replica_requests: totals.replica_requests.clone(),
         index_drift_misses: totals.index_drift_misses,
         windows: timeline(&totals.windows, pool.window_ms),
     }

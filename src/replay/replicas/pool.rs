@@ -167,6 +167,8 @@ pub struct Totals {
     /// Replica-microseconds spent above twice the mean load.
     pub herding_us: u64,
     pub index_drift_misses: u64,
+    /// Requests sent to each replica.
+    pub replica_requests: Vec<u64>,
     /// By window number from the first arrival: only windows with requests
     /// are kept, so memory grows with the requests, not the time they span.
     pub windows: std::collections::BTreeMap<u64, WindowSums>,
@@ -216,7 +218,10 @@ impl Simulation {
             observed_at: 0,
             index_lost: false,
             cursor: 0,
-            totals: Totals::default(),
+            totals: Totals {
+                replica_requests: vec![0; pool.replicas],
+                ..Totals::default()
+            },
             pool: pool.clone(),
         }
     }
@@ -333,6 +338,7 @@ impl Simulation {
         let ttft_ms = (first_token - request.arrival) as f64 / 1000.0;
         let totals = &mut self.totals;
         totals.requests += 1;
+        totals.replica_requests[index] += 1;
         totals.prompt_tokens += input;
         totals.cached_tokens += cached;
         totals.prefill_tokens += prefill;

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::ttft_of_bin;
+use crate::records::Reason;
 use crate::stats::nearest_rank;
 
 /// Counts of one slice, overall or in one window.
@@ -116,14 +117,6 @@ pub(super) struct Fold {
     pub(super) last_ms: Option<i64>,
 }
 
-pub(super) fn routing_decision(reason: &str) -> Option<bool> {
-    match reason {
-        "routed-small" | "cascade-accepted" => Some(false),
-        "routed-large" | "escalated" => Some(true),
-        _ => None,
-    }
-}
-
 impl SliceCounts {
     pub(super) fn absorb(&mut self, other: &SliceCounts) {
         self.requests += other.requests;
@@ -193,7 +186,10 @@ impl Fold {
         };
         let (slice, scores) = (&mut entry.counts, &mut entry.scores);
         let window = entry.windows.entry(group.window).or_default();
-        let escalated = group.reason.and_then(routing_decision).or(group.escalated);
+        let escalated = group
+            .reason
+            .and_then(|reason| Reason::from(reason).escalation())
+            .or(group.escalated);
         for counts in [&mut *slice, window] {
             counts.requests += group.requests;
             if let Some(escalated) = escalated {
@@ -218,7 +214,7 @@ impl Fold {
             }
             if let Some(reason) = group
                 .reason
-                .filter(|reason| reason.starts_with("fallback:"))
+                .filter(|reason| Reason::from(*reason).is_fallback())
             {
                 *counts.fallbacks.entry(reason.to_owned()).or_default() += group.requests;
             }

@@ -8,9 +8,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::fold::{Fold, RouteCounts, SliceCounts, routing_decision};
+use super::fold::{Fold, RouteCounts, SliceCounts};
 use super::{score_bin, ttft_bin};
-use crate::records::{Record, RecordChunk, RecordColumns, Status, Texts};
+use crate::records::{Reason, Record, RecordChunk, RecordColumns, Status, Texts};
 
 /// What every worker's tally shares: the deployed config's view of a record.
 pub(super) struct TallyContext<'a> {
@@ -150,12 +150,12 @@ struct Seen {
 /// a client that went away, nor a hedge's copy serve cancelled.
 pub(super) fn route_failed(
     status: Status,
-    reason: Option<&str>,
+    reason: Option<&Reason>,
     finish_reason: Option<&str>,
 ) -> bool {
     matches!(status, Status::Error | Status::Timeout)
         && finish_reason != Some("client_disconnected")
-        && reason != Some("hedge-lost")
+        && reason != Some(&Reason::HedgeLost)
 }
 
 /// One worker's fold.
@@ -249,8 +249,9 @@ impl<'a> Tally<'a> {
     fn reason(&mut self, name: &str) -> usize {
         let (number, new) = self.reasons.intern(name);
         if new {
-            self.decisions.push(routing_decision(name));
-            self.fallback.push(name.starts_with("fallback:"));
+            let reason = Reason::from(name);
+            self.decisions.push(reason.escalation());
+            self.fallback.push(reason.is_fallback());
         }
         number
     }
@@ -352,7 +353,10 @@ impl<'a> Tally<'a> {
             timestamp_ms: record.timestamp_ms,
             slice: self.slice(&record.slice),
             route: self.route(&record.route),
-            reason: record.reason.as_deref().map(|reason| self.reason(reason)),
+            reason: record
+                .reason
+                .as_ref()
+                .map(|reason| self.reason(&reason.to_string())),
             model: record
                 .model
                 .as_deref()
@@ -365,7 +369,7 @@ impl<'a> Tally<'a> {
             cost_usd: record.cost_usd,
             failed: route_failed(
                 record.status,
-                record.reason.as_deref(),
+                record.reason.as_ref(),
                 record.finish_reason.as_deref(),
             ),
         };
@@ -426,7 +430,7 @@ impl<'a> Tally<'a> {
         let hedge_lost: Vec<bool> = reasons.map_or_else(Vec::new, |texts| {
             texts
                 .values()
-                .map(|value| value == Some("hedge-lost"))
+                .map(|value| value.map(Reason::from) == Some(Reason::HedgeLost))
                 .collect()
         });
         let (score, ttft, cost) = (columns.score(), columns.ttft_ms(), columns.cost_usd());
