@@ -15,6 +15,7 @@ mod demo_dataset;
 mod docs_commands;
 mod docs_run;
 mod drift_cli;
+mod drift_guarantee;
 mod evaluate_cli;
 mod familywise;
 mod gate_cli;
