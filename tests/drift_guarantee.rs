@@ -145,7 +145,10 @@ fn tally(workspace: &Workspace, mode: &str, certify: &[&str], random: &mut Rando
             }
             for slice in &document.slices {
                 let quality_flag = slice.verdict == Verdict::Recalibrate
-                    && slice.reasons.iter().any(|reason| reason.contains("quality"));
+                    && slice
+                        .reasons
+                        .iter()
+                        .any(|reason| reason.contains("quality"));
                 if quality_flag {
                     tally.quality_flags += 1;
                     tally.quality_flags_truly_below +=
@@ -203,7 +206,10 @@ fn per_run_alarms_against_the_true_quality_of_plain_and_certified_configs() {
         "{certified:?}"
     );
     // The bound is about runs of configs whose slices all meet the target.
-    assert!(certified.runs_all_meet * 4 >= certified.runs * 3, "{certified:?}");
+    assert!(
+        certified.runs_all_meet * 4 >= certified.runs * 3,
+        "{certified:?}"
+    );
     assert!(
         certified.runs_all_meet_recalibrate <= allowed(certified.runs_all_meet, delta),
         "{certified:?}"

@@ -34,6 +34,7 @@ mod real_data;
 mod records_drift;
 mod records_replay;
 mod replay_replicas;
+mod replay_sglang_router;
 mod report_cli;
 mod router_cli;
 mod run_cli;

@@ -32,7 +32,7 @@ use metrics::WindowSums;
 use metrics::ratio;
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
-pub use strategy::{PolicyError, PolicySpec, Strategy};
+pub use strategy::{PolicyError, PolicySpec, SglangRelease, Strategy};
 
 /// Where the requests come from.
 #[derive(Debug, Clone, Copy)]

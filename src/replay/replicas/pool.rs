@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::cache::{BlockCache, PrefixIndex};
 use super::metrics::{Histogram, WindowSums};
-use super::strategy::{PolicySpec, Strategy};
+use super::strategy::{PolicySpec, SglangRelease, Strategy};
 use crate::replay::trace::Request;
 
 /// The pool's constants; each is a flag with a documented default.
@@ -188,6 +188,9 @@ pub struct Simulation {
     observed_at: u64,
     index_lost: bool,
     cursor: usize,
+    /// `sglang@…`: the replica the router's tree last named for a prefix,
+    /// by the prefix's last block.
+    tree_named: std::collections::HashMap<u64, u32>,
     pub totals: Totals,
 }
 
@@ -218,6 +221,7 @@ impl Simulation {
             observed_at: 0,
             index_lost: false,
             cursor: 0,
+            tree_named: std::collections::HashMap::new(),
             totals: Totals {
                 replica_requests: vec![0; pool.replicas],
                 ..Totals::default()
@@ -473,6 +477,34 @@ impl Simulation {
                     (self.least_loaded(true), 0)
                 }
             }
+            Strategy::Sglang {
+                release,
+                threshold,
+                abs_gap,
+                rel_gap,
+            } => {
+                let loads: Vec<u32> = (0..count).map(|index| self.seen_load(index)).collect();
+                let most = f64::from(*loads.iter().max().expect("a replica"));
+                let least = f64::from(*loads.iter().min().expect("a replica"));
+                if most - least > abs_gap && most > rel_gap * least {
+                    return (first_least(&loads), 0);
+                }
+                let (target, matched) = self.tree_choice(&request.blocks);
+                if self.covered(request, matched) > threshold {
+                    return (target, matched);
+                }
+                match release {
+                    SglangRelease::V0_3 => (first_least(&loads), 0),
+                    SglangRelease::V0_1 => {
+                        let trees: Vec<usize> = self
+                            .replicas
+                            .iter()
+                            .map(|replica| replica.index.blocks())
+                            .collect();
+                        (first_least(&trees), 0)
+                    }
+                }
+            }
             Strategy::Scorer { prefix, queue, kv } => {
                 let queues: Vec<u32> = (0..count).map(|index| self.seen_waiting(index)).collect();
                 let (deepest, shallowest) = (
@@ -531,6 +563,42 @@ impl Simulation {
         (best.2, best.0)
     }
 
+    /// The replica SGLang's tree names for `blocks`, and the length of the
+    /// prefix it matched. The tree answers with one of the replicas that hold
+    /// the longest prefix: the one it named for that prefix before, while
+    /// that replica still holds it (the node caches its answer), else the
+    /// first in the order of a hash map at the node, which is arbitrary. A
+    /// hash of the prefix's last block and each holder stands in for that
+    /// order, so no replica is favoured over all prefixes.
+    fn tree_choice(&mut self, blocks: &[u64]) -> (usize, usize) {
+        let matches: Vec<usize> = self
+            .replicas
+            .iter()
+            .map(|replica| replica.index.leading_matches(blocks))
+            .collect();
+        let longest = *matches.iter().max().expect("a replica");
+        if longest == 0 {
+            return (0, 0);
+        }
+        let node = blocks[longest - 1];
+        let order = |index: usize| {
+            crate::stats::random::splitmix64(
+                self.pool.seed ^ node.rotate_left(17) ^ (index as u64).wrapping_mul(0x9e37),
+            )
+        };
+        if let Some(&named) = self.tree_named.get(&node)
+            && matches[named as usize] == longest
+        {
+            return (named as usize, longest);
+        }
+        let holder = (0..matches.len())
+            .filter(|&index| matches[index] == longest)
+            .min_by_key(|&index| order(index))
+            .expect("a holder");
+        self.tree_named.insert(node, holder as u32);
+        (holder, longest)
+    }
+
     /// The least-loaded replica as the router sees it. Ties go to the
     /// replica with the least cached content when `by_cache`, then to the
     /// first after the previous choice, so an idle pool is not filled from
@@ -553,5 +621,74 @@ impl Simulation {
         }
         self.cursor = best.2 + 1;
         best.2
+    }
+}
+
+/// The first position of the smallest value, as Rust's `min_by_key` over a
+/// router's worker list finds it.
+fn first_least<T: Ord + Copy>(values: &[T]) -> usize {
+    let least = *values.iter().min().expect("a replica");
+    values
+        .iter()
+        .position(|&value| value == least)
+        .expect("the least is there")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(arrival_ms: f64, blocks: &[u64]) -> Request {
+        Request {
+            arrival_ms,
+            input_tokens: 512 * blocks.len() as u32,
+            output_tokens: 1,
+            blocks: blocks.into(),
+        }
+    }
+
+    fn served(policy: &str, requests: &[Request]) -> Vec<u64> {
+        let pool = Pool {
+            replicas: 4,
+            ..Pool::default()
+        };
+        let mut simulation = Simulation::new(&pool, PolicySpec::parse(policy).unwrap());
+        for request in requests {
+            simulation.offer(request);
+        }
+        simulation.finish();
+        simulation.totals.replica_requests
+    }
+
+    #[test]
+    fn with_no_load_sglang_sends_every_unrelated_prompt_to_its_first_replica() {
+        // One at a time (a minute apart), nothing shared.
+        let requests: Vec<Request> = (0..12u64)
+            .map(|index| request(index as f64 * 60_000.0, &[index * 10, index * 10 + 1]))
+            .collect();
+        assert_eq!(served("sglang@0.3", &requests), [12, 0, 0, 0]);
+        // 0.1 sends each to the smallest tree: they take turns.
+        assert_eq!(served("sglang@0.1", &requests), [3, 3, 3, 3]);
+        // routeval's cache-aware spreads them too.
+        assert_eq!(served("cache-aware", &requests), [3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn sglang_keeps_naming_one_holder_of_a_shared_prefix() {
+        // A burst of requests for one document: the load guard (a gap over
+        // 2) copies it onto every replica, and whenever the loads are
+        // balanced again the tree names the holder it named first, where
+        // cache-aware takes the least loaded holder.
+        let requests: Vec<Request> = (0..24u64)
+            .map(|index| request(0.0, &[1, 2, 3, 4, 5, 6, 7, 100 + index]))
+            .collect();
+        let sglang = served("sglang@0.3:abs-gap=2", &requests);
+        let balanced = served("cache-aware:abs-gap=2", &requests);
+        assert!(sglang.iter().all(|&count| count > 0), "{sglang:?}");
+        assert_eq!(sglang.iter().max(), Some(&sglang[0]), "{sglang:?}");
+        assert!(
+            sglang[0] > *balanced.iter().max().unwrap(),
+            "{sglang:?} {balanced:?}"
+        );
     }
 }

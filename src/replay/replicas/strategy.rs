@@ -37,6 +37,19 @@ pub enum Strategy {
         abs_gap: f64,
         rel_gap: f64,
     },
+    /// A release of SGLang's router as it decides, ties included: the load
+    /// guard (`most − least > abs_gap` and `most > rel_gap × least`) sends
+    /// to the first least-loaded replica; else the longest prefix match,
+    /// when it covers more than `threshold` of the prompt, goes to the one
+    /// replica its tree keeps naming among those holding that prefix; else
+    /// the first least-loaded replica (0.2 on) or the replica with the
+    /// smallest tree (0.1).
+    Sglang {
+        release: SglangRelease,
+        threshold: f64,
+        abs_gap: f64,
+        rel_gap: f64,
+    },
     /// An endpoint-picker-style weighted sum of prefix match, queue depth and
     /// KV-cache use; the highest score wins.
     Scorer {
@@ -44,6 +57,44 @@ pub enum Strategy {
         queue: f64,
         kv: f64,
     },
+}
+
+/// The releases of SGLang's router whose decisions `sglang@RELEASE`
+/// reproduces; they differ in where a request below the cache threshold
+/// goes, and in their defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SglangRelease {
+    /// 0.1.x: below the threshold, the replica with the smallest tree.
+    V0_1,
+    /// 0.2.x and 0.3.x: below the threshold, the first least-loaded replica.
+    V0_3,
+}
+
+impl SglangRelease {
+    pub const ALL: [SglangRelease; 2] = [SglangRelease::V0_3, SglangRelease::V0_1];
+
+    /// The name `--policy` and `--for` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            SglangRelease::V0_1 => "sglang@0.1",
+            SglangRelease::V0_3 => "sglang@0.3",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SglangRelease> {
+        SglangRelease::ALL
+            .into_iter()
+            .find(|release| release.name() == name)
+    }
+
+    /// The release's own defaults: cache threshold, balance absolute and
+    /// relative thresholds (`launch_router --help` of 0.1.9 and 0.3.2).
+    pub fn defaults(self) -> (f64, f64, f64) {
+        match self {
+            SglangRelease::V0_1 => (0.5, 32.0, 1.0001),
+            SglangRelease::V0_3 => (0.3, 64.0, 1.5),
+        }
+    }
 }
 
 /// A strategy, the name it was asked for by, and how the router sees load.
@@ -59,7 +110,7 @@ pub struct PolicySpec {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PolicyError {
     #[error(
-        "--policy {given}: unknown policy {name:?}; known: round-robin, least-load, session, prefix-hash, cache-aware, sglang, scorer"
+        "--policy {given}: unknown policy {name:?}; known: round-robin, least-load, session, prefix-hash, cache-aware, sglang, sglang@0.3, sglang@0.1, scorer"
     )]
     Unknown { given: String, name: String },
     #[error("--policy {given}: {problem}")]
@@ -182,16 +233,26 @@ impl PolicySpec {
                 }
             }
             "cache-aware" | "sglang" => {
-                let threshold = take("threshold", SGLANG_CACHE_THRESHOLD, false)?;
-                if threshold > 1.0 {
-                    return Err(parameter(format!(
-                        "threshold={threshold}: a share of the prompt, at most 1"
-                    )));
-                }
+                let (threshold, abs_gap, rel_gap) = guard_and_threshold(
+                    given,
+                    &mut take,
+                    (SGLANG_CACHE_THRESHOLD, SGLANG_ABS_GAP, SGLANG_REL_GAP),
+                )?;
                 Strategy::CacheAware {
                     threshold,
-                    abs_gap: take("abs-gap", SGLANG_ABS_GAP, true)?,
-                    rel_gap: take("rel-gap", SGLANG_REL_GAP, true)?,
+                    abs_gap,
+                    rel_gap,
+                }
+            }
+            release if SglangRelease::from_name(release).is_some() => {
+                let release = SglangRelease::from_name(release).expect("matched");
+                let (threshold, abs_gap, rel_gap) =
+                    guard_and_threshold(given, &mut take, release.defaults())?;
+                Strategy::Sglang {
+                    release,
+                    threshold,
+                    abs_gap,
+                    rel_gap,
                 }
             }
             "scorer" => {
@@ -238,6 +299,27 @@ impl PolicySpec {
     }
 }
 
+/// A cache-aware rule's `threshold`, `abs-gap` and `rel-gap`, each its
+/// default unless given; the threshold is a share of the prompt.
+fn guard_and_threshold(
+    given: &str,
+    take: &mut impl FnMut(&str, f64, bool) -> Result<f64, PolicyError>,
+    (threshold, abs_gap, rel_gap): (f64, f64, f64),
+) -> Result<(f64, f64, f64), PolicyError> {
+    let threshold = take("threshold", threshold, false)?;
+    if threshold > 1.0 {
+        return Err(PolicyError::Parameter {
+            given: given.to_owned(),
+            problem: format!("threshold={threshold}: a share of the prompt, at most 1"),
+        });
+    }
+    Ok((
+        threshold,
+        take("abs-gap", abs_gap, true)?,
+        take("rel-gap", rel_gap, true)?,
+    ))
+}
+
 fn number(value: f64) -> Value {
     if value.is_finite() {
         serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
@@ -259,6 +341,17 @@ fn strategy_params(strategy: &Strategy) -> BTreeMap<String, Value> {
             abs_gap,
             rel_gap,
         } => vec![
+            ("cache_threshold", number(threshold)),
+            ("abs_gap", number(abs_gap)),
+            ("rel_gap", number(rel_gap)),
+        ],
+        Strategy::Sglang {
+            release,
+            threshold,
+            abs_gap,
+            rel_gap,
+        } => vec![
+            ("release", Value::from(release.name())),
             ("cache_threshold", number(threshold)),
             ("abs_gap", number(abs_gap)),
             ("rel_gap", number(rel_gap)),
@@ -300,6 +393,37 @@ fn describe(name: &str, params: &BTreeMap<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sglang_release_has_its_own_defaults() {
+        for (name, release, threshold, abs_gap, rel_gap) in [
+            ("sglang@0.3", SglangRelease::V0_3, 0.3, 64.0, 1.5),
+            ("sglang@0.1", SglangRelease::V0_1, 0.5, 32.0, 1.0001),
+        ] {
+            assert_eq!(
+                PolicySpec::parse(name).unwrap().strategy,
+                Strategy::Sglang {
+                    release,
+                    threshold,
+                    abs_gap,
+                    rel_gap
+                }
+            );
+        }
+        assert_eq!(
+            PolicySpec::parse("sglang@0.3:abs-gap=16").unwrap().strategy,
+            Strategy::Sglang {
+                release: SglangRelease::V0_3,
+                threshold: 0.3,
+                abs_gap: 16.0,
+                rel_gap: 1.5
+            }
+        );
+        assert!(matches!(
+            PolicySpec::parse("sglang@0.2"),
+            Err(PolicyError::Unknown { .. })
+        ));
+    }
 
     #[test]
     fn the_sglang_preset_is_cache_aware_with_its_defaults() {
