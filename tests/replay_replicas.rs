@@ -490,7 +490,14 @@ fn calibration_searches_the_first_half_and_checks_the_second() {
             .iter()
             .any(|baseline| baseline.name == "scorer")
     );
-    let param = |key: &str| chosen.policy.params[key].as_f64().unwrap();
+    // What a router is handed is the choice only when it held; else the
+    // preset it did not beat.
+    let handed = if chosen.wins_on_holdout {
+        &chosen.policy
+    } else {
+        sglang
+    };
+    let param = |key: &str| handed.params[key].as_f64().unwrap();
     let flags = format!(
         "--cache-threshold {} --balance-abs-threshold {} --balance-rel-threshold {}",
         param("cache_threshold"),

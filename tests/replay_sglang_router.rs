@@ -249,4 +249,45 @@ fn the_replay_reproduces_the_real_sglang_router() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+
+    // What `--calibrate --for sglang@0.3` hands the router starts it: the
+    // driver fails when the router exits on a flag it does not take.
+    let trace = directory.path().join("calibrate.jsonl");
+    write_trace(&trace, &conversation_rows(&data, 200, 35));
+    let output = routeval()
+        .args([
+            "replay",
+            "replicas",
+            "--json",
+            "--calibrate",
+            "--for",
+            "sglang@0.3",
+        ])
+        .arg("--trace")
+        .arg(&trace)
+        .args(["--replicas", &REPLICAS.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let flags = document["calibration"]["sglang_flags"].as_str().unwrap();
+    for flag in [
+        "--policy cache_aware",
+        "--cache-threshold",
+        "--balance-abs-threshold",
+        "--balance-rel-threshold",
+        "--eviction-interval-secs 60",
+        "--max-tree-size 67108864",
+    ] {
+        assert!(flags.contains(flag), "{flags}");
+    }
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    let short = directory.path().join("short.jsonl");
+    write_trace(&short, &conversation_rows(&data, 5, 1_000));
+    let started = real_router(&python, &short, "one-at-a-time", &flags);
+    assert_eq!(started.replica_requests.iter().sum::<u64>(), 5);
 }

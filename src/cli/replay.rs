@@ -9,7 +9,7 @@ use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::replay::fallback::{FallbackOptions, ROUTE_TABLE_OUTPUT, render_fallback};
 use crate::replay::hedge::{HedgeOptions, render_hedge};
-use crate::replay::replicas::{PolicySpec, Pool};
+use crate::replay::replicas::{PolicySpec, Pool, SglangRelease};
 use crate::replay::{
     Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
 };
@@ -247,6 +247,13 @@ pub struct ReplicasArgs {
     #[arg(long, value_enum, default_value_t = ObjectiveArg::P95Ttft)]
     pub objective: ObjectiveArg,
 
+    /// With --calibrate: search the thresholds of this release of SGLang's
+    /// router, as it decides (`sglang@0.3` or `sglang@0.1`), against its
+    /// own defaults, and print every flag its launcher takes; without it,
+    /// routeval's cache-aware rule.
+    #[arg(long = "for", value_name = "RELEASE", requires = "calibrate", value_parser = parse_release)]
+    pub for_release: Option<SglangRelease>,
+
     /// Print the versioned JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -375,7 +382,13 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
             ObjectiveArg::P95Ttft => Objective::P95Ttft,
             ObjectiveArg::HitRate => Objective::HitRate,
         };
-        document.calibration = Some(calibrate(&source, &pool, &policies, objective)?);
+        document.calibration = Some(calibrate(
+            &source,
+            &pool,
+            &policies,
+            objective,
+            args.for_release,
+        )?);
     }
     emit(
         &document,
@@ -504,6 +517,16 @@ fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
         || render_hedge(&document),
     )?;
     Ok(Outcome::Passed)
+}
+
+fn parse_release(given: &str) -> Result<SglangRelease, String> {
+    SglangRelease::from_name(given).ok_or_else(|| {
+        let known: Vec<&str> = SglangRelease::ALL
+            .iter()
+            .map(|release| release.name())
+            .collect();
+        format!("unknown release {given:?}; known: {}", known.join(", "))
+    })
 }
 
 #[cfg(test)]

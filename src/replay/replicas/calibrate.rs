@@ -6,9 +6,7 @@
 
 use super::metrics::ratio;
 use super::pool::{Pool, Simulation};
-use super::strategy::{
-    PolicySpec, SGLANG_ABS_GAP, SGLANG_CACHE_THRESHOLD, SGLANG_REL_GAP, Strategy,
-};
+use super::strategy::{PolicySpec, SglangRelease, Strategy};
 use super::{Lane, Source, run_lanes};
 use crate::schema::{Calibration, Chosen, Grid, Headline, Scored};
 
@@ -78,13 +76,17 @@ fn headline(objective: Objective, simulation: &Simulation) -> Headline {
 }
 
 /// Searches both grids on the first half of the source and checks the
-/// chosen points on the second half against `baselines` (SGLang's defaults
-/// are added when missing).
+/// chosen points on the second half against `baselines` (the presets are
+/// added when missing). The cache-aware grid is routeval's rule, or with
+/// `release` that release of SGLang's router, whose defaults are then its
+/// preset. What is printed for a router to run is a choice that held on
+/// the held-out part, else its preset.
 pub fn calibrate(
     source: &Source<'_>,
     pool: &Pool,
     baselines: &[PolicySpec],
     objective: Objective,
+    release: Option<SglangRelease>,
 ) -> anyhow::Result<Calibration> {
     pool.check()?;
     let requests = source.for_each(|_| {})?;
@@ -95,9 +97,10 @@ pub fn calibrate(
         );
     }
     let split = requests / 2;
-    let cache_aware = cache_aware_grid();
+    let cache_aware = cache_aware_grid(release);
     let scorers = scorer_grid();
-    let baselines = with_presets(baselines);
+    let presets = [guard_preset(release), "scorer"];
+    let baselines = with_presets(baselines, presets);
     let specs: Vec<&PolicySpec> = cache_aware
         .iter()
         .chain(&scorers)
@@ -108,24 +111,40 @@ pub fn calibrate(
         specs,
         objective,
         baseline_start: cache_aware.len() + scorers.len(),
-        presets: ["sglang", "scorer"]
-            .map(|name| PolicySpec::parse(name).expect("the preset parses").strategy),
+        presets: presets.map(|name| PolicySpec::parse(name).expect("the preset parses").strategy),
     };
     let scorer_start = cache_aware.len();
     let (cache_aware_choice, guard) = board.chosen(0..scorer_start, board.presets[0]);
     let (scorer_choice, weights) =
         board.chosen(scorer_start..board.baseline_start, board.presets[1]);
-    let Strategy::CacheAware {
-        threshold,
-        abs_gap,
-        rel_gap,
-    } = guard
-    else {
-        unreachable!("the cache-aware grid holds cache-aware policies")
+    // A choice that did not hold on the held-out part is shown, never
+    // handed to a router: the preset is.
+    let guard = if cache_aware_choice.wins_on_holdout {
+        guard
+    } else {
+        board.presets[0]
     };
-    let sglang_flags = format!(
-        "--cache-threshold {threshold} --balance-abs-threshold {abs_gap} --balance-rel-threshold {rel_gap}"
-    );
+    let weights = if scorer_choice.wins_on_holdout {
+        weights
+    } else {
+        board.presets[1]
+    };
+    let sglang_flags = match guard {
+        Strategy::CacheAware {
+            threshold,
+            abs_gap,
+            rel_gap,
+        } => format!(
+            "--cache-threshold {threshold} --balance-abs-threshold {abs_gap} --balance-rel-threshold {rel_gap}"
+        ),
+        Strategy::Sglang {
+            release,
+            threshold,
+            abs_gap,
+            rel_gap,
+        } => release.flags(threshold, abs_gap, rel_gap),
+        _ => unreachable!("the cache-aware grid holds cache-aware policies"),
+    };
     let Strategy::Scorer { prefix, queue, kv } = weights else {
         unreachable!("the scorer grid holds scorers")
     };
@@ -153,16 +172,25 @@ pub fn calibrate(
     })
 }
 
-fn cache_aware_grid() -> Vec<PolicySpec> {
+fn cache_aware_grid(release: Option<SglangRelease>) -> Vec<PolicySpec> {
     let mut grid = Vec::new();
     for &threshold in &CACHE_THRESHOLDS {
         for &abs_gap in &ABS_GAPS {
             for &rel_gap in &REL_GAPS {
-                grid.push(PolicySpec::cache_aware(threshold, abs_gap, rel_gap));
+                grid.push(match release {
+                    None => PolicySpec::cache_aware(threshold, abs_gap, rel_gap),
+                    Some(release) => PolicySpec::sglang(release, threshold, abs_gap, rel_gap),
+                });
             }
         }
     }
     grid
+}
+
+/// The cache-aware family's preset: SGLang's defaults as DOMAIN.md quotes
+/// them for routeval's rule, or the release's own.
+fn guard_preset(release: Option<SglangRelease>) -> &'static str {
+    release.map_or("sglang", SglangRelease::name)
 }
 
 fn scorer_grid() -> Vec<PolicySpec> {
@@ -179,24 +207,16 @@ fn scorer_grid() -> Vec<PolicySpec> {
     grid
 }
 
-/// The fixed policies to compare with, SGLang's defaults and the scorer's
-/// default weights among them.
-fn with_presets(baselines: &[PolicySpec]) -> Vec<PolicySpec> {
+/// The fixed policies to compare with, the two presets among them.
+fn with_presets(baselines: &[PolicySpec], presets: [&str; 2]) -> Vec<PolicySpec> {
     let mut baselines = baselines.to_vec();
-    let sglang = Strategy::CacheAware {
-        threshold: SGLANG_CACHE_THRESHOLD,
-        abs_gap: SGLANG_ABS_GAP,
-        rel_gap: SGLANG_REL_GAP,
-    };
-    let default_scorer = PolicySpec::parse("scorer")
-        .expect("the preset parses")
-        .strategy;
-    for (preset, name) in [(sglang, "sglang"), (default_scorer, "scorer")] {
+    for name in presets {
+        let preset = PolicySpec::parse(name).expect("the preset parses");
         if !baselines
             .iter()
-            .any(|policy| policy.strategy == preset && !policy.count_dispatched)
+            .any(|policy| policy.strategy == preset.strategy && !policy.count_dispatched)
         {
-            baselines.push(PolicySpec::parse(name).expect("the preset parses"));
+            baselines.push(preset);
         }
     }
     baselines
@@ -286,7 +306,7 @@ impl Scoreboard<'_> {
                 let strategy = self.specs[other].strategy;
                 let tunable = matches!(
                     strategy,
-                    Strategy::CacheAware { .. } | Strategy::Scorer { .. }
+                    Strategy::CacheAware { .. } | Strategy::Sglang { .. } | Strategy::Scorer { .. }
                 );
                 !tunable || (strategy == preset && !self.specs[other].count_dispatched)
             })

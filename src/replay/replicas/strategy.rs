@@ -95,6 +95,23 @@ impl SglangRelease {
             SglangRelease::V0_3 => (0.3, 64.0, 1.5),
         }
     }
+
+    /// Every flag of the release's launcher that the replay's rule stands
+    /// for: the policy and its three thresholds, and the radix tree's
+    /// eviction every 60 s down to 2^26 characters (0.3.2's defaults), which
+    /// the replay's index assumes never bites. 0.1 named the interval
+    /// `--eviction-interval`; 0.2 on, `--eviction-interval-secs`.
+    pub fn flags(self, threshold: f64, abs_gap: f64, rel_gap: f64) -> String {
+        let eviction = match self {
+            SglangRelease::V0_1 => "--eviction-interval",
+            SglangRelease::V0_3 => "--eviction-interval-secs",
+        };
+        format!(
+            "--policy cache_aware --cache-threshold {threshold} --balance-abs-threshold {abs_gap} \
+             --balance-rel-threshold {rel_gap} {eviction} 60 --max-tree-size {}",
+            1u64 << 26
+        )
+    }
 }
 
 /// A strategy, the name it was asked for by, and how the router sees load.
@@ -150,6 +167,25 @@ impl PolicySpec {
         };
         PolicySpec {
             name: describe("cache-aware", &strategy_params(&strategy)),
+            strategy,
+            count_dispatched: false,
+        }
+    }
+
+    pub fn sglang(
+        release: SglangRelease,
+        threshold: f64,
+        abs_gap: f64,
+        rel_gap: f64,
+    ) -> PolicySpec {
+        let strategy = Strategy::Sglang {
+            release,
+            threshold,
+            abs_gap,
+            rel_gap,
+        };
+        PolicySpec {
+            name: describe(release.name(), &strategy_params(&strategy)),
             strategy,
             count_dispatched: false,
         }
@@ -376,6 +412,7 @@ fn describe(name: &str, params: &BTreeMap<String, Value>) -> String {
     };
     let pairs: Vec<String> = params
         .iter()
+        .filter(|(key, _)| key.as_str() != "release")
         .map(|(key, value)| {
             let text = match value {
                 Value::String(text) => text.clone(),
