@@ -510,6 +510,71 @@ fn calibration_searches_the_first_half_and_checks_the_second() {
         "{stdout}"
     );
     assert!(stdout.contains("kind: EndpointPickerConfig"), "{stdout}");
+    // The picker gets the chosen weights only when they held, else the
+    // preset's 3/2/2.
+    let scorer = &calibration.scorer;
+    let weight = |key: &str| {
+        if scorer.wins_on_holdout {
+            scorer.policy.params[key].as_f64().unwrap()
+        } else {
+            [
+                ("prefix_weight", 3.0),
+                ("queue_weight", 2.0),
+                ("kv_weight", 2.0),
+            ]
+            .into_iter()
+            .find(|(name, _)| *name == key)
+            .unwrap()
+            .1
+        }
+    };
+    for (plugin, key) in [
+        ("prefix-cache-scorer", "prefix_weight"),
+        ("queue-scorer", "queue_weight"),
+        ("kv-cache-utilization-scorer", "kv_weight"),
+    ] {
+        let line = format!("pluginRef: {plugin}\n    weight: {:?}\n", weight(key));
+        assert_eq!(
+            calibration.endpoint_picker.contains(&line),
+            weight(key) > 0.0,
+            "{line}{}",
+            calibration.endpoint_picker
+        );
+    }
+    the_picker_config_is_valid(&calibration.endpoint_picker, directory.path());
+}
+
+/// `yaml` validates against the llm-d router's `EndpointPickerConfig`
+/// schema (transcribed in tests/fixtures with its source), each
+/// `pluginRef` names a plugin, each plugin is of a type the router knows,
+/// and each weight is a float.
+fn the_picker_config_is_valid(yaml: &str, directory: &Path) {
+    let Some(python) = crate::common::test_python("the endpoint-picker schema check") else {
+        return;
+    };
+    let config = directory.join("endpoint-picker.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let schema = crate::common::repo().join("tests/fixtures/endpoint-picker-config.schema.json");
+    let script = format!(
+        r#"
+import json, yaml, jsonschema
+schema = json.load(open({schema:?}))
+config = yaml.safe_load(open({config:?}))
+jsonschema.Draft202012Validator(schema).validate(config)
+names = {{plugin.get("name", plugin["type"]) for plugin in config["plugins"]}}
+for plugin in config["plugins"]:
+    assert plugin["type"] in schema["x-known-plugin-types"], plugin
+for profile in config["schedulingProfiles"]:
+    for entry in profile["plugins"]:
+        assert entry["pluginRef"] in names, entry
+        if "weight" in entry:
+            assert isinstance(entry["weight"], float), entry
+print("valid")
+"#,
+        schema = schema.display().to_string(),
+        config = config.display().to_string(),
+    );
+    assert_eq!(crate::common::run_python(&python, &script).trim(), "valid");
 }
 
 #[test]

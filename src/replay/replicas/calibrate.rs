@@ -324,8 +324,15 @@ impl Scoreboard<'_> {
     }
 }
 
-/// The scorer as a Gateway API Inference Extension endpoint-picker
-/// configuration; a zero weight leaves its scorer out.
+/// The API version of the endpoint picker's configuration: the llm-d
+/// router's, where the Gateway API Inference Extension's endpoint picker
+/// and its `EndpointPickerConfig` moved (`inference.networking.x-k8s.io`
+/// before).
+pub const ENDPOINT_PICKER_API_VERSION: &str = "llm-d.ai/v1alpha1";
+
+/// The scorer as an endpoint-picker configuration: one scheduling profile
+/// whose scorers carry the weights (as floats), picked by the highest
+/// score; a zero weight leaves its scorer out.
 pub fn endpoint_picker_config(prefix: f64, queue: f64, kv: f64) -> String {
     let scorers: Vec<(&str, f64)> = [
         ("prefix-cache-scorer", prefix),
@@ -335,15 +342,15 @@ pub fn endpoint_picker_config(prefix: f64, queue: f64, kv: f64) -> String {
     .into_iter()
     .filter(|&(_, weight)| weight > 0.0)
     .collect();
-    let mut yaml = String::from(
-        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n",
+    let mut yaml = format!(
+        "apiVersion: {ENDPOINT_PICKER_API_VERSION}\nkind: EndpointPickerConfig\nplugins:\n- type: single-profile-handler\n"
     );
     for (name, _) in &scorers {
         yaml.push_str(&format!("- type: {name}\n"));
     }
     yaml.push_str("- type: max-score-picker\nschedulingProfiles:\n- name: default\n  plugins:\n");
     for (name, weight) in &scorers {
-        yaml.push_str(&format!("  - pluginRef: {name}\n    weight: {weight}\n"));
+        yaml.push_str(&format!("  - pluginRef: {name}\n    weight: {weight:?}\n"));
     }
     yaml.push_str("  - pluginRef: max-score-picker\n");
     yaml
@@ -356,8 +363,8 @@ mod tests {
     #[test]
     fn a_zero_weight_leaves_its_scorer_out_of_the_picker_config() {
         let yaml = endpoint_picker_config(3.0, 0.0, 2.0);
-        assert!(yaml.contains("pluginRef: prefix-cache-scorer\n    weight: 3\n"));
-        assert!(yaml.contains("pluginRef: kv-cache-utilization-scorer\n    weight: 2\n"));
+        assert!(yaml.contains("pluginRef: prefix-cache-scorer\n    weight: 3.0\n"));
+        assert!(yaml.contains("pluginRef: kv-cache-utilization-scorer\n    weight: 2.0\n"));
         assert!(!yaml.contains("queue-scorer"));
     }
 }
