@@ -233,8 +233,9 @@ pub struct ReplicasArgs {
     pub window: String,
 
     /// A policy to replay, `NAME[:key=value,...]`, repeatable: round-robin,
-    /// least-load, session, prefix-hash, cache-aware, sglang, scorer
-    /// (default: all, with their default parameters).
+    /// least-load, session, prefix-hash, cache-aware, sglang, scorer, and
+    /// sglang@0.3 or sglang@0.1 for a release of SGLang's router as it
+    /// decides (default: all but the releases, as docs/replay.md lists).
     #[arg(long = "policy", value_name = "NAME[:k=v,...]")]
     pub policies: Vec<String>,
 
