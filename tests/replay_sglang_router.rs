@@ -176,9 +176,9 @@ fn hot_document_rows() -> Vec<Value> {
 struct Case {
     name: &'static str,
     /// Runs of the real router, averaged: under load its own timing moves
-    /// its busiest share from run to run (0.308 to 0.345 in four runs of
-    /// the first case, whose replay gives 0.330), and the replay answers
-    /// for its mean.
+    /// its busiest share from run to run (0.308 to 0.347 in eight single
+    /// runs of the first case, mean 0.339, where the replay gives 0.330),
+    /// and the replay answers for its mean.
     runs: usize,
     rows: Vec<Value>,
     mode: &'static str,
@@ -203,7 +203,7 @@ fn the_replay_reproduces_the_real_sglang_router() {
     let cases = [
         Case {
             name: "under load, 0.3.2's defaults",
-            runs: 3,
+            runs: 4,
             rows: conversation_rows(&data, 600, 22),
             mode: "load",
             flags: &[],
