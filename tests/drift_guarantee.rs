@@ -6,11 +6,11 @@
 //! same population. Each slice's deployed threshold is known to meet the
 //! target or not, so every alarm is known to be true or false.
 
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use routeval::schema::{DriftDocument, Verdict};
 
+use crate::common::population::{true_quality, write_draws};
 use crate::common::{Random, Workspace, example_routes, routeval};
 
 const TARGET: f64 = 0.85;
@@ -20,28 +20,8 @@ const ROWS: usize = 1000;
 const CALIBRATIONS: usize = 12;
 const RUNS: usize = 5;
 
-/// The true quality of escalating every score at or above `threshold`.
-fn true_quality(threshold: f64) -> f64 {
-    let t = threshold.clamp(0.0, 1.0);
-    // ∫₀ᵗ (1 − s) ds + ∫ₜ¹ (0.985 − 0.05 s) ds
-    (t - t * t / 2.0) + 0.985 * (1.0 - t) - 0.025 * (1.0 - t * t)
-}
-
 fn graded_file(path: &Path, tag: &str, random: &mut Random) {
-    let mut text = String::from("id,slice,score,small_ok,large_ok,cost_small,cost_large\n");
-    for slice in 0..SLICES {
-        for row in 0..ROWS {
-            let score = (random.unit() * 100_000.0).round() / 100_000.0;
-            let small_ok = random.unit() < 1.0 - score;
-            let large_ok = random.unit() < 0.985 - 0.05 * score;
-            writeln!(
-                text,
-                "{tag}-s{slice}-r{row},s{slice},{score},{small_ok},{large_ok},0.001,0.03"
-            )
-            .unwrap();
-        }
-    }
-    std::fs::write(path, text).unwrap();
+    write_draws(path, tag, SLICES, ROWS, random);
 }
 
 /// What the runs of one way of calibrating came to.

@@ -5,10 +5,11 @@
 //! the chosen threshold's true quality, and how often a slice judged
 //! `below_within_noise` truly misses the target.
 
-use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 use routeval::schema::{CalibrationDocument, HoldoutVerdict};
 
+use crate::common::population::{true_quality, write_draws};
 use crate::common::{Random, routeval};
 
 const TARGET: f64 = 0.85;
@@ -18,33 +19,9 @@ const SLICES: usize = 25;
 const ROWS: usize = 400;
 const FILES: usize = 24;
 
-/// The true quality of escalating every score at or above `threshold`.
-fn true_quality(threshold: f64) -> f64 {
-    let t = threshold.clamp(0.0, 1.0);
-    // ∫₀ᵗ (1 − s) ds + ∫ₜ¹ (0.985 − 0.05 s) ds
-    (t - t * t / 2.0) + 0.985 * (1.0 - t) - 0.025 * (1.0 - t * t)
-}
-
-fn graded_file(
-    directory: &std::path::Path,
-    file: usize,
-    random: &mut Random,
-) -> std::path::PathBuf {
-    let mut text = String::from("id,slice,score,small_ok,large_ok,cost_small,cost_large\n");
-    for slice in 0..SLICES {
-        for row in 0..ROWS {
-            let score = (random.unit() * 100_000.0).round() / 100_000.0;
-            let small_ok = random.unit() < 1.0 - score;
-            let large_ok = random.unit() < 0.985 - 0.05 * score;
-            writeln!(
-                text,
-                "f{file}-s{slice}-r{row},s{slice},{score},{small_ok},{large_ok},0.001,0.03"
-            )
-            .unwrap();
-        }
-    }
+fn graded_file(directory: &Path, file: usize, random: &mut Random) -> PathBuf {
     let path = directory.join(format!("graded-{file}.csv"));
-    std::fs::write(&path, text).unwrap();
+    write_draws(&path, &format!("f{file}"), SLICES, ROWS, random);
     path
 }
 

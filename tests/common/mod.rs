@@ -6,6 +6,7 @@ mod docs;
 mod drift;
 mod graded;
 mod litellm;
+pub mod population;
 mod process;
 mod records;
 mod run;
