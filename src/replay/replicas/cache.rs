@@ -137,7 +137,11 @@ impl BlockCache {
 pub struct PrefixIndex {
     history: usize,
     prompts: VecDeque<Arc<[u64]>>,
-    counts: BlockMap<u32>,
+    /// Per block: the prompts remembered that hold it, and the most of it
+    /// any of them used (a prompt's last block may be partial).
+    counts: BlockMap<(u32, u32)>,
+    /// The tokens of the distinct text the index holds.
+    tokens: u64,
 }
 
 impl PrefixIndex {
@@ -146,6 +150,7 @@ impl PrefixIndex {
             history,
             prompts: VecDeque::new(),
             counts: block_map(),
+            tokens: 0,
         }
     }
 
@@ -163,20 +168,38 @@ impl PrefixIndex {
         self.counts.len()
     }
 
-    pub fn remember(&mut self, blocks: &Arc<[u64]>) {
+    /// Tokens of distinct text the index holds, a partial last block
+    /// counting what it used: SGLang 0.1's measure of a tree, in characters
+    /// of the prompts it inserted.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// Remembers a prompt of `input_tokens` spelled as `blocks` of
+    /// `block_tokens` each.
+    pub fn remember(&mut self, blocks: &Arc<[u64]>, input_tokens: u32, block_tokens: u32) {
         if self.history == 0 {
             return;
         }
+        let mut left = input_tokens;
         for &block in blocks.iter() {
-            *self.counts.entry(block).or_insert(0) += 1;
+            let used = left.clamp(1, block_tokens);
+            left = left.saturating_sub(block_tokens);
+            let (prompts, tokens) = self.counts.entry(block).or_insert((0, 0));
+            *prompts += 1;
+            if used > *tokens {
+                self.tokens += u64::from(used - *tokens);
+                *tokens = used;
+            }
         }
         self.prompts.push_back(Arc::clone(blocks));
         if self.prompts.len() > self.history {
             let forgotten = self.prompts.pop_front().expect("longer than history");
             for block in forgotten.iter() {
-                if let Some(count) = self.counts.get_mut(block) {
-                    *count -= 1;
-                    if *count == 0 {
+                if let Some((prompts, tokens)) = self.counts.get_mut(block) {
+                    *prompts -= 1;
+                    if *prompts == 0 {
+                        self.tokens -= u64::from(*tokens);
                         self.counts.remove(block);
                     }
                 }
@@ -188,6 +211,7 @@ impl PrefixIndex {
     pub fn clear(&mut self) {
         self.prompts.clear();
         self.counts.clear();
+        self.tokens = 0;
     }
 }
 
@@ -220,11 +244,23 @@ mod tests {
     fn the_index_forgets_prompts_beyond_its_history() {
         let mut index = PrefixIndex::new(2);
         for prompt in [[1u64, 2], [1, 3], [4, 5]] {
-            index.remember(&Arc::from(&prompt[..]));
+            index.remember(&Arc::from(&prompt[..]), 2 * 512, 512);
         }
         assert_eq!(index.leading_matches(&[1, 2]), 1, "[1, 2] was forgotten");
         assert_eq!(index.leading_matches(&[1, 3]), 2);
         assert_eq!(index.blocks(), 4);
+        assert_eq!(index.tokens(), 4 * 512);
+    }
+
+    #[test]
+    fn the_index_counts_a_partial_last_block_by_the_most_any_prompt_used() {
+        let mut index = PrefixIndex::new(10);
+        index.remember(&Arc::from(&[1u64, 2][..]), 512 + 100, 512);
+        assert_eq!(index.tokens(), 612);
+        index.remember(&Arc::from(&[1u64, 2, 3][..]), 2 * 512 + 7, 512);
+        assert_eq!(index.tokens(), 2 * 512 + 7, "block 2 is whole now");
+        index.remember(&Arc::from(&[1u64, 2][..]), 512 + 100, 512);
+        assert_eq!(index.tokens(), 2 * 512 + 7);
     }
 
     proptest! {

@@ -188,7 +188,7 @@ pub struct Simulation {
     observed_at: u64,
     index_lost: bool,
     cursor: usize,
-    /// `sglang@…`: the replica the router's tree last named for a prefix,
+    /// `sglang@0.3`: the replica the router's tree last named for a prefix,
     /// by the prefix's last block.
     tree_named: std::collections::HashMap<u64, u32>,
     pub totals: Totals,
@@ -255,7 +255,11 @@ impl Simulation {
         }
         let (target, expected_blocks) = self.route(request);
         let replica = &mut self.replicas[target];
-        replica.index.remember(&request.blocks);
+        replica.index.remember(
+            &request.blocks,
+            request.input_tokens,
+            self.pool.block_tokens,
+        );
         replica.dispatched += 1;
         let waiting = Waiting {
             arrival: now,
@@ -489,19 +493,25 @@ impl Simulation {
                 if most - least > abs_gap && most > rel_gap * least {
                     return (first_least(&loads), 0);
                 }
-                let (target, matched) = self.tree_choice(&request.blocks);
+                let (target, matched) = self.tree_choice(release, &request.blocks);
                 if self.covered(request, matched) > threshold {
                     return (target, matched);
                 }
                 match release {
                     SglangRelease::V0_3 => (first_least(&loads), 0),
+                    // The smallest tree in characters; ties go to the first
+                    // in the order of the router's map of trees, fixed for
+                    // its life and arbitrary.
                     SglangRelease::V0_1 => {
-                        let trees: Vec<usize> = self
-                            .replicas
-                            .iter()
-                            .map(|replica| replica.index.blocks())
-                            .collect();
-                        (first_least(&trees), 0)
+                        let smallest = (0..count)
+                            .min_by_key(|&index| {
+                                (
+                                    self.replicas[index].index.tokens(),
+                                    self.hash_rank(0, index),
+                                )
+                            })
+                            .expect("a replica");
+                        (smallest, 0)
                     }
                 }
             }
@@ -563,14 +573,23 @@ impl Simulation {
         (best.2, best.0)
     }
 
+    /// Where a hash map keyed by replica, belonging to the tree node of
+    /// prefix `node` (0 for the router's own maps), puts `index` in its
+    /// order: arbitrary, but fixed while the map is, and no replica first
+    /// in every map.
+    fn hash_rank(&self, node: u64, index: usize) -> u64 {
+        crate::stats::random::splitmix64(
+            self.pool.seed ^ node.rotate_left(17) ^ (index as u64).wrapping_mul(0x9e37),
+        )
+    }
+
     /// The replica SGLang's tree names for `blocks`, and the length of the
     /// prefix it matched. The tree answers with one of the replicas that hold
-    /// the longest prefix: the one it named for that prefix before, while
-    /// that replica still holds it (the node caches its answer), else the
-    /// first in the order of a hash map at the node, which is arbitrary. A
-    /// hash of the prefix's last block and each holder stands in for that
-    /// order, so no replica is favoured over all prefixes.
-    fn tree_choice(&mut self, blocks: &[u64]) -> (usize, usize) {
+    /// the longest prefix: the first in the order of a hash map at the node
+    /// (0.1), or from 0.2 on the one it named for that prefix before, while
+    /// that replica still holds it (the node caches its answer), else that
+    /// first one. The prefix's last block stands for the node.
+    fn tree_choice(&mut self, release: SglangRelease, blocks: &[u64]) -> (usize, usize) {
         let matches: Vec<usize> = self
             .replicas
             .iter()
@@ -581,21 +600,20 @@ impl Simulation {
             return (0, 0);
         }
         let node = blocks[longest - 1];
-        let order = |index: usize| {
-            crate::stats::random::splitmix64(
-                self.pool.seed ^ node.rotate_left(17) ^ (index as u64).wrapping_mul(0x9e37),
-            )
-        };
-        if let Some(&named) = self.tree_named.get(&node)
+        let sticky = release != SglangRelease::V0_1;
+        if sticky
+            && let Some(&named) = self.tree_named.get(&node)
             && matches[named as usize] == longest
         {
             return (named as usize, longest);
         }
         let holder = (0..matches.len())
             .filter(|&index| matches[index] == longest)
-            .min_by_key(|&index| order(index))
+            .min_by_key(|&index| self.hash_rank(node, index))
             .expect("a holder");
-        self.tree_named.insert(node, holder as u32);
+        if sticky {
+            self.tree_named.insert(node, holder as u32);
+        }
         (holder, longest)
     }
 
@@ -671,6 +689,35 @@ mod tests {
         assert_eq!(served("sglang@0.1", &requests), [3, 3, 3, 3]);
         // routeval's cache-aware spreads them too.
         assert_eq!(served("cache-aware", &requests), [3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn sglang_0_1_measures_a_tree_in_tokens_not_blocks() {
+        // One replica holds one whole block (512 tokens), the other two
+        // one-token prompts (two blocks, 2 tokens): 0.1's smallest tree is
+        // the second, by the characters it holds.
+        let prompt = |arrival_ms: f64, block: u64, tokens: u32| Request {
+            input_tokens: tokens,
+            ..request(arrival_ms, &[block])
+        };
+        let requests = [
+            prompt(0.0, 1, 512),
+            prompt(60_000.0, 2, 1),
+            prompt(120_000.0, 3, 1),
+            prompt(180_000.0, 4, 1),
+        ];
+        let pool = Pool {
+            replicas: 2,
+            ..Pool::default()
+        };
+        let mut simulation = Simulation::new(&pool, PolicySpec::parse("sglang@0.1").unwrap());
+        for request in &requests {
+            simulation.offer(request);
+        }
+        simulation.finish();
+        let mut served = simulation.totals.replica_requests;
+        served.sort_unstable();
+        assert_eq!(served, [1, 3]);
     }
 
     #[test]

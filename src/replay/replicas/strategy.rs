@@ -41,9 +41,10 @@ pub enum Strategy {
     /// guard (`most − least > abs_gap` and `most > rel_gap × least`) sends
     /// to the first least-loaded replica; else the longest prefix match,
     /// when it covers more than `threshold` of the prompt, goes to the one
-    /// replica its tree keeps naming among those holding that prefix; else
-    /// the first least-loaded replica (0.2 on) or the replica with the
-    /// smallest tree (0.1).
+    /// replica its tree keeps naming among those holding that prefix (0.2
+    /// on) or the first in its node's order (0.1); else the first
+    /// least-loaded replica (0.2 on) or the replica with the smallest tree
+    /// in tokens (0.1).
     Sglang {
         release: SglangRelease,
         threshold: f64,
@@ -61,10 +62,11 @@ pub enum Strategy {
 
 /// The releases of SGLang's router whose decisions `sglang@RELEASE`
 /// reproduces; they differ in where a request below the cache threshold
-/// goes, and in their defaults.
+/// goes, in whether the tree caches its answer, and in their defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SglangRelease {
-    /// 0.1.x: below the threshold, the replica with the smallest tree.
+    /// 0.1.x: below the threshold, the replica with the smallest tree; no
+    /// cached answer at a tree node.
     V0_1,
     /// 0.2.x and 0.3.x: below the threshold, the first least-loaded replica.
     V0_3,
