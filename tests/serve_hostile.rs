@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, log_events, response,
-    serve_command, served_records, signed_single, sse_chunk, sse_head, write_keys,
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, falling_back, log_events,
+    response, serve_command, served_records, signed_single, signed_table, sse_chunk, sse_head,
+    write_keys,
 };
 
 /// serve in front of one upstream, with its records directory.
@@ -315,6 +316,104 @@ fn a_malformed_stream_event_ends_the_stream_with_an_openai_error_event() {
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["status"], "error");
     assert_eq!(records[0]["finish_reason"], "upstream_malformed");
+}
+
+/// One upstream for a primary (`large`) and its fallback (`backup`): the
+/// primary gives its first token and then does what `primary` says; the
+/// fallback answers "from the fallback" at once.
+fn primary_breaking_after_its_first_token(primary: Vec<Step>) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |received: &Received| {
+        let body: Value = serde_json::from_slice(&received.body).unwrap();
+        let mut head = sse_head();
+        if body["model"] == "sim-small-2026-11-01" {
+            head.extend(sse_chunk("from the fallback", Some("stop")));
+            head.extend(b"data: [DONE]\n\n");
+            return vec![Step::Send(head)];
+        }
+        head.extend(sse_chunk("Hel", None));
+        let mut steps = vec![Step::Send(head)];
+        steps.extend(primary.iter().cloned());
+        steps
+    })
+}
+
+/// serve of the primary and its fallback on `upstream`, signed as `name`,
+/// with a 300 ms stall timer.
+fn falling_back_front(upstream: &ScriptedUpstream, name: &str) -> Front {
+    let table = falling_back(&upstream.base_url(), &upstream.base_url(), "", 20_000);
+    let config = signed_table(Pipeline::shared(), name, &table);
+    Front::serving(&config, &["--stall-timeout-ms", "300"], None)
+}
+
+/// The content of a non-streamed answer.
+fn content_of(answer: &str) -> Value {
+    body_of(answer)["choices"][0]["message"]["content"].clone()
+}
+
+/// A request that did not stream, answered by the fallback after the
+/// primary broke as `primary` says: its records, the request's first and
+/// the primary's attempt second.
+fn moved_mid_answer(name: &str, primary: Vec<Step>) -> Vec<Value> {
+    let upstream = primary_breaking_after_its_first_token(primary);
+    let front = falling_back_front(&upstream, name);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert_eq!(content_of(&answer), "from the fallback", "{answer}");
+    let mut records = front.stop();
+    records.sort_by_key(|record| record["id"].as_str().unwrap().len());
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["route"], "backup");
+    assert_eq!(records[0]["status"], "ok");
+    assert_eq!(records[1]["route"], "large");
+    records
+}
+
+#[test]
+fn a_request_that_did_not_stream_moves_to_the_fallback_when_its_route_stalls_mid_answer() {
+    let records = moved_mid_answer(
+        "stalls-mid-answer",
+        vec![
+            Step::Pause(Duration::from_secs(3)),
+            Step::Send(sse_chunk("lo", Some("stop"))),
+        ],
+    );
+    assert_eq!(records[0]["reason"], "fallback:deadline");
+    assert_eq!(records[1]["reason"], "abandoned:deadline");
+    assert_eq!(records[1]["status"], "timeout");
+    assert_eq!(records[1]["finish_reason"], "stall");
+}
+
+#[test]
+fn a_request_that_did_not_stream_moves_to_the_fallback_when_its_route_cuts_mid_answer() {
+    // The primary closes after "Hel", no finish_reason, no [DONE].
+    let records = moved_mid_answer("cut-mid-answer", vec![]);
+    assert_eq!(records[0]["reason"], "fallback:error");
+    assert_eq!(records[1]["reason"], "abandoned:error");
+    assert_eq!(records[1]["status"], "error");
+    assert_eq!(records[1]["finish_reason"], "upstream_cut");
+}
+
+#[test]
+fn a_streamed_request_stays_on_its_route_once_its_first_token_was_sent() {
+    let upstream = primary_breaking_after_its_first_token(vec![
+        Step::Pause(Duration::from_secs(3)),
+        Step::Send(sse_chunk("lo", Some("stop"))),
+    ]);
+    let front = falling_back_front(&upstream, "stalls-streamed");
+    let answer = post(&front, KEY, &chat(true), &[]);
+    assert!(answer.contains("\"Hel\""), "{answer}");
+    assert!(!answer.contains("from the fallback"), "{answer}");
+    assert!(
+        !answer.contains("[DONE]"),
+        "the stream is not finished: {answer}"
+    );
+    let records = front.stop();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["route"], "large");
+    assert_eq!(records[0]["status"], "timeout");
+    assert_eq!(records[0]["finish_reason"], "stall");
+    // The fallback was never called.
+    assert_eq!(upstream.requests().len(), 1);
 }
 
 #[test]

@@ -422,6 +422,9 @@ pub(super) enum Ending {
     Stalled,
     /// The answer ran past `--total-timeout-ms`.
     PastTotal,
+    /// An answer longer than serve assembles for a client that did not
+    /// stream; recorded as a cut.
+    TooLong,
 }
 
 impl Drop for Finishing {
@@ -470,7 +473,7 @@ impl Finishing {
         let (status, finish_reason) = match self.ending {
             Ending::Finished => (None, None),
             Ending::ClientLeft => (Some(Status::Error), Some("client_disconnected")),
-            Ending::UpstreamCut => (Some(Status::Error), Some("upstream_cut")),
+            Ending::UpstreamCut | Ending::TooLong => (Some(Status::Error), Some("upstream_cut")),
             Ending::Malformed => (Some(Status::Error), Some("upstream_malformed")),
             Ending::Stalled => (Some(Status::Timeout), Some("stall")),
             Ending::PastTotal => (Some(Status::Timeout), Some("total_deadline")),
@@ -665,7 +668,7 @@ pub(super) async fn read_events(
         read += events.len();
         if read > MAX_ASSEMBLED_BYTES {
             return Err((
-                Ending::UpstreamCut,
+                Ending::TooLong,
                 format!(
                     "route {route:?}'s answer is longer than the {MAX_ASSEMBLED_BYTES} bytes serve assembles for a client that does not stream; ask with \"stream\": true"
                 ),

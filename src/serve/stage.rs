@@ -4,8 +4,10 @@
 //! error, a 429, no answer, or a first token past the route's deadline),
 //! moves to the table's fallback if the fallback's `rpm`/`tpm` and the retry
 //! budget allow; otherwise the client gets the route's failure. After the
-//! first byte there is no moving: a stall or a cut is the client's error,
-//! never a second model's text spliced on.
+//! first byte, a request that did not stream may still move while its
+//! answer is assembled (nothing has reached the client yet); a streamed
+//! one may not: a stall or a cut is its error, never a second model's
+//! text spliced on.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -837,10 +839,54 @@ impl StageCall<'_> {
         spent: &mut f64,
         held: &mut Vec<Slot>,
     ) -> Stage {
-        let reached = match self.reach(&mut record).await {
+        let mut reached = match self.reach(&mut record).await {
             Ok(reached) => reached,
             Err(stage) => return stage,
         };
+        let assembling =
+            |reached: &Reached| is_sse(reached.content_type.as_ref()) && !self.client_streams();
+        // A client that did not stream has been sent nothing while its
+        // answer is assembled: the route's stall, cut or malformed stream
+        // may still move it, once, to the fallback.
+        while self.last && assembling(&reached) {
+            record.status = Status::from_http(reached.status.as_u16());
+            let unread = match self.assembled(record, *reached, *spent, held).await {
+                Ok(stage) => return stage,
+                Err((kept, unread)) => {
+                    record = kept;
+                    unread
+                }
+            };
+            let at_ms = self.elapsed_ms();
+            let movable = unread.route == self.route
+                && matches!(
+                    unread.ending,
+                    Ending::Stalled | Ending::UpstreamCut | Ending::Malformed
+                );
+            let fallback = movable.then(|| self.fallback_for(self.arrival_ms + at_ms, true));
+            match fallback {
+                Some(Ok(fallback)) => {
+                    self.abandoned_mid_answer(&record, &unread, at_ms, &fallback);
+                    let reason = Reason::Fallback(if unread.ending == Ending::Stalled {
+                        Move::Deadline
+                    } else {
+                        Move::Error
+                    });
+                    reached = match self.moved(&mut record, &fallback, reason).await {
+                        Ok(reached) => reached,
+                        Err(stage) => return stage,
+                    };
+                }
+                stayed => {
+                    if let Some(Err(stay)) = stayed
+                        && let Some(reason) = stay.reason()
+                    {
+                        record.reason = Some(reason);
+                    }
+                    return self.unassembled(record, unread);
+                }
+            }
+        }
         let Reached {
             route,
             upstream,
@@ -863,12 +909,6 @@ impl StageCall<'_> {
             // The first byte's time is the one the breaker learned.
             finishing.first_byte = Some(ttft_ms);
             hold(&mut finishing, held, slot, hedged);
-            if assembling {
-                let headers = self.headers(&route, limits);
-                return self
-                    .assembled(finishing, record, status, headers, source)
-                    .await;
-            }
             finishing.record = Some(record);
             return Stage::Answered(pass_through(
                 finishing,
@@ -922,6 +962,15 @@ impl StageCall<'_> {
             Source::Buffered(bytes),
         ))
     }
+}
+
+/// An answer that could not be assembled: its route and first byte's
+/// time (ms after the request arrived), how its stream ended and why.
+struct Unread {
+    route: String,
+    ttft_ms: f64,
+    ending: Ending,
+    message: String,
 }
 
 /// An upstream's status as `routeval_upstream_responses_total` counts it.
@@ -984,82 +1033,161 @@ impl StageCall<'_> {
     }
 
     /// A streamed answer read whole for a client that did not stream, and
-    /// answered as the non-streamed completion (`finishing` holds the
-    /// request's slots). A stall, a cut, a malformed event or an answer too
-    /// long to assemble is the client's error, 504 or 502: the route gave
-    /// its first token in time, and its generation was billed.
+    /// answered as the non-streamed completion, the request's slots (`held`)
+    /// then kept until it is sent. Or, when the route's stream stalled, was
+    /// cut, was malformed or too long to assemble: the record, how it ended,
+    /// the route and its first byte's time, the route's slots given back.
     async fn assembled(
         &self,
-        mut finishing: Finishing,
-        mut record: ServedRecord,
-        status: StatusCode,
-        headers: Vec<(HeaderName, HeaderValue)>,
-        source: Source,
-    ) -> Stage {
+        record: ServedRecord,
+        reached: Reached,
+        spent_before: f64,
+        held: &mut Vec<Slot>,
+    ) -> Result<Stage, (ServedRecord, Unread)> {
+        let Reached {
+            route,
+            upstream,
+            status,
+            limits,
+            source,
+            slot,
+            ttft_ms,
+            hedged,
+            ..
+        } = reached;
         let mut assembly = Assembly::default();
+        let mut answer = Answer::default();
         let read = read_events(
-            &finishing.route,
+            &route,
             source,
             self.started,
             self.app.timeouts,
             &mut assembly,
-            &mut finishing.answer,
+            &mut answer,
         )
         .await;
         if let Err((ending, message)) = read {
-            let (code, kind, record_status, finish_reason) = match ending {
-                Ending::Stalled => (
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "timeout",
-                    Status::Timeout,
-                    "stall",
-                ),
-                Ending::PastTotal => (
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "timeout",
-                    Status::Timeout,
-                    "total_deadline",
-                ),
-                Ending::Malformed => (
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_error",
-                    Status::Error,
-                    "upstream_malformed",
-                ),
-                _ => (
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_error",
-                    Status::Error,
-                    "upstream_cut",
-                ),
+            let unread = Unread {
+                route,
+                ttft_ms,
+                ending,
+                message,
             };
-            record.status = record_status;
-            record.finish_reason = Some(finish_reason.into());
-            record.ttft_ms = finishing.first_byte;
-            drop(finishing);
-            return Stage::Answered(refused_as_recorded(
-                self.app,
-                record,
-                self.started,
-                error(code, kind, None, &message),
-            ));
+            return Err((record, unread));
         }
         let completion = serde_json::to_vec(&assembly.completion()).expect("JSON serialises");
-        finishing.sse = None;
+        let mut finishing = self.finishing(&route, upstream, spent_before);
+        finishing.answer = answer;
+        // The first byte's time is the one the breaker learned.
+        finishing.first_byte = Some(ttft_ms);
         finishing.body_unread = true;
         finishing.expected_bytes = Some(completion.len() as u64);
         finishing.record = Some(record);
+        hold(&mut finishing, held, slot, hedged);
         let source = Source::Stream {
             first: Some(Bytes::from(completion)),
             rest: futures_util::stream::empty().boxed(),
         };
-        Stage::Answered(pass_through(
+        Ok(Stage::Answered(pass_through(
             finishing,
             status,
             Some(HeaderValue::from_static("application/json")),
-            headers,
+            self.headers(&route, limits),
             source,
+        )))
+    }
+
+    /// The client's error for an answer that could not be assembled and
+    /// could not move: 504 for a stall or the total deadline, 502 for a
+    /// cut, a malformed or an overlong stream.
+    fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> Stage {
+        let (code, kind, record_status, finish_reason) = match unread.ending {
+            Ending::Stalled => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Status::Timeout,
+                "stall",
+            ),
+            Ending::PastTotal => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Status::Timeout,
+                "total_deadline",
+            ),
+            Ending::Malformed => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                Status::Error,
+                "upstream_malformed",
+            ),
+            _ => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                Status::Error,
+                "upstream_cut",
+            ),
+        };
+        record.status = record_status;
+        record.finish_reason = Some(finish_reason.into());
+        record.ttft_ms = Some(unread.ttft_ms);
+        Stage::Answered(refused_as_recorded(
+            self.app,
+            record,
+            self.started,
+            error(code, kind, None, &unread.message),
         ))
+    }
+
+    /// The record of a route left after its first byte, while serve was
+    /// assembling its answer (`<id>-attempt-1`), and the log line.
+    fn abandoned_mid_answer(
+        &self,
+        record: &ServedRecord,
+        unread: &Unread,
+        at_ms: f64,
+        fallback: &str,
+    ) {
+        let stalled = unread.ending == Ending::Stalled;
+        let mut attempt = record.clone();
+        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
+        attempt.route = self.route.to_owned().into();
+        attempt.status = if stalled {
+            Status::Timeout
+        } else {
+            Status::Error
+        };
+        attempt.reason = Some(Reason::Abandoned(if stalled {
+            Cause::Deadline
+        } else {
+            Cause::Error
+        }));
+        attempt.finish_reason = Some(
+            match unread.ending {
+                Ending::Stalled => "stall",
+                Ending::Malformed => "upstream_malformed",
+                _ => "upstream_cut",
+            }
+            .into(),
+        );
+        attempt.ttft_ms = Some(unread.ttft_ms);
+        attempt.total_ms = Some(at_ms);
+        self.app.finish_attempt(attempt);
+        self.app
+            .log
+            .event(
+                Level::Warn,
+                "upstream_failed",
+                format!(
+                    "{} before serve had sent the client anything; the request moved to {fallback:?}",
+                    unread.message
+                ),
+            )
+            .field("request_id", self.decided.request_id.clone())
+            .field("route", self.route)
+            .field("failure", if stalled { "stall" } else { "cut" })
+            .field("at_ms", at_ms)
+            .field("fallback", Some(fallback))
+            .emit();
     }
 }
 
