@@ -416,6 +416,101 @@ fn a_streamed_request_stays_on_its_route_once_its_first_token_was_sent() {
     assert_eq!(upstream.requests().len(), 1);
 }
 
+/// An answer of 400 MiB in 1 MiB writes, after `head`; each write made by
+/// `piece`.
+fn huge(head: Vec<u8>, piece: impl Fn() -> Vec<u8>) -> Vec<Step> {
+    let mut steps = vec![Step::Send(head)];
+    steps.extend((0..400).map(|_| Step::Send(piece())));
+    steps
+}
+
+const HUGE_BYTES: u64 = 400 << 20;
+
+/// The most memory serve's process has held (`VmHWM`), in MiB.
+fn peak_mib(front: &Front) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", front.served.pid())).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    eprintln!("serve's peak: {} MiB", kib >> 10);
+    kib >> 10
+}
+
+/// curl of a chat request that throws the answer away: its status and the
+/// bytes it received.
+fn download(front: &Front, body: &Value) -> (u16, u64) {
+    let authorization = format!("Authorization: Bearer {KEY}");
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download}",
+        ])
+        .args(["--max-time", "120", "-H", &authorization, "-d"])
+        .arg(body.to_string())
+        .arg(front.served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let (status, size) = printed.split_once(' ').unwrap();
+    (status.parse().unwrap(), size.parse().unwrap())
+}
+
+#[test]
+fn a_400_mib_answer_from_a_route_that_cannot_stream_passes_through_in_bounded_memory() {
+    let upstream = ScriptedUpstream::start(|_: &Received| {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {HUGE_BYTES}\r\nconnection: close\r\n\r\n"
+        );
+        huge(head.into_bytes(), || vec![b' '; 1 << 20])
+    });
+    let table = falling_back(
+        &upstream.base_url(),
+        &upstream.base_url(),
+        "stream_upstream = false\n",
+        20_000,
+    );
+    let config = signed_table(Pipeline::shared(), "huge-whole", &table);
+    let front = Front::serving(&config, &[], None);
+    assert_eq!(download(&front, &chat(false)), (200, HUGE_BYTES));
+    // It held 650-790 MiB when it buffered the answer whole.
+    let peak = peak_mib(&front);
+    assert!(peak < 150, "serve held {peak} MiB at its peak");
+    front.stop();
+}
+
+#[test]
+fn a_400_mib_stream_passes_through_to_a_streaming_client_in_bounded_memory() {
+    let event = sse_chunk(&"x".repeat((1 << 20) - 300), None);
+    let upstream = ScriptedUpstream::start(move |_: &Received| huge(sse_head(), || event.clone()));
+    let front = Front::start(&upstream.base_url(), "huge-stream", &[], None);
+    let (status, received) = download(&front, &chat(true));
+    assert_eq!(status, 200);
+    assert!(received > 400 * ((1 << 20) - 300), "{received} bytes");
+    let peak = peak_mib(&front);
+    assert!(peak < 150, "serve held {peak} MiB at its peak");
+    front.stop();
+}
+
+#[test]
+fn a_400_mib_stream_for_a_client_that_did_not_stream_is_refused_past_what_serve_assembles() {
+    let event = sse_chunk(&"x".repeat((1 << 20) - 300), None);
+    let upstream = ScriptedUpstream::start(move |_: &Received| huge(sse_head(), || event.clone()));
+    let front = Front::start(&upstream.base_url(), "huge-assembled", &[], None);
+    let (status, received) = download(&front, &chat(false));
+    assert_eq!(status, 502);
+    assert!(received < 4096, "{received} bytes");
+    // 64 MiB of events assembled, and no more.
+    let peak = peak_mib(&front);
+    assert!(peak < 300, "serve held {peak} MiB at its peak");
+    let records = front.stop();
+    assert_eq!(records[0]["finish_reason"], "upstream_cut");
+}
+
 #[test]
 fn a_stream_without_line_breaks_is_cut_at_the_event_bound() {
     let endless = ScriptedUpstream::start(|_: &Received| {

@@ -32,7 +32,12 @@ pub struct CallOutcome {
 }
 
 pub fn estimate_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4)
+    estimated_tokens_of_chars(text.chars().count() as u64)
+}
+
+/// The tokens of a text of `chars` characters, as the run estimates them.
+pub fn estimated_tokens_of_chars(chars: u64) -> u64 {
+    chars.div_ceil(4)
 }
 
 pub fn input_tokens_estimate(request: &CallRequest) -> u64 {

@@ -13,7 +13,9 @@ mod limits;
 mod run_config;
 
 pub use cache::{Cache, CachedCall, cache_key};
-pub use caller::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate};
+pub use caller::{
+    CallOutcome, Caller, estimate_tokens, estimated_tokens_of_chars, input_tokens_estimate,
+};
 pub use config::{EndpointConfig, GenerationConfig, TokenPrices};
 pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,

@@ -1,5 +1,6 @@
 //! What an upstream answer says, read from its bytes as they pass: the text
-//! (a cascade's verifier needs it), the model version, the usage and the
+//! (a cascade's verifier needs it) or only its length (a streamed answer
+//! passed on may be of any size), the model version, the usage and the
 //! finish reason, for a streamed (SSE) or whole JSON response.
 
 use serde_json::Value;
@@ -7,7 +8,11 @@ use serde_json::Value;
 /// What has been read of one answer so far.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Answer {
+    /// The text, when kept ([`Answer::keeping_text`], or a whole answer).
     pub text: String,
+    /// Characters of text seen, kept or not.
+    pub text_chars: u64,
+    keep_text: bool,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
     pub input_tokens: Option<u64>,
@@ -20,9 +25,19 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// A whole (non-streamed) chat completion.
+    /// An answer whose streamed text is kept, for a reader of it (a
+    /// verifier); others count its characters only, so what serve holds
+    /// does not grow with the answer.
+    pub fn keeping_text() -> Answer {
+        Answer {
+            keep_text: true,
+            ..Answer::default()
+        }
+    }
+
+    /// A whole (non-streamed) chat completion, its text kept.
     pub fn of_json(body: &[u8]) -> Answer {
-        let mut answer = Answer::default();
+        let mut answer = Answer::keeping_text();
         if let Ok(value) = serde_json::from_slice::<Value>(body) {
             answer.absorb(&value, false);
         }
@@ -59,7 +74,10 @@ impl Answer {
             &choice["message"]["content"]
         };
         if let Some(text) = part.as_str() {
-            self.text.push_str(text);
+            self.text_chars += text.chars().count() as u64;
+            if self.keep_text {
+                self.text.push_str(text);
+            }
         }
         if let Some(reason) = choice["finish_reason"].as_str() {
             self.finish_reason = Some(reason.to_owned());
@@ -95,7 +113,7 @@ mod tests {
         let whole = Answer::of_json(
             br#"{"model":"m-1","choices":[{"message":{"content":"5 days"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}"#,
         );
-        let mut streamed = Answer::default();
+        let mut streamed = Answer::keeping_text();
         let sse = "data: {\"model\":\"m-1\",\"choices\":[{\"delta\":{\"content\":\"5 \"}}]}\n\ndata: {\"model\":\"m-1\",\"choices\":[{\"delta\":{\"content\":\"days\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         // Split mid-line: lines span the chunks they arrive in.
         let (first, second) = sse.as_bytes().split_at(37);
@@ -103,6 +121,7 @@ mod tests {
         streamed.feed_sse(second);
         for answer in [&whole, &streamed] {
             assert_eq!(answer.text, "5 days");
+            assert_eq!(answer.text_chars, 6);
             assert_eq!(answer.model.as_deref(), Some("m-1"));
             assert_eq!(answer.finish_reason.as_deref(), Some("stop"));
             assert_eq!(
@@ -110,5 +129,13 @@ mod tests {
                 (Some(9), Some(2))
             );
         }
+    }
+
+    #[test]
+    fn a_streamed_answer_passed_on_counts_its_text_without_keeping_it() {
+        let mut passed = Answer::default();
+        passed.feed_sse(b"data: {\"choices\":[{\"delta\":{\"content\":\"f\\u00fcnf Tage\"}}]}\n\n");
+        assert_eq!(passed.text, "");
+        assert_eq!(passed.text_chars, 9);
     }
 }

@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use crate::client::estimate_tokens;
+use crate::client::{estimate_tokens, estimated_tokens_of_chars};
 use crate::records::Status;
 
 use super::admission::Slot;
@@ -459,7 +459,7 @@ impl Finishing {
             answer
                 .model
                 .is_some()
-                .then(|| estimate_tokens(&answer.text))
+                .then(|| estimated_tokens_of_chars(answer.text_chars))
         });
         record.input_tokens = input;
         record.cached_input_tokens = answer.cached_input_tokens.or(input.map(|_| 0));

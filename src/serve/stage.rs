@@ -1005,7 +1005,7 @@ impl StageCall<'_> {
         deadline: tokio::time::Instant,
     ) -> Result<(f64, f64, f64), Stage> {
         let answer = if sse {
-            let mut answer = Answer::default();
+            let mut answer = Answer::keeping_text();
             answer.feed_sse(bytes);
             answer
         } else {
