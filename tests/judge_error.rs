@@ -106,7 +106,7 @@ fn corrected_certification_holds_where_the_judges_labels_do_not() {
                 .arg("--out")
                 .arg(&calibration)
                 .assert()
-                .code(predicates::ord::lt(2));
+                .code(0);
             routeval()
                 .arg("report")
                 .arg("--results")

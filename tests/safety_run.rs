@@ -313,7 +313,7 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         .args(["calibrate", "--target", "0.5", "--results"])
         .arg(&scored)
         .assert()
-        .code(predicate::in_iter([0, 1]));
+        .code(0);
 
     // A manifest of a version this build does not know is refused; one of
     // version 1 (two tiers, no tier_order) is read as before.
@@ -992,7 +992,7 @@ fn temporary_files_of_dead_processes_are_swept_and_live_ones_kept() {
         .arg("--out")
         .arg(&out)
         .assert()
-        .code(predicate::in_iter([0, 1]));
+        .code(0);
     assert!(out.exists());
     assert!(!dead.exists(), "a dead process's temporary file stayed");
     assert!(live.exists(), "a live process's temporary file was removed");

@@ -823,7 +823,7 @@ fn keys_constraints_refusals_and_reloads() {
         .arg(&records)
         .args(["--route", "large", "--fallback-ttft-ms", "1000"])
         .assert()
-        .code(predicates::ord::lt(2));
+        .code(0);
 }
 
 #[test]

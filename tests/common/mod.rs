@@ -145,8 +145,8 @@ pub fn edge_truth(random: &mut Random, rows: usize) -> routeval::policy::SliceOb
 }
 
 /// `routeval gate` of `candidate` on `results` into `directory/out`, with a
-/// key made once in `directory` and `flags`; the check may pass or fail, but
-/// the command must run. Returns the gate report.
+/// key made once in `directory` and `flags`: the gate report, whose verdict
+/// the exit code must state (0 when it emitted a config, 1 when not).
 pub fn gate_report(
     directory: &Path,
     results: &Path,
@@ -163,7 +163,7 @@ pub fn gate_report(
             .assert()
             .code(0);
     }
-    routeval()
+    let output = routeval()
         .args(["gate", "--candidates"])
         .arg(candidate)
         .arg("--results")
@@ -173,10 +173,17 @@ pub fn gate_report(
         .arg("--out")
         .arg(directory.join(out))
         .args(flags)
-        .assert()
-        .code(predicates::ord::lt(2));
+        .output()
+        .unwrap();
     let text = std::fs::read_to_string(directory.join(out).join("gate-report.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    let report: routeval::schema::GateReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(if report.emitted.is_some() { 0 } else { 1 }),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    report
 }
 
 /// `routeval calibrate --json` of `results` with `flags`, feasible or not.
@@ -195,16 +202,26 @@ pub fn calibration_and_text(
         .args(flags)
         .output()
         .unwrap();
-    assert!(
-        matches!(output.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     let text = String::from_utf8(output.stdout).unwrap();
-    (
-        serde_json::from_str(&text).expect("a calibration document"),
-        text,
-    )
+    let document: routeval::schema::CalibrationDocument =
+        serde_json::from_str(&text).expect("a calibration document");
+    assert_feasibility_is_the_exit_code(output.status.code(), &document, &output.stderr);
+    (document, text)
+}
+
+/// A calibration's exit code states its verdict: 0 when feasible, 1 when
+/// not.
+pub fn assert_feasibility_is_the_exit_code(
+    code: Option<i32>,
+    document: &routeval::schema::CalibrationDocument,
+    stderr: &[u8],
+) {
+    assert_eq!(
+        code,
+        Some(if document.feasible { 0 } else { 1 }),
+        "{}",
+        String::from_utf8_lossy(stderr)
+    );
 }
 
 /// The keys of `objects` that docs/schema.md's section `heading` does not
