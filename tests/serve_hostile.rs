@@ -689,15 +689,62 @@ fn every_response_carries_the_request_id_which_the_record_and_the_upstream_share
 }
 
 #[test]
+fn every_path_but_the_probes_metrics_and_the_404_needs_a_key() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-keyed-paths", &[], None);
+    let keyed = format!("Authorization: Bearer {KEY}");
+    let wrong = "Authorization: Bearer not-a-key";
+    for (path, method) in [
+        ("/v1/models", "GET"),
+        ("/v1/models/support-assistant", "GET"),
+        ("/v1/route", "POST"),
+        ("/v1/chat/completions", "POST"),
+    ] {
+        for flags in [vec![], vec!["-H", wrong]] {
+            let mut flags = flags;
+            flags.extend(["-X", method, "-d", "{}"]);
+            if method == "GET" {
+                flags.truncate(flags.len() - 2);
+            }
+            let answer = curl(&front, path, &flags);
+            assert_eq!(status_of(&answer), 401, "{path} {flags:?}: {answer}");
+            assert_eq!(
+                body_of(&answer)["error"]["type"],
+                "invalid_request_error",
+                "{answer}"
+            );
+        }
+    }
+    let listed = curl(&front, "/v1/models", &["-H", &keyed]);
+    assert_eq!(status_of(&listed), 200, "{listed}");
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let answer = curl(&front, path, &[]);
+        assert_eq!(status_of(&answer), 200, "{path}: {answer}");
+    }
+    let unserved = curl(&front, "/v1/embeddings", &["-X", "POST", "-d", "{}"]);
+    assert_eq!(status_of(&unserved), 404, "{unserved}");
+    // The refused decisions are records; the refused listings are not.
+    let records = front.stop();
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|record| record["reason"] == "unauthorized"),
+        "{records:?}"
+    );
+}
+
+#[test]
 fn models_answer_as_the_openai_api_does_and_other_endpoints_get_an_openai_404() {
     let upstream = ScriptedUpstream::start(answering(completion("hi")));
     let front = Front::start(&upstream.base_url(), "hostile-models", &[], None);
-    let listed = body_of(&curl(&front, "/v1/models", &[]));
+    let keyed = format!("Authorization: Bearer {KEY}");
+    let listed = body_of(&curl(&front, "/v1/models", &["-H", &keyed]));
     assert!(listed["data"][0]["created"].as_i64().unwrap() > 1_700_000_000);
-    let one = curl(&front, "/v1/models/support-assistant", &[]);
+    let one = curl(&front, "/v1/models/support-assistant", &["-H", &keyed]);
     assert_eq!(status_of(&one), 200);
     assert_eq!(body_of(&one)["id"], "support-assistant");
-    let other = curl(&front, "/v1/models/gpt-4o", &[]);
+    let other = curl(&front, "/v1/models/gpt-4o", &["-H", &keyed]);
     assert_eq!(status_of(&other), 404);
     assert_eq!(body_of(&other)["error"]["param"], "model");
     for (path, method) in [

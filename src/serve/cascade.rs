@@ -10,10 +10,10 @@ use crate::routes::VerdictScore;
 use crate::rubric::{TokenChoice, verdict_score};
 
 use super::answer::Answer;
+use super::app::App;
 use super::decision::Decided;
 use super::decision::last_user_text;
 use super::forward::{CallFailed, call, outgoing_headers, without_url};
-use super::http::App;
 
 /// The verifier's reject score for `answer`, and what asking it cost.
 pub(super) async fn verify(

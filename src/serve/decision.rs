@@ -19,10 +19,11 @@ use crate::records::{self, Reason};
 use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
+use super::app::App;
 use super::deployed::Deployed;
-use super::http::{App, begin, error, refuse};
 use super::journal::ServedRecord;
 use super::keys::Identity;
+use super::reply::{begin, error, refuse};
 
 /// The schema of `POST /v1/route`'s answer.
 pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;
@@ -270,28 +271,6 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>
     Ok(bytes)
 }
 
-/// The identity of the request's key, or a 401.
-fn authenticate(app: &App, headers: &HeaderMap) -> Result<Identity, Box<Refused>> {
-    app.keys()
-        .authenticate(
-            headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok()),
-        )
-        .cloned()
-        .ok_or_else(|| {
-            refused(
-                error(
-                    StatusCode::UNAUTHORIZED,
-                    "invalid_request_error",
-                    None,
-                    "a valid API key is required (Authorization: Bearer KEY)",
-                ),
-                Reason::Refused(records::Refusal::Unauthorized),
-            )
-        })
-}
-
 fn bad_request(param: &str, message: String) -> Box<Refused> {
     refused(
         error(
@@ -419,10 +398,9 @@ pub(super) fn routes_of(plan: &Plan) -> Vec<&str> {
     }
 }
 
-/// A request authenticated from its headers alone, then read and decided,
-/// with its record begun and the time it arrived; or the refusal to send,
-/// already recorded. A client without a valid key is refused before a
-/// byte of its body is read.
+/// A request the key layer let through, read and decided, with its record
+/// begun and the time it arrived; or the refusal to send, already
+/// recorded.
 pub(super) async fn admit(
     app: &App,
     request: Request,
@@ -431,20 +409,21 @@ pub(super) async fn admit(
     let deployed = app.current();
     let mut record = begin(app, &deployed, &request);
     let (parts, body) = request.into_parts();
-    let decided = match authenticate(app, &parts.headers) {
-        Ok(identity) => match read_body(app, &parts.headers, body).await {
-            Ok(body) => {
-                let trace = record.trace.clone();
-                let span = trace.child("decide", SpanKind::Internal, Vec::new);
-                let decided = decide(app, deployed, &parts.headers, &identity, &body, &mut record);
-                match &decided {
-                    Ok(decided) => span.end(|| decision_attributes(decided), None),
-                    Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_string())),
-                }
-                decided
+    let identity = parts
+        .extensions
+        .get::<Identity>()
+        .expect("every decided path passes the key layer");
+    let decided = match read_body(app, &parts.headers, body).await {
+        Ok(body) => {
+            let trace = record.trace.clone();
+            let span = trace.child("decide", SpanKind::Internal, Vec::new);
+            let decided = decide(app, deployed, &parts.headers, identity, &body, &mut record);
+            match &decided {
+                Ok(decided) => span.end(|| decision_attributes(decided), None),
+                Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_string())),
             }
-            Err(refusal) => Err(refusal),
-        },
+            decided
+        }
         Err(refusal) => Err(refusal),
     };
     match decided {

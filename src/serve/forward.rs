@@ -5,7 +5,7 @@
 //! went away.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -19,9 +19,9 @@ use crate::records::Status;
 
 use super::admission::Slot;
 use super::answer::Answer;
+use super::app::{App, Timeouts};
 use super::assemble::Assembly;
 use super::deployed::Upstream;
-use super::http::App;
 use super::journal::ServedRecord;
 use super::sse::{Framer, Malformed, error_event};
 
@@ -78,16 +78,6 @@ impl serde::Serialize for WithModel<'_> {
         }
         map.end()
     }
-}
-
-/// The three timers of a call: to its first byte, between bytes, and to
-/// its end (from the request's arrival), from `--first-token-timeout-ms`,
-/// `--stall-timeout-ms` and `--total-timeout-ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    pub first_token: Duration,
-    pub stall: Duration,
-    pub total: Duration,
 }
 
 /// Why a call gave no response to pass on.
@@ -244,7 +234,7 @@ pub(super) fn outgoing_headers(
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = span.headers();
     if let Ok(id) = HeaderValue::from_str(request_id) {
-        headers.push((HeaderName::from_static(super::http::REQUEST_ID), id));
+        headers.push((HeaderName::from_static(super::layers::REQUEST_ID), id));
     }
     headers
 }

@@ -1,7 +1,8 @@
 //! `routeval serve`: an OpenAI-compatible endpoint that serves a signed
 //! route config exactly as it was gated. Before it listens it verifies the
-//! config and every artifact it pins ([`deployed`]); each request is
-//! authenticated by its key ([`keys`]), planned by the policy kernel
+//! config and every artifact it pins ([`deployed`]); each request passes
+//! through [`layers`] (its id, then its key from the headers alone, on
+//! every path but the probes and `/metrics`), is planned by the policy kernel
 //! (constraints first, then the slice's thresholds on the pinned router's
 //! score, or a cascade's stages and verifier), passed through to the
 //! chosen route byte for byte ([`http`]), and written as one request record
@@ -11,6 +12,7 @@
 
 mod admission;
 mod answer;
+mod app;
 mod assemble;
 mod cascade;
 mod connections;
@@ -20,8 +22,10 @@ mod forward;
 mod http;
 mod journal;
 mod keys;
+mod layers;
 mod log;
 mod metrics;
+mod reply;
 mod resilience;
 mod sse;
 mod stage;
@@ -39,10 +43,10 @@ use axum::routing::{get, post};
 use crate::clock::{Clock, SystemClock};
 
 pub use admission::Limits;
+pub use app::Timeouts;
 pub use connections::{ConnectionLimits, default_max_connections};
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
-pub use forward::Timeouts;
 pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, ServedRecord};
 pub use keys::{Identity, Keys};
 pub use log::{LOG_SCHEMA_VERSION, Level as LogLevel, LogFormat, LogSettings};
@@ -235,7 +239,7 @@ fn serve_logged(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
     let deployed_table = deployed.config.table.clone();
-    let app = Arc::new(http::App {
+    let app = Arc::new(app::App {
         deployed: RwLock::new(Arc::new(deployed)),
         shadow,
         keys: RwLock::new(Arc::new(keys)),
@@ -246,7 +250,7 @@ fn serve_logged(
         journal,
         max_body_bytes: options.max_body_bytes,
         records_fail_closed: options.records_fail_closed,
-        unauthorized: http::RecordRate::new(UNAUTHORIZED_RECORDS_PER_SECOND),
+        unauthorized: app::RecordRate::new(UNAUTHORIZED_RECORDS_PER_SECOND),
         metrics: metrics::Metrics::default(),
         admission: admission::Admission::new(options.limits),
         timeouts: options.timeouts,
@@ -278,18 +282,25 @@ fn serve_logged(
         .field("records", options.records.display().to_string())
         .emit();
     }
-    let router = axum::Router::new()
+    // The routes that need a key, then the ones that do not: the probes,
+    // the metrics and the 404 that says what is served.
+    let keyed = axum::Router::new()
         .route("/v1/chat/completions", post(http::chat))
         .route("/v1/route", post(decision::route))
         .route("/v1/models", get(http::models))
         .route("/v1/models/{id}", get(http::model))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            layers::authenticate,
+        ));
+    let router = keyed
         .route("/metrics", get(http::metrics))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .fallback(http::not_served)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
-            http::request_id,
+            layers::request_id,
         ))
         .with_state(app.clone());
     runtime.block_on(async {
@@ -365,7 +376,7 @@ fn keys_fingerprint(path: &std::path::Path) -> Option<(u64, std::time::SystemTim
 
 /// Loads the keys file again and puts it in place whole; a file that does
 /// not load is logged and counted, and the running keys stay.
-fn reload_keys(app: &http::App, path: &std::path::Path) {
+fn reload_keys(app: &app::App, path: &std::path::Path) {
     match Keys::load(path) {
         Ok(keys) => {
             app.log
@@ -399,7 +410,7 @@ fn reload_keys(app: &http::App, path: &std::path::Path) {
 /// The keys file is reloaded on SIGHUP and when it changes, by the same
 /// rule.
 async fn watch(
-    app: Arc<http::App>,
+    app: Arc<app::App>,
     sources: Sources,
     public: minisign::PublicKey,
     mut seen: Option<deployed::Fingerprint>,

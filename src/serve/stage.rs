@@ -24,6 +24,7 @@ use crate::records::{Cause, HEDGE_ID_SUFFIX, Move, Reason, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
+use super::app::App;
 use super::assemble::Assembly;
 use super::cascade::verify;
 use super::decision::Decided;
@@ -33,9 +34,9 @@ use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
     read_events,
 };
-use super::http::{App, error, overloaded, refuse, refused_as_recorded};
 use super::journal::ServedRecord;
 use super::log::Level;
+use super::reply::{error, overloaded, refuse, refused_as_recorded};
 use super::resilience::Stay;
 use super::sse::Framer;
 
