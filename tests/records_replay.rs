@@ -661,6 +661,31 @@ fn bad_records_are_one_line_with_file_line_and_field_exit_2_nothing_written() {
         stderr.contains("line 2, field \"ttft_ms\": missing"),
         "{stderr}"
     );
+    // Nor does it invent the waits of a route every request was moved
+    // past by an open breaker.
+    let moved: Vec<String> = (0..3)
+        .map(|index| {
+            serde_json::json!({"id": format!("m{index}"), "timestamp": index, "slice": "s", "route": "backup", "status": "ok", "ttft_ms": 40, "reason": "fallback:breaker"})
+                .to_string()
+        })
+        .collect();
+    let only_moved = directory.path().join("moved.jsonl");
+    std::fs::write(&only_moved, moved.join("\n")).unwrap();
+    let output = routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&only_moved)
+        .args(["--route", "r", "--fallback", "backup"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("moved.jsonl")
+            && stderr
+                .contains("no request was sent to the route \"r\" (--route): every one of its 3"),
+        "{stderr}"
+    );
     // The output may not be the records themselves.
     let output = routeval()
         .args(["records", "import", "--from", "generic", "--input"])

@@ -142,6 +142,17 @@ pub fn load_fallback_inputs(
             message: format!("no records of the route {route:?} (--route)"),
         });
     }
+    // Requests only ever moved past the route say nothing of how it
+    // answers: a replay would have to invent every one of its waits.
+    if !primary.iter().any(|(_, _, request)| request.tried) {
+        return Err(InputError::Unreadable {
+            path: path.to_owned(),
+            message: format!(
+                "no request was sent to the route {route:?} (--route): every one of its {} was moved past it by an open breaker (fallback:breaker), so the records say nothing of how it answers",
+                primary.len()
+            ),
+        });
+    }
     if let Some(name) = fallback_route
         && fallback.is_empty()
     {
