@@ -25,6 +25,33 @@ pub enum Admit {
     Fallback,
 }
 
+/// How a call to the route went, as its breaker counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// A first token (or a whole answer) came in time: the route answered.
+    FirstToken,
+    /// An error status, or no connection, before a first token.
+    Error,
+    /// A 429 before a first token.
+    RateLimited,
+    /// No first token by the route's first-token deadline.
+    Deadline,
+    /// A first token in time, then a stream that stalled or broke: the
+    /// stream's failure, not the route's, and the breaker counts it as
+    /// the route answering.
+    Stall,
+}
+
+impl CallOutcome {
+    /// Whether the breaker counts it toward opening.
+    pub fn is_failure(self) -> bool {
+        match self {
+            CallOutcome::FirstToken | CallOutcome::Stall => false,
+            CallOutcome::Error | CallOutcome::RateLimited | CallOutcome::Deadline => true,
+        }
+    }
+}
+
 /// The breaker's state, as `/metrics` shows it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum State {
@@ -115,13 +142,15 @@ impl Breaker {
         }
     }
 
-    /// How a request sent to the route went, known at `at_ms`: a failure
-    /// (an error, a 429, or a first token past the deadline) or not.
-    pub fn outcome(&mut self, at_ms: f64, failure: bool, probe: bool) {
+    /// How a call the breaker admitted as `admitted` went, known at
+    /// `at_ms`. A call the breaker was not asked about (a fallback tried
+    /// while closed) is `Admit::Route`.
+    pub fn outcome(&mut self, at_ms: f64, call: CallOutcome, admitted: Admit) {
+        debug_assert_ne!(admitted, Admit::Fallback, "a call the breaker sent away");
         self.pending.push(Pending {
             at_ms,
-            failure,
-            probe,
+            failure: call.is_failure(),
+            probe: admitted == Admit::Probe,
         });
     }
 
@@ -182,19 +211,19 @@ mod tests {
     fn consecutive_failures_open_it_and_one_probe_closes_it() {
         let mut breaker = breaker();
         assert_eq!(breaker.admit(0.0), Admit::Route);
-        breaker.outcome(300.0, true, false);
+        breaker.outcome(300.0, CallOutcome::Deadline, Admit::Route);
         assert_eq!(breaker.admit(100.0), Admit::Route);
-        breaker.outcome(400.0, true, false);
+        breaker.outcome(400.0, CallOutcome::Error, Admit::Route);
         // Both failures are known only from 400 ms on.
         assert_eq!(breaker.admit(399.0), Admit::Route);
-        breaker.outcome(450.0, false, false);
+        breaker.outcome(450.0, CallOutcome::FirstToken, Admit::Route);
         assert_eq!(breaker.admit(400.0), Admit::Fallback);
         assert_eq!(breaker.opens(), 1);
         // The success sent before it opened changes nothing.
         assert_eq!(breaker.admit(1399.0), Admit::Fallback);
         assert_eq!(breaker.admit(1400.0), Admit::Probe);
         assert_eq!(breaker.admit(1401.0), Admit::Fallback);
-        breaker.outcome(1500.0, false, true);
+        breaker.outcome(1500.0, CallOutcome::FirstToken, Admit::Probe);
         assert_eq!(breaker.admit(1500.0), Admit::Route);
         assert_eq!(breaker.closes(), 1);
     }
@@ -202,10 +231,10 @@ mod tests {
     #[test]
     fn a_failed_probe_opens_it_again() {
         let mut breaker = breaker();
-        breaker.outcome(0.0, true, false);
-        breaker.outcome(1.0, true, false);
+        breaker.outcome(0.0, CallOutcome::RateLimited, Admit::Route);
+        breaker.outcome(1.0, CallOutcome::Error, Admit::Route);
         assert_eq!(breaker.admit(1001.0), Admit::Probe);
-        breaker.outcome(1300.0, true, true);
+        breaker.outcome(1300.0, CallOutcome::Deadline, Admit::Probe);
         assert_eq!(breaker.state_at(1300.0), State::Open { until_ms: 2300.0 });
         assert_eq!(breaker.opens(), 2);
     }
@@ -213,9 +242,23 @@ mod tests {
     #[test]
     fn a_success_between_failures_resets_the_count() {
         let mut breaker = breaker();
-        breaker.outcome(0.0, true, false);
-        breaker.outcome(1.0, false, false);
-        breaker.outcome(2.0, true, false);
+        breaker.outcome(0.0, CallOutcome::Error, Admit::Route);
+        breaker.outcome(1.0, CallOutcome::FirstToken, Admit::Route);
+        breaker.outcome(2.0, CallOutcome::Error, Admit::Route);
         assert_eq!(breaker.state_at(2.0), State::Closed { failures: 1 });
+    }
+
+    #[test]
+    fn a_stream_that_stalls_after_its_first_token_is_the_route_answering() {
+        let mut breaker = breaker();
+        breaker.outcome(0.0, CallOutcome::Error, Admit::Route);
+        breaker.outcome(1.0, CallOutcome::Stall, Admit::Route);
+        breaker.outcome(2.0, CallOutcome::Error, Admit::Route);
+        assert_eq!(breaker.state_at(2.0), State::Closed { failures: 1 });
+        // A probe that stalls after its first token closes it.
+        breaker.outcome(3.0, CallOutcome::Error, Admit::Route);
+        assert_eq!(breaker.admit(1003.0), Admit::Probe);
+        breaker.outcome(1100.0, CallOutcome::Stall, Admit::Probe);
+        assert_eq!(breaker.state_at(1100.0), State::Closed { failures: 0 });
     }
 }

@@ -14,6 +14,7 @@ mod certify;
 mod decide;
 mod money;
 mod regression;
+mod resilience;
 mod row;
 mod search;
 mod separation;
@@ -24,11 +25,15 @@ mod tally;
 mod tiers;
 
 pub use crate::schema::{Policy, escalates};
-pub use breaker::{Admit, Breaker, State as BreakerState};
+pub use breaker::{Admit, Breaker, CallOutcome, State as BreakerState};
 pub use certify::{SequenceCertificate, certify_fixed_sequence, certify_in_order, fixed_sequence};
 pub use decide::{Plan, Refusal, allowed, applicable, plan};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use regression::regressions;
+pub use resilience::{
+    BudgetSettings, MinuteWindow, MinuteWindows, Move as FallbackMove, RetryBudget, Stay,
+    take_fallback,
+};
 pub use row::GradedRow;
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use separation::{ScoredOutcome, oracle_scores, random_scores, routing_quality};

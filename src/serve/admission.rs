@@ -5,52 +5,16 @@
 //! their latency and memory stays bounded. A slot is held until the answer's
 //! last byte has gone (or the client left).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::policy::MinuteWindows;
 use crate::records::{Bound, Reason};
 use crate::routes::TenantLimit;
 
-const MINUTE_MS: f64 = 60_000.0;
-
-/// Calls and their tokens over the last minute.
-#[derive(Debug, Default)]
-pub struct MinuteWindow {
-    calls: VecDeque<(f64, u64)>,
-    tokens: u64,
-}
-
-impl MinuteWindow {
-    /// Forgets what is a minute or more before `now_ms`.
-    pub fn at(&mut self, now_ms: f64) -> &mut MinuteWindow {
-        while self
-            .calls
-            .front()
-            .is_some_and(|(at, _)| *at <= now_ms - MINUTE_MS)
-        {
-            let (_, tokens) = self.calls.pop_front().expect("checked");
-            self.tokens -= tokens;
-        }
-        self
-    }
-
-    pub fn calls(&self) -> u64 {
-        self.calls.len() as u64
-    }
-
-    pub fn tokens(&self) -> u64 {
-        self.tokens
-    }
-
-    pub fn add(&mut self, now_ms: f64, tokens: u64) {
-        self.calls.push_back((now_ms, tokens));
-        self.tokens += tokens;
-    }
-}
-
 /// The entry of `key`, made on first use without copying the key after.
-pub fn entry<'a, T: Default>(map: &'a mut HashMap<String, T>, key: &str) -> &'a mut T {
+fn entry<'a, T: Default>(map: &'a mut HashMap<String, T>, key: &str) -> &'a mut T {
     if !map.contains_key(key) {
         map.insert(key.to_owned(), T::default());
     }
@@ -71,7 +35,7 @@ pub struct Admission {
     total: Arc<AtomicUsize>,
     routes: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     tenants: Mutex<HashMap<String, Arc<AtomicUsize>>>,
-    tenant_tokens: Mutex<HashMap<String, MinuteWindow>>,
+    tenant_tokens: Mutex<MinuteWindows>,
 }
 
 /// Which bound refused a request.
@@ -127,7 +91,7 @@ impl Admission {
             total: Arc::new(AtomicUsize::new(0)),
             routes: Mutex::new(HashMap::new()),
             tenants: Mutex::new(HashMap::new()),
-            tenant_tokens: Mutex::new(HashMap::new()),
+            tenant_tokens: Mutex::new(MinuteWindows::default()),
         }
     }
 
@@ -161,7 +125,7 @@ impl Admission {
         };
         if let Some(tpm) = limit.tpm {
             let mut windows = self.tenant_tokens.lock().expect("unpoisoned");
-            let window = entry(&mut windows, tenant).at(now_ms);
+            let window = windows.at(tenant, now_ms);
             if window.tokens() + tokens > tpm {
                 return Err(Full::TenantTokens);
             }

@@ -42,6 +42,7 @@ use axum::routing::{get, post};
 
 use crate::clock::{Clock, SystemClock};
 
+pub use crate::policy::BudgetSettings;
 pub use admission::Limits;
 pub use app::Timeouts;
 pub use connections::{ConnectionLimits, default_max_connections};
@@ -51,7 +52,6 @@ pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, ServedRecord};
 pub use keys::{Identity, Keys};
 pub use log::{LOG_SCHEMA_VERSION, Level as LogLevel, LogFormat, LogSettings};
 pub use metrics::MAX_SLICE_LABELS;
-pub use resilience::BudgetSettings;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;

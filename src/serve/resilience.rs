@@ -1,60 +1,22 @@
-//! What lets a request leave a failing route safely: each route's breaker
-//! (the kernel's, the one `replay fallback` replays), the retry budget that
-//! bounds the extra calls falling back and hedging make, and each route's `rpm` and
-//! `tpm` over the last minute, which a fallback may not exceed. All of it is
-//! per serve process: a fleet of replicas has a breaker and a budget each.
+//! What lets a request leave a failing route safely, held for concurrent
+//! requests: each route's breaker (the kernel's, the one `replay fallback`
+//! replays), the retry budget that bounds the extra calls falling back and
+//! hedging make, and each route's `rpm` and `tpm` over the last minute,
+//! which a fallback may not exceed (the kernel's too), with the log lines
+//! and counts `/metrics` shows. All of it is per serve process: a fleet of
+//! replicas has a breaker and a budget each.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::admission::{MinuteWindow, entry};
 use super::log::{Level, Log};
-use crate::policy::{Admit, Breaker, BreakerState};
-use crate::records::{self, Reason};
+use crate::policy::{
+    Admit, Breaker, BreakerState, BudgetSettings, CallOutcome, FallbackMove, MinuteWindows,
+    RetryBudget, Stay, take_fallback,
+};
 use crate::routes::{ResolvedTable, Route};
 use crate::schema::BreakerSettings;
-
-/// The retry budget, from `--retry-budget`, `--retry-budget-window-s` and
-/// `--retry-budget-min`: extra calls (a fallback after a failed attempt)
-/// may be at most `share` of the requests of the last `window_ms`, plus
-/// `min_per_window` that are always allowed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BudgetSettings {
-    pub share: f64,
-    pub window_ms: f64,
-    pub min_per_window: u64,
-}
-
-/// Why a failed request did not move to a fallback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stay {
-    /// The route has no fallback the request may use.
-    NoFallback,
-    /// Every fallback is at its `rpm` or `tpm`, or its own breaker is open.
-    Capacity,
-    /// The retry budget is spent.
-    Budget,
-}
-
-impl Stay {
-    /// The reason the request's record gives.
-    pub fn reason(self) -> Option<Reason> {
-        match self {
-            Stay::NoFallback => None,
-            Stay::Capacity => Some(Reason::NoFallback(records::Stay::Capacity)),
-            Stay::Budget => Some(Reason::NoFallback(records::Stay::Budget)),
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct Budget {
-    /// (ms, extra) of each request and each extra call in the window.
-    events: VecDeque<(f64, bool)>,
-    requests: u64,
-    extras: u64,
-}
 
 /// A route's breaker, and the opens and closes the log has told.
 #[derive(Debug)]
@@ -81,12 +43,18 @@ enum Extra {
 /// Breakers, the budget and the usage windows of one serve.
 #[derive(Debug)]
 pub struct Resilience {
-    budget_settings: BudgetSettings,
     breakers: Mutex<BTreeMap<String, Watched>>,
-    budget: Mutex<Budget>,
-    usage: Mutex<HashMap<String, MinuteWindow>>,
+    /// Held together: a fallback's call is counted against both at once,
+    /// so concurrent requests cannot overrun either.
+    leaving: Mutex<Leaving>,
     pub budget_counts: BudgetCounts,
     log: Arc<Log>,
+}
+
+#[derive(Debug)]
+struct Leaving {
+    budget: RetryBudget,
+    usage: MinuteWindows,
 }
 
 /// A breaker's state for `/metrics`.
@@ -114,10 +82,11 @@ impl Resilience {
         log: Arc<Log>,
     ) -> Resilience {
         let resilience = Resilience {
-            budget_settings,
             breakers: Mutex::new(BTreeMap::new()),
-            budget: Mutex::new(Budget::default()),
-            usage: Mutex::new(HashMap::new()),
+            leaving: Mutex::new(Leaving {
+                budget: RetryBudget::new(budget_settings),
+                usage: MinuteWindows::default(),
+            }),
             budget_counts: BudgetCounts::default(),
             log,
         };
@@ -205,105 +174,69 @@ impl Resilience {
         })
     }
 
-    /// How a call to `route` went, known at `at_ms`.
-    pub fn outcome(&self, route: &str, at_ms: f64, failure: bool, probe: bool) {
+    /// How a call to `route` the breaker admitted as `admitted` went,
+    /// known at `at_ms`.
+    pub fn outcome(&self, route: &str, at_ms: f64, call: CallOutcome, admitted: Admit) {
         if let Some(watched) = self.breakers.lock().expect("unpoisoned").get_mut(route) {
-            watched.breaker.outcome(at_ms, failure, probe);
+            watched.breaker.outcome(at_ms, call, admitted);
         }
     }
 
     /// Counts a request into the budget's window.
     pub fn request(&self, now_ms: f64) {
-        let mut budget = self.budget.lock().expect("unpoisoned");
-        self.forget_budget(&mut budget, now_ms);
-        budget.events.push_back((now_ms, false));
-        budget.requests += 1;
-    }
-
-    fn forget_budget(&self, budget: &mut Budget, now_ms: f64) {
-        let before = now_ms - self.budget_settings.window_ms;
-        while budget.events.front().is_some_and(|(at, _)| *at <= before) {
-            let (_, extra) = budget.events.pop_front().expect("checked");
-            if extra {
-                budget.extras -= 1;
-            } else {
-                budget.requests -= 1;
-            }
-        }
+        self.leaving
+            .lock()
+            .expect("unpoisoned")
+            .budget
+            .request(now_ms);
     }
 
     /// Counts a call of `tokens` to `route` at `now_ms` into its minute.
     pub fn count_call(&self, route: &Route, now_ms: f64, tokens: u64) {
-        let mut usage = self.usage.lock().expect("unpoisoned");
-        entry(&mut usage, &route.name)
-            .at(now_ms)
-            .add(now_ms, tokens);
+        let mut leaving = self.leaving.lock().expect("unpoisoned");
+        leaving.usage.at(&route.name, now_ms).add(now_ms, tokens);
     }
 
     /// Takes one extra call (a hedge's copy) from the retry budget, if it
     /// has one.
     pub fn take_extra(&self, now_ms: f64) -> bool {
-        let mut budget = self.budget.lock().expect("unpoisoned");
-        self.take_from(&mut budget, now_ms, Extra::Hedge)
+        let taken = self.leaving.lock().expect("unpoisoned").budget.take(now_ms);
+        self.count(Extra::Hedge, taken);
+        taken
     }
 
-    fn allowed(&self, budget: &Budget) -> u64 {
-        self.budget_settings.min_per_window
-            + (self.budget_settings.share * budget.requests as f64).floor() as u64
-    }
-
-    fn take_from(&self, budget: &mut Budget, now_ms: f64, asking: Extra) -> bool {
-        self.forget_budget(budget, now_ms);
-        if budget.extras >= self.allowed(budget) {
-            self.budget_counts.refused[asking as usize].fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        budget.events.push_back((now_ms, true));
-        budget.extras += 1;
-        self.budget_counts.taken[asking as usize].fetch_add(1, Ordering::Relaxed);
-        true
+    fn count(&self, asking: Extra, taken: bool) {
+        let counts = if taken {
+            &self.budget_counts.taken
+        } else {
+            &self.budget_counts.refused
+        };
+        counts[asking as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The extra calls the retry budget allows in its window at `now_ms`,
     /// and those it has given.
     pub fn budget_at(&self, now_ms: f64) -> (u64, u64) {
-        let mut budget = self.budget.lock().expect("unpoisoned");
-        self.forget_budget(&mut budget, now_ms);
-        (self.allowed(&budget), budget.extras)
+        self.leaving.lock().expect("unpoisoned").budget.at(now_ms)
     }
 
-    /// The first of `candidates` (fallbacks whose breakers are closed) with
-    /// room for a call of `tokens` at `now_ms` within its `rpm` and `tpm`,
-    /// and, for an `extra` call (one after a failed attempt), a retry
-    /// budget that allows it; the call is counted against both. The budget
-    /// and the usage are held together, so concurrent requests cannot
-    /// overrun either.
+    /// The kernel's choice of fallback among `candidates` (fallbacks whose
+    /// breakers are closed) for a call of `tokens` at `now_ms`, counted
+    /// against its minute and, for a move after an attempt, the budget.
     pub fn take_fallback(
         &self,
         candidates: &[&Route],
         now_ms: f64,
         tokens: u64,
-        extra: bool,
+        kind: FallbackMove,
     ) -> Result<String, Stay> {
-        if candidates.is_empty() {
-            return Err(Stay::NoFallback);
+        let mut leaving = self.leaving.lock().expect("unpoisoned");
+        let Leaving { budget, usage } = &mut *leaving;
+        let taken = take_fallback(candidates, usage, budget, now_ms, tokens, kind);
+        if kind == FallbackMove::AfterAttempt && matches!(taken, Ok(_) | Err(Stay::Budget)) {
+            self.count(Extra::Fallback, taken.is_ok());
         }
-        let mut budget = self.budget.lock().expect("unpoisoned");
-        let mut usage = self.usage.lock().expect("unpoisoned");
-        let route = candidates
-            .iter()
-            .find(|route| {
-                let window = entry(&mut usage, &route.name).at(now_ms);
-                window.calls() < route.rpm && window.tokens() + tokens <= route.tpm
-            })
-            .ok_or(Stay::Capacity)?;
-        if extra && !self.take_from(&mut budget, now_ms, Extra::Fallback) {
-            return Err(Stay::Budget);
-        }
-        entry(&mut usage, &route.name)
-            .at(now_ms)
-            .add(now_ms, tokens);
-        Ok(route.name.clone())
+        taken.map(|route| route.name.clone())
     }
 
     /// Every breaker's state at `now_ms`, for `/metrics`.
@@ -325,100 +258,5 @@ impl Resilience {
                 }
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn resilience(share: f64, min_per_window: u64) -> Resilience {
-        let table = ResolvedTable {
-            logical_model: "m".to_owned(),
-            routes: Vec::new(),
-            policy: crate::routes::ResolvedPolicy::Single {
-                route: "a".to_owned(),
-            },
-            fallbacks: Vec::new(),
-            constraints: BTreeMap::new(),
-        };
-        Resilience::new(
-            BudgetSettings {
-                share,
-                window_ms: 10_000.0,
-                min_per_window,
-            },
-            &table,
-            Arc::new(Log::to_stderr(crate::serve::log::LogSettings {
-                format: crate::serve::log::LogFormat::Json,
-                requests: false,
-                least: Level::Error,
-            })),
-        )
-    }
-
-    fn route(rpm: u64, tpm: u64) -> Route {
-        toml::from_str(&format!(
-            "name = \"backup\"\nprovider = \"p\"\nmodel = \"m-2026-01-01\"\nregion = \"r\"\ntier = \"large\"\nprompt_variant = \"v\"\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 1.0\nrpm = {rpm}\ntpm = {tpm}\n"
-        ))
-        .unwrap()
-    }
-
-    #[test]
-    fn the_budget_allows_its_share_of_the_window() {
-        let resilience = resilience(0.2, 0);
-        let backup = route(1000, 1_000_000);
-        let mut extras = 0;
-        for index in 0..50 {
-            let now = f64::from(index) * 10.0;
-            resilience.request(now);
-            extras += u32::from(resilience.take_fallback(&[&backup], now, 10, true).is_ok());
-        }
-        assert_eq!(extras, 10);
-        // Past the window, what was spent is forgotten.
-        resilience.request(20_000.0);
-        assert_eq!(
-            resilience.take_fallback(&[&backup], 20_000.0, 10, true),
-            Err(Stay::Budget)
-        );
-        // A move without a failed attempt (an open breaker) is not extra.
-        assert!(
-            resilience
-                .take_fallback(&[&backup], 20_000.0, 10, false)
-                .is_ok()
-        );
-        assert!(
-            self::resilience(0.0, 2)
-                .take_fallback(&[&backup], 0.0, 10, true)
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn a_fallback_is_used_within_its_rpm_and_tpm_only() {
-        let resilience = resilience(1.0, 100);
-        let by_rpm = route(3, 1_000_000);
-        let taken = (0..5)
-            .filter(|index| {
-                resilience
-                    .take_fallback(&[&by_rpm], f64::from(*index), 10, true)
-                    .is_ok()
-            })
-            .count();
-        assert_eq!(taken, 3);
-        // A minute on, the window has room again.
-        assert!(
-            resilience
-                .take_fallback(&[&by_rpm], 60_001.0, 10, true)
-                .is_ok()
-        );
-        let resilience = self::resilience(1.0, 100);
-        let by_tpm = route(1000, 25);
-        assert!(resilience.take_fallback(&[&by_tpm], 0.0, 10, true).is_ok());
-        assert!(resilience.take_fallback(&[&by_tpm], 1.0, 10, true).is_ok());
-        assert_eq!(
-            resilience.take_fallback(&[&by_tpm], 2.0, 10, true),
-            Err(Stay::Capacity)
-        );
     }
 }

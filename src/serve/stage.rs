@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
-use crate::policy::{Admit, Plan};
+use crate::policy::{Admit, CallOutcome, FallbackMove, Plan, Stay};
 use crate::records::{Cause, HEDGE_ID_SUFFIX, Move, Reason, Status};
 
 use super::admission::{Full, Slot};
@@ -37,7 +37,6 @@ use super::forward::{
 use super::journal::ServedRecord;
 use super::log::Level;
 use super::reply::{error, overloaded, refuse, refused_as_recorded};
-use super::resilience::Stay;
 use super::sse::Framer;
 
 /// One route's turn at a request: the only one, or a cascade's stage.
@@ -120,6 +119,17 @@ enum Failure {
 }
 
 impl Failure {
+    /// The call's outcome, as the route's breaker counts it.
+    fn outcome(&self) -> CallOutcome {
+        match self {
+            Failure::Deadline { .. } => CallOutcome::Deadline,
+            Failure::Status(called) if called.status == StatusCode::TOO_MANY_REQUESTS => {
+                CallOutcome::RateLimited
+            }
+            Failure::Unreachable(_) | Failure::Status(_) => CallOutcome::Error,
+        }
+    }
+
     fn status(&self) -> Status {
         match self {
             Failure::Deadline { .. } => Status::Timeout,
@@ -541,8 +551,8 @@ impl StageCall<'_> {
 
     /// The first fallback of this stage's route the request may use now:
     /// allowed for its tenant, its breaker closed, within its `rpm`/`tpm`;
-    /// and with `extra`, a call the retry budget allows.
-    fn fallback_for(&self, now_ms: f64, extra: bool) -> Result<String, Stay> {
+    /// and after a failed attempt, a call the retry budget allows.
+    fn fallback_for(&self, now_ms: f64, kind: FallbackMove) -> Result<String, Stay> {
         let table = &self.decided.deployed.config.table;
         let resilience = &self.app.resilience;
         let allowed: Vec<&str> = table
@@ -560,7 +570,7 @@ impl StageCall<'_> {
         if closed.is_empty() {
             return Err(Stay::Capacity);
         }
-        resilience.take_fallback(&closed, now_ms, self.tokens, extra)
+        resilience.take_fallback(&closed, now_ms, self.tokens, kind)
     }
 
     /// This stage's route, or its fallback: the route that gave a first
@@ -575,7 +585,7 @@ impl StageCall<'_> {
         }
         let admitted = resilience.admit(self.route, arrival_ms + offset_ms);
         if admitted == Some(Admit::Fallback) {
-            return match self.fallback_for(arrival_ms + offset_ms, false) {
+            return match self.fallback_for(arrival_ms + offset_ms, FallbackMove::WithoutAttempt) {
                 Ok(fallback) => {
                     self.moved(record, &fallback, Reason::Fallback(Move::Breaker))
                         .await
@@ -583,18 +593,24 @@ impl StageCall<'_> {
                 Err(_) => Err(self.breaker_open(record.clone())),
             };
         }
-        let probe = admitted == Some(Admit::Probe);
+        let admitted = admitted.unwrap_or(Admit::Route);
         match self.attempt(self.route, from, offset_ms).await {
             Attempt::Reached(reached) => {
-                resilience.outcome(self.route, arrival_ms + reached.ttft_ms, false, probe);
+                resilience.outcome(
+                    self.route,
+                    arrival_ms + reached.ttft_ms,
+                    CallOutcome::FirstToken,
+                    admitted,
+                );
                 self.record_hedge(record, &reached);
                 Ok(reached)
             }
             Attempt::Full(full) => {
                 // A probe that was never sent must still end the half-open
                 // state: it is counted a failure, and the breaker reopens.
-                if probe {
-                    resilience.outcome(self.route, arrival_ms + self.elapsed_ms(), true, true);
+                if admitted == Admit::Probe {
+                    let at_ms = arrival_ms + self.elapsed_ms();
+                    resilience.outcome(self.route, at_ms, CallOutcome::Error, admitted);
                 }
                 Err(Stage::Answered(overloaded(
                     self.app,
@@ -604,8 +620,8 @@ impl StageCall<'_> {
                 )))
             }
             Attempt::Failed { failure, at_ms } => {
-                resilience.outcome(self.route, arrival_ms + at_ms, true, probe);
-                let fallback = self.fallback_for(arrival_ms + at_ms, true);
+                resilience.outcome(self.route, arrival_ms + at_ms, failure.outcome(), admitted);
+                let fallback = self.fallback_for(arrival_ms + at_ms, FallbackMove::AfterAttempt);
                 self.log_failure(
                     self.route,
                     &failure,
@@ -681,9 +697,12 @@ impl StageCall<'_> {
         let offset_ms = self.elapsed_ms();
         match self.attempt(fallback, Instant::now(), offset_ms).await {
             Attempt::Reached(reached) => {
-                self.app
-                    .resilience
-                    .outcome(fallback, arrival_ms + reached.ttft_ms, false, false);
+                self.app.resilience.outcome(
+                    fallback,
+                    arrival_ms + reached.ttft_ms,
+                    CallOutcome::FirstToken,
+                    Admit::Route,
+                );
                 self.record_hedge(record, &reached);
                 Ok(reached)
             }
@@ -694,9 +713,12 @@ impl StageCall<'_> {
                 full,
             ))),
             Attempt::Failed { failure, at_ms } => {
-                self.app
-                    .resilience
-                    .outcome(fallback, arrival_ms + at_ms, true, false);
+                self.app.resilience.outcome(
+                    fallback,
+                    arrival_ms + at_ms,
+                    failure.outcome(),
+                    Admit::Route,
+                );
                 self.log_failure(fallback, &failure, at_ms, Err(Stay::NoFallback));
                 Err(self.failed(record.clone(), fallback, failure).await)
             }
@@ -864,7 +886,8 @@ impl StageCall<'_> {
                     unread.ending,
                     Ending::Stalled | Ending::UpstreamCut | Ending::Malformed
                 );
-            let fallback = movable.then(|| self.fallback_for(self.arrival_ms + at_ms, true));
+            let fallback = movable
+                .then(|| self.fallback_for(self.arrival_ms + at_ms, FallbackMove::AfterAttempt));
             match fallback {
                 Some(Ok(fallback)) => {
                     self.abandoned_mid_answer(&record, &unread, at_ms, &fallback);

@@ -1,7 +1,7 @@
 //! Each gateway policy over the primary route's recorded requests, in
 //! arrival order: the user's waits, the fallbacks, the breaker's opens.
 
-use crate::policy::{Admit, Breaker};
+use crate::policy::{Admit, Breaker, CallOutcome};
 use crate::records::Status;
 use crate::schema::{BreakerSettings, Learning, PolicyOutcome};
 use crate::stats::percentile;
@@ -156,11 +156,10 @@ pub(super) fn replay_policy(
         let now = recorded.arrival_ms;
         // Whether the breaker sends this request to the primary, and if so
         // whether as the half-open probe.
-        let (to_primary, probe) = match breaker.as_mut().map(|breaker| breaker.admit(now)) {
-            None | Some(Admit::Route) => (true, false),
-            Some(Admit::Probe) => (true, true),
-            Some(Admit::Fallback) => (false, false),
-        };
+        let admitted = breaker
+            .as_mut()
+            .map_or(Admit::Route, |breaker| breaker.admit(now));
+        let to_primary = admitted != Admit::Fallback;
         let fallback_ttft = |at: f64| {
             recorded
                 .fallback_ttft_ms
@@ -190,36 +189,49 @@ pub(super) fn replay_policy(
             (None, _) => false,
         };
         let timed_out = request.status == Status::Timeout;
-        let (wait, failure, learned_after) = if late {
+        let (wait, call, learned_after) = if late {
             let deadline = deadline.expect("late needs a deadline");
             outcome.deadline_fallbacks += 1;
             outcome.fallback_requests += 1;
             outcome.extra_requests += 1;
             fallback_seconds.push(((now + deadline) / 1000.0).floor() as i64);
-            (deadline + fallback_ttft(now + deadline), true, deadline)
+            (
+                deadline + fallback_ttft(now + deadline),
+                CallOutcome::Deadline,
+                deadline,
+            )
         } else if failed_before_first_token {
             // A failure with no first token: the error comes when the
             // record says it ended, or at once when it says nothing; a
             // deadline that passes first moves the request then.
             let failed_at = request.total_ms.unwrap_or(0.0);
             let moved_at = deadline.map_or(failed_at, |deadline| failed_at.min(deadline));
-            if timed_out || deadline.is_some_and(|deadline| moved_at >= deadline) {
+            let call = if timed_out || deadline.is_some_and(|deadline| moved_at >= deadline) {
                 outcome.deadline_fallbacks += 1;
+                CallOutcome::Deadline
             } else {
                 outcome.error_fallbacks += 1;
-            }
+                if request.status == Status::RateLimited {
+                    CallOutcome::RateLimited
+                } else {
+                    CallOutcome::Error
+                }
+            };
             outcome.fallback_requests += 1;
             outcome.extra_requests += 1;
             fallback_seconds.push(((now + moved_at) / 1000.0).floor() as i64);
-            (moved_at + fallback_ttft(now + moved_at), true, moved_at)
+            (moved_at + fallback_ttft(now + moved_at), call, moved_at)
         } else {
             let ttft = request.ttft_ms.unwrap_or(0.0);
-            if request.status.is_failure() {
-                outcome.failed_after_first_token += 1;
-            }
             // A first token in time is the route answering: what fails
             // after it is the stream's, and the breaker does not count it.
-            (ttft, false, ttft)
+            let call = if request.status.is_failure() {
+                outcome.failed_after_first_token += 1;
+                CallOutcome::Stall
+            } else {
+                CallOutcome::FirstToken
+            };
+            (ttft, call, ttft)
         };
         waits.push(wait);
         if let Some(breaker) = &mut breaker {
@@ -227,7 +239,7 @@ pub(super) fn replay_policy(
                 Learning::Instantly => now,
                 Learning::AtOutcome => now + learned_after,
             };
-            breaker.outcome(at_ms, failure, probe);
+            breaker.outcome(at_ms, call, admitted);
             if learning == Learning::Instantly {
                 breaker.learn_all();
             }
