@@ -633,6 +633,53 @@ fn a_client_without_a_valid_key_is_refused_before_its_body_is_read() {
 }
 
 #[test]
+fn a_request_beyond_max_in_flight_is_refused_before_its_body_is_read() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(
+        &upstream.base_url(),
+        "hostile-full",
+        &["--max-in-flight", "1"],
+        None,
+    );
+    // Two uploads of 4 MiB announced, 1 KiB of each sent, and no more: the
+    // first holds the one slot while serve waits for its body; the second
+    // is refused from its headers.
+    let unfinished = |id: &str| {
+        let mut client = TcpStream::connect(front.address()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            client,
+            "{}",
+            raw_head(KEY, 4 << 20, &format!("x-request-id: {id}\r\n"))
+        )
+        .unwrap();
+        client.write_all(&[b' '; 1024]).unwrap();
+        client
+    };
+    let holding = unfinished("holding");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut beyond = unfinished("beyond");
+    let mut answer = Vec::new();
+    beyond
+        .read_to_end(&mut answer)
+        .expect("serve answered before the body");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(answer.to_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(answer.contains("--max-in-flight"), "{answer}");
+    drop(holding);
+    let records = front.stop();
+    let refused = records
+        .iter()
+        .find(|record| record["id"] == "beyond")
+        .expect("the refusal is recorded");
+    assert_eq!(refused["status"], "rate_limited", "{refused}");
+    assert_eq!(refused["reason"], "admission:total", "{refused}");
+}
+
+#[test]
 fn every_response_carries_the_request_id_which_the_record_and_the_upstream_share() {
     let upstream = ScriptedUpstream::start(answering(completion("hi")));
     let front = Front::start(&upstream.base_url(), "hostile-ids", &[], None);

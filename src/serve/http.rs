@@ -21,6 +21,8 @@ use super::app::App;
 use super::decision::{admit, routes_of};
 use super::deployed::Deployed;
 use super::forward::message_tokens;
+use super::journal::ServedRecord;
+use super::keys::Identity;
 use super::metrics::{BudgetGauges, Gauges, RecordsGauges};
 use super::reply::{begin, error, overloaded, refuse};
 use super::stage::{Stage, StageCall};
@@ -44,8 +46,7 @@ pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
 
 async fn answer_chat(app: Arc<App>, request: Request) -> Response {
     if app.records_fail_closed && app.journal.health.problem().is_some() {
-        let deployed = app.current();
-        let record = begin(&app, &deployed, &request);
+        let record = unread(&app, &request);
         let response = error(
             StatusCode::SERVICE_UNAVAILABLE,
             "service_unavailable",
@@ -60,15 +61,20 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
             response,
         );
     }
+    // Taken before the body is read, so requests beyond the bound cost
+    // serve their headers only, whatever they upload.
+    let total = match app.admission.request() {
+        Ok(slot) => slot,
+        Err(full) => {
+            let record = unread(&app, &request);
+            return overloaded(&app, record, Instant::now(), full);
+        }
+    };
     let (decided, mut record, started) = match admit(&app, request).await {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };
     record.score = decided.score;
-    let total = match app.admission.request() {
-        Ok(slot) => slot,
-        Err(full) => return overloaded(&app, record, started, full),
-    };
     let (prompt_tokens, most) = requested_tokens(&decided.request);
     let tokens = prompt_tokens + most;
     let mut held = vec![total];
@@ -108,6 +114,19 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
         }
     }
     unreachable!("the last stage always answers")
+}
+
+/// The record of a request refused before its body was read: what its
+/// key says of it (the tenant, and the key's slice where it has one).
+fn unread(app: &App, request: &Request) -> ServedRecord {
+    let mut record = begin(app, &app.current(), request);
+    if let Some(identity) = request.extensions().get::<Identity>() {
+        record.tenant = Some(identity.tenant.clone());
+        if let Some(slice) = &identity.slice {
+            record.slice = slice.clone().into();
+        }
+    }
+    record
 }
 
 /// The request's conversation's estimated tokens, and the most it asks to
