@@ -680,6 +680,33 @@ fn a_request_beyond_max_in_flight_is_refused_before_its_body_is_read() {
 }
 
 #[test]
+fn a_client_that_leaves_during_its_upload_leaves_one_record_and_no_call() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-upload-left", &[], None);
+    let mut client = TcpStream::connect(front.address()).unwrap();
+    write!(
+        client,
+        "{}",
+        raw_head(KEY, 64 << 10, "x-request-id: left-mid-upload\r\n")
+    )
+    .unwrap();
+    client.write_all(&[b' '; 1024]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(client);
+    std::thread::sleep(Duration::from_millis(300));
+    let records = front.stop();
+    assert!(upstream.requests().is_empty(), "no route was called");
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["id"], "left-mid-upload");
+    assert_eq!(records[0]["status"], "error", "{}", records[0]);
+    assert_eq!(
+        records[0]["finish_reason"], "client_disconnected",
+        "{}",
+        records[0]
+    );
+}
+
+#[test]
 fn every_response_carries_the_request_id_which_the_record_and_the_upstream_share() {
     let upstream = ScriptedUpstream::start(answering(completion("hi")));
     let front = Front::start(&upstream.base_url(), "hostile-ids", &[], None);

@@ -72,15 +72,61 @@ impl App {
     /// A request's end: counted in `/metrics`, logged (with
     /// `--log-requests`, or when its answer broke) and journaled; its number
     /// in the journal's order.
-    pub(super) fn finish(&self, record: ServedRecord) -> Option<u64> {
+    pub(super) fn finish(&self, mut record: ServedRecord) -> Option<u64> {
+        if !self.closes_ledger(&mut record) {
+            return None;
+        }
         self.observe(&record);
         self.journal(record)
+    }
+
+    /// Whether `record` is its request's first: a second is a fault of
+    /// serve's, logged and not written.
+    fn closes_ledger(&self, record: &mut ServedRecord) -> bool {
+        if record.ledger.close() {
+            return true;
+        }
+        self.log
+            .event(
+                Level::Error,
+                "record_finished_twice",
+                format!(
+                    "request {:?} was finished a second time; its first record stands",
+                    record.id
+                ),
+            )
+            .field("request_id", record.id.clone())
+            .emit();
+        false
+    }
+
+    /// A request whose record was dropped unfinished (its client left
+    /// before serve called a route, or serve failed while answering):
+    /// written all the same, so no request goes unrecorded.
+    pub(super) fn finish_unfinished(&self, record: ServedRecord) {
+        if record.finish_reason.as_deref() == Some(super::ledger::SERVE_ERROR) {
+            self.log
+                .event(
+                    Level::Error,
+                    "record_unfinished",
+                    format!(
+                        "serve failed while answering request {:?}: its record is written as {}",
+                        record.id,
+                        super::ledger::SERVE_ERROR
+                    ),
+                )
+                .field("request_id", record.id.clone())
+                .emit();
+        }
+        self.observe(&record);
+        self.journal(record);
     }
 
     /// An attempt beside a request (a route abandoned for the fallback, a
     /// hedge's cancelled call): counted by route, reason and status, and
     /// journaled.
-    pub(super) fn finish_attempt(&self, record: ServedRecord) {
+    pub(super) fn finish_attempt(&self, mut record: ServedRecord) {
+        record.ledger.release();
         self.metrics.attempt(&record);
         self.journal(record);
     }
@@ -88,7 +134,10 @@ impl App {
     /// A request refused before any answer: counted and logged as every
     /// request is, and journaled, those refused for want of a valid key at
     /// most `UNAUTHORIZED_RECORDS_PER_SECOND` a second.
-    pub(super) fn finish_refused(&self, record: ServedRecord) {
+    pub(super) fn finish_refused(&self, mut record: ServedRecord) {
+        if !self.closes_ledger(&mut record) {
+            return;
+        }
         self.observe(&record);
         let unauthorized = record.reason == Some(Reason::Refused(Refusal::Unauthorized));
         if !unauthorized || self.unauthorized.take(record.timestamp_ms) {

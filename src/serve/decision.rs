@@ -15,7 +15,7 @@ use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, plan};
-use crate::records::{self, Reason};
+use crate::records::{self, Reason, Status};
 use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
@@ -23,20 +23,26 @@ use super::app::App;
 use super::deployed::Deployed;
 use super::journal::ServedRecord;
 use super::keys::Identity;
+use super::ledger::CLIENT_DISCONNECTED;
 use super::reply::{begin, error, refuse};
 
 /// The schema of `POST /v1/route`'s answer.
 pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;
 
-/// A request refused before any route is called: the response, and the
-/// reason its record gives.
+/// A request refused before any route is called: the response, the reason
+/// its record gives, and what ended it when it was not the request's fault.
 pub(super) struct Refused {
     pub response: Response,
     pub reason: Reason,
+    pub ended_by: Option<&'static str>,
 }
 
 pub(super) fn refused(response: Response, reason: Reason) -> Box<Refused> {
-    Box::new(Refused { response, reason })
+    Box::new(Refused {
+        response,
+        reason,
+        ended_by: None,
+    })
 }
 
 /// A request that passed authentication and parsing, and its decision.
@@ -257,11 +263,15 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>
     let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
     let mut chunks = body.into_data_stream();
     while let Some(chunk) = chunks.next().await {
+        // A body that stops before its length is a connection that closed
+        // (or failed) under it: the client left.
         let chunk = chunk.map_err(|problem| {
-            bad_request(
+            let mut refused = bad_request(
                 "body",
                 format!("the request body could not be read: {problem}"),
-            )
+            );
+            refused.ended_by = Some(CLIENT_DISCONNECTED);
+            refused
         })?;
         if bytes.len() + chunk.len() > app.max_body_bytes {
             return Err(too_large());
@@ -427,14 +437,23 @@ pub(super) async fn admit(
         Err(refusal) => Err(refusal),
     };
     match decided {
-        Ok(decided) => Ok((decided, record, started)),
-        Err(refusal) => Err(Box::new(refuse(
-            app,
-            record,
-            refusal.reason,
-            started,
-            refusal.response,
-        ))),
+        Ok(decided) => {
+            record.ledger.known_as(&record);
+            Ok((decided, record, started))
+        }
+        Err(refusal) => {
+            if let Some(ended_by) = refusal.ended_by {
+                record.status = Status::Error;
+                record.finish_reason = Some(ended_by.into());
+            }
+            Err(Box::new(refuse(
+                app,
+                record,
+                refusal.reason,
+                started,
+                refusal.response,
+            )))
+        }
     }
 }
 
@@ -459,10 +478,13 @@ fn decision_attributes(decided: &Decided) -> Vec<KeyValue> {
 
 /// `POST /v1/route`: the decision, with no call made.
 pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
-    let (decided, _, _) = match admit(&app, request).await {
+    let (decided, mut record, _) = match admit(&app, request).await {
         Ok(admitted) => admitted,
         Err(refusal) => return *refusal,
     };
+    // A decision alone is the gateway's to record, with its call; only a
+    // refusal is serve's.
+    record.ledger.close();
     let routes = routes_of(&decided.plan);
     let (route, reason) =
         route_and_reason(&decided.plan, &decided.deployed.config.table, decided.tier);

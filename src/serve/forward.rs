@@ -23,6 +23,7 @@ use super::app::{App, Timeouts};
 use super::assemble::Assembly;
 use super::deployed::Upstream;
 use super::journal::ServedRecord;
+use super::ledger::CLIENT_DISCONNECTED;
 use super::sse::{Framer, Malformed, error_event};
 
 /// The estimated tokens of a conversation's contents, as `run` estimates a
@@ -462,7 +463,7 @@ impl Finishing {
         record.cost_usd = own.map(|own| own + self.spent_before);
         let (status, finish_reason) = match self.ending {
             Ending::Finished => (None, None),
-            Ending::ClientLeft => (Some(Status::Error), Some("client_disconnected")),
+            Ending::ClientLeft => (Some(Status::Error), Some(CLIENT_DISCONNECTED)),
             Ending::UpstreamCut | Ending::TooLong => (Some(Status::Error), Some("upstream_cut")),
             Ending::Malformed => (Some(Status::Error), Some("upstream_malformed")),
             Ending::Stalled => (Some(Status::Timeout), Some("stall")),

@@ -42,6 +42,8 @@ pub struct ServedRecord {
     pub tenant: Option<String>,
     /// The request's trace, ended with its record.
     pub trace: super::trace::RequestTrace,
+    /// The request's ledger, closed when its record is written.
+    pub ledger: super::ledger::Ledgered,
 }
 
 impl std::ops::Deref for ServedRecord {
@@ -73,6 +75,7 @@ impl ServedRecord {
             record,
             tenant: None,
             trace: super::trace::RequestTrace::default(),
+            ledger: super::ledger::Ledgered::default(),
         }
     }
 }

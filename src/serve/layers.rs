@@ -1,4 +1,5 @@
-//! The layers every request passes before a handler: its id, and its key.
+//! The layers every request passes before a handler: its id, its record's
+//! ledger (on the paths that decide), and its key.
 //! The paths that need no key are listed in one place ([`PUBLIC_PATHS`]);
 //! every other route of serve's is behind [`authenticate`], which reads
 //! the headers alone, so a client without a valid key is refused before a
@@ -16,6 +17,7 @@ use axum::response::Response;
 use crate::records::{Reason, Refusal};
 
 use super::app::{App, RequestId};
+use super::ledger::Ledger;
 use super::reply::{begin, error, refuse};
 
 /// The header that names a request, in both directions and upstream.
@@ -52,6 +54,22 @@ pub async fn request_id(State(app): State<Arc<App>>, mut request: Request, next:
 
 /// The paths whose refusals are records: requests for a decision.
 const DECIDED_PATHS: [&str; 2] = ["/v1/chat/completions", "/v1/route"];
+
+/// The layer in front of the paths that decide: each request gets its
+/// [`Ledger`] before anything may refuse it, so it leaves exactly one
+/// record whatever happens.
+pub async fn record_once(
+    State(app): State<Arc<App>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if DECIDED_PATHS.contains(&request.uri().path()) {
+        let writer = app.clone();
+        let ledger = Ledger::new(Box::new(move |record| writer.finish_unfinished(record)));
+        request.extensions_mut().insert(Arc::new(ledger));
+    }
+    next.run(request).await
+}
 
 /// The layer in front of every route that needs a key: the key's identity
 /// goes into the request for its handler. A request without a valid key

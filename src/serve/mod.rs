@@ -23,6 +23,7 @@ mod http;
 mod journal;
 mod keys;
 mod layers;
+mod ledger;
 mod log;
 mod metrics;
 mod reply;
@@ -292,6 +293,10 @@ fn serve_logged(
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             layers::authenticate,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            layers::record_once,
         ));
     let router = keyed
         .route("/metrics", get(http::metrics))

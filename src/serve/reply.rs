@@ -2,6 +2,7 @@
 //! OpenAI-style error body, the record begun at arrival, and the refusal
 //! written once (unauthenticated ones at a bounded rate).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::Request;
@@ -15,6 +16,7 @@ use super::admission::Full;
 use super::app::{App, id_of};
 use super::deployed::Deployed;
 use super::journal::ServedRecord;
+use super::ledger::{Ledger, Ledgered};
 
 /// An OpenAI-style error body.
 pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str) -> Response {
@@ -37,6 +39,11 @@ pub(super) fn begin(app: &App, deployed: &Deployed, request: &Request) -> Served
     record.config_version = Some(deployed.config.version);
     record.config_sha256 = Some(deployed.sha256.clone().into());
     record.trace = super::trace::RequestTrace::begin(app.tracing.as_ref(), request.headers(), name);
+    let ledger = request.extensions().get::<Arc<Ledger>>().cloned();
+    if let Some(ledger) = &ledger {
+        ledger.arrived(&record);
+    }
+    record.ledger = Ledgered::of(ledger);
     record
 }
 

@@ -1,0 +1,188 @@
+//! Each request for a decision leaves exactly one record, whatever
+//! happened to it. The `record_once` layer opens a [`Ledger`] for the
+//! request; the request's record carries it, and finishing the record
+//! closes it. A record finished a second time is not written again, and a
+//! request whose every copy of its record was dropped unfinished is written
+//! all the same: as a client that left (its connection closed while serve
+//! read its body or decided), or as serve's own failure (a panic while
+//! answering it). The records never have a hole where a request was.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::records::Status;
+
+use super::journal::ServedRecord;
+
+/// What an unfinished request's record says ended it when serve failed.
+pub const SERVE_ERROR: &str = "serve_error";
+
+/// What it says when the client's connection went first.
+pub const CLIENT_DISCONNECTED: &str = "client_disconnected";
+
+type Unfinished = Box<dyn Fn(ServedRecord) + Send + Sync>;
+
+/// Whether a request's record was finished, and the record as it arrived,
+/// written when it never was.
+pub struct Ledger {
+    finished: AtomicBool,
+    arrived: Mutex<Option<(ServedRecord, Instant)>>,
+    unfinished: Unfinished,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Ledger")
+            .field("finished", &self.finished.load(Ordering::Acquire))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// A ledger that hands a record never finished to `unfinished`.
+    pub fn new(unfinished: Unfinished) -> Ledger {
+        Ledger {
+            finished: AtomicBool::new(false),
+            arrived: Mutex::new(None),
+            unfinished,
+        }
+    }
+
+    /// Keeps the record as it arrived (without its ledger), the one written
+    /// if no other is.
+    /// Kept again as the request is known better (its slice, once
+    /// decided), timed from its first arrival.
+    pub fn arrived(&self, record: &ServedRecord) {
+        let mut kept = record.clone();
+        kept.ledger = Ledgered::default();
+        let mut arrived = self.arrived.lock().expect("unpoisoned");
+        let at = arrived.as_ref().map_or_else(Instant::now, |(_, at)| *at);
+        *arrived = Some((kept, at));
+    }
+
+    /// Closes the ledger: true the first time, false after.
+    pub fn close(&self) -> bool {
+        !self.finished.swap(true, Ordering::AcqRel)
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        if self.finished.load(Ordering::Acquire) {
+            return;
+        }
+        let arrived = self.arrived.get_mut().ok().and_then(Option::take);
+        if let Some((mut record, at)) = arrived {
+            // Outside a panic, only the connection's end drops a request
+            // before its record is finished.
+            let ended_by = if std::thread::panicking() {
+                SERVE_ERROR
+            } else {
+                CLIENT_DISCONNECTED
+            };
+            record.status = Status::Error;
+            record.finish_reason = Some(ended_by.into());
+            record.total_ms = Some(at.elapsed().as_secs_f64() * 1e3);
+            (self.unfinished)(record);
+        }
+    }
+}
+
+/// The ledger a record carries; records compare equal whatever their
+/// ledgers.
+#[derive(Debug, Clone, Default)]
+pub struct Ledgered(Option<Arc<Ledger>>);
+
+impl PartialEq for Ledgered {
+    fn eq(&self, _: &Ledgered) -> bool {
+        true
+    }
+}
+
+impl Ledgered {
+    pub fn of(ledger: Option<Arc<Ledger>>) -> Ledgered {
+        Ledgered(ledger)
+    }
+
+    /// Whether the record may be written: the first finish of its request
+    /// (or a record of no request's ledger); the ledger is let go either
+    /// way.
+    pub fn close(&mut self) -> bool {
+        self.0.take().is_none_or(|ledger| ledger.close())
+    }
+
+    /// Keeps `record` (this one's) as the one written if no other is.
+    pub fn known_as(&self, record: &ServedRecord) {
+        if let Some(ledger) = &self.0 {
+            ledger.arrived(record);
+        }
+    }
+
+    /// Lets the ledger go without closing it: a copy of the request's
+    /// record that is not the request's (an abandoned attempt's).
+    pub fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger() -> (Arc<Ledger>, Arc<Mutex<Vec<ServedRecord>>>) {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = written.clone();
+        let ledger = Ledger::new(Box::new(move |record| sink.lock().unwrap().push(record)));
+        let ledger = Arc::new(ledger);
+        ledger.arrived(&ServedRecord::for_test("r-1", "billing"));
+        (ledger, written)
+    }
+
+    #[test]
+    fn a_record_finished_is_written_once_and_no_other() {
+        let (ledger, written) = ledger();
+        let mut first = Ledgered::of(Some(ledger.clone()));
+        let mut second = first.clone();
+        drop(ledger);
+        assert!(first.close());
+        assert!(!second.close(), "a second finish of the request");
+        assert!(written.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_record_dropped_unfinished_is_written_as_a_client_that_left() {
+        let (ledger, written) = ledger();
+        let mut attempt = Ledgered::of(Some(ledger.clone()));
+        let request = Ledgered::of(Some(ledger));
+        // An attempt's copy lets go without closing; the request's copy is
+        // dropped with the connection.
+        attempt.release();
+        assert!(written.lock().unwrap().is_empty());
+        drop(request);
+        let written = written.lock().unwrap();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].id, "r-1");
+        assert_eq!(written[0].status, Status::Error);
+        assert_eq!(
+            written[0].finish_reason.as_deref(),
+            Some(CLIENT_DISCONNECTED)
+        );
+        assert!(written[0].total_ms.is_some());
+    }
+
+    #[test]
+    fn a_record_dropped_by_a_panic_is_written_as_serve_s_failure() {
+        let (ledger, written) = ledger();
+        let request = Ledgered::of(Some(ledger));
+        let answering = std::thread::spawn(move || {
+            let _request = request;
+            panic!("serve failed while answering");
+        });
+        assert!(answering.join().is_err());
+        let written = written.lock().unwrap();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].finish_reason.as_deref(), Some(SERVE_ERROR));
+    }
+}
