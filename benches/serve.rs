@@ -21,6 +21,14 @@
 //! command (default `~/.cache/routeval/litellm-proxy-venv/bin/litellm`, from
 //! `pip install 'litellm[proxy]'`); without it the peer is skipped, and said.
 //!
+//! One client at a time: `ROUTEVAL_BENCH_SEQUENTIAL` (default 2,000)
+//! requests, each sent when the last was answered, direct and through
+//! serve in turn for each round; the added latency at concurrency 1 is the
+//! median of the rounds' p50 differences. CPU per proxied request: serve's
+//! own CPU time (user and system, from `/proc/PID/stat`) over a load of
+//! `ROUTEVAL_BENCH_CPU_LOAD` (default 1,000) requests per second, divided
+//! by the requests it answered, beside serve-sim's for the same requests.
+//!
 //! Overload: serve in front of a serve-sim that holds every request 100 ms,
 //! with `--max-in-flight 50`, admits about 500 requests per second. It is
 //! offered half of that, then twice that (`ROUTEVAL_BENCH_OVERLOAD`,
@@ -206,6 +214,25 @@ enum Outcome {
     Failed,
 }
 
+/// A chat request for `target` of one prompt, in its slice.
+fn chat_request(
+    client: &reqwest::Client,
+    target: &Target,
+    (slice, prompt): &(String, String),
+) -> reqwest::RequestBuilder {
+    let body = serde_json::json!({
+        "model": target.model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 64,
+        "seed": 7,
+    });
+    client
+        .post(&target.url)
+        .bearer_auth(&target.key)
+        .header("x-routeval-slice", slice.as_str())
+        .json(&body)
+}
+
 /// Open loop at `rate` for `seconds`: each request's outcome and its
 /// latency from the moment it was due, ms.
 fn open_loop(
@@ -224,18 +251,7 @@ fn open_loop(
         for index in 0..total {
             let due = begin + Duration::from_secs_f64(index as f64 / rate);
             tokio::time::sleep_until(due).await;
-            let (slice, prompt) = &prompts[index % prompts.len()];
-            let body = serde_json::json!({
-                "model": target.model,
-                "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": 64,
-                "seed": 7,
-            });
-            let request = client
-                .post(&target.url)
-                .bearer_auth(&target.key)
-                .header("x-routeval-slice", slice.as_str())
-                .json(&body);
+            let request = chat_request(client, target, &prompts[index % prompts.len()]);
             let outcomes = outcomes.clone();
             tasks.push(tokio::spawn(async move {
                 let exchange = async {
@@ -311,6 +327,68 @@ fn offered(
         errors: outcomes.len() - latencies.len(),
         latencies,
     }
+}
+
+/// `count` requests, each sent when the last was answered: their
+/// latencies, ms, sorted.
+fn one_at_a_time(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    target: &Target,
+    count: usize,
+    prompts: &[(String, String)],
+) -> Load {
+    let started = Instant::now();
+    let mut latencies = Vec::with_capacity(count);
+    let mut errors = 0;
+    runtime.block_on(async {
+        for index in 0..count {
+            let request = chat_request(client, target, &prompts[index % prompts.len()]);
+            let sent = Instant::now();
+            let answered = match request.send().await {
+                Ok(response) if response.status().is_success() => response.bytes().await.is_ok(),
+                _ => false,
+            };
+            if answered {
+                latencies.push(sent.elapsed().as_secs_f64() * 1e3);
+            } else {
+                errors += 1;
+            }
+        }
+    });
+    latencies.sort_by(f64::total_cmp);
+    Load {
+        achieved: latencies.len() as f64 / started.elapsed().as_secs_f64(),
+        errors,
+        latencies,
+    }
+}
+
+/// The CPU time `pid` has used, user and system, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces; the fields count from after it.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&field| fields.get(field)?.parse::<f64>().ok())
+        .sum();
+    ticks / clock_ticks_per_second()
+}
+
+/// The kernel's clock ticks a second, in which `/proc` counts CPU time.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|output| String::from_utf8(output.stdout).ok()?.trim().parse().ok())
+            .expect("getconf CLK_TCK names the clock's ticks a second")
+    })
 }
 
 /// Closed-loop `POST /v1/route` from `clients` at once for `seconds`.
@@ -695,6 +773,42 @@ fn main() {
             "routeval serve at {rate:.0} requests/s: added p50 {p50:+.3} ms, p99 {p99:+.3} ms (median of {rounds} rounds); serve RSS {rss:.1} MiB"
         );
     }
+    // One client, each request sent when the last was answered.
+    let sequential: usize = env_or("ROUTEVAL_BENCH_SEQUENTIAL", "2000").parse().unwrap();
+    let mut added_alone = Vec::new();
+    for _ in 0..rounds {
+        let alone = one_at_a_time(&runtime, &client, &direct.1, sequential, &prompts);
+        let through = one_at_a_time(&runtime, &client, &routed.1, sequential, &prompts);
+        println!(
+            "concurrency 1, {sequential} requests: {} p50 {:.3} ms, {} p50 {:.3} ms ({} and {} errors)",
+            direct.0,
+            alone.percentile(0.5),
+            routed.0,
+            through.percentile(0.5),
+            alone.errors,
+            through.errors
+        );
+        added_alone.push(through.percentile(0.5) - alone.percentile(0.5));
+    }
+    println!(
+        "routeval serve at concurrency 1: added p50 {:+.3} ms (median of {rounds} rounds)",
+        median(added_alone)
+    );
+    // CPU per proxied request, serve's own and the upstream's.
+    let cpu_load: f64 = env_or("ROUTEVAL_BENCH_CPU_LOAD", "1000").parse().unwrap();
+    let (mut serve_cpu, mut sim_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (serve_before, sim_before) = (cpu_seconds(routed.2), cpu_seconds(direct.2));
+        let through = offered(&runtime, &client, &routed.1, cpu_load, seconds, &prompts);
+        let answered = through.latencies.len().max(1) as f64;
+        serve_cpu.push((cpu_seconds(routed.2) - serve_before) / answered * 1e6);
+        sim_cpu.push((cpu_seconds(direct.2) - sim_before) / answered * 1e6);
+    }
+    println!(
+        "CPU per proxied request at {cpu_load:.0} requests/s: routeval serve {:.0} µs, serve-sim behind it {:.0} µs (median of {rounds} rounds)",
+        median(serve_cpu),
+        median(sim_cpu)
+    );
     // The peer climbs until it no longer keeps up, each load beside a
     // direct one.
     if let Some(peer) = targets.get(2) {

@@ -1,7 +1,8 @@
 //! The floors of docs/architecture.md held against the code: every
 //! `crate::` path in `src/` names a module on a lower floor than its own,
-//! every module of `src/` stands on exactly one floor, and nothing below
-//! `cli` knows about clap.
+//! every module of `src/` stands on exactly one floor, the files of one
+//! folder import each other without a cycle, and nothing below `cli` knows
+//! about clap.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -120,6 +121,32 @@ fn named_modules(code: &str) -> Vec<String> {
     named
 }
 
+/// Each line's code with its index: a line that opens a `{...}` group of
+/// paths joined with the lines up to its statement's end, since a `use`
+/// may span lines, and scanned from its first line, so that messages name
+/// where it starts.
+fn statements(text: &str) -> Vec<(usize, String)> {
+    let lines: Vec<&str> = text.lines().map(code_of).collect();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(number, line)| {
+            let statement = if line.contains("::{") {
+                lines[number..]
+                    .iter()
+                    .take_while(|line| !line.contains(';'))
+                    .chain(lines[number..].iter().find(|line| line.contains(';')))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            } else {
+                (*line).to_owned()
+            };
+            (number, statement)
+        })
+        .collect()
+}
+
 /// Every arrow between top-level modules: (from, to) and where it is.
 fn arrows() -> BTreeMap<(String, String), Vec<String>> {
     let source = repository().join("src");
@@ -134,21 +161,7 @@ fn arrows() -> BTreeMap<(String, String), Vec<String>> {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        // A `use` may span lines: join the code first, keeping line numbers
-        // for the messages by scanning each statement from its first line.
-        let lines: Vec<&str> = text.lines().map(code_of).collect();
-        for (number, line) in lines.iter().enumerate() {
-            let statement = if line.contains("crate::{") {
-                lines[number..]
-                    .iter()
-                    .take_while(|line| !line.contains(';'))
-                    .chain(lines[number..].iter().find(|line| line.contains(';')))
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            } else {
-                (*line).to_owned()
-            };
+        for (number, statement) in statements(&text) {
             for to in named_modules(&statement) {
                 if to != from {
                     arrows.entry((from.clone(), to)).or_default().push(format!(
@@ -306,4 +319,279 @@ fn every_terminal_table_is_drawn_by_terminal() {
         .map(|file| file.display().to_string())
         .collect();
     assert!(drawing.is_empty(), "{drawing:?}");
+}
+
+/// A file's module path: `src/serve/http.rs` is `serve::http`,
+/// `src/serve/mod.rs` is `serve`.
+fn module_path(source: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(source).unwrap().with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|part| part.as_os_str().to_str().unwrap().to_owned())
+        .collect();
+    if path
+        .last()
+        .is_some_and(|last| ["mod", "lib", "main"].contains(&last.as_str()))
+    {
+        path.pop();
+    }
+    path
+}
+
+/// The paths a file's code imports or names, from the crate's root:
+/// `crate::`, `super::` (repeated) and `self::` paths, each item of a
+/// `{...}` group its own path.
+fn imported_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(['c', 's']) {
+        let before = rest[..at].chars().next_back();
+        let text = &rest[at..];
+        let head = identifier_at(text);
+        rest = &rest[at + head.len().max(1)..];
+        // A path's start: not inside a word, nor a later `super` of one.
+        let starts_word = !before
+            .is_some_and(|character| character.is_ascii_alphanumeric() || character == '_')
+            && !code[..code.len() - text.len()].ends_with("::");
+        if !starts_word || !rest.starts_with("::") {
+            continue;
+        }
+        let mut base: Vec<String> = match head {
+            "crate" => Vec::new(),
+            "self" => module.to_vec(),
+            "super" => module[..module.len().saturating_sub(1)].to_vec(),
+            _ => continue,
+        };
+        let mut tail = &rest[2..];
+        while let Some(after) = tail.strip_prefix("super::") {
+            base.pop();
+            tail = after;
+        }
+        // The path's segments up to a group or its end.
+        loop {
+            let segment = identifier_at(tail);
+            if segment.is_empty() {
+                break;
+            }
+            base.push(segment.to_owned());
+            tail = &tail[segment.len()..];
+            match tail.strip_prefix("::") {
+                Some(after) if !after.starts_with('{') => tail = after,
+                _ => break,
+            }
+        }
+        match tail.strip_prefix("::{").or_else(|| tail.strip_prefix('{')) {
+            Some(group) => paths.extend(use_group(&base, group)),
+            None => paths.push(base),
+        }
+    }
+    paths
+}
+
+/// The paths of a `{...}` group's items (the text after its `{`), nested
+/// groups expanded, each below `base`.
+fn use_group(base: &[String], group: &str) -> Vec<Vec<String>> {
+    let mut items = Vec::new();
+    let (mut depth, mut item_start) = (0usize, 0);
+    for (index, character) in group.char_indices() {
+        match character {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[item_start..index]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[item_start..index]);
+                item_start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    let mut paths = Vec::new();
+    for item in items {
+        let mut path = base.to_vec();
+        let mut rest = item.trim();
+        loop {
+            let segment = identifier_at(rest);
+            if segment.is_empty() {
+                break;
+            }
+            path.push(segment.to_owned());
+            rest = &rest[segment.len()..];
+            match rest.strip_prefix("::") {
+                Some(after) => rest = after,
+                None => break,
+            }
+        }
+        match rest.strip_prefix('{') {
+            Some(inner) => paths.extend(use_group(&path, inner)),
+            None if item.trim().is_empty() => {}
+            None => paths.push(path),
+        }
+    }
+    paths
+}
+
+/// For each folder of `src/`, the arrows between its files and sub-folders
+/// (a sub-folder standing for everything in it), and where each is.
+fn sibling_arrows() -> BTreeMap<(Vec<String>, String, String), Vec<String>> {
+    let source = repository().join("src");
+    let mut files = Vec::new();
+    rust_files(&source, &mut files);
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|file| module_path(&source, file))
+        .collect();
+    let mut arrows: BTreeMap<(Vec<String>, String, String), Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_path(&source, file);
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, statement) in statements(&text) {
+            for path in imported_paths(&statement, &module) {
+                let Some(named) = (1..=path.len())
+                    .rev()
+                    .map(|length| path[..length].to_vec())
+                    .find(|prefix| modules.contains(prefix))
+                else {
+                    continue;
+                };
+                // The folder both stand in, and the child of it each is.
+                let common = module
+                    .iter()
+                    .zip(&named)
+                    .take_while(|(one, other)| one == other)
+                    .count();
+                if common >= module.len() || common >= named.len() {
+                    continue;
+                }
+                arrows
+                    .entry((
+                        module[..common].to_vec(),
+                        module[common].clone(),
+                        named[common].clone(),
+                    ))
+                    .or_default()
+                    .push(format!(
+                        "src/{}:{}",
+                        file.strip_prefix(&source).unwrap().display(),
+                        number + 1
+                    ));
+            }
+        }
+    }
+    arrows
+}
+
+/// The cycles of a folder's graph: its strongly connected components of
+/// more than one node, each sorted.
+fn cycles(arrows: &BTreeSet<(String, String)>) -> Vec<Vec<String>> {
+    let nodes: BTreeSet<&String> = arrows.iter().flat_map(|(from, to)| [from, to]).collect();
+    let reaches = |from: &String| {
+        let mut seen = BTreeSet::from([from.clone()]);
+        let mut frontier = vec![from.clone()];
+        while let Some(node) = frontier.pop() {
+            for (_, to) in arrows.iter().filter(|(one, _)| *one == node) {
+                if seen.insert(to.clone()) {
+                    frontier.push(to.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reach: BTreeMap<&String, BTreeSet<String>> =
+        nodes.iter().map(|node| (*node, reaches(node))).collect();
+    let mut components: BTreeSet<Vec<String>> = BTreeSet::new();
+    for node in &nodes {
+        let component: Vec<String> = nodes
+            .iter()
+            .filter(|other| reach[*node].contains(**other) && reach[**other].contains(*node))
+            .map(|other| (*other).clone())
+            .collect();
+        if component.len() > 1 {
+            components.insert(component);
+        }
+    }
+    components.into_iter().collect()
+}
+
+#[test]
+fn the_files_of_one_folder_import_each_other_without_a_cycle() {
+    let arrows = sibling_arrows();
+    let mut folders: BTreeMap<&Vec<String>, BTreeSet<(String, String)>> = BTreeMap::new();
+    for (folder, from, to) in arrows.keys() {
+        folders
+            .entry(folder)
+            .or_default()
+            .insert((from.clone(), to.clone()));
+    }
+    let mut found = BTreeMap::new();
+    for (folder, graph) in &folders {
+        for cycle in cycles(graph) {
+            let name = format!(
+                "{}: {}",
+                if folder.is_empty() {
+                    "crate".to_owned()
+                } else {
+                    folder.join("::")
+                },
+                cycle.join(", ")
+            );
+            let places: Vec<String> = arrows
+                .iter()
+                .filter(|((one, from, to), _)| {
+                    one == *folder && cycle.contains(from) && cycle.contains(to)
+                })
+                .map(|((_, from, to), places)| format!("  {from} -> {to}: {}", places.join(", ")))
+                .collect();
+            found.insert(name, places);
+        }
+    }
+    let cycles: Vec<String> = found
+        .iter()
+        .map(|(name, places)| format!("{name}\n{}", places.join("\n")))
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "files that import each other:\n{}",
+        cycles.join("\n")
+    );
+    // The scan is alive: it sees serve's request path above its record.
+    assert!(arrows.contains_key(&(
+        vec!["serve".to_owned()],
+        "journal".to_owned(),
+        "served".to_owned()
+    )));
+}
+
+#[test]
+fn the_file_scan_reads_super_self_and_grouped_paths() {
+    let module = ["serve".to_owned(), "http".to_owned()];
+    assert_eq!(
+        imported_paths(
+            "use super::{decision::admit, reply::{begin, error}};",
+            &module
+        ),
+        [
+            vec!["serve", "decision", "admit"],
+            vec!["serve", "reply", "begin"],
+            vec!["serve", "reply", "error"]
+        ]
+    );
+    assert_eq!(
+        imported_paths("let x = super::super::stats::mean(y);", &module),
+        [vec!["stats", "mean"]]
+    );
+    assert_eq!(
+        imported_paths(
+            "use self::journal::Journal; use crate::records;",
+            &module[..1]
+        ),
+        [vec!["serve", "journal", "Journal"], vec!["records"]]
+    );
+    let arrows: BTreeSet<(String, String)> = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]
+        .iter()
+        .map(|(from, to)| ((*from).to_owned(), (*to).to_owned()))
+        .collect();
+    assert_eq!(cycles(&arrows), [vec!["a", "b", "c"]]);
 }

@@ -14,7 +14,7 @@ use crate::schema::{
     AuditRow, InputError, ReadOptions, RowLocation, SliceRows, read_audits, slice_rows,
 };
 
-use super::engine::CalibrateError;
+use super::error::CalibrateError;
 
 /// The verdicts of a checked audit set, by row id: the human's verdicts and
 /// the weight each row counts with (1 / its inclusion probability).

@@ -1,13 +1,14 @@
 //! Runs a calibration: one pass over the file (hashed alongside), then each
 //! slice's sweep and selection, spread over the machine's cores.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::schema::{InputError, ReadError, ReadOptions, for_each_graded_batch_parallel};
+use crate::schema::{ReadError, ReadOptions, for_each_graded_batch_parallel};
 use crate::stats::{clopper_pearson_lower, min_rows_to_certify};
 
+use super::error::CalibrateError;
 use super::ingest::{Ingest, SliceData};
 use super::options::CalibrateOptions;
 use super::select::{Selection, frontier, select};
@@ -18,41 +19,6 @@ use crate::schema::{
     AuditDraw, AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
     FrontierPoint, HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
-
-#[derive(Debug, thiserror::Error)]
-pub enum CalibrateError {
-    #[error(transparent)]
-    Read(#[from] ReadError),
-
-    #[error(transparent)]
-    Input(#[from] InputError),
-
-    #[error(
-        "{}: the results carry audited_ok_* columns and --audits {} gives verdicts too; keep the audits in one place",
-        results.display(),
-        audits.display()
-    )]
-    AuditedTwice { results: PathBuf, audits: PathBuf },
-
-    #[error(
-        "{}: slice \"{slice}\" of the results has no audited rows; the draw takes rows from every slice, so the audit set is incomplete",
-        audits.display()
-    )]
-    UnauditedSlice { audits: PathBuf, slice: String },
-
-    #[error(
-        "{}: slice \"{slice}\" has no calibration rows once --holdout {fraction} is set aside; lower --holdout or merge the slice",
-        path.display()
-    )]
-    NothingToCalibrate {
-        path: PathBuf,
-        slice: String,
-        fraction: f64,
-    },
-
-    #[error("{}: {problem} (--order-from)", path.display())]
-    OrderFrom { path: PathBuf, problem: String },
-}
 
 /// Calibrates every slice of the graded results at `path`.
 pub fn calibrate(

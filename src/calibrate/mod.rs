@@ -21,6 +21,7 @@
 
 mod audits;
 mod engine;
+mod error;
 mod ingest;
 mod options;
 mod select;
@@ -29,7 +30,8 @@ mod terminal;
 mod tests;
 mod tiered;
 
-pub use engine::{CalibrateError, calibrate};
+pub use engine::calibrate;
+pub use error::CalibrateError;
 pub use options::CalibrateOptions;
 pub use select::{Selection, select};
 pub use terminal::render_table;

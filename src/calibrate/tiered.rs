@@ -20,7 +20,8 @@ use crate::schema::{
 };
 use crate::stats::{clopper_pearson_lower, max_certifiable_failures, min_rows_to_certify};
 
-use super::engine::{CalibrateError, document, in_parallel, slice_confidence};
+use super::engine::{document, in_parallel, slice_confidence};
+use super::error::CalibrateError;
 use super::options::CalibrateOptions;
 use crate::policy::thin;
 use crate::schema::GLOBAL_SLICE;

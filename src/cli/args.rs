@@ -1,11 +1,13 @@
 //! The command line's root: every command and where its flags are (each
 //! command's clap struct stands in its own file, beside its conversion
-//! into the stage's typed options).
+//! into the stage's typed options; but `demo`'s, which runs the command
+//! line itself and so stands above it).
+
+use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 use super::calibrate::CalibrateArgs;
-use super::demo::DemoArgs;
 use super::drift::DriftArgs;
 use super::evaluate::EvaluateArgs;
 use super::gate::{GateArgs, KeygenArgs, VerifyArgs};
@@ -95,31 +97,31 @@ pub enum Command {
     Man(ManArgs),
 }
 
-/// The graded results' score and slice columns, where a file names them
-/// otherwise.
 #[derive(Debug, Args)]
-pub struct ColumnArgs {
-    /// The file's name for the score column.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "score",
-        env = "ROUTEVAL_SCORE_COL"
-    )]
-    pub score_col: String,
+pub struct DemoArgs {
+    /// The demo data set: prompts.jsonl, routeval.toml, faults.toml, routes/.
+    /// Without it, the demo's own (embedded in the binary, the repository's
+    /// datasets/demo), written under --out/inputs.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
 
-    /// The file's name for the slice column.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "slice",
-        env = "ROUTEVAL_SLICE_COL"
-    )]
-    pub slice_col: String,
-}
+    /// The rubrics and prompt templates; without them, the embedded ones
+    /// (the repository's rubrics/), written under --out/inputs.
+    #[arg(long, value_name = "DIR")]
+    pub rubrics: Option<PathBuf>,
 
-impl ColumnArgs {
-    pub fn names(&self) -> crate::schema::ColumnNames {
-        crate::schema::ColumnNames::new(self.score_col.clone(), self.slice_col.clone())
-    }
+    /// Where the demo's run, tables, keys and configs go: a new or empty
+    /// directory, or one an earlier demo made (which it clears)
+    /// [default: runs/demo].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Where the report goes [default: `report` under --out when --out is
+    /// given, else reports/demo].
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// The quality target of every slice.
+    #[arg(long, value_name = "Q", default_value_t = 0.8)]
+    pub target: f64,
 }

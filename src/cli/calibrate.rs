@@ -13,7 +13,7 @@ use crate::schema::CALIBRATION_OUTPUT;
 use crate::schema::{AuditDraw, Holdout, Policy, Scope, TierTest};
 use crate::schema::{ReadOptions, Tiers, tiers_in_metadata};
 
-use super::args::ColumnArgs;
+use super::columns::ColumnArgs;
 use super::print::emit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -6,7 +6,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::Args;
 use clap::Parser;
 
 use crate::exit_codes::Outcome;
@@ -14,38 +13,9 @@ use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
 use crate::serve_sim::{FaultProfile, SimSettings, spawn};
 
-use super::args::Cli;
+use super::args::{Cli, DemoArgs};
 use super::demo_inputs::{INPUTS_DIR, write_inputs};
 use super::print::println;
-
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// The demo data set: prompts.jsonl, routeval.toml, faults.toml, routes/.
-    /// Without it, the demo's own (embedded in the binary, the repository's
-    /// datasets/demo), written under --out/inputs.
-    #[arg(long, value_name = "DIR")]
-    pub data: Option<PathBuf>,
-
-    /// The rubrics and prompt templates; without them, the embedded ones
-    /// (the repository's rubrics/), written under --out/inputs.
-    #[arg(long, value_name = "DIR")]
-    pub rubrics: Option<PathBuf>,
-
-    /// Where the demo's run, tables, keys and configs go: a new or empty
-    /// directory, or one an earlier demo made (which it clears)
-    /// [default: runs/demo].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-
-    /// Where the report goes [default: `report` under --out when --out is
-    /// given, else reports/demo].
-    #[arg(long, value_name = "DIR")]
-    pub report: Option<PathBuf>,
-
-    /// The quality target of every slice.
-    #[arg(long, value_name = "Q", default_value_t = 0.8)]
-    pub target: f64,
-}
 
 /// Runs one routeval command as the CLI would.
 fn step(title: &str, arguments: &[OsString]) -> anyhow::Result<Outcome> {

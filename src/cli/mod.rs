@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod columns;
 mod demo;
 mod demo_inputs;
 mod drift;
@@ -27,7 +28,7 @@ mod simulate;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 pub use args::{Cli, Command};
 pub use demo::{DEMO_MARKER, DEMO_OUTPUTS};
@@ -172,8 +173,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Replay(command) => replay::run(command),
         Command::Records(command) => records::run(command),
         Command::Sample(args) => sample::run(&args),
-        Command::Completions(args) => shell::completions(args.shell),
-        Command::Man(args) => shell::man(&args.command),
+        Command::Completions(args) => shell::completions(args.shell, Cli::command()),
+        Command::Man(args) => shell::man(&args.command, Cli::command()),
     }
 }
 

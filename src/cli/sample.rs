@@ -12,7 +12,7 @@ use crate::schema::{
     AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ReadOptions, audits_are_csv, audits_to_bytes,
 };
 
-use super::args::ColumnArgs;
+use super::columns::ColumnArgs;
 use super::print::println;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -289,12 +289,20 @@ mod tests {
     use crate::serve::BudgetSettings;
     use clap::Parser;
 
-    use crate::cli::args::{Cli, Command};
+    use super::{OutputArgs, ServeArgs};
+
+    /// `routeval serve`'s line: the global flags and serve's own.
+    #[derive(Debug, Parser)]
+    struct ServeLine {
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
 
     #[test]
     fn flags_become_options() {
-        let cli = Cli::try_parse_from([
-            "routeval",
+        let line = ServeLine::try_parse_from([
             "serve",
             "--config",
             "c.json",
@@ -309,10 +317,7 @@ mod tests {
             "127.0.0.1:0",
         ])
         .unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("serve")
-        };
-        let options = args.options(&cli.output).unwrap();
+        let options = line.serve.options(&line.output).unwrap();
         assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);

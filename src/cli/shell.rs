@@ -3,9 +3,7 @@
 //! cannot fall behind a flag.
 
 use clap::Args;
-use clap::CommandFactory;
 
-use super::args::Cli;
 use super::print::print;
 use crate::exit_codes::Outcome;
 
@@ -24,17 +22,21 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
+/// The completions of `command` (the whole command line) for `shell`.
+pub fn completions(
+    shell: clap_complete::Shell,
+    mut command: clap::Command,
+) -> anyhow::Result<Outcome> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "routeval", &mut script);
+    clap_complete::generate(shell, &mut command, "routeval", &mut script);
     print(&String::from_utf8(script)?)?;
     Ok(Outcome::Passed)
 }
 
-/// The page of `path` (`["replay", "fallback"]`), named `routeval-replay-fallback`;
-/// routeval's own without one.
-pub fn man(path: &[String]) -> anyhow::Result<Outcome> {
-    let mut command = Cli::command();
+/// The page of `path` (`["replay", "fallback"]`) of `command` (the whole
+/// command line), named `routeval-replay-fallback`; routeval's own without
+/// one.
+pub fn man(path: &[String], mut command: clap::Command) -> anyhow::Result<Outcome> {
     let mut name = "routeval".to_owned();
     for part in path {
         command = command

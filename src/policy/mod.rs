@@ -38,13 +38,12 @@ pub use row::GradedRow;
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use separation::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
 pub use serve::{
-    Latencies, Priced, Served, first_token_alone_ms, first_token_ms, serve, serve_alone,
-    serve_priced,
+    Latencies, Priced, first_token_alone_ms, first_token_ms, serve, serve_alone, serve_priced,
 };
 pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals, thin};
 pub use table::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 pub use tally::{Counts, Tally};
 pub use tiers::{
-    TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier, serve_at,
-    serve_tier,
+    Served, TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier,
+    serve_at, serve_tier,
 };

@@ -4,20 +4,8 @@
 
 use super::money::to_picodollars;
 use super::row::GradedRow;
-use super::tiers::{TieredOutcomes, serve_tier};
+use super::tiers::{Served, TieredOutcomes, serve_tier};
 use crate::schema::Policy;
-
-/// One row served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Served {
-    /// The served answer was acceptable.
-    pub ok: bool,
-    /// Picodollars spent on the row: every call the policy made for it.
-    pub cost: i64,
-    /// Cascade: the verifier accepted a wrong small answer, which escalation
-    /// can never repair.
-    pub false_accept: bool,
-}
 
 /// A row's costs in picodollars, converted once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

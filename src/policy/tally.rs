@@ -2,7 +2,7 @@
 //! until they are rendered as the rates of [`Metrics`].
 
 use super::money::to_usd;
-use super::serve::Served;
+use super::tiers::Served;
 use crate::schema::Metrics;
 use crate::stats::{clopper_pearson_lower, percentile};
 

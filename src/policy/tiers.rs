@@ -3,8 +3,19 @@
 //! non-final stage, and what serving it there costs. The two-tier
 //! [`serve`](super::serve) is this with k = 2.
 
-use super::serve::Served;
 use crate::schema::{Policy, escalates};
+
+/// One row served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// The served answer was acceptable.
+    pub ok: bool,
+    /// Picodollars spent on the row: every call the policy made for it.
+    pub cost: i64,
+    /// Cascade: the verifier accepted a wrong small answer, which escalation
+    /// can never repair.
+    pub false_accept: bool,
+}
 
 /// One row's outcomes over k tiers, cheapest first, costs in picodollars.
 #[derive(Debug, Clone, Copy, PartialEq)]

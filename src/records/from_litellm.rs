@@ -29,7 +29,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::from_logs::{
+use super::log_fields::{
     Problem, at, for_each_object, last_user, messages_at, number_at, required, text_at,
     timestamp_at, tokens_at,
 };
@@ -375,7 +375,7 @@ pub fn spend_row(
         after_start("completionStartTime")?.filter(|ttft| record.total_ms != Some(*ttft));
     record.cost_usd = number_at(object, "spend")?;
     record.finish_reason = text_at(object, "response.choices.0.finish_reason")
-        .or_else(|| super::from_logs::first_choice_finish(object, "response"))
+        .or_else(|| super::log_fields::first_choice_finish(object, "response"))
         .map(Cow::Owned);
     // A proxy storing prompts may write `messages: "{}"` and keep the
     // request under `proxy_server_request`.

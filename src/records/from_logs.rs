@@ -7,14 +7,19 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::fields::FieldNames;
 use super::from_litellm::{BilledAttempts, Deployments, spend_row, standard_records};
-use super::read::{FieldNames, Record, check_values, for_each_record, parse_timestamp};
+use super::log_fields::{
+    Problem, at, first_choice_finish, for_each_object, last_user, messages_at, number_at, required,
+    text_at, timestamp_at, tokens_at,
+};
+use super::read::{Record, check_values, for_each_record};
 use super::reason::Reason;
 use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
 use super::write::RecordsWriter;
 use crate::schema::InputError;
-use crate::schema::{Format, RowLocation};
+use crate::schema::RowLocation;
 
 /// Where the records come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,207 +284,6 @@ impl UniqueIds {
             }
         }
     }
-}
-
-/// Each row of a JSON-lines or CSV file as a JSON object (CSV cells as
-/// strings, empty ones left out).
-pub fn for_each_object(
-    path: &Path,
-    mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), InputError>,
-) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    match Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
-        Format::JsonLines => crate::schema::for_each_line(
-            path,
-            |error| unreadable(error.to_string()),
-            |number, line| {
-                let location = RowLocation::Line(number);
-                let object: serde_json::Map<String, Value> =
-                    serde_json::from_slice(line).map_err(|error| InputError::Malformed {
-                        path: path.to_owned(),
-                        location,
-                        problem: format!("not a JSON object: {error}"),
-                    })?;
-                visit(location, &object)
-            },
-        ),
-        Format::Csv => crate::schema::for_each_csv_record(
-            path,
-            unreadable,
-            |location, problem| InputError::Malformed {
-                path: path.to_owned(),
-                location,
-                problem,
-            },
-            |headers, location, record| {
-                let object = headers
-                    .iter()
-                    .zip(record.iter())
-                    .filter(|(_, cell)| !cell.is_empty())
-                    .map(|(header, cell)| (header.to_owned(), Value::String(cell.to_owned())))
-                    .collect();
-                visit(location, &object)
-            },
-        ),
-        Format::Parquet => Err(unreadable(
-            "this format is read from JSON lines or CSV".to_owned(),
-        )),
-    }
-}
-
-pub(super) type Problem = (String, String);
-
-/// The value at a dotted path; a JSON text met on the way (CSV cells,
-/// LiteLLM's `metadata` column) is parsed and followed.
-pub(super) fn at<'a>(
-    object: &'a serde_json::Map<String, Value>,
-    path: &str,
-) -> Option<Cow<'a, Value>> {
-    let mut parts = path.split('.');
-    let mut value: Cow<'a, Value> = Cow::Borrowed(object.get(parts.next()?)?);
-    for part in parts {
-        let next = match value {
-            Cow::Borrowed(Value::String(text)) => {
-                let parsed: Value = serde_json::from_str(text).ok()?;
-                step(&parsed, part).cloned().map(Cow::Owned)
-            }
-            Cow::Owned(Value::String(text)) => {
-                let parsed: Value = serde_json::from_str(&text).ok()?;
-                step(&parsed, part).cloned().map(Cow::Owned)
-            }
-            Cow::Borrowed(inner) => step(inner, part).map(Cow::Borrowed),
-            Cow::Owned(inner) => step(&inner, part).cloned().map(Cow::Owned),
-        };
-        value = next?;
-    }
-    (!value.is_null()).then_some(value)
-}
-
-/// One step of a path: a key of an object, or an index of an array.
-pub(super) fn step<'a>(value: &'a Value, part: &str) -> Option<&'a Value> {
-    match value {
-        Value::Array(items) => items.get(part.parse::<usize>().ok()?),
-        other => other.get(part),
-    }
-}
-
-pub(super) fn text_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<String> {
-    match at(object, path)?.as_ref() {
-        Value::String(text) if !text.trim().is_empty() => Some(text.clone()),
-        Value::Number(number) => Some(number.to_string()),
-        _ => None,
-    }
-}
-
-pub(super) fn number_at(
-    object: &serde_json::Map<String, Value>,
-    path: &str,
-) -> Result<Option<f64>, Problem> {
-    match at(object, path).as_deref() {
-        None => Ok(None),
-        Some(Value::Number(number)) => Ok(number.as_f64()),
-        Some(Value::String(text)) => text
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| (path.to_owned(), format!("{text:?} is not a number"))),
-        Some(other) => Err((path.to_owned(), format!("{other} is not a number"))),
-    }
-}
-
-pub(super) fn tokens_at(
-    object: &serde_json::Map<String, Value>,
-    path: &str,
-) -> Result<Option<u64>, Problem> {
-    match number_at(object, path)? {
-        // Beyond 1e15 a count is a unit or parsing error, and a cast would
-        // saturate it silently.
-        Some(value) if value > 1e15 && value.is_finite() => Err((
-            path.to_owned(),
-            format!("{value} tokens is more than any request has (at most 1e15)"),
-        )),
-        Some(value) if value >= 0.0 && value.fract() == 0.0 => Ok(Some(value as u64)),
-        Some(value) => Err((
-            path.to_owned(),
-            format!("{value} is not a whole number of tokens"),
-        )),
-        None => Ok(None),
-    }
-}
-
-pub(super) fn required(
-    object: &serde_json::Map<String, Value>,
-    path: &str,
-) -> Result<String, Problem> {
-    text_at(object, path).ok_or_else(|| (path.to_owned(), "missing".to_owned()))
-}
-
-pub(super) fn timestamp_at(
-    object: &serde_json::Map<String, Value>,
-    path: &str,
-) -> Result<Option<i64>, Problem> {
-    match at(object, path).as_deref() {
-        None => Ok(None),
-        Some(Value::Number(number)) => number.as_i64().map(Some).ok_or_else(|| {
-            (
-                path.to_owned(),
-                format!("{number} is not epoch milliseconds"),
-            )
-        }),
-        Some(Value::String(text)) => parse_timestamp(text)
-            .map(Some)
-            .map_err(|problem| (path.to_owned(), problem)),
-        Some(other) => Err((path.to_owned(), format!("{other} is not a timestamp"))),
-    }
-}
-
-/// The last user message of an OpenAI chat conversation.
-pub(super) fn last_user(messages: &Value) -> Option<String> {
-    messages.as_array()?.iter().rev().find_map(|message| {
-        (message.get("role")?.as_str()? == "user").then(|| match message.get("content")? {
-            Value::String(text) => Some(text.clone()),
-            // Content parts: their text, joined.
-            Value::Array(parts) => Some(
-                parts
-                    .iter()
-                    .filter_map(|part| part.get("text")?.as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
-            _ => None,
-        })?
-    })
-}
-
-pub(super) fn messages_at(object: &serde_json::Map<String, Value>, path: &str) -> Option<Value> {
-    let value = at(object, path)?.into_owned();
-    match value {
-        Value::String(text) => serde_json::from_str(&text).ok(),
-        other => Some(other),
-    }
-    .filter(Value::is_array)
-}
-
-pub(super) fn first_choice_finish(
-    object: &serde_json::Map<String, Value>,
-    response: &str,
-) -> Option<String> {
-    let response = at(object, response)?.into_owned();
-    let response = match response {
-        Value::String(text) => serde_json::from_str(&text).ok()?,
-        other => other,
-    };
-    Some(
-        response
-            .get("choices")?
-            .get(0)?
-            .get("finish_reason")?
-            .as_str()?
-            .to_owned(),
-    )
 }
 
 /// One OpenAI-style log line: `request.model` (the route and logical

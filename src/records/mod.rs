@@ -6,8 +6,10 @@
 //! `drift --records` and `sample` read it.
 
 mod columns;
+mod fields;
 mod from_litellm;
 mod from_logs;
+mod log_fields;
 mod read;
 mod reason;
 mod redact;
@@ -16,11 +18,13 @@ mod schema;
 mod write;
 
 pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
+pub use fields::{FieldNames, parse_timestamp};
 pub use from_litellm::Deployments;
 pub use from_logs::{
-    ImportFormat, ImportOptions, Imported, UniqueIds, for_each_object, import_into, import_records,
+    ImportFormat, ImportOptions, Imported, UniqueIds, import_into, import_records,
 };
-pub use read::{FieldNames, Record, fold_records, for_each_record, parse_timestamp, record_parts};
+pub use log_fields::for_each_object;
+pub use read::{Record, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;
 pub use schema::{

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
 
-use super::read::{FieldNames, parse_timestamp, whole_milliseconds, whole_milliseconds_of};
+use super::fields::{FieldNames, parse_timestamp, whole_milliseconds, whole_milliseconds_of};
 use super::schema::field::*;
 use super::schema::{RECORD_COLUMNS, RecordKind};
 

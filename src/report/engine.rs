@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
-use super::html::{ReportInputs, insert_before_body_end, render};
+use super::html::render;
+use super::kit::{ReportInputs, insert_before_body_end};
 use super::markdown::summary;
 use super::{
     Change, ChangeRows, REPORT_HTML_OUTPUT, REPORT_SUMMARY_OUTPUT, RecordsDocuments,

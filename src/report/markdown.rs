@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::html::ReportInputs;
+use super::kit::ReportInputs;
 use crate::markdown::{code, text};
 use crate::schema::{CalibrationDocument, GateReport};
 
@@ -90,7 +90,7 @@ fn tiered_summary(out: &mut String, calibration: &CalibrationDocument) {
         "**Calibration of {} tiers** ({} {}, target {}{}):\n",
         tiers.len(),
         calibration.policy.name(),
-        text(&super::html::tier_path(calibration)),
+        text(&super::kit::tier_path(calibration)),
         calibration.target,
         calibration
             .confidence
@@ -102,7 +102,7 @@ fn tiered_summary(out: &mut String, calibration: &CalibrationDocument) {
         "| slice | n | thresholds | quality | $/1k req | served {} |\n|---|---:|---:|---:|---:|---:|",
         text(&tiers.join(" / "))
     );
-    for row in super::html::tiered_rows(calibration) {
+    for row in super::kit::tiered_rows(calibration) {
         let cells: Vec<String> = row.iter().map(|cell| text(cell)).collect();
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }

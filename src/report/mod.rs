@@ -14,6 +14,7 @@ mod change;
 mod curves;
 mod engine;
 mod html;
+mod kit;
 mod markdown;
 mod records;
 mod replay;
@@ -57,7 +58,8 @@ pub const REPORT_SUMMARY_OUTPUT: crate::atomic::OutputKind = crate::atomic::Outp
 pub use change::{Change, ChangeRows, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
 pub use engine::{ReportOptions, Written, report};
-pub use html::{ReportInputs, render};
+pub use html::render;
+pub use kit::ReportInputs;
 pub use markdown::summary;
 pub use records::{RecordsDocuments, records_page, records_section, records_summary};
 pub use replay::{replay_page, replay_summary};

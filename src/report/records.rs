@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::{BLUE, GREY, ORANGE, table};
+use super::kit::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
 use crate::markdown::{code, text};
 use crate::schema::FallbackDocument;
@@ -214,7 +214,7 @@ pub fn records_section(out: &mut String, documents: &RecordsDocuments) {
 
 /// A report of records alone.
 pub fn records_page(title: &str, documents: &RecordsDocuments) -> String {
-    super::html::page(title, |out| records_section(out, documents))
+    super::kit::page(title, |out| records_section(out, documents))
 }
 
 /// The records' lines of the Markdown summary.

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::{BLUE, GREY, ORANGE, table};
+use super::kit::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
 use crate::markdown::{code, text};
 use crate::schema::ReplayDocument;
@@ -234,7 +234,7 @@ fn calibration_section(out: &mut String, calibration: &crate::schema::replay::Ca
 
 /// A report of the replay alone, for teams with no graded results.
 pub fn replay_page(title: &str, replay: &ReplayDocument) -> String {
-    super::html::page(title, |out| replay_section(out, replay))
+    super::kit::page(title, |out| replay_section(out, replay))
 }
 
 /// The replay's lines of the Markdown summary.

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::curves::SliceCurves;
-use super::html::{
+use super::kit::{
     BLUE, GREEN, GREY, ORANGE, PURPLE, RED, ReportInputs, TABLE_ROWS, TEAL, curve_points, table,
     threshold_text, tier_path,
 };

@@ -12,6 +12,7 @@
 
 mod check;
 mod config;
+mod constraint;
 mod error;
 mod serving;
 mod signature;
@@ -23,6 +24,7 @@ pub use config::{
     ConfigRef, Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA,
     TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
+pub use constraint::Constraint;
 pub use error::RouteError;
 pub use serving::{
     BUILTIN_ROUTER_FORMAT, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
@@ -33,8 +35,7 @@ pub use signature::{
     verify as verify_signature,
 };
 pub use table::{
-    Constraint, Fallback, ResolvedTable, Route, RouteBreaker, RouteHedge, RouteTable, RouteTier,
-    Tier,
+    Fallback, ResolvedTable, Route, RouteBreaker, RouteHedge, RouteTable, RouteTier, Tier,
 };
 pub use thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 pub use verify::{

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::table::Constraint;
+use super::constraint::Constraint;
 use super::thresholds::ResolvedPolicy;
 
 /// The header a request's slice is read from unless the table says otherwise.

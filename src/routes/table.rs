@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::schema::{CalibrationDocument, Policy as CalibratedPolicy, Threshold};
 
+use super::constraint::Constraint;
 use super::error::RouteError;
 use super::serving::ServingSpec;
 use super::thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
@@ -231,19 +232,6 @@ impl RouteBreaker {
 pub struct Fallback {
     pub route: String,
     pub to: Vec<String>,
-}
-
-/// Rules for one slice (or `"*"`, every slice) that filter the routes before
-/// anything is ranked.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Constraint {
-    /// Regions requests of the slice may be served in (residency).
-    #[serde(default)]
-    pub regions: Option<Vec<String>>,
-    /// Routes the slice may use.
-    #[serde(default)]
-    pub routes: Option<Vec<String>>,
 }
 
 /// A candidate route table as written in `routes/*.toml`.

@@ -3,13 +3,12 @@
 //! that names it), compiled once at load so a bad pattern is reported before
 //! anything is graded.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use regex::Regex;
 
 use super::extract::{ChoiceFinder, final_number, value};
-use super::spec::{NumberComparison, RubricFile};
+use super::spec::NumberComparison;
 use crate::rubric::PromptTemplate;
 use crate::schema::Message;
 
@@ -92,7 +91,7 @@ pub struct Rubric {
     pub name: String,
     pub description: Option<String>,
     pub path: PathBuf,
-    check: Check,
+    pub(super) check: Check,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -437,34 +436,6 @@ fn pairwise_verdict(at: &str, judged: Judged<'_>) -> Verdict {
 }
 
 impl Rubric {
-    pub fn from_toml(path: &Path, text: &str) -> Result<Rubric, RubricError> {
-        let invalid = |message: String| RubricError::Invalid {
-            path: path.to_owned(),
-            message,
-        };
-        let file: RubricFile = toml::from_str(text)
-            .map_err(|error| invalid(crate::toml_message::one_line(&error.to_string())))?;
-        if file.name.trim().is_empty() {
-            return Err(invalid("name is empty".to_owned()));
-        }
-        let base = path.parent().unwrap_or(Path::new("."));
-        let check = super::compile::compile(&file.check, "check", base).map_err(invalid)?;
-        Ok(Rubric {
-            name: file.name,
-            description: file.description,
-            path: path.to_owned(),
-            check,
-        })
-    }
-
-    pub fn load(path: &Path) -> Result<Rubric, RubricError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RubricError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Rubric::from_toml(path, &text)
-    }
-
     /// Grades `answer` against the prompt's `reference`; `llm_judge` checks
     /// fail as not judged.
     pub fn grade(&self, answer: &str, reference: Option<&str>) -> Verdict {
@@ -512,47 +483,12 @@ impl Rubric {
     }
 }
 
-/// Every `*.toml` rubric in `directory`, by name.
-pub fn load_rubrics(directory: &Path) -> Result<BTreeMap<String, Rubric>, RubricError> {
-    let entries = std::fs::read_dir(directory).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            RubricError::Missing {
-                path: directory.to_owned(),
-            }
-        } else {
-            RubricError::Io {
-                path: directory.to_owned(),
-                source,
-            }
-        }
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "toml")
-        })
-        .collect();
-    paths.sort();
-    let mut rubrics: BTreeMap<String, Rubric> = BTreeMap::new();
-    for path in paths {
-        let rubric = Rubric::load(&path)?;
-        if let Some(other) = rubrics.get(&rubric.name) {
-            return Err(RubricError::Duplicate {
-                path,
-                name: rubric.name,
-                other: other.path.clone(),
-            });
-        }
-        rubrics.insert(rubric.name.clone(), rubric);
-    }
-    Ok(rubrics)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::rubric::load_rubrics;
 
     fn rubric(text: &str) -> Rubric {
         Rubric::from_toml(Path::new("r.toml"), text).unwrap()

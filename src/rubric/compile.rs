@@ -1,16 +1,85 @@
-//! A rubric's checks as written (`spec`) compiled into the checks that
-//! grade (`checks::Check`): every pattern, schema, template and reference
-//! checked once, at load, so a bad one is reported before anything is
-//! graded, naming where it sits.
+//! A rubric's file and checks as written (`spec`) compiled into the rubric
+//! that grades (`checks::Check`): every pattern, schema, template and
+//! reference checked once, at load, so a bad one is reported before
+//! anything is graded, naming where it sits.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-use super::checks::Check;
+use super::checks::{Check, Rubric, RubricError};
 use super::extract::ChoiceFinder;
-use super::spec::{CheckSpec, WeightedSpec};
+use super::spec::{CheckSpec, RubricFile, WeightedSpec};
 use crate::rubric::PromptTemplate;
+
+impl Rubric {
+    pub fn from_toml(path: &Path, text: &str) -> Result<Rubric, RubricError> {
+        let invalid = |message: String| RubricError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let file: RubricFile = toml::from_str(text)
+            .map_err(|error| invalid(crate::toml_message::one_line(&error.to_string())))?;
+        if file.name.trim().is_empty() {
+            return Err(invalid("name is empty".to_owned()));
+        }
+        let base = path.parent().unwrap_or(Path::new("."));
+        let check = compile(&file.check, "check", base).map_err(invalid)?;
+        Ok(Rubric {
+            name: file.name,
+            description: file.description,
+            path: path.to_owned(),
+            check,
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Rubric, RubricError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RubricError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Rubric::from_toml(path, &text)
+    }
+}
+
+/// Every `*.toml` rubric in `directory`, by name.
+pub fn load_rubrics(directory: &Path) -> Result<BTreeMap<String, Rubric>, RubricError> {
+    let entries = std::fs::read_dir(directory).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            RubricError::Missing {
+                path: directory.to_owned(),
+            }
+        } else {
+            RubricError::Io {
+                path: directory.to_owned(),
+                source,
+            }
+        }
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "toml")
+        })
+        .collect();
+    paths.sort();
+    let mut rubrics: BTreeMap<String, Rubric> = BTreeMap::new();
+    for path in paths {
+        let rubric = Rubric::load(&path)?;
+        if let Some(other) = rubrics.get(&rubric.name) {
+            return Err(RubricError::Duplicate {
+                path,
+                name: rubric.name,
+                other: other.path.clone(),
+            });
+        }
+        rubrics.insert(rubric.name.clone(), rubric);
+    }
+    Ok(rubrics)
+}
 
 pub(super) fn compile(spec: &CheckSpec, at: &str, base: &Path) -> Result<Check, String> {
     let nested = |checks: &[CheckSpec], kind: &str| -> Result<Vec<Check>, String> {

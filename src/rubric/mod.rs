@@ -14,7 +14,8 @@ mod prompt;
 mod spec;
 mod verifier;
 
-pub use checks::{Judged, PAIRWISE_BASE, Rubric, RubricError, Verdict, load_rubrics};
+pub use checks::{Judged, PAIRWISE_BASE, Rubric, RubricError, Verdict};
+pub use compile::load_rubrics;
 pub use extract::{ChoiceFinder, final_number};
 pub use judgement::{judgement_verdict, pairwise_judgement, verdict_for_check};
 pub use prompt::PromptTemplate;

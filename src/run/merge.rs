@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::engine::Shard;
+use super::settings::Shard;
 use super::store::merge_sorted;
 use crate::atomic::{Named, Output, check_outputs};
 use crate::schema::RESPONSES_FILE;

@@ -10,11 +10,13 @@ mod journal;
 mod merge;
 mod prepare;
 mod progress;
+mod settings;
 mod store;
 mod writer;
 
 pub use connect::Connection;
-pub use engine::{Endpoints, RunSettings, RunSummary, Shard, TierSummary, execute};
+pub use engine::{Endpoints, RunSummary, TierSummary, execute};
 pub use merge::merge_runs;
 pub use prepare::{Prepared, prepare};
+pub use settings::{RunSettings, Shard};
 pub use store::merge_sorted;

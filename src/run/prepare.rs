@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use super::engine::{RunSettings, verified_pairs};
 use super::journal::{Recovered, recover};
+use super::settings::{RunSettings, verified_pairs};
 use super::store::{Done, scan};
 use crate::atomic::run_directory::LOCK as LOCK_FILE;
 use crate::client::RunConfig;

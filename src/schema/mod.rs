@@ -9,6 +9,7 @@
 //! cost or a duplicate id. `docs/schema.md` documents the same columns, and a
 //! test holds the two together.
 
+mod assemble;
 mod audits;
 pub mod calibration;
 mod call_tier;
@@ -37,6 +38,7 @@ mod scores;
 mod tiered;
 mod write;
 
+pub use assemble::{ColumnNames, MAX_COST_USD, ReadOptions};
 pub use audits::{
     AUDIT_COLUMNS, AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, AUDITS_SCHEMA_VERSION, AuditRow,
     SliceRows, audits_are_csv, audits_to_bytes, read_audits, slice_rows,
@@ -82,8 +84,7 @@ pub use metrics::Metrics;
 pub use pin::floating_alias;
 pub use policy::{Policy, escalates};
 pub use read::{
-    ColumnNames, FileSummary, GradedTable, MAX_COST_USD, ReadOptions, for_each_graded_batch,
-    for_each_graded_batch_parallel, read_graded,
+    FileSummary, GradedTable, for_each_graded_batch, for_each_graded_batch_parallel, read_graded,
 };
 pub use read_text::UniqueKeys;
 pub use replay::{

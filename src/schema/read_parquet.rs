@@ -13,9 +13,9 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::GradedBatch;
+use super::assemble::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 use super::error::ReadError;
 use super::graded::{Column, ColumnKind, Present, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
-use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 
 /// Row counts of the file's row groups.
 pub(super) fn row_groups(path: &Path) -> Result<Vec<u64>, ReadError> {

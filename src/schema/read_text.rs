@@ -10,9 +10,9 @@ use arrow::array::{ArrayRef, BooleanBuilder, Float64Builder, StringBuilder};
 use arrow::datatypes::{DataType, Field};
 use serde_json::Value;
 
+use super::assemble::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 use super::error::ReadError;
 use super::graded::{Column, ColumnKind, GradedBatch, Present, RowLocation};
-use super::read::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 
 pub(super) fn read_csv(
     path: &Path,

@@ -16,9 +16,9 @@ use std::path::Path;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array};
 use arrow::datatypes::DataType;
 
+use super::assemble::{ColumnNames, MAX_COST_USD};
 use super::error::ReadError;
 use super::graded::{Column, GradedBatch};
-use super::read::{ColumnNames, MAX_COST_USD};
 
 /// Parquet key-value metadata naming a file's tiers, cheapest first,
 /// comma-separated.

@@ -13,8 +13,9 @@ use parquet::file::properties::WriterProperties;
 use arrow::datatypes::{Field, Schema};
 use arrow::record_batch::RecordBatch;
 
+use super::assemble::ColumnNames;
 use super::graded::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, TWO_TIER_SCHEMA_VERSION};
-use super::read::{ColumnNames, GradedTable};
+use super::read::GradedTable;
 use super::tiered::{TIERS_KEY, Tiers};
 use crate::atomic::Staged;
 

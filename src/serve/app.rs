@@ -13,11 +13,12 @@ use crate::records::{Reason, Refusal};
 
 use super::admission::Admission;
 use super::deployed::Deployed;
-use super::journal::{Journal, ServedRecord};
+use super::journal::Journal;
 use super::keys::Keys;
 use super::log::{Level, Log};
 use super::metrics::Metrics;
 use super::resilience::Resilience;
+use super::served::ServedRecord;
 
 /// What every request shares.
 pub struct App {
@@ -104,7 +105,7 @@ impl App {
     /// before serve called a route, or serve failed while answering):
     /// written all the same, so no request goes unrecorded.
     pub(super) fn finish_unfinished(&self, record: ServedRecord) {
-        if record.finish_reason.as_deref() == Some(super::ledger::SERVE_ERROR) {
+        if record.finish_reason.as_deref() == Some(super::served::SERVE_ERROR) {
             self.log
                 .event(
                     Level::Error,
@@ -112,7 +113,7 @@ impl App {
                     format!(
                         "serve failed while answering request {:?}: its record is written as {}",
                         record.id,
-                        super::ledger::SERVE_ERROR
+                        super::served::SERVE_ERROR
                     ),
                 )
                 .field("request_id", record.id.clone())
@@ -151,7 +152,9 @@ impl App {
     }
 
     fn observe(&self, record: &ServedRecord) {
-        record.trace.finish(record);
+        record
+            .trace
+            .finish(&record.record, record.tenant.as_deref());
         self.metrics.request(record, record.tenant.as_deref());
         let broken = matches!(
             record.finish_reason.as_deref(),

@@ -21,10 +21,10 @@ use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
 use super::app::App;
 use super::deployed::Deployed;
-use super::journal::ServedRecord;
 use super::keys::Identity;
-use super::ledger::CLIENT_DISCONNECTED;
 use super::reply::{begin, error, refuse};
+use super::served::CLIENT_DISCONNECTED;
+use super::served::ServedRecord;
 
 /// The schema of `POST /v1/route`'s answer.
 pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;

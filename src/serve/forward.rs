@@ -22,8 +22,8 @@ use super::answer::Answer;
 use super::app::{App, Timeouts};
 use super::assemble::Assembly;
 use super::deployed::Upstream;
-use super::journal::ServedRecord;
-use super::ledger::CLIENT_DISCONNECTED;
+use super::served::CLIENT_DISCONNECTED;
+use super::served::ServedRecord;
 use super::sse::{Framer, Malformed, error_event};
 
 /// The estimated tokens of a conversation's contents, as `run` estimates a

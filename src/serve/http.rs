@@ -21,10 +21,10 @@ use super::app::App;
 use super::decision::{admit, routes_of};
 use super::deployed::Deployed;
 use super::forward::message_tokens;
-use super::journal::ServedRecord;
 use super::keys::Identity;
 use super::metrics::{BudgetGauges, Gauges, RecordsGauges};
 use super::reply::{begin, error, overloaded, refuse};
+use super::served::ServedRecord;
 use super::stage::{Stage, StageCall};
 
 /// `POST /v1/chat/completions`.

@@ -17,8 +17,8 @@ use axum::response::Response;
 use crate::records::{Reason, Refusal};
 
 use super::app::{App, RequestId};
-use super::ledger::Ledger;
 use super::reply::{begin, error, refuse};
+use super::served::Ledger;
 
 /// The header that names a request, in both directions and upstream.
 pub const REQUEST_ID: &str = "x-request-id";

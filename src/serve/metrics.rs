@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-use super::journal::ServedRecord;
 use super::resilience::BreakerReport;
+use super::served::ServedRecord;
 use crate::records::{Reason, Status};
 
 /// Upper bounds of the first-token histogram, in seconds.

@@ -23,11 +23,11 @@ mod http;
 mod journal;
 mod keys;
 mod layers;
-mod ledger;
 mod log;
 mod metrics;
 mod reply;
 mod resilience;
+mod served;
 mod sse;
 mod stage;
 mod trace;
@@ -49,10 +49,11 @@ pub use app::Timeouts;
 pub use connections::{ConnectionLimits, default_max_connections};
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
 pub use deployed::{Deployed, LoadError, Sources, load};
-pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, ServedRecord};
+pub use journal::{LOCK as RECORDS_LOCK, MAX_UNCOMMITTED};
 pub use keys::{Identity, Keys};
 pub use log::{LOG_SCHEMA_VERSION, Level as LogLevel, LogFormat, LogSettings};
 pub use metrics::MAX_SLICE_LABELS;
+pub use served::ServedRecord;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;

@@ -15,8 +15,8 @@ use crate::records::{Reason, Status};
 use super::admission::Full;
 use super::app::{App, id_of};
 use super::deployed::Deployed;
-use super::journal::ServedRecord;
-use super::ledger::{Ledger, Ledgered};
+use super::served::ServedRecord;
+use super::served::{Ledger, Ledgered};
 
 /// An OpenAI-style error body.
 pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str) -> Response {

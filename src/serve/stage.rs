@@ -34,9 +34,9 @@ use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
     read_events,
 };
-use super::journal::ServedRecord;
 use super::log::Level;
 use super::reply::{error, overloaded, refuse, refused_as_recorded};
+use super::served::ServedRecord;
 use super::sse::Framer;
 
 /// One route's turn at a request: the only one, or a cascade's stage.

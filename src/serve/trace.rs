@@ -19,7 +19,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
 
-use super::journal::ServedRecord;
+use crate::records::Record;
 
 /// The W3C trace context headers.
 const PROPAGATED: [&str; 2] = ["traceparent", "tracestate"];
@@ -162,8 +162,9 @@ impl RequestTrace {
         }
     }
 
-    /// Ends the request's span with what its record says.
-    pub fn finish(&self, record: &ServedRecord) {
+    /// Ends the request's span with what its record says, and the tenant
+    /// of its key.
+    pub fn finish(&self, record: &Record<'_>, tenant: Option<&str>) {
         let Some((_, context)) = &self.traced else {
             return;
         };
@@ -193,7 +194,10 @@ impl RequestTrace {
                     .as_ref()
                     .map(|model| model.to_string().into()),
             ),
-            ("routeval.tenant", record.tenant.clone().map(Into::into)),
+            (
+                "routeval.tenant",
+                tenant.map(|tenant| tenant.to_owned().into()),
+            ),
             (
                 "gen_ai.response.model",
                 record.model.as_ref().map(|model| model.to_string().into()),

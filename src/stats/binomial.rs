@@ -18,6 +18,24 @@ pub fn certifies(p_value: f64, delta: f64) -> bool {
     p_value <= delta * (1.0 + P_VALUE_SLACK)
 }
 
+/// P(Bin(m, θ) ≥ k), from the regularised incomplete beta function, which
+/// stays accurate far into the tail.
+pub fn binomial_upper_tail(m: u64, theta: f64, k: u64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > m {
+        return 0.0;
+    }
+    if theta >= 1.0 {
+        return 1.0;
+    }
+    if theta <= 0.0 {
+        return 0.0;
+    }
+    beta_reg(k as f64, (m - k) as f64 + 1.0, theta)
+}
+
 /// P(Bin(n, p) ≤ k).
 pub fn binomial_cdf(n: u64, p: f64, k: u64) -> f64 {
     if k >= n {

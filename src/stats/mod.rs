@@ -13,13 +13,14 @@ mod shift;
 mod stratified;
 
 pub use binomial::{
-    P_VALUE_SLACK, binomial_cdf, certifies, clopper_pearson_interval, clopper_pearson_lower,
-    clopper_pearson_lower_real, max_certifiable_failures, min_rows_to_certify,
+    P_VALUE_SLACK, binomial_cdf, binomial_upper_tail, certifies, clopper_pearson_interval,
+    clopper_pearson_lower, clopper_pearson_lower_real, max_certifiable_failures,
+    min_rows_to_certify,
 };
 pub use multiplicity::{alarms, benjamini_hochberg, holm};
 pub use paired::{
-    Paired, PairedTest, Verdict as PairedVerdict, binomial_upper_tail, detectable_regression,
-    mean_difference_interval, worse_by_more_than,
+    Paired, PairedTest, Verdict as PairedVerdict, detectable_regression, mean_difference_interval,
+    worse_by_more_than,
 };
 pub use percentile::{nearest_rank, percentile};
 pub use ppi::Corrected;

@@ -27,8 +27,8 @@
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
-use statrs::function::beta::beta_reg;
 
+use super::binomial::binomial_upper_tail;
 use super::paired_score::{score_p_value, score_rejection_rate};
 
 /// The outcomes of the same rows under the baseline and the candidate.
@@ -78,24 +78,6 @@ pub struct PairedTest {
     /// p_c − p_b and its interval.
     pub difference: f64,
     pub interval: (f64, f64),
-}
-
-/// P(Bin(m, θ) ≥ k), from the regularised incomplete beta function, which
-/// stays accurate far into the tail.
-pub fn binomial_upper_tail(m: u64, theta: f64, k: u64) -> f64 {
-    if k == 0 {
-        return 1.0;
-    }
-    if k > m {
-        return 0.0;
-    }
-    if theta >= 1.0 {
-        return 1.0;
-    }
-    if theta <= 0.0 {
-        return 0.0;
-    }
-    beta_reg(k as f64, (m - k) as f64 + 1.0, theta)
 }
 
 /// The smallest regression beyond the margin the power is judged against.

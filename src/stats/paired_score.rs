@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::paired::binomial_upper_tail;
+use super::binomial::binomial_upper_tail;
 
 /// Points of the first pass over the discordance.
 const GRID: usize = 40;

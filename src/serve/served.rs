@@ -1,4 +1,5 @@
-//! Each request for a decision leaves exactly one record, whatever
+//! A served request's record, and the ledger that sees it written exactly
+//! once. Each request for a decision leaves exactly one record, whatever
 //! happened to it. The `record_once` layer opens a [`Ledger`] for the
 //! request; the request's record carries it, and finishing the record
 //! closes it. A record finished a second time is not written again, and a
@@ -11,15 +12,84 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::records::Status;
-
-use super::journal::ServedRecord;
+use crate::records::{Record, Status};
 
 /// What an unfinished request's record says ended it when serve failed.
 pub const SERVE_ERROR: &str = "serve_error";
 
 /// What it says when the client's connection went first.
 pub const CLIENT_DISCONNECTED: &str = "client_disconnected";
+
+/// A served request: its record (the one record type every importer
+/// builds too), and what serve keeps beside it that is no records column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedRecord {
+    pub record: Record<'static>,
+    /// The tenant of the request's key, for `/metrics` and the log.
+    pub tenant: Option<String>,
+    /// The request's trace, ended with its record.
+    pub trace: super::trace::RequestTrace,
+    /// The request's ledger, closed when its record is written.
+    pub ledger: Ledgered,
+}
+
+impl std::ops::Deref for ServedRecord {
+    type Target = Record<'static>;
+
+    fn deref(&self) -> &Record<'static> {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for ServedRecord {
+    fn deref_mut(&mut self) -> &mut Record<'static> {
+        &mut self.record
+    }
+}
+
+impl ServedRecord {
+    /// A request's record before anything is known of it but its arrival.
+    pub fn arrived(id: String, timestamp_ms: i64, logical_model: &str) -> ServedRecord {
+        let mut record = Record::new(
+            id,
+            timestamp_ms,
+            "-".to_owned(),
+            "-".to_owned(),
+            crate::records::Status::Error,
+        );
+        record.logical_model = Some(logical_model.to_owned().into());
+        ServedRecord {
+            record,
+            tenant: None,
+            trace: super::trace::RequestTrace::default(),
+            ledger: Ledgered::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl ServedRecord {
+    /// An answered request's record, `id` of `slice`, for unit tests.
+    pub(super) fn for_test(id: &str, slice: &str) -> ServedRecord {
+        let mut served = ServedRecord::arrived(id.to_owned(), 1_764_000_000_000, "m");
+        let record = &mut served.record;
+        record.slice = slice.to_owned().into();
+        record.route = "a".into();
+        record.reason = Some(crate::records::Reason::Routed {
+            tier: "small".to_owned(),
+        });
+        record.status = crate::records::Status::Ok;
+        record.input_tokens = Some(3);
+        record.cached_input_tokens = Some(0);
+        record.output_tokens = Some(2);
+        record.ttft_ms = Some(10.0);
+        record.total_ms = Some(20.0);
+        record.cost_usd = Some(0.5);
+        record.config_version = Some(1);
+        record.config_sha256 = Some("0".repeat(64).into());
+        served
+    }
+}
 
 type Unfinished = Box<dyn Fn(ServedRecord) + Send + Sync>;
 

@@ -1,0 +1,41 @@
+//! Why a calibration stops: each error names the file, the slice or the
+//! flag.
+
+use std::path::PathBuf;
+
+use crate::schema::{InputError, ReadError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+
+    #[error(transparent)]
+    Input(#[from] InputError),
+
+    #[error(
+        "{}: the results carry audited_ok_* columns and --audits {} gives verdicts too; keep the audits in one place",
+        results.display(),
+        audits.display()
+    )]
+    AuditedTwice { results: PathBuf, audits: PathBuf },
+
+    #[error(
+        "{}: slice \"{slice}\" of the results has no audited rows; the draw takes rows from every slice, so the audit set is incomplete",
+        audits.display()
+    )]
+    UnauditedSlice { audits: PathBuf, slice: String },
+
+    #[error(
+        "{}: slice \"{slice}\" has no calibration rows once --holdout {fraction} is set aside; lower --holdout or merge the slice",
+        path.display()
+    )]
+    NothingToCalibrate {
+        path: PathBuf,
+        slice: String,
+        fraction: f64,
+    },
+
+    #[error("{}: {problem} (--order-from)", path.display())]
+    OrderFrom { path: PathBuf, problem: String },
+}
