@@ -33,7 +33,7 @@ mod stage;
 mod trace;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -264,51 +264,8 @@ fn serve_logged(
         started_ms,
     });
     ready(address, &app.current());
-    {
-        let deployed = app.current();
-        log.event(
-            log::Level::Info,
-            "started",
-            format!(
-                "serving {} ({} version {}) on http://{address}/v1",
-                deployed.config.table.logical_model,
-                deployed.config.config_id,
-                deployed.config.version
-            ),
-        )
-        .field("config_id", deployed.config.config_id.clone())
-        .field("config_version", deployed.config.version)
-        .field("config_sha256", deployed.sha256.clone())
-        .field("expires_at", deployed.config.expires_at.clone())
-        .field("listen", address.to_string())
-        .field("records", options.records.display().to_string())
-        .emit();
-    }
-    // The routes that need a key, then the ones that do not: the probes,
-    // the metrics and the 404 that says what is served.
-    let keyed = axum::Router::new()
-        .route("/v1/chat/completions", post(http::chat))
-        .route("/v1/route", post(decision::route))
-        .route("/v1/models", get(http::models))
-        .route("/v1/models/{id}", get(http::model))
-        .route_layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            layers::authenticate,
-        ))
-        .route_layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            layers::record_once,
-        ));
-    let router = keyed
-        .route("/metrics", get(http::metrics))
-        .route("/healthz", get(http::healthz))
-        .route("/readyz", get(http::readyz))
-        .fallback(http::not_served)
-        .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            layers::request_id,
-        ))
-        .with_state(app.clone());
+    log_started(log, &app.current(), address, &options.records);
+    let router = request_path(&app);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let watcher = tokio::spawn(watch(
@@ -345,6 +302,55 @@ fn serve_logged(
     )
     .emit();
     Ok(())
+}
+
+/// The `started` line: what is served, where, and where its records go.
+fn log_started(log: &log::Log, deployed: &Deployed, address: SocketAddr, records: &Path) {
+    log.event(
+        log::Level::Info,
+        "started",
+        format!(
+            "serving {} ({} version {}) on http://{address}/v1",
+            deployed.config.table.logical_model, deployed.config.config_id, deployed.config.version
+        ),
+    )
+    .field("config_id", deployed.config.config_id.clone())
+    .field("config_version", deployed.config.version)
+    .field("config_sha256", deployed.sha256.clone())
+    .field("expires_at", deployed.config.expires_at.clone())
+    .field("listen", address.to_string())
+    .field("records", records.display().to_string())
+    .emit();
+}
+
+/// The request path: the routes that need a key, behind the record's
+/// ledger and authentication, then the ones that do not (the probes, the
+/// metrics and the 404 that says what is served), every one behind the
+/// request id.
+fn request_path(app: &Arc<app::App>) -> axum::Router {
+    let keyed = axum::Router::new()
+        .route("/v1/chat/completions", post(http::chat))
+        .route("/v1/route", post(decision::route))
+        .route("/v1/models", get(http::models))
+        .route("/v1/models/{id}", get(http::model))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            layers::authenticate,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            layers::record_once,
+        ));
+    keyed
+        .route("/metrics", get(http::metrics))
+        .route("/healthz", get(http::healthz))
+        .route("/readyz", get(http::readyz))
+        .fallback(http::not_served)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            layers::request_id,
+        ))
+        .with_state(app.clone())
 }
 
 /// The line an expired config gets: at a start with `--expired start`, and
