@@ -367,25 +367,28 @@ fn imported_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
             base.pop();
             tail = after;
         }
-        // The path's segments up to a group or its end.
-        loop {
-            let segment = identifier_at(tail);
-            if segment.is_empty() {
-                break;
-            }
-            base.push(segment.to_owned());
-            tail = &tail[segment.len()..];
-            match tail.strip_prefix("::") {
-                Some(after) if !after.starts_with('{') => tail = after,
-                _ => break,
-            }
-        }
-        match tail.strip_prefix("::{").or_else(|| tail.strip_prefix('{')) {
+        match extend_path(&mut base, tail) {
             Some(group) => paths.extend(use_group(&base, group)),
             None => paths.push(base),
         }
     }
     paths
+}
+
+/// Pushes the segments of the path `text` starts with (`a::b::c`) onto
+/// `path`; the text after the `{` of the group it goes on into, if it does.
+fn extend_path<'t>(path: &mut Vec<String>, mut text: &'t str) -> Option<&'t str> {
+    loop {
+        if let Some(group) = text.strip_prefix('{') {
+            return Some(group);
+        }
+        let segment = identifier_at(text);
+        if segment.is_empty() {
+            return None;
+        }
+        path.push(segment.to_owned());
+        text = text[segment.len()..].strip_prefix("::")?;
+    }
 }
 
 /// The paths of a `{...}` group's items (the text after its `{`), nested
@@ -411,20 +414,7 @@ fn use_group(base: &[String], group: &str) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for item in items {
         let mut path = base.to_vec();
-        let mut rest = item.trim();
-        loop {
-            let segment = identifier_at(rest);
-            if segment.is_empty() {
-                break;
-            }
-            path.push(segment.to_owned());
-            rest = &rest[segment.len()..];
-            match rest.strip_prefix("::") {
-                Some(after) => rest = after,
-                None => break,
-            }
-        }
-        match rest.strip_prefix('{') {
+        match extend_path(&mut path, item.trim()) {
             Some(inner) => paths.extend(use_group(&path, inner)),
             None if item.trim().is_empty() => {}
             None => paths.push(path),
