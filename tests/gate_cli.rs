@@ -376,7 +376,7 @@ fn report_keys_are_pinned() {
         &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(json["schema_version"], 5);
+    assert_eq!(json["schema_version"], 6);
     assert_eq!(
         keys(&json),
         BTreeSet::from([

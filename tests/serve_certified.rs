@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common::{
-    KEY, Pipeline, base_url, column, repo, routeval, start_serve, start_sim, write_keys,
+    Pipeline, ask_all, base_url, column, repo, routeval, start_serve, start_sim, write_keys,
 };
 
 /// The demo's generator: `scale` times the demo's 300 prompts, drawn with
@@ -109,43 +109,22 @@ fn served_escalations(
         records,
         &["--trust-slice-header"],
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = routeval::client::http_client(32).unwrap();
-    let url = served.url("/v1/chat/completions");
-    let routes: Vec<(String, String)> = runtime.block_on(async {
-        let mut routes = Vec::with_capacity(prompts.len());
-        for chunk in prompts.chunks(32) {
-            let answers = chunk.iter().map(|prompt| {
-                let slice = prompt["slice"].as_str().unwrap().to_owned();
-                let request = client
-                    .post(&url)
-                    .bearer_auth(KEY)
-                    .header("x-routeval-slice", &slice)
-                    .json(&json!({
-                        "model": "support-assistant",
-                        "messages": [{"role": "user", "content": prompt["prompt"]}],
-                        "max_tokens": 64,
-                    }))
-                    .send();
-                async move {
-                    let response = request.await.unwrap();
-                    assert_eq!(response.status(), 200);
-                    let route = response.headers()["x-routeval-route"]
-                        .to_str()
-                        .unwrap()
-                        .to_owned();
-                    response.bytes().await.unwrap();
-                    (slice, route)
-                }
-            });
-            routes.extend(futures_util::future::join_all(answers).await);
-        }
-        routes
-    });
+    // Each request under an id of its own: the prompt's place in the list.
+    let requests: Vec<(String, String, String)> = prompts
+        .iter()
+        .enumerate()
+        .map(|(index, prompt)| {
+            (
+                format!("new-{index}"),
+                prompt["slice"].as_str().unwrap().to_owned(),
+                prompt["prompt"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let answered = ask_all(&served, &requests);
+    let routes = requests
+        .iter()
+        .map(|(id, slice, _)| (slice.clone(), answered[id].clone()));
     served.stop();
     let mut counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (slice, route) in routes {

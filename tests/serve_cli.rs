@@ -94,6 +94,8 @@ struct RouteDecision {
     tier: Option<String>,
     routes: Vec<String>,
     score: Option<f64>,
+    propensity: f64,
+    draw: String,
     thresholds: Vec<routeval::schema::Threshold>,
     verifier: Option<String>,
     reason: String,
@@ -333,6 +335,11 @@ fn what_the_gate_signed_is_what_serve_serves() {
                 routeval::serve::ROUTE_DECISION_SCHEMA_VERSION
             );
             assert_eq!(&decision.slice, slice);
+            // These configs do not explore: every decision is the policy's.
+            assert_eq!(
+                (decision.propensity, decision.draw.as_str()),
+                (1.0, "policy")
+            );
             assert!(
                 crate::common::undocumented_keys("## Route decisions", &[&answer.decision])
                     .is_empty(),

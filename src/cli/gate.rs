@@ -32,7 +32,7 @@ pub struct GateArgs {
         long,
         value_name = "FILE",
         requires = "baseline",
-        conflicts_with_all = ["candidates", "results", "calibration", "constraints", "target", "confidence", "familywise", "router", "dataset_sha256"]
+        conflicts_with_all = ["candidates", "results", "calibration", "constraints", "target", "confidence", "familywise", "router", "dataset_sha256", "production"]
     )]
     pub rollback_to: Option<PathBuf>,
 
@@ -46,6 +46,13 @@ pub struct GateArgs {
     /// with --pubkey and be of the candidates' logical model.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+
+    /// A candidate's estimates on the traffic the --baseline config served
+    /// (`routeval replay candidate --out`), one per candidate (repeatable):
+    /// each must meet the target there and not regress against the running
+    /// config, beside the offline checks.
+    #[arg(long, value_name = "FILE", requires = "baseline")]
+    pub production: Vec<PathBuf>,
 
     /// The public key --baseline was signed with (a `.pub` file or
     /// minisign's base64) [default: the `.pub` beside --key].
@@ -231,6 +238,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
         router: args.router,
         prompt_col: args.prompt_col,
         rubrics: args.rubrics,
+        production: args.production,
     })
 }
 

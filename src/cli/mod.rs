@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod candidate;
 mod columns;
 mod demo;
 mod demo_inputs;

@@ -35,6 +35,12 @@ pub enum ReplayCommand {
     /// quantile: first-token percentiles and the extra input tokens, by
     /// prompt length.
     Hedge(HedgeArgs),
+    /// Estimate a candidate route table on the traffic a signed config
+    /// served: its quality (inverse-propensity, self-normalised and doubly
+    /// robust, each with an empirical-Bernstein interval), cost and
+    /// escalation per slice, from serve's records, their propensities and
+    /// a label set of the logged answers.
+    Candidate(super::candidate::CandidateArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -274,6 +280,7 @@ pub fn run(command: ReplayCommand) -> anyhow::Result<Outcome> {
         ReplayCommand::Replicas(args) => replicas(&args),
         ReplayCommand::Fallback(args) => fallback(&args),
         ReplayCommand::Hedge(args) => hedge(&args),
+        ReplayCommand::Candidate(args) => super::candidate::run(&args),
     }
 }
 

@@ -7,9 +7,10 @@ use clap::{Args, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
-use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, sample};
+use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, draw_labels, sample};
 use crate::schema::{
-    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ReadOptions, audits_are_csv, audits_to_bytes,
+    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, LABEL_SET_OUTPUT, ReadOptions, audits_are_csv,
+    audits_to_bytes,
 };
 
 use super::columns::ColumnArgs;
@@ -30,8 +31,20 @@ pub struct SampleArgs {
     pub records: Option<PathBuf>,
 
     /// Prompts to take from each slice.
-    #[arg(long, value_name = "N", required_unless_present = "audit")]
+    #[arg(long, value_name = "N", required_unless_present_any = ["audit", "label_share"])]
     pub per_slice: Option<usize>,
+
+    /// Draw the label set of logged answers instead: each decision serve
+    /// recorded, on its own with probability Q, for `replay candidate
+    /// --labels`.
+    #[arg(long, value_name = "Q", conflicts_with_all = ["per_slice", "audit", "rubric", "since"], requires = "records", value_parser = share)]
+    pub label_share: Option<f64>,
+
+    /// With --label-share, when a judge labels: mark each drawn row, on its
+    /// own with probability A, for a person to audit; their verdicts
+    /// correct the judge's in `replay candidate`.
+    #[arg(long, value_name = "A", requires = "label_share", value_parser = share)]
+    pub audit_share: Option<f64>,
 
     /// Draw N graded rows per slice for a human to audit instead: from
     /// --results, stratified by score, each with its inclusion probability,
@@ -75,10 +88,24 @@ pub struct SampleArgs {
     pub out: PathBuf,
 }
 
+/// A share of records to draw: above 0 and at most 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value > 0.0 && value <= 1.0 => Ok(value),
+        _ => Err(format!("{text}: a share is above 0 and at most 1 (0.1)")),
+    }
+}
+
 /// What the command was asked to draw, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SampleRequest {
     Prompts(SampleOptions),
+    Labels {
+        records: PathBuf,
+        share: f64,
+        seed: u64,
+        audit: Option<f64>,
+    },
     Audits {
         results: PathBuf,
         read: ReadOptions,
@@ -115,6 +142,14 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
             },
         });
     }
+    if let (Some(records), Some(share)) = (&args.records, args.label_share) {
+        return Ok(SampleRequest::Labels {
+            records: records.clone(),
+            share,
+            seed: args.seed,
+            audit: args.audit_share,
+        });
+    }
     let (Some(records), Some(per_slice)) = (&args.records, args.per_slice) else {
         bail!("--records and --per-slice are needed, or --audit and --results");
     };
@@ -146,6 +181,12 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
 pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
     match request(args)? {
         SampleRequest::Prompts(options) => prompts(&options, &args.out),
+        SampleRequest::Labels {
+            records,
+            share,
+            seed,
+            audit,
+        } => labels(&records, (share, audit), seed, &args.out),
         SampleRequest::Audits {
             results,
             read,
@@ -192,6 +233,51 @@ fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<Outcome> {
         summary.without_prompt,
         summary.too_old,
         summary.redactions,
+        out.display()
+    ))?;
+    Ok(Outcome::Passed)
+}
+
+fn labels(
+    records: &Path,
+    (share, audit): (f64, Option<f64>),
+    seed: u64,
+    out: &Path,
+) -> anyhow::Result<Outcome> {
+    check_outputs(
+        &[Output::new(out, "--out", &LABEL_SET_OUTPUT)],
+        &[Named::new(records, "--records")],
+    )?;
+    let (rows, counts) = draw_labels(records, share, seed, audit)?;
+    if rows.is_empty() {
+        bail!(
+            "{}: no decision of serve was drawn ({} decisions at --label-share {share}); nothing written",
+            records.display(),
+            counts.values().map(|(decisions, _)| decisions).sum::<u64>()
+        );
+    }
+    let mut text = String::new();
+    for row in &rows {
+        text.push_str(&serde_json::to_string(row)?);
+        text.push('\n');
+    }
+    write_bytes_atomically(out, text.as_bytes())
+        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
+    let drawn: Vec<String> = counts
+        .iter()
+        .map(|(slice, (decisions, drawn))| format!("{slice} {drawn} of {decisions}"))
+        .collect();
+    let audited = rows.iter().filter(|row| row.audit == Some(true)).count();
+    let audit_line = match audit {
+        Some(audit) => format!(
+            "; {audited} of them drawn at {audit} for a person to audit: set audited_ok on each row with audit true"
+        ),
+        None => String::new(),
+    };
+    println(&format!(
+        "drew {} decisions to label ({}) at probability {share}, seed {seed}; wrote {}: set ok (true or false) on every row for the answer its route gave{audit_line}, then pass it to routeval replay candidate --labels",
+        rows.len(),
+        drawn.join(", "),
         out.display()
     ))?;
     Ok(Outcome::Passed)

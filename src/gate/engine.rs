@@ -19,12 +19,10 @@ use super::render::markdown;
 use super::rules::{RuleContext, check};
 use crate::digest::{sha256_file, sha256_hex};
 use crate::policy::regressions;
-use crate::policy::{TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
+use crate::policy::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
 use crate::router_model::{FEATURES_VERSION, Router};
 use crate::routes::ResolvedTable;
-use crate::routes::{
-    Provenance, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, Scorer, Serving, ServingInputs,
-};
+use crate::routes::{Provenance, RouteConfig, Scorer, Serving, ServingInputs};
 use crate::routes::{load_secret, sign};
 use crate::rubric::PromptTemplate;
 use crate::schema::GradedTable;
@@ -70,6 +68,9 @@ pub struct GateOptions {
     pub prompt_col: String,
     /// Where a cascade candidate's `[serving.verifier] template` is found.
     pub rubrics: PathBuf,
+    /// `replay candidate` documents of the candidates on the traffic the
+    /// `baseline` config served: the production checks.
+    pub production: Vec<PathBuf>,
 }
 
 /// The longest a signed config may live, in days: ten years keeps
@@ -328,6 +329,7 @@ struct Inputs {
     baseline: Option<(PathBuf, String, RouteConfig)>,
     /// `--router`, loaded, and its sha256.
     router: Option<(Router, String)>,
+    production: super::production::Production,
 }
 
 impl Inputs {
@@ -381,6 +383,11 @@ impl Inputs {
             }
             None => None,
         };
+        let production = super::production::Production::read(
+            &options.production,
+            baseline.as_ref().map(|(_, sha256, _)| sha256.as_str()),
+            options.confidence,
+        )?;
         Ok(Inputs {
             graded,
             results_sha256,
@@ -389,6 +396,7 @@ impl Inputs {
             slices,
             baseline,
             router,
+            production,
         })
     }
 }
@@ -502,6 +510,12 @@ fn candidate_tables(
         let tiered = tiered_rows(&options.results, &options.read, &resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
         let serving = pin_serving(options, inputs, &table, &resolved)?;
+        if !options.allow_unknown_slices
+            && let Ok(serving) = &serving
+        {
+            super::exploration::check_slices(serving, &inputs.slices)
+                .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
+        }
         let scores_certified = match (&serving, resolved.policy.score()) {
             (Ok(serving), Some(column)) => {
                 certified_scores(options, inputs, serving, column, &mut checked_columns)
@@ -650,8 +664,45 @@ fn score_candidates(
             ));
         }
     }
-    let mut candidates = Vec::new();
-    for candidate in tables {
+    let files: Vec<(&PathBuf, &str)> = tables
+        .iter()
+        .map(|candidate| (&candidate.path, candidate.sha256.as_str()))
+        .collect();
+    inputs.production.check_covers(&files)?;
+    let scoring = Scoring {
+        options,
+        inputs,
+        baseline: baseline_evaluation.as_ref(),
+        context: &context,
+        shared_warnings: &shared_warnings,
+    };
+    Ok(tables
+        .iter()
+        .map(|candidate| scoring.report(candidate))
+        .collect())
+}
+
+/// What every candidate is scored with.
+struct Scoring<'a> {
+    options: &'a GateOptions,
+    inputs: &'a Inputs,
+    baseline: Option<&'a Evaluation>,
+    context: &'a RuleContext<'a>,
+    shared_warnings: &'a [String],
+}
+
+impl Scoring<'_> {
+    /// One candidate's metrics, its paired comparison with the deployed
+    /// config, its exploration's price, its production evidence and the
+    /// rules it breaks.
+    fn report(&self, candidate: &Candidate) -> CandidateReport {
+        let Scoring {
+            options,
+            inputs,
+            context,
+            ..
+        } = *self;
+        let graded = &inputs.graded;
         let table = &candidate.table;
         let evaluation = evaluate(
             table,
@@ -660,7 +711,7 @@ fn score_candidates(
             options.confidence,
             candidate.tiered.as_ref(),
         );
-        let regressions = match &baseline_evaluation {
+        let regressions = match self.baseline {
             Some(baseline) => regressions(
                 &evaluation,
                 baseline,
@@ -669,7 +720,7 @@ fn score_candidates(
             ),
             None => Vec::new(),
         };
-        let (mut failures, mut warnings) = check(table, &evaluation, &regressions, &context);
+        let (mut failures, mut warnings) = check(table, &evaluation, &regressions, context);
         if let Err(open) = &candidate.serving {
             failures.push(Failure {
                 rule: Rule::Serving,
@@ -677,8 +728,24 @@ fn score_candidates(
                 message: format!("not deployable: {open}"),
             });
         }
-        warnings.extend(shared_warnings.iter().cloned());
-        candidates.push(CandidateReport {
+        let (exploration, costs_too_much) = super::exploration::priced(
+            table,
+            candidate.serving.as_ref().ok(),
+            &evaluation,
+            graded,
+            &candidate.scores,
+            candidate.tiered.as_ref(),
+        );
+        failures.extend(costs_too_much);
+        let (production, on_production) = inputs.production.judge(
+            &candidate.sha256,
+            options.target,
+            options.confidence,
+            options.max_regression,
+        );
+        failures.extend(on_production);
+        warnings.extend(self.shared_warnings.iter().cloned());
+        CandidateReport {
             file: candidate.path.display().to_string(),
             sha256: candidate.sha256.clone(),
             logical_model: table.logical_model.clone(),
@@ -690,9 +757,10 @@ fn score_candidates(
             slices: evaluation.slices,
             regressions,
             scores: candidate.scores_certified.clone(),
-        });
+            exploration,
+            production,
+        }
     }
-    Ok(candidates)
 }
 
 /// The cheapest candidate that passes every rule; ties go to the higher
@@ -724,6 +792,12 @@ fn named_inputs(options: &GateOptions) -> Vec<Named<'_>> {
     ] {
         inputs.extend(paths.iter().map(|path| Named::new(path, flag)));
     }
+    inputs.extend(
+        options
+            .production
+            .iter()
+            .map(|path| Named::new(path, "--production")),
+    );
     for (path, flag) in [
         (&options.baseline, "--baseline"),
         (&options.constraints, "--constraints"),
@@ -749,7 +823,7 @@ fn route_config(
     let mut metrics = vec![report.overall.clone()];
     metrics.extend(report.slices.iter().cloned());
     let mut config = RouteConfig {
-        schema: SERVING_ROUTE_CONFIG_SCHEMA.to_owned(),
+        schema: RouteConfig::schema_for(candidate.serving.as_ref().ok()).to_owned(),
         config_id: String::new(),
         version,
         parent_sha256: inputs
@@ -771,6 +845,7 @@ fn route_config(
             confidence: options.confidence,
             metrics,
             rollback_of: None,
+            exploration: report.exploration.clone(),
         },
     };
     mint_id(&mut config);

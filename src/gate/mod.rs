@@ -7,8 +7,10 @@
 
 mod deployed_scores;
 mod engine;
+mod exploration;
 mod litellm;
 mod outputs;
+mod production;
 mod render;
 mod rollback;
 mod rules;

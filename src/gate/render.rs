@@ -145,6 +145,22 @@ pub fn terminal(report: &GateReport) -> String {
         );
     }
     for candidate in &report.candidates {
+        if let Some(price) = exploration_text(candidate) {
+            let _ = writeln!(
+                out,
+                "exploration of {}: {price}",
+                file_name(&candidate.file)
+            );
+        }
+        if let Some(production) = production_text(candidate) {
+            let _ = writeln!(
+                out,
+                "production of {}: {production}",
+                file_name(&candidate.file)
+            );
+        }
+    }
+    for candidate in &report.candidates {
         for failure in &candidate.failures {
             let slice = failure
                 .slice
@@ -252,6 +268,76 @@ fn scores_lines(out: &mut String, report: &GateReport) {
     }
 }
 
+/// A candidate's production evidence in one sentence: its quality there and
+/// its difference from the running config, over all requests.
+fn production_text(candidate: &crate::schema::CandidateReport) -> Option<String> {
+    let production = candidate.production.as_ref()?;
+    let interval =
+        |estimate: &crate::schema::Estimate, sign: bool| match (estimate.lower, estimate.upper) {
+            (Some(lower), Some(upper)) if sign => {
+                format!("{:+.4} [{lower:+.4}, {upper:+.4}]", estimate.estimate)
+            }
+            (Some(lower), Some(upper)) => {
+                format!("{:.4} [{lower:.4}, {upper:.4}]", estimate.estimate)
+            }
+            _ if sign => format!("{:+.4}", estimate.estimate),
+            _ => format!("{:.4}", estimate.estimate),
+        };
+    Some(format!(
+        "quality {} (doubly robust) on {} requests of the running config, {} labelled; against the running config {} (paired)",
+        interval(&production.overall.quality, false),
+        production.requests,
+        production.labelled,
+        interval(&production.overall.quality_difference, true),
+    ))
+}
+
+/// What a candidate's exploration costs, in one sentence: the share, then
+/// the mean cost and quality before and while exploring.
+fn exploration_text(candidate: &crate::schema::CandidateReport) -> Option<String> {
+    let overall = candidate.exploration.first()?;
+    let own: Vec<String> = candidate.exploration[1..]
+        .iter()
+        .filter(|slice| slice.share != overall.share)
+        .map(|slice| format!("{} {:.2}%", slice.slice, slice.share * 100.0))
+        .collect();
+    let own = if own.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", own.join(", "))
+    };
+    Some(format!(
+        "{:.2}% of requests{own} answered at a tier drawn uniformly; mean cost {:.6} to {:.6} USD per request ({:+.2}%), quality {:.4} to {:.4}, at these rows",
+        overall.share * 100.0,
+        overall.mean_cost,
+        overall.mean_cost_exploring,
+        overall.added_cost_share * 100.0,
+        overall.quality,
+        overall.quality_exploring,
+    ))
+}
+
+fn exploration_lines(out: &mut String, report: &GateReport) {
+    for candidate in &report.candidates {
+        if let Some(price) = exploration_text(candidate) {
+            let _ = writeln!(
+                out,
+                "**Exploration of {}:** {}.\n",
+                code(&file_name(&candidate.file)),
+                text(&price)
+            );
+        }
+        if let Some(production) = production_text(candidate) {
+            let _ = writeln!(
+                out,
+                "**On production, {}:** {}.\n",
+                code(&file_name(&candidate.file)),
+                text(&production)
+            );
+        }
+    }
+}
+
 pub fn markdown(report: &GateReport) -> String {
     let mut out = markdown_head(report);
     change_first(&mut out, report);
@@ -280,6 +366,7 @@ pub fn markdown(report: &GateReport) -> String {
         _ => out.push_str("**No candidate passed.** Nothing was emitted.\n\n"),
     }
     scores_lines(&mut out, report);
+    exploration_lines(&mut out, report);
     for candidate in report
         .candidates
         .iter()

@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use crate::atomic::{Named, check_outputs};
 use crate::clock::{Clock, format_rfc3339};
-use crate::routes::{ConfigRef, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA, load_secret};
+use crate::routes::{ConfigRef, RouteConfig, load_secret};
 use crate::schema::{
     BaselineRef, CandidateReport, GATE_REPORT_SCHEMA_VERSION, GateReport, InputFile, Rollback,
 };
@@ -85,7 +85,7 @@ pub fn rollback(options: &RollbackOptions, clock: &dyn Clock) -> anyhow::Result<
         sha256: to_sha256.clone(),
     });
     let mut config = RouteConfig {
-        schema: SERVING_ROUTE_CONFIG_SCHEMA.to_owned(),
+        schema: RouteConfig::schema_for(to.serving.as_ref()).to_owned(),
         config_id: String::new(),
         version,
         parent_sha256: Some(deployed_sha256.clone()),
@@ -161,5 +161,7 @@ fn measured(path: &Path, sha256: &str, config: &RouteConfig) -> anyhow::Result<C
         slices: metrics.collect(),
         regressions: Vec::new(),
         scores: None,
+        exploration: config.provenance.exploration.clone(),
+        production: None,
     })
 }

@@ -12,6 +12,7 @@
 mod breaker;
 mod certify;
 mod decide;
+mod explore;
 mod money;
 mod regression;
 mod resilience;
@@ -28,6 +29,7 @@ pub use crate::schema::{Policy, escalates};
 pub use breaker::{Admit, Breaker, CallOutcome, State as BreakerState};
 pub use certify::{SequenceCertificate, certify_fixed_sequence, certify_in_order, fixed_sequence};
 pub use decide::{Plan, Refusal, allowed, applicable, plan};
+pub use explore::{Drawn, draw, price_table, propensity, tier_count};
 pub use money::{PICODOLLARS_PER_USD, to_picodollars, to_usd};
 pub use regression::regressions;
 pub use resilience::{

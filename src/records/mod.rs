@@ -28,7 +28,7 @@ pub use read::{Record, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;
 pub use schema::{
-    ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,
+    ATTEMPT_ID_SUFFIX, Draw, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,
     RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status,
 };
 pub use write::RecordsWriter;

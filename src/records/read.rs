@@ -12,7 +12,7 @@ use super::fields::FieldNames;
 use super::reason::Reason;
 use super::rows::{CsvRow, JsonRow, ParquetColumns, ParquetRow, Row};
 use super::schema::field::*;
-use super::schema::{RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Status};
+use super::schema::{Draw, RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Status};
 use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
 
@@ -46,6 +46,12 @@ pub struct Record<'a> {
     pub shadow_reason: Option<Reason>,
     pub shadow_score: Option<f64>,
     pub shadow_config_version: Option<u64>,
+    /// The probability the signed policy gave the tier the request went
+    /// to, and whether an exploration draw chose it (serve's records).
+    pub propensity: Option<f64>,
+    pub draw: Option<Draw>,
+    /// The route the decision chose, before any fallback.
+    pub decided_route: Option<Cow<'a, str>>,
 }
 
 impl Record<'static> {
@@ -83,6 +89,9 @@ impl Record<'static> {
             shadow_reason: None,
             shadow_score: None,
             shadow_config_version: None,
+            propensity: None,
+            draw: None,
+            decided_route: None,
         }
     }
 }
@@ -116,6 +125,9 @@ impl Record<'_> {
             shadow_reason: self.shadow_reason,
             shadow_score: self.shadow_score,
             shadow_config_version: self.shadow_config_version,
+            propensity: self.propensity,
+            draw: self.draw,
+            decided_route: self.decided_route.map(own),
         }
     }
 }
@@ -151,6 +163,9 @@ impl serde::Serialize for Record<'_> {
         object.serialize_field(name(SHADOW_REASON), &self.shadow_reason)?;
         object.serialize_field(name(SHADOW_SCORE), &self.shadow_score)?;
         object.serialize_field(name(SHADOW_CONFIG_VERSION), &self.shadow_config_version)?;
+        object.serialize_field(name(PROPENSITY), &self.propensity)?;
+        object.serialize_field(name(DRAW), &self.draw.map(Draw::name))?;
+        object.serialize_field(name(DECIDED_ROUTE), &self.decided_route)?;
         object.end()
     }
 }
@@ -216,6 +231,15 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
         shadow_reason: text(SHADOW_REASON)?.map(|text| Reason::from(&*text)),
         shadow_score: number(SHADOW_SCORE)?,
         shadow_config_version: version(SHADOW_CONFIG_VERSION)?,
+        propensity: number(PROPENSITY)?,
+        draw: match text(DRAW)? {
+            Some(draw) => Some(
+                Draw::parse(&draw)
+                    .ok_or_else(|| (field(DRAW), format!("{draw:?} is not policy or explore")))?,
+            ),
+            None => None,
+        },
+        decided_route: text(DECIDED_ROUTE)?,
     };
     check_values(&record).map_err(|(index, problem)| (field(index), problem))?;
     Ok(record)
@@ -243,6 +267,14 @@ pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
         && !score.is_finite()
     {
         return Err((SCORE, format!("{score} is not a finite number")));
+    }
+    if let Some(propensity) = record.propensity
+        && !(propensity > 0.0 && propensity <= 1.0)
+    {
+        return Err((
+            PROPENSITY,
+            format!("{propensity} is not a probability above 0 and at most 1"),
+        ));
     }
     for (index, tokens) in [
         (INPUT_TOKENS, record.input_tokens),

@@ -74,7 +74,7 @@ pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
 pub const HEDGE_ID_SUFFIX: &str = "-hedge-1";
 
 /// Every column, in the order routeval writes them.
-pub const RECORD_COLUMNS: [RecordColumn; 24] = [
+pub const RECORD_COLUMNS: [RecordColumn; 27] = [
     column(
         "id",
         TEXT,
@@ -189,6 +189,24 @@ pub const RECORD_COLUMNS: [RecordColumn; 24] = [
         false,
         "the version of the shadowed candidate's signed config",
     ),
+    column(
+        "propensity",
+        REAL,
+        false,
+        "the probability that the signed policy would send this request to the tier it went to, given its slice and score: 1 for a deterministic decision, below 1 under the config's `[serving.explore]` (`routeval serve`)",
+    ),
+    column(
+        "draw",
+        TEXT,
+        false,
+        "`policy` (the signed policy's tier) or `explore` (a tier drawn uniformly by the config's exploration)",
+    ),
+    column(
+        "decided_route",
+        TEXT,
+        false,
+        "the route the decision chose, before any fallback (a cascade: its first stage); `propensity` is this route's probability",
+    ),
 ];
 
 /// Each field's position in [`RECORD_COLUMNS`], for the readers.
@@ -217,6 +235,9 @@ pub(super) mod field {
     pub const SHADOW_REASON: usize = 21;
     pub const SHADOW_SCORE: usize = 22;
     pub const SHADOW_CONFIG_VERSION: usize = 23;
+    pub const PROPENSITY: usize = 24;
+    pub const DRAW: usize = 25;
+    pub const DECIDED_ROUTE: usize = 26;
 }
 
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -278,6 +299,31 @@ impl Status {
     }
 }
 
+/// How serve chose a request's tier: by the signed policy, or by an
+/// exploration draw the config signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Draw {
+    Policy,
+    Explore,
+}
+
+impl Draw {
+    pub fn name(self) -> &'static str {
+        match self {
+            Draw::Policy => "policy",
+            Draw::Explore => "explore",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Draw> {
+        match text.trim() {
+            "policy" => Some(Draw::Policy),
+            "explore" => Some(Draw::Explore),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +355,9 @@ mod tests {
             (field::SHADOW_REASON, "shadow_reason"),
             (field::SHADOW_SCORE, "shadow_score"),
             (field::SHADOW_CONFIG_VERSION, "shadow_config_version"),
+            (field::PROPENSITY, "propensity"),
+            (field::DRAW, "draw"),
+            (field::DECIDED_ROUTE, "decided_route"),
         ];
         assert_eq!(positions.len(), RECORD_COLUMNS.len());
         for (position, name) in positions {

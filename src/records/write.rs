@@ -13,7 +13,7 @@ use parquet::schema::types::ColumnPath;
 
 use super::read::Record;
 use super::reason::Reason;
-use super::schema::{RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::schema::{Draw, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 
 const BATCH: usize = 8192;
 const ROW_GROUP: usize = 1 << 16;
@@ -142,6 +142,9 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             reasons(&|row| row.shadow_reason.as_ref()),
             reals(&|row| row.shadow_score),
             counts(&|row| row.shadow_config_version),
+            reals(&|row| row.propensity),
+            texts(&|row| row.draw.map(Draw::name)),
+            texts(&|row| row.decided_route.as_deref()),
         ];
         self.written += rows.len() as u64;
         let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;

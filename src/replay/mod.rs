@@ -6,6 +6,7 @@
 //! fallbacks and hedged requests, replayed from request records. Each
 //! writes a versioned document that `report` renders.
 
+pub mod candidate;
 pub mod fallback;
 pub mod from_run;
 pub mod hedge;

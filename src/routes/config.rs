@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::routes::{ResolvedTable, Serving};
 
-use crate::schema::Metrics;
+use crate::schema::{ExplorationPrice, Metrics};
 
 pub const ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/2";
 
@@ -23,13 +23,20 @@ pub const TIERED_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/3";
 /// signs now says /4; /1 to /3 still verify, and serve names what they lack.
 pub const SERVING_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/4";
 
+/// The schema of a config that explores (`serving.explore`): a runtime of
+/// /4 would serve its policy without the exploration the gate priced and
+/// write records without propensities, so it says /5. Configs that do not
+/// explore stay /4.
+pub const EXPLORING_ROUTE_CONFIG_SCHEMA: &str = "routeval.route-config/5";
+
 /// Every route-config schema this build reads: /1 configs carry no per-policy
 /// score column and read as `score`.
-const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 4] = [
+const KNOWN_ROUTE_CONFIG_SCHEMAS: [&str; 5] = [
     "routeval.route-config/1",
     ROUTE_CONFIG_SCHEMA,
     TIERED_ROUTE_CONFIG_SCHEMA,
     SERVING_ROUTE_CONFIG_SCHEMA,
+    EXPLORING_ROUTE_CONFIG_SCHEMA,
 ];
 
 fn known_schema<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -82,6 +89,10 @@ pub struct Provenance {
     /// serving block and measurements this one signs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<ConfigRef>,
+    /// What the signed exploration costs at the gate's measurements: all
+    /// rows, then each slice (route-config/5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exploration: Vec<ExplorationPrice>,
 }
 
 /// A signed config by its version and its file's sha256.
@@ -93,6 +104,16 @@ pub struct ConfigRef {
 }
 
 impl RouteConfig {
+    /// The schema a config the gate signs with `serving` says: /5 when it
+    /// explores, else /4.
+    pub fn schema_for(serving: Option<&Serving>) -> &'static str {
+        if serving.is_some_and(|serving| serving.explore.is_some()) {
+            EXPLORING_ROUTE_CONFIG_SCHEMA
+        } else {
+            SERVING_ROUTE_CONFIG_SCHEMA
+        }
+    }
+
     /// The file's bytes: RFC 8785 canonical JSON.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         serde_json_canonicalizer::to_vec(self).expect("a route config always serialises")

@@ -21,13 +21,13 @@ mod thresholds;
 mod verify;
 
 pub use config::{
-    ConfigRef, Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig, SERVING_ROUTE_CONFIG_SCHEMA,
-    TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
+    ConfigRef, EXPLORING_ROUTE_CONFIG_SCHEMA, Provenance, ROUTE_CONFIG_SCHEMA, RouteConfig,
+    SERVING_ROUTE_CONFIG_SCHEMA, TIERED_ROUTE_CONFIG_SCHEMA, signature_path,
 };
 pub use constraint::Constraint;
 pub use error::RouteError;
 pub use serving::{
-    BUILTIN_ROUTER_FORMAT, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
+    BUILTIN_ROUTER_FORMAT, Explore, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
     ServingInputs, ServingSpec, SliceSource, TenantLimit, UnknownSlice, VerdictScore, VerifierSpec,
 };
 pub use signature::{

@@ -133,7 +133,7 @@ pub struct PinnedVerifier {
 }
 
 /// A candidate's `[serving]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServingSpec {
     #[serde(default)]
@@ -151,6 +151,68 @@ pub struct ServingSpec {
     /// name).
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantLimit>,
+    /// Exploration: a share of requests answered at a tier drawn uniformly.
+    #[serde(default)]
+    pub explore: Option<Explore>,
+}
+
+/// `[serving.explore]`: the share of requests serve answers at a tier drawn
+/// uniformly among the plan's tiers instead of the policy's, so every
+/// tier's outcome is observed on production traffic with a known
+/// probability. The gate prices it and signs it; serve never explores more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Explore {
+    /// The share of every slice's requests that explores.
+    pub share: f64,
+    /// Shares of their own for some slices.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slices: BTreeMap<String, f64>,
+    /// The most exploring may add to the policy's mean cost per request,
+    /// as a share of it (`0.05`: 5%), at the gate's measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_added_cost: Option<f64>,
+}
+
+impl Explore {
+    /// The share of `slice`'s requests that explores.
+    pub fn share_for(&self, slice: &str) -> f64 {
+        self.slices.get(slice).copied().unwrap_or(self.share)
+    }
+
+    /// Each share in [0, 1) and the cost bound non-negative, or the one
+    /// that is not.
+    fn check(&self, policy: &ResolvedPolicy) -> Result<(), String> {
+        if !matches!(
+            policy,
+            ResolvedPolicy::Predictive { .. } | ResolvedPolicy::PredictiveTiers { .. }
+        ) {
+            return Err(format!(
+                "[serving.explore]: exploration answers a request at one tier drawn instead of the policy's, which a predictive policy has; a {} policy has none to draw",
+                policy.kind()
+            ));
+        }
+        let valid = |share: f64| (0.0..1.0).contains(&share);
+        if !valid(self.share) {
+            return Err(format!(
+                "[serving.explore] share = {}: a share is at least 0 and below 1",
+                self.share
+            ));
+        }
+        if let Some((slice, share)) = self.slices.iter().find(|(_, share)| !valid(**share)) {
+            return Err(format!(
+                "[serving.explore.slices] {slice:?} = {share}: a share is at least 0 and below 1"
+            ));
+        }
+        if let Some(bound) = self.max_added_cost
+            && !(bound.is_finite() && bound >= 0.0)
+        {
+            return Err(format!(
+                "[serving.explore] max_added_cost = {bound}: a share of the policy's cost is at least 0"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What one tenant may have at once: requests in flight, and tokens (each
@@ -166,7 +228,7 @@ pub struct TenantLimit {
 }
 
 /// The signed config's `serving` block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Serving {
     pub slice: SliceSource,
@@ -181,6 +243,9 @@ pub struct Serving {
     /// Admission limits per tenant.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tenants: BTreeMap<String, TenantLimit>,
+    /// The exploration the gate priced and signed (route-config/5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explore: Option<Explore>,
 }
 
 impl Serving {
@@ -290,17 +355,9 @@ impl ServingSpec {
                 max_tokens: spec.max_tokens,
             }),
         };
-        for (tenant, limit) in &self.tenants {
-            if limit.max_in_flight == Some(0) || limit.tpm == Some(0) {
-                return Err(format!(
-                    "[serving.tenants.{tenant}]: max_in_flight and tpm must be at least 1"
-                ));
-            }
-            if limit.max_in_flight.is_none() && limit.tpm.is_none() {
-                return Err(format!(
-                    "[serving.tenants.{tenant}] sets neither max_in_flight nor tpm"
-                ));
-            }
+        check_tenants(&self.tenants)?;
+        if let Some(explore) = &self.explore {
+            explore.check(policy)?;
         }
         Ok(Serving {
             slice: self.slice.clone(),
@@ -309,8 +366,26 @@ impl ServingSpec {
             verifier,
             constraints: inputs.constraints.cloned().unwrap_or_default(),
             tenants: self.tenants.clone(),
+            explore: self.explore.clone(),
         })
     }
+}
+
+/// Each tenant's limit sets something, and nothing to 0.
+fn check_tenants(tenants: &BTreeMap<String, TenantLimit>) -> Result<(), String> {
+    for (tenant, limit) in tenants {
+        if limit.max_in_flight == Some(0) || limit.tpm == Some(0) {
+            return Err(format!(
+                "[serving.tenants.{tenant}]: max_in_flight and tpm must be at least 1"
+            ));
+        }
+        if limit.max_in_flight.is_none() && limit.tpm.is_none() {
+            return Err(format!(
+                "[serving.tenants.{tenant}] sets neither max_in_flight nor tpm"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether the policy decides a slice it does not name.

@@ -12,11 +12,14 @@
 //! with the records.
 //!
 //! With `--audit N` it draws instead the graded rows a human should audit
-//! (`audit`).
+//! (`audit`); with `--label-share Q`, the served decisions whose logged
+//! answers a person or a judge labels for `replay candidate` (`labels`).
 
 mod audit;
+mod labels;
 
 pub use audit::{AuditOptions, draw_audits};
+pub use labels::{LabelCounts, draw_labels};
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};

@@ -5,13 +5,14 @@ use serde::{Deserialize, Serialize};
 
 use super::InputFile;
 
-use super::Metrics;
+use super::{ExplorationPrice, Metrics};
 use crate::stats::PairedVerdict;
 
-/// Version 4 added `rollback`; version 3 added `served` to the metrics of
+/// Version 6 added each exploring candidate's `exploration` price, its
+/// `production` evidence and their rules; version 5 added `scores`; version 4 added `rollback`; version 3 added `served` to the metrics of
 /// candidates over more than two tiers; version 2 added each candidate's
 /// `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 5;
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 6;
 
 /// What a gate writes as `gate-report.json`.
 pub const GATE_REPORT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -49,6 +50,17 @@ pub enum Rule {
     VersionMismatch,
     /// The candidate leaves open something serving it needs (`[serving]`).
     Serving,
+    /// Its `[serving.explore]` costs more than the bound it declares.
+    Exploration,
+    /// With `--production`: no estimate on production traffic was given
+    /// for it, so the production checks did not run.
+    Production,
+    /// Its quality on production traffic (the doubly-robust estimate; its
+    /// lower bound with `--confidence`) is below the target.
+    ProductionBelowTarget,
+    /// On production traffic it is worse than the running config by more
+    /// than `--max-regression` (shown at the confidence, with one).
+    ProductionRegression,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +132,40 @@ pub struct CandidateReport {
     /// Absent for other policies (and before version 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<CertifiedScores>,
+    /// A candidate that explores (`[serving.explore]`): what it costs at
+    /// these measurements, all rows then each slice (version 6 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exploration: Vec<ExplorationPrice>,
+    /// With `--production`: the candidate's estimates on the traffic the
+    /// running config served (version 6 on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub production: Option<ProductionEvidence>,
+}
+
+/// A `replay candidate` document the gate checked a candidate against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProductionEvidence {
+    pub file: String,
+    pub sha256: String,
+    /// The estimator the rules read: `dr`.
+    pub estimator: String,
+    pub requests: u64,
+    pub labelled: u64,
+    pub overall: ProductionQuality,
+    pub slices: Vec<ProductionQuality>,
+}
+
+/// One slice's production quality and its difference from the running
+/// config, each with its interval where the document gives one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProductionQuality {
+    pub slice: String,
+    pub requests: u64,
+    pub quality: super::Estimate,
+    pub running_quality: super::Estimate,
+    pub quality_difference: super::Estimate,
 }
 
 /// The scores a predictive candidate was measured and certified on.

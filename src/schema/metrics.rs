@@ -27,3 +27,21 @@ pub struct Metrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served: Option<Vec<f64>>,
 }
+
+/// What exploring a slice at `share` does to it, at the gate's
+/// measurements: the expected cost and quality of the exploring policy, and
+/// how far each moves from the policy's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplorationPrice {
+    pub slice: String,
+    pub n: u64,
+    pub share: f64,
+    /// Mean USD per request, the policy alone and exploring.
+    pub mean_cost: f64,
+    pub mean_cost_exploring: f64,
+    /// `mean_cost_exploring / mean_cost − 1`.
+    pub added_cost_share: f64,
+    pub quality: f64,
+    pub quality_exploring: f64,
+}

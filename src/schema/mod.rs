@@ -13,6 +13,7 @@ mod assemble;
 mod audits;
 pub mod calibration;
 mod call_tier;
+pub mod candidate_replay;
 mod dataset;
 pub mod drift;
 pub mod drift_records;
@@ -24,6 +25,7 @@ pub mod gate_report;
 pub mod graded;
 pub mod hedge;
 mod ids;
+mod labels;
 mod lines;
 mod manifest;
 mod metrics;
@@ -50,6 +52,10 @@ pub use calibration::{
     TierCertification, TierTest, TieredChoice, TieredPoint, audit_rows,
 };
 pub use call_tier::CallTier;
+pub use candidate_replay::{
+    CANDIDATE_REPLAY_OUTPUT, CANDIDATE_REPLAY_SCHEMA_VERSION, CandidateReplay, Estimate,
+    Estimators, LabelsUsed, LoggedBy, SliceEstimate,
+};
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift,
@@ -68,19 +74,24 @@ pub use fallback::{
 pub use format::Format;
 pub use gate_report::{
     BaselineRef, CandidateReport, CertifiedScores, Emitted, Failure, GATE_MARKDOWN_HEADER,
-    GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport, Rollback,
-    Rule, ScoresFrom, SliceRegression, comparison_rows,
+    GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport,
+    ProductionEvidence, ProductionQuality, Rollback, Rule, ScoresFrom, SliceRegression,
+    comparison_rows,
 };
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,
 };
 pub use hedge::{HEDGE_OUTPUT, HEDGE_SCHEMA_VERSION, HedgeDocument, HedgeRow};
 pub use ids::{DuplicateIds, id_hasher};
+pub use labels::{
+    LABEL_SET_OUTPUT, LABEL_SET_SCHEMA_VERSION, LabelRow, drawn_for_audit, drawn_for_label,
+    read_labels,
+};
 pub use lines::{for_each_csv_record, for_each_line};
 pub use manifest::{
     FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
 };
-pub use metrics::Metrics;
+pub use metrics::{ExplorationPrice, Metrics};
 pub use pin::floating_alias;
 pub use policy::{Policy, escalates};
 pub use read::{

@@ -44,6 +44,8 @@ pub struct App {
     pub timeouts: Timeouts,
     pub resilience: Resilience,
     pub requests: AtomicU64,
+    /// The random numbers of exploration draws.
+    pub draws: super::draws::Draws,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
     /// What a record keeps of the conversation.

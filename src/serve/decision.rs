@@ -14,20 +14,22 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 
-use crate::policy::{Plan, Refusal, applicable, plan};
-use crate::records::{self, Reason, Status};
+use crate::policy::{Plan, Refusal, applicable, draw, plan};
+use crate::records::{self, Draw, Reason, Status};
 use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
 use super::app::App;
 use super::deployed::Deployed;
+use super::draws::Draws;
 use super::keys::Identity;
 use super::reply::{begin, error, refuse};
 use super::served::CLIENT_DISCONNECTED;
 use super::served::ServedRecord;
 
-/// The schema of `POST /v1/route`'s answer.
-pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 1;
+/// The schema of `POST /v1/route`'s answer: version 2 added `propensity`
+/// and `draw`.
+pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 2;
 
 /// A request refused before any route is called: the response, the reason
 /// its record gives, and what ended it when it was not the request's fault.
@@ -54,6 +56,10 @@ pub(super) struct Decided {
     /// Predictive: the score and the tier it chose.
     pub score: Option<f64>,
     pub tier: usize,
+    /// The probability the config gives that tier, and whether an
+    /// exploration draw chose it.
+    pub propensity: f64,
+    pub draw: Draw,
     /// The routes the request's tenant may use: its fallbacks are these.
     pub allowed: Vec<String>,
     /// The tenant of the request's key.
@@ -122,7 +128,14 @@ fn decide(
     record.messages = request
         .get("messages")
         .map(|messages| messages.to_string().into());
-    let chosen = choose(&deployed, headers, &slice, &identity.tenant, &prompt)?;
+    let chosen = choose(
+        &deployed,
+        headers,
+        &slice,
+        &identity.tenant,
+        &prompt,
+        Some(&app.draws),
+    )?;
     record.prompt = Some(prompt.into());
     if let Some(shadow) = &app.shadow {
         shadow_of(app, shadow, headers, &request, identity, record);
@@ -134,6 +147,8 @@ fn decide(
         plan: chosen.plan,
         score: chosen.score,
         tier: chosen.tier,
+        propensity: chosen.propensity,
+        draw: chosen.draw,
         allowed: chosen.allowed,
         tenant: identity.tenant.clone(),
         request_id: record.id.to_string(),
@@ -142,22 +157,27 @@ fn decide(
 }
 
 /// What a config decides for a request: its plan, the score and the tier
-/// it chose, and the routes the tenant may use.
+/// it chose with that tier's probability, and the routes the tenant may
+/// use.
 struct Chosen {
     plan: Plan,
     score: Option<f64>,
     tier: usize,
+    propensity: f64,
+    draw: Draw,
     allowed: Vec<String>,
 }
 
 /// What `deployed` decides for a request of `slice` from `tenant`, asking
-/// `prompt`: constraints first, then the plan, then (predictive) the score.
+/// `prompt`: constraints first, then the plan, then (predictive) the score
+/// and, where the config explores and `draws` are given, the draw.
 fn choose(
     deployed: &Deployed,
     headers: &HeaderMap,
     slice: &str,
     tenant: &str,
     prompt: &str,
+    draws: Option<&Draws>,
 ) -> Result<Chosen, Box<Refused>> {
     let table = &deployed.config.table;
     let keys: Vec<&str> = if slice == tenant {
@@ -189,6 +209,20 @@ fn choose(
         }
         _ => (None, 0),
     };
+    let drawn = match (&plan, &deployed.serving.explore, draws) {
+        (Plan::Predictive { tiers, .. }, Some(explore), Some(draws)) => draw(
+            explore.share_for(slice),
+            tiers.len(),
+            tier,
+            draws.unit(),
+            draws.unit(),
+        ),
+        _ => crate::policy::Drawn {
+            tier,
+            explored: false,
+            propensity: 1.0,
+        },
+    };
     let allowed = table
         .routes
         .iter()
@@ -198,7 +232,13 @@ fn choose(
     Ok(Chosen {
         plan,
         score,
-        tier,
+        tier: drawn.tier,
+        propensity: drawn.propensity,
+        draw: if drawn.explored {
+            Draw::Explore
+        } else {
+            Draw::Policy
+        },
         allowed,
     })
 }
@@ -228,7 +268,7 @@ fn shadow_of(
     let record = &mut record.record;
     let prompt = record.prompt.as_deref().unwrap_or_default();
     record.shadow_config_version = Some(shadow.config.version);
-    match choose(shadow, headers, &slice, &identity.tenant, prompt) {
+    match choose(shadow, headers, &slice, &identity.tenant, prompt, None) {
         Ok(chosen) => {
             let (route, reason) = route_and_reason(&chosen.plan, &shadow.config.table, chosen.tier);
             record.shadow_route = Some(route.to_owned().into());
@@ -509,6 +549,8 @@ pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
         "tier": tier_name,
         "routes": routes,
         "score": decided.score,
+        "propensity": decided.propensity,
+        "draw": decided.draw.name(),
         "thresholds": thresholds.iter().map(|threshold| crate::schema::Threshold(*threshold)).collect::<Vec<_>>(),
         "verifier": match &decided.plan { Plan::Cascade { verifier, .. } => Some(verifier.clone()), _ => None },
         "reason": reason,

@@ -75,6 +75,8 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
         Err(refusal) => return *refusal,
     };
     record.score = decided.score;
+    record.propensity = Some(decided.propensity);
+    record.draw = Some(decided.draw);
     let (prompt_tokens, most) = requested_tokens(&decided.request);
     let tokens = prompt_tokens + most;
     let mut held = vec![total];
@@ -92,6 +94,7 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
         Plan::Cascade { stages, .. } => (stages.clone(), true),
         plan => (vec![routes_of(plan)[decided.tier].to_owned()], false),
     };
+    record.decided_route = Some(stages[0].clone().into());
     let mut spent = 0.0;
     for (stage, route) in stages.iter().enumerate() {
         let tier = if cascade { stage } else { decided.tier };

@@ -18,6 +18,7 @@ mod cascade;
 mod connections;
 mod decision;
 mod deployed;
+mod draws;
 mod forward;
 mod http;
 mod journal;
@@ -261,6 +262,7 @@ fn serve_logged(
         log: log.clone(),
         tracing,
         requests: AtomicU64::new(0),
+        draws: draws::Draws::from_entropy(started_ms),
         started_ms,
     });
     ready(address, &app.current());

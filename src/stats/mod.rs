@@ -2,6 +2,7 @@
 //! one-sided binomial tests and Clopper–Pearson bounds, and the paired test
 //! of a candidate against the deployed baseline on the same rows.
 
+mod bernstein;
 mod binomial;
 mod multiplicity;
 mod paired;
@@ -12,6 +13,7 @@ pub mod random;
 mod shift;
 mod stratified;
 
+pub use bernstein::empirical_bernstein_interval;
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, binomial_upper_tail, certifies, clopper_pearson_interval,
     clopper_pearson_lower, clopper_pearson_lower_real, max_certifiable_failures,

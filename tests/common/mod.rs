@@ -41,9 +41,9 @@ pub use run::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
 };
 pub use serve::{
-    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, column, demo_prompts, deploy, falling_back,
-    gate_single, header_of, log_events, log_lines, ready_at, serve_command, served_records,
-    signed_single, signed_table, start_serve, write_keys,
+    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, column, demo_predictive, demo_prompts,
+    deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at, serve_command,
+    served_records, signed_single, signed_table, start_serve, write_keys,
 };
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};

@@ -2,6 +2,7 @@
 //! serve, serve started on a free port, its keys, requests by curl, and a
 //! Parquet column read as JSON values.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -328,6 +329,27 @@ impl Pipeline {
         self.directory.path().join(name)
     }
 
+    /// `routeval gate --target TARGET` of `tables` on the demo's results,
+    /// with its predictive calibration, its router pinned and its key,
+    /// into `out`; more flags may follow.
+    pub fn gate_pinned(&self, tables: &[&Path], target: &str, out: &Path) -> assert_cmd::Command {
+        let mut command = routeval();
+        command
+            .args(["gate", "--target", target, "--candidates"])
+            .args(tables)
+            .arg("--results")
+            .arg(self.out.join("graded-scored.parquet"))
+            .arg("--calibration")
+            .arg(self.out.join("calibration-predictive.json"))
+            .arg("--router")
+            .arg(self.out.join("router.bin"))
+            .arg("--key")
+            .arg(self.out.join("keys/demo.key"))
+            .arg("--out")
+            .arg(out);
+        command
+    }
+
     /// Gates `candidate` (its routes pointed at `base_url`) on `results`
     /// into `name`; the gate's report.
     pub fn gate(&self, candidate: &str, base_url: &str, results: &Path, name: &str) -> Value {
@@ -364,6 +386,69 @@ impl Pipeline {
         serde_json::from_slice(&std::fs::read(self.path(name).join("gate-report.json")).unwrap())
             .unwrap()
     }
+}
+
+/// The demo's predictive table, its routes at `base_url`: with `threshold`,
+/// that one threshold for every slice and unnamed slices served by it
+/// (`unknown_slice = "global"`); without, its thresholds from calibration.
+pub fn demo_predictive(threshold: Option<f64>, base_url: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
+        .unwrap()
+        .replace("http://127.0.0.1:8089/v1", base_url);
+    match threshold {
+        Some(threshold) => text
+            .replace(
+                "thresholds_from_calibration = true",
+                &format!("thresholds = {{ \"*\" = {threshold} }}"),
+            )
+            .replace(
+                "unknown_slice = \"strongest\"",
+                "unknown_slice = \"global\"",
+            ),
+        None => text,
+    }
+}
+
+/// Sends each of `requests` (id, slice, prompt) to serve as a chat
+/// request under its own id, sixteen at a time: each id's answering route.
+pub fn ask_all(served: &Served, requests: &[(String, String, String)]) -> BTreeMap<String, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = routeval::client::http_client(16).unwrap();
+    let url = served.url("/v1/chat/completions");
+    runtime.block_on(async {
+        let mut routes = BTreeMap::new();
+        for chunk in requests.chunks(16) {
+            let answers = chunk.iter().map(|(id, slice, prompt)| {
+                let request = client
+                    .post(&url)
+                    .bearer_auth(KEY)
+                    .header("x-routeval-slice", slice)
+                    .header("x-request-id", id)
+                    .json(&json!({
+                        "model": "support-assistant",
+                        "messages": [{"role": "user", "content": prompt}],
+                        "max_tokens": 16,
+                    }))
+                    .send();
+                async move {
+                    let response = request.await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    let route = response.headers()["x-routeval-route"]
+                        .to_str()
+                        .unwrap()
+                        .to_owned();
+                    response.bytes().await.unwrap();
+                    (id.clone(), route)
+                }
+            });
+            routes.extend(futures_util::future::join_all(answers).await);
+        }
+        routes
+    })
 }
 
 /// Every prompt of the demo's dataset: (id, slice, prompt).

@@ -1,0 +1,101 @@
+//! `routeval replay candidate`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::atomic::{Named, Output, check_outputs};
+use crate::exit_codes::Outcome;
+use crate::replay::candidate::{CandidateOptions, render_candidate, replay_candidate};
+use crate::schema::CANDIDATE_REPLAY_OUTPUT;
+
+use super::print::emit;
+
+#[derive(Debug, Args)]
+pub struct CandidateArgs {
+    /// serve's records: its records directory, or a file of them.
+    #[arg(long, value_name = "DIR")]
+    pub records: PathBuf,
+
+    /// The signed config that decided the records.
+    #[arg(long, value_name = "CONFIG.json")]
+    pub config: PathBuf,
+
+    /// The candidate route table.
+    #[arg(long, value_name = "TABLE.toml")]
+    pub candidate: PathBuf,
+
+    /// The calibration its thresholds come from (repeatable).
+    #[arg(long = "calibration", value_name = "FILE")]
+    pub calibrations: Vec<PathBuf>,
+
+    /// The graded results the candidate was calibrated on: the direct
+    /// model of the doubly-robust estimate.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+
+    /// The label set of the logged answers (`routeval sample --records DIR
+    /// --label-share Q`, each drawn record's `ok` filled in).
+    #[arg(long, value_name = "FILE")]
+    pub labels: PathBuf,
+
+    /// The confidence of every interval.
+    #[arg(long, value_name = "C", default_value_t = 0.95, value_parser = confidence)]
+    pub confidence: f64,
+
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// A confidence: a number strictly between 0 and 1.
+fn confidence(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value > 0.0 && value < 1.0 => Ok(value),
+        _ => Err(format!(
+            "{text}: a confidence is a number between 0 and 1 (0.95)"
+        )),
+    }
+}
+
+pub fn run(args: &CandidateArgs) -> anyhow::Result<Outcome> {
+    let outputs: Vec<Output<'_>> = args
+        .out
+        .iter()
+        .map(|out| Output::new(out, "--out", &CANDIDATE_REPLAY_OUTPUT))
+        .collect();
+    let mut inputs = vec![
+        Named::new(&args.records, "--records"),
+        Named::new(&args.config, "--config"),
+        Named::new(&args.candidate, "--candidate"),
+        Named::new(&args.results, "--results"),
+        Named::new(&args.labels, "--labels"),
+    ];
+    inputs.extend(
+        args.calibrations
+            .iter()
+            .map(|path| Named::new(path, "--calibration")),
+    );
+    check_outputs(&outputs, &inputs)?;
+    let document = replay_candidate(&CandidateOptions {
+        records: args.records.clone(),
+        config: args.config.clone(),
+        candidate: args.candidate.clone(),
+        calibrations: args.calibrations.clone(),
+        results: args.results.clone(),
+        labels: args.labels.clone(),
+        confidence: args.confidence,
+    })?;
+    emit(
+        &document,
+        "the document",
+        args.out.as_deref(),
+        args.json,
+        || render_candidate(&document),
+    )?;
+    Ok(Outcome::Passed)
+}

@@ -1,0 +1,139 @@
+//! A label set as the estimate reads it: each drawn record's verdict, and
+//! with an audit a person's verdict on the audited ones, which corrects the
+//! judge's: the reward `judge + [audited] / a · (person − judge)` is right
+//! on average whatever the judge's errors, as calibrate corrects a grader.
+//! Every record the draws chose must be there, and nothing else.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use crate::schema::{drawn_for_audit, drawn_for_label, read_labels};
+
+use super::estimate::{LabelDesign, Logged};
+
+/// One labelled record: its line, the verdict, and an audited one's
+/// person's verdict.
+#[derive(Debug, Clone, Copy)]
+struct Verdict {
+    line: u64,
+    ok: bool,
+    audited: Option<bool>,
+}
+
+/// A label set's verdicts by record id, and its draws.
+#[derive(Debug)]
+pub(super) struct Labels {
+    verdicts: HashMap<String, Verdict>,
+    pub seed: u64,
+    pub inclusion: f64,
+    pub audit: Option<f64>,
+}
+
+impl Labels {
+    pub fn read(path: &Path) -> Result<Labels, String> {
+        let rows = read_labels(path).map_err(|error| error.to_string())?;
+        let first = &rows[0].1;
+        let (seed, inclusion, audit) = (
+            first.seed,
+            first.inclusion_probability,
+            first.audit_probability,
+        );
+        let mut verdicts = HashMap::with_capacity(rows.len());
+        for (line, row) in &rows {
+            let verdict = Verdict {
+                line: *line,
+                ok: row.ok.unwrap_or(false),
+                audited: row.audited_ok,
+            };
+            if let Some(share) = audit
+                && row.audit != Some(drawn_for_audit(seed, share, &row.record_id))
+            {
+                return Err(format!(
+                    "line {line}: record {:?} says audit {:?}, which is not what the audit draw (seed {seed}, probability {share}) chose",
+                    row.record_id, row.audit
+                ));
+            }
+            if verdicts.insert(row.record_id.clone(), verdict).is_some() {
+                return Err(format!(
+                    "line {line}: record {:?} is labelled twice",
+                    row.record_id
+                ));
+            }
+        }
+        Ok(Labels {
+            verdicts,
+            seed,
+            inclusion,
+            audit,
+        })
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.verdicts.len() as u64
+    }
+
+    /// The draw and the range of a reward: [0, 1], or with an audit at `a`
+    /// [1 − 1/a, 1/a].
+    pub fn design(&self) -> LabelDesign {
+        LabelDesign {
+            inclusion: self.inclusion,
+            rewards: match self.audit {
+                Some(audit) => (1.0 - 1.0 / audit, 1.0 / audit),
+                None => (0.0, 1.0),
+            },
+        }
+    }
+
+    fn reward(&self, verdict: Verdict) -> f64 {
+        let judged = f64::from(u8::from(verdict.ok));
+        match (self.audit, verdict.audited) {
+            (Some(audit), Some(person)) => judged + (f64::from(u8::from(person)) - judged) / audit,
+            _ => judged,
+        }
+    }
+}
+
+/// Each decision's reward, where the label draw chose it: every record the
+/// draw chose must have its row, and every row must be a record it chose,
+/// else the labels would be a biased sample.
+pub(super) fn label(logged: &mut [Logged], ids: &[String], labels: &Labels) -> Result<(), String> {
+    let (seed, inclusion) = (labels.seed, labels.inclusion);
+    let mut used = 0usize;
+    for (row, id) in logged.iter_mut().zip(ids) {
+        let drawn = drawn_for_label(seed, inclusion, id);
+        row.reward = match (drawn, labels.verdicts.get(id)) {
+            (true, Some(verdict)) => {
+                used += 1;
+                Some(labels.reward(*verdict))
+            }
+            (true, None) => {
+                return Err(format!(
+                    "record {id:?} was drawn (seed {seed}, probability {inclusion}) but has no row: a label set holds every record its draw chose"
+                ));
+            }
+            (false, Some(verdict)) => {
+                return Err(format!(
+                    "line {}: record {id:?} is not one the draw (seed {seed}, probability {inclusion}) chose",
+                    verdict.line
+                ));
+            }
+            (false, None) => None,
+        };
+    }
+    if used != labels.verdicts.len() {
+        let decided: HashSet<&String> = ids.iter().collect();
+        let mut stray: Vec<(u64, &String)> = labels
+            .verdicts
+            .iter()
+            .filter(|(id, _)| !decided.contains(id))
+            .map(|(id, verdict)| (verdict.line, id))
+            .collect();
+        stray.sort();
+        if let Some((line, id)) = stray.first() {
+            return Err(format!(
+                "line {line}: record {id:?} is not among the config's decisions in the records"
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! `routeval replay candidate`: how a candidate route table would do on the
+//! traffic a signed config served, before it is deployed, from serve's
+//! records, their propensities and a label set of the logged answers.
+//! Each record is decided again by the kernel twice: as the candidate
+//! would (the route it needs), and as the config that logged it did (the
+//! probability it gave every route, which must be the one the record
+//! carries). Where the logged policy never chose the route the candidate
+//! needs, the slice is refused rather than extrapolated.
+
+mod decide;
+mod direct;
+mod estimate;
+mod labels;
+mod render;
+
+pub use estimate::{Logged, estimate_group};
+pub use render::render_candidate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::digest::sha256_path;
+use crate::records::{FieldNames, for_each_record};
+use crate::routes::{
+    ResolvedPolicy, ResolvedTable, RouteConfig, RouteTable, Serving, UnknownSlice,
+};
+use crate::schema::{
+    CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay, ColumnNames, InputFile,
+    LabelsUsed, LoggedBy, ReadOptions, read_graded,
+};
+
+use decide::Decisions;
+use direct::DirectModel;
+use labels::{Labels, label};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandidateOptions {
+    /// serve's records (a file or its records directory).
+    pub records: PathBuf,
+    /// The signed config that decided them.
+    pub config: PathBuf,
+    /// The candidate route table, and the calibrations its thresholds come
+    /// from.
+    pub candidate: PathBuf,
+    pub calibrations: Vec<PathBuf>,
+    /// The graded results the direct model is fitted on.
+    pub results: PathBuf,
+    pub labels: PathBuf,
+    pub confidence: f64,
+}
+
+/// Why the records cannot answer for the candidate; each names the slice,
+/// the record or the line.
+#[derive(Debug, thiserror::Error)]
+pub enum CandidateError {
+    #[error(
+        "slice {slice:?}: the candidate sends {requests} request(s) to route {route:?}, which the config that logged them never chose for them (its policy's route, and no exploration of {route:?} in the slice): the records cannot say how {route:?} would answer; sign exploration ([serving.explore]) and record again"
+    )]
+    NoSupport {
+        slice: String,
+        route: String,
+        requests: u64,
+    },
+    #[error("{path}: {problem}")]
+    Labels { path: String, problem: String },
+}
+
+/// The candidate's estimates, per slice and over all the config's decisions
+/// in the records.
+pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateReplay> {
+    let (config, serving, config_sha256) = load_config(&options.config)?;
+    let (table, unknown) = load_candidate(options)?;
+    check_policy(&table.policy, &options.candidate, "--candidate")?;
+    let score_column = table.policy.score().unwrap_or("score").to_owned();
+    let read = ReadOptions {
+        names: ColumnNames::new(score_column, "slice"),
+        ..ReadOptions::default()
+    };
+    let graded = read_graded(&options.results, &read)?;
+    let model = DirectModel::fit(&graded);
+    let labels = Labels::read(&options.labels).map_err(|problem| CandidateError::Labels {
+        path: options.labels.display().to_string(),
+        problem,
+    })?;
+    let decisions = Decisions {
+        config: &config,
+        serving: &serving,
+        config_sha256: &config_sha256,
+        candidate: &table,
+        unknown,
+        model: &model,
+    };
+    let (logged, records) = decide_all(options, &decisions, &labels)?;
+
+    let mut by_slice: BTreeMap<&str, Vec<&Logged>> = BTreeMap::new();
+    for row in &logged {
+        by_slice.entry(row.slice.as_str()).or_default().push(row);
+    }
+    let all: Vec<&Logged> = logged.iter().collect();
+    let estimate = |slice: &str, rows: &[&Logged]| {
+        estimate_group(slice, rows, labels.design(), options.confidence)
+    };
+    let file = |path: &Path, rows: u64| -> anyhow::Result<InputFile> {
+        Ok(InputFile {
+            path: path.display().to_string(),
+            sha256: sha256_path(path)?,
+            rows,
+        })
+    };
+    Ok(CandidateReplay {
+        schema_version: CANDIDATE_REPLAY_SCHEMA_VERSION,
+        routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
+        records: file(&options.records, records)?,
+        labels: LabelsUsed {
+            path: options.labels.display().to_string(),
+            sha256: sha256_path(&options.labels)?,
+            rows: labels.rows(),
+            seed: labels.seed,
+            inclusion_probability: labels.inclusion,
+        },
+        logged_by: LoggedBy {
+            path: options.config.display().to_string(),
+            version: config.version,
+            sha256: config_sha256.clone(),
+        },
+        candidate: file(&options.candidate, 0)?,
+        results: file(&options.results, graded.num_rows() as u64)?,
+        confidence: options.confidence,
+        bound: "empirical_bernstein".to_owned(),
+        overall: estimate("*", &all),
+        slices: by_slice
+            .iter()
+            .map(|(slice, rows)| estimate(slice, rows))
+            .collect(),
+    })
+}
+
+/// The signed config that decided the records, its serving block and its
+/// file's sha256.
+fn load_config(path: &Path) -> anyhow::Result<(RouteConfig, Serving, String)> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
+    let config: RouteConfig = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let serving = config.serving.clone().with_context(|| {
+        format!(
+            "{}: a config without a serving block did not decide serve's records (--config)",
+            path.display()
+        )
+    })?;
+    check_policy(&config.table.policy, path, "--config")?;
+    Ok((config, serving, crate::digest::sha256_hex(&bytes)))
+}
+
+/// Every decision of the records decided again, labelled where the draw
+/// chose it, and how many records were read; refused where a slice lacks
+/// support or the labels are not the draw's.
+fn decide_all(
+    options: &CandidateOptions,
+    decisions: &Decisions<'_>,
+    labels: &Labels,
+) -> anyhow::Result<(Vec<Logged>, u64)> {
+    let mut logged: Vec<Logged> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
+    let mut unsupported: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let records = for_each_record(
+        &options.records,
+        &FieldNames::default(),
+        |location, record| {
+            let decided = decisions.decide(record).map_err(|(field, problem)| {
+                crate::schema::InputError::Invalid {
+                    path: options.records.clone(),
+                    location,
+                    field: field.to_owned(),
+                    problem,
+                }
+            })?;
+            if let Some(decided) = decided {
+                if let Some(route) = &decided.unsupported {
+                    *unsupported
+                        .entry((record.slice.to_string(), route.clone()))
+                        .or_default() += 1;
+                }
+                ids.push(record.id.to_string());
+                logged.push(decided.logged);
+            }
+            Ok(())
+        },
+    )?;
+    label(&mut logged, &ids, labels).map_err(|problem| CandidateError::Labels {
+        path: options.labels.display().to_string(),
+        problem,
+    })?;
+    if let Some(((slice, route), requests)) = unsupported.into_iter().next() {
+        return Err(CandidateError::NoSupport {
+            slice,
+            route,
+            requests,
+        }
+        .into());
+    }
+    if logged.is_empty() {
+        anyhow::bail!(
+            "{}: no record is a decision of --config (serve's records carry decided_route and propensity): nothing to estimate on",
+            options.records.display()
+        );
+    }
+    Ok((logged, records))
+}
+
+/// A policy the estimate can replay: one route per request, decided from
+/// the slice and the score (single, static, two-tier predictive).
+fn check_policy(policy: &ResolvedPolicy, path: &Path, flag: &str) -> anyhow::Result<()> {
+    match policy {
+        ResolvedPolicy::Single { .. }
+        | ResolvedPolicy::Static { .. }
+        | ResolvedPolicy::Predictive { .. } => Ok(()),
+        ResolvedPolicy::Cascade { .. } | ResolvedPolicy::CascadeStages { .. } => anyhow::bail!(
+            "{}: a cascade's route depends on its verifier's verdict on an answer the records do not have; {flag} must be a single, static or predictive table",
+            path.display()
+        ),
+        ResolvedPolicy::PredictiveTiers { .. } => anyhow::bail!(
+            "{}: a policy over more than two tiers; {flag} must be a single, static or two-tier predictive table (the direct model knows the small and large tiers)",
+            path.display()
+        ),
+    }
+}
+
+/// The candidate table resolved against its calibrations, and what it
+/// gives a slice it does not name.
+fn load_candidate(options: &CandidateOptions) -> anyhow::Result<(ResolvedTable, UnknownSlice)> {
+    let table = RouteTable::load(&options.candidate)
+        .with_context(|| format!("{} (--candidate)", options.candidate.display()))?;
+    let mut calibrations: Vec<CalibrationDocument> = Vec::new();
+    for path in &options.calibrations {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
+        calibrations.push(serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}: not a calibration document (--calibration)",
+                path.display()
+            )
+        })?);
+    }
+    let resolved = table
+        .resolve(&calibrations, "score")
+        .map_err(|message| anyhow::anyhow!("{}: {message}", options.candidate.display()))?;
+    let unknown = table
+        .serving
+        .unknown_slice
+        .unwrap_or(UnknownSlice::Strongest);
+    Ok((resolved, unknown))
+}

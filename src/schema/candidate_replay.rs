@@ -1,0 +1,119 @@
+//! `candidate.json` (`routeval replay candidate`): a candidate route table's
+//! off-policy estimates on the traffic a signed config served, per slice
+//! and over all requests. Versioned; readers reject unknown keys.
+
+use serde::{Deserialize, Serialize};
+
+use super::InputFile;
+
+pub const CANDIDATE_REPLAY_SCHEMA_VERSION: u32 = 1;
+
+/// What `replay candidate --out` writes.
+pub const CANDIDATE_REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
+    "a candidate replay",
+    crate::atomic::Replaces::Document {
+        keys: &[
+            "schema_version",
+            "records",
+            "labels",
+            "candidate",
+            "overall",
+        ],
+        kind: None,
+    },
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateReplay {
+    #[serde(deserialize_with = "crate::version::known::<_, 1, CANDIDATE_REPLAY_SCHEMA_VERSION>")]
+    pub schema_version: u32,
+    pub routeval_version: String,
+    /// The records read, and how many were the config's decisions.
+    pub records: InputFile,
+    pub labels: LabelsUsed,
+    /// The signed config that decided the records (`--config`).
+    pub logged_by: LoggedBy,
+    pub candidate: InputFile,
+    /// The graded results the direct model was fitted on (`--results`).
+    pub results: InputFile,
+    pub confidence: f64,
+    /// The bound every interval is: `empirical_bernstein`.
+    pub bound: String,
+    pub overall: SliceEstimate,
+    pub slices: Vec<SliceEstimate>,
+}
+
+/// The label set, and the draw it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelsUsed {
+    pub path: String,
+    pub sha256: String,
+    pub rows: u64,
+    pub seed: u64,
+    pub inclusion_probability: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggedBy {
+    pub path: String,
+    pub version: u64,
+    pub sha256: String,
+}
+
+/// An estimate with its interval at the document's confidence, where one
+/// holds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Estimate {
+    pub estimate: f64,
+    pub lower: Option<f64>,
+    pub upper: Option<f64>,
+}
+
+/// The three estimators of one quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Estimators {
+    /// Inverse propensity: each matching labelled request weighted by one
+    /// over its propensity and its inclusion probability.
+    pub ips: Estimate,
+    /// Self-normalised: the same, divided by the sum of the weights.
+    pub snips: Estimate,
+    /// Doubly robust: the direct model's value of the candidate's route on
+    /// every request, corrected by the weighted residuals.
+    pub dr: Estimate,
+}
+
+/// A candidate on one slice's logged requests (or all of them, `*`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceEstimate {
+    pub slice: String,
+    /// The config's decisions in the records.
+    pub requests: u64,
+    /// Of them, drawn into the label set.
+    pub labelled: u64,
+    /// Requests whose decided route is the one the candidate would choose.
+    pub matched: u64,
+    pub matched_labelled: u64,
+    /// The largest weight the design can give a request: one over the
+    /// smallest propensity of a route and the inclusion probability. The
+    /// intervals' range.
+    pub max_weight: f64,
+    /// The share of requests whose answer was acceptable.
+    pub quality: Estimators,
+    /// USD per request; no interval, since a cost has no range known in
+    /// advance.
+    pub mean_cost: Estimators,
+    /// The share of requests the candidate sends past its cheapest tier:
+    /// computed, not estimated, on the logged requests, with a
+    /// Clopper–Pearson interval for the traffic they were drawn from.
+    pub escalation_rate: Estimate,
+    /// Against the config that decided the records: its own quality on the
+    /// same requests, and the candidate's minus it, paired.
+    pub running_quality: Estimate,
+    pub quality_difference: Estimate,
+}

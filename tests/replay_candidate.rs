@@ -1,0 +1,575 @@
+//! `replay candidate` measured against a truth that is exact: records of a
+//! signed exploring config written by a simulation whose answers are right
+//! with known probabilities (small: 1 − score, large: 0.9, scores uniform),
+//! labelled through `sample --label-share`, and a candidate whose true
+//! quality on that traffic is an integral. Over many seeds each estimator's
+//! interval covers the truth at least at its confidence (counted and
+//! printed), the intervals narrow as exploration grows, and with no
+//! exploration a candidate that needs the unexplored route is refused.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::common::{Pipeline, Random, demo_predictive, routeval};
+
+const SLICES: [&str; 3] = ["billing", "orders", "triage"];
+const RUNNING_THRESHOLD: f64 = 0.5;
+const CANDIDATE_THRESHOLD: f64 = 0.3;
+
+/// The true quality of a threshold `t` on the coverage test's traffic:
+/// ∫₀^t (1 − x) dx + (1 − t) · 0.9.
+fn quality_at(t: f64) -> f64 {
+    t - t * t / 2.0 + (1.0 - t) * 0.9
+}
+
+fn candidate_truth() -> f64 {
+    quality_at(CANDIDATE_THRESHOLD)
+}
+
+fn running_truth() -> f64 {
+    quality_at(RUNNING_THRESHOLD)
+}
+
+/// How often a route answers well at `score`; `harder` scales the small
+/// tier's rate (1 on the traffic of the coverage test).
+fn answers_well(route: &str, score: f64, harder: f64) -> f64 {
+    if route == "large" {
+        0.9
+    } else {
+        harder * (1.0 - score)
+    }
+}
+
+/// The demo's predictive table with one threshold for every slice, and
+/// `explore` appended.
+fn table(threshold: f64, explore: &str) -> String {
+    demo_predictive(Some(threshold), "http://127.0.0.1:8089/v1") + explore
+}
+
+/// The running config, exploring at `share`, signed: its path and sha256.
+fn signed_running(pipeline: &Pipeline, tag: &str, share: f64) -> (PathBuf, String) {
+    let name = format!("candidate-running-{tag}-{share}");
+    let path = pipeline.path(&format!("{name}.toml"));
+    let explore = if share > 0.0 {
+        format!("\n[serving.explore]\nshare = {share}\n")
+    } else {
+        String::new()
+    };
+    std::fs::write(&path, table(RUNNING_THRESHOLD, &explore)).unwrap();
+    let out = pipeline.path(&name);
+    pipeline
+        .gate_pinned(&[&path], "0.1", &out)
+        .assert()
+        .success();
+    let config = out.join("route-config.v1.json");
+    let sha256 = routeval::digest::sha256_hex(&std::fs::read(&config).unwrap());
+    (config, sha256)
+}
+
+/// `n` requests of the running config (threshold 0.5, exploring at
+/// `share`) as serve records them, into `path`; each record's truth: whether
+/// its answer was acceptable.
+fn simulate(path: &Path, sha256: &str, share: f64, n: usize, seed: u64) -> HashMap<String, bool> {
+    simulate_traffic(path, sha256, share, n, seed, 1.0)
+}
+
+/// [`simulate`] on traffic where the small tier answers well `harder` times
+/// as often.
+fn simulate_traffic(
+    path: &Path,
+    sha256: &str,
+    share: f64,
+    n: usize,
+    seed: u64,
+    harder: f64,
+) -> HashMap<String, bool> {
+    let mut random = Random::new(seed);
+    let mut text = String::new();
+    let mut truth = HashMap::with_capacity(n);
+    for index in 0..n {
+        let score = random.unit();
+        let slice = SLICES[index % SLICES.len()];
+        let policy = if score >= RUNNING_THRESHOLD {
+            "large"
+        } else {
+            "small"
+        };
+        let explored = random.unit() < share;
+        let route = if explored {
+            if random.unit() < 0.5 {
+                "small"
+            } else {
+                "large"
+            }
+        } else {
+            policy
+        };
+        let propensity = if route == policy {
+            1.0 - share + share / 2.0
+        } else {
+            share / 2.0
+        };
+        let ok = random.unit() < answers_well(route, score, harder);
+        let id = format!("req-{seed}-{index}");
+        truth.insert(id.clone(), ok);
+        let record = json!({
+            "id": id,
+            "timestamp": 1_780_000_000_000i64 + index as i64,
+            "slice": slice,
+            "route": route,
+            "decided_route": route,
+            "reason": format!("routed-{route}"),
+            "score": score,
+            "status": "ok",
+            "cost_usd": if route == "large" { 0.001 } else { 0.0001 },
+            "config_version": 1,
+            "config_sha256": sha256,
+            "propensity": propensity,
+            "draw": if explored { "explore" } else { "policy" },
+        });
+        text.push_str(&record.to_string());
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+    truth
+}
+
+/// `sample --label-share` of `records`, every drawn record's verdict filled
+/// in from the truth: the label set's path.
+fn labelled(records: &Path, share: f64, seed: u64, truth: &HashMap<String, bool>) -> PathBuf {
+    let labels = records.with_extension("labels.jsonl");
+    label_set(records, &labels, share, seed, None, |id| truth[id]);
+    labels
+}
+
+/// `sample --label-share` (and `--audit-share`) of `records` into `out`,
+/// every drawn row's `ok` set by `verdict` and every audited row's
+/// `audited_ok` by the truth `audited` gives.
+fn label_set(
+    records: &Path,
+    out: &Path,
+    share: f64,
+    seed: u64,
+    audit: Option<(f64, &HashMap<String, bool>)>,
+    verdict: impl Fn(&str) -> bool,
+) {
+    let mut command = routeval();
+    command
+        .args(["sample", "--records"])
+        .arg(records)
+        .args(["--label-share", &share.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .arg("--out")
+        .arg(out);
+    if let Some((audit, _)) = audit {
+        command.args(["--audit-share", &audit.to_string()]);
+    }
+    command.assert().success();
+    let filled: String = std::fs::read_to_string(out)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut row: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(row["ok"], Value::Null, "drawn unlabelled: {row}");
+            let id = row["record_id"].as_str().unwrap().to_owned();
+            row["ok"] = json!(verdict(&id));
+            if let Some((_, truth)) = audit
+                && row["audit"] == json!(true)
+            {
+                row["audited_ok"] = json!(truth[&id]);
+            }
+            row.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(out, filled).unwrap();
+}
+
+fn replay(
+    pipeline: &Pipeline,
+    config: &Path,
+    candidate: &Path,
+    records: &Path,
+    labels: &Path,
+) -> std::process::Output {
+    replay_command(pipeline, config, candidate, records, labels)
+        .output()
+        .unwrap()
+}
+
+fn replay_command(
+    pipeline: &Pipeline,
+    config: &Path,
+    candidate: &Path,
+    records: &Path,
+    labels: &Path,
+) -> assert_cmd::Command {
+    let mut command = routeval();
+    command
+        .args([
+            "replay",
+            "candidate",
+            "--json",
+            "--confidence",
+            "0.9",
+            "--records",
+        ])
+        .arg(records)
+        .arg("--config")
+        .arg(config)
+        .arg("--candidate")
+        .arg(candidate)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--labels")
+        .arg(labels);
+    command
+}
+
+/// The candidate table, written under `tag`.
+fn candidate(pipeline: &Pipeline, tag: &str) -> PathBuf {
+    candidate_at(pipeline, tag, CANDIDATE_THRESHOLD)
+}
+
+fn candidate_at(pipeline: &Pipeline, tag: &str, threshold: f64) -> PathBuf {
+    let path = pipeline.path(&format!("candidate-{tag}.toml"));
+    std::fs::write(&path, table(threshold, "")).unwrap();
+    path
+}
+
+#[test]
+fn intervals_cover_the_true_quality_at_their_confidence_and_narrow_with_exploration() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let candidate = candidate(pipeline, "coverage");
+    let truth = candidate_truth();
+    let seeds = 40u64;
+    let mut widths = Vec::new();
+    for share in [0.1, 0.3, 0.6] {
+        let (config, sha256) = signed_running(pipeline, "coverage", share);
+        // IPS, SNIPS, DR, and the paired difference from the running config.
+        let mut missed = [0u64; 4];
+        let mut width = [0.0; 4];
+        for seed in 0..seeds {
+            let records = directory
+                .path()
+                .join(format!("records-{share}-{seed}.jsonl"));
+            let known = simulate(&records, &sha256, share, 3_000, seed);
+            let labels = labelled(&records, 0.5, seed, &known);
+            let output = replay(pipeline, &config, &candidate, &records, &labels);
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(document["overall"]["requests"], 3_000);
+            let overall = &document["overall"];
+            let estimates = [
+                (&overall["quality"]["ips"], truth),
+                (&overall["quality"]["snips"], truth),
+                (&overall["quality"]["dr"], truth),
+                (&overall["quality_difference"], truth - running_truth()),
+            ];
+            for (index, (estimate, truth)) in estimates.into_iter().enumerate() {
+                let (lower, upper) = (
+                    estimate["lower"].as_f64().unwrap(),
+                    estimate["upper"].as_f64().unwrap(),
+                );
+                missed[index] += u64::from(!(lower <= truth && truth <= upper));
+                width[index] += (upper - lower) / seeds as f64;
+            }
+        }
+        eprintln!(
+            "exploration {share}: misses of the truth {truth:.4} in {seeds} seeds (IPS, SNIPS, DR, difference) {missed:?}, mean widths {width:.3?}"
+        );
+        // Each interval misses with probability at most 0.1; more misses
+        // than Binomial(seeds, 0.1)'s 0.999 quantile means it does not hold.
+        let allowed = (0..=seeds)
+            .find(|&misses| routeval::stats::binomial_cdf(seeds, 0.1, misses) >= 0.999)
+            .unwrap();
+        assert!(
+            missed.iter().all(|&count| count <= allowed),
+            "exploration {share}: misses {missed:?}, at most {allowed}"
+        );
+        widths.push(width);
+    }
+    for estimator in 0..4 {
+        assert!(
+            widths[0][estimator] > widths[1][estimator]
+                && widths[1][estimator] > widths[2][estimator],
+            "the intervals narrow as exploration grows: {widths:?}"
+        );
+    }
+}
+
+/// A day of the running config signed under `tag` exploring at `share`:
+/// `n` simulated records, half of them drawn and labelled.
+struct Day {
+    directory: tempfile::TempDir,
+    config: PathBuf,
+    records: PathBuf,
+    labels: PathBuf,
+}
+
+fn labelled_day(pipeline: &Pipeline, tag: &str, share: f64, n: usize, seed: u64) -> Day {
+    let directory = tempfile::tempdir().unwrap();
+    let (config, sha256) = signed_running(pipeline, tag, share);
+    let records = directory.path().join("records.jsonl");
+    let known = simulate(&records, &sha256, share, n, seed);
+    let labels = labelled(&records, 0.5, seed, &known);
+    Day {
+        directory,
+        config,
+        records,
+        labels,
+    }
+}
+
+#[test]
+fn without_exploration_a_candidate_needing_the_unexplored_route_is_refused() {
+    let pipeline = Pipeline::shared();
+    // Held to the end: its directory holds the records.
+    let day = labelled_day(pipeline, "unexplored", 0.0, 600, 1);
+    let (config, records, labels) = (&day.config, &day.records, &day.labels);
+    let output = replay(
+        pipeline,
+        config,
+        &candidate(pipeline, "unexplored"),
+        records,
+        labels,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("slice \"billing\": the candidate sends")
+            && stderr.contains("to route \"large\", which the config that logged them never chose"),
+        "{stderr}"
+    );
+    // The running table itself needs nothing unexplored.
+    let running = pipeline.path("candidate-running-unexplored-0.toml");
+    let output = replay(pipeline, config, &running, records, labels);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_label_set_missing_a_drawn_record_or_a_record_of_another_config_is_refused() {
+    let pipeline = Pipeline::shared();
+    let day = labelled_day(pipeline, "labels", 0.3, 300, 2);
+    let (directory, config, records, labels) =
+        (day.directory.path(), &day.config, &day.records, &day.labels);
+    let text = std::fs::read_to_string(labels).unwrap();
+    let dropped = text.lines().next().unwrap();
+    let dropped_id = serde_json::from_str::<Value>(dropped).unwrap()["record_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let partial = directory.join("partial.jsonl");
+    std::fs::write(
+        &partial,
+        text.lines().skip(1).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let candidate = candidate(pipeline, "labels");
+    let output = replay(pipeline, config, &candidate, records, &partial);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("record {dropped_id:?} was drawn")),
+        "{stderr}"
+    );
+
+    let other = directory.join("other.jsonl");
+    simulate(&other, &"0".repeat(64), 0.3, 50, 3);
+    let output = replay(pipeline, config, &candidate, &other, labels);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("was decided by the config of sha256 000"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The gate of candidates `a` and `b` against the running `config`, with
+/// `production` documents: its report.
+fn gate_with(
+    pipeline: &Pipeline,
+    config: &Path,
+    candidates: [&Path; 2],
+    production: &[&Path],
+    name: &str,
+) -> Value {
+    let out = pipeline.path(name);
+    let mut command = pipeline.gate_pinned(&candidates, "0.1", &out);
+    command
+        .args(["--max-regression", "0.2", "--baseline"])
+        .arg(config);
+    for document in production {
+        command.arg("--production").arg(document);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.code().unwrap() < 2,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(out.join("gate-report.json")).unwrap()).unwrap()
+}
+
+fn rules(report: &Value, candidate: usize) -> Vec<String> {
+    report["candidates"][candidate]["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|failure| failure["rule"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_candidate_better_offline_but_worse_on_production_is_caught_by_the_production_check() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let (config, sha256) = signed_running(pipeline, "production", 0.6);
+    // Production is harder than the offline results for the small tier:
+    // threshold 0.9 answers well on 0.5·(0.9 − 0.405) + 0.09 = 0.3375 of
+    // it, threshold 0.3 on 0.5·0.255 + 0.63 = 0.7575, the running 0.5 on
+    // 0.6375: the cheap candidate is 0.30 worse than the running config.
+    let records = directory.path().join("records.jsonl");
+    let known = simulate_traffic(&records, &sha256, 0.6, 3_000, 7, 0.5);
+    let labels = labelled(&records, 0.5, 7, &known);
+    let cheap = candidate_at(pipeline, "production-cheap", 0.9);
+    let careful = candidate_at(pipeline, "production-careful", 0.3);
+    let mut documents = Vec::new();
+    for (table, name) in [(&cheap, "cheap"), (&careful, "careful")] {
+        let document = directory.path().join(format!("{name}.json"));
+        replay_command(pipeline, &config, table, &records, &labels)
+            .arg("--out")
+            .arg(&document)
+            .assert()
+            .success();
+        documents.push(document);
+    }
+
+    // Offline both meet the target and the cheaper one is chosen.
+    let offline = gate_with(
+        pipeline,
+        &config,
+        [&cheap, &careful],
+        &[],
+        "production-offline",
+    );
+    assert_eq!(rules(&offline, 0), Vec::<String>::new(), "{offline}");
+    assert!(
+        offline["chosen"]
+            .as_str()
+            .unwrap()
+            .ends_with("candidate-production-cheap.toml"),
+        "{offline}"
+    );
+
+    // On production the cheaper one is worse than the running config by
+    // more than --max-regression; the careful one is chosen.
+    let judged = gate_with(
+        pipeline,
+        &config,
+        [&cheap, &careful],
+        &[&documents[0], &documents[1]],
+        "production-judged",
+    );
+    let cheap_rules = rules(&judged, 0);
+    assert!(
+        !cheap_rules.is_empty()
+            && cheap_rules
+                .iter()
+                .all(|rule| rule == "production_regression"),
+        "{cheap_rules:?}: {judged}"
+    );
+    assert_eq!(rules(&judged, 1), Vec::<String>::new(), "{judged}");
+    assert!(
+        judged["chosen"]
+            .as_str()
+            .unwrap()
+            .ends_with("candidate-production-careful.toml"),
+        "{judged}"
+    );
+    let evidence = &judged["candidates"][1]["production"];
+    assert_eq!(evidence["estimator"], "dr");
+    assert_eq!(evidence["requests"], 3_000);
+    let quality = evidence["overall"]["quality"]["estimate"].as_f64().unwrap();
+    assert!((quality - 0.7575).abs() < 0.05, "{evidence}");
+    let markdown =
+        std::fs::read_to_string(pipeline.path("production-judged/gate-report.md")).unwrap();
+    assert!(markdown.contains("**On production,"), "{markdown}");
+
+    // A candidate without an estimate fails: its check did not run.
+    let partial = gate_with(
+        pipeline,
+        &config,
+        [&cheap, &careful],
+        &[&documents[1]],
+        "production-partial",
+    );
+    assert_eq!(
+        rules(&partial, 0),
+        vec!["production".to_owned()],
+        "{partial}"
+    );
+}
+
+#[test]
+fn a_judges_labels_corrected_by_an_audit_cover_the_truth_where_the_judge_alone_does_not() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let candidate = candidate(pipeline, "judged");
+    let (config, sha256) = signed_running(pipeline, "judged", 0.6);
+    let truth = candidate_truth();
+    let seeds = 20u64;
+    let (mut judged_missed, mut corrected_missed) = (0u64, 0u64);
+    for seed in 0..seeds {
+        let records = directory.path().join(format!("records-{seed}.jsonl"));
+        let known = simulate(&records, &sha256, 0.6, 3_000, 100 + seed);
+        // An optimistic judge: it passes nine in ten wrong answers.
+        let mut random = Random::new(seed);
+        let judged: HashMap<String, bool> = known
+            .iter()
+            .map(|(id, ok)| (id.clone(), *ok || random.unit() < 0.9))
+            .collect();
+        let judge = |id: &str| judged[id];
+        let alone = directory.path().join(format!("judged-{seed}.jsonl"));
+        label_set(&records, &alone, 0.5, seed, None, judge);
+        let audited = directory.path().join(format!("audited-{seed}.jsonl"));
+        label_set(&records, &audited, 0.5, seed, Some((0.3, &known)), judge);
+        for (labels, missed) in [
+            (&alone, &mut judged_missed),
+            (&audited, &mut corrected_missed),
+        ] {
+            let output = replay(pipeline, &config, &candidate, &records, labels);
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let dr = &document["overall"]["quality"]["dr"];
+            let (lower, upper) = (dr["lower"].as_f64().unwrap(), dr["upper"].as_f64().unwrap());
+            *missed += u64::from(!(lower <= truth && truth <= upper));
+        }
+    }
+    eprintln!(
+        "misses of the truth {truth:.4} in {seeds} seeds: the judge alone {judged_missed}, corrected by a 30% audit {corrected_missed}"
+    );
+    let allowed = (0..=seeds)
+        .find(|&misses| routeval::stats::binomial_cdf(seeds, 0.1, misses) >= 0.999)
+        .unwrap();
+    assert!(corrected_missed <= allowed, "{corrected_missed} of {seeds}");
+    assert!(
+        judged_missed > seeds / 2,
+        "the judge's bias shows: {judged_missed} of {seeds}"
+    );
+}
