@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::common::{Pipeline, Random, demo_predictive, routeval};
+use crate::common::{Pipeline, Random, column, demo_predictive, routeval, signed_threshold};
 
 const SLICES: [&str; 3] = ["billing", "orders", "triage"];
 const RUNNING_THRESHOLD: f64 = 0.5;
@@ -85,35 +85,67 @@ fn simulate_traffic(
     seed: u64,
     harder: f64,
 ) -> HashMap<String, bool> {
+    simulate_with(path, sha256, share, n, seed, |random, index| {
+        let score = random.unit();
+        Request {
+            slice: SLICES[index % SLICES.len()].to_owned(),
+            score,
+            threshold: RUNNING_THRESHOLD,
+            small_ok: random.unit() < answers_well("small", score, harder),
+            large_ok: random.unit() < answers_well("large", score, harder),
+        }
+    })
+}
+
+/// One request of a simulated day: its slice and score, the running
+/// config's threshold for its slice, and whether each tier answers it well.
+struct Request {
+    slice: String,
+    score: f64,
+    threshold: f64,
+    small_ok: bool,
+    large_ok: bool,
+}
+
+/// `n` requests drawn by `request`, decided as the running config exploring
+/// at `share` decides them and written as serve records them, into `path`;
+/// each record's truth: whether its answer was acceptable.
+fn simulate_with(
+    path: &Path,
+    sha256: &str,
+    share: f64,
+    n: usize,
+    seed: u64,
+    mut request: impl FnMut(&mut Random, usize) -> Request,
+) -> HashMap<String, bool> {
     let mut random = Random::new(seed);
     let mut text = String::new();
     let mut truth = HashMap::with_capacity(n);
     for index in 0..n {
-        let score = random.unit();
-        let slice = SLICES[index % SLICES.len()];
-        let policy = if score >= RUNNING_THRESHOLD {
-            "large"
-        } else {
-            "small"
-        };
+        let Request {
+            slice,
+            score,
+            threshold,
+            small_ok,
+            large_ok,
+        } = request(&mut random, index);
+        let policy = if score >= threshold { "large" } else { "small" };
         let explored = random.unit() < share;
-        let route = if explored {
-            if random.unit() < 0.5 {
-                "small"
-            } else {
-                "large"
-            }
-        } else {
-            policy
+        let route = match (explored, random.unit() < 0.5) {
+            (false, _) => policy,
+            (true, true) => "small",
+            (true, false) => "large",
         };
         let propensity = if route == policy {
             1.0 - share + share / 2.0
         } else {
             share / 2.0
         };
-        let ok = random.unit() < answers_well(route, score, harder);
         let id = format!("req-{seed}-{index}");
-        truth.insert(id.clone(), ok);
+        truth.insert(
+            id.clone(),
+            if route == "large" { large_ok } else { small_ok },
+        );
         let record = json!({
             "id": id,
             "timestamp": 1_780_000_000_000i64 + index as i64,
@@ -571,5 +603,116 @@ fn a_judges_labels_corrected_by_an_audit_cover_the_truth_where_the_judge_alone_d
     assert!(
         judged_missed > seeds / 2,
         "the judge's bias shows: {judged_missed} of {seeds}"
+    );
+}
+
+/// The demo's population as serve-sim answers it: each prompt the router
+/// did not train on, with its slice, the deployed router's score of it
+/// (what serve computes) and whether each tier answers it well (the demo's
+/// graded run).
+fn demo_population(pipeline: &Pipeline) -> Vec<(String, f64, bool, bool)> {
+    let graded = pipeline.out.join("graded.parquet");
+    let truth: HashMap<String, (bool, bool)> = column(&graded, "id")
+        .into_iter()
+        .zip(
+            column(&graded, "small_ok")
+                .into_iter()
+                .zip(column(&graded, "large_ok")),
+        )
+        .map(|(id, (small, large))| {
+            (
+                id.as_str().unwrap().to_owned(),
+                (small.as_bool().unwrap(), large.as_bool().unwrap()),
+            )
+        })
+        .collect();
+    let ids = column(&pipeline.full, "id");
+    let slices = column(&pipeline.full, "slice");
+    let scores = column(&pipeline.full, "router_score");
+    ids.iter()
+        .zip(slices.iter().zip(&scores))
+        .map(|(id, (slice, score))| {
+            let (small, large) = truth[id.as_str().unwrap()];
+            (
+                slice.as_str().unwrap().to_owned(),
+                score.as_f64().unwrap(),
+                small,
+                large,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let population = demo_population(pipeline);
+    // The running config: the demo's calibrated thresholds, exploring half.
+    let table = pipeline.path("candidate-population-running.toml");
+    std::fs::write(
+        &table,
+        demo_predictive(None, "http://127.0.0.1:8089/v1") + "\n[serving.explore]\nshare = 0.5\n",
+    )
+    .unwrap();
+    let out = pipeline.path("candidate-population-running");
+    pipeline
+        .gate_pinned(&[&table], "0.1", &out)
+        .assert()
+        .success();
+    let config = out.join("route-config.v1.json");
+    let signed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    let sha256 = routeval::digest::sha256_hex(&std::fs::read(&config).unwrap());
+    // The candidate's truth: the share of the population it answers well.
+    let threshold = 0.4;
+    let truth = population
+        .iter()
+        .filter(|(_, score, small, large)| if *score >= threshold { *large } else { *small })
+        .count() as f64
+        / population.len() as f64;
+    let candidate = candidate_at(pipeline, "population", threshold);
+    let seeds = 30u64;
+    let mut missed = [0u64; 3];
+    for seed in 0..seeds {
+        let records = directory.path().join(format!("records-{seed}.jsonl"));
+        let known = simulate_with(&records, &sha256, 0.5, 3_000, seed, |random, _| {
+            let index =
+                ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
+            let (slice, score, small_ok, large_ok) = population[index].clone();
+            Request {
+                threshold: signed_threshold(&signed, &slice),
+                slice,
+                score,
+                small_ok,
+                large_ok,
+            }
+        });
+        let labels = labelled(&records, 0.5, seed, &known);
+        let output = replay(pipeline, &config, &candidate, &records, &labels);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+        for (index, estimator) in ["ips", "snips", "dr"].into_iter().enumerate() {
+            let estimate = &document["overall"]["quality"][estimator];
+            let (lower, upper) = (
+                estimate["lower"].as_f64().unwrap(),
+                estimate["upper"].as_f64().unwrap(),
+            );
+            missed[index] += u64::from(!(lower <= truth && truth <= upper));
+        }
+    }
+    eprintln!(
+        "the demo's population ({} prompts): misses of the candidate's true quality {truth:.4} in {seeds} days (IPS, SNIPS, DR) {missed:?}",
+        population.len()
+    );
+    let allowed = (0..=seeds)
+        .find(|&misses| routeval::stats::binomial_cdf(seeds, 0.1, misses) >= 0.999)
+        .unwrap();
+    assert!(
+        missed.iter().all(|&count| count <= allowed),
+        "{missed:?}, at most {allowed}"
     );
 }

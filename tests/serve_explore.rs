@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     Pipeline, Served, ask_all, base_url, column, demo_predictive, gate_single, repo,
-    served_records, start_serve, start_sim, write_keys,
+    served_records, signed_threshold, start_serve, start_sim, write_keys,
 };
 
 /// The demo's predictive table, its routes at `base_url`, with `explore`
@@ -221,18 +221,6 @@ fn serve_in(pipeline: &Pipeline, config: &Path, directory: &Path) -> (Served, Pa
     (served, records)
 }
 
-/// The threshold the signed predictive config gives `slice`.
-fn threshold(config: &Value, slice: &str) -> f64 {
-    let thresholds = &config["table"]["policy"]["predictive"]["thresholds"];
-    let value = thresholds["slices"]
-        .get(slice)
-        .unwrap_or(&thresholds["default"]);
-    match value {
-        Value::String(text) if text == "inf" => f64::INFINITY,
-        other => number(other),
-    }
-}
-
 #[test]
 fn serve_records_each_request_with_the_propensity_its_signed_config_gives() {
     let pipeline = Pipeline::shared();
@@ -286,7 +274,7 @@ fn serve_records_each_request_with_the_propensity_its_signed_config_gives() {
         } else {
             0.25
         };
-        let policy_route = if number(&row["score"]) >= threshold(&signed, slice) {
+        let policy_route = if number(&row["score"]) >= signed_threshold(&signed, slice) {
             "large"
         } else {
             "small"

@@ -43,7 +43,7 @@ pub use run::{
 pub use serve::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, column, demo_predictive, demo_prompts,
     deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at, serve_command,
-    served_records, signed_single, signed_table, start_serve, write_keys,
+    served_records, signed_single, signed_table, signed_threshold, start_serve, write_keys,
 };
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};

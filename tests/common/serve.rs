@@ -451,6 +451,20 @@ pub fn ask_all(served: &Served, requests: &[(String, String, String)]) -> BTreeM
     })
 }
 
+/// The threshold a signed two-tier predictive config gives `slice`.
+pub fn signed_threshold(config: &Value, slice: &str) -> f64 {
+    let thresholds = &config["table"]["policy"]["predictive"]["thresholds"];
+    let value = thresholds["slices"]
+        .get(slice)
+        .unwrap_or(&thresholds["default"]);
+    match value {
+        Value::String(text) if text == "inf" => f64::INFINITY,
+        other => other
+            .as_f64()
+            .unwrap_or_else(|| panic!("not a threshold: {other}")),
+    }
+}
+
 /// Every prompt of the demo's dataset: (id, slice, prompt).
 pub fn demo_prompts() -> Vec<(String, String, String)> {
     std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
