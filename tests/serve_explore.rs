@@ -247,6 +247,15 @@ fn serve_records_each_request_with_the_propensity_its_signed_config_gives() {
     let (served, records) = serve_in(pipeline, &config, directory.path());
     let prompts = crate::common::demo_prompts();
     let routes = ask_all(&served, &prompts);
+    let metrics = String::from_utf8(
+        std::process::Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(served.url("/metrics"))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
     served.stop();
     drop(sim);
     let rows = served_records(
@@ -312,6 +321,14 @@ fn serve_records_each_request_with_the_propensity_its_signed_config_gives() {
         );
     }
     assert_eq!(explored_tiers.len(), 2, "{explored_tiers:?}");
+    // /metrics counts the same exploration draws, by the route drawn.
+    for (route, draws) in &explored_tiers {
+        let line = format!("routeval_exploration_requests_total{{route=\"{route}\"}} {draws}");
+        assert!(
+            metrics.lines().any(|found| found == line),
+            "{line} in\n{metrics}"
+        );
+    }
 }
 
 /// Each demo prompt's truth, from the demo's graded results: whether the

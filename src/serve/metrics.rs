@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use super::resilience::BreakerReport;
 use super::served::ServedRecord;
-use crate::records::{Reason, Status};
+use crate::records::{Draw, Reason, Status};
 
 /// Upper bounds of the first-token histogram, in seconds.
 const FIRST_TOKEN_BUCKETS: &[f64] = &[
@@ -78,6 +78,8 @@ struct Counters {
     slice_pairs: usize,
     upstream: BTreeMap<(String, &'static str), u64>,
     broken: BTreeMap<(String, &'static str), u64>,
+    /// Requests an exploration draw sent, by the route it drew.
+    explored: BTreeMap<String, u64>,
     reloads: BTreeMap<&'static str, u64>,
     keys_reloads: BTreeMap<&'static str, u64>,
 }
@@ -173,6 +175,16 @@ impl Metrics {
         }
         if let Some(ending) = broken_ending(record.finish_reason.as_deref()) {
             count(&mut counters.broken, (route.to_owned(), ending));
+        }
+        if record.draw == Some(Draw::Explore)
+            && let Some(decided) = record.decided_route.as_deref()
+        {
+            match counters.explored.get_mut(decided) {
+                Some(value) => *value += 1,
+                None => {
+                    counters.explored.insert(decided.to_owned(), 1);
+                }
+            }
         }
         // Found without allocating: only a new slice or tenant is copied.
         let tenant = tenant.unwrap_or("-");
@@ -283,6 +295,20 @@ fn requests(out: &mut String, counters: &Counters) {
                 ("reason", &reason),
                 ("status", status.name()),
             ],
+            *value,
+        );
+    }
+    family(
+        out,
+        "routeval_exploration_requests_total",
+        "counter",
+        "Requests the signed config's exploration sent to a route drawn at random, by that route.",
+    );
+    for (route, value) in &counters.explored {
+        sample(
+            out,
+            "routeval_exploration_requests_total",
+            &[("route", route)],
             *value,
         );
     }
