@@ -465,6 +465,29 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
         "{truly} outside {dr}"
     );
 
+    // The reviewer's report carries it.
+    let report = directory.path().join("report");
+    crate::common::routeval()
+        .args(["report", "--records"])
+        .arg(&estimate)
+        .arg("--out")
+        .arg(&report)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(html.contains("On production traffic: <code>"), "{html}");
+    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    let dr_cell = format!(
+        "{:.3} [{:.3}, {:.3}]",
+        number(&dr["estimate"]),
+        number(&dr["lower"]),
+        number(&dr["upper"])
+    );
+    assert!(
+        summary.contains("**On production traffic**") && summary.contains(&dr_cell),
+        "{dr_cell} in {summary}"
+    );
+
     // The gate with that production evidence beside its offline checks.
     let out = pipeline.path("explore-loop-gate");
     pipeline

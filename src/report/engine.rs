@@ -394,7 +394,7 @@ fn records_documents(paths: &[PathBuf]) -> anyhow::Result<RecordsDocuments> {
     for path in paths {
         if path.is_dir() {
             anyhow::bail!(
-                "{}: a directory; report --records takes the documents drift --records, replay fallback and replay hedge write (--out), not the records: run `routeval drift --records {} --config CONFIG.json --out drift-records.json` and pass that",
+                "{}: a directory; report --records takes the documents drift --records, replay fallback, replay hedge and replay candidate write (--out), not the records: run `routeval drift --records {} --config CONFIG.json --out drift-records.json` and pass that",
                 path.display(),
                 path.display()
             );
@@ -425,8 +425,13 @@ fn records_documents(paths: &[PathBuf]) -> anyhow::Result<RecordsDocuments> {
                     Some(serde_json::from_value(value).with_context(|| parse("a hedge document"))?);
             }
             "records" | "fallback" | "hedge" => return Err(twice()),
+            // One per candidate: a review compares them.
+            crate::schema::CANDIDATE_REPLAY_KIND => documents.candidates.push(
+                serde_json::from_value(value)
+                    .with_context(|| parse("a replay candidate document"))?,
+            ),
             _ => bail!(
-                "{}: not a document of `drift --records`, `replay fallback` or `replay hedge` (--records)",
+                "{}: not a document of `drift --records`, `replay fallback`, `replay hedge` or `replay candidate` (--records)",
                 path.display()
             ),
         }

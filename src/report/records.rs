@@ -1,13 +1,15 @@
 //! What the gateway's records say, in the report: drift from records (each
 //! route's first token and fallbacks per window, so a brown-out is a
 //! window), the replayed breaker policies, and the hedging trade-off by
-//! prompt length. Each comes from the document its command writes.
+//! prompt length; and candidate tables estimated on the traffic
+//! (`replay candidate`). Each comes from the document its command writes.
 
 use std::fmt::Write as _;
 
 use super::kit::{BLUE, GREY, ORANGE, table};
 use super::svg::{Chart, Series, Style, bars, escape};
 use crate::markdown::{code, text};
+use crate::schema::CandidateReplay;
 use crate::schema::FallbackDocument;
 use crate::schema::HedgeDocument;
 use crate::schema::RecordsDriftDocument;
@@ -22,11 +24,16 @@ pub struct RecordsDocuments {
     pub drift: Option<RecordsDriftDocument>,
     pub fallback: Option<FallbackDocument>,
     pub hedge: Option<HedgeDocument>,
+    /// Candidates estimated on the traffic, one document each.
+    pub candidates: Vec<CandidateReplay>,
 }
 
 impl RecordsDocuments {
     pub fn is_empty(&self) -> bool {
-        self.drift.is_none() && self.fallback.is_none() && self.hedge.is_none()
+        self.drift.is_none()
+            && self.fallback.is_none()
+            && self.hedge.is_none()
+            && self.candidates.is_empty()
     }
 }
 
@@ -199,8 +206,26 @@ fn hedge_section(out: &mut String, hedge: &HedgeDocument) {
     table(out, &header, rows.into_iter());
 }
 
+fn candidate_section(out: &mut String, candidate: &CandidateReplay) {
+    let _ = write!(
+        out,
+        "<h2>On production traffic: <code>{}</code></h2><p>Estimated on {} requests that config version {} (<code>{}</code>) decided, {} of them labelled; intervals at confidence {} (empirical Bernstein). The difference is the candidate's quality minus the running config's on the same requests.</p>",
+        escape(&candidate.candidate.path),
+        candidate.overall.requests,
+        candidate.logged_by.version,
+        escape(&candidate.logged_by.path),
+        candidate.labels.rows,
+        candidate.confidence
+    );
+    let (header, rows) = candidate.table();
+    table(out, &header, rows.into_iter());
+}
+
 /// The records' sections of the HTML report.
 pub fn records_section(out: &mut String, documents: &RecordsDocuments) {
+    for candidate in &documents.candidates {
+        candidate_section(out, candidate);
+    }
     if let Some(drift) = &documents.drift {
         drift_section(out, drift);
     }
@@ -219,6 +244,26 @@ pub fn records_page(title: &str, documents: &RecordsDocuments) -> String {
 
 /// The records' lines of the Markdown summary.
 pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
+    for candidate in &documents.candidates {
+        let overall = &candidate.overall;
+        let interval = |estimate: &crate::schema::Estimate| match (estimate.lower, estimate.upper) {
+            (Some(lower), Some(upper)) => {
+                format!("{:.3} [{lower:.3}, {upper:.3}]", estimate.estimate)
+            }
+            _ => format!("{:.3}", estimate.estimate),
+        };
+        let _ = writeln!(
+            out,
+            "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%\n",
+            code(&candidate.candidate.path),
+            overall.requests,
+            candidate.logged_by.version,
+            candidate.labels.rows,
+            interval(&overall.quality.dr),
+            interval(&overall.quality_difference),
+            overall.escalation_rate.estimate * 100.0
+        );
+    }
     if let Some(drift) = &documents.drift {
         let _ = writeln!(
             out,

@@ -8,6 +8,9 @@ use super::InputFile;
 
 pub const CANDIDATE_REPLAY_SCHEMA_VERSION: u32 = 1;
 
+/// The document's `kind`, by which `report --records` knows it.
+pub const CANDIDATE_REPLAY_KIND: &str = "candidate";
+
 /// What `replay candidate --out` writes.
 pub const CANDIDATE_REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
     "a candidate replay",
@@ -19,7 +22,7 @@ pub const CANDIDATE_REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::Ou
             "candidate",
             "overall",
         ],
-        kind: None,
+        kind: Some(CANDIDATE_REPLAY_KIND),
     },
 );
 
@@ -28,6 +31,8 @@ pub const CANDIDATE_REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::Ou
 pub struct CandidateReplay {
     #[serde(deserialize_with = "crate::version::known::<_, 1, CANDIDATE_REPLAY_SCHEMA_VERSION>")]
     pub schema_version: u32,
+    /// `candidate`.
+    pub kind: String,
     pub routeval_version: String,
     /// The records read, and how many were the config's decisions.
     pub records: InputFile,
@@ -116,4 +121,49 @@ pub struct SliceEstimate {
     /// same requests, and the candidate's minus it, paired.
     pub running_quality: Estimate,
     pub quality_difference: Estimate,
+}
+
+impl CandidateReplay {
+    /// Each slice, then all requests, as a table's header and rows: for the
+    /// terminal and the report alike.
+    pub fn table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let interval = |estimate: &Estimate| match (estimate.lower, estimate.upper) {
+            (Some(lower), Some(upper)) => {
+                format!("{:.3} [{lower:.3}, {upper:.3}]", estimate.estimate)
+            }
+            _ => format!("{:.3}", estimate.estimate),
+        };
+        let header = vec![
+            "slice",
+            "requests",
+            "matched/labelled",
+            "quality IPS",
+            "SNIPS",
+            "DR",
+            "cost DR (USD)",
+            "escalation",
+            "running IPS",
+            "difference",
+        ];
+        let rows = self
+            .slices
+            .iter()
+            .chain(std::iter::once(&self.overall))
+            .map(|slice| {
+                vec![
+                    slice.slice.clone(),
+                    slice.requests.to_string(),
+                    format!("{}/{}", slice.matched_labelled, slice.labelled),
+                    interval(&slice.quality.ips),
+                    interval(&slice.quality.snips),
+                    interval(&slice.quality.dr),
+                    format!("{:.6}", slice.mean_cost.dr.estimate),
+                    format!("{:.3}", slice.escalation_rate.estimate),
+                    interval(&slice.running_quality),
+                    interval(&slice.quality_difference),
+                ]
+            })
+            .collect();
+        (header, rows)
+    }
 }

@@ -53,8 +53,8 @@ pub use calibration::{
 };
 pub use call_tier::CallTier;
 pub use candidate_replay::{
-    CANDIDATE_REPLAY_OUTPUT, CANDIDATE_REPLAY_SCHEMA_VERSION, CandidateReplay, Estimate,
-    Estimators, LabelsUsed, LoggedBy, SliceEstimate,
+    CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_OUTPUT, CANDIDATE_REPLAY_SCHEMA_VERSION,
+    CandidateReplay, Estimate, Estimators, LabelsUsed, LoggedBy, SliceEstimate,
 };
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
 pub use drift::{

@@ -27,8 +27,8 @@ use crate::routes::{
     ResolvedPolicy, ResolvedTable, RouteConfig, RouteTable, Serving, UnknownSlice,
 };
 use crate::schema::{
-    CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay, ColumnNames, InputFile,
-    LabelsUsed, LoggedBy, ReadOptions, read_graded,
+    CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay,
+    ColumnNames, InputFile, LabelsUsed, LoggedBy, ReadOptions, read_graded,
 };
 
 use decide::Decisions;
@@ -111,6 +111,7 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
     };
     Ok(CandidateReplay {
         schema_version: CANDIDATE_REPLAY_SCHEMA_VERSION,
+        kind: CANDIDATE_REPLAY_KIND.to_owned(),
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
         records: file(&options.records, records)?,
         labels: LabelsUsed {
