@@ -282,6 +282,17 @@ fn serve_logged(
         watcher.abort();
         anyhow::Ok(())
     })?;
+    stop_serving(app, runtime, writer, log)
+}
+
+/// After the last connection: the last traces sent, the runtime stopped,
+/// every record written, and the `stopped` line.
+fn stop_serving(
+    app: Arc<app::App>,
+    runtime: tokio::runtime::Runtime,
+    writer: journal::JournalThread,
+    log: &Arc<log::Log>,
+) -> anyhow::Result<()> {
     // The last traces go out on the runtime, before it stops.
     if let Some(tracing) = &app.tracing
         && let Err(error) = tracing.shutdown()
