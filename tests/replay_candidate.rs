@@ -90,21 +90,32 @@ fn simulate_traffic(
         Request {
             slice: SLICES[index % SLICES.len()].to_owned(),
             score,
-            threshold: RUNNING_THRESHOLD,
-            small_ok: random.unit() < answers_well("small", score, harder),
-            large_ok: random.unit() < answers_well("large", score, harder),
+            thresholds: vec![RUNNING_THRESHOLD],
+            ok: vec![
+                random.unit() < answers_well("small", score, harder),
+                random.unit() < answers_well("large", score, harder),
+            ],
         }
     })
 }
 
 /// One request of a simulated day: its slice and score, the running
-/// config's threshold for its slice, and whether each tier answers it well.
+/// config's thresholds for its slice, and whether each tier answers it
+/// well, cheapest first.
 struct Request {
     slice: String,
     score: f64,
-    threshold: f64,
-    small_ok: bool,
-    large_ok: bool,
+    thresholds: Vec<f64>,
+    ok: Vec<bool>,
+}
+
+/// The routes of the demo's tables, cheapest first, by their number.
+fn routes(tiers: usize) -> &'static [&'static str] {
+    if tiers == 3 {
+        &["small", "mid", "large"]
+    } else {
+        &["small", "large"]
+    }
 }
 
 /// `n` requests drawn by `request`, decided as the running config exploring
@@ -125,27 +136,25 @@ fn simulate_with(
         let Request {
             slice,
             score,
-            threshold,
-            small_ok,
-            large_ok,
+            thresholds,
+            ok,
         } = request(&mut random, index);
-        let policy = if score >= threshold { "large" } else { "small" };
+        let tiers = ok.len();
+        let policy = thresholds
+            .iter()
+            .filter(|threshold| score >= **threshold)
+            .count();
         let explored = random.unit() < share;
-        let route = match (explored, random.unit() < 0.5) {
-            (false, _) => policy,
-            (true, true) => "small",
-            (true, false) => "large",
-        };
-        let propensity = if route == policy {
-            1.0 - share + share / 2.0
+        let pick = ((random.unit() * tiers as f64) as usize).min(tiers - 1);
+        let tier = if explored { pick } else { policy };
+        let propensity = if tier == policy {
+            1.0 - share + share / tiers as f64
         } else {
-            share / 2.0
+            share / tiers as f64
         };
+        let route = routes(tiers)[tier];
         let id = format!("req-{seed}-{index}");
-        truth.insert(
-            id.clone(),
-            if route == "large" { large_ok } else { small_ok },
-        );
+        truth.insert(id.clone(), ok[tier]);
         let record = json!({
             "id": id,
             "timestamp": 1_780_000_000_000i64 + index as i64,
@@ -610,19 +619,19 @@ fn a_judges_labels_corrected_by_an_audit_cover_the_truth_where_the_judge_alone_d
 /// did not train on, with its slice, the deployed router's score of it
 /// (what serve computes) and whether each tier answers it well (the demo's
 /// graded run).
-fn demo_population(pipeline: &Pipeline) -> Vec<(String, f64, bool, bool)> {
+fn demo_population(pipeline: &Pipeline, tiers: usize) -> Vec<(String, f64, Vec<bool>)> {
     let graded = pipeline.out.join("graded.parquet");
-    let truth: HashMap<String, (bool, bool)> = column(&graded, "id")
+    let ok: Vec<Vec<Value>> = routes(tiers)
+        .iter()
+        .map(|tier| column(&graded, &format!("{tier}_ok")))
+        .collect();
+    let truth: HashMap<String, Vec<bool>> = column(&graded, "id")
         .into_iter()
-        .zip(
-            column(&graded, "small_ok")
-                .into_iter()
-                .zip(column(&graded, "large_ok")),
-        )
-        .map(|(id, (small, large))| {
+        .enumerate()
+        .map(|(row, id)| {
             (
                 id.as_str().unwrap().to_owned(),
-                (small.as_bool().unwrap(), large.as_bool().unwrap()),
+                ok.iter().map(|tier| tier[row].as_bool().unwrap()).collect(),
             )
         })
         .collect();
@@ -632,12 +641,10 @@ fn demo_population(pipeline: &Pipeline) -> Vec<(String, f64, bool, bool)> {
     ids.iter()
         .zip(slices.iter().zip(&scores))
         .map(|(id, (slice, score))| {
-            let (small, large) = truth[id.as_str().unwrap()];
             (
                 slice.as_str().unwrap().to_owned(),
                 score.as_f64().unwrap(),
-                small,
-                large,
+                truth[id.as_str().unwrap()].clone(),
             )
         })
         .collect()
@@ -647,7 +654,7 @@ fn demo_population(pipeline: &Pipeline) -> Vec<(String, f64, bool, bool)> {
 fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
     let pipeline = Pipeline::shared();
     let directory = tempfile::tempdir().unwrap();
-    let population = demo_population(pipeline);
+    let population = demo_population(pipeline, 2);
     // The running config: the demo's calibrated thresholds, exploring half.
     let table = pipeline.path("candidate-population-running.toml");
     std::fs::write(
@@ -667,7 +674,7 @@ fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
     let threshold = 0.4;
     let truth = population
         .iter()
-        .filter(|(_, score, small, large)| if *score >= threshold { *large } else { *small })
+        .filter(|(_, score, ok)| ok[usize::from(*score >= threshold)])
         .count() as f64
         / population.len() as f64;
     let candidate = candidate_at(pipeline, "population", threshold);
@@ -678,13 +685,12 @@ fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
         let known = simulate_with(&records, &sha256, 0.5, 3_000, seed, |random, _| {
             let index =
                 ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
-            let (slice, score, small_ok, large_ok) = population[index].clone();
+            let (slice, score, ok) = population[index].clone();
             Request {
-                threshold: signed_threshold(&signed, &slice),
+                thresholds: vec![signed_threshold(&signed, &slice)],
                 slice,
                 score,
-                small_ok,
-                large_ok,
+                ok,
             }
         });
         let labels = labelled(&records, 0.5, seed, &known);
@@ -715,4 +721,114 @@ fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
         missed.iter().all(|&count| count <= allowed),
         "{missed:?}, at most {allowed}"
     );
+}
+
+/// The thresholds a signed three-tier config gives `slice`.
+fn tier_thresholds(config: &Value, slice: &str) -> Vec<f64> {
+    let thresholds = &config["table"]["policy"]["predictive_tiers"]["thresholds"];
+    thresholds["slices"]
+        .get(slice)
+        .unwrap_or(&thresholds["default"])
+        .as_array()
+        .unwrap_or_else(|| panic!("no thresholds for {slice}: {thresholds}"))
+        .iter()
+        .map(|value| value.as_f64().unwrap_or(f64::INFINITY))
+        .collect()
+}
+
+#[test]
+fn a_three_tier_candidate_is_estimated_on_three_tier_traffic() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let population = demo_population(pipeline, 3);
+    let three_tier = std::fs::read_to_string(
+        crate::common::repo().join("datasets/demo/routes/predictive-three-tier.toml"),
+    )
+    .unwrap();
+    let running = pipeline.path("candidate-three-running.toml");
+    std::fs::write(
+        &running,
+        three_tier.clone() + "\n[serving.explore]\nshare = 0.6\n",
+    )
+    .unwrap();
+    let out = pipeline.path("candidate-three-running");
+    routeval()
+        .args(["gate", "--target", "0.1", "--candidates"])
+        .arg(&running)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive-three-tier.json"))
+        .arg("--router")
+        .arg(pipeline.out.join("router.bin"))
+        .arg("--key")
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let config = out.join("route-config.v1.json");
+    let bytes = std::fs::read(&config).unwrap();
+    let signed: Value = serde_json::from_slice(&bytes).unwrap();
+    let sha256 = routeval::digest::sha256_hex(&bytes);
+    let candidate = pipeline.path("candidate-three.toml");
+    let cuts = [0.3, 0.6];
+    std::fs::write(
+        &candidate,
+        three_tier
+            .replace(
+                "thresholds_from_calibration = true",
+                "thresholds = { \"*\" = [0.3, 0.6] }",
+            )
+            .replace(
+                "unknown_slice = \"strongest\"",
+                "unknown_slice = \"global\"",
+            ),
+    )
+    .unwrap();
+    let tier_of = |score: f64| cuts.iter().filter(|cut| score >= **cut).count();
+    let truth = population
+        .iter()
+        .filter(|(_, score, ok)| ok[tier_of(*score)])
+        .count() as f64
+        / population.len() as f64;
+    let seeds = 15u64;
+    let mut missed = [0u64; 3];
+    for seed in 0..seeds {
+        let records = directory.path().join(format!("records-{seed}.jsonl"));
+        let known = simulate_with(&records, &sha256, 0.6, 3_000, seed, |random, _| {
+            let index =
+                ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
+            let (slice, score, ok) = population[index].clone();
+            Request {
+                thresholds: tier_thresholds(&signed, &slice),
+                slice,
+                score,
+                ok,
+            }
+        });
+        let labels = labelled(&records, 0.5, seed, &known);
+        let output = replay(pipeline, &config, &candidate, &records, &labels);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+        for (index, estimator) in ["ips", "snips", "dr"].into_iter().enumerate() {
+            let estimate = &document["overall"]["quality"][estimator];
+            let (lower, upper) = (
+                estimate["lower"].as_f64().unwrap(),
+                estimate["upper"].as_f64().unwrap(),
+            );
+            missed[index] += u64::from(!(lower <= truth && truth <= upper));
+        }
+    }
+    eprintln!(
+        "three tiers on the demo's population: misses of the candidate's true quality {truth:.4} in {seeds} days (IPS, SNIPS, DR) {missed:?}"
+    );
+    let allowed = (0..=seeds)
+        .find(|&misses| routeval::stats::binomial_cdf(seeds, 0.1, misses) >= 0.999)
+        .unwrap();
+    assert!(missed.iter().all(|&count| count <= allowed), "{missed:?}");
 }

@@ -29,6 +29,17 @@ pub(super) struct Decided {
 }
 
 impl Decisions<'_> {
+    /// The direct model's tier of one of the candidate's routes: its place
+    /// among a k-tier table's tiers, else small (0) or large (1).
+    fn tier_of(&self, route: &str) -> usize {
+        if let Some(tiers) = self.candidate.policy.tier_routes() {
+            return tiers.iter().position(|tier| tier == route).unwrap_or(0);
+        }
+        self.candidate.route(route).map_or(0, |found| {
+            usize::from(found.tier.known() == Some(crate::routes::Tier::Large))
+        })
+    }
+
     /// `None` for a record that is not one of the config's decisions: a
     /// refusal, an abandoned attempt or a hedge's losing copy.
     pub fn decide(&self, record: &Record<'_>) -> Result<Option<Decided>, (&'static str, String)> {
@@ -87,15 +98,7 @@ impl Decisions<'_> {
                 "{recorded}, where --config gives route {decided_route:?} probability {expected} for it: not a record serve wrote under that config"
             )));
         }
-        let tier_of = |route: &str| {
-            self.candidate
-                .route(route)
-                .or_else(|| self.config.table.route(route))
-                .map_or(0, |found| {
-                    usize::from(found.tier.known() == Some(crate::routes::Tier::Large))
-                })
-        };
-        let candidate_tier = tier_of(&candidate_route);
+        let candidate_tier = self.tier_of(&candidate_route);
         Ok(Some(Decided {
             unsupported: (chance(&candidate_route) == 0.0).then(|| candidate_route.clone()),
             logged: Logged {

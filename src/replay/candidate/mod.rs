@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::digest::sha256_path;
+use crate::policy::tiered_rows;
 use crate::records::{FieldNames, for_each_record};
 use crate::routes::{
     ResolvedPolicy, ResolvedTable, RouteConfig, RouteTable, Serving, UnknownSlice,
@@ -79,7 +80,12 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         ..ReadOptions::default()
     };
     let graded = read_graded(&options.results, &read)?;
-    let model = DirectModel::fit(&graded);
+    let model = match tiered_rows(&options.results, &read, &table)
+        .with_context(|| format!("{} (--results)", options.results.display()))?
+    {
+        Some(tiered) => DirectModel::tiered(&graded, &tiered),
+        None => DirectModel::two_tier(&graded),
+    };
     let labels = Labels::read(&options.labels).map_err(|problem| CandidateError::Labels {
         path: options.labels.display().to_string(),
         problem,
@@ -212,20 +218,15 @@ fn decide_all(
 }
 
 /// A policy the estimate can replay: one route per request, decided from
-/// the slice and the score (single, static, two-tier predictive).
+/// the slice and the score (single, static, predictive over two tiers or
+/// more).
 fn check_policy(policy: &ResolvedPolicy, path: &Path, flag: &str) -> anyhow::Result<()> {
     match policy {
-        ResolvedPolicy::Single { .. }
-        | ResolvedPolicy::Static { .. }
-        | ResolvedPolicy::Predictive { .. } => Ok(()),
         ResolvedPolicy::Cascade { .. } | ResolvedPolicy::CascadeStages { .. } => anyhow::bail!(
             "{}: a cascade's route depends on its verifier's verdict on an answer the records do not have; {flag} must be a single, static or predictive table",
             path.display()
         ),
-        ResolvedPolicy::PredictiveTiers { .. } => anyhow::bail!(
-            "{}: a policy over more than two tiers; {flag} must be a single, static or two-tier predictive table (the direct model knows the small and large tiers)",
-            path.display()
-        ),
+        _ => Ok(()),
     }
 }
 
