@@ -8,14 +8,18 @@
 mod deployed_scores;
 mod engine;
 mod exploration;
+mod inputs;
 mod litellm;
+mod options;
 mod outputs;
 mod production;
 mod render;
 mod rollback;
 mod rules;
+mod scoring;
 
-pub use engine::{GateOptions, MAX_TTL_DAYS, gate};
+pub use engine::gate;
 pub use litellm::{LitellmExport, ServeEndpoint, litellm_yaml};
+pub use options::{GateOptions, MAX_TTL_DAYS};
 pub use render::{markdown, terminal};
 pub use rollback::{RollbackOptions, rollback};

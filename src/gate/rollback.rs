@@ -17,7 +17,8 @@ use crate::schema::{
     BaselineRef, CandidateReport, GATE_REPORT_SCHEMA_VERSION, GateReport, InputFile, Rollback,
 };
 
-use super::engine::{commit_report, mint_id, stage_signed, verified_signed};
+use super::engine::{commit_report, mint_id, stage_signed};
+use super::inputs::verified_signed;
 use super::litellm::ServeEndpoint;
 use super::outputs::{OutPaths, lock_out};
 

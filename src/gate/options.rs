@@ -1,0 +1,54 @@
+//! What a gate is asked: the candidates, the results, the rules' settings,
+//! the key and where its outputs go.
+
+use std::path::PathBuf;
+
+use crate::schema::ReadOptions;
+
+use super::litellm::ServeEndpoint;
+
+/// The confidence of the regression test when the gate is given none.
+pub const DEFAULT_REGRESSION_CONFIDENCE: f64 = 0.95;
+
+#[derive(Debug, Clone)]
+pub struct GateOptions {
+    pub candidates: Vec<PathBuf>,
+    /// `routeval serve`, to which the LiteLLM export sends the logical model
+    /// (`--serve-url`, `--serve-key-env`).
+    pub serve: Option<ServeEndpoint>,
+    pub results: PathBuf,
+    pub read: ReadOptions,
+    /// Calibrations for the policies that take their thresholds from one,
+    /// matched by policy and score column.
+    pub calibrations: Vec<PathBuf>,
+    pub baseline: Option<PathBuf>,
+    /// The key the baseline must verify with; `None`: the `.pub` beside `key`.
+    pub baseline_pubkey: Option<String>,
+    pub constraints: Option<PathBuf>,
+    pub target: f64,
+    pub confidence: Option<f64>,
+    pub max_regression: f64,
+    pub key: PathBuf,
+    pub out: PathBuf,
+    pub ttl_days: u64,
+    pub dataset_sha256: Option<String>,
+    /// Constraints may name slices the results do not have.
+    pub allow_unknown_slices: bool,
+    /// With a confidence, certify the target for all slices jointly (Holm).
+    pub familywise: bool,
+    /// The built-in router whose scores a predictive candidate's thresholds
+    /// apply to: pinned by sha256 in the signed config.
+    pub router: Option<PathBuf>,
+    /// The results' column with the prompt text, which the router's scores
+    /// are checked against.
+    pub prompt_col: String,
+    /// Where a cascade candidate's `[serving.verifier] template` is found.
+    pub rubrics: PathBuf,
+    /// `replay candidate` documents of the candidates on the traffic the
+    /// `baseline` config served: the production checks.
+    pub production: Vec<PathBuf>,
+}
+
+/// The longest a signed config may live, in days: ten years keeps
+/// `expires_at` a date every reader parses.
+pub const MAX_TTL_DAYS: u64 = 3650;
