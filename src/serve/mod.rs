@@ -24,6 +24,7 @@ mod http;
 mod journal;
 mod keys;
 mod layers;
+mod leaving;
 mod log;
 mod metrics;
 mod reply;
@@ -32,6 +33,7 @@ mod served;
 mod sse;
 mod stage;
 mod trace;
+mod whole;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,9 @@
 //! first byte, a request that did not stream may still move while its
 //! answer is assembled (nothing has reached the client yet); a streamed
 //! one may not: a stall or a cut is its error, never a second model's
-//! text spliced on.
+//! text spliced on. This file reaches a route and answers; leaving a failing
+//! route is `leaving.rs`, an answer read whole for a client that did not
+//! stream `whole.rs`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,23 +21,19 @@ use futures_util::StreamExt;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
-use crate::policy::{Admit, CallOutcome, FallbackMove, Plan, Stay};
-use crate::records::{Cause, HEDGE_ID_SUFFIX, Move, Reason, Status};
+use crate::policy::{Admit, CallOutcome, FallbackMove};
+use crate::records::{HEDGE_ID_SUFFIX, Move, Reason, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
 use super::app::App;
-use super::assemble::Assembly;
-use super::cascade::verify;
 use super::decision::Decided;
 use super::deployed::Upstream;
 use super::forward::outgoing_headers;
 use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
-    read_events,
 };
-use super::log::Level;
-use super::reply::{error, overloaded, refuse, refused_as_recorded};
+use super::reply::overloaded;
 use super::served::ServedRecord;
 use super::sse::Framer;
 
@@ -65,34 +63,34 @@ pub(super) enum Stage {
 }
 
 /// A route that gave its first byte in time.
-struct Reached {
-    route: String,
-    upstream: Upstream,
-    status: StatusCode,
-    content_type: Option<HeaderValue>,
+pub(super) struct Reached {
+    pub(super) route: String,
+    pub(super) upstream: Upstream,
+    pub(super) status: StatusCode,
+    pub(super) content_type: Option<HeaderValue>,
     /// The upstream's rate-limit headers, passed on.
-    limits: Vec<(HeaderName, HeaderValue)>,
+    pub(super) limits: Vec<(HeaderName, HeaderValue)>,
     /// The body's length, where the upstream said it.
-    expected_bytes: Option<u64>,
-    source: Source,
-    slot: Slot,
+    pub(super) expected_bytes: Option<u64>,
+    pub(super) source: Source,
+    pub(super) slot: Slot,
     /// Its first byte, ms after the request arrived.
-    ttft_ms: f64,
+    pub(super) ttft_ms: f64,
     /// Whether a hedged copy was sent, and which answered.
-    hedged: Option<Hedged>,
+    pub(super) hedged: Option<Hedged>,
 }
 
 /// A hedged call: which of the two answered, and when the other was
 /// cancelled.
-struct Hedged {
-    copy_won: bool,
-    cancelled_at_ms: f64,
+pub(super) struct Hedged {
+    pub(super) copy_won: bool,
+    pub(super) cancelled_at_ms: f64,
     /// The copy's route slot, given back with the answer.
-    slot: Slot,
+    pub(super) slot: Slot,
 }
 
 /// How one call went up to its first byte.
-enum FirstByte {
+pub(super) enum FirstByte {
     Came {
         status: StatusCode,
         content_type: Option<HeaderValue>,
@@ -107,7 +105,7 @@ enum FirstByte {
 }
 
 /// Why an attempt gave no first byte.
-enum Failure {
+pub(super) enum Failure {
     /// No first byte by the deadline: the route's breaker deadline
     /// (`by_breaker`) or `--first-token-timeout-ms`.
     Deadline {
@@ -120,7 +118,7 @@ enum Failure {
 
 impl Failure {
     /// The call's outcome, as the route's breaker counts it.
-    fn outcome(&self) -> CallOutcome {
+    pub(super) fn outcome(&self) -> CallOutcome {
         match self {
             Failure::Deadline { .. } => CallOutcome::Deadline,
             Failure::Status(called) if called.status == StatusCode::TOO_MANY_REQUESTS => {
@@ -130,7 +128,7 @@ impl Failure {
         }
     }
 
-    fn status(&self) -> Status {
+    pub(super) fn status(&self) -> Status {
         match self {
             Failure::Deadline { .. } => Status::Timeout,
             Failure::Unreachable(_) => Status::Error,
@@ -139,7 +137,7 @@ impl Failure {
     }
 
     /// The reason of a request moved by this failure.
-    fn moved_reason(&self) -> Reason {
+    pub(super) fn moved_reason(&self) -> Reason {
         Reason::Fallback(match self {
             Failure::Deadline { .. } => Move::Deadline,
             _ => Move::Error,
@@ -147,7 +145,7 @@ impl Failure {
     }
 }
 
-enum Attempt {
+pub(super) enum Attempt {
     Reached(Box<Reached>),
     /// Failed `at_ms` after the request arrived.
     Failed {
@@ -159,7 +157,7 @@ enum Attempt {
 
 impl StageCall<'_> {
     /// The decision's headers, then the upstream's rate-limit headers.
-    fn headers(
+    pub(super) fn headers(
         &self,
         route: &str,
         limits: Vec<(HeaderName, HeaderValue)>,
@@ -187,13 +185,13 @@ impl StageCall<'_> {
     }
 
     /// Whether the client asked for a stream.
-    fn client_streams(&self) -> bool {
+    pub(super) fn client_streams(&self) -> bool {
         self.decided.request.get("stream") == Some(&serde_json::Value::Bool(true))
     }
 
     /// Whether `route` is called with streaming though the client did not
     /// stream (serve then assembles the answer).
-    fn streams_for_client(&self, route: &str) -> bool {
+    pub(super) fn streams_for_client(&self, route: &str) -> bool {
         !self.client_streams()
             && self
                 .decided
@@ -204,13 +202,13 @@ impl StageCall<'_> {
                 .is_some_and(|found| found.stream_upstream)
     }
 
-    fn elapsed_ms(&self) -> f64 {
+    pub(super) fn elapsed_ms(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * 1e3
     }
 
     /// Where this stage's deadlines count from: the request's arrival for
     /// its first stage (the times its record gives), else now.
-    fn stage_start(&self) -> (Instant, f64) {
+    pub(super) fn stage_start(&self) -> (Instant, f64) {
         if self.stage == 0 {
             (self.started, 0.0)
         } else {
@@ -223,7 +221,7 @@ impl StageCall<'_> {
     /// A route that cannot stream answers a non-streamed call in one
     /// piece, whose first byte is its last: such a call is bounded by
     /// `--total-timeout-ms` only.
-    fn deadline_ms(&self, route: &str) -> (f64, bool) {
+    pub(super) fn deadline_ms(&self, route: &str) -> (f64, bool) {
         let global = self.app.timeouts.first_token.as_secs_f64() * 1e3;
         let table = &self.decided.deployed.config.table;
         let whole = table
@@ -242,7 +240,7 @@ impl StageCall<'_> {
 
     /// One call's first byte by `first_token`, traced as an attempt of
     /// `role` (`route`, `fallback` or `hedge`).
-    async fn first_byte(
+    pub(super) async fn first_byte(
         &self,
         route: &str,
         upstream: &Upstream,
@@ -340,7 +338,7 @@ impl StageCall<'_> {
 
     /// The route's hedge for this request: when the copy goes, if the
     /// route hedges and the prompt is short enough.
-    fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {
+    pub(super) fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {
         let hedge = self.decided.deployed.config.table.route(route)?.hedge?;
         (self.prompt_tokens <= hedge.max_prompt_tokens).then(|| {
             tokio::time::Instant::from_std(from)
@@ -352,7 +350,7 @@ impl StageCall<'_> {
     /// `hedge_at`, else the first of it and a copy sent then (on a slot of
     /// its own, if the route has one free); the other is cancelled, and
     /// [`Hedged`] says what it was.
-    async fn hedged_first_byte(
+    pub(super) async fn hedged_first_byte(
         &self,
         route: &str,
         upstream: &Upstream,
@@ -403,7 +401,7 @@ impl StageCall<'_> {
 
     /// Calls `route`; its first byte must come within its deadline,
     /// counted from `from` (`offset_ms` after the request arrived).
-    async fn attempt(&self, route: &str, from: Instant, offset_ms: f64) -> Attempt {
+    pub(super) async fn attempt(&self, route: &str, from: Instant, offset_ms: f64) -> Attempt {
         let slot = match self.app.admission.route(route) {
             Ok(slot) => slot,
             Err(full) => return Attempt::Full(full),
@@ -470,112 +468,9 @@ impl StageCall<'_> {
         }
     }
 
-    /// Logs a route that gave no first byte: how it failed, and where the
-    /// request went (`moved_to`), or why it could not move.
-    fn log_failure(
-        &self,
-        route: &str,
-        failure: &Failure,
-        at_ms: f64,
-        moved_to: Result<&str, Stay>,
-    ) {
-        let log = &self.app.log;
-        let (kind, what) = match failure {
-            Failure::Deadline { by_breaker } => (
-                "deadline",
-                format!(
-                    "gave no first token within {} ({} ms)",
-                    if *by_breaker {
-                        "its breaker's first_token_deadline_ms"
-                    } else {
-                        "--first-token-timeout-ms"
-                    },
-                    self.deadline_ms(route).0
-                ),
-            ),
-            Failure::Unreachable(problem) => ("unreachable", format!("did not answer: {problem}")),
-            Failure::Status(called) => ("status", format!("answered {}", called.status)),
-        };
-        let then = match moved_to {
-            Ok(fallback) => format!("the request moved to {fallback:?}"),
-            Err(Stay::NoFallback) => "no fallback: the client got the failure".to_owned(),
-            Err(Stay::Capacity) => {
-                "every fallback was at its rpm or tpm or its breaker was open: the client got the failure".to_owned()
-            }
-            Err(Stay::Budget) => "the retry budget was spent: the client got the failure".to_owned(),
-        };
-        log.event(
-            Level::Warn,
-            "upstream_failed",
-            format!("route {route:?} {what}; {then}"),
-        )
-        .field("request_id", self.decided.request_id.clone())
-        .field("route", route)
-        .field("failure", kind)
-        .field(
-            "upstream_status",
-            match failure {
-                Failure::Status(called) => Some(called.status.as_u16()),
-                _ => None,
-            },
-        )
-        .field("at_ms", at_ms)
-        .field("fallback", moved_to.ok())
-        .field(
-            "stay",
-            moved_to
-                .err()
-                .and_then(Stay::reason)
-                .map(|reason| reason.to_string()),
-        )
-        .emit();
-        if moved_to == Err(Stay::Budget) {
-            let (allowed, used) = self
-                .app
-                .resilience
-                .budget_at(self.arrival_ms + self.elapsed_ms());
-            log.event(
-                Level::Warn,
-                "budget_refused",
-                format!(
-                    "the retry budget refused a fallback for route {route:?}: {used} of {allowed} extra calls spent in its window"
-                ),
-            )
-            .field("request_id", self.decided.request_id.clone())
-            .field("route", route)
-            .field("allowed", allowed)
-            .field("used", used)
-            .emit();
-        }
-    }
-
-    /// The first fallback of this stage's route the request may use now:
-    /// allowed for its tenant, its breaker closed, within its `rpm`/`tpm`;
-    /// and after a failed attempt, a call the retry budget allows.
-    fn fallback_for(&self, now_ms: f64, kind: FallbackMove) -> Result<String, Stay> {
-        let table = &self.decided.deployed.config.table;
-        let resilience = &self.app.resilience;
-        let allowed: Vec<&str> = table
-            .fallbacks_of(self.route)
-            .filter(|name| self.decided.allowed.iter().any(|allowed| allowed == name))
-            .collect();
-        if allowed.is_empty() {
-            return Err(Stay::NoFallback);
-        }
-        let closed: Vec<_> = allowed
-            .into_iter()
-            .filter(|name| resilience.is_closed(name, now_ms))
-            .filter_map(|name| table.route(name))
-            .collect();
-        if closed.is_empty() {
-            return Err(Stay::Capacity);
-        }
-        resilience.take_fallback(&closed, now_ms, self.tokens, kind)
-    }
-
     /// This stage's route, or its fallback: the route that gave a first
     /// byte, or the client's response (already recorded).
-    async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, Stage> {
+    pub(super) async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, Stage> {
         let resilience = &self.app.resilience;
         let arrival_ms = self.arrival_ms;
         let (from, offset_ms) = self.stage_start();
@@ -644,25 +539,10 @@ impl StageCall<'_> {
         }
     }
 
-    /// The record of the route's abandoned attempt, beside the request's
-    /// own: `<id>-attempt-1`, the route, how it failed and when.
-    fn abandoned(&self, record: &ServedRecord, failure: &Failure, at_ms: f64) {
-        let mut attempt = record.clone();
-        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
-        attempt.route = self.route.to_owned().into();
-        attempt.status = failure.status();
-        attempt.reason = Some(Reason::Abandoned(match failure {
-            Failure::Deadline { .. } => Cause::Deadline,
-            _ => Cause::Error,
-        }));
-        attempt.total_ms = Some(at_ms);
-        self.app.finish_attempt(attempt);
-    }
-
     /// A hedged request: its reason is `hedge-won`, and the copy that lost
     /// (cancelled before its first token, so it was never billed output)
     /// is its own record, `ID-hedge-1`, reason `hedge-lost`.
-    fn record_hedge(&self, record: &mut ServedRecord, reached: &Reached) {
+    pub(super) fn record_hedge(&self, record: &mut ServedRecord, reached: &Reached) {
         let Some(hedged) = &reached.hedged else {
             return;
         };
@@ -684,143 +564,12 @@ impl StageCall<'_> {
         self.app.finish_attempt(lost);
     }
 
-    /// The request, moved to `fallback` for `reason`.
-    async fn moved(
+    pub(super) fn finishing(
         &self,
-        record: &mut ServedRecord,
-        fallback: &str,
-        reason: Reason,
-    ) -> Result<Box<Reached>, Stage> {
-        record.route = fallback.to_owned().into();
-        record.reason = Some(reason);
-        let arrival_ms = self.arrival_ms;
-        let offset_ms = self.elapsed_ms();
-        match self.attempt(fallback, Instant::now(), offset_ms).await {
-            Attempt::Reached(reached) => {
-                self.app.resilience.outcome(
-                    fallback,
-                    arrival_ms + reached.ttft_ms,
-                    CallOutcome::FirstToken,
-                    Admit::Route,
-                );
-                self.record_hedge(record, &reached);
-                Ok(reached)
-            }
-            Attempt::Full(full) => Err(Stage::Answered(overloaded(
-                self.app,
-                record.clone(),
-                self.started,
-                full,
-            ))),
-            Attempt::Failed { failure, at_ms } => {
-                self.app.resilience.outcome(
-                    fallback,
-                    arrival_ms + at_ms,
-                    failure.outcome(),
-                    Admit::Route,
-                );
-                self.log_failure(fallback, &failure, at_ms, Err(Stay::NoFallback));
-                Err(self.failed(record.clone(), fallback, failure).await)
-            }
-        }
-    }
-
-    /// A 503 for a request the route's open breaker sent on, with no
-    /// fallback to take it.
-    fn breaker_open(&self, mut record: ServedRecord) -> Stage {
-        record.status = Status::Error;
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "service_unavailable",
-            None,
-            &format!(
-                "route {:?} is failing (its breaker is open) and no fallback can take the request",
-                self.route
-            ),
-        );
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            HeaderValue::from_static("1"),
-        );
-        Stage::Answered(refuse(
-            self.app,
-            record,
-            Reason::BreakerOpen,
-            self.started,
-            response,
-        ))
-    }
-
-    /// The client's response to a route that failed before its first byte:
-    /// a 504 for a deadline, a 502 for no answer, the upstream's own error
-    /// status, rate-limit headers and (unless it carries the route's key or
-    /// address) body otherwise.
-    async fn failed(&self, mut record: ServedRecord, route: &str, failure: Failure) -> Stage {
-        record.status = failure.status();
-        // A request that could not move says why; one with nowhere to move
-        // says how its route failed.
-        let reason = |failed: Reason| match &record.reason {
-            Some(stayed @ Reason::NoFallback(_)) => stayed.clone(),
-            _ => failed,
-        };
-        match failure {
-            Failure::Deadline { by_breaker } => {
-                let reason = reason(Reason::FirstTokenTimeout);
-                let (deadline_ms, _) = self.deadline_ms(route);
-                let which = if by_breaker {
-                    "its breaker's first_token_deadline_ms"
-                } else {
-                    "--first-token-timeout-ms"
-                };
-                Stage::Answered(refuse(
-                    self.app,
-                    record,
-                    reason,
-                    self.started,
-                    error(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "timeout",
-                        None,
-                        &format!(
-                            "route {route:?} gave no first token within {which} ({deadline_ms} ms)"
-                        ),
-                    ),
-                ))
-            }
-            Failure::Unreachable(problem) => {
-                let reason = reason(Reason::UpstreamUnreachable);
-                Stage::Answered(refuse(
-                    self.app,
-                    record,
-                    reason,
-                    self.started,
-                    error(StatusCode::BAD_GATEWAY, "upstream_error", None, &problem),
-                ))
-            }
-            Failure::Status(called) => {
-                let Called {
-                    status,
-                    limits,
-                    response,
-                    ..
-                } = *called;
-                let upstream = self.decided.deployed.upstreams[route].clone();
-                let total = tokio::time::Instant::from_std(self.started) + self.app.timeouts.total;
-                let body = upstream_error_body(route, &upstream, status, response, total).await;
-                let mut finishing = self.finishing(route, upstream, 0.0);
-                finishing.record = Some(record);
-                Stage::Answered(pass_through(
-                    finishing,
-                    status,
-                    Some(HeaderValue::from_static("application/json")),
-                    self.headers(route, limits),
-                    Source::Buffered(body),
-                ))
-            }
-        }
-    }
-
-    fn finishing(&self, route: &str, upstream: Upstream, spent_before: f64) -> Finishing {
+        route: &str,
+        upstream: Upstream,
+        spent_before: f64,
+    ) -> Finishing {
         Finishing {
             app: self.app.clone(),
             record: None,
@@ -839,16 +588,6 @@ impl StageCall<'_> {
             over: false,
             slots: Vec::new(),
         }
-    }
-
-    fn failed_reason(&self, record: ServedRecord, reason: Reason, message: &str) -> Stage {
-        Stage::Answered(refuse(
-            self.app,
-            record,
-            reason,
-            self.started,
-            error(StatusCode::BAD_GATEWAY, "upstream_error", None, message),
-        ))
     }
 
     /// Calls the route (or its fallback); passes its answer on, or (a
@@ -990,15 +729,15 @@ impl StageCall<'_> {
 
 /// An answer that could not be assembled: its route and first byte's
 /// time (ms after the request arrived), how its stream ended and why.
-struct Unread {
-    route: String,
-    ttft_ms: f64,
-    ending: Ending,
-    message: String,
+pub(super) struct Unread {
+    pub(super) route: String,
+    pub(super) ttft_ms: f64,
+    pub(super) ending: Ending,
+    pub(super) message: String,
 }
 
 /// An upstream's status as `routeval_upstream_responses_total` counts it.
-fn status_class(status: StatusCode) -> &'static str {
+pub(super) fn status_class(status: StatusCode) -> &'static str {
     match status.as_u16() {
         200..=299 => "2xx",
         300..=399 => "3xx",
@@ -1010,213 +749,19 @@ fn status_class(status: StatusCode) -> &'static str {
 
 /// The request's slots (`held`: in total and its tenant's), its route's and
 /// a hedged copy's, given back with the answer's last byte.
-fn hold(finishing: &mut Finishing, held: &mut Vec<Slot>, slot: Slot, hedged: Option<Hedged>) {
+pub(super) fn hold(
+    finishing: &mut Finishing,
+    held: &mut Vec<Slot>,
+    slot: Slot,
+    hedged: Option<Hedged>,
+) {
     finishing.slots.append(held);
     finishing.slots.push(slot);
     finishing.slots.extend(hedged.map(|hedged| hedged.slot));
 }
 
-impl StageCall<'_> {
-    /// The verifier's verdict on a cascade stage's whole answer `bytes`,
-    /// into the record's score: the score, what the stage's call and the
-    /// verifier's cost, or the client's response when the verifier failed.
-    async fn verdict(
-        &self,
-        record: &mut ServedRecord,
-        bytes: &[u8],
-        sse: bool,
-        upstream: &Upstream,
-        deadline: tokio::time::Instant,
-    ) -> Result<(f64, f64, f64), Stage> {
-        let answer = if sse {
-            let mut answer = Answer::keeping_text();
-            answer.feed_sse(bytes);
-            answer
-        } else {
-            Answer::of_json(bytes)
-        };
-        let own = upstream.cost(
-            answer.input_tokens.unwrap_or(0),
-            answer.cached_input_tokens.unwrap_or(0),
-            answer.output_tokens.unwrap_or(0),
-        );
-        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
-            unreachable!("only a cascade has stages before the last")
-        };
-        let verdict = verify(self.app, self.decided, verifier, &answer.text, deadline).await;
-        match verdict {
-            Ok((score, verifier_cost)) => {
-                record.score = Some(score);
-                Ok((score, own, verifier_cost))
-            }
-            Err(problem) => {
-                record.score = None;
-                Err(self.failed_reason(record.clone(), Reason::VerifierFailed, &problem))
-            }
-        }
-    }
-
-    /// A streamed answer read whole for a client that did not stream, and
-    /// answered as the non-streamed completion, the request's slots (`held`)
-    /// then kept until it is sent. Or, when the route's stream stalled, was
-    /// cut, was malformed or too long to assemble: the record, how it ended,
-    /// the route and its first byte's time, the route's slots given back.
-    async fn assembled(
-        &self,
-        record: ServedRecord,
-        reached: Reached,
-        spent_before: f64,
-        held: &mut Vec<Slot>,
-    ) -> Result<Stage, (ServedRecord, Unread)> {
-        let Reached {
-            route,
-            upstream,
-            status,
-            limits,
-            source,
-            slot,
-            ttft_ms,
-            hedged,
-            ..
-        } = reached;
-        let mut assembly = Assembly::default();
-        let mut answer = Answer::default();
-        let read = read_events(
-            &route,
-            source,
-            self.started,
-            self.app.timeouts,
-            &mut assembly,
-            &mut answer,
-        )
-        .await;
-        if let Err((ending, message)) = read {
-            let unread = Unread {
-                route,
-                ttft_ms,
-                ending,
-                message,
-            };
-            return Err((record, unread));
-        }
-        let completion = serde_json::to_vec(&assembly.completion()).expect("JSON serialises");
-        let mut finishing = self.finishing(&route, upstream, spent_before);
-        finishing.answer = answer;
-        // The first byte's time is the one the breaker learned.
-        finishing.first_byte = Some(ttft_ms);
-        finishing.body_unread = true;
-        finishing.expected_bytes = Some(completion.len() as u64);
-        finishing.record = Some(record);
-        hold(&mut finishing, held, slot, hedged);
-        let source = Source::Stream {
-            first: Some(Bytes::from(completion)),
-            rest: futures_util::stream::empty().boxed(),
-        };
-        Ok(Stage::Answered(pass_through(
-            finishing,
-            status,
-            Some(HeaderValue::from_static("application/json")),
-            self.headers(&route, limits),
-            source,
-        )))
-    }
-
-    /// The client's error for an answer that could not be assembled and
-    /// could not move: 504 for a stall or the total deadline, 502 for a
-    /// cut, a malformed or an overlong stream.
-    fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> Stage {
-        let (code, kind, record_status, finish_reason) = match unread.ending {
-            Ending::Stalled => (
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                Status::Timeout,
-                "stall",
-            ),
-            Ending::PastTotal => (
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                Status::Timeout,
-                "total_deadline",
-            ),
-            Ending::Malformed => (
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                Status::Error,
-                "upstream_malformed",
-            ),
-            _ => (
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                Status::Error,
-                "upstream_cut",
-            ),
-        };
-        record.status = record_status;
-        record.finish_reason = Some(finish_reason.into());
-        record.ttft_ms = Some(unread.ttft_ms);
-        Stage::Answered(refused_as_recorded(
-            self.app,
-            record,
-            self.started,
-            error(code, kind, None, &unread.message),
-        ))
-    }
-
-    /// The record of a route left after its first byte, while serve was
-    /// assembling its answer (`<id>-attempt-1`), and the log line.
-    fn abandoned_mid_answer(
-        &self,
-        record: &ServedRecord,
-        unread: &Unread,
-        at_ms: f64,
-        fallback: &str,
-    ) {
-        let stalled = unread.ending == Ending::Stalled;
-        let mut attempt = record.clone();
-        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
-        attempt.route = self.route.to_owned().into();
-        attempt.status = if stalled {
-            Status::Timeout
-        } else {
-            Status::Error
-        };
-        attempt.reason = Some(Reason::Abandoned(if stalled {
-            Cause::Deadline
-        } else {
-            Cause::Error
-        }));
-        attempt.finish_reason = Some(
-            match unread.ending {
-                Ending::Stalled => "stall",
-                Ending::Malformed => "upstream_malformed",
-                _ => "upstream_cut",
-            }
-            .into(),
-        );
-        attempt.ttft_ms = Some(unread.ttft_ms);
-        attempt.total_ms = Some(at_ms);
-        self.app.finish_attempt(attempt);
-        self.app
-            .log
-            .event(
-                Level::Warn,
-                "upstream_failed",
-                format!(
-                    "{} before serve had sent the client anything; the request moved to {fallback:?}",
-                    unread.message
-                ),
-            )
-            .field("request_id", self.decided.request_id.clone())
-            .field("route", self.route)
-            .field("failure", if stalled { "stall" } else { "cut" })
-            .field("at_ms", at_ms)
-            .field("fallback", Some(fallback))
-            .emit();
-    }
-}
-
 /// A stage's whole answer, from its first chunk on.
-async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
+pub(super) async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
     match source {
         Source::Buffered(bytes) => Ok(bytes),
         Source::Stream { first, mut rest } => {
@@ -1237,7 +782,7 @@ const ERROR_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The body a client gets for `route`'s error `status`: the upstream's own
 /// when it is an OpenAI-style error that carries neither the route's key
 /// nor its address, else serve's, naming the route and the status.
-async fn upstream_error_body(
+pub(super) async fn upstream_error_body(
     route: &str,
     upstream: &Upstream,
     status: StatusCode,

@@ -1,0 +1,221 @@
+//! After a route's first byte, for a client that did not stream: the
+//! answer read whole and assembled (or passed on as it came), a cascade's
+//! verifier asked about it, and an answer that broke before its end moved
+//! to the fallback, since nothing has reached the client yet.
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode};
+use futures_util::StreamExt;
+
+use crate::policy::Plan;
+use crate::records::{Cause, Reason, Status};
+
+use super::admission::Slot;
+use super::answer::Answer;
+use super::assemble::Assembly;
+use super::cascade::verify;
+use super::deployed::Upstream;
+use super::forward::{Ending, Source, pass_through, read_events};
+use super::log::Level;
+use super::reply::{error, refused_as_recorded};
+use super::served::ServedRecord;
+use super::stage::{Reached, Stage, StageCall, Unread, hold};
+
+impl StageCall<'_> {
+    /// The verifier's verdict on a cascade stage's whole answer `bytes`,
+    /// into the record's score: the score, what the stage's call and the
+    /// verifier's cost, or the client's response when the verifier failed.
+    pub(super) async fn verdict(
+        &self,
+        record: &mut ServedRecord,
+        bytes: &[u8],
+        sse: bool,
+        upstream: &Upstream,
+        deadline: tokio::time::Instant,
+    ) -> Result<(f64, f64, f64), Stage> {
+        let answer = if sse {
+            let mut answer = Answer::keeping_text();
+            answer.feed_sse(bytes);
+            answer
+        } else {
+            Answer::of_json(bytes)
+        };
+        let own = upstream.cost(
+            answer.input_tokens.unwrap_or(0),
+            answer.cached_input_tokens.unwrap_or(0),
+            answer.output_tokens.unwrap_or(0),
+        );
+        let Plan::Cascade { verifier, .. } = &self.decided.plan else {
+            unreachable!("only a cascade has stages before the last")
+        };
+        let verdict = verify(self.app, self.decided, verifier, &answer.text, deadline).await;
+        match verdict {
+            Ok((score, verifier_cost)) => {
+                record.score = Some(score);
+                Ok((score, own, verifier_cost))
+            }
+            Err(problem) => {
+                record.score = None;
+                Err(self.failed_reason(record.clone(), Reason::VerifierFailed, &problem))
+            }
+        }
+    }
+
+    /// A streamed answer read whole for a client that did not stream, and
+    /// answered as the non-streamed completion, the request's slots (`held`)
+    /// then kept until it is sent. Or, when the route's stream stalled, was
+    /// cut, was malformed or too long to assemble: the record, how it ended,
+    /// the route and its first byte's time, the route's slots given back.
+    pub(super) async fn assembled(
+        &self,
+        record: ServedRecord,
+        reached: Reached,
+        spent_before: f64,
+        held: &mut Vec<Slot>,
+    ) -> Result<Stage, (ServedRecord, Unread)> {
+        let Reached {
+            route,
+            upstream,
+            status,
+            limits,
+            source,
+            slot,
+            ttft_ms,
+            hedged,
+            ..
+        } = reached;
+        let mut assembly = Assembly::default();
+        let mut answer = Answer::default();
+        let read = read_events(
+            &route,
+            source,
+            self.started,
+            self.app.timeouts,
+            &mut assembly,
+            &mut answer,
+        )
+        .await;
+        if let Err((ending, message)) = read {
+            let unread = Unread {
+                route,
+                ttft_ms,
+                ending,
+                message,
+            };
+            return Err((record, unread));
+        }
+        let completion = serde_json::to_vec(&assembly.completion()).expect("JSON serialises");
+        let mut finishing = self.finishing(&route, upstream, spent_before);
+        finishing.answer = answer;
+        // The first byte's time is the one the breaker learned.
+        finishing.first_byte = Some(ttft_ms);
+        finishing.body_unread = true;
+        finishing.expected_bytes = Some(completion.len() as u64);
+        finishing.record = Some(record);
+        hold(&mut finishing, held, slot, hedged);
+        let source = Source::Stream {
+            first: Some(Bytes::from(completion)),
+            rest: futures_util::stream::empty().boxed(),
+        };
+        Ok(Stage::Answered(pass_through(
+            finishing,
+            status,
+            Some(HeaderValue::from_static("application/json")),
+            self.headers(&route, limits),
+            source,
+        )))
+    }
+
+    /// The client's error for an answer that could not be assembled and
+    /// could not move: 504 for a stall or the total deadline, 502 for a
+    /// cut, a malformed or an overlong stream.
+    pub(super) fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> Stage {
+        let (code, kind, record_status, finish_reason) = match unread.ending {
+            Ending::Stalled => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Status::Timeout,
+                "stall",
+            ),
+            Ending::PastTotal => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                Status::Timeout,
+                "total_deadline",
+            ),
+            Ending::Malformed => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                Status::Error,
+                "upstream_malformed",
+            ),
+            _ => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                Status::Error,
+                "upstream_cut",
+            ),
+        };
+        record.status = record_status;
+        record.finish_reason = Some(finish_reason.into());
+        record.ttft_ms = Some(unread.ttft_ms);
+        Stage::Answered(refused_as_recorded(
+            self.app,
+            record,
+            self.started,
+            error(code, kind, None, &unread.message),
+        ))
+    }
+
+    /// The record of a route left after its first byte, while serve was
+    /// assembling its answer (`<id>-attempt-1`), and the log line.
+    pub(super) fn abandoned_mid_answer(
+        &self,
+        record: &ServedRecord,
+        unread: &Unread,
+        at_ms: f64,
+        fallback: &str,
+    ) {
+        let stalled = unread.ending == Ending::Stalled;
+        let mut attempt = record.clone();
+        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
+        attempt.route = self.route.to_owned().into();
+        attempt.status = if stalled {
+            Status::Timeout
+        } else {
+            Status::Error
+        };
+        attempt.reason = Some(Reason::Abandoned(if stalled {
+            Cause::Deadline
+        } else {
+            Cause::Error
+        }));
+        attempt.finish_reason = Some(
+            match unread.ending {
+                Ending::Stalled => "stall",
+                Ending::Malformed => "upstream_malformed",
+                _ => "upstream_cut",
+            }
+            .into(),
+        );
+        attempt.ttft_ms = Some(unread.ttft_ms);
+        attempt.total_ms = Some(at_ms);
+        self.app.finish_attempt(attempt);
+        self.app
+            .log
+            .event(
+                Level::Warn,
+                "upstream_failed",
+                format!(
+                    "{} before serve had sent the client anything; the request moved to {fallback:?}",
+                    unread.message
+                ),
+            )
+            .field("request_id", self.decided.request_id.clone())
+            .field("route", self.route)
+            .field("failure", if stalled { "stall" } else { "cut" })
+            .field("at_ms", at_ms)
+            .field("fallback", Some(fallback))
+            .emit();
+    }
+}
