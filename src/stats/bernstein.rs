@@ -18,13 +18,35 @@ pub fn empirical_bernstein_interval(
     confidence: f64,
 ) -> Option<(f64, f64)> {
     let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let variance = values
+        .iter()
+        .map(|value| (value - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1) as f64;
+    empirical_bernstein_from_moments(n as u64, mean, variance, low, high, confidence)
+}
+
+/// [`empirical_bernstein_interval`] from `n` values' mean and unbiased
+/// variance, for a caller that keeps running moments rather than the
+/// values.
+pub fn empirical_bernstein_from_moments(
+    n: u64,
+    mean: f64,
+    variance: f64,
+    low: f64,
+    high: f64,
+    confidence: f64,
+) -> Option<(f64, f64)> {
     if n < 2 || high.partial_cmp(&low) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
     let width = high - low;
-    let scaled = values.iter().map(|value| (value - low) / width);
-    let mean = scaled.clone().sum::<f64>() / n as f64;
-    let variance = scaled.map(|value| (value - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let mean = (mean - low) / width;
+    let variance = variance / (width * width);
     // Each side errs with δ/2; each side's theorem splits its error in two.
     let log_term = (4.0 / (1.0 - confidence)).ln();
     let margin =

@@ -13,7 +13,7 @@ pub mod random;
 mod shift;
 mod stratified;
 
-pub use bernstein::empirical_bernstein_interval;
+pub use bernstein::{empirical_bernstein_from_moments, empirical_bernstein_interval};
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, binomial_upper_tail, certifies, clopper_pearson_interval,
     clopper_pearson_lower, clopper_pearson_lower_real, max_certifiable_failures,

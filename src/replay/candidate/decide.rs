@@ -102,7 +102,6 @@ impl Decisions<'_> {
         Ok(Some(Decided {
             unsupported: (chance(&candidate_route) == 0.0).then(|| candidate_route.clone()),
             logged: Logged {
-                slice: slice.to_owned(),
                 matched: decided_route == candidate_route,
                 running_matched: decided_route == running_route,
                 propensity: recorded,

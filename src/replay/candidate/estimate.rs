@@ -18,12 +18,11 @@
 //! half the error each.
 
 use crate::schema::{Estimate, Estimators, SliceEstimate};
-use crate::stats::{clopper_pearson_interval, empirical_bernstein_interval};
+use crate::stats::{clopper_pearson_interval, empirical_bernstein_from_moments};
 
 /// One request the signed config decided, as the estimators read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
-    pub slice: String,
     /// The decided route is the one the candidate would choose.
     pub matched: bool,
     /// The decided route is the one the running policy would choose.
@@ -54,188 +53,234 @@ pub struct LabelDesign {
     pub rewards: (f64, f64),
 }
 
-/// The candidate's estimates on `rows`, labelled by `design`, with
-/// intervals at `confidence`.
-pub fn estimate_group(
-    slice: &str,
-    rows: &[&Logged],
-    design: LabelDesign,
-    confidence: f64,
-) -> SliceEstimate {
-    let LabelDesign {
-        inclusion,
-        rewards: (lowest, highest),
-    } = design;
-    let n = rows.len();
-    let p_min = rows
-        .iter()
-        .map(|row| row.min_propensity)
-        .fold(1.0, f64::min);
-    let max_weight = 1.0 / (p_min * inclusion);
-    let label_weight = |row: &Logged, matched: bool| -> f64 {
-        match row.reward {
-            Some(_) if matched => 1.0 / (row.propensity * inclusion),
-            _ => 0.0,
-        }
-    };
-    let reward = |row: &Logged| row.reward.unwrap_or(0.0);
-    let ips_terms: Vec<f64> = rows
-        .iter()
-        .map(|row| label_weight(row, row.matched) * reward(row))
-        .collect();
-    let weights: Vec<f64> = rows
-        .iter()
-        .map(|row| label_weight(row, row.matched))
-        .collect();
-    let running_terms: Vec<f64> = rows
-        .iter()
-        .map(|row| label_weight(row, row.running_matched) * reward(row))
-        .collect();
-    let dr_terms: Vec<f64> = rows
-        .iter()
-        .map(|row| {
-            row.model_quality + label_weight(row, row.matched) * (reward(row) - row.model_quality)
-        })
-        .collect();
-    let differences: Vec<f64> = ips_terms
-        .iter()
-        .zip(&running_terms)
-        .map(|(candidate, running)| candidate - running)
-        .collect();
-    // Each interval is of the terms' mean in their range, then of the
-    // quantity in its own: a quality in [0, 1], a difference in [−1, 1].
-    let interval = |values: &[f64], low: f64, high: f64, within: (f64, f64)| {
-        let bounds = empirical_bernstein_interval(values, low, high, confidence);
+/// The running mean and variance of one series of terms (Welford's update),
+/// so a group of any size is held in a few numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Moments {
+    n: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Moments {
+    fn push(&mut self, value: f64) {
+        self.n += 1;
+        let delta = value - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (value - self.mean);
+    }
+
+    fn sum(&self) -> f64 {
+        self.mean * self.n as f64
+    }
+
+    /// The interval of the mean of terms in [`low`, `high`], at
+    /// `confidence`, then clamped to the quantity's own range `within`.
+    fn interval(&self, low: f64, high: f64, within: (f64, f64), confidence: f64) -> Estimate {
+        let variance = if self.n > 1 {
+            self.m2 / (self.n - 1) as f64
+        } else {
+            0.0
+        };
+        let bounds =
+            empirical_bernstein_from_moments(self.n, self.mean, variance, low, high, confidence);
         let clamp = |value: f64| value.clamp(within.0, within.1);
         Estimate {
-            estimate: clamp(mean(values)),
+            estimate: clamp(self.mean),
             lower: bounds.map(|(lower, _)| clamp(lower)),
             upper: bounds.map(|(_, upper)| clamp(upper)),
         }
-    };
-    // A term is a weight in [0, W] times a reward in [lowest, highest]
-    // (lowest ≤ 0 < 1 ≤ highest); a DR term adds the model's value, in
-    // [0, 1], times one minus the weight.
-    let (low, high) = (max_weight * lowest.min(0.0), max_weight * highest.max(1.0));
-    let ips = interval(&ips_terms, low, high, (0.0, 1.0));
-    let dr = interval(&dr_terms, 1.0 - max_weight + low, high, (0.0, 1.0));
-    let snips = self_normalised(&ips_terms, &weights, (low, high, max_weight), confidence);
-
-    let mean_cost = cost_estimates(rows);
-
-    let escalated = rows.iter().filter(|row| row.escalates).count() as u64;
-    let [escalated_low, escalated_high] =
-        clopper_pearson_interval(escalated, n as u64, 1.0 - confidence);
-    SliceEstimate {
-        slice: slice.to_owned(),
-        requests: n as u64,
-        labelled: rows.iter().filter(|row| row.reward.is_some()).count() as u64,
-        matched: rows.iter().filter(|row| row.matched).count() as u64,
-        matched_labelled: rows
-            .iter()
-            .filter(|row| row.matched && row.reward.is_some())
-            .count() as u64,
-        max_weight,
-        quality: Estimators { ips, snips, dr },
-        mean_cost,
-        escalation_rate: Estimate {
-            estimate: escalated as f64 / n.max(1) as f64,
-            lower: Some(escalated_low),
-            upper: Some(escalated_high),
-        },
-        running_quality: interval(&running_terms, low, high, (0.0, 1.0)),
-        quality_difference: interval(&differences, low - high, high - low, (-1.0, 1.0)),
     }
 }
 
-/// The candidate's mean cost per request: every request's cost is known,
-/// so no label enters; matching requests are weighted by their propensity.
-/// Point estimates only: a cost has no range known in advance.
-fn cost_estimates(rows: &[&Logged]) -> Estimators {
-    let cost_weight = |row: &Logged| {
-        if row.matched {
+/// What the estimators keep of a group's requests (a slice, or all), in
+/// memory that does not grow with them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tally {
+    requests: u64,
+    labelled: u64,
+    matched: u64,
+    matched_labelled: u64,
+    escalated: u64,
+    /// The smallest propensity any route of a request could have.
+    min_propensity: f64,
+    ips: Moments,
+    weights: Moments,
+    running: Moments,
+    doubly_robust: Moments,
+    difference: Moments,
+    cost: Moments,
+    cost_weights: Moments,
+    cost_doubly_robust: Moments,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            requests: 0,
+            labelled: 0,
+            matched: 0,
+            matched_labelled: 0,
+            escalated: 0,
+            min_propensity: 1.0,
+            ips: Moments::default(),
+            weights: Moments::default(),
+            running: Moments::default(),
+            doubly_robust: Moments::default(),
+            difference: Moments::default(),
+            cost: Moments::default(),
+            cost_weights: Moments::default(),
+            cost_doubly_robust: Moments::default(),
+        }
+    }
+}
+
+impl Tally {
+    /// Counts one request, its label drawn with probability `inclusion`.
+    pub fn add(&mut self, row: &Logged, inclusion: f64) {
+        let label_weight = |matched: bool| match row.reward {
+            Some(_) if matched => 1.0 / (row.propensity * inclusion),
+            _ => 0.0,
+        };
+        let reward = row.reward.unwrap_or(0.0);
+        let (weight, running_weight) =
+            (label_weight(row.matched), label_weight(row.running_matched));
+        self.requests += 1;
+        self.labelled += u64::from(row.reward.is_some());
+        self.matched += u64::from(row.matched);
+        self.matched_labelled += u64::from(row.matched && row.reward.is_some());
+        self.escalated += u64::from(row.escalates);
+        self.min_propensity = self.min_propensity.min(row.min_propensity);
+        self.ips.push(weight * reward);
+        self.weights.push(weight);
+        self.running.push(running_weight * reward);
+        self.doubly_robust
+            .push(row.model_quality + weight * (reward - row.model_quality));
+        self.difference
+            .push(weight * reward - running_weight * reward);
+        // Every request's cost is known: no label enters.
+        let cost_weight = if row.matched {
             1.0 / row.propensity
         } else {
             0.0
-        }
-    };
-    let terms: Vec<f64> = rows.iter().map(|row| cost_weight(row) * row.cost).collect();
-    let weight_sum: f64 = rows.iter().map(|row| cost_weight(row)).sum();
-    let doubly_robust: Vec<f64> = rows
-        .iter()
-        .map(|row| row.model_cost + cost_weight(row) * (row.cost - row.model_cost))
-        .collect();
-    let point = |estimate: f64| Estimate {
-        estimate,
-        lower: None,
-        upper: None,
-    };
-    Estimators {
-        ips: point(mean(&terms)),
-        snips: point(if weight_sum > 0.0 {
-            terms.iter().sum::<f64>() / weight_sum
-        } else {
-            0.0
-        }),
-        dr: point(mean(&doubly_robust)),
+        };
+        self.cost.push(cost_weight * row.cost);
+        self.cost_weights.push(cost_weight);
+        self.cost_doubly_robust
+            .push(row.model_cost + cost_weight * (row.cost - row.model_cost));
     }
-}
 
-fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        0.0
-    } else {
-        values.iter().sum::<f64>() / values.len() as f64
-    }
-}
-
-/// SNIPS: the weighted rewards over the weights. The terms lie in
-/// [`low`, `high`] and the weights in [0, W]; the ratio of their means'
-/// expectations is the quality (the weights' mean is 1), so their
-/// intervals at half the error each bound it.
-fn self_normalised(
-    terms: &[f64],
-    weights: &[f64],
-    (low, high, max_weight): (f64, f64, f64),
-    confidence: f64,
-) -> Estimate {
-    let weight_sum: f64 = weights.iter().sum();
-    let estimate = if weight_sum > 0.0 {
-        terms.iter().sum::<f64>() / weight_sum
-    } else {
-        0.0
-    };
-    let half = 1.0 - (1.0 - confidence) / 2.0;
-    let numerator = empirical_bernstein_interval(terms, low, high, half);
-    let denominator = empirical_bernstein_interval(weights, 0.0, max_weight, half);
-    let (lower, upper) = match (numerator, denominator) {
-        (Some((below, above)), Some((least, most))) => {
-            // The smallest and largest ratio over the two intervals.
-            let ratio = |value: f64, by: f64| if by > 0.0 { value / by } else { f64::NAN };
-            let candidates = [
-                ratio(below, most),
-                ratio(below, least),
-                ratio(above, most),
-                ratio(above, least),
-            ];
-            let lower = if least > 0.0 {
-                candidates.iter().copied().fold(f64::INFINITY, f64::min)
+    /// The group's estimates, with intervals at `confidence`.
+    pub fn estimate(&self, slice: &str, design: LabelDesign, confidence: f64) -> SliceEstimate {
+        let (lowest, highest) = design.rewards;
+        let max_weight = 1.0 / (self.min_propensity * design.inclusion);
+        // A term is a weight in [0, W] times a reward in [lowest, highest]
+        // (lowest ≤ 0 < 1 ≤ highest); a DR term adds the model's value, in
+        // [0, 1], times one minus the weight.
+        let (low, high) = (max_weight * lowest.min(0.0), max_weight * highest.max(1.0));
+        let quality = (0.0, 1.0);
+        let point = |estimate: f64| Estimate {
+            estimate,
+            lower: None,
+            upper: None,
+        };
+        let ratio = |numerator: f64, denominator: f64| {
+            if denominator > 0.0 {
+                numerator / denominator
             } else {
                 0.0
-            };
-            let upper = if least > 0.0 {
-                candidates.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-            } else {
-                1.0
-            };
-            (Some(lower.clamp(0.0, 1.0)), Some(upper.clamp(0.0, 1.0)))
+            }
+        };
+        let [escalated_low, escalated_high] =
+            clopper_pearson_interval(self.escalated, self.requests, 1.0 - confidence);
+        SliceEstimate {
+            slice: slice.to_owned(),
+            requests: self.requests,
+            labelled: self.labelled,
+            matched: self.matched,
+            matched_labelled: self.matched_labelled,
+            max_weight,
+            quality: Estimators {
+                ips: self.ips.interval(low, high, quality, confidence),
+                snips: self.self_normalised((low, high, max_weight), confidence),
+                dr: self
+                    .doubly_robust
+                    .interval(1.0 - max_weight + low, high, quality, confidence),
+            },
+            // Point estimates only: a cost has no range known in advance.
+            mean_cost: Estimators {
+                ips: point(self.cost.mean),
+                snips: point(ratio(self.cost.sum(), self.cost_weights.sum())),
+                dr: point(self.cost_doubly_robust.mean),
+            },
+            escalation_rate: Estimate {
+                estimate: ratio(self.escalated as f64, self.requests as f64),
+                lower: Some(escalated_low),
+                upper: Some(escalated_high),
+            },
+            running_quality: self.running.interval(low, high, quality, confidence),
+            quality_difference: self.difference.interval(
+                low - high,
+                high - low,
+                (-1.0, 1.0),
+                confidence,
+            ),
         }
-        _ => (None, None),
-    };
-    Estimate {
-        estimate: estimate.clamp(0.0, 1.0),
-        lower,
-        upper,
+    }
+
+    /// SNIPS: the weighted rewards over the weights. The terms lie in
+    /// [`low`, `high`] and the weights in [0, W]; the ratio of their means'
+    /// expectations is the quality (the weights' mean is 1), so their
+    /// intervals at half the error each bound it.
+    fn self_normalised(
+        &self,
+        (low, high, max_weight): (f64, f64, f64),
+        confidence: f64,
+    ) -> Estimate {
+        let estimate = if self.weights.sum() > 0.0 {
+            self.ips.sum() / self.weights.sum()
+        } else {
+            0.0
+        };
+        let half = 1.0 - (1.0 - confidence) / 2.0;
+        let numerator = self.ips.interval(low, high, (low, high), half);
+        let denominator = self
+            .weights
+            .interval(0.0, max_weight, (0.0, max_weight), half);
+        let (lower, upper) = match (numerator, denominator) {
+            (
+                Estimate {
+                    lower: Some(below),
+                    upper: Some(above),
+                    ..
+                },
+                Estimate {
+                    lower: Some(least),
+                    upper: Some(most),
+                    ..
+                },
+            ) if least > 0.0 => {
+                // The smallest and largest ratio over the two intervals.
+                let ratios = [below / most, below / least, above / most, above / least];
+                (
+                    ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                    ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                )
+            }
+            (Estimate { lower: Some(_), .. }, Estimate { lower: Some(_), .. }) => (0.0, 1.0),
+            _ => {
+                return Estimate {
+                    estimate: estimate.clamp(0.0, 1.0),
+                    lower: None,
+                    upper: None,
+                };
+            }
+        };
+        Estimate {
+            estimate: estimate.clamp(0.0, 1.0),
+            lower: Some(lower.clamp(0.0, 1.0)),
+            upper: Some(upper.clamp(0.0, 1.0)),
+        }
     }
 }
 
@@ -270,7 +315,6 @@ mod tests {
                 let reward = (random.unit() < inclusion)
                     .then(|| f64::from(u8::from(random.unit() < good(logged))));
                 Logged {
-                    slice: "s".to_owned(),
                     matched: logged == candidate,
                     running_matched: logged == running,
                     propensity,
@@ -283,6 +327,14 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    fn tally(rows: &[Logged], inclusion: f64) -> Tally {
+        let mut tally = Tally::default();
+        for row in rows {
+            tally.add(row, inclusion);
+        }
+        tally
     }
 
     fn design(inclusion: f64) -> LabelDesign {
@@ -304,8 +356,7 @@ mod tests {
         let mut missed = [0; 4];
         for _ in 0..trials {
             let rows = logged(4_000, 0.3, 0.5, &mut random);
-            let refs: Vec<&Logged> = rows.iter().collect();
-            let found = estimate_group("s", &refs, design(0.5), 0.9);
+            let found = tally(&rows, 0.5).estimate("s", design(0.5), 0.9);
             let covers = |estimate: &Estimate, truth: f64| {
                 estimate.lower.unwrap() <= truth && truth <= estimate.upper.unwrap()
             };
@@ -334,8 +385,7 @@ mod tests {
     fn the_estimates_center_on_the_truth_and_cost_is_weighted_too() {
         let mut random = Random::new(5);
         let rows = logged(200_000, 0.5, 1.0, &mut random);
-        let refs: Vec<&Logged> = rows.iter().collect();
-        let found = estimate_group("s", &refs, design(1.0), 0.95);
+        let found = tally(&rows, 1.0).estimate("s", design(1.0), 0.95);
         for estimate in [found.quality.ips, found.quality.snips, found.quality.dr] {
             assert!(
                 (estimate.estimate - CANDIDATE_QUALITY).abs() < 0.01,

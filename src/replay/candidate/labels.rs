@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::schema::{drawn_for_audit, drawn_for_label, read_labels};
 
-use super::estimate::{LabelDesign, Logged};
+use super::estimate::LabelDesign;
 
 /// One labelled record: its line, the verdict, and an audited one's
 /// person's verdict.
@@ -93,47 +93,37 @@ impl Labels {
     }
 }
 
-/// Each decision's reward, where the label draw chose it: every record the
-/// draw chose must have its row, and every row must be a record it chose,
-/// else the labels would be a biased sample.
-pub(super) fn label(logged: &mut [Logged], ids: &[String], labels: &Labels) -> Result<(), String> {
-    let (seed, inclusion) = (labels.seed, labels.inclusion);
-    let mut used = 0usize;
-    for (row, id) in logged.iter_mut().zip(ids) {
-        let drawn = drawn_for_label(seed, inclusion, id);
-        row.reward = match (drawn, labels.verdicts.get(id)) {
-            (true, Some(verdict)) => {
-                used += 1;
-                Some(labels.reward(*verdict))
-            }
-            (true, None) => {
-                return Err(format!(
-                    "record {id:?} was drawn (seed {seed}, probability {inclusion}) but has no row: a label set holds every record its draw chose"
-                ));
-            }
-            (false, Some(verdict)) => {
-                return Err(format!(
-                    "line {}: record {id:?} is not one the draw (seed {seed}, probability {inclusion}) chose",
-                    verdict.line
-                ));
-            }
-            (false, None) => None,
-        };
+impl Labels {
+    /// The reward of decision `id`: its label where the draw chose it; an
+    /// error where the draw chose it and it has no row, or it has a row the
+    /// draw did not choose (the labels would be a biased sample).
+    pub fn reward_of(&self, id: &str) -> Result<Option<f64>, String> {
+        let (seed, inclusion) = (self.seed, self.inclusion);
+        match (drawn_for_label(seed, inclusion, id), self.verdicts.get(id)) {
+            (true, Some(verdict)) => Ok(Some(self.reward(*verdict))),
+            (true, None) => Err(format!(
+                "record {id:?} was drawn (seed {seed}, probability {inclusion}) but has no row: a label set holds every record its draw chose"
+            )),
+            (false, Some(verdict)) => Err(format!(
+                "line {}: record {id:?} is not one the draw (seed {seed}, probability {inclusion}) chose",
+                verdict.line
+            )),
+            (false, None) => Ok(None),
+        }
     }
-    if used != labels.verdicts.len() {
-        let decided: HashSet<&String> = ids.iter().collect();
-        let mut stray: Vec<(u64, &String)> = labels
+
+    /// The first row (by line) whose record is not among `decided`, the
+    /// ids of the decisions the draw chose.
+    pub fn stray(&self, decided: &HashSet<String>) -> Option<String> {
+        let mut stray: Vec<(u64, &String)> = self
             .verdicts
             .iter()
-            .filter(|(id, _)| !decided.contains(id))
+            .filter(|(id, _)| !decided.contains(*id))
             .map(|(id, verdict)| (verdict.line, id))
             .collect();
         stray.sort();
-        if let Some((line, id)) = stray.first() {
-            return Err(format!(
-                "line {line}: record {id:?} is not among the config's decisions in the records"
-            ));
-        }
+        stray.first().map(|(line, id)| {
+            format!("line {line}: record {id:?} is not among the config's decisions in the records")
+        })
     }
-    Ok(())
 }

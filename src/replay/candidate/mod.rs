@@ -13,10 +13,10 @@ mod estimate;
 mod labels;
 mod render;
 
-pub use estimate::{Logged, estimate_group};
+pub use estimate::{LabelDesign, Logged, Tally};
 pub use render::render_candidate;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -34,7 +34,7 @@ use crate::schema::{
 
 use decide::Decisions;
 use direct::DirectModel;
-use labels::{Labels, label};
+use labels::Labels;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidateOptions {
@@ -98,16 +98,9 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         unknown,
         model: &model,
     };
-    let (logged, records) = decide_all(options, &decisions, &labels)?;
-
-    let mut by_slice: BTreeMap<&str, Vec<&Logged>> = BTreeMap::new();
-    for row in &logged {
-        by_slice.entry(row.slice.as_str()).or_default().push(row);
-    }
-    let all: Vec<&Logged> = logged.iter().collect();
-    let estimate = |slice: &str, rows: &[&Logged]| {
-        estimate_group(slice, rows, labels.design(), options.confidence)
-    };
+    let (slices, overall, records) = decide_all(options, &decisions, &labels)?;
+    let estimate =
+        |slice: &str, tally: &Tally| tally.estimate(slice, labels.design(), options.confidence);
     let file = |path: &Path, rows: u64| -> anyhow::Result<InputFile> {
         Ok(InputFile {
             path: path.display().to_string(),
@@ -136,10 +129,10 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         results: file(&options.results, graded.num_rows() as u64)?,
         confidence: options.confidence,
         bound: "empirical_bernstein".to_owned(),
-        overall: estimate("*", &all),
-        slices: by_slice
+        overall: estimate("*", &overall),
+        slices: slices
             .iter()
-            .map(|(slice, rows)| estimate(slice, rows))
+            .map(|(slice, tally)| estimate(slice, tally))
             .collect(),
     })
 }
@@ -162,44 +155,69 @@ fn load_config(path: &Path) -> anyhow::Result<(RouteConfig, Serving, String)> {
 }
 
 /// Every decision of the records decided again, labelled where the draw
-/// chose it, and how many records were read; refused where a slice lacks
-/// support or the labels are not the draw's.
+/// chose it, into each slice's tally and the overall one; and how many
+/// records were read. Refused where a slice lacks support or the labels are
+/// not the draw's.
 fn decide_all(
     options: &CandidateOptions,
     decisions: &Decisions<'_>,
     labels: &Labels,
-) -> anyhow::Result<(Vec<Logged>, u64)> {
-    let mut logged: Vec<Logged> = Vec::new();
-    let mut ids: Vec<String> = Vec::new();
+) -> anyhow::Result<(BTreeMap<String, Tally>, Tally, u64)> {
+    let mut slices: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut overall = Tally::default();
+    let mut labelled: HashSet<String> = HashSet::new();
     let mut unsupported: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let invalid = |location, field: &str, problem: String| crate::schema::InputError::Invalid {
+        path: options.records.clone(),
+        location,
+        field: field.to_owned(),
+        problem,
+    };
     let records = for_each_record(
         &options.records,
         &FieldNames::default(),
         |location, record| {
-            let decided = decisions.decide(record).map_err(|(field, problem)| {
-                crate::schema::InputError::Invalid {
-                    path: options.records.clone(),
+            let decided = decisions
+                .decide(record)
+                .map_err(|(field, problem)| invalid(location, field, problem))?;
+            let Some(mut decided) = decided else {
+                return Ok(());
+            };
+            let slice = record.slice.as_ref();
+            if let Some(route) = &decided.unsupported {
+                *unsupported
+                    .entry((slice.to_owned(), route.clone()))
+                    .or_default() += 1;
+            }
+            decided.logged.reward = labels.reward_of(&record.id).map_err(|problem| {
+                invalid(
                     location,
-                    field: field.to_owned(),
-                    problem,
-                }
+                    "id",
+                    format!("{problem} ({})", options.labels.display()),
+                )
             })?;
-            if let Some(decided) = decided {
-                if let Some(route) = &decided.unsupported {
-                    *unsupported
-                        .entry((record.slice.to_string(), route.clone()))
-                        .or_default() += 1;
+            if decided.logged.reward.is_some() {
+                labelled.insert(record.id.to_string());
+            }
+            overall.add(&decided.logged, labels.inclusion);
+            match slices.get_mut(slice) {
+                Some(tally) => tally.add(&decided.logged, labels.inclusion),
+                None => {
+                    let mut tally = Tally::default();
+                    tally.add(&decided.logged, labels.inclusion);
+                    slices.insert(slice.to_owned(), tally);
                 }
-                ids.push(record.id.to_string());
-                logged.push(decided.logged);
             }
             Ok(())
         },
     )?;
-    label(&mut logged, &ids, labels).map_err(|problem| CandidateError::Labels {
-        path: options.labels.display().to_string(),
-        problem,
-    })?;
+    if let Some(problem) = labels.stray(&labelled) {
+        return Err(CandidateError::Labels {
+            path: options.labels.display().to_string(),
+            problem,
+        }
+        .into());
+    }
     if let Some(((slice, route), requests)) = unsupported.into_iter().next() {
         return Err(CandidateError::NoSupport {
             slice,
@@ -208,13 +226,13 @@ fn decide_all(
         }
         .into());
     }
-    if logged.is_empty() {
+    if slices.is_empty() {
         anyhow::bail!(
             "{}: no record is a decision of --config (serve's records carry decided_route and propensity): nothing to estimate on",
             options.records.display()
         );
     }
-    Ok((logged, records))
+    Ok((slices, overall, records))
 }
 
 /// A policy the estimate can replay: one route per request, decided from
