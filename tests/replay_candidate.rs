@@ -426,6 +426,22 @@ fn a_label_set_missing_a_drawn_record_or_a_record_of_another_config_is_refused()
         "{stderr}"
     );
 
+    // A row left unlabelled: one line naming the file once, the line and
+    // the field.
+    let unlabelled = directory.join("unlabelled.jsonl");
+    std::fs::write(
+        &unlabelled,
+        text.replacen("\"ok\":true", "\"ok\":null", 1)
+            .replacen("\"ok\":false", "\"ok\":null", 1),
+    )
+    .unwrap();
+    let output = replay(pipeline, config, &candidate, records, &unlabelled);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("unlabelled.jsonl").count(), 1, "{stderr}");
+    assert!(stderr.contains("field \"ok\": empty"), "{stderr}");
+
     let other = directory.join("other.jsonl");
     simulate(&other, &"0".repeat(64), 0.3, 50, 3);
     let output = replay(pipeline, config, &candidate, &other, labels);

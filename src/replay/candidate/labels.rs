@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use crate::schema::{drawn_for_audit, drawn_for_label, read_labels};
+use crate::schema::{InputError, drawn_for_audit, drawn_for_label, read_labels};
 
 use super::estimate::LabelDesign;
 
@@ -29,9 +29,17 @@ pub(super) struct Labels {
     pub audit: Option<f64>,
 }
 
+/// Why a label set cannot be used: unreadable or malformed (the error
+/// names the file), or not the draw's (a line of it).
+#[derive(Debug)]
+pub(super) enum Unusable {
+    Read(InputError),
+    Rows(String),
+}
+
 impl Labels {
-    pub fn read(path: &Path) -> Result<Labels, String> {
-        let rows = read_labels(path).map_err(|error| error.to_string())?;
+    pub fn read(path: &Path) -> Result<Labels, Unusable> {
+        let rows = read_labels(path).map_err(Unusable::Read)?;
         let first = &rows[0].1;
         let (seed, inclusion, audit) = (
             first.seed,
@@ -48,16 +56,16 @@ impl Labels {
             if let Some(share) = audit
                 && row.audit != Some(drawn_for_audit(seed, share, &row.record_id))
             {
-                return Err(format!(
+                return Err(Unusable::Rows(format!(
                     "line {line}: record {:?} says audit {:?}, which is not what the audit draw (seed {seed}, probability {share}) chose",
                     row.record_id, row.audit
-                ));
+                )));
             }
             if verdicts.insert(row.record_id.clone(), verdict).is_some() {
-                return Err(format!(
+                return Err(Unusable::Rows(format!(
                     "line {line}: record {:?} is labelled twice",
                     row.record_id
-                ));
+                )));
             }
         }
         Ok(Labels {

@@ -34,7 +34,7 @@ use crate::schema::{
 
 use decide::Decisions;
 use direct::DirectModel;
-use labels::Labels;
+use labels::{Labels, Unusable};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidateOptions {
@@ -86,10 +86,17 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         Some(tiered) => DirectModel::tiered(&graded, &tiered),
         None => DirectModel::two_tier(&graded),
     };
-    let labels = Labels::read(&options.labels).map_err(|problem| CandidateError::Labels {
-        path: options.labels.display().to_string(),
-        problem,
-    })?;
+    let labels = match Labels::read(&options.labels) {
+        Ok(labels) => labels,
+        Err(Unusable::Read(error)) => return Err(error.into()),
+        Err(Unusable::Rows(problem)) => {
+            return Err(CandidateError::Labels {
+                path: options.labels.display().to_string(),
+                problem,
+            }
+            .into());
+        }
+    };
     let decisions = Decisions {
         config: &config,
         serving: &serving,
