@@ -515,3 +515,81 @@ fn base_url_of(config: &PathBuf) -> String {
         .unwrap()
         .to_owned()
 }
+
+#[test]
+fn over_three_tiers_serve_records_the_propensity_its_signed_config_gives() {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let sim = start_sim(
+        &repo().join("datasets/demo/prompts.jsonl"),
+        routeval::serve_sim::SimSettings {
+            ttft_ms: 0,
+            ..routeval::serve_sim::SimSettings::default()
+        },
+    );
+    let table = pipeline.path("explore-three.toml");
+    std::fs::write(
+        &table,
+        std::fs::read_to_string(repo().join("datasets/demo/routes/predictive-three-tier.toml"))
+            .unwrap()
+            .replace("http://127.0.0.1:8089/v1", &base_url(&sim))
+            + "\n[serving.explore]\nshare = 0.4\n",
+    )
+    .unwrap();
+    let out = pipeline.path("explore-three");
+    crate::common::routeval()
+        .args(["gate", "--target", "0.1", "--candidates"])
+        .arg(&table)
+        .arg("--results")
+        .arg(pipeline.out.join("graded-scored.parquet"))
+        .arg("--calibration")
+        .arg(pipeline.out.join("calibration-predictive-three-tier.json"))
+        .arg("--router")
+        .arg(pipeline.out.join("router.bin"))
+        .arg("--key")
+        .arg(pipeline.out.join("keys/demo.key"))
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let config = out.join("route-config.v1.json");
+    let signed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(signed["schema"], "routeval.route-config/5");
+    let (served, records) = serve_in(pipeline, &config, directory.path());
+    ask_all(&served, &crate::common::demo_prompts());
+    served.stop();
+    drop(sim);
+    let tiers = ["small", "mid", "large"];
+    let mut explored_to = BTreeMap::new();
+    for row in served_records(&records, &["slice", "route", "score", "propensity", "draw"]) {
+        let slice = row["slice"].as_str().unwrap();
+        let thresholds = &signed["table"]["policy"]["predictive_tiers"]["thresholds"];
+        let cuts = thresholds["slices"]
+            .get(slice)
+            .unwrap_or(&thresholds["default"]);
+        let score = number(&row["score"]);
+        let policy = cuts
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|cut| cut.as_f64().is_some_and(|cut| score >= cut))
+            .count();
+        let route = row["route"].as_str().unwrap();
+        let tier = tiers.iter().position(|name| *name == route).unwrap();
+        let expected = if tier == policy {
+            1.0 - 0.4 + 0.4 / 3.0
+        } else {
+            0.4 / 3.0
+        };
+        assert!(
+            (number(&row["propensity"]) - expected).abs() < 1e-12,
+            "{row}: policy tier {policy}, the config gives {route} probability {expected}"
+        );
+        if row["draw"] == "explore" {
+            *explored_to.entry(route.to_owned()).or_insert(0u64) += 1;
+        } else {
+            assert_eq!(tier, policy, "{row}");
+        }
+    }
+    assert_eq!(explored_to.len(), 3, "every tier drawn: {explored_to:?}");
+}
