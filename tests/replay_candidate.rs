@@ -631,11 +631,69 @@ fn a_judges_labels_corrected_by_an_audit_cover_the_truth_where_the_judge_alone_d
     );
 }
 
+/// One prompt of the demo's population: its slice, the deployed router's
+/// score, and whether each tier answers it well, cheapest first.
+type Prompt = (String, f64, Vec<bool>);
+
+/// What simulated days of traffic need: the running config and its sha256,
+/// the candidate, and where their files go.
+struct Traffic<'a> {
+    pipeline: &'a Pipeline,
+    directory: &'a Path,
+    config: &'a Path,
+    sha256: &'a str,
+    candidate: &'a Path,
+}
+
+/// Over `seeds` days of 3,000 requests drawn uniformly from `population`
+/// (slice, score, each tier's truth), decided by the running config
+/// (`thresholds_of` a slice) exploring at `share`, half of them labelled:
+/// how often the IPS, SNIPS and DR intervals missed `truth`.
+fn misses_on_population(
+    day: &Traffic<'_>,
+    (population, share, seeds): (&[Prompt], f64, u64),
+    truth: f64,
+    thresholds_of: impl Fn(&str) -> Vec<f64>,
+) -> [u64; 3] {
+    let mut missed = [0u64; 3];
+    for seed in 0..seeds {
+        let records = day.directory.join(format!("records-{seed}.jsonl"));
+        let known = simulate_with(&records, day.sha256, share, 3_000, seed, |random, _| {
+            let index =
+                ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
+            let (slice, score, ok) = population[index].clone();
+            Request {
+                thresholds: thresholds_of(&slice),
+                slice,
+                score,
+                ok,
+            }
+        });
+        let labels = labelled(&records, 0.5, seed, &known);
+        let output = replay(day.pipeline, day.config, day.candidate, &records, &labels);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let document: Value = serde_json::from_slice(&output.stdout).unwrap();
+        for (index, estimator) in ["ips", "snips", "dr"].into_iter().enumerate() {
+            let estimate = &document["overall"]["quality"][estimator];
+            let (lower, upper) = (
+                estimate["lower"].as_f64().unwrap(),
+                estimate["upper"].as_f64().unwrap(),
+            );
+            missed[index] += u64::from(!(lower <= truth && truth <= upper));
+        }
+    }
+    missed
+}
+
 /// The demo's population as serve-sim answers it: each prompt the router
 /// did not train on, with its slice, the deployed router's score of it
 /// (what serve computes) and whether each tier answers it well (the demo's
 /// graded run).
-fn demo_population(pipeline: &Pipeline, tiers: usize) -> Vec<(String, f64, Vec<bool>)> {
+fn demo_population(pipeline: &Pipeline, tiers: usize) -> Vec<Prompt> {
     let graded = pipeline.out.join("graded.parquet");
     let ok: Vec<Vec<Value>> = routes(tiers)
         .iter()
@@ -695,37 +753,18 @@ fn on_the_demos_population_the_intervals_cover_the_candidates_true_quality() {
         / population.len() as f64;
     let candidate = candidate_at(pipeline, "population", threshold);
     let seeds = 30u64;
-    let mut missed = [0u64; 3];
-    for seed in 0..seeds {
-        let records = directory.path().join(format!("records-{seed}.jsonl"));
-        let known = simulate_with(&records, &sha256, 0.5, 3_000, seed, |random, _| {
-            let index =
-                ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
-            let (slice, score, ok) = population[index].clone();
-            Request {
-                thresholds: vec![signed_threshold(&signed, &slice)],
-                slice,
-                score,
-                ok,
-            }
-        });
-        let labels = labelled(&records, 0.5, seed, &known);
-        let output = replay(pipeline, &config, &candidate, &records, &labels);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let document: Value = serde_json::from_slice(&output.stdout).unwrap();
-        for (index, estimator) in ["ips", "snips", "dr"].into_iter().enumerate() {
-            let estimate = &document["overall"]["quality"][estimator];
-            let (lower, upper) = (
-                estimate["lower"].as_f64().unwrap(),
-                estimate["upper"].as_f64().unwrap(),
-            );
-            missed[index] += u64::from(!(lower <= truth && truth <= upper));
-        }
-    }
+    let missed = misses_on_population(
+        &Traffic {
+            pipeline,
+            directory: directory.path(),
+            config: &config,
+            sha256: &sha256,
+            candidate: &candidate,
+        },
+        (&population, 0.5, seeds),
+        truth,
+        |slice| vec![signed_threshold(&signed, slice)],
+    );
     eprintln!(
         "the demo's population ({} prompts): misses of the candidate's true quality {truth:.4} in {seeds} days (IPS, SNIPS, DR) {missed:?}",
         population.len()
@@ -768,19 +807,8 @@ fn a_three_tier_candidate_is_estimated_on_three_tier_traffic() {
     )
     .unwrap();
     let out = pipeline.path("candidate-three-running");
-    routeval()
-        .args(["gate", "--target", "0.1", "--candidates"])
-        .arg(&running)
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive-three-tier.json"))
-        .arg("--router")
-        .arg(pipeline.out.join("router.bin"))
-        .arg("--key")
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&out)
+    pipeline
+        .gate_calibrated(&[&running], "0.1", &out, "predictive-three-tier")
         .assert()
         .success();
     let config = out.join("route-config.v1.json");
@@ -809,37 +837,18 @@ fn a_three_tier_candidate_is_estimated_on_three_tier_traffic() {
         .count() as f64
         / population.len() as f64;
     let seeds = 15u64;
-    let mut missed = [0u64; 3];
-    for seed in 0..seeds {
-        let records = directory.path().join(format!("records-{seed}.jsonl"));
-        let known = simulate_with(&records, &sha256, 0.6, 3_000, seed, |random, _| {
-            let index =
-                ((random.unit() * population.len() as f64) as usize).min(population.len() - 1);
-            let (slice, score, ok) = population[index].clone();
-            Request {
-                thresholds: tier_thresholds(&signed, &slice),
-                slice,
-                score,
-                ok,
-            }
-        });
-        let labels = labelled(&records, 0.5, seed, &known);
-        let output = replay(pipeline, &config, &candidate, &records, &labels);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let document: Value = serde_json::from_slice(&output.stdout).unwrap();
-        for (index, estimator) in ["ips", "snips", "dr"].into_iter().enumerate() {
-            let estimate = &document["overall"]["quality"][estimator];
-            let (lower, upper) = (
-                estimate["lower"].as_f64().unwrap(),
-                estimate["upper"].as_f64().unwrap(),
-            );
-            missed[index] += u64::from(!(lower <= truth && truth <= upper));
-        }
-    }
+    let missed = misses_on_population(
+        &Traffic {
+            pipeline,
+            directory: directory.path(),
+            config: &config,
+            sha256: &sha256,
+            candidate: &candidate,
+        },
+        (&population, 0.6, seeds),
+        truth,
+        |slice| tier_thresholds(&signed, slice),
+    );
     eprintln!(
         "three tiers on the demo's population: misses of the candidate's true quality {truth:.4} in {seeds} days (IPS, SNIPS, DR) {missed:?}"
     );

@@ -204,6 +204,17 @@ fn a_share_for_a_slice_the_results_do_not_have_is_refused_naming_it() {
     );
 }
 
+/// serve-sim answering the demo's prompts, with no wait for a first token.
+fn demo_sim() -> routeval::serve_sim::RunningSim {
+    start_sim(
+        &repo().join("datasets/demo/prompts.jsonl"),
+        routeval::serve_sim::SimSettings {
+            ttft_ms: 0,
+            ..routeval::serve_sim::SimSettings::default()
+        },
+    )
+}
+
 /// serve of `config` with the demo's router and key, trusting the slice
 /// header, its records under `directory`: it, and where its records go.
 fn serve_in(pipeline: &Pipeline, config: &Path, directory: &Path) -> (Served, PathBuf) {
@@ -225,13 +236,7 @@ fn serve_in(pipeline: &Pipeline, config: &Path, directory: &Path) -> (Served, Pa
 fn serve_records_each_request_with_the_propensity_its_signed_config_gives() {
     let pipeline = Pipeline::shared();
     let directory = tempfile::tempdir().unwrap();
-    let sim = start_sim(
-        &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings {
-            ttft_ms: 0,
-            ..routeval::serve_sim::SimSettings::default()
-        },
-    );
+    let sim = demo_sim();
     let share_of_billing = 0.5;
     let (code, report, config) = gate(
         pipeline,
@@ -353,13 +358,7 @@ fn demo_truth(pipeline: &Pipeline) -> BTreeMap<String, (bool, bool)> {
 fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_the_gate_checks() {
     let pipeline = Pipeline::shared();
     let directory = tempfile::tempdir().unwrap();
-    let sim = start_sim(
-        &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings {
-            ttft_ms: 0,
-            ..routeval::serve_sim::SimSettings::default()
-        },
-    );
+    let sim = demo_sim();
     let (code, report, config) = gate(
         pipeline,
         "explore-loop",
@@ -520,13 +519,7 @@ fn base_url_of(config: &PathBuf) -> String {
 fn over_three_tiers_serve_records_the_propensity_its_signed_config_gives() {
     let pipeline = Pipeline::shared();
     let directory = tempfile::tempdir().unwrap();
-    let sim = start_sim(
-        &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings {
-            ttft_ms: 0,
-            ..routeval::serve_sim::SimSettings::default()
-        },
-    );
+    let sim = demo_sim();
     let table = pipeline.path("explore-three.toml");
     std::fs::write(
         &table,
@@ -537,19 +530,8 @@ fn over_three_tiers_serve_records_the_propensity_its_signed_config_gives() {
     )
     .unwrap();
     let out = pipeline.path("explore-three");
-    crate::common::routeval()
-        .args(["gate", "--target", "0.1", "--candidates"])
-        .arg(&table)
-        .arg("--results")
-        .arg(pipeline.out.join("graded-scored.parquet"))
-        .arg("--calibration")
-        .arg(pipeline.out.join("calibration-predictive-three-tier.json"))
-        .arg("--router")
-        .arg(pipeline.out.join("router.bin"))
-        .arg("--key")
-        .arg(pipeline.out.join("keys/demo.key"))
-        .arg("--out")
-        .arg(&out)
+    pipeline
+        .gate_calibrated(&[&table], "0.1", &out, "predictive-three-tier")
         .assert()
         .success();
     let config = out.join("route-config.v1.json");

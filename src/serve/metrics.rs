@@ -312,42 +312,7 @@ fn requests(out: &mut String, counters: &Counters) {
             *value,
         );
     }
-    family(
-        out,
-        "routeval_slice_requests_total",
-        "counter",
-        &format!(
-            "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
-        ),
-    );
-    for (slice, tenants) in &counters.slices {
-        for (tenant, counts) in tenants {
-            for (status, value) in &counts.statuses {
-                sample(
-                    out,
-                    "routeval_slice_requests_total",
-                    &[("slice", slice), ("tenant", tenant), ("status", status)],
-                    *value,
-                );
-            }
-        }
-    }
-    family(
-        out,
-        "routeval_slice_cost_usd_total",
-        "counter",
-        "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
-    );
-    for (slice, tenants) in &counters.slices {
-        for (tenant, counts) in tenants {
-            sample(
-                out,
-                "routeval_slice_cost_usd_total",
-                &[("slice", slice), ("tenant", tenant)],
-                counts.cost_usd,
-            );
-        }
-    }
+    slice_requests(out, counters);
     histograms(
         out,
         "routeval_first_token_seconds",
@@ -388,6 +353,46 @@ fn requests(out: &mut String, counters: &Counters) {
         family(out, name, "counter", help);
         for (route, usage) in &counters.usage {
             sample(out, name, &[("route", route)], value(usage));
+        }
+    }
+}
+
+/// Requests and their cost by slice and tenant.
+fn slice_requests(out: &mut String, counters: &Counters) {
+    family(
+        out,
+        "routeval_slice_requests_total",
+        "counter",
+        &format!(
+            "Requests by slice, tenant and status; past {MAX_SLICE_LABELS} slice and tenant pairs, under slice and tenant {OTHER}."
+        ),
+    );
+    for (slice, tenants) in &counters.slices {
+        for (tenant, counts) in tenants {
+            for (status, value) in &counts.statuses {
+                sample(
+                    out,
+                    "routeval_slice_requests_total",
+                    &[("slice", slice), ("tenant", tenant), ("status", status)],
+                    *value,
+                );
+            }
+        }
+    }
+    family(
+        out,
+        "routeval_slice_cost_usd_total",
+        "counter",
+        "What the requests of a slice and tenant cost, in dollars at the routes' prices.",
+    );
+    for (slice, tenants) in &counters.slices {
+        for (tenant, counts) in tenants {
+            sample(
+                out,
+                "routeval_slice_cost_usd_total",
+                &[("slice", slice), ("tenant", tenant)],
+                counts.cost_usd,
+            );
         }
     }
 }

@@ -333,6 +333,18 @@ impl Pipeline {
     /// with its predictive calibration, its router pinned and its key,
     /// into `out`; more flags may follow.
     pub fn gate_pinned(&self, tables: &[&Path], target: &str, out: &Path) -> assert_cmd::Command {
+        self.gate_calibrated(tables, target, out, "predictive")
+    }
+
+    /// [`Pipeline::gate_pinned`] with the demo's calibration `name`
+    /// (`predictive`, `predictive-three-tier`, `cascade`).
+    pub fn gate_calibrated(
+        &self,
+        tables: &[&Path],
+        target: &str,
+        out: &Path,
+        name: &str,
+    ) -> assert_cmd::Command {
         let mut command = routeval();
         command
             .args(["gate", "--target", target, "--candidates"])
@@ -340,7 +352,7 @@ impl Pipeline {
             .arg("--results")
             .arg(self.out.join("graded-scored.parquet"))
             .arg("--calibration")
-            .arg(self.out.join("calibration-predictive.json"))
+            .arg(self.out.join(format!("calibration-{name}.json")))
             .arg("--router")
             .arg(self.out.join("router.bin"))
             .arg("--key")
