@@ -246,12 +246,6 @@ pub fn records_page(title: &str, documents: &RecordsDocuments) -> String {
 pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
     for candidate in &documents.candidates {
         let overall = &candidate.overall;
-        let interval = |estimate: &crate::schema::Estimate| match (estimate.lower, estimate.upper) {
-            (Some(lower), Some(upper)) => {
-                format!("{:.3} [{lower:.3}, {upper:.3}]", estimate.estimate)
-            }
-            _ => format!("{:.3}", estimate.estimate),
-        };
         let _ = writeln!(
             out,
             "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%\n",
@@ -259,8 +253,8 @@ pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
             overall.requests,
             candidate.logged_by.version,
             candidate.labels.rows,
-            interval(&overall.quality.dr),
-            interval(&overall.quality_difference),
+            overall.quality.dr,
+            overall.quality_difference,
             overall.escalation_rate.estimate * 100.0
         );
     }

@@ -78,6 +78,19 @@ pub struct Estimate {
     pub upper: Option<f64>,
 }
 
+/// `0.812 [0.701, 0.903]`, or the estimate alone where it has no interval:
+/// how every table and summary shows one.
+impl std::fmt::Display for Estimate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.lower, self.upper) {
+            (Some(lower), Some(upper)) => {
+                write!(f, "{:.3} [{lower:.3}, {upper:.3}]", self.estimate)
+            }
+            _ => write!(f, "{:.3}", self.estimate),
+        }
+    }
+}
+
 /// The three estimators of one quantity.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,12 +140,7 @@ impl CandidateReplay {
     /// Each slice, then all requests, as a table's header and rows: for the
     /// terminal and the report alike.
     pub fn table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
-        let interval = |estimate: &Estimate| match (estimate.lower, estimate.upper) {
-            (Some(lower), Some(upper)) => {
-                format!("{:.3} [{lower:.3}, {upper:.3}]", estimate.estimate)
-            }
-            _ => format!("{:.3}", estimate.estimate),
-        };
+        let interval = Estimate::to_string;
         let header = vec![
             "slice",
             "requests",
