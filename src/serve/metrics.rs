@@ -457,7 +457,8 @@ fn upstreams(out: &mut String, counters: &Counters, budget: &BudgetGauges) {
     );
 }
 
-/// The served config, requests in flight, breakers, the records writer and the log.
+/// The served config, requests in flight and breakers; then the records
+/// writer and the log.
 fn served(out: &mut String, gauges: &Gauges<'_>) {
     family(
         out,
@@ -519,6 +520,11 @@ fn served(out: &mut String, gauges: &Gauges<'_>) {
             breaker.opens,
         );
     }
+    records_and_log(out, gauges);
+}
+
+/// The records writer's state and the log's dropped lines.
+fn records_and_log(out: &mut String, gauges: &Gauges<'_>) {
     let records = &gauges.records;
     for (name, kind, help, value) in [
         (
