@@ -21,7 +21,7 @@
 //! - The tables and versioned documents stages exchange: [`schema`].
 //! - Ground: [`stats`], [`atomic`], [`digest`], [`clock`], [`events`],
 //!   [`exit_codes`],
-//!   [`terminal`], [`markdown`], [`version`].
+//!   [`terminal`], [`markdown`], [`version`], [`units`].
 
 pub mod atomic;
 pub mod calibrate;
@@ -54,4 +54,5 @@ pub mod simulate;
 pub mod stats;
 pub mod terminal;
 mod toml_message;
+pub mod units;
 pub mod version;

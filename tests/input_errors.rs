@@ -237,14 +237,17 @@ fn out_of_range_flags_are_usage_errors() {
     let directory = tempfile::tempdir().unwrap();
     std::fs::write(directory.path().join("ok.csv"), csv_with(|_, text| text)).unwrap();
     let cases = [
-        (vec!["--target", "2"], "--target must be in (0, 1], got 2"),
+        (
+            vec!["--target", "2"],
+            "invalid value '2' for '--target <Q>': 2: a target is above 0 and at most 1",
+        ),
         (
             vec!["--target", "0.9", "--confidence", "0"],
-            "--confidence must be in (0, 1), got 0",
+            "invalid value '0' for '--confidence <C>': 0: a confidence is between 0 and 1",
         ),
         (
             vec!["--target", "0.9", "--holdout", "1"],
-            "--holdout must be in (0, 1), got 1",
+            "invalid value '1' for '--holdout <F>': 1: a fraction is between 0 and 1",
         ),
         (
             vec!["--target", "0.9", "--holdout", "0.999999999"],

@@ -89,7 +89,11 @@ fn with_a_mid_model_three_tiers_reach_the_target_for_less_than_any_two() {
     let simulation = routeval::simulate::Simulation::default();
     let rows = simulation.rows();
     let target = 0.95;
-    let summaries = routeval::simulate::compare_tiers(&simulation, &rows, target);
+    let summaries = routeval::simulate::compare_tiers(
+        &simulation,
+        &rows,
+        routeval::units::Target::new(target).unwrap(),
+    );
     assert_eq!(summaries.len(), 8);
     let three = summaries
         .iter()

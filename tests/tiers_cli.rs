@@ -70,7 +70,11 @@ fn three_tiers_calibrate_to_the_numbers_simulate_compares() {
     let directory = tempfile::tempdir().unwrap();
     let results = simulated(directory.path(), 20_000, 0);
     let simulation = Simulation::default();
-    let compared = compare_tiers(&simulation, &simulation.rows(), 0.95);
+    let compared = compare_tiers(
+        &simulation,
+        &simulation.rows(),
+        routeval::units::Target::new(0.95).unwrap(),
+    );
     for (policy, name) in [
         ("predictive", "predictive small→mid→large"),
         ("cascade", "cascade small→mid→large"),
@@ -388,7 +392,7 @@ fn bad_tier_input_is_one_line_exit_2_and_nothing_written() {
         ),
         (
             &["--tiers", "small"],
-            "--tiers \"small\": name at least two tiers",
+            "for '--tiers <A,B,...>': \"small\": name at least two tiers",
         ),
         (
             &["--tiers", "small,mid,large,largest"],

@@ -19,9 +19,10 @@ use crate::schema::{
     AuditDraw, AuditSummary, Baselines, CALIBRATION_SCHEMA_VERSION, CalibrationDocument,
     FrontierPoint, HoldoutResult, InputFile, Point, SliceCalibration, Threshold,
 };
+use crate::units::Confidence;
 
-/// Calibrates every slice of the graded results at `path`.
-pub fn calibrate(
+/// Calibrates every slice of the two-tier graded results at `path`.
+pub(super) fn calibrate_two_tiers(
     path: &Path,
     read: &ReadOptions,
     options: &CalibrateOptions,
@@ -74,7 +75,8 @@ pub fn calibrate(
     }
     let slice_confidence = slice_confidence(options, slices.len());
     let per_slice = CalibrateOptions {
-        confidence: slice_confidence,
+        confidence: slice_confidence
+            .map(|confidence| Confidence::new(confidence).expect("1 − δ / slices is a confidence")),
         ..options.clone()
     };
     let slices = in_parallel(slices, |slice| calibrate_slice(slice, &per_slice));
@@ -94,7 +96,7 @@ pub fn calibrate(
 /// guarantee spends δ across the slices (Bonferroni: the chance that any
 /// slice misses is at most the sum of their chances).
 pub(super) fn slice_confidence(options: &CalibrateOptions, slices: usize) -> Option<f64> {
-    options.confidence.map(|confidence| {
+    options.confidence.map(f64::from).map(|confidence| {
         if options.familywise {
             1.0 - (1.0 - confidence) / slices as f64
         } else {
@@ -128,8 +130,8 @@ pub(super) fn document(
         },
         policy: options.policy,
         score_column,
-        target: options.target,
-        confidence: options.confidence,
+        target: options.target.get(),
+        confidence: options.confidence.map(f64::from),
         guarantee: if options.familywise && options.confidence.is_some() {
             Guarantee::Familywise
         } else {
@@ -192,7 +194,11 @@ pub(super) fn in_parallel<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R
 fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCalibration {
     let curve = Curve::sweep(&mut data.calibration);
     let rows = curve.rows;
-    let selection = select(&curve, options.target, options.confidence);
+    let selection = select(
+        &curve,
+        options.target.get(),
+        options.confidence.map(f64::from),
+    );
     let chosen = selection.chosen.map(|index| curve.candidates[index]);
     let baselines = baselines(&data.calibration.totals);
     let max_successes = curve
@@ -212,8 +218,8 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
                     successes,
                     escalated,
                     to_usd(cost),
-                    options.target,
-                    options.confidence,
+                    options.target.get(),
+                    options.confidence.map(f64::from),
                 )
             }
             _ => HoldoutResult::unmeasured(n),
@@ -243,13 +249,15 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
             .then(|| infeasibility(&curve, &selection, max_successes, options)),
         threshold: chosen.map(|chosen| Threshold(chosen.threshold)),
         quality: chosen.map(|chosen| chosen.quality(rows)),
-        quality_lower_bound: chosen.zip(options.confidence).map(|(chosen, confidence)| {
-            if selection.corrected {
-                curve.corrected(&chosen).lower_bound(1.0 - confidence)
-            } else {
-                clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
-            }
-        }),
+        quality_lower_bound: chosen.zip(options.confidence.map(f64::from)).map(
+            |(chosen, confidence)| {
+                if selection.corrected {
+                    curve.corrected(&chosen).lower_bound(1.0 - confidence)
+                } else {
+                    clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
+                }
+            },
+        ),
         mean_cost,
         escalation_rate: chosen.map(|chosen| chosen.escalation_rate(rows)),
         savings_vs_always_large: mean_cost
@@ -294,7 +302,7 @@ fn audit_summary(
         }
     }
     let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
-    let delta = 1.0 - options.confidence.unwrap_or(0.95);
+    let delta = 1.0 - options.confidence.map(f64::from).unwrap_or(0.95);
     let corrected = chosen.map(|chosen| curve.corrected(chosen));
     Some(AuditSummary {
         rows: curve.audited,
@@ -308,9 +316,9 @@ fn audit_summary(
         grader_false_reject: share(false_reject, human_yes),
         corrected_quality: corrected.map(|corrected| corrected.estimate()),
         corrected_lower_bound: corrected.map(|corrected| corrected.lower_bound(delta)),
-        half_width: options.audit_width,
+        half_width: options.audit_width.get(),
         rows_for_half_width: corrected
-            .and_then(|corrected| corrected.audited_rows_for(options.audit_width, delta)),
+            .and_then(|corrected| corrected.audited_rows_for(options.audit_width.get(), delta)),
     })
 }
 
@@ -335,8 +343,8 @@ fn infeasibility(
     options: &CalibrateOptions,
 ) -> String {
     let rows = curve.rows;
-    let target = options.target;
-    let Some(confidence) = options.confidence else {
+    let target = options.target.get();
+    let Some(confidence) = options.confidence.map(f64::from) else {
         return format!(
             "the best reachable quality is {:.4}, below the target {target}",
             max_successes as f64 / rows as f64

@@ -36,6 +36,17 @@ pub enum CalibrateError {
         fraction: f64,
     },
 
+    #[error("--grid must be at least 2, got {0}")]
+    Grid(usize),
+
+    #[error("--audits correct two-tier calibrations only; calibrate {0} tiers without it")]
+    AuditsOverTiers(usize),
+
+    #[error(
+        "--order-from orders the candidates of more than two tiers; two tiers are tested in their own order, from escalate-all towards escalate-none"
+    )]
+    OrderFromTwoTiers,
+
     #[error("{}: {problem} (--order-from)", path.display())]
     OrderFrom { path: PathBuf, problem: String },
 }

@@ -24,15 +24,16 @@ mod engine;
 mod error;
 mod ingest;
 mod options;
+mod pipeline;
 mod select;
 mod terminal;
 #[cfg(test)]
 mod tests;
 mod tiered;
 
-pub use engine::calibrate;
 pub use error::CalibrateError;
 pub use options::CalibrateOptions;
+pub use pipeline::calibrate;
 pub use select::{Selection, select};
 pub use terminal::render_table;
-pub use tiered::{DEFAULT_GRID, acceptable, calibrate_tiered};
+pub use tiered::{DEFAULT_GRID, acceptable};

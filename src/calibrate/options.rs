@@ -1,14 +1,15 @@
 //! What a calibration is asked to do.
 
+use crate::schema::Tiers;
 use crate::schema::calibration::{Holdout, Policy, Scope, TierTest};
+use crate::units::{Confidence, Fraction, Target};
 
-/// A calibration request, already checked: `target` in (0, 1],
-/// `confidence` in (0, 1), the holdout fraction in (0, 1).
+/// A calibration request; its quantities were checked when made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CalibrateOptions {
     pub policy: Policy,
-    pub target: f64,
-    pub confidence: Option<f64>,
+    pub target: Target,
+    pub confidence: Option<Confidence>,
     pub holdout: Option<Holdout>,
     pub scope: Scope,
     /// Most frontier points per slice in the document; 0 keeps all.
@@ -18,7 +19,7 @@ pub struct CalibrateOptions {
     pub familywise: bool,
     /// The half-width of the corrected bound the audit summary sizes the
     /// audited sample for.
-    pub audit_width: f64,
+    pub audit_width: Fraction,
     /// An audit set drawn by `routeval sample --audit`, with its verdicts
     /// (`--audits`).
     pub audits: Option<std::path::PathBuf>,
@@ -29,4 +30,9 @@ pub struct CalibrateOptions {
     /// of the same tiers whose frontier orders each slice's candidates, so
     /// every row tests them (`--order-from`).
     pub order_from: Option<std::path::PathBuf>,
+    /// The tiers, cheapest first; `None`: the file's metadata, else small
+    /// and large.
+    pub tiers: Option<Tiers>,
+    /// With more than two tiers: candidate thresholds per tier boundary.
+    pub grid: usize,
 }

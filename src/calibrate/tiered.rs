@@ -24,12 +24,12 @@ use super::engine::{document, in_parallel, slice_confidence};
 use super::error::CalibrateError;
 use super::options::CalibrateOptions;
 use crate::policy::thin;
-use crate::schema::GLOBAL_SLICE;
 use crate::schema::Scope;
 use crate::schema::{
     Baselines, CalibrationDocument, HoldoutResult, Point, SliceCalibration, Threshold,
     TierCertification, TierTest, TieredChoice, TieredPoint,
 };
+use crate::schema::{ColumnNames, GLOBAL_SLICE};
 
 /// Default cut values per threshold: exact below this many distinct
 /// scores, a quantile grid above.
@@ -170,9 +170,9 @@ fn merge(parts: Vec<Part>) -> Result<Vec<SliceRows>, ReadError> {
 }
 
 /// Calibrates every slice of the k-tier graded results at `path`.
-pub fn calibrate_tiered(
+pub(super) fn calibrate_tiered(
     path: &Path,
-    read: &ReadOptions,
+    names: ColumnNames,
     tiers: &Tiers,
     grid: usize,
     options: &CalibrateOptions,
@@ -180,7 +180,7 @@ pub fn calibrate_tiered(
     let policy = options.policy;
     let cascade = policy == Policy::Cascade;
     let read = ReadOptions {
-        names: tiers.column_names(read.names.clone()),
+        names: tiers.column_names(names),
         carry_extra: true,
         details: true,
         score_optional: cascade,
@@ -338,7 +338,7 @@ fn choose(
     earlier: Option<(&str, Option<&Vec<Vec<f64>>>)>,
 ) -> Choice {
     let n = slice.rows() as u64;
-    let target = options.target;
+    let target = options.target.get();
     let bonferroni = options.tier_test == TierTest::Bonferroni;
     // Fixed sequence certifies apart from the search, which then only
     // finds the frontier (and the plain fit, without a confidence).
@@ -404,7 +404,7 @@ fn calibrate_slice(
 ) -> SliceCalibration {
     let slice = &rows.calibration;
     let n = slice.rows() as u64;
-    let target = options.target;
+    let target = options.target.get();
     let Choice {
         search,
         sequence,
@@ -440,7 +440,7 @@ fn calibrate_slice(
                     held_n - served.served[0],
                     to_usd(served.cost),
                     target,
-                    options.confidence,
+                    options.confidence.map(f64::from),
                 )
             }
             _ => HoldoutResult::unmeasured(held_n),

@@ -7,11 +7,11 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs};
-use crate::calibrate::{CalibrateOptions, calibrate, calibrate_tiered, render_table};
+use crate::calibrate::{CalibrateOptions, calibrate, render_table};
 use crate::exit_codes::Outcome;
 use crate::schema::CALIBRATION_OUTPUT;
-use crate::schema::{AuditDraw, Holdout, Policy, Scope, TierTest};
-use crate::schema::{ReadOptions, Tiers, tiers_in_metadata};
+use crate::schema::{AuditDraw, ColumnNames, Holdout, Policy, Scope, TierTest, Tiers};
+use crate::units::{Confidence, Fraction, Target};
 
 use super::columns::ColumnArgs;
 use super::print::emit;
@@ -41,7 +41,7 @@ pub struct CalibrateArgs {
 
     /// Quality each slice must reach: the share of acceptable answers, in (0, 1].
     #[arg(long, value_name = "Q")]
-    pub target: f64,
+    pub target: Target,
 
     /// How escalation works, which decides what each threshold costs.
     #[arg(long, value_enum, default_value_t = PolicyArg::Predictive)]
@@ -50,7 +50,7 @@ pub struct CalibrateArgs {
     /// Only choose thresholds whose quality is certified at this confidence,
     /// e.g. 0.95 (exact binomial tests, fixed-sequence).
     #[arg(long, value_name = "C")]
-    pub confidence: Option<f64>,
+    pub confidence: Option<Confidence>,
 
     /// With --confidence, hold it for all slices jointly: each slice is
     /// certified at 1 − (1 − C) / slices (Bonferroni).
@@ -76,8 +76,8 @@ pub struct CalibrateArgs {
 
     /// With audited rows (`audited_ok_small`/`audited_ok_large`): the
     /// half-width of the corrected bound to size the audit for.
-    #[arg(long, value_name = "W", default_value_t = 0.02)]
-    pub audit_width: f64,
+    #[arg(long, value_name = "W", default_value = "0.02")]
+    pub audit_width: Fraction,
 
     /// An audit set from `routeval sample --audit`, its verdicts filled in:
     /// the draw is made again from --results and must match; each row
@@ -88,7 +88,7 @@ pub struct CalibrateArgs {
     /// Hold out this fraction of each slice and report the chosen threshold's
     /// quality on it.
     #[arg(long, value_name = "F")]
-    pub holdout: Option<f64>,
+    pub holdout: Option<Fraction>,
 
     /// Seed of the holdout split; the split depends only on ids and the seed.
     #[arg(long, value_name = "S", default_value_t = 0, requires = "holdout")]
@@ -118,8 +118,8 @@ pub struct CalibrateArgs {
     /// cost_NAME columns, and for --policy cascade each non-final stage a
     /// score_NAME verifier score. Default: the file's metadata, else
     /// small,large.
-    #[arg(long, value_name = "A,B,...")]
-    pub tiers: Option<String>,
+    #[arg(long, value_name = "A,B,...", value_parser = Tiers::parse)]
+    pub tiers: Option<Tiers>,
 
     /// With more than two tiers: candidate thresholds per tier boundary;
     /// every distinct score when a slice has at most this many, else this
@@ -129,7 +129,7 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
-    let (read, options) = options(&args)?;
+    let (names, options) = options(&args)?;
     if let Some(out) = &args.out {
         let mut inputs = vec![Named::new(&args.results, "--results")];
         if let Some(audits) = &args.audits {
@@ -137,40 +137,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         }
         check_outputs(&[Output::new(out, "--out", &CALIBRATION_OUTPUT)], &inputs)?;
     }
-    let tiers = match &args.tiers {
-        Some(text) => {
-            Some(Tiers::parse(text).map_err(|problem| anyhow::anyhow!("--tiers {problem}"))?)
-        }
-        None => tiers_in_metadata(&args.results)?,
-    };
-    if args.grid < 2 {
-        bail!("--grid must be at least 2, got {}", args.grid);
-    }
-    let document = match tiers {
-        Some(tiers) if tiers.len() > 2 && args.audits.is_some() => {
-            bail!(
-                "--audits correct two-tier calibrations only; calibrate {} tiers without it",
-                tiers.len()
-            )
-        }
-        Some(tiers) if tiers.len() > 2 => {
-            calibrate_tiered(&args.results, &read, &tiers, args.grid, &options)?
-        }
-        _ if args.order_from.is_some() => {
-            bail!(
-                "--order-from orders the candidates of more than two tiers; two tiers are tested in their own order, from escalate-all towards escalate-none"
-            )
-        }
-        // Two tiers by other names are today's table with its columns renamed.
-        Some(tiers) => {
-            let read = ReadOptions {
-                names: tiers.column_names(read.names.clone()),
-                ..read
-            };
-            calibrate(&args.results, &read, &options)?
-        }
-        None => calibrate(&args.results, &read, &options)?,
-    };
+    let document = calibrate(&args.results, names, &options)?;
     let unrecorded = document
         .slices
         .iter()
@@ -202,44 +169,20 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Checks the flags and converts them to the stage's options.
-pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOptions)> {
-    let target = args.target;
-    if !(target > 0.0 && target <= 1.0) {
-        bail!("--target must be in (0, 1], got {target}");
-    }
-    if let Some(confidence) = args.confidence
-        && !(confidence > 0.0 && confidence < 1.0)
-    {
-        bail!("--confidence must be in (0, 1), got {confidence}");
-    }
+/// Converts the flags to the stage's options.
+pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ColumnNames, CalibrateOptions)> {
     if args.familywise && args.confidence.is_none() {
         bail!("--familywise needs --confidence: a plain fit guarantees nothing to share");
     }
-    if !(args.audit_width > 0.0 && args.audit_width < 1.0) {
-        bail!("--audit-width must be in (0, 1), got {}", args.audit_width);
-    }
-    if let Some(fraction) = args.holdout
-        && !(fraction > 0.0 && fraction < 1.0)
-    {
-        bail!("--holdout must be in (0, 1), got {fraction}");
-    }
-    let read = ReadOptions {
-        names: args.columns.names(),
-        carry_extra: false,
-        details: false,
-        score_optional: false,
-        carry_read_only: false,
-    };
     let options = CalibrateOptions {
         policy: match args.policy {
             PolicyArg::Predictive => Policy::Predictive,
             PolicyArg::Cascade => Policy::Cascade,
         },
-        target,
+        target: args.target,
         confidence: args.confidence,
         holdout: args.holdout.map(|fraction| Holdout {
-            fraction,
+            fraction: fraction.get(),
             seed: args.seed,
         }),
         scope: if args.global {
@@ -256,8 +199,10 @@ pub fn options(args: &CalibrateArgs) -> anyhow::Result<(ReadOptions, CalibrateOp
             TierTestArg::Bonferroni => TierTest::Bonferroni,
         },
         order_from: args.order_from.clone(),
+        tiers: args.tiers.clone(),
+        grid: args.grid,
     };
-    Ok((read, options))
+    Ok((args.columns.names(), options))
 }
 
 #[cfg(test)]
@@ -267,7 +212,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
 
-    fn parse(argv: &str) -> anyhow::Result<(ReadOptions, CalibrateOptions)> {
+    fn parse(argv: &str) -> anyhow::Result<(ColumnNames, CalibrateOptions)> {
         let cli = Cli::try_parse_from(argv.split_whitespace())?;
         let Command::Calibrate(args) = cli.command else {
             panic!("{argv} is a calibrate command");
@@ -282,24 +227,26 @@ mod tests {
                 "routeval calibrate --results r.parquet --target 0.9",
                 CalibrateOptions {
                     policy: Policy::Predictive,
-                    target: 0.9,
+                    target: Target::new(0.9).unwrap(),
                     confidence: None,
                     holdout: None,
                     scope: Scope::PerSlice,
                     frontier_points: 256,
                     familywise: false,
-                    audit_width: 0.02,
+                    audit_width: Fraction::new(0.02).unwrap(),
                     audits: None,
                     tier_test: TierTest::FixedSequence,
                     order_from: None,
+                    tiers: None,
+                    grid: crate::calibrate::DEFAULT_GRID,
                 },
             ),
             (
-                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise --audits a.csv --tier-test bonferroni",
+                "routeval calibrate --results r.csv --target 1 --policy cascade --confidence 0.95 --holdout 0.25 --seed 9 --global --frontier-points 0 --familywise --audits a.csv --tier-test bonferroni --tiers a,b,c --grid 9",
                 CalibrateOptions {
                     policy: Policy::Cascade,
-                    target: 1.0,
-                    confidence: Some(0.95),
+                    target: Target::new(1.0).unwrap(),
+                    confidence: Some(Confidence::new(0.95).unwrap()),
                     holdout: Some(Holdout {
                         fraction: 0.25,
                         seed: 9,
@@ -307,10 +254,12 @@ mod tests {
                     scope: Scope::Global,
                     frontier_points: 0,
                     familywise: true,
-                    audit_width: 0.02,
+                    audit_width: Fraction::new(0.02).unwrap(),
                     audits: Some(PathBuf::from("a.csv")),
                     tier_test: TierTest::Bonferroni,
                     order_from: None,
+                    tiers: Some(Tiers::parse("a,b,c").unwrap()),
+                    grid: 9,
                 },
             ),
         ];
@@ -321,32 +270,46 @@ mod tests {
 
     #[test]
     fn renamed_columns_reach_the_reader() {
-        let (read, _) = parse(
+        let (names, _) = parse(
             "routeval calibrate --results r.csv --target 0.9 --score-col p --slice-col tenant",
         )
         .unwrap();
-        assert_eq!(read.names.score, "p");
-        assert_eq!(read.names.slice, "tenant");
+        assert_eq!(names.score, "p");
+        assert_eq!(names.slice, "tenant");
     }
 
     #[test]
     fn out_of_range_flags_are_named() {
         let table = [
-            ("--target 0", "--target must be in (0, 1], got 0"),
-            ("--target 1.5", "--target must be in (0, 1], got 1.5"),
-            ("--target nan", "--target must be in (0, 1], got NaN"),
+            (
+                "--target 0",
+                "invalid value '0' for '--target <Q>': 0: a target is above 0 and at most 1 (0.9)",
+            ),
+            (
+                "--target nan",
+                "invalid value 'nan' for '--target <Q>': nan: a target is above 0 and at most 1 (0.9)",
+            ),
             (
                 "--target 0.9 --confidence 1",
-                "--confidence must be in (0, 1), got 1",
+                "invalid value '1' for '--confidence <C>': 1: a confidence is between 0 and 1 (0.95)",
             ),
             (
                 "--target 0.9 --holdout 0",
-                "--holdout must be in (0, 1), got 0",
+                "invalid value '0' for '--holdout <F>': 0: a fraction is between 0 and 1 (0.2)",
+            ),
+            (
+                "--target 0.9 --tiers a",
+                "invalid value 'a' for '--tiers <A,B,...>': \"a\": name at least two tiers, cheapest first",
             ),
         ];
         for (flags, message) in table {
             let argv = format!("routeval calibrate --results r.csv {flags}");
-            assert_eq!(parse(&argv).unwrap_err().to_string(), message, "{argv}");
+            let error = parse(&argv).unwrap_err().to_string();
+            assert_eq!(
+                error.lines().next(),
+                Some(format!("error: {message}").as_str()),
+                "{argv}"
+            );
         }
     }
 }

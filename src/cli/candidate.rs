@@ -8,6 +8,7 @@ use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::replay::candidate::{CandidateOptions, render_candidate, replay_candidate};
 use crate::schema::CANDIDATE_REPLAY_OUTPUT;
+use crate::units::Confidence;
 
 use super::print::emit;
 
@@ -40,8 +41,8 @@ pub struct CandidateArgs {
     pub labels: PathBuf,
 
     /// The confidence of every interval.
-    #[arg(long, value_name = "C", default_value_t = 0.95, value_parser = confidence)]
-    pub confidence: f64,
+    #[arg(long, value_name = "C", default_value = "0.95")]
+    pub confidence: Confidence,
 
     /// Print the document as JSON.
     #[arg(long)]
@@ -50,16 +51,6 @@ pub struct CandidateArgs {
     /// Also write the document here.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-}
-
-/// A confidence: a number strictly between 0 and 1.
-fn confidence(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(value) if value > 0.0 && value < 1.0 => Ok(value),
-        _ => Err(format!(
-            "{text}: a confidence is a number between 0 and 1 (0.95)"
-        )),
-    }
 }
 
 pub fn run(args: &CandidateArgs) -> anyhow::Result<Outcome> {

@@ -11,8 +11,8 @@ use crate::drift::{
     drift_records, markdown, render_records, terminal,
 };
 use crate::exit_codes::Outcome;
-use crate::schema::{Column, ColumnNames, ReadOptions};
 use crate::schema::{DRIFT_OUTPUT, RECORDS_DRIFT_OUTPUT, Verdict};
+use crate::units::{Confidence, Span, Target};
 
 #[derive(Debug, Args)]
 pub struct DriftArgs {
@@ -41,7 +41,7 @@ pub struct DriftArgs {
 
     /// With --records or --aggregates: the width of the time windows.
     #[arg(long, value_name = "DURATION", default_value = "1h")]
-    pub window: String,
+    pub window: Span,
 
     /// The graded results the config was calibrated on, to compare score
     /// distributions and escalation rates; without it, the gate's recorded
@@ -51,11 +51,11 @@ pub struct DriftArgs {
 
     /// Quality target; defaults to the one the gate recorded in the config.
     #[arg(long, value_name = "Q")]
-    pub target: Option<f64>,
+    pub target: Option<Target>,
 
     /// Confidence of the tests; defaults to the gate's, else 0.95.
     #[arg(long, value_name = "C")]
-    pub confidence: Option<f64>,
+    pub confidence: Option<Confidence>,
 
     /// Print the drift document as JSON.
     #[arg(long, conflicts_with = "markdown")]
@@ -107,20 +107,18 @@ pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
             args.arl
         );
     }
-    if let Some(target) = args.target
-        && !(target > 0.0 && target <= 1.0)
-    {
-        bail!("--target must be in (0, 1], got {target}");
-    }
     let input = match (&args.records, &args.aggregates) {
         (Some(path), _) => Some(RecordsInput::Records(path.clone())),
         (None, Some(path)) => Some(RecordsInput::Aggregates(path.clone())),
         (None, None) => None,
     };
     if let Some(input) = input {
-        let window_ms = super::replay::milliseconds("--window", &args.window)?.round() as i64;
+        let window_ms = args.window.whole_milliseconds() as i64;
         if window_ms <= 0 {
-            bail!("--window {}: must be positive", args.window);
+            bail!(
+                "--window {} ms: must be positive",
+                args.window.milliseconds()
+            );
         }
         return Ok(DriftRequest::Records(RecordsDriftOptions {
             config: args.config.clone(),
@@ -130,22 +128,11 @@ pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
         }));
     }
     let results = args.results.clone().expect("clap requires --results");
-    if let Some(confidence) = args.confidence
-        && !(confidence > 0.0 && confidence < 1.0)
-    {
-        bail!("--confidence must be in (0, 1), got {confidence}");
-    }
     Ok(DriftRequest::Graded(DriftOptions {
         config: args.config.clone(),
         results,
         baseline_results: args.baseline_results.clone(),
-        read: ReadOptions {
-            names: ColumnNames::new(Column::Score.name(), args.slice_col.clone()),
-            carry_extra: false,
-            details: true,
-            score_optional: false,
-            carry_read_only: false,
-        },
+        slice_col: args.slice_col.clone(),
         score_col: args.score_col.clone(),
         target: args.target,
         confidence: args.confidence,
@@ -275,10 +262,13 @@ mod tests {
         assert_eq!(options.results, PathBuf::from("fresh.csv"));
         assert_eq!(
             (options.target, options.confidence),
-            (Some(0.85), Some(0.9))
+            (
+                Some(Target::new(0.85).unwrap()),
+                Some(Confidence::new(0.9).unwrap())
+            )
         );
         assert_eq!(options.score_col.as_deref(), Some("router_score"));
-        assert_eq!(options.read.names.slice, "tenant");
+        assert_eq!(options.slice_col, "tenant");
         assert_eq!(options.state, Some(PathBuf::from("s.json")));
     }
 
@@ -287,18 +277,19 @@ mod tests {
         for (argv, message) in [
             (
                 "routeval drift --config c --results r --target 1.5",
-                "--target must be in (0, 1], got 1.5",
+                "error: invalid value '1.5' for '--target <Q>': 1.5: a target is above 0 and at most 1 (0.9)",
             ),
             (
                 "routeval drift --config c --results r --confidence 0",
-                "--confidence must be in (0, 1), got 0",
+                "error: invalid value '0' for '--confidence <C>': 0: a confidence is between 0 and 1 (0.95)",
             ),
             (
                 "routeval drift --config c --records r --window 0s",
-                "--window 0s: must be positive",
+                "--window 0 ms: must be positive",
             ),
         ] {
-            assert_eq!(parse(argv).unwrap_err().to_string(), message, "{argv}");
+            let error = parse(argv).unwrap_err().to_string();
+            assert_eq!(error.lines().next(), Some(message), "{argv}");
         }
     }
 }

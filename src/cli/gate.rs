@@ -11,7 +11,8 @@ use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, rollback, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
-use crate::schema::{ColumnNames, ReadOptions};
+use crate::schema::ColumnNames;
+use crate::units::{Confidence, Margin, Target};
 
 use super::print::println;
 
@@ -65,11 +66,11 @@ pub struct GateArgs {
 
     /// Quality every slice must reach, in (0, 1].
     #[arg(long, value_name = "Q", required_unless_present = "rollback_to")]
-    pub target: Option<f64>,
+    pub target: Option<Target>,
 
     /// Hold each slice's quality lower bound at this confidence to the target.
     #[arg(long, value_name = "C")]
-    pub confidence: Option<f64>,
+    pub confidence: Option<Confidence>,
 
     /// With --confidence, certify the target for all slices jointly (Holm's
     /// step-down over the slices' exact binomial tests).
@@ -79,8 +80,8 @@ pub struct GateArgs {
     /// The margin of the paired regression test against --baseline: a slice
     /// fails when the data show its quality more than D below the deployed
     /// config's (at --confidence, 0.95 without it).
-    #[arg(long, value_name = "D", default_value_t = 0.01)]
-    pub max_regression: f64,
+    #[arg(long, value_name = "D", default_value = "0.01")]
+    pub max_regression: Margin,
 
     /// The built-in router (`router train --out`) whose scores a predictive
     /// candidate's thresholds apply to; the signed config pins its sha256 so
@@ -187,23 +188,9 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     let (Some(target), Some(results)) = (args.target, args.results.clone()) else {
         bail!("--target and --results are needed unless --rollback-to is given");
     };
-    if !(target > 0.0 && target <= 1.0) {
-        bail!("--target must be in (0, 1], got {target}");
-    }
     check_ttl_days(args.ttl_days)?;
-    if let Some(confidence) = args.confidence
-        && !(confidence > 0.0 && confidence < 1.0)
-    {
-        bail!("--confidence must be in (0, 1), got {confidence}");
-    }
     if args.familywise && args.confidence.is_none() {
         bail!("--familywise needs --confidence: a point estimate guarantees nothing to share");
-    }
-    if !(args.max_regression >= 0.0 && args.max_regression <= 1.0) {
-        bail!(
-            "--max-regression must be in [0, 1], got {}",
-            args.max_regression
-        );
     }
     if let Some(sha256) = &args.dataset_sha256
         && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
@@ -215,13 +202,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
         serve,
         candidates: args.candidates,
         results,
-        read: ReadOptions {
-            names: ColumnNames::new(args.score_col, args.slice_col),
-            carry_extra: false,
-            details: true,
-            score_optional: false,
-            carry_read_only: false,
-        },
+        names: ColumnNames::new(args.score_col, args.slice_col),
         calibrations: args.calibration,
         baseline: args.baseline,
         baseline_pubkey: args.pubkey,
@@ -396,7 +377,11 @@ mod tests {
         assert_eq!(options.constraints, Some(PathBuf::from("org.toml")));
         assert_eq!(
             (options.target, options.confidence, options.max_regression),
-            (0.9, Some(0.95), 0.01)
+            (
+                Target::new(0.9).unwrap(),
+                Some(Confidence::new(0.95).unwrap()),
+                Margin::new(0.01).unwrap()
+            )
         );
         assert!(options.familywise && options.allow_unknown_slices);
         assert_eq!(
@@ -412,25 +397,23 @@ mod tests {
             })
         );
         assert_eq!(
-            (
-                options.read.names.score.as_str(),
-                options.read.names.slice.as_str()
-            ),
+            (options.names.score.as_str(), options.names.slice.as_str()),
             ("p", "tenant")
         );
-        // The gate reads latencies and model versions too.
-        assert!(options.read.details);
     }
 
     #[test]
     fn out_of_range_flags_are_named() {
         let base = "routeval gate --candidates a.toml --results r.csv --key k --out d";
         for (flags, message) in [
-            ("--target 0", "--target must be in (0, 1], got 0"),
+            (
+                "--target 0",
+                "error: invalid value '0' for '--target <Q>': 0: a target is above 0 and at most 1",
+            ),
             ("--target 0.9 --ttl-days 0", "--ttl-days must be from 1 to"),
             (
                 "--target 0.9 --confidence 1",
-                "--confidence must be in (0, 1), got 1",
+                "error: invalid value '1' for '--confidence <C>': 1: a confidence is between 0 and 1",
             ),
             (
                 "--target 0.9 --familywise",
@@ -438,7 +421,7 @@ mod tests {
             ),
             (
                 "--target 0.9 --max-regression 2",
-                "--max-regression must be in [0, 1], got 2",
+                "error: invalid value '2' for '--max-regression <D>': 2: a margin is at least 0 and at most 1",
             ),
             (
                 "--target 0.9 --serve-url serve:8090",

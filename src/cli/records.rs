@@ -9,7 +9,7 @@ use crate::exit_codes::Outcome;
 use crate::records::{Deployments, ImportFormat, ImportOptions, import_into};
 
 use super::print::println;
-use super::replay::milliseconds;
+use crate::units::Span;
 
 #[derive(Debug, Subcommand)]
 pub enum RecordsCommand {
@@ -55,7 +55,7 @@ pub struct RecordsImportArgs {
     /// Run: the time between consecutive prompts' records (a batch run
     /// records no arrivals).
     #[arg(long, value_name = "DURATION", default_value = "1s")]
-    pub interval: String,
+    pub interval: Span,
 
     /// The request-record table to write (Parquet).
     #[arg(long, value_name = "FILE")]
@@ -96,7 +96,7 @@ pub fn options(args: &RecordsImportArgs) -> anyhow::Result<ImportOptions> {
             "--config maps LiteLLM deployment ids: it is for --from litellm and litellm-standard only"
         );
     }
-    let interval_ms = milliseconds("--interval", &args.interval)?.round() as u64;
+    let interval_ms = args.interval.whole_milliseconds();
     Ok(ImportOptions {
         format,
         input: args.input.clone(),
@@ -221,6 +221,11 @@ mod tests {
         let error = parse("routeval records import --from run --input a --out r --interval soon")
             .unwrap_err()
             .to_string();
-        assert!(error.starts_with("--interval"), "{error}");
+        assert_eq!(
+            error.lines().next(),
+            Some(
+                "error: invalid value 'soon' for '--interval <DURATION>': soon: expected a duration such as 90s, 30m or 1h"
+            )
+        );
     }
 }

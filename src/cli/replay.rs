@@ -17,6 +17,7 @@ use crate::schema::CallTier;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;
 use crate::schema::{FALLBACK_OUTPUT, Learning};
+use crate::units::Span;
 
 use super::print::{emit, encode, print};
 
@@ -196,8 +197,8 @@ pub struct ReplicasArgs {
     pub speedup: f64,
 
     /// Prefix-cache capacity per replica, in blocks, or `inf`.
-    #[arg(long, value_name = "B|inf", default_value = "inf")]
-    pub cache_blocks: String,
+    #[arg(long, value_name = "B|inf", default_value = "inf", value_parser = cache_blocks)]
+    pub cache_blocks: CacheBlocks,
 
     /// Tokens per cache block (Mooncake's traces use 512).
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -227,7 +228,7 @@ pub struct ReplicasArgs {
     /// Wipe the router's prefix index at this trace time (`90s`, `30m`,
     /// `1h`, `500ms`; a bare number is seconds).
     #[arg(long, value_name = "T")]
-    pub index_loss_at: Option<String>,
+    pub index_loss_at: Option<Span>,
 
     /// KV-cache tokens per replica, for the scorer's KV-use signal
     /// (default: the cache's capacity, or 1,048,576 when unbounded).
@@ -236,7 +237,7 @@ pub struct ReplicasArgs {
 
     /// Width of the windows of the timeline (`60s`, `5m`, ...).
     #[arg(long, value_name = "T", default_value = "60s")]
-    pub window: String,
+    pub window: Span,
 
     /// A policy to replay, `NAME[:key=value,...]`, repeatable: round-robin,
     /// least-load, session, prefix-hash, cache-aware, sglang, scorer, and
@@ -284,35 +285,23 @@ pub fn run(command: ReplayCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-/// A duration as `500ms`, `90s`, `30m` or `1h`; a bare number is seconds.
-pub fn milliseconds(flag: &str, text: &str) -> anyhow::Result<f64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "ms" => 1.0,
-        "" | "s" => 1000.0,
-        "m" => 60_000.0,
-        "h" => 3_600_000.0,
-        _ => bail!("{flag} {text}: unknown unit {unit:?}; use ms, s, m or h"),
-    };
-    match number.parse::<f64>() {
-        Ok(value) if value.is_finite() && value >= 0.0 => Ok(value * scale),
-        _ => bail!("{flag} {text}: expected a duration such as 90s, 30m or 1h"),
+/// A prefix cache's capacity in blocks; `None`: unbounded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheBlocks(Option<usize>);
+
+fn cache_blocks(text: &str) -> Result<CacheBlocks, String> {
+    match text {
+        "inf" => Ok(CacheBlocks(None)),
+        text => text
+            .parse::<usize>()
+            .map(|blocks| CacheBlocks(Some(blocks)))
+            .map_err(|_| format!("{text}: expected a number of blocks or inf")),
     }
 }
 
 /// The pool the flags describe.
 pub fn pool(args: &ReplicasArgs) -> anyhow::Result<Pool> {
-    let cache_blocks = match args.cache_blocks.as_str() {
-        "inf" => None,
-        text => Some(text.parse::<usize>().map_err(|_| {
-            anyhow::anyhow!("--cache-blocks {text}: expected a number of blocks or inf")
-        })?),
-    };
-    let window_ms = milliseconds("--window", &args.window)?;
+    let CacheBlocks(cache_blocks) = args.cache_blocks;
     let pool = Pool {
         replicas: args.replicas,
         speedup: args.speedup,
@@ -323,17 +312,13 @@ pub fn pool(args: &ReplicasArgs) -> anyhow::Result<Pool> {
         max_batch: args.max_batch,
         scrape_ms: args.scrape_ms,
         index_history: args.index_history,
-        index_loss_at_ms: args
-            .index_loss_at
-            .as_deref()
-            .map(|text| milliseconds("--index-loss-at", text))
-            .transpose()?,
+        index_loss_at_ms: args.index_loss_at.map(Span::milliseconds),
         kv_tokens: args.kv_tokens.unwrap_or_else(|| {
             cache_blocks.map_or(1 << 20, |blocks| {
                 (blocks as u64 * u64::from(args.block_tokens)).max(1)
             })
         }),
-        window_ms,
+        window_ms: args.window.milliseconds(),
         seed: args.seed,
     };
     pool.check()?;
@@ -580,10 +565,25 @@ mod tests {
 
     #[test]
     fn durations_name_the_flag_when_wrong() {
-        assert_eq!(milliseconds("--window", "90").unwrap(), 90_000.0);
-        assert_eq!(milliseconds("--window", "1h").unwrap(), 3_600_000.0);
-        let error = milliseconds("--window", "5 days").unwrap_err().to_string();
-        assert!(error.starts_with("--window 5 days: "), "{error}");
+        let error = Cli::try_parse_from([
+            "routeval",
+            "replay",
+            "replicas",
+            "--trace",
+            "t.jsonl",
+            "--replicas",
+            "2",
+            "--window",
+            "5 days",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error.lines().next(),
+            Some(
+                "error: invalid value '5 days' for '--window <T>': 5 days: unknown unit \"days\"; use ms, s, m or h"
+            )
+        );
         let error = pool(&args(&["--trace", "t.jsonl", "--replicas", "0"]))
             .unwrap_err()
             .to_string();

@@ -12,6 +12,7 @@ use crate::schema::{
     AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, LABEL_SET_OUTPUT, ReadOptions, audits_are_csv,
     audits_to_bytes,
 };
+use crate::units::Share;
 
 use super::columns::ColumnArgs;
 use super::print::println;
@@ -37,14 +38,14 @@ pub struct SampleArgs {
     /// Draw the label set of logged answers instead: each decision serve
     /// recorded, on its own with probability Q, for `replay candidate
     /// --labels`.
-    #[arg(long, value_name = "Q", conflicts_with_all = ["per_slice", "audit", "rubric", "since"], requires = "records", value_parser = share)]
-    pub label_share: Option<f64>,
+    #[arg(long, value_name = "Q", conflicts_with_all = ["per_slice", "audit", "rubric", "since"], requires = "records", )]
+    pub label_share: Option<Share>,
 
     /// With --label-share, when a judge labels: mark each drawn row, on its
     /// own with probability A, for a person to audit; their verdicts
     /// correct the judge's in `replay candidate`.
-    #[arg(long, value_name = "A", requires = "label_share", value_parser = share)]
-    pub audit_share: Option<f64>,
+    #[arg(long, value_name = "A", requires = "label_share")]
+    pub audit_share: Option<Share>,
 
     /// Draw N graded rows per slice for a human to audit instead: from
     /// --results, stratified by score, each with its inclusion probability,
@@ -88,23 +89,15 @@ pub struct SampleArgs {
     pub out: PathBuf,
 }
 
-/// A share of records to draw: above 0 and at most 1.
-fn share(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 1.0 => Ok(value),
-        _ => Err(format!("{text}: a share is above 0 and at most 1 (0.1)")),
-    }
-}
-
 /// What the command was asked to draw, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SampleRequest {
     Prompts(SampleOptions),
     Labels {
         records: PathBuf,
-        share: f64,
+        share: Share,
         seed: u64,
-        audit: Option<f64>,
+        audit: Option<Share>,
     },
     Audits {
         results: PathBuf,
@@ -128,13 +121,7 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
         }
         return Ok(SampleRequest::Audits {
             results: results.clone(),
-            read: ReadOptions {
-                names: args.columns.names(),
-                carry_extra: false,
-                details: false,
-                score_optional: false,
-                carry_read_only: false,
-            },
+            read: ReadOptions::of(args.columns.names()),
             options: AuditOptions {
                 size,
                 strata,
@@ -240,7 +227,7 @@ fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<Outcome> {
 
 fn labels(
     records: &Path,
-    (share, audit): (f64, Option<f64>),
+    (share, audit): (Share, Option<Share>),
     seed: u64,
     out: &Path,
 ) -> anyhow::Result<Outcome> {

@@ -11,6 +11,7 @@ use crate::schema::{GRADED_OUTPUT, write_graded_parquet};
 use crate::simulate::{
     Simulation, compare, compare_tiers, render_comparison, render_tiered, to_table,
 };
+use crate::units::Target;
 
 use super::print::print;
 
@@ -108,8 +109,8 @@ pub struct SimulateArgs {
 
     /// In --compare, also the cheapest thresholds of each two- and
     /// three-tier policy that reach this quality on the simulated requests.
-    #[arg(long, value_name = "Q", default_value_t = 0.95)]
-    pub target: f64,
+    #[arg(long, value_name = "Q", default_value = "0.95")]
+    pub target: Target,
 }
 
 pub fn simulation(args: &SimulateArgs) -> Simulation {
@@ -153,9 +154,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     }
     let simulation = simulation(&args);
     simulation.check()?;
-    if !(args.target > 0.0 && args.target <= 1.0) {
-        bail!("--target must be in (0, 1], got {}", args.target);
-    }
     if let Some(out) = &args.out {
         check_outputs(&[Output::new(out, "--out", &GRADED_OUTPUT)], &[])?;
     }

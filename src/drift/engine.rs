@@ -13,8 +13,9 @@ use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::InputFile;
 use crate::schema::Metrics;
 use crate::schema::Threshold;
-use crate::schema::{Column, GradedTable, ReadOptions, read_graded};
+use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
 use crate::stats::binomial_cdf;
+use crate::units::{Confidence, Target};
 
 use crate::schema::{
     ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift, SequentialSlice,
@@ -30,14 +31,14 @@ pub struct DriftOptions {
     pub config: PathBuf,
     pub results: PathBuf,
     pub baseline_results: Option<PathBuf>,
-    pub read: ReadOptions,
+    /// The results' slice column.
+    pub slice_col: String,
     /// The score column; `None` reads the one the config's policy names.
-    /// It replaces `read`'s.
     pub score_col: Option<String>,
     /// Overrides the target the gate recorded in the config.
-    pub target: Option<f64>,
+    pub target: Option<Target>,
     /// Overrides the confidence the gate recorded; 0.95 when neither has one.
-    pub confidence: Option<f64>,
+    pub confidence: Option<Confidence>,
     /// The anytime-valid monitor's state (`--state`): read if it exists,
     /// and its next state returned.
     pub state: Option<PathBuf>,
@@ -128,9 +129,10 @@ pub(super) fn load_config(path: &std::path::Path) -> anyhow::Result<(RouteConfig
 /// the caller to write once the document is out).
 pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<DriftState>)> {
     let (config, config_ref) = load_config(&options.config)?;
-    let target = options.target.unwrap_or(config.provenance.target);
+    let target = options.target.map_or(config.provenance.target, Target::get);
     let confidence = options
         .confidence
+        .map(Confidence::get)
         .or(config.provenance.confidence)
         .unwrap_or(0.95);
     if !(target > 0.0 && target <= 1.0) {
@@ -140,8 +142,11 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         );
     }
     let delta = 1.0 - confidence;
-    let mut read = options.read.clone();
-    read.details = true;
+    let mut read = ReadOptions::of(ColumnNames::new(
+        Column::Score.name(),
+        options.slice_col.clone(),
+    ))
+    .with_details();
     read.names.score = match &options.score_col {
         Some(column) => column.clone(),
         None => config

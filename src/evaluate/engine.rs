@@ -30,13 +30,7 @@ pub fn evaluate(options: &EvaluateOptions) -> anyhow::Result<EvaluationDocument>
         Some(tiers) => tiers.column_names(names),
         None => names,
     };
-    let read = ReadOptions {
-        names,
-        carry_extra: false,
-        details: false,
-        score_optional: false,
-        carry_read_only: false,
-    };
+    let read = ReadOptions::of(names);
     let table = read_graded(&options.results, &read)?;
     let mut outcomes = Vec::with_capacity(table.num_rows());
     for batch in &table.batches {

@@ -129,7 +129,7 @@ pub(super) struct Inputs {
 
 impl Inputs {
     pub(super) fn read(options: &GateOptions) -> anyhow::Result<Inputs> {
-        let mut read = options.read.clone();
+        let mut read = options.read_options();
         read.details = true;
         // Single and static tables read no score: a table without one yet
         // (before `router train`) can gate them; a policy that needs the score
@@ -181,7 +181,7 @@ impl Inputs {
         let production = super::production::Production::read(
             &options.production,
             baseline.as_ref().map(|(_, sha256, _)| sha256.as_str()),
-            options.confidence,
+            options.confidence.map(f64::from),
         )?;
         Ok(Inputs {
             graded,
@@ -213,7 +213,7 @@ impl<'a> ScoreColumns<'a> {
             .iter()
             .all(|batch| arrow::array::Array::null_count(&batch.score) == 0)
         {
-            columns.insert(options.read.names.score.clone(), unscored.clone());
+            columns.insert(options.names.score.clone(), unscored.clone());
         }
         ScoreColumns {
             options,
@@ -229,7 +229,7 @@ impl<'a> ScoreColumns<'a> {
         if let Some(scores) = self.columns.get(column) {
             return Ok(scores.clone());
         }
-        let mut read = self.options.read.clone();
+        let mut read = self.options.read_options();
         read.names.score = column.to_owned();
         read.details = false;
         let scores = scores_of(&read_graded(&self.options.results, &read)?);
@@ -284,7 +284,7 @@ pub(super) fn candidate_tables(
             );
         }
         let resolved = table
-            .resolve(&inputs.calibrations, &options.read.names.score)
+            .resolve(&inputs.calibrations, &options.names.score)
             .map_err(|message| anyhow::anyhow!("{}: {message}", path.display()))?;
         if !options.allow_unknown_slices
             && let Some(slice) = resolved
@@ -302,7 +302,7 @@ pub(super) fn candidate_tables(
         let scores = scores
             .for_table(&resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
-        let tiered = tiered_rows(&options.results, &options.read, &resolved)
+        let tiered = tiered_rows(&options.results, &options.read_options(), &resolved)
             .with_context(|| format!("candidate {}", path.display()))?;
         let serving = pin_serving(options, inputs, &table, &resolved)?;
         if !options.allow_unknown_slices
@@ -346,7 +346,7 @@ fn certified_scores(
             if checked_columns.insert(column.to_owned()) {
                 check_deployed_scores(
                     &options.results,
-                    &options.read,
+                    &options.read_options(),
                     &options.prompt_col,
                     column,
                     router,

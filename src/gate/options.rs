@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::schema::ReadOptions;
+use crate::schema::{ColumnNames, ReadOptions};
+use crate::units::{Confidence, Margin, Target};
 
 use super::litellm::ServeEndpoint;
 
@@ -17,7 +18,8 @@ pub struct GateOptions {
     /// (`--serve-url`, `--serve-key-env`).
     pub serve: Option<ServeEndpoint>,
     pub results: PathBuf,
-    pub read: ReadOptions,
+    /// The results' score and slice columns.
+    pub names: ColumnNames,
     /// Calibrations for the policies that take their thresholds from one,
     /// matched by policy and score column.
     pub calibrations: Vec<PathBuf>,
@@ -25,9 +27,9 @@ pub struct GateOptions {
     /// The key the baseline must verify with; `None`: the `.pub` beside `key`.
     pub baseline_pubkey: Option<String>,
     pub constraints: Option<PathBuf>,
-    pub target: f64,
-    pub confidence: Option<f64>,
-    pub max_regression: f64,
+    pub target: Target,
+    pub confidence: Option<Confidence>,
+    pub max_regression: Margin,
     pub key: PathBuf,
     pub out: PathBuf,
     pub ttl_days: u64,
@@ -47,6 +49,13 @@ pub struct GateOptions {
     /// `replay candidate` documents of the candidates on the traffic the
     /// `baseline` config served: the production checks.
     pub production: Vec<PathBuf>,
+}
+
+impl GateOptions {
+    /// How the gate reads the results: with the details its report shows.
+    pub(super) fn read_options(&self) -> ReadOptions {
+        ReadOptions::of(self.names.clone()).with_details()
+    }
 }
 
 /// The longest a signed config may live, in days: ten years keeps

@@ -38,23 +38,23 @@ pub(super) fn score_candidates(
             let scores = scores
                 .for_table(&config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
-            let tiered = tiered_rows(&options.results, &options.read, &config.table)
+            let tiered = tiered_rows(&options.results, &options.read_options(), &config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
             Some(evaluate(
                 &config.table,
                 graded,
                 &scores,
-                options.confidence,
+                options.confidence.map(f64::from),
                 tiered.as_ref(),
             ))
         }
         None => None,
     };
     let context = RuleContext {
-        target: options.target,
-        confidence: options.confidence,
+        target: options.target.get(),
+        confidence: options.confidence.map(f64::from),
         constraints: &inputs.constraints,
-        max_regression: options.max_regression,
+        max_regression: options.max_regression.get(),
         familywise: options.familywise,
         recorded_models: &recorded,
     };
@@ -112,15 +112,18 @@ impl Scoring<'_> {
             table,
             graded,
             &candidate.scores,
-            options.confidence,
+            options.confidence.map(f64::from),
             candidate.tiered.as_ref(),
         );
         let regressions = match self.baseline {
             Some(baseline) => regressions(
                 &evaluation,
                 baseline,
-                options.max_regression,
-                1.0 - options.confidence.unwrap_or(DEFAULT_REGRESSION_CONFIDENCE),
+                options.max_regression.get(),
+                1.0 - options
+                    .confidence
+                    .map(f64::from)
+                    .unwrap_or(DEFAULT_REGRESSION_CONFIDENCE),
             ),
             None => Vec::new(),
         };
@@ -143,9 +146,9 @@ impl Scoring<'_> {
         failures.extend(costs_too_much);
         let (production, on_production) = inputs.production.judge(
             &candidate.sha256,
-            options.target,
-            options.confidence,
-            options.max_regression,
+            options.target.get(),
+            options.confidence.map(f64::from),
+            options.max_regression.get(),
         );
         failures.extend(on_production);
         warnings.extend(self.shared_warnings.iter().cloned());

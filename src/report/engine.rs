@@ -24,9 +24,9 @@ use crate::schema::{
     CalibrationDocument, Column, ColumnNames, GateReport, GradedTable, Policy, ReadOptions,
     ReplayDocument, read_graded,
 };
+use crate::units::{Confidence, Margin};
 
-/// A report request, already checked: `confidence` in (0, 1),
-/// `max_regression` in [0, 1].
+/// A report request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportOptions {
     /// Graded results; without them, a page of the replay or the records
@@ -38,8 +38,8 @@ pub struct ReportOptions {
     pub gate: Option<PathBuf>,
     /// The deployed route config the proposal is compared with.
     pub baseline: Option<PathBuf>,
-    pub max_regression: f64,
-    pub confidence: f64,
+    pub max_regression: Margin,
+    pub confidence: Confidence,
     pub drift: Option<PathBuf>,
     /// The directory of `report.html` and `summary.md`.
     pub out: PathBuf,
@@ -100,13 +100,7 @@ pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
     };
     let predictive_column = column_of(&options.predictive_score_col, Policy::Predictive);
     let cascade_column = column_of(&options.cascade_score_col, Policy::Cascade);
-    let read = |score: &str| ReadOptions {
-        names: ColumnNames::new(score, options.slice_col.clone()),
-        carry_extra: false,
-        details: false,
-        score_optional: false,
-        carry_read_only: false,
-    };
+    let read = |score: &str| ReadOptions::of(ColumnNames::new(score, options.slice_col.clone()));
     let table = read_graded(results, &read(&predictive_column))?;
     let predictive_scores = scores_of(&table);
     let cascade_scores = if cascade_column == predictive_column {
@@ -329,8 +323,8 @@ fn the_change(
         &proposed,
         proposal,
         &rows,
-        options.max_regression,
-        1.0 - options.confidence,
+        options.max_regression.get(),
+        options.confidence.delta(),
     )
 }
 

@@ -13,6 +13,7 @@ use crate::records::{ATTEMPT_ID_SUFFIX, FieldNames, HEDGE_ID_SUFFIX, for_each_re
 use crate::schema::{
     InputError, LABEL_SET_SCHEMA_VERSION, LabelRow, drawn_for_audit, drawn_for_label,
 };
+use crate::units::Share;
 
 /// Per slice: (decisions, drawn).
 pub type LabelCounts = BTreeMap<String, (u64, u64)>;
@@ -23,10 +24,11 @@ pub type LabelCounts = BTreeMap<String, (u64, u64)>;
 /// for a person to audit a judge's label.
 pub fn draw_labels(
     records: &Path,
-    share: f64,
+    share: Share,
     seed: u64,
-    audit: Option<f64>,
+    audit: Option<Share>,
 ) -> Result<(Vec<LabelRow>, LabelCounts), InputError> {
+    let (share, audit) = (share.get(), audit.map(Share::get));
     let mut rows = Vec::new();
     let mut counts = LabelCounts::new();
     for_each_record(records, &FieldNames::default(), |_, record| {

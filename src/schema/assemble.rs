@@ -92,6 +92,24 @@ pub struct ReadOptions {
     pub carry_read_only: bool,
 }
 
+impl ReadOptions {
+    /// The columns every stage needs, as `names` calls them.
+    pub fn of(names: ColumnNames) -> ReadOptions {
+        ReadOptions {
+            names,
+            ..ReadOptions::default()
+        }
+    }
+
+    /// Also the detail columns: latencies and model versions.
+    pub fn with_details(self) -> ReadOptions {
+        ReadOptions {
+            details: true,
+            ..self
+        }
+    }
+}
+
 /// Where each known column and each carried column sits among a file's
 /// columns.
 #[derive(Debug)]

@@ -9,6 +9,7 @@ use crate::policy::{
     predictive_tier, search_tiers, serve_tier, to_picodollars, to_usd,
 };
 use crate::stats::percentile;
+use crate::units::Target;
 
 /// The three simulated models, cheapest first.
 const MODELS: [&str; 3] = ["small", "mid", "large"];
@@ -49,8 +50,9 @@ fn rejects(row: &SimulatedRow, model: usize) -> f64 {
 pub fn compare_tiers(
     simulation: &Simulation,
     rows: &[SimulatedRow],
-    target: f64,
+    target: Target,
 ) -> Vec<TieredSummary> {
+    let target = target.get();
     let costs = [
         to_picodollars(simulation.small_cost()),
         to_picodollars(simulation.mid_cost()),
@@ -152,7 +154,7 @@ pub fn compare_tiers(
     summaries
 }
 
-pub fn render_tiered(summaries: &[TieredSummary], target: f64) -> String {
+pub fn render_tiered(summaries: &[TieredSummary], target: Target) -> String {
     let mut rows = Vec::with_capacity(summaries.len());
     for summary in summaries {
         let thresholds = summary.thresholds.as_ref().map_or_else(

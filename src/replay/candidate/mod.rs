@@ -31,6 +31,7 @@ use crate::schema::{
     CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay,
     ColumnNames, InputFile, LabelsUsed, LoggedBy, ReadOptions, read_graded,
 };
+use crate::units::Confidence;
 
 use decide::Decisions;
 use direct::DirectModel;
@@ -49,7 +50,7 @@ pub struct CandidateOptions {
     /// The graded results the direct model is fitted on.
     pub results: PathBuf,
     pub labels: PathBuf,
-    pub confidence: f64,
+    pub confidence: Confidence,
 }
 
 /// Why the records cannot answer for the candidate; each names the slice,
@@ -106,8 +107,9 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         model: &model,
     };
     let (slices, overall, records) = decide_all(options, &decisions, &labels)?;
-    let estimate =
-        |slice: &str, tally: &Tally| tally.estimate(slice, labels.design(), options.confidence);
+    let estimate = |slice: &str, tally: &Tally| {
+        tally.estimate(slice, labels.design(), options.confidence.get())
+    };
     let file = |path: &Path, rows: u64| -> anyhow::Result<InputFile> {
         Ok(InputFile {
             path: path.display().to_string(),
@@ -134,7 +136,7 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         },
         candidate: file(&options.candidate, 0)?,
         results: file(&options.results, graded.num_rows() as u64)?,
-        confidence: options.confidence,
+        confidence: options.confidence.get(),
         bound: "empirical_bernstein".to_owned(),
         overall: estimate("*", &overall),
         slices: slices
