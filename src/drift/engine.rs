@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::digest::{sha256_file, sha256_hex};
-use crate::policy::{evaluate, scores_of, tiered_rows};
+use crate::policy::{TieredRows, evaluate, scores_of, tiered_rows};
 use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::InputFile;
@@ -142,34 +142,13 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         );
     }
     let delta = 1.0 - confidence;
-    let mut read = ReadOptions::of(ColumnNames::new(
-        Column::Score.name(),
-        options.slice_col.clone(),
-    ))
-    .with_details();
-    read.names.score = match &options.score_col {
-        Some(column) => column.clone(),
-        None => config
-            .table
-            .policy
-            .score()
-            .unwrap_or(Column::Score.name())
-            .to_owned(),
-    };
-    // A k-tier cascade's stage scores are its tiers' own columns; the
-    // score-shift check follows the router's score only.
-    let stages = matches!(config.table.policy, ResolvedPolicy::CascadeStages { .. });
-    read.score_optional = stages;
-    let fresh = read_graded(&options.results, &read)?;
-    let baseline = match &options.baseline_results {
-        Some(path) => Some(read_graded(path, &read)?),
-        None => None,
-    };
-    let tiered_fresh = tiered_rows(&options.results, &read, &config.table)?;
-    let tiered_baseline = match &options.baseline_results {
-        Some(path) => tiered_rows(path, &read, &config.table)?,
-        None => None,
-    };
+    let DriftInputs {
+        fresh,
+        baseline,
+        tiered_fresh,
+        tiered_baseline,
+        stages,
+    } = read_inputs(options, &config)?;
 
     let now = evaluate(
         &config.table,
@@ -193,14 +172,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
     };
     let fresh_scores = scores(&fresh);
     let baseline_scores = baseline.as_ref().filter(|_| !stages).map(scores);
-    let pinned: BTreeMap<Tier, String> = config
-        .table
-        .policy
-        .routes()
-        .into_iter()
-        .filter_map(|name| config.table.route(name))
-        .filter_map(|route| route.tier.known().map(|tier| (tier, route.model.clone())))
-        .collect();
+    let pinned = pinned_models(&config);
     let mut tier_drift = tier_drift(&fresh, &pinned);
     let thresholds = config.table.policy.thresholds();
     let tier_thresholds = config.table.policy.tier_thresholds();
@@ -276,6 +248,67 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         sequential,
     };
     Ok((document, monitored.map(|(_, (state, _))| state)))
+}
+
+/// The fresh and baseline results, read for the config's policy.
+struct DriftInputs {
+    fresh: GradedTable,
+    baseline: Option<GradedTable>,
+    tiered_fresh: Option<TieredRows>,
+    tiered_baseline: Option<TieredRows>,
+    /// The policy is a k-tier cascade, whose stage scores are its tiers'
+    /// own columns.
+    stages: bool,
+}
+
+fn read_inputs(options: &DriftOptions, config: &RouteConfig) -> anyhow::Result<DriftInputs> {
+    let mut read = ReadOptions::of(ColumnNames::new(
+        Column::Score.name(),
+        options.slice_col.clone(),
+    ))
+    .with_details();
+    read.names.score = match &options.score_col {
+        Some(column) => column.clone(),
+        None => config
+            .table
+            .policy
+            .score()
+            .unwrap_or(Column::Score.name())
+            .to_owned(),
+    };
+    // A k-tier cascade's stage scores are its tiers' own columns; the
+    // score-shift check follows the router's score only.
+    let stages = matches!(config.table.policy, ResolvedPolicy::CascadeStages { .. });
+    read.score_optional = stages;
+    let fresh = read_graded(&options.results, &read)?;
+    let baseline = match &options.baseline_results {
+        Some(path) => Some(read_graded(path, &read)?),
+        None => None,
+    };
+    let tiered_fresh = tiered_rows(&options.results, &read, &config.table)?;
+    let tiered_baseline = match &options.baseline_results {
+        Some(path) => tiered_rows(path, &read, &config.table)?,
+        None => None,
+    };
+    Ok(DriftInputs {
+        fresh,
+        baseline,
+        tiered_fresh,
+        tiered_baseline,
+        stages,
+    })
+}
+
+/// The model each tier of the config's routes is pinned to.
+fn pinned_models(config: &RouteConfig) -> BTreeMap<Tier, String> {
+    config
+        .table
+        .policy
+        .routes()
+        .into_iter()
+        .filter_map(|name| config.table.route(name))
+        .filter_map(|route| route.tier.known().map(|tier| (tier, route.model.clone())))
+        .collect()
 }
 
 /// Counts recorded as rates (a config's provenance) are k / n in f64, from

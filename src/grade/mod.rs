@@ -4,6 +4,7 @@
 //! table.
 
 mod engine;
+mod graded_table;
 mod judge;
 mod run;
 

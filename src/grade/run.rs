@@ -8,18 +8,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, StringArray};
-use arrow::datatypes::{DataType, Field};
 
 use crate::rubric::{Rubric, Verdict};
 use crate::rubric::{TokenChoice, self_consistency, verdict_score};
+use crate::schema::GradedTable;
 use crate::schema::{
     CallTier, MANIFEST_FILE, Manifest, RESPONSES_FILE, ResponseRow, read_responses,
 };
 use crate::schema::{DatasetRow, Message, Role, read_dataset};
-use crate::schema::{GradedBatch, GradedTable, Present, Tiers};
+
+use super::graded_table::{GradedPrompt, to_table};
 
 /// Where the cascade's reject scores came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,25 +126,6 @@ impl PromptCalls {
     fn graded_answers(&self) -> impl Iterator<Item = Option<&ResponseRow>> {
         self.answers.iter().map(|samples| samples.first())
     }
-}
-
-struct GradedPrompt {
-    id: String,
-    slice: String,
-    prompt: String,
-    /// Per non-final stage (the first from the verifier or self-consistency).
-    scores: Vec<Option<f64>>,
-    /// Per tier.
-    ok: Vec<bool>,
-    costs: Vec<f64>,
-    /// Per non-final stage.
-    verifier_costs: Vec<f64>,
-    /// Per tier: total and first-token milliseconds.
-    latencies: Vec<(Option<f64>, Option<f64>)>,
-    verifier_ms: Option<f64>,
-    models: Vec<Option<String>>,
-    verifier_model: Option<String>,
-    detail: String,
 }
 
 /// Whether `row`'s answer passed its rubric; `is_base`: it is the
@@ -385,54 +364,7 @@ impl Grading {
         let plan = CallPlan::new(&manifest.tier_order, run)?;
         let names = rubrics.keys().cloned().collect();
         let prompts = read_dataset(&dataset, &names)?;
-        let responses = run.join(RESPONSES_FILE);
-        let mut by_prompt: BTreeMap<u64, PromptCalls> = BTreeMap::new();
-        let mut number = 0u64;
-        for batch in read_responses(&responses, 8192)? {
-            for row in batch? {
-                number += 1;
-                let matches = usize::try_from(row.prompt_index)
-                    .ok()
-                    .and_then(|index| prompts.get(index))
-                    .is_some_and(|prompt| prompt.id == row.id);
-                if !matches {
-                    return Err(GradeRunError::Response {
-                        path: responses.clone(),
-                        row: number,
-                        problem: format!(
-                            "id {:?} has no matching prompt in {}",
-                            row.id,
-                            dataset.display()
-                        ),
-                    }
-                    .into());
-                }
-                let calls = by_prompt
-                    .entry(row.prompt_index)
-                    .or_insert_with(|| plan.calls());
-                if let Some(position) = plan.tiers.iter().position(|tier| *tier == row.tier) {
-                    if position == 0 || row.sample == 0 {
-                        calls.answers[position].push(row);
-                    }
-                } else if let Some(stage) = plan.verifiers.iter().position(|tier| *tier == row.tier)
-                {
-                    if row.sample == 0 {
-                        calls.verifiers[stage] = Some(row);
-                    }
-                } else {
-                    return Err(GradeRunError::Response {
-                        path: responses.clone(),
-                        row: number,
-                        problem: format!(
-                            "tier {:?} is not one of the run's ({} in manifest.json, and their verifiers)",
-                            row.tier.name(),
-                            manifest.tier_order.join(", ")
-                        ),
-                    }
-                    .into());
-                }
-            }
-        }
+        let mut by_prompt = calls_by_prompt(run, &plan, &prompts, &dataset, &manifest)?;
         let has_verifier = by_prompt
             .values()
             .any(|calls| calls.verifiers.iter().any(Option::is_some));
@@ -597,6 +529,66 @@ impl Grading {
     }
 }
 
+/// The run's responses, each under its prompt: every tier's answers and
+/// every stage's verifier call; refused naming the row when one matches no
+/// prompt of `dataset` or no tier of the run.
+fn calls_by_prompt(
+    run: &Path,
+    plan: &CallPlan,
+    prompts: &[DatasetRow],
+    dataset: &Path,
+    manifest: &Manifest,
+) -> anyhow::Result<BTreeMap<u64, PromptCalls>> {
+    let responses = run.join(RESPONSES_FILE);
+    let mut by_prompt: BTreeMap<u64, PromptCalls> = BTreeMap::new();
+    let mut number = 0u64;
+    for batch in read_responses(&responses, 8192)? {
+        for row in batch? {
+            number += 1;
+            let matches = usize::try_from(row.prompt_index)
+                .ok()
+                .and_then(|index| prompts.get(index))
+                .is_some_and(|prompt| prompt.id == row.id);
+            if !matches {
+                return Err(GradeRunError::Response {
+                    path: responses.clone(),
+                    row: number,
+                    problem: format!(
+                        "id {:?} has no matching prompt in {}",
+                        row.id,
+                        dataset.display()
+                    ),
+                }
+                .into());
+            }
+            let calls = by_prompt
+                .entry(row.prompt_index)
+                .or_insert_with(|| plan.calls());
+            if let Some(position) = plan.tiers.iter().position(|tier| *tier == row.tier) {
+                if position == 0 || row.sample == 0 {
+                    calls.answers[position].push(row);
+                }
+            } else if let Some(stage) = plan.verifiers.iter().position(|tier| *tier == row.tier) {
+                if row.sample == 0 {
+                    calls.verifiers[stage] = Some(row);
+                }
+            } else {
+                return Err(GradeRunError::Response {
+                    path: responses.clone(),
+                    row: number,
+                    problem: format!(
+                        "tier {:?} is not one of the run's ({} in manifest.json, and their verifiers)",
+                        row.tier.name(),
+                        manifest.tier_order.join(", ")
+                    ),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(by_prompt)
+}
+
 fn last_user_message(row: &DatasetRow) -> String {
     row.messages
         .iter()
@@ -604,127 +596,4 @@ fn last_user_message(row: &DatasetRow) -> String {
         .find(|message| message.role == Role::User)
         .map(|message| message.content.clone())
         .unwrap_or_default()
-}
-
-fn to_table(rows: &[GradedPrompt], tiers: &[String], out: &Path) -> GradedTable {
-    let k = tiers.len();
-    let reals = |value: &dyn Fn(&GradedPrompt) -> f64| {
-        Float64Array::from_iter_values(rows.iter().map(value))
-    };
-    let optional = |value: &dyn Fn(&GradedPrompt) -> Option<f64>| {
-        Float64Array::from(rows.iter().map(value).collect::<Vec<_>>())
-    };
-    let models = |value: &dyn Fn(&GradedPrompt) -> Option<String>| {
-        StringArray::from(rows.iter().map(value).collect::<Vec<_>>())
-    };
-    let flags =
-        |tier: usize| BooleanArray::from(rows.iter().map(|row| row.ok[tier]).collect::<Vec<_>>());
-    let has_verifier = rows.iter().any(|row| row.verifier_model.is_some());
-    let last = k - 1;
-    let mut extra: Vec<(Arc<Field>, ArrayRef)> = Vec::new();
-    let mut carry = |name: String, data_type: DataType, nullable: bool, array: ArrayRef| {
-        extra.push((Arc::new(Field::new(name, data_type, nullable)), array));
-    };
-    for (tier, name) in tiers.iter().enumerate().take(last).skip(1) {
-        carry(
-            format!("{name}_ok"),
-            DataType::Boolean,
-            false,
-            Arc::new(flags(tier)),
-        );
-        carry(
-            format!("cost_{name}"),
-            DataType::Float64,
-            false,
-            Arc::new(reals(&|row| row.costs[tier])),
-        );
-        carry(
-            format!("{name}_ms"),
-            DataType::Float64,
-            true,
-            Arc::new(optional(&|row| row.latencies[tier].0)),
-        );
-        carry(
-            format!("{name}_ttft_ms"),
-            DataType::Float64,
-            true,
-            Arc::new(optional(&|row| row.latencies[tier].1)),
-        );
-        carry(
-            format!("{name}_model"),
-            DataType::Utf8,
-            true,
-            Arc::new(models(&|row| row.models[tier].clone())),
-        );
-        let has_score = rows.iter().any(|row| row.scores[tier].is_some());
-        if has_score {
-            carry(
-                format!("score_{name}"),
-                DataType::Float64,
-                false,
-                Arc::new(reals(&|row| row.scores[tier].unwrap_or(1.0))),
-            );
-            carry(
-                format!("cost_verifier_{name}"),
-                DataType::Float64,
-                false,
-                Arc::new(reals(&|row| row.verifier_costs[tier])),
-            );
-        }
-    }
-    carry(
-        "prompt".to_owned(),
-        DataType::Utf8,
-        false,
-        Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|row| row.prompt.as_str()),
-        )),
-    );
-    carry(
-        "detail".to_owned(),
-        DataType::Utf8,
-        false,
-        Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|row| row.detail.as_str()),
-        )),
-    );
-    let batch = GradedBatch {
-        first_row: 0,
-        lines: None,
-        id: StringArray::from_iter_values(rows.iter().map(|row| row.id.as_str())),
-        slice: StringArray::from_iter_values(rows.iter().map(|row| row.slice.as_str())),
-        score: rows.iter().map(|row| row.scores[0]).collect(),
-        small_ok: flags(0),
-        large_ok: flags(last),
-        cost_small: reals(&|row| row.costs[0]),
-        cost_large: reals(&|row| row.costs[last]),
-        cost_verifier: reals(&|row| row.verifier_costs[0]),
-        cost_router: Float64Array::from(vec![0.0; rows.len()]),
-        latencies: [
-            Some(optional(&|row| row.latencies[0].0)),
-            Some(optional(&|row| row.latencies[0].1)),
-            Some(optional(&|row| row.latencies[last].0)),
-            Some(optional(&|row| row.latencies[last].1)),
-            has_verifier.then(|| optional(&|row| row.verifier_ms)),
-            None,
-        ],
-        models: [
-            Some(models(&|row| row.models[0].clone())),
-            Some(models(&|row| row.models[last].clone())),
-            has_verifier.then(|| models(&|row| row.verifier_model.clone())),
-        ],
-        audited: Default::default(),
-        extra,
-    };
-    let two_tier = tiers == ["small", "large"];
-    GradedTable {
-        path: out.to_owned(),
-        batches: vec![batch],
-        present: Present {
-            latencies: [true, true, true, true, has_verifier, false],
-            models: [true, true, has_verifier],
-            audited: [false; 2],
-        },
-        tiers: (!two_tier).then(|| Tiers::parse(&tiers.join(",")).expect("a run's tiers")),
-    }
 }

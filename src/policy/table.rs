@@ -19,7 +19,8 @@ use crate::policy::{
 use crate::routes::{ResolvedPolicy, ResolvedTable, RouteTier, Tier, TierThresholds};
 use crate::schema::Metrics;
 use crate::schema::{
-    GradedBatch, GradedTable, ReadError, ReadOptions, Tiers, read_graded, tiered_columns,
+    GradedBatch, GradedTable, ReadError, ReadOptions, TieredColumns, Tiers, read_graded,
+    tiered_columns,
 };
 
 /// A table's metrics, and the slices its policy has no threshold for.
@@ -191,23 +192,7 @@ pub fn tiered_rows(
                     arrow::compute::cast(array, &arrow::datatypes::DataType::Float64).ok()
                 })
         };
-        for name in &tiers.names()[1..k - 1] {
-            let column = format!("{name}_model");
-            let Some((_, array)) = batch
-                .extra
-                .iter()
-                .find(|(field, _)| *field.name() == column)
-            else {
-                continue;
-            };
-            let Ok(text) = arrow::compute::cast(array, &arrow::datatypes::DataType::Utf8) else {
-                continue;
-            };
-            let counts = rows.models.entry(RouteTier::new(name.clone())).or_default();
-            for model in text.as_string::<i32>().iter().flatten() {
-                *counts.entry(model.to_owned()).or_default() += 1;
-            }
-        }
+        count_middle_models(batch, &tiers, &mut rows.models);
         let middle: Vec<(Option<ArrayRef>, Option<ArrayRef>)> = tiers.names()[1..k - 1]
             .iter()
             .map(|name| {
@@ -217,7 +202,6 @@ pub fn tiered_rows(
                 )
             })
             .collect();
-        let price = |column: &Float64Array, index: usize| to_picodollars(column.value(index));
         let at = |array: &Option<ArrayRef>, index: usize| {
             array
                 .as_ref()
@@ -227,37 +211,7 @@ pub fn tiered_rows(
                 .filter(|value| value.is_finite() && *value >= 0.0)
         };
         for index in 0..batch.num_rows() {
-            let scores: Vec<f64> = columns
-                .scores
-                .iter()
-                .map(|column| column.value(index))
-                .collect();
-            let ok: Vec<bool> = columns
-                .ok
-                .iter()
-                .map(|column| column.value(index))
-                .collect();
-            let cost: Vec<i64> = columns
-                .cost
-                .iter()
-                .map(|column| price(column, index))
-                .collect();
-            let verifier: Vec<i64> = if cascade {
-                columns
-                    .verifier_cost
-                    .iter()
-                    .map(|column| price(column, index))
-                    .collect()
-            } else {
-                vec![0; k - 1]
-            };
-            rows.outcomes.push(
-                &scores,
-                &ok,
-                &cost,
-                price(&batch.cost_router, index),
-                &verifier,
-            );
+            push_outcome(&mut rows.outcomes, &columns, batch, index, cascade);
             let recorded = latencies(batch, index);
             let pair = |first_token: Option<f64>, total: Option<f64>| {
                 first_token
@@ -280,6 +234,76 @@ pub fn tiered_rows(
         }
     }
     Ok(Some(rows))
+}
+
+/// Counts the models each middle tier's answers name, from its
+/// `<tier>_model` column where the batch carries one.
+fn count_middle_models(
+    batch: &GradedBatch,
+    tiers: &Tiers,
+    models: &mut BTreeMap<RouteTier, BTreeMap<String, u64>>,
+) {
+    let k = tiers.len();
+    for name in &tiers.names()[1..k - 1] {
+        let column = format!("{name}_model");
+        let Some((_, array)) = batch
+            .extra
+            .iter()
+            .find(|(field, _)| *field.name() == column)
+        else {
+            continue;
+        };
+        let Ok(text) = arrow::compute::cast(array, &arrow::datatypes::DataType::Utf8) else {
+            continue;
+        };
+        let counts = models.entry(RouteTier::new(name.clone())).or_default();
+        for model in text.as_string::<i32>().iter().flatten() {
+            *counts.entry(model.to_owned()).or_default() += 1;
+        }
+    }
+}
+
+/// Row `index`'s outcome at every tier: its scores, verdicts and costs.
+fn push_outcome(
+    outcomes: &mut TieredSlice,
+    columns: &TieredColumns,
+    batch: &GradedBatch,
+    index: usize,
+    cascade: bool,
+) {
+    let k = columns.ok.len();
+    let price = |column: &Float64Array, index: usize| to_picodollars(column.value(index));
+    let scores: Vec<f64> = columns
+        .scores
+        .iter()
+        .map(|column| column.value(index))
+        .collect();
+    let ok: Vec<bool> = columns
+        .ok
+        .iter()
+        .map(|column| column.value(index))
+        .collect();
+    let cost: Vec<i64> = columns
+        .cost
+        .iter()
+        .map(|column| price(column, index))
+        .collect();
+    let verifier: Vec<i64> = if cascade {
+        columns
+            .verifier_cost
+            .iter()
+            .map(|column| price(column, index))
+            .collect()
+    } else {
+        vec![0; k - 1]
+    };
+    outcomes.push(
+        &scores,
+        &ok,
+        &cost,
+        price(&batch.cost_router, index),
+        &verifier,
+    );
 }
 
 /// `table` on the results, with `scores` (in row order, from the policy's

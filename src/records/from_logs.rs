@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::fields::FieldNames;
-use super::from_litellm::{BilledAttempts, Deployments, spend_row, standard_records};
+use super::from_litellm::{BilledAttempts, Deployments, spend_row};
+use super::from_litellm_standard::standard_records;
 use super::log_fields::{
     Problem, at, first_choice_finish, for_each_object, last_user, messages_at, number_at, required,
     text_at, timestamp_at, tokens_at,

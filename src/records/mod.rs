@@ -8,6 +8,7 @@
 mod columns;
 mod fields;
 mod from_litellm;
+mod from_litellm_standard;
 mod from_logs;
 mod log_fields;
 mod read;

@@ -130,67 +130,12 @@ impl RouteTable {
                 ));
             }
         }
-        // A verifier scores answers; it does not give them.
-        let answering = |name: &str, role: &str| -> Result<(), String> {
-            let route = self.route_named(name, role)?;
-            match route.tier.known() {
-                Some(Tier::Verifier) => Err(format!(
-                    "{role} route \"{name}\" is a verifier and cannot answer requests"
-                )),
-                Some(_) => Ok(()),
-                None => Err(format!(
-                    "{role} route \"{name}\" is measured by the tier \"{}\", which only a tiers or stages policy can use",
-                    route.tier.name()
-                )),
-            }
-        };
-        // A k-tier policy's routes, cheapest first: the first measured by the
-        // small tier and the last by the large one (their columns are the
-        // two-tier table's), the ones between by tiers of their own.
-        let tier_routes = |names: &[String], role: &str| -> Result<(), String> {
-            if names.len() < 2 {
-                return Err(format!("{role}: name at least two routes, cheapest first"));
-            }
-            let mut seen: Vec<&str> = Vec::new();
-            for (index, name) in names.iter().enumerate() {
-                let route = self.route_named(name, role)?;
-                let expected = match index {
-                    0 => Some(Tier::Small),
-                    last if last + 1 == names.len() => Some(Tier::Large),
-                    _ => None,
-                };
-                let tier = route.tier.known();
-                let fits = match expected {
-                    Some(expected) => tier == Some(expected),
-                    None => tier.is_none(),
-                };
-                if !fits {
-                    let wanted = expected.map_or_else(
-                        || "a tier of its own between small and large".to_owned(),
-                        |tier| format!("the {} tier", tier.name()),
-                    );
-                    return Err(format!(
-                        "{role}: route \"{name}\" is measured by the tier \"{}\"; position {} needs {wanted}",
-                        route.tier.name(),
-                        index + 1
-                    ));
-                }
-                if seen.contains(&route.tier.name()) {
-                    return Err(format!(
-                        "{role}: two routes are measured by the tier \"{}\"",
-                        route.tier.name()
-                    ));
-                }
-                seen.push(route.tier.name());
-            }
-            Ok(())
-        };
         match &self.policy {
-            PolicySpec::Single { route } => answering(route, "policy.single")?,
+            PolicySpec::Single { route } => self.answering_route(route, "policy.single")?,
             PolicySpec::Static { default, slices } => {
-                answering(default, "policy.static.default")?;
+                self.answering_route(default, "policy.static.default")?;
                 for (slice, route) in slices {
-                    answering(route, &format!("policy.static.slices.{slice}"))?;
+                    self.answering_route(route, &format!("policy.static.slices.{slice}"))?;
                 }
             }
             PolicySpec::Predictive {
@@ -212,7 +157,7 @@ impl RouteTable {
                     )?;
                 }
                 Form::Many(tiers) => {
-                    tier_routes(tiers, "policy.predictive.tiers")?;
+                    self.check_tier_routes(tiers, "policy.predictive.tiers")?;
                     check_thresholds(
                         thresholds.as_ref(),
                         *thresholds_from_calibration,
@@ -243,7 +188,7 @@ impl RouteTable {
                         )?;
                     }
                     Form::Many(stages) => {
-                        tier_routes(stages, "policy.cascade.stages")?;
+                        self.check_tier_routes(stages, "policy.cascade.stages")?;
                         check_thresholds(
                             thresholds.as_ref(),
                             *thresholds_from_calibration,
@@ -253,6 +198,64 @@ impl RouteTable {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A route that answers requests: a verifier scores answers; it does
+    /// not give them.
+    fn answering_route(&self, name: &str, role: &str) -> Result<(), String> {
+        let route = self.route_named(name, role)?;
+        match route.tier.known() {
+            Some(Tier::Verifier) => Err(format!(
+                "{role} route \"{name}\" is a verifier and cannot answer requests"
+            )),
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "{role} route \"{name}\" is measured by the tier \"{}\", which only a tiers or stages policy can use",
+                route.tier.name()
+            )),
+        }
+    }
+
+    /// A k-tier policy's routes, cheapest first: the first measured by the
+    /// small tier and the last by the large one (their columns are the
+    /// two-tier table's), the ones between by tiers of their own.
+    fn check_tier_routes(&self, names: &[String], role: &str) -> Result<(), String> {
+        if names.len() < 2 {
+            return Err(format!("{role}: name at least two routes, cheapest first"));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let route = self.route_named(name, role)?;
+            let expected = match index {
+                0 => Some(Tier::Small),
+                last if last + 1 == names.len() => Some(Tier::Large),
+                _ => None,
+            };
+            let tier = route.tier.known();
+            let fits = match expected {
+                Some(expected) => tier == Some(expected),
+                None => tier.is_none(),
+            };
+            if !fits {
+                let wanted = expected.map_or_else(
+                    || "a tier of its own between small and large".to_owned(),
+                    |tier| format!("the {} tier", tier.name()),
+                );
+                return Err(format!(
+                    "{role}: route \"{name}\" is measured by the tier \"{}\"; position {} needs {wanted}",
+                    route.tier.name(),
+                    index + 1
+                ));
+            }
+            if seen.contains(&route.tier.name()) {
+                return Err(format!(
+                    "{role}: two routes are measured by the tier \"{}\"",
+                    route.tier.name()
+                ));
+            }
+            seen.push(route.tier.name());
         }
         Ok(())
     }

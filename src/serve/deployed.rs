@@ -14,8 +14,8 @@ use crate::clock::{Clock, parse_rfc3339};
 use crate::digest::sha256_hex;
 use crate::router_model::{FEATURES_VERSION, ROUTER_FORMATS, Router};
 use crate::routes::{
-    RouteConfig, Scorer, Serving, VerdictScore, VerifyError, check_config, check_signed,
-    read_signed,
+    PinnedVerifier, RouteConfig, Scorer, Serving, VerdictScore, VerifyError, check_config,
+    check_signed, read_signed,
 };
 use crate::rubric::PromptTemplate;
 
@@ -136,17 +136,46 @@ pub fn load_at_start(
         checked => checked.map_err(refused)?,
     };
     let config = verified.config;
-    let pin = |problem: String| LoadError::Pin {
-        path: path.clone(),
-        problem,
-    };
     let Some(serving) = config.serving.clone() else {
         return Err(LoadError::NotServable {
             path: path.clone(),
             schema: config.schema.clone(),
         });
     };
-    let router = match &serving.scorer {
+    let router = pinned_router(serving.scorer.as_ref(), sources, path)?;
+    let verifier = pinned_verifier(serving.verifier.as_ref(), path)?;
+    let upstreams = upstreams_of(&config, sources, path)?;
+    let expires_at = parse_rfc3339(&config.expires_at).unwrap_or(i64::MIN);
+    Ok(Deployed {
+        config,
+        sha256: verified.sha256,
+        bytes,
+        signature,
+        serving,
+        router,
+        verifier,
+        upstreams,
+        expires_at,
+    })
+}
+
+/// The refusal of a config whose pins this serve cannot honour.
+fn pin_error(path: &Path, problem: String) -> LoadError {
+    LoadError::Pin {
+        path: path.to_owned(),
+        problem,
+    }
+}
+
+/// The built-in router the config pins, read from `--router` and checked
+/// against its sha256; none for an external scorer or no scorer.
+fn pinned_router(
+    scorer: Option<&Scorer>,
+    sources: &Sources,
+    path: &Path,
+) -> Result<Option<Arc<Router>>, LoadError> {
+    let pin = |problem| pin_error(path, problem);
+    Ok(match scorer {
         Some(Scorer::Builtin {
             sha256,
             format,
@@ -181,8 +210,16 @@ pub fn load_at_start(
             Some(Arc::new(router))
         }
         Some(Scorer::External(_)) | None => None,
-    };
-    let verifier = match &serving.verifier {
+    })
+}
+
+/// The cascade's verifier, its prompt template checked against its sha256.
+fn pinned_verifier(
+    verifier: Option<&PinnedVerifier>,
+    path: &Path,
+) -> Result<Option<Verifier>, LoadError> {
+    let pin = |problem| pin_error(path, problem);
+    Ok(match verifier {
         Some(pinned) => {
             let found = sha256_hex(pinned.template_toml.as_bytes());
             if found != pinned.template_sha256 {
@@ -206,7 +243,17 @@ pub fn load_at_start(
             })
         }
         None => None,
-    };
+    })
+}
+
+/// Each route's endpoint: its URL, model, key (from the environment
+/// variable it names) and prices.
+fn upstreams_of(
+    config: &RouteConfig,
+    sources: &Sources,
+    path: &Path,
+) -> Result<BTreeMap<String, Upstream>, LoadError> {
+    let pin = |problem| pin_error(path, problem);
     let mut upstreams = BTreeMap::new();
     for route in &config.table.routes {
         let base_url = route.base_url.as_ref().ok_or_else(|| {
@@ -238,18 +285,7 @@ pub fn load_at_start(
             },
         );
     }
-    let expires_at = parse_rfc3339(&config.expires_at).unwrap_or(i64::MIN);
-    Ok(Deployed {
-        config,
-        sha256: verified.sha256,
-        bytes,
-        signature,
-        serving,
-        router,
-        verifier,
-        upstreams,
-        expires_at,
-    })
+    Ok(upstreams)
 }
 
 impl Deployed {

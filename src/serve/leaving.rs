@@ -14,7 +14,8 @@ use super::forward::{Called, Source, pass_through};
 use super::log::Level;
 use super::reply::{error, overloaded, refuse};
 use super::served::ServedRecord;
-use super::stage::{Attempt, Failure, Reached, Stage, StageCall, upstream_error_body};
+use super::stage::{Attempt, Failure, Reached, Stage, StageCall};
+use super::upstream_error::upstream_error_body;
 
 impl StageCall<'_> {
     /// Logs a route that gave no first byte: how it failed, and where the

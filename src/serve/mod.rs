@@ -20,6 +20,7 @@ mod decision;
 mod deployed;
 mod draws;
 mod forward;
+mod hedging;
 mod http;
 mod journal;
 mod keys;
@@ -33,6 +34,7 @@ mod served;
 mod sse;
 mod stage;
 mod trace;
+mod upstream_error;
 mod whole;
 
 use std::net::SocketAddr;

@@ -9,7 +9,8 @@
 //! one may not: a stall or a cut is its error, never a second model's
 //! text spliced on. This file reaches a route and answers; leaving a failing
 //! route is `leaving.rs`, an answer read whole for a client that did not
-//! stream `whole.rs`.
+//! stream `whole.rs`, a hedged call `hedging.rs`, and the body of an
+//! upstream's error `upstream_error.rs`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +23,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
 use crate::policy::{Admit, CallOutcome, FallbackMove};
-use crate::records::{HEDGE_ID_SUFFIX, Move, Reason, Status};
+use crate::records::{Move, Reason, Status};
 
 use super::admission::{Full, Slot};
 use super::answer::Answer;
@@ -336,69 +337,6 @@ impl StageCall<'_> {
         }
     }
 
-    /// The route's hedge for this request: when the copy goes, if the
-    /// route hedges and the prompt is short enough.
-    pub(super) fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {
-        let hedge = self.decided.deployed.config.table.route(route)?.hedge?;
-        (self.prompt_tokens <= hedge.max_prompt_tokens).then(|| {
-            tokio::time::Instant::from_std(from)
-                + std::time::Duration::from_secs_f64(hedge.after_ms / 1e3)
-        })
-    }
-
-    /// The first byte of a hedged call: the call alone if it gives one by
-    /// `hedge_at`, else the first of it and a copy sent then (on a slot of
-    /// its own, if the route has one free); the other is cancelled, and
-    /// [`Hedged`] says what it was.
-    pub(super) async fn hedged_first_byte(
-        &self,
-        route: &str,
-        upstream: &Upstream,
-        first_token: tokio::time::Instant,
-        hedge_at: tokio::time::Instant,
-    ) -> (FirstByte, Option<Hedged>) {
-        let original = self.first_byte(route, upstream, first_token, "route");
-        tokio::pin!(original);
-        tokio::select! {
-            biased;
-            came = &mut original => return (came, None),
-            () = tokio::time::sleep_until(hedge_at) => {}
-        }
-        // The copy is an extra call: the route must have a slot free, and
-        // then the retry budget must allow it; it counts in the route's
-        // minute like any call.
-        let Ok(copy_slot) = self.app.admission.route(route) else {
-            return (original.await, None);
-        };
-        let now_ms = self.arrival_ms + self.elapsed_ms();
-        if !self.app.resilience.take_extra(now_ms) {
-            return (original.await, None);
-        }
-        if let Some(found) = self.decided.deployed.config.table.route(route) {
-            self.app.resilience.count_call(found, now_ms, self.tokens);
-        }
-        let copy = self.first_byte(route, upstream, first_token, "hedge");
-        tokio::pin!(copy);
-        let (first, copy_first) = tokio::select! {
-            came = &mut original => (came, false),
-            came = &mut copy => (came, true),
-        };
-        // A copy that failed is no answer: the other may still give one.
-        let (winner, copy_won) = if matches!(first, FirstByte::Came { .. }) {
-            (first, copy_first)
-        } else if copy_first {
-            (original.await, false)
-        } else {
-            (copy.await, true)
-        };
-        let hedged = Hedged {
-            copy_won,
-            cancelled_at_ms: self.elapsed_ms(),
-            slot: copy_slot,
-        };
-        (winner, Some(hedged))
-    }
-
     /// Calls `route`; its first byte must come within its deadline,
     /// counted from `from` (`offset_ms` after the request arrived).
     pub(super) async fn attempt(&self, route: &str, from: Instant, offset_ms: f64) -> Attempt {
@@ -537,31 +475,6 @@ impl StageCall<'_> {
                 }
             }
         }
-    }
-
-    /// A hedged request: its reason is `hedge-won`, and the copy that lost
-    /// (cancelled before its first token, so it was never billed output)
-    /// is its own record, `ID-hedge-1`, reason `hedge-lost`.
-    pub(super) fn record_hedge(&self, record: &mut ServedRecord, reached: &Reached) {
-        let Some(hedged) = &reached.hedged else {
-            return;
-        };
-        record.reason = Some(Reason::HedgeWon);
-        let mut lost = record.clone();
-        lost.id = format!("{}{}", record.id, HEDGE_ID_SUFFIX).into();
-        lost.route = reached.route.clone().into();
-        lost.reason = Some(Reason::HedgeLost);
-        lost.status = Status::Error;
-        lost.finish_reason = Some(
-            if hedged.copy_won {
-                "hedge_original_cancelled"
-            } else {
-                "hedge_copy_cancelled"
-            }
-            .into(),
-        );
-        lost.total_ms = Some(hedged.cancelled_at_ms);
-        self.app.finish_attempt(lost);
     }
 
     pub(super) fn finishing(
@@ -773,68 +686,4 @@ pub(super) async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
             Ok(bytes)
         }
     }
-}
-
-/// The most of an upstream's error body read, and how long it may take.
-const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
-const ERROR_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The body a client gets for `route`'s error `status`: the upstream's own
-/// when it is an OpenAI-style error that carries neither the route's key
-/// nor its address, else serve's, naming the route and the status.
-pub(super) async fn upstream_error_body(
-    route: &str,
-    upstream: &Upstream,
-    status: StatusCode,
-    response: reqwest::Response,
-    total: tokio::time::Instant,
-) -> Vec<u8> {
-    let deadline = total.min(tokio::time::Instant::now() + ERROR_BODY_WAIT);
-    let mut chunks = response.bytes_stream();
-    let mut body = Vec::new();
-    while body.len() <= MAX_ERROR_BODY_BYTES {
-        match tokio::time::timeout_at(deadline, chunks.next()).await {
-            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    let whole = body.len() <= MAX_ERROR_BODY_BYTES;
-    let is_openai_error = whole
-        && serde_json::from_slice::<serde_json::Value>(&body)
-            .is_ok_and(|value| value.get("error").is_some_and(serde_json::Value::is_object));
-    let contains = |needle: &str| {
-        !needle.is_empty()
-            && body
-                .windows(needle.len())
-                .any(|window| window == needle.as_bytes())
-    };
-    let host = reqwest::Url::parse(&upstream.chat_url)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-        .unwrap_or_default();
-    let secret = upstream.api_key.as_deref().is_some_and(contains)
-        || contains(&upstream.chat_url)
-        || contains(&host);
-    if is_openai_error && !secret {
-        return body;
-    }
-    let why = if secret {
-        "its body was withheld: it carried the route's credentials or address"
-    } else {
-        "its body was not an OpenAI-style error"
-    };
-    let kind = if status == StatusCode::TOO_MANY_REQUESTS {
-        "rate_limit_error"
-    } else {
-        "upstream_error"
-    };
-    serde_json::to_vec(&serde_json::json!({
-        "error": {
-            "message": format!("route {route:?} answered {status}; {why}"),
-            "type": kind,
-            "param": null,
-            "code": status.as_u16().to_string(),
-        }
-    }))
-    .expect("JSON serialises")
 }

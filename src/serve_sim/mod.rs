@@ -8,7 +8,9 @@
 mod answer;
 mod faults;
 mod server;
+mod state;
 
 pub use answer::{Knowledge, SimModel, answer_for, verdict_for};
 pub use faults::{Fault, FaultProfile};
-pub use server::{RunningSim, SimSettings, Stats, spawn};
+pub use server::{RunningSim, spawn};
+pub use state::{SimSettings, Stats};

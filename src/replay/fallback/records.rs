@@ -48,7 +48,7 @@ pub fn load_fallback_inputs(
     fallback_route: Option<&str>,
 ) -> Result<FallbackInputs, crate::schema::InputError> {
     use crate::records::{FieldNames, for_each_record};
-    let mut primary: Vec<(i64, Option<String>, PrimaryRequest)> = Vec::new();
+    let mut primary: Vec<PrimaryRow> = Vec::new();
     let mut moved: Vec<Moved> = Vec::new();
     let mut fallback: Vec<(i64, f64)> = Vec::new();
     let mut latency_source = crate::schema::FallbackLatencySource::default();
@@ -99,6 +99,52 @@ pub fn load_fallback_inputs(
         }
         Ok(())
     })?;
+    join_moved(&mut primary, moved, &mut fallback, &mut latency_source);
+    refuse_untold(
+        path,
+        route,
+        fallback_route,
+        &primary,
+        &fallback,
+        &latency_source,
+    )?;
+    primary.sort_by_key(|request| request.0);
+    fallback.sort_by_key(|point| point.0);
+    let origin = primary[0]
+        .0
+        .min(fallback.first().map_or(i64::MAX, |point| point.0));
+    let requests = primary
+        .into_iter()
+        .map(|(at, _, request)| PrimaryRequest {
+            arrival_ms: (at - origin) as f64,
+            ..request
+        })
+        .collect();
+    let points = fallback
+        .into_iter()
+        .map(|(at, ttft)| ((at - origin) as f64, ttft))
+        .collect();
+    Ok(FallbackInputs {
+        requests,
+        fallback_points: points,
+        rows,
+        latency_source,
+    })
+}
+
+/// A request's primary record, with what it was sent as and where.
+type PrimaryRow = (i64, Option<String>, PrimaryRequest);
+
+/// Joins each request the table moved to the fallback to the primary's
+/// side: one the open breaker moved is a request of the primary it never
+/// tried; one that left an attempt gives that attempt the fallback's own
+/// first token (the user's wait less the attempt's).
+fn join_moved(
+    primary: &mut Vec<PrimaryRow>,
+    moved: Vec<Moved>,
+    fallback: &mut Vec<(i64, f64)>,
+    latency_source: &mut crate::schema::FallbackLatencySource,
+) {
     let attempts: std::collections::HashMap<String, usize> = primary
         .iter()
         .enumerate()
@@ -136,6 +182,18 @@ pub fn load_fallback_inputs(
             }
         }
     }
+}
+
+/// Refuses records that cannot tell how the primary route answers, or
+/// (with a fallback named) how the fallback does.
+fn refuse_untold(
+    path: &std::path::Path,
+    route: &str,
+    fallback_route: Option<&str>,
+    primary: &[PrimaryRow],
+    fallback: &[(i64, f64)],
+    latency_source: &crate::schema::FallbackLatencySource,
+) -> Result<(), InputError> {
     if primary.is_empty() {
         return Err(InputError::Unreadable {
             path: path.to_owned(),
@@ -170,26 +228,5 @@ pub fn load_fallback_inputs(
             message,
         });
     }
-    primary.sort_by_key(|request| request.0);
-    fallback.sort_by_key(|point| point.0);
-    let origin = primary[0]
-        .0
-        .min(fallback.first().map_or(i64::MAX, |point| point.0));
-    let requests = primary
-        .into_iter()
-        .map(|(at, _, request)| PrimaryRequest {
-            arrival_ms: (at - origin) as f64,
-            ..request
-        })
-        .collect();
-    let points = fallback
-        .into_iter()
-        .map(|(at, ttft)| ((at - origin) as f64, ttft))
-        .collect();
-    Ok(FallbackInputs {
-        requests,
-        fallback_points: points,
-        rows,
-        latency_source,
-    })
+    Ok(())
 }

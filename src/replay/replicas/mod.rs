@@ -6,6 +6,7 @@
 
 mod cache;
 mod calibrate;
+mod choice;
 mod metrics;
 mod pool;
 mod render;
