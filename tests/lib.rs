@@ -27,6 +27,7 @@ mod input_formats;
 mod install;
 mod judge_error;
 mod kernel_consistency;
+mod limits;
 mod litellm_export;
 mod litellm_proxy;
 mod progress_events;

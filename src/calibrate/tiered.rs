@@ -428,24 +428,7 @@ fn calibrate_slice(
         mean_cost: mean(candidate.cost),
         served: candidate.served.iter().map(|&count| share(count)).collect(),
     };
-    let holdout = options.holdout.map(|_| {
-        let held = &rows.holdout;
-        let held_n = held.rows() as u64;
-        match chosen {
-            Some(chosen) if held_n > 0 => {
-                let served = held.serve_all(policy, &chosen.thresholds);
-                HoldoutResult::measured(
-                    held_n,
-                    served.successes,
-                    held_n - served.served[0],
-                    to_usd(served.cost),
-                    target,
-                    options.confidence.map(f64::from),
-                )
-            }
-            _ => HoldoutResult::unmeasured(held_n),
-        }
-    });
+    let holdout = held_out(&rows.holdout, chosen, policy, options);
     let frontier: Vec<TieredPoint> = thin(&search.frontier, options.frontier_points)
         .iter()
         .map(point)
@@ -505,6 +488,32 @@ fn calibrate_slice(
             certification,
         }),
     }
+}
+
+/// With a holdout, the chosen assignment's outcome on the held-out rows.
+fn held_out(
+    held: &TieredSlice,
+    chosen: Option<&TieredCandidate>,
+    policy: Policy,
+    options: &CalibrateOptions,
+) -> Option<HoldoutResult> {
+    options.holdout.map(|_| {
+        let held_n = held.rows() as u64;
+        match chosen {
+            Some(chosen) if held_n > 0 => {
+                let served = held.serve_all(policy, &chosen.thresholds);
+                HoldoutResult::measured(
+                    held_n,
+                    served.successes,
+                    held_n - served.served[0],
+                    to_usd(served.cost),
+                    options.target.get(),
+                    options.confidence.map(f64::from),
+                )
+            }
+            _ => HoldoutResult::unmeasured(held_n),
+        }
+    })
 }
 
 /// Why no assignment was chosen for a slice of `n` rows.

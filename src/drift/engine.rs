@@ -1,13 +1,13 @@
 //! Computes the drift document.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::digest::{sha256_file, sha256_hex};
-use crate::policy::{TieredRows, evaluate, scores_of, tiered_rows};
+use crate::policy::{Evaluation, TieredRows, evaluate, scores_of, tiered_rows};
 use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::InputFile;
@@ -18,11 +18,11 @@ use crate::stats::binomial_cdf;
 use crate::units::{Confidence, Target};
 
 use crate::schema::{
-    ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift, SequentialSlice,
-    SliceDrift, Verdict,
+    ConfigRef, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SliceDrift, Verdict,
 };
 
-use super::sequential::{DriftState, FamilySlice, RunCounts};
+use super::monitor::{FreshRun, count_of, judge_sequentially, monitor};
+use super::sequential::DriftState;
 use crate::stats::alarms;
 use crate::stats::{ks_two_sample, psi_test, two_proportion_z};
 
@@ -129,18 +129,7 @@ pub(super) fn load_config(path: &std::path::Path) -> anyhow::Result<(RouteConfig
 /// the caller to write once the document is out).
 pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<DriftState>)> {
     let (config, config_ref) = load_config(&options.config)?;
-    let target = options.target.map_or(config.provenance.target, Target::get);
-    let confidence = options
-        .confidence
-        .map(Confidence::get)
-        .or(config.provenance.confidence)
-        .unwrap_or(0.95);
-    if !(target > 0.0 && target <= 1.0) {
-        bail!(
-            "{}: the target {target} the config records is not in (0, 1]",
-            options.config.display()
-        );
-    }
+    let (target, confidence) = target_and_confidence(options, &config)?;
     let delta = 1.0 - confidence;
     let DriftInputs {
         fresh,
@@ -157,29 +146,20 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         Some(confidence),
         tiered_fresh.as_ref(),
     );
-    let at_calibration: Vec<Metrics> = match &baseline {
-        Some(baseline) => {
-            evaluate(
-                &config.table,
-                baseline,
-                &scores_of(baseline),
-                Some(confidence),
-                tiered_baseline.as_ref(),
-            )
-            .slices
-        }
-        None => config.provenance.metrics.clone(),
-    };
+    let at_calibration = metrics_at_calibration(
+        &config,
+        baseline.as_ref(),
+        tiered_baseline.as_ref(),
+        confidence,
+    );
     let fresh_scores = scores(&fresh);
     let baseline_scores = baseline.as_ref().filter(|_| !stages).map(scores);
     let pinned = pinned_models(&config);
-    let mut tier_drift = tier_drift(&fresh, &pinned);
+    let tier_drift = tier_drift(&fresh, &pinned);
     let thresholds = config.table.policy.thresholds();
     let tier_thresholds = config.table.policy.tier_thresholds();
     let has_thresholds = thresholds.is_some() || tier_thresholds.is_some();
 
-    let mut slices: Vec<SliceDrift> = Vec::new();
-    let mut tests: Vec<(usize, Test, f64)> = Vec::new();
     let context = SliceContext {
         thresholds,
         tier_thresholds,
@@ -189,13 +169,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         fresh_scores: &fresh_scores,
         baseline_scores: baseline_scores.as_ref(),
     };
-    for (metrics, counts) in now.slices.iter().zip(&now.counts) {
-        let tier_drift = tier_drift.remove(&metrics.slice).unwrap_or_default();
-        let (slice, slice_tests) = context.judge(metrics, counts, tier_drift);
-        let index = slices.len();
-        tests.extend(slice_tests.into_iter().map(|(test, p)| (index, test, p)));
-        slices.push(slice);
-    }
+    let (mut slices, mut tests) = context.judge_each(&now, tier_drift);
     let results_sha256 = sha256_file(&options.results)?;
     let monitored = match &options.state {
         Some(path) => {
@@ -248,6 +222,50 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         sequential,
     };
     Ok((document, monitored.map(|(_, (state, _))| state)))
+}
+
+/// The quality target and the tests' confidence: the flags', else what the
+/// gate recorded in the config (0.95 when it recorded no confidence).
+fn target_and_confidence(
+    options: &DriftOptions,
+    config: &RouteConfig,
+) -> anyhow::Result<(f64, f64)> {
+    let target = options.target.map_or(config.provenance.target, Target::get);
+    let confidence = options
+        .confidence
+        .map(Confidence::get)
+        .or(config.provenance.confidence)
+        .unwrap_or(0.95);
+    if !(target > 0.0 && target <= 1.0) {
+        bail!(
+            "{}: the target {target} the config records is not in (0, 1]",
+            options.config.display()
+        );
+    }
+    Ok((target, confidence))
+}
+
+/// Each slice's metrics at calibration: the baseline results' under the
+/// config, else those the gate recorded in it.
+fn metrics_at_calibration(
+    config: &RouteConfig,
+    baseline: Option<&GradedTable>,
+    tiered_baseline: Option<&TieredRows>,
+    confidence: f64,
+) -> Vec<Metrics> {
+    match baseline {
+        Some(baseline) => {
+            evaluate(
+                &config.table,
+                baseline,
+                &scores_of(baseline),
+                Some(confidence),
+                tiered_baseline,
+            )
+            .slices
+        }
+        None => config.provenance.metrics.clone(),
+    }
 }
 
 /// The fresh and baseline results, read for the config's policy.
@@ -311,12 +329,6 @@ fn pinned_models(config: &RouteConfig) -> BTreeMap<Tier, String> {
         .collect()
 }
 
-/// Counts recorded as rates (a config's provenance) are k / n in f64, from
-/// which k is recovered exactly.
-fn count_of(rate: f64, n: u64) -> u64 {
-    (rate * n as f64).round() as u64
-}
-
 /// What judging one slice needs besides its own counts.
 struct SliceContext<'a> {
     thresholds: Option<&'a crate::routes::Thresholds>,
@@ -329,6 +341,25 @@ struct SliceContext<'a> {
 }
 
 impl SliceContext<'_> {
+    /// Every slice of `now` judged, and the tests each ran (by the
+    /// slice's position).
+    fn judge_each(
+        &self,
+        now: &Evaluation,
+        mut tier_drift: BTreeMap<String, Vec<String>>,
+    ) -> (Vec<SliceDrift>, Vec<(usize, Test, f64)>) {
+        let mut slices: Vec<SliceDrift> = Vec::new();
+        let mut tests: Vec<(usize, Test, f64)> = Vec::new();
+        for (metrics, counts) in now.slices.iter().zip(&now.counts) {
+            let tier_drift = tier_drift.remove(&metrics.slice).unwrap_or_default();
+            let (slice, slice_tests) = self.judge(metrics, counts, tier_drift);
+            let index = slices.len();
+            tests.extend(slice_tests.into_iter().map(|(test, p)| (index, test, p)));
+            slices.push(slice);
+        }
+        (slices, tests)
+    }
+
     /// A slice's drift before the run's tests are judged together, and
     /// those tests' p-values.
     fn judge(
@@ -410,223 +441,6 @@ impl SliceContext<'_> {
             tier_drift,
         };
         (slice, tests)
-    }
-}
-
-/// This run's rows, as the monitor needs them.
-struct FreshRun<'a> {
-    results: (&'a Path, &'a str),
-    table: &'a crate::schema::GradedTable,
-    tiered: Option<&'a crate::policy::TieredRows>,
-    /// The config on every row of the run.
-    now: &'a crate::policy::Evaluation,
-    confidence: f64,
-}
-
-/// The anytime-valid monitor's state after this run: the one at `path` (or
-/// a new one for this config), with the counts of the run's rows it has not
-/// counted before added, and their ids kept.
-fn monitor(
-    path: &Path,
-    run: &FreshRun<'_>,
-    config: &RouteConfig,
-    config_ref: &crate::schema::ConfigRef,
-    (target, delta, has_thresholds): (f64, f64, bool),
-    arl: f64,
-    at_calibration: &[Metrics],
-) -> anyhow::Result<(DriftState, RowsCounted)> {
-    let reference = (
-        config_ref.config_id.as_str(),
-        config_ref.version,
-        config_ref.sha256.as_str(),
-    );
-    // The calibration's slices, not its "*" (every slice at once).
-    let family: Vec<FamilySlice> = at_calibration
-        .iter()
-        .filter(|before| before.slice != crate::schema::GLOBAL_SLICE)
-        .map(|before| FamilySlice {
-            slice: before.slice.clone(),
-            escalation: has_thresholds
-                .then(|| (count_of(before.escalation_rate, before.n), before.n)),
-            quality: (before.n > 0).then(|| (count_of(before.quality, before.n), before.n)),
-        })
-        .collect();
-    let (results, results_sha256) = run.results;
-    let mut state = read_state(path, results, results_sha256, reference)?
-        .unwrap_or_else(|| DriftState::new(reference, (target, delta, arl), &family));
-    let ids: Vec<&str> = run
-        .table
-        .batches
-        .iter()
-        .flat_map(|batch| batch.id.iter().flatten())
-        .collect();
-    let new: Vec<bool> = ids.iter().map(|id| !state.seen.contains(id)).collect();
-    let repeated = new.iter().filter(|new| !**new).count() as u64;
-    let filtered;
-    let evaluation = if repeated == 0 {
-        run.now
-    } else {
-        let table = run.table.with_rows(&new);
-        let tiered = run.tiered.map(|tiered| tiered.with_rows(&new));
-        filtered = evaluate(
-            &config.table,
-            &table,
-            &scores_of(&table),
-            Some(run.confidence),
-            tiered.as_ref(),
-        );
-        &filtered
-    };
-    let counts: Vec<(String, RunCounts)> = evaluation
-        .slices
-        .iter()
-        .zip(&evaluation.counts)
-        .map(|(metrics, counts)| {
-            let run = RunCounts {
-                n: counts.n,
-                acceptable: counts.successes,
-                escalated: counts.escalated,
-            };
-            (metrics.slice.clone(), run)
-        })
-        .collect();
-    state.inputs.push(results_sha256.to_owned());
-    state.seen.extend(ids.iter().copied());
-    state.add_run(&counts);
-    let counted = RowsCounted {
-        counted: ids.len() as u64 - repeated,
-        repeated,
-    };
-    Ok((state, counted))
-}
-
-/// How many of a run's rows the monitor counted, and how many it had
-/// counted before.
-#[derive(Debug, Clone, Copy)]
-struct RowsCounted {
-    counted: u64,
-    repeated: u64,
-}
-
-/// The monitor's state at `path`, if there is one: a drift state of this
-/// config that has not counted these results yet.
-fn read_state(
-    path: &Path,
-    results: &Path,
-    results_sha256: &str,
-    (config_id, version, sha256): (&str, u64, &str),
-) -> anyhow::Result<Option<DriftState>> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(error)
-                .with_context(|| format!("{}: cannot read (--state)", path.display()));
-        }
-    };
-    let state: DriftState = serde_json::from_slice(&bytes).map_err(|error| {
-        anyhow::anyhow!("{}: not a drift state (--state): {error}", path.display())
-    })?;
-    if state.config_sha256 != sha256 {
-        bail!(
-            "{}: monitors {} version {} (sha256 {}), not --config's {config_id} version {version}; a new config starts a new --state",
-            path.display(),
-            state.config_id,
-            state.config_version,
-            state.config_sha256
-        );
-    }
-    if let Some(run) = state.inputs.iter().position(|seen| seen == results_sha256) {
-        bail!(
-            "{}: already counted in {} (run {}); the monitor counts each results file once",
-            results.display(),
-            path.display(),
-            run + 1
-        );
-    }
-    Ok(Some(state))
-}
-
-/// The monitor's alarms, as verdicts and reasons; and what it shows.
-fn judge_sequentially(
-    slices: &mut [SliceDrift],
-    path: &Path,
-    state: &DriftState,
-    counted: RowsCounted,
-) -> SequentialDrift {
-    let threshold = 1.0 / state.level;
-    let mut left_out = Vec::new();
-    for slice in slices.iter_mut() {
-        let Some(monitored) = state.slices.iter().find(|each| each.slice == slice.slice) else {
-            left_out.push(slice.slice.clone());
-            continue;
-        };
-        if let Some(run) = monitored.quality_alarm_run {
-            slice.verdict = Verdict::Recalibrate;
-            slice.reasons.push(format!(
-                "quality is below the target {} (anytime-valid: e-value {:.3e} ≥ {threshold:.0} since run {run}, over {} rows)",
-                state.target,
-                monitored.quality.e_value(),
-                monitored.rows
-            ));
-        }
-        if let Some(run) = monitored.quality_change_run {
-            slice.verdict = Verdict::Recalibrate;
-            slice.reasons.push(format!(
-                "quality fell below what calibration measured (its interval's floor {:.4}; change detector past the average run length {} since run {run})",
-                monitored.quality_floor.unwrap_or(f64::NAN),
-                state.arl
-            ));
-        }
-        if let Some(run) = monitored.escalation_change_run {
-            slice.verdict = Verdict::Recalibrate;
-            slice.reasons.push(format!(
-                "the escalation rate moved from its calibration interval (change detector past the average run length {} since run {run})",
-                state.arl
-            ));
-        }
-        if let Some(run) = monitored.escalation_alarm_run {
-            slice.verdict = Verdict::Recalibrate;
-            slice.reasons.push(format!(
-                "the escalation rate left its calibration interval (anytime-valid: e-value ≥ {threshold:.0} since run {run}, over {} rows)",
-                monitored.rows
-            ));
-        }
-    }
-    SequentialDrift {
-        state: path.display().to_string(),
-        runs: state.runs,
-        rows_counted: counted.counted,
-        rows_repeated: counted.repeated,
-        level: state.level,
-        arl: state.arl,
-        slices: state
-            .slices
-            .iter()
-            .map(|slice| SequentialSlice {
-                slice: slice.slice.clone(),
-                rows: slice.rows,
-                runs: slice.runs,
-                quality_e_value: slice.quality.e_value(),
-                escalation_e_value: slice.escalation_interval.map(|_| {
-                    slice
-                        .escalation_up
-                        .e_value()
-                        .max(slice.escalation_down.e_value())
-                }),
-                quality_alarm_run: slice.quality_alarm_run,
-                escalation_alarm_run: slice.escalation_alarm_run,
-                quality_change_statistic: slice
-                    .quality_floor
-                    .map(|_| slice.quality_change.statistic()),
-                quality_change_run: slice.quality_change_run,
-                escalation_change_statistic: slice
-                    .escalation_interval
-                    .map(|_| slice.escalation_change()),
-                escalation_change_run: slice.escalation_change_run,
-            })
-            .collect(),
-        left_out,
     }
 }
 

@@ -6,6 +6,7 @@
 //! `--state`, quality and escalation as an anytime-valid monitor across runs.
 
 mod engine;
+mod monitor;
 mod records;
 mod render;
 mod sequential;

@@ -10,7 +10,8 @@ use futures_util::StreamExt;
 
 use super::run::{JudgeKey, JudgeRequest, Judgements};
 use crate::client::{
-    Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, GenerationConfig, cache_key,
+    Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, EndpointConfig,
+    GenerationConfig, cache_key,
 };
 use crate::events::{Event, Reporter};
 use crate::rubric::Verdict;
@@ -29,22 +30,17 @@ pub struct Judging {
     pub cost_usd: f64,
 }
 
-/// Makes one judge call per distinct judge prompt (two tiers that gave the
-/// same answer to the same question are judged once, whatever the timing),
-/// at most the endpoint's `max_concurrency` at once.
-pub async fn judge_all<E: ChatEndpoint>(
-    caller: &Caller<E>,
-    cache: Option<&Cache>,
-    generation: &GenerationConfig,
+/// A judge call to make, by its cache key, and the checks its answer
+/// decides.
+type DistinctCall = (String, CallRequest, Vec<JudgeKey>);
+
+/// One call per distinct judge prompt, with every check it decides.
+fn distinct_calls(
     requests: Vec<JudgeRequest>,
-    reporter: &dyn Reporter,
-) -> Judging {
-    let config = &caller.config;
-    let mut judging = Judging {
-        checks: requests.len() as u64,
-        ..Judging::default()
-    };
-    let mut distinct: Vec<(String, CallRequest, Vec<JudgeKey>)> = Vec::new();
+    generation: &GenerationConfig,
+    config: &EndpointConfig,
+) -> Vec<DistinctCall> {
+    let mut distinct: Vec<DistinctCall> = Vec::new();
     let mut position: HashMap<String, usize> = HashMap::new();
     for request in requests {
         let call = CallRequest {
@@ -63,6 +59,25 @@ pub async fn judge_all<E: ChatEndpoint>(
             }
         }
     }
+    distinct
+}
+
+/// Makes one judge call per distinct judge prompt (two tiers that gave the
+/// same answer to the same question are judged once, whatever the timing),
+/// at most the endpoint's `max_concurrency` at once.
+pub async fn judge_all<E: ChatEndpoint>(
+    caller: &Caller<E>,
+    cache: Option<&Cache>,
+    generation: &GenerationConfig,
+    requests: Vec<JudgeRequest>,
+    reporter: &dyn Reporter,
+) -> Judging {
+    let config = &caller.config;
+    let mut judging = Judging {
+        checks: requests.len() as u64,
+        ..Judging::default()
+    };
+    let distinct = distinct_calls(requests, generation, config);
     let total = distinct.len() as u64;
     reporter.report(Event::Planned {
         stage: "grade",

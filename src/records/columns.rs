@@ -499,12 +499,7 @@ fn fold_record_chunks_in_file<S: Send>(
     };
     check_table_version(path, plan.metadata.metadata().file_metadata())?;
     let groups = plan.metadata.metadata().num_row_groups();
-    let mut offsets = Vec::with_capacity(groups);
-    let mut rows = 0u64;
-    for group in plan.metadata.metadata().row_groups() {
-        offsets.push(rows);
-        rows += group.num_rows() as u64;
-    }
+    let (offsets, rows) = group_offsets(plan.metadata.metadata());
     if rows == 0 {
         return Err(InputError::Empty {
             path: path.to_owned(),
@@ -574,6 +569,17 @@ fn fold_record_chunks_in_file<S: Send>(
     });
     let states = join_workers(results)?;
     Ok((states, rows))
+}
+
+/// Each row group's first row in the file, and the file's rows.
+fn group_offsets(metadata: &parquet::file::metadata::ParquetMetaData) -> (Vec<u64>, u64) {
+    let mut offsets = Vec::with_capacity(metadata.num_row_groups());
+    let mut rows = 0u64;
+    for group in metadata.row_groups() {
+        offsets.push(rows);
+        rows += group.num_rows() as u64;
+    }
+    (offsets, rows)
 }
 
 type Split = (

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::schema::DriftDocument;
+use crate::schema::{CalibrationDocument, DriftDocument};
 use crate::schema::{GateReport, comparison_rows};
 use crate::stats::PairedVerdict;
 
@@ -93,35 +93,7 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
         escape(predictive),
         escape(cascade)
     );
-    for calibration in inputs.tiered {
-        let _ = write!(
-            out,
-            "<p>Calibration of {} tiers: {} {}, target {}{}; {} candidate assignments per slice at most.</p>",
-            calibration.tiers.as_ref().map_or(0, Vec::len),
-            calibration.policy.name(),
-            escape(&tier_path(calibration)),
-            calibration.target,
-            calibration
-                .confidence
-                .map(|c| format!(", certified at confidence {c} (Bonferroni over the candidates)"))
-                .unwrap_or_default(),
-            calibration
-                .slices
-                .iter()
-                .filter_map(|slice| slice.tiered.as_ref().map(|tiered| tiered.candidates))
-                .max()
-                .unwrap_or(0)
-        );
-        let served = format!(
-            "served {}",
-            calibration.tiers.as_deref().unwrap_or_default().join(" / ")
-        );
-        table(
-            out,
-            &["slice", "n", "thresholds", "quality", "$/1k req", &served],
-            tiered_rows(calibration).into_iter(),
-        );
-    }
+    tiered_summaries(out, inputs.tiered);
     for calibration in inputs.calibrations {
         let _ = write!(
             out,
@@ -195,7 +167,45 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     });
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     table(out, &header, rows);
-    for calibration in inputs.calibrations {
+    audit_tables(out, inputs.calibrations);
+}
+
+/// Each calibration of more than two tiers: its line and its table.
+fn tiered_summaries(out: &mut String, tiered: &[CalibrationDocument]) {
+    for calibration in tiered {
+        let _ = write!(
+            out,
+            "<p>Calibration of {} tiers: {} {}, target {}{}; {} candidate assignments per slice at most.</p>",
+            calibration.tiers.as_ref().map_or(0, Vec::len),
+            calibration.policy.name(),
+            escape(&tier_path(calibration)),
+            calibration.target,
+            calibration
+                .confidence
+                .map(|c| format!(", certified at confidence {c} (Bonferroni over the candidates)"))
+                .unwrap_or_default(),
+            calibration
+                .slices
+                .iter()
+                .filter_map(|slice| slice.tiered.as_ref().map(|tiered| tiered.candidates))
+                .max()
+                .unwrap_or(0)
+        );
+        let served = format!(
+            "served {}",
+            calibration.tiers.as_deref().unwrap_or_default().join(" / ")
+        );
+        table(
+            out,
+            &["slice", "n", "thresholds", "quality", "$/1k req", &served],
+            tiered_rows(calibration).into_iter(),
+        );
+    }
+}
+
+/// Each calibration with audited rows: how its grader agreed with people.
+fn audit_tables(out: &mut String, calibrations: &[CalibrationDocument]) {
+    for calibration in calibrations {
         let audits = crate::schema::audit_rows(calibration);
         if !audits.is_empty() {
             let _ = write!(

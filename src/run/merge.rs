@@ -27,9 +27,52 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
     let Some(first) = manifests.first().cloned() else {
         anyhow::bail!("give the shard runs to merge");
     };
+    check_shards(inputs, &manifests, &first)?;
+    if std::fs::symlink_metadata(out.join(MANIFEST_FILE)).is_ok() {
+        anyhow::bail!(
+            "{}: already holds a run (manifest.json); merge into a new --out",
+            out.display()
+        );
+    }
+    let input_files: Vec<(PathBuf, PathBuf)> = inputs
+        .iter()
+        .map(|input| (input.join(RESPONSES_FILE), input.join(MANIFEST_FILE)))
+        .collect();
+    let mut named_inputs = Vec::new();
+    for (responses, manifest) in &input_files {
+        named_inputs.push(Named::new(responses, "--runs"));
+        named_inputs.push(Named::new(manifest, "--runs"));
+    }
+    let (merged_responses, merged_manifest) = (out.join(RESPONSES_FILE), out.join(MANIFEST_FILE));
+    check_outputs(
+        &[
+            Output::new(&merged_responses, "--out", &RESPONSES_OUTPUT),
+            Output::new(&merged_manifest, "--out", &MANIFEST_OUTPUT),
+        ],
+        &named_inputs,
+    )?;
+    std::fs::create_dir_all(out)
+        .map_err(|error| anyhow::anyhow!("{}: cannot create (--out): {error}", out.display()))?;
+    let sources: Vec<PathBuf> = inputs
+        .iter()
+        .map(|input| input.join(RESPONSES_FILE))
+        .collect();
+    merge_sorted(&sources, &out.join(RESPONSES_FILE))?;
+    let merged = merged_manifests(&first, &manifests);
+    merged.save(&out.join(MANIFEST_FILE))?;
+    Ok(merged)
+}
+
+/// Every shard run made of the same dataset, config and samples as the
+/// first, each shard of one count given once, and none missing.
+fn check_shards(
+    inputs: &[PathBuf],
+    manifests: &[Manifest],
+    first: &Manifest,
+) -> anyhow::Result<()> {
     let mut shards = BTreeSet::new();
     let mut count = None;
-    for (input, manifest) in inputs.iter().zip(&manifests) {
+    for (input, manifest) in inputs.iter().zip(manifests) {
         for (what, same) in [
             ("dataset", manifest.dataset.sha256 == first.dataset.sha256),
             ("config", manifest.config.sha256 == first.config.sha256),
@@ -69,36 +112,13 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
     if !missing.is_empty() {
         anyhow::bail!("shards {} are missing", missing.join(", "));
     }
-    if std::fs::symlink_metadata(out.join(MANIFEST_FILE)).is_ok() {
-        anyhow::bail!(
-            "{}: already holds a run (manifest.json); merge into a new --out",
-            out.display()
-        );
-    }
-    let input_files: Vec<(PathBuf, PathBuf)> = inputs
-        .iter()
-        .map(|input| (input.join(RESPONSES_FILE), input.join(MANIFEST_FILE)))
-        .collect();
-    let mut named_inputs = Vec::new();
-    for (responses, manifest) in &input_files {
-        named_inputs.push(Named::new(responses, "--runs"));
-        named_inputs.push(Named::new(manifest, "--runs"));
-    }
-    let (merged_responses, merged_manifest) = (out.join(RESPONSES_FILE), out.join(MANIFEST_FILE));
-    check_outputs(
-        &[
-            Output::new(&merged_responses, "--out", &RESPONSES_OUTPUT),
-            Output::new(&merged_manifest, "--out", &MANIFEST_OUTPUT),
-        ],
-        &named_inputs,
-    )?;
-    std::fs::create_dir_all(out)
-        .map_err(|error| anyhow::anyhow!("{}: cannot create (--out): {error}", out.display()))?;
-    let sources: Vec<PathBuf> = inputs
-        .iter()
-        .map(|input| input.join(RESPONSES_FILE))
-        .collect();
-    merge_sorted(&sources, &out.join(RESPONSES_FILE))?;
+    Ok(())
+}
+
+/// The shards' manifests as one run's: the first's settings, every
+/// shard's prompts and calls summed, from the earliest start to the
+/// latest finish.
+fn merged_manifests(first: &Manifest, manifests: &[Manifest]) -> Manifest {
     let mut merged = first.clone();
     merged.shard = None;
     merged.prompts = manifests.iter().map(|manifest| manifest.prompts).sum();
@@ -112,7 +132,7 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
         .filter_map(|manifest| manifest.finished_at.clone())
         .max();
     merged.tiers.clear();
-    for manifest in &manifests {
+    for manifest in manifests {
         for (tier, counts) in &manifest.tiers {
             let total = merged.tiers.entry(tier.clone()).or_default();
             total.model.clone_from(&counts.model);
@@ -123,6 +143,5 @@ pub fn merge_runs(inputs: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
             total.cost_usd += counts.cost_usd;
         }
     }
-    merged.save(&out.join(MANIFEST_FILE))?;
-    Ok(merged)
+    merged
 }

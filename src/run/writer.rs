@@ -33,16 +33,6 @@ pub(super) async fn write_rows(
     let mut buffer: Vec<ResponseRow> = Vec::new();
     let mut tick = tokio::time::interval(flush_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let flush = |parts: &mut PartWriter,
-                 journal: &mut Journal,
-                 buffer: &mut Vec<ResponseRow>|
-     -> anyhow::Result<()> {
-        tokio::task::block_in_place(|| {
-            journal.write()?;
-            parts.flush(buffer)?;
-            journal.truncate()
-        })
-    };
     let mut failure: Option<anyhow::Error> = None;
     // The rows at the front of `buffer` that the journal holds.
     let mut journaled = 0usize;
@@ -113,10 +103,43 @@ pub(super) async fn write_rows(
         flush(&mut parts, &mut journal, &mut buffer)?;
         return journal.close();
     };
+    Err(save_after_failure(
+        &mut parts,
+        &mut journal,
+        &mut buffer,
+        journaled,
+        &error,
+    ))
+}
+
+/// The journal's rows written into a part, synced, and the journal
+/// emptied.
+fn flush(
+    parts: &mut PartWriter,
+    journal: &mut Journal,
+    buffer: &mut Vec<ResponseRow>,
+) -> anyhow::Result<()> {
+    tokio::task::block_in_place(|| {
+        journal.write()?;
+        parts.flush(buffer)?;
+        journal.truncate()
+    })
+}
+
+/// After the first write that failed: tries once to save the rows kept in
+/// a part of their own, and says how many are lost (`journaled`: the rows
+/// at the front of `buffer` the journal holds).
+fn save_after_failure(
+    parts: &mut PartWriter,
+    journal: &mut Journal,
+    buffer: &mut Vec<ResponseRow>,
+    journaled: usize,
+    error: &anyhow::Error,
+) -> anyhow::Error {
     // The journal may end in a line cut short: it is written no more, and
     // the resume sends that call again.
     let unjournaled = buffer.len() - journaled.min(buffer.len());
-    let saved = tokio::task::block_in_place(|| parts.flush(&mut buffer)).is_ok();
+    let saved = tokio::task::block_in_place(|| parts.flush(buffer)).is_ok();
     if saved {
         let _ = journal.truncate();
     }
@@ -127,5 +150,5 @@ pub(super) async fn write_rows(
             "{unjournaled} answered calls could not be saved; they and the calls in flight will be sent again"
         )
     };
-    Err(anyhow::anyhow!("{error:#}; {kept}"))
+    anyhow::anyhow!("{error:#}; {kept}")
 }

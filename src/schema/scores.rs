@@ -94,41 +94,49 @@ fn read_scores_of(path: &Path, column: &str) -> anyhow::Result<HashMap<String, f
                 insert(id, score, format!("line {}", index + 1))?;
             }
         }
-        Format::Parquet => {
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("{}: cannot read (--scores)", path.display()))?;
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-                .with_context(|| format!("{}: not a readable Parquet file", path.display()))?;
-            let fields = builder.schema().fields().clone();
-            let position = |name: &str| {
-                fields
-                    .iter()
-                    .position(|field| field.name() == name)
-                    .ok_or_else(|| missing(name))
-            };
-            let (id, score) = (position("id")?, position(column)?);
-            let mask = ProjectionMask::roots(builder.parquet_schema(), [id, score]);
-            let (id_position, score_position) = if id < score { (0, 1) } else { (1, 0) };
-            let mut row = 0u64;
-            for batch in builder.with_projection(mask).build()? {
-                let batch = batch?;
-                let ids = cast(batch.column(id_position), &DataType::Utf8)?;
-                let values =
-                    cast(batch.column(score_position), &DataType::Float64).with_context(|| {
-                        format!("{}: column \"{column}\" is not numeric", path.display())
-                    })?;
-                let (ids, values) = (ids.as_string::<i32>(), values.as_primitive::<Float64Type>());
-                for index in 0..batch.num_rows() {
-                    row += 1;
-                    if ids.is_valid(index) && values.is_valid(index) {
-                        let id = ids.value(index).to_owned();
-                        insert(id, values.value(index), format!("row {row}"))?;
-                    }
-                }
+        Format::Parquet => parquet_scores(path, column, &mut insert)?,
+    }
+    Ok(scores)
+}
+
+/// Feeds `insert` each Parquet row's id and score, with its row number.
+fn parquet_scores(
+    path: &Path,
+    column: &str,
+    insert: &mut dyn FnMut(String, f64, String) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let missing =
+        |name: &str| anyhow::anyhow!("{}: missing column \"{name}\" (--scores)", path.display());
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("{}: cannot read (--scores)", path.display()))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .with_context(|| format!("{}: not a readable Parquet file", path.display()))?;
+    let fields = builder.schema().fields().clone();
+    let position = |name: &str| {
+        fields
+            .iter()
+            .position(|field| field.name() == name)
+            .ok_or_else(|| missing(name))
+    };
+    let (id, score) = (position("id")?, position(column)?);
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [id, score]);
+    let (id_position, score_position) = if id < score { (0, 1) } else { (1, 0) };
+    let mut row = 0u64;
+    for batch in builder.with_projection(mask).build()? {
+        let batch = batch?;
+        let ids = cast(batch.column(id_position), &DataType::Utf8)?;
+        let values = cast(batch.column(score_position), &DataType::Float64)
+            .with_context(|| format!("{}: column \"{column}\" is not numeric", path.display()))?;
+        let (ids, values) = (ids.as_string::<i32>(), values.as_primitive::<Float64Type>());
+        for index in 0..batch.num_rows() {
+            row += 1;
+            if ids.is_valid(index) && values.is_valid(index) {
+                let id = ids.value(index).to_owned();
+                insert(id, values.value(index), format!("row {row}"))?;
             }
         }
     }
-    Ok(scores)
+    Ok(())
 }
 
 /// The finite score `scores` (read from `path`) has for `id`.

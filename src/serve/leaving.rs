@@ -10,11 +10,12 @@ use axum::http::{HeaderValue, StatusCode};
 use crate::policy::{Admit, CallOutcome, FallbackMove, Stay};
 use crate::records::{Cause, Reason, Status};
 
+use super::failure::Failure;
 use super::forward::{Called, Source, pass_through};
 use super::log::Level;
 use super::reply::{error, overloaded, refuse};
 use super::served::ServedRecord;
-use super::stage::{Attempt, Failure, Reached, Stage, StageCall};
+use super::stage::{Attempt, Reached, Stage, StageCall};
 use super::upstream_error::upstream_error_body;
 
 impl StageCall<'_> {

@@ -19,6 +19,7 @@ mod connections;
 mod decision;
 mod deployed;
 mod draws;
+mod failure;
 mod forward;
 mod hedging;
 mod http;
@@ -434,6 +435,67 @@ fn reload_keys(app: &app::App, path: &std::path::Path) {
     }
 }
 
+/// Loads the changed config: applied when every check passes (and
+/// remembered beside the records), else logged and counted, with the
+/// running one serving on.
+fn reload_config(
+    app: &app::App,
+    sources: &Sources,
+    public: &minisign::PublicKey,
+    running: &Deployed,
+    records: &Path,
+) {
+    match load(sources, public, app.clock.as_ref(), Some(running)) {
+        Ok(next) => {
+            app.log
+                .event(
+                    log::Level::Info,
+                    "config_reloaded",
+                    format!(
+                        "reloaded {}: {} version {} (sha256 {})",
+                        sources.config.display(),
+                        next.config.config_id,
+                        next.config.version,
+                        next.sha256
+                    ),
+                )
+                .field("file", sources.config.display().to_string())
+                .field("config_id", next.config.config_id.clone())
+                .field("config_version", next.config.version)
+                .field("config_sha256", next.sha256.clone())
+                .field("previous_version", running.config.version)
+                .emit();
+            if let Err(error) = deployed::remember_served(records, &next) {
+                app.log
+                    .event(
+                        log::Level::Error,
+                        "records_write_failed",
+                        format!("{error:#}"),
+                    )
+                    .emit();
+            }
+            app.resilience.follow(&next.config.table);
+            *app.deployed.write().expect("unpoisoned") = Arc::new(next);
+            app.metrics.reload("applied");
+        }
+        Err(refusal) => {
+            app.log
+                .event(
+                    log::Level::Error,
+                    "config_reload_refused",
+                    format!(
+                        "reload refused, version {} keeps serving: {refusal}",
+                        running.config.version
+                    ),
+                )
+                .field("file", sources.config.display().to_string())
+                .field("config_version", running.config.version)
+                .emit();
+            app.metrics.reload("refused");
+        }
+    }
+}
+
 /// Reloads on SIGHUP and when the config or its signature changes; a
 /// refused config is logged and counted, and the running one keeps serving.
 /// The keys file is reloaded on SIGHUP and when it changes, by the same
@@ -500,54 +562,6 @@ async fn watch(
             }
             continue;
         }
-        match load(&sources, &public, app.clock.as_ref(), Some(&running)) {
-            Ok(next) => {
-                app.log
-                    .event(
-                        log::Level::Info,
-                        "config_reloaded",
-                        format!(
-                            "reloaded {}: {} version {} (sha256 {})",
-                            sources.config.display(),
-                            next.config.config_id,
-                            next.config.version,
-                            next.sha256
-                        ),
-                    )
-                    .field("file", sources.config.display().to_string())
-                    .field("config_id", next.config.config_id.clone())
-                    .field("config_version", next.config.version)
-                    .field("config_sha256", next.sha256.clone())
-                    .field("previous_version", running.config.version)
-                    .emit();
-                if let Err(error) = deployed::remember_served(&records, &next) {
-                    app.log
-                        .event(
-                            log::Level::Error,
-                            "records_write_failed",
-                            format!("{error:#}"),
-                        )
-                        .emit();
-                }
-                app.resilience.follow(&next.config.table);
-                *app.deployed.write().expect("unpoisoned") = Arc::new(next);
-                app.metrics.reload("applied");
-            }
-            Err(refusal) => {
-                app.log
-                    .event(
-                        log::Level::Error,
-                        "config_reload_refused",
-                        format!(
-                            "reload refused, version {} keeps serving: {refusal}",
-                            running.config.version
-                        ),
-                    )
-                    .field("file", sources.config.display().to_string())
-                    .field("config_version", running.config.version)
-                    .emit();
-                app.metrics.reload("refused");
-            }
-        }
+        reload_config(&app, &sources, &public, &running, &records);
     }
 }

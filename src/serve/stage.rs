@@ -9,8 +9,9 @@
 //! one may not: a stall or a cut is its error, never a second model's
 //! text spliced on. This file reaches a route and answers; leaving a failing
 //! route is `leaving.rs`, an answer read whole for a client that did not
-//! stream `whole.rs`, a hedged call `hedging.rs`, and the body of an
-//! upstream's error `upstream_error.rs`.
+//! stream `whole.rs`, a hedged call `hedging.rs`, why a route gave no
+//! first byte `failure.rs`, and the body of an upstream's error
+//! `upstream_error.rs`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +31,7 @@ use super::answer::Answer;
 use super::app::App;
 use super::decision::Decided;
 use super::deployed::Upstream;
+use super::failure::{Failure, status_class};
 use super::forward::outgoing_headers;
 use super::forward::{
     CallFailed, Called, Ending, Finishing, Source, call, first_chunk, is_sse, pass_through,
@@ -103,47 +105,6 @@ pub(super) enum FirstByte {
     /// An error status, `at_ms` after the request arrived.
     Status(Box<Called>, f64),
     Failed(CallFailed, f64),
-}
-
-/// Why an attempt gave no first byte.
-pub(super) enum Failure {
-    /// No first byte by the deadline: the route's breaker deadline
-    /// (`by_breaker`) or `--first-token-timeout-ms`.
-    Deadline {
-        by_breaker: bool,
-    },
-    Unreachable(String),
-    /// An error status; its body is passed on if nothing else answers.
-    Status(Box<Called>),
-}
-
-impl Failure {
-    /// The call's outcome, as the route's breaker counts it.
-    pub(super) fn outcome(&self) -> CallOutcome {
-        match self {
-            Failure::Deadline { .. } => CallOutcome::Deadline,
-            Failure::Status(called) if called.status == StatusCode::TOO_MANY_REQUESTS => {
-                CallOutcome::RateLimited
-            }
-            Failure::Unreachable(_) | Failure::Status(_) => CallOutcome::Error,
-        }
-    }
-
-    pub(super) fn status(&self) -> Status {
-        match self {
-            Failure::Deadline { .. } => Status::Timeout,
-            Failure::Unreachable(_) => Status::Error,
-            Failure::Status(called) => Status::from_http(called.status.as_u16()),
-        }
-    }
-
-    /// The reason of a request moved by this failure.
-    pub(super) fn moved_reason(&self) -> Reason {
-        Reason::Fallback(match self {
-            Failure::Deadline { .. } => Move::Deadline,
-            _ => Move::Error,
-        })
-    }
 }
 
 pub(super) enum Attempt {
@@ -503,30 +464,24 @@ impl StageCall<'_> {
         }
     }
 
-    /// Calls the route (or its fallback); passes its answer on, or (a
-    /// cascade stage before the last) reads it whole, asks the verifier,
-    /// and releases it or escalates. The request's slots (`held`: in total
-    /// and its tenant's) and the route's go with the answer, given back
-    /// when its last byte has gone.
-    pub async fn answer(
+    /// The last stage's answer for a client that did not stream, read and
+    /// assembled: nothing has been sent yet, so the route's stall, cut or
+    /// malformed stream may still move it, once, to the fallback. `Err`:
+    /// the request's end; `Ok`: a route reached whose answer passes on as
+    /// it comes.
+    async fn assemble_or_move(
         &self,
         mut record: ServedRecord,
-        spent: &mut f64,
+        mut reached: Box<Reached>,
+        spent: f64,
         held: &mut Vec<Slot>,
-    ) -> Stage {
-        let mut reached = match self.reach(&mut record).await {
-            Ok(reached) => reached,
-            Err(stage) => return stage,
-        };
+    ) -> Result<(ServedRecord, Box<Reached>), Stage> {
         let assembling =
             |reached: &Reached| is_sse(reached.content_type.as_ref()) && !self.client_streams();
-        // A client that did not stream has been sent nothing while its
-        // answer is assembled: the route's stall, cut or malformed stream
-        // may still move it, once, to the fallback.
-        while self.last && assembling(&reached) {
+        while assembling(&reached) {
             record.status = Status::from_http(reached.status.as_u16());
-            let unread = match self.assembled(record, *reached, *spent, held).await {
-                Ok(stage) => return stage,
+            let unread = match self.assembled(record, *reached, spent, held).await {
+                Ok(stage) => return Err(stage),
                 Err((kept, unread)) => {
                     record = kept;
                     unread
@@ -550,7 +505,7 @@ impl StageCall<'_> {
                     });
                     reached = match self.moved(&mut record, &fallback, reason).await {
                         Ok(reached) => reached,
-                        Err(stage) => return stage,
+                        Err(stage) => return Err(stage),
                     };
                 }
                 stayed => {
@@ -559,9 +514,33 @@ impl StageCall<'_> {
                     {
                         record.reason = Some(reason);
                     }
-                    return self.unassembled(record, unread);
+                    return Err(self.unassembled(record, unread));
                 }
             }
+        }
+        Ok((record, reached))
+    }
+
+    /// Calls the route (or its fallback); passes its answer on, or (a
+    /// cascade stage before the last) reads it whole, asks the verifier,
+    /// and releases it or escalates. The request's slots (`held`: in total
+    /// and its tenant's) and the route's go with the answer, given back
+    /// when its last byte has gone.
+    pub async fn answer(
+        &self,
+        mut record: ServedRecord,
+        spent: &mut f64,
+        held: &mut Vec<Slot>,
+    ) -> Stage {
+        let mut reached = match self.reach(&mut record).await {
+            Ok(reached) => reached,
+            Err(stage) => return stage,
+        };
+        if self.last {
+            (record, reached) = match self.assemble_or_move(record, reached, *spent, held).await {
+                Ok(going_on) => going_on,
+                Err(stage) => return stage,
+            };
         }
         let Reached {
             route,
@@ -647,17 +626,6 @@ pub(super) struct Unread {
     pub(super) ttft_ms: f64,
     pub(super) ending: Ending,
     pub(super) message: String,
-}
-
-/// An upstream's status as `routeval_upstream_responses_total` counts it.
-pub(super) fn status_class(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        429 => "429",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
 }
 
 /// The request's slots (`held`: in total and its tenant's), its route's and

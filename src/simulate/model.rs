@@ -110,17 +110,25 @@ pub struct SimulatedRow {
     pub mid_verifier_rejects: bool,
 }
 
+/// The refusal of `flag`'s `value`.
+fn refuse(flag: &'static str, problem: &'static str, value: f64) -> Result<(), SimulationError> {
+    Err(SimulationError {
+        flag,
+        problem,
+        value,
+    })
+}
+
 impl Simulation {
     /// Refuses parameters outside their meaning, naming the flag.
     pub fn check(&self) -> Result<(), SimulationError> {
-        const MAX_SECONDS: f64 = 86_400.0;
-        let error = |flag, problem, value| {
-            Err(SimulationError {
-                flag,
-                problem,
-                value,
-            })
-        };
+        self.check_ranges()?;
+        self.check_limits()
+    }
+
+    /// Each parameter in its own range.
+    fn check_ranges(&self) -> Result<(), SimulationError> {
+        let error = refuse;
         if self.requests == 0 {
             return error("requests", "must be at least 1", 0.0);
         }
@@ -172,6 +180,14 @@ impl Simulation {
                 return error(flag, "must be finite and non-negative", value);
             }
         }
+        Ok(())
+    }
+
+    /// The parameters together: a total no shorter than its first token,
+    /// and no call that costs or takes more than a reader accepts.
+    fn check_limits(&self) -> Result<(), SimulationError> {
+        const MAX_SECONDS: f64 = 86_400.0;
+        let error = refuse;
         if self.small_total < self.small_ttft {
             return error(
                 "small-total",

@@ -45,6 +45,25 @@ fn rejects(row: &SimulatedRow, model: usize) -> f64 {
     ))
 }
 
+/// Each model's first-token and total milliseconds: small, mid, large.
+fn tier_latencies(simulation: &Simulation) -> [TierLatency; 3] {
+    let ms = |seconds: f64| seconds * 1000.0;
+    [
+        TierLatency {
+            first_token: ms(simulation.small_ttft),
+            total: ms(simulation.small_total),
+        },
+        TierLatency {
+            first_token: ms(simulation.mid_ttft),
+            total: ms(simulation.mid_total),
+        },
+        TierLatency {
+            first_token: ms(simulation.large_ttft),
+            total: ms(simulation.large_total),
+        },
+    ]
+}
+
 /// Every two- and three-tier policy at its cheapest thresholds reaching
 /// `target`; where none reaches it, the thresholds of its best quality.
 pub fn compare_tiers(
@@ -59,20 +78,7 @@ pub fn compare_tiers(
         to_picodollars(simulation.large_cost()),
     ];
     let ms = |seconds: f64| seconds * 1000.0;
-    let latency = [
-        TierLatency {
-            first_token: ms(simulation.small_ttft),
-            total: ms(simulation.small_total),
-        },
-        TierLatency {
-            first_token: ms(simulation.mid_ttft),
-            total: ms(simulation.mid_total),
-        },
-        TierLatency {
-            first_token: ms(simulation.large_ttft),
-            total: ms(simulation.large_total),
-        },
-    ];
+    let latency = tier_latencies(simulation);
     let (router, verifier) = (
         to_picodollars(simulation.router_cost),
         to_picodollars(simulation.verifier_cost),

@@ -11,6 +11,7 @@ mod process;
 mod records;
 mod run;
 mod serve;
+mod sources;
 mod upstream;
 mod workspace;
 
@@ -45,6 +46,7 @@ pub use serve::{
     deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at, serve_command,
     served_records, signed_single, signed_table, signed_threshold, start_serve, write_keys,
 };
+pub use sources::rust_files;
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};
 

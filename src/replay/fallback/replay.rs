@@ -129,27 +129,7 @@ pub(super) fn replay_policy(
         .breaker
         .and_then(|settings| settings.first_token_deadline_ms);
     let mut waits: Vec<f64> = Vec::with_capacity(requests.len());
-    let mut outcome = PolicyOutcome {
-        name: policy.name.clone(),
-        breaker: policy.breaker,
-        requests: requests.len() as u64,
-        total_wait_s: 0.0,
-        mean_wait_s: 0.0,
-        p50_wait_s: 0.0,
-        p95_wait_s: 0.0,
-        p99_wait_s: 0.0,
-        fallback_requests: 0,
-        fallback_share: 0.0,
-        peak_fallback_per_s: 0,
-        extra_requests: 0,
-        extra_share: 0.0,
-        deadline_fallbacks: 0,
-        error_fallbacks: 0,
-        breaker_fallbacks: 0,
-        breaker_opens: 0,
-        failed_after_first_token: 0,
-        imputed_requests: 0,
-    };
+    let mut outcome = empty_outcome(policy, requests.len() as u64);
     let mut fallback_seconds: Vec<i64> = Vec::new();
     let stand_ins = stand_ins(requests);
     for (index, recorded) in requests.iter().enumerate() {
@@ -182,57 +162,14 @@ pub(super) fn replay_policy(
             fallback_seconds.push((now / 1000.0).floor() as i64);
             continue;
         }
-        let failed_before_first_token = request.status.is_failure() && request.ttft_ms.is_none();
-        let late = match (deadline, request.ttft_ms) {
-            (Some(deadline), Some(ttft)) => ttft > deadline,
-            (Some(_), None) => !request.status.is_failure(),
-            (None, _) => false,
-        };
-        let timed_out = request.status == Status::Timeout;
-        let (wait, call, learned_after) = if late {
-            let deadline = deadline.expect("late needs a deadline");
-            outcome.deadline_fallbacks += 1;
-            outcome.fallback_requests += 1;
-            outcome.extra_requests += 1;
-            fallback_seconds.push(((now + deadline) / 1000.0).floor() as i64);
-            (
-                deadline + fallback_ttft(now + deadline),
-                CallOutcome::Deadline,
-                deadline,
-            )
-        } else if failed_before_first_token {
-            // A failure with no first token: the error comes when the
-            // record says it ended, or at once when it says nothing; a
-            // deadline that passes first moves the request then.
-            let failed_at = request.total_ms.unwrap_or(0.0);
-            let moved_at = deadline.map_or(failed_at, |deadline| failed_at.min(deadline));
-            let call = if timed_out || deadline.is_some_and(|deadline| moved_at >= deadline) {
-                outcome.deadline_fallbacks += 1;
-                CallOutcome::Deadline
-            } else {
-                outcome.error_fallbacks += 1;
-                if request.status == Status::RateLimited {
-                    CallOutcome::RateLimited
-                } else {
-                    CallOutcome::Error
-                }
-            };
-            outcome.fallback_requests += 1;
-            outcome.extra_requests += 1;
-            fallback_seconds.push(((now + moved_at) / 1000.0).floor() as i64);
-            (moved_at + fallback_ttft(now + moved_at), call, moved_at)
-        } else {
-            let ttft = request.ttft_ms.unwrap_or(0.0);
-            // A first token in time is the route answering: what fails
-            // after it is the stream's, and the breaker does not count it.
-            let call = if request.status.is_failure() {
-                outcome.failed_after_first_token += 1;
-                CallOutcome::Stall
-            } else {
-                CallOutcome::FirstToken
-            };
-            (ttft, call, ttft)
-        };
+        let (wait, call, learned_after) = call_primary(
+            request,
+            deadline,
+            now,
+            &fallback_ttft,
+            &mut outcome,
+            &mut fallback_seconds,
+        );
         waits.push(wait);
         if let Some(breaker) = &mut breaker {
             let at_ms = match learning {
@@ -248,6 +185,96 @@ pub(super) fn replay_policy(
     outcome.breaker_opens = breaker.as_ref().map_or(0, Breaker::opens);
     finish(&mut outcome, &mut waits, &mut fallback_seconds);
     outcome
+}
+
+/// A policy's outcome before its first request.
+fn empty_outcome(policy: &FallbackPolicy, requests: u64) -> PolicyOutcome {
+    PolicyOutcome {
+        name: policy.name.clone(),
+        breaker: policy.breaker,
+        requests,
+        total_wait_s: 0.0,
+        mean_wait_s: 0.0,
+        p50_wait_s: 0.0,
+        p95_wait_s: 0.0,
+        p99_wait_s: 0.0,
+        fallback_requests: 0,
+        fallback_share: 0.0,
+        peak_fallback_per_s: 0,
+        extra_requests: 0,
+        extra_share: 0.0,
+        deadline_fallbacks: 0,
+        error_fallbacks: 0,
+        breaker_fallbacks: 0,
+        breaker_opens: 0,
+        failed_after_first_token: 0,
+        imputed_requests: 0,
+    }
+}
+
+/// A request sent to the primary route: the user's wait, the call's
+/// outcome as the breaker counts it, and when, after the request arrived,
+/// that outcome is known. A late first token or a failure before one moves
+/// the request to the fallback, counted in `outcome` and `fallback_seconds`.
+fn call_primary(
+    request: &PrimaryRequest,
+    deadline: Option<f64>,
+    now: f64,
+    fallback_ttft: &dyn Fn(f64) -> f64,
+    outcome: &mut PolicyOutcome,
+    fallback_seconds: &mut Vec<i64>,
+) -> (f64, CallOutcome, f64) {
+    let failed_before_first_token = request.status.is_failure() && request.ttft_ms.is_none();
+    let late = match (deadline, request.ttft_ms) {
+        (Some(deadline), Some(ttft)) => ttft > deadline,
+        (Some(_), None) => !request.status.is_failure(),
+        (None, _) => false,
+    };
+    let timed_out = request.status == Status::Timeout;
+    if late {
+        let deadline = deadline.expect("late needs a deadline");
+        outcome.deadline_fallbacks += 1;
+        outcome.fallback_requests += 1;
+        outcome.extra_requests += 1;
+        fallback_seconds.push(((now + deadline) / 1000.0).floor() as i64);
+        (
+            deadline + fallback_ttft(now + deadline),
+            CallOutcome::Deadline,
+            deadline,
+        )
+    } else if failed_before_first_token {
+        // A failure with no first token: the error comes when the
+        // record says it ended, or at once when it says nothing; a
+        // deadline that passes first moves the request then.
+        let failed_at = request.total_ms.unwrap_or(0.0);
+        let moved_at = deadline.map_or(failed_at, |deadline| failed_at.min(deadline));
+        let call = if timed_out || deadline.is_some_and(|deadline| moved_at >= deadline) {
+            outcome.deadline_fallbacks += 1;
+            CallOutcome::Deadline
+        } else {
+            outcome.error_fallbacks += 1;
+            if request.status == Status::RateLimited {
+                CallOutcome::RateLimited
+            } else {
+                CallOutcome::Error
+            }
+        };
+        outcome.fallback_requests += 1;
+        outcome.extra_requests += 1;
+        fallback_seconds.push(((now + moved_at) / 1000.0).floor() as i64);
+        (moved_at + fallback_ttft(now + moved_at), call, moved_at)
+    } else {
+        let ttft = request.ttft_ms.unwrap_or(0.0);
+        // A first token in time is the route answering: what fails
+        // after it is the stream's, and the breaker does not count it.
+        let call = if request.status.is_failure() {
+            outcome.failed_after_first_token += 1;
+            CallOutcome::Stall
+        } else {
+            CallOutcome::FirstToken
+        };
+        (ttft, call, ttft)
+    }
 }
 
 /// For each request, the nearest request in arrival order the primary

@@ -132,34 +132,46 @@ impl Simulation {
                 }
             }
             Strategy::Scorer { prefix, queue, kv } => {
-                let queues: Vec<u32> = (0..count).map(|index| self.seen_waiting(index)).collect();
-                let (deepest, shallowest) = (
-                    *queues.iter().max().expect("a replica"),
-                    *queues.iter().min().expect("a replica"),
-                );
-                let mut best = (f64::NEG_INFINITY, u32::MAX, 0usize, 0usize);
-                for offset in 0..count {
-                    let index = (self.cursor + offset) % count;
-                    let matched = self.replicas[index].index.leading_matches(&request.blocks);
-                    let queue_score = if deepest == shallowest {
-                        1.0
-                    } else {
-                        f64::from(deepest - queues[index]) / f64::from(deepest - shallowest)
-                    };
-                    let kv_use =
-                        (self.seen_tokens(index) as f64 / self.pool.kv_tokens as f64).min(1.0);
-                    let score = prefix * self.covered(request, matched)
-                        + queue * queue_score
-                        + kv * (1.0 - kv_use);
-                    let load = self.seen_load(index);
-                    if score > best.0 || (score == best.0 && load < best.1) {
-                        best = (score, load, index, matched);
-                    }
-                }
-                self.cursor = (best.2 + 1) % count;
-                (best.2, best.3)
+                self.scorer_choice(request, prefix, queue, kv)
             }
         }
+    }
+
+    /// The scorer's choice: the best weighted sum of the prefix the
+    /// replica's index covers, its queue's shortness and its free KV
+    /// cache; ties to the least loaded, scanning from the cursor.
+    fn scorer_choice(
+        &mut self,
+        request: &Request,
+        prefix: f64,
+        queue: f64,
+        kv: f64,
+    ) -> (usize, usize) {
+        let count = self.replicas.len();
+        let queues: Vec<u32> = (0..count).map(|index| self.seen_waiting(index)).collect();
+        let (deepest, shallowest) = (
+            *queues.iter().max().expect("a replica"),
+            *queues.iter().min().expect("a replica"),
+        );
+        let mut best = (f64::NEG_INFINITY, u32::MAX, 0usize, 0usize);
+        for offset in 0..count {
+            let index = (self.cursor + offset) % count;
+            let matched = self.replicas[index].index.leading_matches(&request.blocks);
+            let queue_score = if deepest == shallowest {
+                1.0
+            } else {
+                f64::from(deepest - queues[index]) / f64::from(deepest - shallowest)
+            };
+            let kv_use = (self.seen_tokens(index) as f64 / self.pool.kv_tokens as f64).min(1.0);
+            let score =
+                prefix * self.covered(request, matched) + queue * queue_score + kv * (1.0 - kv_use);
+            let load = self.seen_load(index);
+            if score > best.0 || (score == best.0 && load < best.1) {
+                best = (score, load, index, matched);
+            }
+        }
+        self.cursor = (best.2 + 1) % count;
+        (best.2, best.3)
     }
 
     /// The share of the prompt that `blocks` leading blocks cover.

@@ -209,15 +209,7 @@ impl PolicySpec {
             given: given.to_owned(),
             problem,
         };
-        let mut values: BTreeMap<&str, &str> = BTreeMap::new();
-        for pair in rest.split(',').filter(|pair| !pair.is_empty()) {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| parameter(format!("expected key=value, found {pair:?}")))?;
-            if values.insert(key.trim(), value.trim()).is_some() {
-                return Err(parameter(format!("{key} given twice")));
-            }
-        }
+        let mut values = key_values(given, rest)?;
         let count_dispatched = match values.remove("count-dispatched") {
             None | Some("false") => false,
             Some("true") => true,
@@ -227,32 +219,10 @@ impl PolicySpec {
                 )));
             }
         };
-        let mut take = |key: &str, default: f64, allow_inf: bool| -> Result<f64, PolicyError> {
-            let Some(text) = values.remove(key) else {
-                return Ok(default);
-            };
-            let value = if text == "inf" {
-                f64::INFINITY
-            } else {
-                text.parse::<f64>()
-                    .map_err(|_| parameter(format!("{key}={text}: not a number")))?
-            };
-            if value.is_nan() || value < 0.0 || (value.is_infinite() && !allow_inf) {
-                return Err(parameter(format!(
-                    "{key}={text}: must be a non-negative number{}",
-                    if allow_inf { " or inf" } else { "" }
-                )));
-            }
-            Ok(value)
+        let mut take = |key: &str, default: f64, allow_inf: bool| {
+            take_number(&mut values, given, key, default, allow_inf)
         };
-        let whole = |value: f64, key: &str| -> Result<usize, PolicyError> {
-            if value.fract() != 0.0 || value < 1.0 {
-                return Err(parameter(format!(
-                    "{key}={value}: must be a whole number ≥ 1"
-                )));
-            }
-            Ok(value as usize)
-        };
+        let whole = |value: f64, key: &str| whole_number(given, value, key);
         let strategy = match name {
             "round-robin" => Strategy::RoundRobin,
             "least-load" => Strategy::LeastLoad,
@@ -427,6 +397,66 @@ fn describe(name: &str, params: &BTreeMap<String, Value>) -> String {
         })
         .collect();
     format!("{name}:{}", pairs.join(","))
+}
+
+/// The `key=value` pairs of a policy's parameters, each key once.
+fn key_values<'a>(given: &str, rest: &'a str) -> Result<BTreeMap<&'a str, &'a str>, PolicyError> {
+    let parameter = |problem: String| PolicyError::Parameter {
+        given: given.to_owned(),
+        problem,
+    };
+    let mut values = BTreeMap::new();
+    for pair in rest.split(',').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| parameter(format!("expected key=value, found {pair:?}")))?;
+        if values.insert(key.trim(), value.trim()).is_some() {
+            return Err(parameter(format!("{key} given twice")));
+        }
+    }
+    Ok(values)
+}
+
+/// Parameter `key`, taken out of `values`: a non-negative number (or `inf`
+/// where `allow_inf`), `default` when not given.
+fn take_number(
+    values: &mut BTreeMap<&str, &str>,
+    given: &str,
+    key: &str,
+    default: f64,
+    allow_inf: bool,
+) -> Result<f64, PolicyError> {
+    let parameter = |problem: String| PolicyError::Parameter {
+        given: given.to_owned(),
+        problem,
+    };
+    let Some(text) = values.remove(key) else {
+        return Ok(default);
+    };
+    let value = if text == "inf" {
+        f64::INFINITY
+    } else {
+        text.parse::<f64>()
+            .map_err(|_| parameter(format!("{key}={text}: not a number")))?
+    };
+    if value.is_nan() || value < 0.0 || (value.is_infinite() && !allow_inf) {
+        return Err(parameter(format!(
+            "{key}={text}: must be a non-negative number{}",
+            if allow_inf { " or inf" } else { "" }
+        )));
+    }
+    Ok(value)
+}
+
+/// A parameter that counts something: a whole number of at least 1.
+fn whole_number(given: &str, value: f64, key: &str) -> Result<usize, PolicyError> {
+    if value.fract() != 0.0 || value < 1.0 {
+        return Err(PolicyError::Parameter {
+            given: given.to_owned(),
+            problem: format!("{key}={value}: must be a whole number ≥ 1"),
+        });
+    }
+    Ok(value as usize)
 }
 
 #[cfg(test)]

@@ -406,18 +406,7 @@ impl<'a> Tally<'a> {
         let model_numbers =
             models.map(|texts| self.numbers_of(texts, |tally, model| tally.models.intern(model).0));
         let status = columns.status();
-        let parsed: Vec<Option<Status>> = status
-            .values()
-            .map(|value| value.and_then(Status::parse))
-            .collect();
-        let answered: Vec<bool> = parsed
-            .iter()
-            .map(|status| *status == Some(Status::Ok))
-            .collect();
-        let failing: Vec<bool> = parsed
-            .iter()
-            .map(|status| status.is_some_and(|status| route_failed(status, None, None)))
-            .collect();
+        let (answered, failing) = answered_and_failing(status);
         // A failing status is the route's unless the client left or the
         // reason is a cancelled hedge copy.
         let finish = columns.finish_reason();
@@ -566,4 +555,22 @@ impl<'a> Tally<'a> {
         }
         fold
     }
+}
+
+/// Per distinct status text: whether it is an answer, and whether it is a
+/// failure of the route.
+fn answered_and_failing(status: Texts<'_>) -> (Vec<bool>, Vec<bool>) {
+    let parsed: Vec<Option<Status>> = status
+        .values()
+        .map(|value| value.and_then(Status::parse))
+        .collect();
+    let answered = parsed
+        .iter()
+        .map(|status| *status == Some(Status::Ok))
+        .collect();
+    let failing = parsed
+        .iter()
+        .map(|status| status.is_some_and(|status| route_failed(status, None, None)))
+        .collect();
+    (answered, failing)
 }
