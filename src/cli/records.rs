@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::exit_codes::Outcome;
-use crate::records::{Deployments, ImportFormat, ImportOptions, import_into};
+use crate::records::{Deployments, ImportFormat, LogImportOptions, import_into};
 
 use super::print::println;
 use crate::units::Span;
@@ -75,7 +75,7 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<Outcome> {
 }
 
 /// The import `args` ask for, its flags checked, and where it goes.
-pub fn options(args: &RecordsImportArgs) -> anyhow::Result<ImportOptions> {
+pub fn options(args: &RecordsImportArgs) -> anyhow::Result<LogImportOptions> {
     let format = match args.from {
         RecordsFormatArg::Litellm => ImportFormat::Litellm,
         RecordsFormatArg::LitellmStandard => ImportFormat::LitellmStandard,
@@ -97,7 +97,7 @@ pub fn options(args: &RecordsImportArgs) -> anyhow::Result<ImportOptions> {
         );
     }
     let interval_ms = args.interval.whole_milliseconds();
-    Ok(ImportOptions {
+    Ok(LogImportOptions {
         format,
         input: args.input.clone(),
         map: args.map.clone(),
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
 
-    fn parse(argv: &str) -> anyhow::Result<ImportOptions> {
+    fn parse(argv: &str) -> anyhow::Result<LogImportOptions> {
         let cli = Cli::try_parse_from(argv.split_whitespace())?;
         let Command::Records(RecordsCommand::Import(args)) = cli.command else {
             panic!("{argv} is a records import command");
@@ -185,7 +185,7 @@ mod tests {
                 "routeval records import --from run --input runs/a --out r.parquet --interval 250ms"
             )
             .unwrap(),
-            ImportOptions {
+            LogImportOptions {
                 format: ImportFormat::Run,
                 input: "runs/a".into(),
                 map: None,

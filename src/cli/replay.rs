@@ -11,7 +11,7 @@ use crate::replay::fallback::{FallbackOptions, ROUTE_TABLE_OUTPUT, render_fallba
 use crate::replay::hedge::{HedgeOptions, render_hedge};
 use crate::replay::replicas::{PolicySpec, Pool, SglangRelease};
 use crate::replay::{
-    Objective, RunArrivals, Source, calibrate, render_calibration, render_policies, replay,
+    Objective, RunArrivals, Source, render_calibration, render_policies, replay, search_settings,
 };
 use crate::schema::CallTier;
 use crate::schema::HEDGE_OUTPUT;
@@ -375,7 +375,7 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
             ObjectiveArg::P95Ttft => Objective::P95Ttft,
             ObjectiveArg::HitRate => Objective::HitRate,
         };
-        document.calibration = Some(calibrate(
+        document.calibration = Some(search_settings(
             &source,
             &pool,
             &policies,

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use arrow::array::Array;
 
 use crate::digest::{sha256_file, sha256_hex};
-use crate::policy::{Evaluation, TieredRows, evaluate, scores_of, tiered_rows};
+use crate::policy::{Evaluation, TieredRows, evaluate_table, scores_of, tiered_rows};
 use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, Tier};
 use crate::schema::InputFile;
@@ -139,7 +139,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
         stages,
     } = read_inputs(options, &config)?;
 
-    let now = evaluate(
+    let now = evaluate_table(
         &config.table,
         &fresh,
         &scores_of(&fresh),
@@ -255,7 +255,7 @@ fn metrics_at_calibration(
 ) -> Vec<Metrics> {
     match baseline {
         Some(baseline) => {
-            evaluate(
+            evaluate_table(
                 &config.table,
                 baseline,
                 &scores_of(baseline),

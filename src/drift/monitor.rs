@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
-use crate::policy::{evaluate, scores_of};
+use crate::policy::{evaluate_table, scores_of};
 use crate::routes::RouteConfig;
 use crate::schema::Metrics;
 
@@ -75,7 +75,7 @@ pub(super) fn monitor(
     } else {
         let table = run.table.with_rows(&new);
         let tiered = run.tiered.map(|tiered| tiered.with_rows(&new));
-        filtered = evaluate(
+        filtered = evaluate_table(
             &config.table,
             &table,
             &scores_of(&table),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::policy::regressions;
-use crate::policy::{Evaluation, evaluate, recorded_models, tiered_rows};
+use crate::policy::{Evaluation, evaluate_table, recorded_models, tiered_rows};
 use crate::schema::CandidateReport;
 use crate::schema::{Failure, Rule};
 
@@ -40,7 +40,7 @@ pub(super) fn score_candidates(
                 .with_context(|| format!("--baseline {}", path.display()))?;
             let tiered = tiered_rows(&options.results, &options.read_options(), &config.table)
                 .with_context(|| format!("--baseline {}", path.display()))?;
-            Some(evaluate(
+            Some(evaluate_table(
                 &config.table,
                 graded,
                 &scores,
@@ -108,7 +108,7 @@ impl Scoring<'_> {
         } = *self;
         let graded = &inputs.graded;
         let table = &candidate.table;
-        let evaluation = evaluate(
+        let evaluation = evaluate_table(
             table,
             graded,
             &candidate.scores,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 
 use super::judge::{Judging, judge_all};
-use super::run::{GradedRun, Grading, JudgeRequest};
+use super::responses::{GradedRun, Grading, JudgeRequest};
 use crate::atomic::{Named, Output, check_outputs};
 use crate::client::{Cache, Caller, OpenAiEndpoint, RunConfig, api_key, http_client, preflight};
 use crate::events::Reporter;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use futures_util::StreamExt;
 
-use super::run::{JudgeKey, JudgeRequest, Judgements};
+use super::responses::{JudgeKey, JudgeRequest, Judgements};
 use crate::client::{
     Cache, CachedCall, CallOutcome, CallRequest, Caller, ChatEndpoint, EndpointConfig,
     GenerationConfig, cache_key,

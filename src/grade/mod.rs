@@ -6,8 +6,8 @@
 mod engine;
 mod graded_table;
 mod judge;
-mod run;
+mod responses;
 
 pub use engine::{GradeOptions, Graded, grade};
 pub use judge::{Judging, judge_all};
-pub use run::{GradeRunError, GradedRun, Grading, JudgeRequest, Judgements, ScoreSource};
+pub use responses::{GradeRunError, GradedRun, Grading, JudgeRequest, Judgements, ScoreSource};

@@ -9,7 +9,7 @@
 use crate::routes::{Explore, ResolvedPolicy, ResolvedTable, TierThresholds};
 use crate::schema::{ExplorationPrice, GradedTable, Metrics, Threshold};
 
-use super::table::{Evaluation, TieredRows, evaluate};
+use super::table::{Evaluation, TieredRows, evaluate_table};
 
 /// What a request's draw chose: the tier, whether exploration chose it, and
 /// the probability that the config answers this request at that tier.
@@ -163,7 +163,7 @@ pub fn price_table(
     let alone: Vec<Evaluation> = (0..tiers)
         .map(|tier| {
             let table = alone_at(table, tier).expect("a policy with tiers");
-            evaluate(&table, graded, scores, None, tiered)
+            evaluate_table(&table, graded, scores, None, tiered)
         })
         .collect();
     let slices: Vec<ExplorationPrice> = evaluation

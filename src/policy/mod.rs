@@ -5,7 +5,7 @@
 //! accepted a wrong answer, and when the first token arrived; the integer
 //! counts of many rows and the rates rendered from them; and the threshold
 //! sweep over a slice; and what a whole route table does to graded rows
-//! ([`evaluate`]), and how it compares with the deployed one on the same rows
+//! ([`evaluate_table`]), and how it compares with the deployed one on the same rows
 //! ([`regressions`]). `calibrate`, `gate`, `drift`, `simulate`, `evaluate`
 //! and `report` all call it; none keeps its own copy.
 
@@ -17,9 +17,9 @@ mod money;
 mod regression;
 mod resilience;
 mod row;
+mod row_outcome;
 mod search;
 mod separation;
-mod serve;
 mod sweep;
 mod table;
 mod tally;
@@ -37,13 +37,14 @@ pub use resilience::{
     take_fallback,
 };
 pub use row::GradedRow;
+pub use row_outcome::{
+    Latencies, Priced, first_token_alone_ms, first_token_ms, serve_row, serve_row_alone,
+    serve_row_priced,
+};
 pub use search::{MAX_CANDIDATES, TieredCandidate, TieredSearch, TieredSlice, search_tiers};
 pub use separation::{ScoredOutcome, oracle_scores, random_scores, routing_quality};
-pub use serve::{
-    Latencies, Priced, first_token_alone_ms, first_token_ms, serve, serve_alone, serve_priced,
-};
 pub use sweep::{Audit, Candidate, Curve, Observation, SliceObservations, Totals, thin};
-pub use table::{Evaluation, TieredRows, evaluate, recorded_models, scores_of, tiered_rows};
+pub use table::{Evaluation, TieredRows, evaluate_table, recorded_models, scores_of, tiered_rows};
 pub use tally::{Counts, Tally};
 pub use tiers::{
     Served, TierLatency, TieredOutcomes, cascade_stage, first_token_tier_ms, predictive_tier,

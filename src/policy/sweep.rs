@@ -4,7 +4,7 @@
 
 use super::money::to_usd;
 use super::row::GradedRow;
-use super::serve::{Priced, serve_priced};
+use super::row_outcome::{Priced, serve_row_priced};
 use crate::schema::{Policy, escalates};
 
 /// What escalating one row changes, relative to escalating nothing.
@@ -99,8 +99,8 @@ impl SliceObservations {
     pub fn push_audited(&mut self, policy: Policy, row: &GradedRow, audit: Audit, weight: f32) {
         let priced = Priced::of(row);
         let (cost_small, cost_large) = (priced.small, priced.large);
-        let base = serve_priced(policy, row, &priced, false).cost;
-        let escalation_cost = serve_priced(policy, row, &priced, true).cost - base;
+        let base = serve_row_priced(policy, row, &priced, false).cost;
+        let escalation_cost = serve_row_priced(policy, row, &priced, true).cost - base;
         let totals = &mut self.totals;
         totals.rows += 1;
         totals.small_ok += u64::from(row.small_ok);

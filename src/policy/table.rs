@@ -13,8 +13,8 @@ use arrow::datatypes::Float64Type;
 
 use crate::policy::{
     Counts, GradedRow, Latencies, Policy, Tally, TierLatency, TieredOutcomes, TieredSlice,
-    first_token_alone_ms, first_token_ms, first_token_tier_ms, serve, serve_alone, serve_at,
-    to_picodollars,
+    first_token_alone_ms, first_token_ms, first_token_tier_ms, serve_at, serve_row,
+    serve_row_alone, to_picodollars,
 };
 use crate::routes::{ResolvedPolicy, ResolvedTable, RouteTier, Tier, TierThresholds};
 use crate::schema::Metrics;
@@ -309,7 +309,7 @@ fn push_outcome(
 /// `table` on the results, with `scores` (in row order, from the policy's
 /// score column) deciding escalations; a k-tier table takes its rows from
 /// `tiered` ([`tiered_rows`]).
-pub fn evaluate(
+pub fn evaluate_table(
     table: &ResolvedTable,
     graded: &GradedTable,
     scores: &[f64],
@@ -344,7 +344,7 @@ pub fn evaluate(
             let (policy, thresholds) = match &table.policy {
                 ResolvedPolicy::Single { .. } | ResolvedPolicy::Static { .. } => {
                     let large = tier_of(table.policy.routes_for(slice)[0]) == Tier::Large;
-                    let served = serve_alone(&row, large);
+                    let served = serve_row_alone(&row, large);
                     outcomes.push((served.ok, served.cost));
                     tally.add(served, false, first_token_alone_ms(&latencies, large));
                     continue;
@@ -360,7 +360,7 @@ pub fn evaluate(
                 without_threshold.push(slice.to_owned());
             }
             let escalate = threshold.is_some_and(|threshold| threshold.escalates(score));
-            let served = serve(policy, &row, escalate);
+            let served = serve_row(policy, &row, escalate);
             outcomes.push((served.ok, served.cost));
             tally.add(
                 served,

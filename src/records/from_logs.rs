@@ -40,7 +40,7 @@ pub enum ImportFormat {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImportOptions {
+pub struct LogImportOptions {
     pub format: ImportFormat,
     pub input: PathBuf,
     /// Generic: `field=column,...`.
@@ -103,7 +103,7 @@ impl Kept {
     }
 }
 
-impl ImportOptions {
+impl LogImportOptions {
     fn slice_field(&self) -> String {
         self.slice_field
             .clone()
@@ -123,7 +123,7 @@ impl ImportFormat {
 }
 /// Imports as `options` say into the request-record table at `out`, which
 /// lands whole or not at all: a bad row leaves nothing written.
-pub fn import_into(options: &ImportOptions, out: &Path) -> anyhow::Result<Imported> {
+pub fn import_into(options: &LogImportOptions, out: &Path) -> anyhow::Result<Imported> {
     use crate::atomic::{Named, Output, check_outputs, write_atomically};
     let mut inputs = vec![Named::new(&options.input, "--input")];
     let responses = options.input.join(crate::schema::RESPONSES_FILE);
@@ -153,7 +153,7 @@ pub fn import_into(options: &ImportOptions, out: &Path) -> anyhow::Result<Import
 /// Converts the input to records and writes them to `sink`; the number
 /// written. Nothing is written for a bad row: the caller stages the file.
 pub fn import_records<W: std::io::Write + Send>(
-    options: &ImportOptions,
+    options: &LogImportOptions,
     sink: W,
 ) -> anyhow::Result<Imported> {
     let mut folded_attempts = 0;

@@ -22,7 +22,7 @@ pub use columns::{RecordChunk, RecordColumns, Texts, fold_record_chunks};
 pub use fields::{FieldNames, parse_timestamp};
 pub use from_litellm::Deployments;
 pub use from_logs::{
-    ImportFormat, ImportOptions, Imported, UniqueIds, import_into, import_records,
+    ImportFormat, Imported, LogImportOptions, UniqueIds, import_into, import_records,
 };
 pub use log_fields::for_each_object;
 pub use read::{Record, fold_records, for_each_record, record_parts};

@@ -15,6 +15,7 @@ pub mod trace;
 
 pub use from_run::RunArrivals;
 pub use replicas::{
-    Objective, PolicySpec, Pool, Source, calibrate, render_calibration, render_policies, replay,
+    Objective, PolicySpec, Pool, Source, render_calibration, render_policies, replay,
+    search_settings,
 };
 pub use trace::{Request, for_each_request};

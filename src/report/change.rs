@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 
-use crate::policy::{Evaluation, TieredRows, evaluate, regressions, scores_of};
+use crate::policy::{Evaluation, TieredRows, evaluate_table, regressions, scores_of};
 use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, ResolvedTable, Thresholds, TierThresholds};
 use crate::schema::GradedTable;
@@ -218,7 +218,7 @@ pub fn change(
             )
         })?;
         let tiered = rows.tiered(table)?;
-        Ok(evaluate(
+        Ok(evaluate_table(
             table,
             &graded,
             &scores_of(&graded),

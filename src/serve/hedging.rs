@@ -8,9 +8,9 @@ use crate::records::{HEDGE_ID_SUFFIX, Reason, Status};
 
 use super::deployed::Upstream;
 use super::served::ServedRecord;
-use super::stage::{FirstByte, Hedged, Reached, StageCall};
+use super::turn::{FirstByte, Hedged, Reached, Turn};
 
-impl StageCall<'_> {
+impl Turn<'_> {
     /// The route's hedge for this request: when the copy goes, if the
     /// route hedges and the prompt is short enough.
     pub(super) fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {

@@ -25,7 +25,7 @@ use super::keys::Identity;
 use super::metrics::{BudgetGauges, Gauges, RecordsGauges};
 use super::reply::{begin, error, overloaded, refuse};
 use super::served::ServedRecord;
-use super::stage::{Stage, StageCall};
+use super::turn::{Turn, TurnEnd};
 
 /// `POST /v1/chat/completions`.
 pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
@@ -100,7 +100,7 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
         let tier = if cascade { stage } else { decided.tier };
         record.route = route.clone().into();
         record.reason = Some(decided.plan.reason(&decided.deployed.config.table, tier));
-        let call = StageCall {
+        let call = Turn {
             app: &app,
             decided: &decided,
             route,
@@ -112,8 +112,8 @@ async fn answer_chat(app: Arc<App>, request: Request) -> Response {
             arrival_ms: record.timestamp_ms as f64,
         };
         match call.answer(record, &mut spent, &mut held).await {
-            Stage::Answered(response) => return response,
-            Stage::Escalated(kept) => record = *kept,
+            TurnEnd::Answered(response) => return response,
+            TurnEnd::Escalated(kept) => record = *kept,
         }
     }
     unreachable!("the last stage always answers")

@@ -15,10 +15,10 @@ use super::forward::{Called, Source, pass_through};
 use super::log::Level;
 use super::reply::{error, overloaded, refuse};
 use super::served::ServedRecord;
-use super::stage::{Attempt, Reached, Stage, StageCall};
+use super::turn::{Attempt, Reached, Turn, TurnEnd};
 use super::upstream_error::upstream_error_body;
 
-impl StageCall<'_> {
+impl Turn<'_> {
     /// Logs a route that gave no first byte: how it failed, and where the
     /// request went (`moved_to`), or why it could not move.
     pub(super) fn log_failure(
@@ -143,7 +143,7 @@ impl StageCall<'_> {
         record: &mut ServedRecord,
         fallback: &str,
         reason: Reason,
-    ) -> Result<Box<Reached>, Stage> {
+    ) -> Result<Box<Reached>, TurnEnd> {
         record.route = fallback.to_owned().into();
         record.reason = Some(reason);
         let arrival_ms = self.arrival_ms;
@@ -159,7 +159,7 @@ impl StageCall<'_> {
                 self.record_hedge(record, &reached);
                 Ok(reached)
             }
-            Attempt::Full(full) => Err(Stage::Answered(overloaded(
+            Attempt::Full(full) => Err(TurnEnd::Answered(overloaded(
                 self.app,
                 record.clone(),
                 self.started,
@@ -180,7 +180,7 @@ impl StageCall<'_> {
 
     /// A 503 for a request the route's open breaker sent on, with no
     /// fallback to take it.
-    pub(super) fn breaker_open(&self, mut record: ServedRecord) -> Stage {
+    pub(super) fn breaker_open(&self, mut record: ServedRecord) -> TurnEnd {
         record.status = Status::Error;
         let mut response = error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -195,7 +195,7 @@ impl StageCall<'_> {
             axum::http::header::RETRY_AFTER,
             HeaderValue::from_static("1"),
         );
-        Stage::Answered(refuse(
+        TurnEnd::Answered(refuse(
             self.app,
             record,
             Reason::BreakerOpen,
@@ -213,7 +213,7 @@ impl StageCall<'_> {
         mut record: ServedRecord,
         route: &str,
         failure: Failure,
-    ) -> Stage {
+    ) -> TurnEnd {
         record.status = failure.status();
         // A request that could not move says why; one with nowhere to move
         // says how its route failed.
@@ -230,7 +230,7 @@ impl StageCall<'_> {
                 } else {
                     "--first-token-timeout-ms"
                 };
-                Stage::Answered(refuse(
+                TurnEnd::Answered(refuse(
                     self.app,
                     record,
                     reason,
@@ -247,7 +247,7 @@ impl StageCall<'_> {
             }
             Failure::Unreachable(problem) => {
                 let reason = reason(Reason::UpstreamUnreachable);
-                Stage::Answered(refuse(
+                TurnEnd::Answered(refuse(
                     self.app,
                     record,
                     reason,
@@ -267,7 +267,7 @@ impl StageCall<'_> {
                 let body = upstream_error_body(route, &upstream, status, response, total).await;
                 let mut finishing = self.finishing(route, upstream, 0.0);
                 finishing.record = Some(record);
-                Stage::Answered(pass_through(
+                TurnEnd::Answered(pass_through(
                     finishing,
                     status,
                     Some(HeaderValue::from_static("application/json")),
@@ -283,8 +283,8 @@ impl StageCall<'_> {
         record: ServedRecord,
         reason: Reason,
         message: &str,
-    ) -> Stage {
-        Stage::Answered(refuse(
+    ) -> TurnEnd {
+        TurnEnd::Answered(refuse(
             self.app,
             record,
             reason,

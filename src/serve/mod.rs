@@ -33,8 +33,8 @@ mod reply;
 mod resilience;
 mod served;
 mod sse;
-mod stage;
 mod trace;
+mod turn;
 mod upstream_error;
 mod whole;
 

@@ -19,9 +19,9 @@ use super::forward::{Ending, Source, pass_through, read_events};
 use super::log::Level;
 use super::reply::{error, refused_as_recorded};
 use super::served::ServedRecord;
-use super::stage::{Reached, Stage, StageCall, Unread, hold};
+use super::turn::{Reached, Turn, TurnEnd, Unread, hold};
 
-impl StageCall<'_> {
+impl Turn<'_> {
     /// The verifier's verdict on a cascade stage's whole answer `bytes`,
     /// into the record's score: the score, what the stage's call and the
     /// verifier's cost, or the client's response when the verifier failed.
@@ -32,7 +32,7 @@ impl StageCall<'_> {
         sse: bool,
         upstream: &Upstream,
         deadline: tokio::time::Instant,
-    ) -> Result<(f64, f64, f64), Stage> {
+    ) -> Result<(f64, f64, f64), TurnEnd> {
         let answer = if sse {
             let mut answer = Answer::keeping_text();
             answer.feed_sse(bytes);
@@ -72,7 +72,7 @@ impl StageCall<'_> {
         reached: Reached,
         spent_before: f64,
         held: &mut Vec<Slot>,
-    ) -> Result<Stage, (ServedRecord, Unread)> {
+    ) -> Result<TurnEnd, (ServedRecord, Unread)> {
         let Reached {
             route,
             upstream,
@@ -117,7 +117,7 @@ impl StageCall<'_> {
             first: Some(Bytes::from(completion)),
             rest: futures_util::stream::empty().boxed(),
         };
-        Ok(Stage::Answered(pass_through(
+        Ok(TurnEnd::Answered(pass_through(
             finishing,
             status,
             Some(HeaderValue::from_static("application/json")),
@@ -129,7 +129,7 @@ impl StageCall<'_> {
     /// The client's error for an answer that could not be assembled and
     /// could not move: 504 for a stall or the total deadline, 502 for a
     /// cut, a malformed or an overlong stream.
-    pub(super) fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> Stage {
+    pub(super) fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> TurnEnd {
         let (code, kind, record_status, finish_reason) = match unread.ending {
             Ending::Stalled => (
                 StatusCode::GATEWAY_TIMEOUT,
@@ -159,7 +159,7 @@ impl StageCall<'_> {
         record.status = record_status;
         record.finish_reason = Some(finish_reason.into());
         record.ttft_ms = Some(unread.ttft_ms);
-        Stage::Answered(refused_as_recorded(
+        TurnEnd::Answered(refused_as_recorded(
             self.app,
             record,
             self.started,

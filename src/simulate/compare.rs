@@ -3,8 +3,8 @@
 
 use super::model::{SimulatedRow, Simulation};
 use crate::policy::{
-    GradedRow, Latencies, Policy, Tally, escalates, first_token_alone_ms, first_token_ms, serve,
-    serve_alone,
+    GradedRow, Latencies, Policy, Tally, escalates, first_token_alone_ms, first_token_ms,
+    serve_row, serve_row_alone,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,7 @@ pub fn compare(simulation: &Simulation, rows: &[SimulatedRow]) -> Vec<PolicySumm
     let alone = |large: bool| {
         move |row: &SimulatedRow, tally: &mut Tally| {
             tally.add(
-                serve_alone(&graded(row, 0.0), large),
+                serve_row_alone(&graded(row, 0.0), large),
                 large,
                 first_token_alone_ms(&latencies, large),
             );
@@ -73,7 +73,7 @@ pub fn compare(simulation: &Simulation, rows: &[SimulatedRow]) -> Vec<PolicySumm
             };
             let escalate = escalates(score, threshold);
             tally.add(
-                serve(policy, &graded(row, score), escalate),
+                serve_row(policy, &graded(row, score), escalate),
                 escalate,
                 first_token_ms(policy, &latencies, escalate),
             );

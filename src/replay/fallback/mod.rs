@@ -11,16 +11,16 @@
 //! policy, never a save), and an open breaker sends requests straight to
 //! the fallback until one half-open probe tries the primary again.
 
-mod calibrate;
 mod engine;
 mod records;
 mod render;
 mod replay;
+mod search;
 
-pub use calibrate::{BreakerBounds, calibrate_breaker, candidate_deadlines};
 pub use engine::{FallbackOptions, FallbackReplay, fallback};
 pub use records::{FallbackInputs, ROUTE_TABLE_OUTPUT, load_fallback_inputs};
 pub use render::render_fallback;
 pub use replay::{
     FallbackLatency, FallbackPolicy, PrimaryRequest, replay_fallback, standard_policies,
 };
+pub use search::{BreakerBounds, calibrate_breaker, candidate_deadlines};

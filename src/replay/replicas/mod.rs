@@ -5,11 +5,11 @@
 //! documented in docs/replay.md.
 
 mod cache;
-mod calibrate;
 mod choice;
 mod metrics;
 mod pool;
 mod render;
+mod search;
 mod strategy;
 
 use std::ops::Range;
@@ -27,12 +27,12 @@ use crate::schema::TtftQuantiles;
 use crate::schema::Window;
 
 pub use cache::{BlockCache, PrefixIndex};
-pub use calibrate::{Objective, calibrate};
 pub use metrics::Histogram;
 use metrics::WindowSums;
 use metrics::ratio;
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
+pub use search::{Objective, search_settings};
 pub use strategy::{PolicyError, PolicySpec, SglangRelease, Strategy};
 
 /// Where the requests come from.

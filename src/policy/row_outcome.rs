@@ -31,14 +31,19 @@ impl Priced {
 /// - predictive: the router, then the small or the large tier;
 /// - cascade: the small tier and the verifier always, the large tier too
 ///   when escalated.
-pub fn serve(policy: Policy, row: &GradedRow, escalate: bool) -> Served {
-    serve_priced(policy, row, &Priced::of(row), escalate)
+pub fn serve_row(policy: Policy, row: &GradedRow, escalate: bool) -> Served {
+    serve_row_priced(policy, row, &Priced::of(row), escalate)
 }
 
 /// [`serve`] with the row's costs already in picodollars: the two-tier case
 /// of [`serve_tier`].
 #[inline]
-pub fn serve_priced(policy: Policy, row: &GradedRow, priced: &Priced, escalate: bool) -> Served {
+pub fn serve_row_priced(
+    policy: Policy,
+    row: &GradedRow,
+    priced: &Priced,
+    escalate: bool,
+) -> Served {
     let outcomes = TieredOutcomes {
         ok: &[row.small_ok, row.large_ok],
         cost: &[priced.small, priced.large],
@@ -49,7 +54,7 @@ pub fn serve_priced(policy: Policy, row: &GradedRow, priced: &Priced, escalate: 
 }
 
 /// `row` served by one tier alone, with no router or verifier.
-pub fn serve_alone(row: &GradedRow, large: bool) -> Served {
+pub fn serve_row_alone(row: &GradedRow, large: bool) -> Served {
     Served {
         ok: if large { row.large_ok } else { row.small_ok },
         cost: to_picodollars(if large {
@@ -129,13 +134,13 @@ mod tests {
     #[test]
     fn the_cascade_algebra() {
         let pico = to_picodollars;
-        let kept = serve(Policy::Cascade, &ROW, false);
+        let kept = serve_row(Policy::Cascade, &ROW, false);
         assert_eq!(kept.cost, pico(0.001) + pico(0.0002));
         assert!(!kept.ok && kept.false_accept);
-        let escalated = serve(Policy::Cascade, &ROW, true);
+        let escalated = serve_row(Policy::Cascade, &ROW, true);
         assert_eq!(escalated.cost, pico(0.001) + pico(0.0002) + pico(0.01));
         assert!(escalated.ok && !escalated.false_accept);
-        let routed = serve(Policy::Predictive, &ROW, true);
+        let routed = serve_row(Policy::Predictive, &ROW, true);
         assert_eq!(routed.cost, pico(0.00002) + pico(0.01));
         let latencies = Latencies {
             small_total: Some(3000.0),

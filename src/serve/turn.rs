@@ -41,7 +41,7 @@ use super::served::ServedRecord;
 use super::sse::Framer;
 
 /// One route's turn at a request: the only one, or a cascade's stage.
-pub(super) struct StageCall<'a> {
+pub(super) struct Turn<'a> {
     pub app: &'a Arc<App>,
     pub decided: &'a Decided,
     pub route: &'a str,
@@ -58,9 +58,9 @@ pub(super) struct StageCall<'a> {
     pub arrival_ms: f64,
 }
 
-/// How a stage ended: the client's response, or (a cascade stage whose
-/// answer the verifier rejected) the record, for the next stage.
-pub(super) enum Stage {
+/// How a turn ended: the client's response, or (a cascade stage whose
+/// answer the verifier rejected) the record, for the next stage's turn.
+pub(super) enum TurnEnd {
     Answered(Response),
     Escalated(Box<ServedRecord>),
 }
@@ -117,7 +117,7 @@ pub(super) enum Attempt {
     Full(Full),
 }
 
-impl StageCall<'_> {
+impl Turn<'_> {
     /// The decision's headers, then the upstream's rate-limit headers.
     pub(super) fn headers(
         &self,
@@ -369,7 +369,7 @@ impl StageCall<'_> {
 
     /// This stage's route, or its fallback: the route that gave a first
     /// byte, or the client's response (already recorded).
-    pub(super) async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, Stage> {
+    pub(super) async fn reach(&self, record: &mut ServedRecord) -> Result<Box<Reached>, TurnEnd> {
         let resilience = &self.app.resilience;
         let arrival_ms = self.arrival_ms;
         let (from, offset_ms) = self.stage_start();
@@ -406,7 +406,7 @@ impl StageCall<'_> {
                     let at_ms = arrival_ms + self.elapsed_ms();
                     resilience.outcome(self.route, at_ms, CallOutcome::Error, admitted);
                 }
-                Err(Stage::Answered(overloaded(
+                Err(TurnEnd::Answered(overloaded(
                     self.app,
                     record.clone(),
                     self.started,
@@ -475,7 +475,7 @@ impl StageCall<'_> {
         mut reached: Box<Reached>,
         spent: f64,
         held: &mut Vec<Slot>,
-    ) -> Result<(ServedRecord, Box<Reached>), Stage> {
+    ) -> Result<(ServedRecord, Box<Reached>), TurnEnd> {
         let assembling =
             |reached: &Reached| is_sse(reached.content_type.as_ref()) && !self.client_streams();
         while assembling(&reached) {
@@ -531,7 +531,7 @@ impl StageCall<'_> {
         mut record: ServedRecord,
         spent: &mut f64,
         held: &mut Vec<Slot>,
-    ) -> Stage {
+    ) -> TurnEnd {
         let mut reached = match self.reach(&mut record).await {
             Ok(reached) => reached,
             Err(stage) => return stage,
@@ -565,7 +565,7 @@ impl StageCall<'_> {
             finishing.first_byte = Some(ttft_ms);
             hold(&mut finishing, held, slot, hedged);
             finishing.record = Some(record);
-            return Stage::Answered(pass_through(
+            return TurnEnd::Answered(pass_through(
                 finishing,
                 status,
                 content_type,
@@ -594,7 +594,7 @@ impl StageCall<'_> {
         };
         *spent += own + verifier_cost;
         if self.decided.plan.escalates_from(self.stage, score) {
-            return Stage::Escalated(Box::new(record));
+            return TurnEnd::Escalated(Box::new(record));
         }
         let (bytes, content_type) = if assembling {
             finishing.sse = None;
@@ -609,7 +609,7 @@ impl StageCall<'_> {
         finishing.spent_before = *spent - own;
         finishing.record = Some(record);
         hold(&mut finishing, held, slot, hedged);
-        Stage::Answered(pass_through(
+        TurnEnd::Answered(pass_through(
             finishing,
             status,
             content_type,

@@ -81,7 +81,7 @@ fn headline(objective: Objective, simulation: &Simulation) -> Headline {
 /// `release` that release of SGLang's router, whose defaults are then its
 /// preset. What is printed for a router to run is a choice that held on
 /// the held-out part, else its preset.
-pub fn calibrate(
+pub fn search_settings(
     source: &Source<'_>,
     pool: &Pool,
     baselines: &[PolicySpec],
