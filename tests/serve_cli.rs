@@ -833,20 +833,151 @@ fn keys_constraints_refusals_and_reloads() {
         .code(0);
 }
 
+/// What the tests below start from: the shared demo pipeline, a serve-sim
+/// whose tokens come a tenth of a second apart (a stream a client can
+/// leave, or a deadline can cut), the keys, and a one-route config signed
+/// for that sim under the test's own name.
+struct OneRoute {
+    pipeline: &'static Pipeline,
+    name: &'static str,
+    sim: routeval::serve_sim::RunningSim,
+    keys: PathBuf,
+    config: PathBuf,
+}
+
+impl OneRoute {
+    fn new(name: &'static str) -> OneRoute {
+        let pipeline = Pipeline::shared();
+        let sim = start_sim(
+            &repo().join("datasets/demo/prompts.jsonl"),
+            routeval::serve_sim::SimSettings {
+                tokens_per_second: 10.0,
+                ..routeval::serve_sim::SimSettings::default()
+            },
+        );
+        let keys = pipeline.path(&format!("{name}-keys.toml"));
+        write_keys(&keys);
+        let config = signed_single(pipeline, &base_url(&sim), name, None);
+        OneRoute {
+            pipeline,
+            name,
+            sim,
+            keys,
+            config,
+        }
+    }
+
+    /// A path of this test's own in the shared pipeline.
+    fn path(&self, what: &str) -> PathBuf {
+        self.pipeline.path(&format!("{}-{what}", self.name))
+    }
+
+    fn pubkey(&self) -> PathBuf {
+        self.pipeline.out.join("keys/demo.key.pub")
+    }
+
+    fn router(&self) -> PathBuf {
+        self.pipeline.out.join("router.bin")
+    }
+
+    /// serve of `config`, writing its records to `records`.
+    fn serve_config(&self, config: &Path, records: &Path, extra: &[&str]) -> Served {
+        start_serve(
+            config,
+            &self.pubkey(),
+            &self.router(),
+            &self.keys,
+            records,
+            extra,
+        )
+    }
+
+    /// serve of the signed config, writing its records under `records`.
+    fn serve(&self, records: &str, extra: &[&str]) -> Served {
+        self.serve_config(&self.config, &self.path(records), extra)
+    }
+}
+
+/// The status of `GET path`.
+fn status_of(served: &Served, path: &str) -> String {
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &served.url(path),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The status of a chat request for the demo's first prompt.
+fn chat(served: &Served) -> String {
+    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
+    let body =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
+            .to_string();
+    let output = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-H", &format!("x-routeval-slice: {slice}"), "-d", &body])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A chat request for the demo's prompt with the longest answer: many
+/// tokens, so several seconds at ten a second.
+fn long_request(stream: bool) -> String {
+    let long = std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .max_by_key(|row| row["reference"].as_str().map_or(0, str::len))
+        .unwrap()["prompt"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    json!({"model": "support-assistant", "stream": stream, "messages": [{"role": "user", "content": long}]})
+        .to_string()
+}
+
+/// `curl` of `body` to serve's chat endpoint with the demo key: its output
+/// and whether it exited cleanly.
+fn curl_chat(served: &Served, flags: &[&str], body: &str) -> (String, bool) {
+    let output = Command::new("curl")
+        .args(flags)
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {KEY}"))
+        .args(["-d", body])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        output.status.success(),
+    )
+}
+
+/// The values of `names`' columns on every record under `records`.
+fn record_columns(records: &Path, names: &[&str]) -> Vec<Vec<Value>> {
+    let mut rows = Vec::new();
+    for part in routeval::records::record_parts(records).unwrap() {
+        let columns: Vec<Vec<Value>> = names.iter().map(|name| column(&part, name)).collect();
+        for row in 0..columns[0].len() {
+            rows.push(columns.iter().map(|column| column[row].clone()).collect());
+        }
+    }
+    rows
+}
+
 #[test]
-fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
-    let pipeline = Pipeline::new();
-    // Tokens a few hundred milliseconds apart: a stream a client can leave.
-    let sim = start_sim(
-        &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings {
-            tokens_per_second: 10.0,
-            ..routeval::serve_sim::SimSettings::default()
-        },
-    );
-    let keys = pipeline.path("keys.toml");
-    write_keys(&keys);
-    let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
+fn an_expired_config_keeps_serving_and_strict_expiry_refuses_it() {
+    let setup = OneRoute::new("expiry");
     // Signed so that it expires four seconds from now.
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -854,10 +985,10 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         .as_secs() as i64
         - 86_400
         + 4;
-    let expiring_out = pipeline.path("expiring");
+    let expiring_out = setup.path("expiring");
     gate_single(
-        &pipeline,
-        &pipeline.path("v1.toml"),
+        setup.pipeline,
+        &setup.pipeline.path("expiry.toml"),
         &expiring_out,
         None,
         true,
@@ -867,55 +998,10 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     .assert()
     .success();
     let expiring = expiring_out.join("route-config.v1.json");
-    let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let router = pipeline.out.join("router.bin");
-    let lenient = start_serve(
-        &expiring,
-        &pubkey,
-        &router,
-        &keys,
-        &pipeline.path("lenient"),
-        &[],
-    );
-    let strict = start_serve(
-        &expiring,
-        &pubkey,
-        &router,
-        &keys,
-        &pipeline.path("strict"),
-        &["--strict-expiry"],
-    );
-    let status_of = |served: &Served, path: &str| {
-        let output = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &served.url(path),
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap()
-    };
-    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
-    let body =
-        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
-            .to_string();
-    let chat = |served: &Served, extra: &[&str]| {
-        let output = Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
-            .arg(format!("Authorization: Bearer {KEY}"))
-            .args(["-H", &format!("x-routeval-slice: {slice}"), "-d", &body])
-            .args(extra)
-            .arg(served.url("/v1/chat/completions"))
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let lenient = setup.serve_config(&expiring, &setup.path("lenient"), &[]);
+    let strict = setup.serve_config(&expiring, &setup.path("strict"), &["--strict-expiry"]);
     assert_eq!(status_of(&lenient, "/readyz"), "200");
-    assert_eq!(chat(&strict, &[]), "200");
+    assert_eq!(chat(&strict), "200");
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(
         status_of(&lenient, "/readyz"),
@@ -923,32 +1009,18 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         "an expired config is not ready"
     );
     assert_eq!(status_of(&lenient, "/healthz"), "200");
-    assert_eq!(
-        chat(&lenient, &[]),
-        "200",
-        "the last good config keeps serving"
-    );
-    assert_eq!(
-        chat(&strict, &[]),
-        "503",
-        "--strict-expiry refuses past expiry"
-    );
+    assert_eq!(chat(&lenient), "200", "the last good config keeps serving");
+    assert_eq!(chat(&strict), "503", "--strict-expiry refuses past expiry");
     strict.stop();
     lenient.stop();
+}
 
-    // A client that leaves mid-stream: serve records it and keeps serving.
-    let records = pipeline.path("left");
-    let served = start_serve(
-        &v1,
-        &pubkey,
-        &router,
-        &keys,
-        &records,
-        &["--trust-slice-header"],
-    );
-    // Behind a gateway that sets the slice: the demo tenant's billing
-    // requests split between the tiers, the EU tenant's claiming the same
-    // slice only ever reach the EU route.
+#[test]
+fn behind_a_gateway_the_slice_header_splits_one_tenant_and_a_constraint_holds_another() {
+    let setup = OneRoute::new("gateway");
+    let served = setup.serve("records", &["--trust-slice-header"]);
+    // The demo tenant's billing requests split between the tiers; the EU
+    // tenant's, claiming the same slice, only ever reach the EU route.
     let mut routes: BTreeMap<(&str, String), u64> = BTreeMap::new();
     for (_, slice, prompt) in demo_prompts()
         .iter()
@@ -961,6 +1033,7 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
             *routes.entry((key, route)).or_default() += 1;
         }
     }
+    served.stop();
     assert!(
         routes.contains_key(&(KEY, "small".to_owned())),
         "{routes:?}"
@@ -974,27 +1047,18 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         Some(&20),
         "{routes:?}"
     );
-    // The prompt with the longest answer: a stream of many tokens.
-    let long = std::fs::read_to_string(repo().join("datasets/demo/prompts.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .max_by_key(|row| row["reference"].as_str().map_or(0, str::len))
-        .unwrap()["prompt"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let streamed = json!({"model": "support-assistant", "stream": true, "messages": [{"role": "user", "content": long}]})
-        .to_string();
-    let before = sim.stats();
-    let left = Command::new("curl")
-        .args(["-s", "-N", "--max-time", "0.5", "-H"])
-        .arg(format!("Authorization: Bearer {KEY}"))
-        .args(["-d", &streamed])
-        .arg(served.url("/v1/chat/completions"))
-        .output()
-        .unwrap();
-    let received = String::from_utf8_lossy(&left.stdout);
+}
+
+#[test]
+fn a_client_that_leaves_mid_stream_is_recorded_and_its_upstream_call_cancelled() {
+    let setup = OneRoute::new("leaving");
+    let served = setup.serve("records", &[]);
+    let before = setup.sim.stats();
+    let (received, _) = curl_chat(
+        &served,
+        &["-s", "-N", "--max-time", "0.5"],
+        &long_request(true),
+    );
     assert!(
         received.starts_with("data: "),
         "the stream had begun: {received}"
@@ -1006,37 +1070,31 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     // Longer than any of the sim's answers takes at 10 tokens a second: an
     // upstream call serve had not cancelled would have completed by now.
     std::thread::sleep(std::time::Duration::from_millis(2_500));
-    let after = sim.stats();
+    let after = setup.sim.stats();
     assert_eq!(after.requests, before.requests + 1);
     assert_eq!(
         after.completed.values().sum::<u64>(),
         before.completed.values().sum::<u64>(),
         "the generation went on after the client left"
     );
-    assert_eq!(chat(&served, &[]), "200");
+    assert_eq!(chat(&served), "200", "serve keeps serving");
     served.stop();
-    let mut reasons = Vec::new();
-    for part in routeval::records::record_parts(&records).unwrap() {
-        reasons.extend(column(&part, "finish_reason"));
-    }
-    assert!(
-        reasons.contains(&json!("client_disconnected")),
-        "{reasons:?}"
-    );
-    assert!(reasons.contains(&json!("stop")), "{reasons:?}");
+    let finishes: Vec<Value> = record_columns(&setup.path("records"), &["finish_reason"])
+        .into_iter()
+        .map(|row| row[0].clone())
+        .collect();
+    assert_eq!(finishes, [json!("client_disconnected"), json!("stop")]);
+}
 
-    // Admission: beyond the bounds a request is refused at once with 429
-    // and Retry-After, while the admitted ones are answered; a slot comes
-    // back with its answer's last byte.
+#[test]
+fn beyond_the_in_flight_bounds_a_request_is_refused_at_once_with_retry_after() {
+    let setup = OneRoute::new("admission");
     for (flags, reason) in [
         (["--max-in-flight", "2"], "admission:total"),
         (["--max-in-flight-per-route", "2"], "admission:route"),
     ] {
-        let records = pipeline.path(reason);
-        let served = start_serve(&v1, &pubkey, &router, &keys, &records, &flags);
-        let slow =
-            json!({"model": "support-assistant", "messages": [{"role": "user", "content": long}]})
-                .to_string();
+        let served = setup.serve(reason, &flags);
+        let slow = long_request(false);
         let calls: Vec<std::process::Child> = (0..4)
             .map(|_| {
                 Command::new("curl")
@@ -1088,39 +1146,21 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
                 .all(|text| text.to_ascii_lowercase().contains("retry-after: 1")),
             "{outcomes:?}"
         );
-        // The slots came back.
-        assert_eq!(chat(&served, &[]), "200");
+        assert_eq!(chat(&served), "200", "the slots came back");
         served.stop();
-        let mut reasons = Vec::new();
-        for part in routeval::records::record_parts(&records).unwrap() {
-            reasons.extend(
-                column(&part, "reason")
-                    .into_iter()
-                    .zip(column(&part, "status")),
-            );
-        }
-        assert_eq!(
-            reasons
-                .iter()
-                .filter(
-                    |(found, status)| *found == json!(reason) && *status == json!("rate_limited")
-                )
-                .count(),
-            2,
-            "{reasons:?}"
-        );
+        let refusals = record_columns(&setup.path(reason), &["reason", "status"])
+            .into_iter()
+            .filter(|row| row[0] == json!(reason) && row[1] == json!("rate_limited"))
+            .count();
+        assert_eq!(refusals, 2, "{reason}");
     }
+}
 
-    // The timers: an answer assembled for a client that did not stream is
-    // a 504 when it stalls; a stream that stalls after its first byte ends
-    // with an error the client sees.
-    let records = pipeline.path("timers");
-    let served = start_serve(
-        &v1,
-        &pubkey,
-        &router,
-        &keys,
-        &records,
+#[test]
+fn a_stalled_answer_is_a_504_and_a_stalled_stream_ends_in_an_error() {
+    let setup = OneRoute::new("stalls");
+    let served = setup.serve(
+        "records",
         &[
             "--first-token-timeout-ms",
             "300",
@@ -1128,17 +1168,11 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
             "50",
         ],
     );
-    let whole =
-        json!({"model": "support-assistant", "messages": [{"role": "user", "content": long}]})
-            .to_string();
-    let late = Command::new("curl")
-        .args(["-s", "-w", "\n%{http_code} %{time_total}", "-H"])
-        .arg(format!("Authorization: Bearer {KEY}"))
-        .args(["-d", &whole])
-        .arg(served.url("/v1/chat/completions"))
-        .output()
-        .unwrap();
-    let late = String::from_utf8(late.stdout).unwrap();
+    let (late, _) = curl_chat(
+        &served,
+        &["-s", "-w", "\n%{http_code} %{time_total}"],
+        &long_request(false),
+    );
     let (body, outcome) = late.rsplit_once('\n').unwrap();
     // serve streams from the route for a client that did not stream, so
     // the first token came in time and the stall timer bounds the rest: a
@@ -1146,78 +1180,47 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
     let (status, _) = outcome.split_once(' ').unwrap();
     assert_eq!(status, "504", "{late}");
     assert!(body.contains("--stall-timeout-ms"), "{body}");
-    let stalled = Command::new("curl")
-        .args(["-s", "-N", "-H"])
-        .arg(format!("Authorization: Bearer {KEY}"))
-        .args(["-d", &streamed])
-        .arg(served.url("/v1/chat/completions"))
-        .output()
-        .unwrap();
-    let received = String::from_utf8_lossy(&stalled.stdout);
+    let (received, clean) = curl_chat(&served, &["-s", "-N"], &long_request(true));
     assert!(received.starts_with("data: "), "{received}");
     assert!(
         !received.contains("[DONE]"),
         "a stalled stream is not finished: {received}"
     );
-    assert!(
-        !stalled.status.success(),
-        "the client sees the stream end in an error"
-    );
+    assert!(!clean, "the client sees the stream end in an error");
     served.stop();
-    let mut outcomes = Vec::new();
-    for part in routeval::records::record_parts(&records).unwrap() {
-        outcomes.extend(
-            column(&part, "status")
-                .into_iter()
-                .zip(column(&part, "reason"))
-                .zip(column(&part, "finish_reason")),
-        );
-    }
-    // The assembled answer and the stream both stalled.
+    let outcomes = record_columns(&setup.path("records"), &["status", "finish_reason"]);
     assert_eq!(
-        outcomes
-            .iter()
-            .filter(|((status, _), finish)| *status == json!("timeout") && *finish == json!("stall"))
-            .count(),
-        2,
-        "{outcomes:?}"
+        outcomes,
+        [
+            vec![json!("timeout"), json!("stall")],
+            vec![json!("timeout"), json!("stall")]
+        ],
+        "the assembled answer and the stream both stalled"
     );
-    // The total deadline ends a stream that flows but runs too long.
-    let records = pipeline.path("total");
-    let served = start_serve(
-        &v1,
-        &pubkey,
-        &router,
-        &keys,
-        &records,
-        &["--total-timeout-ms", "700"],
-    );
-    let long_stream = Command::new("curl")
-        .args(["-s", "-N", "-H"])
-        .arg(format!("Authorization: Bearer {KEY}"))
-        .args(["-d", &streamed])
-        .arg(served.url("/v1/chat/completions"))
-        .output()
-        .unwrap();
-    let received = String::from_utf8_lossy(&long_stream.stdout);
+}
+
+#[test]
+fn the_total_deadline_ends_a_stream_that_flows_but_runs_too_long() {
+    let setup = OneRoute::new("total");
+    let served = setup.serve("records", &["--total-timeout-ms", "700"]);
+    let (received, _) = curl_chat(&served, &["-s", "-N"], &long_request(true));
     assert!(
         received.matches("data: ").count() > 2,
         "it flowed for a while: {received}"
     );
     assert!(!received.contains("[DONE]"), "{received}");
     served.stop();
-    let mut finishes = Vec::new();
-    for part in routeval::records::record_parts(&records).unwrap() {
-        finishes.extend(column(&part, "finish_reason"));
-    }
-    assert_eq!(finishes, [json!("total_deadline")]);
+    let finishes = record_columns(&setup.path("records"), &["finish_reason"]);
+    assert_eq!(finishes, [vec![json!("total_deadline")]]);
+}
 
-    // A real kill: the journal holds every answered request; the next serve
-    // rolls it into its Parquet part, dropping only a torn last line.
-    let records = pipeline.path("killed");
-    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+#[test]
+fn after_a_kill_the_next_serve_keeps_every_journaled_request_and_drops_a_torn_line() {
+    let setup = OneRoute::new("killed");
+    let records = setup.path("records");
+    let served = setup.serve("records", &[]);
     for _ in 0..5 {
-        assert_eq!(chat(&served, &[]), "200");
+        assert_eq!(chat(&served), "200");
     }
     // The writer syncs each batch it drains: wait for the fifth.
     let journal = records.join("part-000001.jsonl");
@@ -1239,29 +1242,43 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         .unwrap();
     std::io::Write::write_all(&mut torn, b"{\"id\": \"half-writ").unwrap();
     drop(torn);
-    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
+    let served = setup.serve("records", &[]);
     assert!(!journal.exists(), "the killed serve's journal was rolled");
     assert_eq!(column(&records.join("part-000001.parquet"), "id").len(), 5);
-    assert_eq!(chat(&served, &[]), "200");
+    assert_eq!(chat(&served), "200");
     served.stop();
     assert_eq!(column(&records.join("part-000002.parquet"), "id").len(), 1);
+}
 
-    // Records serve did not make are never taken for its own: a directory
-    // of someone's journals is refused, and so is a link by a journal's name.
-    let theirs = pipeline.path("theirs");
+#[test]
+fn records_serve_did_not_make_are_never_taken_for_its_own() {
+    let setup = OneRoute::new("foreign");
+    let records = setup.path("records");
+    let served = setup.serve("records", &[]);
+    assert_eq!(chat(&served), "200");
+    served.stop();
+    // A directory of someone's journals, and a link by a journal's name in
+    // serve's own directory.
+    let theirs = setup.path("theirs");
     std::fs::create_dir_all(&theirs).unwrap();
     let their_journal = theirs.join("part-000001.jsonl");
     std::fs::write(&their_journal, "{\"id\": \"mine\"}\n").unwrap();
-    let outside = pipeline.path("outside.jsonl");
+    let outside = setup.path("outside.jsonl");
     std::fs::write(&outside, "{\"id\": \"keep\"}\n{\"id\": \"torn").unwrap();
     std::os::unix::fs::symlink(&outside, records.join("part-000009.jsonl")).unwrap();
     for (directory, says) in [
         (&theirs, "was not made by routeval serve"),
         (&records, "part-000009.jsonl"),
     ] {
-        let refused = serve_command(&v1, &pubkey, &router, &keys, directory)
-            .output()
-            .unwrap();
+        let refused = serve_command(
+            &setup.config,
+            &setup.pubkey(),
+            &setup.router(),
+            &setup.keys,
+            directory,
+        )
+        .output()
+        .unwrap();
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert_eq!(refused.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
@@ -1281,12 +1298,21 @@ fn an_expiring_config_a_client_that_leaves_and_a_candidate_left_open() {
         "the link's target is untouched"
     );
     assert!(std::fs::symlink_metadata(records.join("part-000009.jsonl")).is_ok());
+}
 
-    // The gate will not sign a predictive candidate whose scorer is open.
-    let report = pipeline.path("unpinned");
-    let output = gate_single(&pipeline, &pipeline.path("v1.toml"), &report, None, false)
-        .output()
-        .unwrap();
+#[test]
+fn the_gate_will_not_sign_a_predictive_candidate_whose_scorer_is_open() {
+    let setup = OneRoute::new("unpinned");
+    let report = setup.path("report");
+    let output = gate_single(
+        setup.pipeline,
+        &setup.pipeline.path("unpinned.toml"),
+        &report,
+        None,
+        false,
+    )
+    .output()
+    .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let gate: routeval::schema::GateReport =
         serde_json::from_slice(&std::fs::read(report.join("gate-report.json")).unwrap()).unwrap();
