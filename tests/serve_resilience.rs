@@ -76,20 +76,94 @@ fn status_line(response: &str) -> &str {
     response.lines().next().unwrap_or_default()
 }
 
-#[test]
-fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_dead_primary() {
-    let pipeline = Pipeline::new();
-    let dataset = repo().join("datasets/demo/prompts.jsonl");
-    let keys = pipeline.path("keys.toml");
-    write_keys(&keys);
-    let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let router = pipeline.out.join("router.bin");
-    let prompts = demo_prompts();
+/// What each test below starts from: the shared demo pipeline, the keys,
+/// the demo's prompts and a healthy fallback (serve-sim's small model).
+struct Fallback {
+    pipeline: &'static Pipeline,
+    dataset: std::path::PathBuf,
+    keys: std::path::PathBuf,
+    prompts: Vec<(String, String, String)>,
+    backup: routeval::serve_sim::RunningSim,
+}
 
+impl Fallback {
+    fn new() -> Fallback {
+        let pipeline = Pipeline::shared();
+        let dataset = repo().join("datasets/demo/prompts.jsonl");
+        let keys = pipeline.path("resilience-keys.toml");
+        write_keys(&keys);
+        let backup = start_sim(
+            &dataset,
+            SimSettings {
+                ttft_ms: 30,
+                tokens_per_second: 400.0,
+                ..SimSettings::default()
+            },
+        );
+        Fallback {
+            pipeline,
+            dataset,
+            keys,
+            prompts: demo_prompts(),
+            backup,
+        }
+    }
+
+    /// A path of these tests' own in the shared pipeline.
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.pipeline.path(&format!("resilience-{name}"))
+    }
+
+    fn pubkey(&self) -> std::path::PathBuf {
+        self.pipeline.out.join("keys/demo.key.pub")
+    }
+
+    fn router(&self) -> std::path::PathBuf {
+        self.pipeline.out.join("router.bin")
+    }
+}
+
+/// How many of `responses` the fallback answered (each 200 is its).
+fn answered_by_backup(responses: &[String]) -> usize {
+    responses
+        .iter()
+        .filter(|response| status_line(response).contains(" 200"))
+        .inspect(|response| assert_eq!(header_of(response, "x-routeval-route"), "backup"))
+        .count()
+}
+
+/// A dead primary, no breaker: every request fails before its first token
+/// and may move to the fallback, which allows 5 requests a minute. The
+/// primary's serve-sim, and the config signed as `name`.
+fn dead_primary(
+    setup: &Fallback,
+    name: &str,
+) -> (routeval::serve_sim::RunningSim, std::path::PathBuf) {
+    let dead = start_sim(
+        &setup.dataset,
+        SimSettings {
+            faults: FaultProfile {
+                server_error: 1.0,
+                ..FaultProfile::default()
+            },
+            ..SimSettings::default()
+        },
+    );
+    let config = signed_table(
+        setup.pipeline,
+        &format!("resilience-{name}"),
+        &falling_back(&base_url(&dead), &base_url(&setup.backup), "", 5),
+    );
+    (dead, config)
+}
+
+#[test]
+fn a_brown_out_moves_requests_as_replay_fallback_computes_from_serves_records() {
+    let setup = Fallback::new();
     // A brown-out: half the primary's first tokens come 900 ms late, past
     // its breaker's 300 ms deadline, and some streams stall mid-answer.
     let primary = start_sim(
-        &dataset,
+        &setup.dataset,
         SimSettings {
             ttft_ms: 20,
             tokens_per_second: 400.0,
@@ -103,37 +177,34 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             ..SimSettings::default()
         },
     );
-    let backup = start_sim(
-        &dataset,
-        SimSettings {
-            ttft_ms: 30,
-            tokens_per_second: 400.0,
-            ..SimSettings::default()
-        },
-    );
     let breaker =
         "\n[routes.breaker]\nfirst_token_deadline_ms = 300.0\nopen_after = 2\nopen_ms = 400.0\n";
     let config = signed_table(
-        &pipeline,
-        "brown-out",
-        &falling_back(&base_url(&primary), &base_url(&backup), breaker, 20_000),
+        setup.pipeline,
+        "resilience-brown-out",
+        &falling_back(
+            &base_url(&primary),
+            &base_url(&setup.backup),
+            breaker,
+            20_000,
+        ),
     );
-    let records = pipeline.path("brown-out-records");
+    let records = setup.path("brown-out-records");
     let served = start_serve(
         &config,
-        &pubkey,
-        &router,
-        &keys,
+        &setup.pubkey(),
+        &setup.router(),
+        &setup.keys,
         &records,
         // Every move allowed, as the replay assumes (the budget is checked
-        // on the dead primary below).
+        // on a dead primary, in a test of its own).
         &["--stall-timeout-ms", "500", "--retry-budget", "1"],
     );
     // One request after another: each outcome is known before the next
     // arrives, so the breaker sees one sequence, which the replay replays.
     let requests = 60;
     let mut stalled = 0;
-    for response in one_by_one(&served, &prompts, requests, true) {
+    for response in one_by_one(&served, &setup.prompts, requests, true) {
         assert!(status_line(&response).contains(" 200"), "{response}");
         let route = header_of(&response, "x-routeval-route");
         if !response.contains("data: [DONE]") {
@@ -252,44 +323,23 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     assert!(metrics.contains("routeval_breaker_state{route=\"large\"} "));
     assert!(count_reason(&own, "fallback:breaker") >= 1);
     assert!(!attempts.is_empty());
+}
 
-    // A dead primary, no breaker: every request fails before its first
-    // token and may move, but only within the fallback's rpm (5) and the
-    // retry budget.
-    let dead = start_sim(
-        &dataset,
-        SimSettings {
-            faults: FaultProfile {
-                server_error: 1.0,
-                ..FaultProfile::default()
-            },
-            ..SimSettings::default()
-        },
-    );
-    let config = signed_table(
-        &pipeline,
-        "dead",
-        &falling_back(&base_url(&dead), &base_url(&backup), "", 5),
-    );
-    let answered_by_backup = |responses: &[String]| {
-        responses
-            .iter()
-            .filter(|response| status_line(response).contains(" 200"))
-            .inspect(|response| assert_eq!(header_of(response, "x-routeval-route"), "backup"))
-            .count()
-    };
-
+#[test]
+fn a_dead_primarys_requests_move_only_as_far_as_the_fallbacks_rpm_allows() {
+    let setup = Fallback::new();
+    let (_dead, config) = dead_primary(&setup, "dead-capacity");
     // The budget allows every move; the fallback's rpm does not.
-    let by_capacity = pipeline.path("capacity-records");
+    let by_capacity = setup.path("capacity-records");
     let served = start_serve(
         &config,
-        &pubkey,
-        &router,
-        &keys,
+        &setup.pubkey(),
+        &setup.router(),
+        &setup.keys,
         &by_capacity,
         &["--retry-budget", "1", "--retry-budget-min", "0"],
     );
-    let responses = one_by_one(&served, &prompts, 12, false);
+    let responses = one_by_one(&served, &setup.prompts, 12, false);
     served.stop();
     assert_eq!(answered_by_backup(&responses), 5);
     for response in responses
@@ -306,14 +356,19 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     assert_eq!(count_reason(&own, "fallback:error"), 5);
     assert_eq!(count_reason(&own, "no-fallback:capacity"), 7);
     assert_eq!(rows.len() - own.len(), 5, "one abandoned attempt per move");
+}
 
+#[test]
+fn a_dead_primarys_requests_move_only_as_far_as_the_retry_budget_allows() {
+    let setup = Fallback::new();
+    let (_dead, config) = dead_primary(&setup, "dead-budget");
     // The fallback has room; the budget (a fifth of the requests) binds.
-    let by_budget = pipeline.path("budget-records");
+    let by_budget = setup.path("budget-records");
     let served = start_serve(
         &config,
-        &pubkey,
-        &router,
-        &keys,
+        &setup.pubkey(),
+        &setup.router(),
+        &setup.keys,
         &by_budget,
         &[
             "--retry-budget",
@@ -324,7 +379,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
             "600",
         ],
     );
-    let responses = one_by_one(&served, &prompts, 20, false);
+    let responses = one_by_one(&served, &setup.prompts, 20, false);
     let metrics = std::process::Command::new("curl")
         .args(["-s", &served.url("/metrics")])
         .output()
@@ -343,28 +398,32 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
         ),
         "{metrics}"
     );
+}
 
+#[test]
+fn a_tenants_signed_limits_refuse_its_requests_past_them_with_429() {
+    let setup = Fallback::new();
     // A tenant's limits, signed in [serving.tenants]: the demo tenant may
     // have one request in flight; every other tenant 600 tokens a minute.
     let slow = start_sim(
-        &dataset,
+        &setup.dataset,
         SimSettings {
             ttft_ms: 1_500,
             ..SimSettings::default()
         },
     );
-    let limited = falling_back(&base_url(&slow), &base_url(&backup), "", 20_000)
+    let limited = falling_back(&base_url(&slow), &base_url(&setup.backup), "", 20_000)
         + "\n[serving.tenants.demo]\nmax_in_flight = 1\n\n[serving.tenants.\"*\"]\ntpm = 600\n";
-    let config = signed_table(&pipeline, "tenants", &limited);
+    let config = signed_table(setup.pipeline, "resilience-tenants", &limited);
     let served = start_serve(
         &config,
-        &pubkey,
-        &router,
-        &keys,
-        &pipeline.path("tenant-records"),
+        &setup.pubkey(),
+        &setup.router(),
+        &setup.keys,
+        &setup.path("tenant-records"),
         &[],
     );
-    let (_, slice, prompt) = &prompts[0];
+    let (_, slice, prompt) = &setup.prompts[0];
     let body = json!({
         "model": "support-assistant",
         "max_tokens": 400,
@@ -389,16 +448,20 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     served.stop();
     assert!(status_line(&eu_first).contains(" 200"), "{eu_first}");
     assert!(status_line(&eu_second).contains(" 429"), "{eu_second}");
-    let rows = records_of(&pipeline.path("tenant-records"));
+    let rows = records_of(&setup.path("tenant-records"));
     let rows: Vec<&Value> = rows.iter().collect();
     assert_eq!(count_reason(&rows, "admission:tenant"), 1);
     assert_eq!(count_reason(&rows, "admission:tenant-tpm"), 1);
+}
 
+#[test]
+fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled() {
+    let setup = Fallback::new();
     // Hedging: a short request with no first token 200 ms after it was
     // sent gets a copy; the first first token answers, the other copy is
     // cancelled, and both are recorded.
     let hedged_sim = start_sim(
-        &dataset,
+        &setup.dataset,
         SimSettings {
             ttft_ms: 20,
             seed: 3,
@@ -412,23 +475,23 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_and_budgets_bound_a_de
     );
     let hedging = falling_back(
         &base_url(&hedged_sim),
-        &base_url(&backup),
+        &base_url(&setup.backup),
         "\n[routes.hedge]\nafter_ms = 200.0\nmax_prompt_tokens = 100000\n",
         20_000,
     );
-    let config = signed_table(&pipeline, "hedging", &hedging);
-    let hedge_records = pipeline.path("hedge-records");
+    let config = signed_table(setup.pipeline, "resilience-hedging", &hedging);
+    let hedge_records = setup.path("hedge-records");
     // A copy is an extra call: let the budget allow every one.
     let served = start_serve(
         &config,
-        &pubkey,
-        &router,
-        &keys,
+        &setup.pubkey(),
+        &setup.router(),
+        &setup.keys,
         &hedge_records,
         &["--retry-budget", "1"],
     );
     let requests = 12;
-    for response in one_by_one(&served, &prompts, requests, true) {
+    for response in one_by_one(&served, &setup.prompts, requests, true) {
         assert!(response.contains("data: [DONE]"), "{response}");
     }
     served.stop();
