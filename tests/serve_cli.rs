@@ -516,327 +516,10 @@ fn install(config: &Path, live: &Path) {
     std::fs::copy(config, live).unwrap();
 }
 
-#[test]
-fn keys_constraints_refusals_and_reloads() {
-    let pipeline = Pipeline::new();
-    let sim = start_sim(
-        &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings::default(),
-    );
-    let keys = pipeline.path("keys.toml");
-    write_keys(&keys);
-    let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let router = pipeline.out.join("router.bin");
-    let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
-    let start = |config: &Path, router: &Path, records: &Path| {
-        serve_command(config, &pubkey, router, &keys, records)
-            .output()
-            .unwrap()
-    };
-    // Refused at start, one line each, exit 2: tampered, unsigned, wrong
-    // router file, expired.
-    let tampered = pipeline.path("tampered.json");
-    let text = std::fs::read_to_string(&v1)
-        .unwrap()
-        .replace("\"policy\"", "\"policy\" ");
-    std::fs::write(&tampered, text).unwrap();
-    std::fs::copy(
-        routeval::routes::signature_path(&v1),
-        routeval::routes::signature_path(&tampered),
-    )
-    .unwrap();
-    let unsigned = pipeline.path("unsigned.json");
-    std::fs::copy(&v1, &unsigned).unwrap();
-    let other_router = pipeline.path("other-router.bin");
-    let mut bytes = std::fs::read(&router).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
-    std::fs::write(&other_router, bytes).unwrap();
-    let expired_out = pipeline.path("expired");
-    gate_single(
-        &pipeline,
-        &pipeline.path("v1.toml"),
-        &expired_out,
-        None,
-        true,
-    )
-    .args(["--at", "2020-01-01T00:00:00Z", "--ttl-days", "1"])
-    .assert()
-    .success();
-    let expired = expired_out.join("route-config.v1.json");
-    let stranger = pipeline.path("stranger.key");
-    routeval()
-        .args(["keygen", "--out"])
-        .arg(&stranger)
-        .assert()
-        .success();
-    gate_single(
-        &pipeline,
-        &pipeline.path("v1.toml"),
-        &pipeline.path("stranger"),
-        Some(&stranger),
-        true,
-    )
-    .assert()
-    .success();
-    let by_stranger = pipeline.path("stranger").join("route-config.v1.json");
-    // A config of the schema before `serving`, properly signed: it verifies,
-    // and serve names what it lacks.
-    let older = pipeline.path("older.json");
-    let mut value: Value = serde_json::from_slice(&std::fs::read(&v1).unwrap()).unwrap();
-    value.as_object_mut().unwrap().remove("serving");
-    value["schema"] = json!("routeval.route-config/2");
-    let config: routeval::routes::RouteConfig = serde_json::from_value(value).unwrap();
-    let bytes = config.canonical_bytes();
-    std::fs::write(&older, &bytes).unwrap();
-    let secret = routeval::routes::load_secret(&pipeline.out.join("keys/demo.key")).unwrap();
-    let comment = config.trusted_comment(&routeval::digest::sha256_hex(&bytes));
-    std::fs::write(
-        routeval::routes::signature_path(&older),
-        routeval::routes::sign(&secret, &bytes, &comment).unwrap(),
-    )
-    .unwrap();
-    routeval()
-        .arg("verify")
-        .arg(&older)
-        .arg("--pubkey")
-        .arg(&pubkey)
-        .assert()
-        .success();
-    for (config, router, says) in [
-        (
-            &older,
-            &router,
-            "a routeval.route-config/2 config has no `serving` block",
-        ),
-        (&expired, &router, "expired at 2020-01-02"),
-        (&by_stranger, &router, "signature"),
-        (&tampered, &router, "signature"),
-        (&unsigned, &router, "cannot read the signature"),
-        (
-            &v1,
-            &other_router,
-            "is not the router the thresholds were calibrated on",
-        ),
-    ] {
-        let output = start(config, router, &pipeline.path("refused-records"));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains(says), "{says}: {stderr}");
-    }
-
-    let records = pipeline.path("records");
-    let served = start_serve(&v1, &pubkey, &router, &keys, &records, &[]);
-    // A second serve on the same records would interleave two journals.
-    let second = start(&v1, &router, &records);
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("another routeval serve is writing to this directory")
-            && stderr.contains("give another --records"),
-        "{stderr}"
-    );
-    let body_file = pipeline.path("body.json");
-    let client = |key: Option<&str>, slice: Option<&str>, body: String| {
-        std::fs::write(&body_file, body).unwrap();
-        let mut command = Command::new("curl");
-        command
-            .args([
-                "-s",
-                "-i",
-                "-X",
-                "POST",
-                &served.url("/v1/chat/completions"),
-                "--data-binary",
-            ])
-            .arg(format!("@{}", body_file.display()));
-        if let Some(key) = key {
-            command.args(["-H", &format!("Authorization: Bearer {key}")]);
-        }
-        if let Some(slice) = slice {
-            command.args(["-H", &format!("x-routeval-slice: {slice}")]);
-        }
-        String::from_utf8(command.output().unwrap().stdout).unwrap()
-    };
-    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
-    let body =
-        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
-            .to_string();
-    let unauthorized = client(Some("sk-not-a-key"), Some(&slice), body.clone());
-    assert!(unauthorized.starts_with("HTTP/1.1 401"), "{unauthorized}");
-    assert!(!unauthorized.contains("sk-not-a-key"));
-    assert!(client(None, None, body.clone()).starts_with("HTTP/1.1 401"));
-    // Without --trust-slice-header the key's tenant is the slice: a tenant
-    // the table does not name gets the strongest tier.
-    let claimed = client(Some(KEY), Some(&slice), body.clone());
-    assert!(claimed.contains("x-routeval-tier: large"), "{claimed}");
-    // The EU tenant is served only from the EU route (large), whatever
-    // slice it claims; a tenant whose region no route serves is refused.
-    let eu = client(Some(EU_KEY), Some(&slice), body.clone());
-    assert!(eu.contains("x-routeval-route: large"), "{eu}");
-    let nowhere = client(Some(NOWHERE_KEY), Some(&slice), body.clone());
-    assert!(nowhere.starts_with("HTTP/1.1 403"), "{nowhere}");
-    let malformed = client(Some(KEY), None, "{\"model\":".to_owned());
-    assert!(
-        malformed.starts_with("HTTP/1.1 400") && malformed.contains("\"param\":\"body\""),
-        "{malformed}"
-    );
-    let no_messages = client(
-        Some(KEY),
-        None,
-        json!({"model": "support-assistant"}).to_string(),
-    );
-    assert!(
-        no_messages.contains("\"param\":\"messages\""),
-        "{no_messages}"
-    );
-    let huge = client(Some(KEY), None, "x".repeat(5 << 20));
-    assert!(
-        huge.contains("HTTP/1.1 413") && huge.contains("\"param\":\"body\""),
-        "{}",
-        &huge[..300.min(huge.len())]
-    );
-
-    // Reload: a rolled-back (same version) or tampered config is refused and
-    // v1 keeps serving; the next version that chains from v1 is taken.
-    let version = || {
-        let metrics = Command::new("curl")
-            .args(["-s", &served.url("/metrics")])
-            .output()
-            .unwrap();
-        String::from_utf8(metrics.stdout).unwrap()
-    };
-    let live = pipeline.path("live.json");
-    install(&v1, &live);
-    let served_live = start_serve(
-        &live,
-        &pubkey,
-        &router,
-        &keys,
-        &pipeline.path("live-records"),
-        &[],
-    );
-    let metrics_of = |served: &Served| {
-        String::from_utf8(
-            Command::new("curl")
-                .args(["-s", &served.url("/metrics")])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap()
-    };
-    std::fs::copy(&tampered, &live).unwrap();
-    let wait_for = |served: &Served, text: &str| {
-        for _ in 0..40 {
-            if metrics_of(served).contains(text) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("never: {text}\n{}", metrics_of(served));
-    };
-    wait_for(
-        &served_live,
-        "routeval_config_reloads_total{outcome=\"refused\"} 1",
-    );
-    assert!(metrics_of(&served_live).contains("} 1\n# HELP routeval_config_expired"));
-    let v2 = signed_single(&pipeline, &base_url(&sim), "v2", Some(&v1));
-    install(&v2, &live);
-    wait_for(
-        &served_live,
-        "routeval_config_reloads_total{outcome=\"applied\"} 1",
-    );
-    assert!(
-        metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"),
-        "{}",
-        metrics_of(&served_live)
-    );
-    // Back to v1 is a rollback.
-    install(&v1, &live);
-    wait_for(
-        &served_live,
-        "routeval_config_reloads_total{outcome=\"refused\"} 2",
-    );
-    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
-    // A config signed by another key is refused on reload too.
-    install(&by_stranger, &live);
-    wait_for(
-        &served_live,
-        "routeval_config_reloads_total{outcome=\"refused\"} 3",
-    );
-    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
-    // The running v2 back in the file is no change; SIGHUP asks anyway, and
-    // serve says the config is unchanged.
-    install(&v2, &live);
-    std::thread::sleep(std::time::Duration::from_millis(1200));
-    served_live.signal("HUP");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let log = served_live.stop_with_log();
-    let unchanged = log_events(&log, "config_unchanged");
-    assert_eq!(unchanged.len(), 1, "SIGHUP on an unchanged config: {log}");
-    assert_eq!(unchanged[0]["config_version"], 2, "{log}");
-    let refused = log_events(&log, "config_reload_refused");
-    assert_eq!(refused.len(), 3, "{log}");
-    // Each names the version that kept serving.
-    let kept: Vec<&Value> = refused.iter().map(|line| &line["config_version"]).collect();
-    assert_eq!(kept, [&json!(1), &json!(2), &json!(2)], "{log}");
-    assert!(refused.iter().all(|line| line["level"] == "error"), "{log}");
-    assert!(!log.contains(KEY) && !log.contains(EU_KEY), "{log}");
-    // The records directory remembers v2: a restart on v1 is a rollback too.
-    let restart = start(&v1, &router, &pipeline.path("live-records"));
-    let stderr = String::from_utf8_lossy(&restart.stderr);
-    assert_eq!(restart.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("is a rollback: version 2"), "{stderr}");
-    assert!(
-        version().contains(
-            "routeval_requests_total{route=\"-\",reason=\"unauthorized\",status=\"error\"} 2"
-        ),
-        "{}",
-        version()
-    );
-    served.stop();
-    // The records: every request, no key material, readable as they are.
-    let mut all = String::new();
-    for part in routeval::records::record_parts(&records).unwrap() {
-        for (reason, slice) in column(&part, "reason").iter().zip(column(&part, "slice")) {
-            all.push_str(&format!("{reason} {slice}\n"));
-        }
-    }
-    assert!(all.contains("\"unauthorized\""), "{all}");
-    assert!(all.contains("\"constrained\" \"nowhere\""), "{all}");
-    let raw: Vec<u8> = routeval::records::record_parts(&records)
-        .unwrap()
-        .iter()
-        .flat_map(|part| std::fs::read(part).unwrap())
-        .collect();
-    for key in [KEY, EU_KEY, NOWHERE_KEY, "sk-not-a-key"] {
-        assert!(
-            !raw.windows(key.len())
-                .any(|window| window == key.as_bytes()),
-            "{key} in the records"
-        );
-    }
-    routeval()
-        .args(["sample", "--per-slice", "1", "--records"])
-        .arg(&records)
-        .arg("--out")
-        .arg(pipeline.path("sample.jsonl"))
-        .assert()
-        .success();
-    routeval()
-        .args(["replay", "fallback", "--records"])
-        .arg(&records)
-        .args(["--route", "large", "--fallback-ttft-ms", "1000"])
-        .assert()
-        .code(0);
-}
-
 /// What the tests below start from: the shared demo pipeline, a serve-sim
-/// whose tokens come a tenth of a second apart (a stream a client can
-/// leave, or a deadline can cut), the keys, and a one-route config signed
-/// for that sim under the test's own name.
+/// (by default one whose tokens come a tenth of a second apart: a stream a
+/// client can leave, or a deadline can cut), the keys, and a one-route
+/// config signed for that sim under the test's own name.
 struct OneRoute {
     pipeline: &'static Pipeline,
     name: &'static str,
@@ -847,14 +530,23 @@ struct OneRoute {
 
 impl OneRoute {
     fn new(name: &'static str) -> OneRoute {
-        let pipeline = Pipeline::shared();
-        let sim = start_sim(
-            &repo().join("datasets/demo/prompts.jsonl"),
+        OneRoute::with(
+            name,
             routeval::serve_sim::SimSettings {
                 tokens_per_second: 10.0,
                 ..routeval::serve_sim::SimSettings::default()
             },
-        );
+        )
+    }
+
+    /// Before a serve-sim that answers at once.
+    fn fast(name: &'static str) -> OneRoute {
+        OneRoute::with(name, routeval::serve_sim::SimSettings::default())
+    }
+
+    fn with(name: &'static str, settings: routeval::serve_sim::SimSettings) -> OneRoute {
+        let pipeline = Pipeline::shared();
+        let sim = start_sim(&repo().join("datasets/demo/prompts.jsonl"), settings);
         let keys = pipeline.path(&format!("{name}-keys.toml"));
         write_keys(&keys);
         let config = signed_single(pipeline, &base_url(&sim), name, None);
@@ -973,6 +665,347 @@ fn record_columns(records: &Path, names: &[&str]) -> Vec<Vec<Value>> {
         }
     }
     rows
+}
+
+/// A copy of `config` with one byte changed, beside its signature.
+fn tampered_copy(setup: &OneRoute, config: &Path) -> PathBuf {
+    let tampered = setup.path("tampered.json");
+    let text = std::fs::read_to_string(config)
+        .unwrap()
+        .replace("\"policy\"", "\"policy\" ");
+    std::fs::write(&tampered, text).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(config),
+        routeval::routes::signature_path(&tampered),
+    )
+    .unwrap();
+    tampered
+}
+
+/// The test's table gated and signed by a key serve does not trust.
+fn signed_by_stranger(setup: &OneRoute) -> PathBuf {
+    let stranger = setup.path("stranger.key");
+    routeval()
+        .args(["keygen", "--out"])
+        .arg(&stranger)
+        .assert()
+        .success();
+    let out = setup.path("stranger");
+    gate_single(
+        setup.pipeline,
+        &setup.pipeline.path(&format!("{}.toml", setup.name)),
+        &out,
+        Some(&stranger),
+        true,
+    )
+    .assert()
+    .success();
+    out.join("route-config.v1.json")
+}
+
+/// serve started on `config` with `router`, run to its end.
+fn start_output(
+    setup: &OneRoute,
+    config: &Path,
+    router: &Path,
+    records: &Path,
+) -> std::process::Output {
+    serve_command(config, &setup.pubkey(), router, &setup.keys, records)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_config_serve_cannot_trust_is_refused_at_start_in_one_line() {
+    let setup = OneRoute::fast("refused");
+    let v1 = setup.config.clone();
+    let router = setup.router();
+    let tampered = tampered_copy(&setup, &v1);
+    let unsigned = setup.path("unsigned.json");
+    std::fs::copy(&v1, &unsigned).unwrap();
+    let other_router = setup.path("other-router.bin");
+    let mut bytes = std::fs::read(&router).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&other_router, bytes).unwrap();
+    let expired_out = setup.path("expired");
+    gate_single(
+        setup.pipeline,
+        &setup.pipeline.path("refused.toml"),
+        &expired_out,
+        None,
+        true,
+    )
+    .args(["--at", "2020-01-01T00:00:00Z", "--ttl-days", "1"])
+    .assert()
+    .success();
+    let expired = expired_out.join("route-config.v1.json");
+    let by_stranger = signed_by_stranger(&setup);
+    // A config of the schema before `serving`, properly signed: it verifies,
+    // and serve names what it lacks.
+    let older = setup.path("older.json");
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&v1).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("serving");
+    value["schema"] = json!("routeval.route-config/2");
+    let config: routeval::routes::RouteConfig = serde_json::from_value(value).unwrap();
+    let bytes = config.canonical_bytes();
+    std::fs::write(&older, &bytes).unwrap();
+    let secret = routeval::routes::load_secret(&setup.pipeline.out.join("keys/demo.key")).unwrap();
+    let comment = config.trusted_comment(&routeval::digest::sha256_hex(&bytes));
+    std::fs::write(
+        routeval::routes::signature_path(&older),
+        routeval::routes::sign(&secret, &bytes, &comment).unwrap(),
+    )
+    .unwrap();
+    routeval()
+        .arg("verify")
+        .arg(&older)
+        .arg("--pubkey")
+        .arg(setup.pubkey())
+        .assert()
+        .success();
+    for (config, router, says) in [
+        (
+            &older,
+            &router,
+            "a routeval.route-config/2 config has no `serving` block",
+        ),
+        (&expired, &router, "expired at 2020-01-02"),
+        (&by_stranger, &router, "signature"),
+        (&tampered, &router, "signature"),
+        (&unsigned, &router, "cannot read the signature"),
+        (
+            &v1,
+            &other_router,
+            "is not the router the thresholds were calibrated on",
+        ),
+    ] {
+        let output = start_output(&setup, config, router, &setup.path("refused-records"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+}
+
+#[test]
+fn a_second_serve_on_the_same_records_is_refused() {
+    let setup = OneRoute::fast("second");
+    let records = setup.path("records");
+    let served = setup.serve("records", &[]);
+    // A second serve would interleave two journals.
+    let second = start_output(&setup, &setup.config, &setup.router(), &records);
+    served.stop();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another routeval serve is writing to this directory")
+            && stderr.contains("give another --records"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn keys_tenants_and_bad_requests_are_answered_and_recorded_without_key_material() {
+    let setup = OneRoute::fast("clients");
+    let records = setup.path("records");
+    let served = setup.serve("records", &[]);
+    let body_file = setup.path("body.json");
+    let client = |key: Option<&str>, slice: Option<&str>, body: String| {
+        std::fs::write(&body_file, body).unwrap();
+        let mut command = Command::new("curl");
+        command
+            .args([
+                "-s",
+                "-i",
+                "-X",
+                "POST",
+                &served.url("/v1/chat/completions"),
+                "--data-binary",
+            ])
+            .arg(format!("@{}", body_file.display()));
+        if let Some(key) = key {
+            command.args(["-H", &format!("Authorization: Bearer {key}")]);
+        }
+        if let Some(slice) = slice {
+            command.args(["-H", &format!("x-routeval-slice: {slice}")]);
+        }
+        String::from_utf8(command.output().unwrap().stdout).unwrap()
+    };
+    let (_, slice, prompt) = demo_prompts().into_iter().next().unwrap();
+    let body =
+        json!({"model": "support-assistant", "messages": [{"role": "user", "content": prompt}]})
+            .to_string();
+    let unauthorized = client(Some("sk-not-a-key"), Some(&slice), body.clone());
+    assert!(unauthorized.starts_with("HTTP/1.1 401"), "{unauthorized}");
+    assert!(!unauthorized.contains("sk-not-a-key"));
+    assert!(client(None, None, body.clone()).starts_with("HTTP/1.1 401"));
+    // Without --trust-slice-header the key's tenant is the slice: a tenant
+    // the table does not name gets the strongest tier.
+    let claimed = client(Some(KEY), Some(&slice), body.clone());
+    assert!(claimed.contains("x-routeval-tier: large"), "{claimed}");
+    // The EU tenant is served only from the EU route (large), whatever
+    // slice it claims; a tenant whose region no route serves is refused.
+    let eu = client(Some(EU_KEY), Some(&slice), body.clone());
+    assert!(eu.contains("x-routeval-route: large"), "{eu}");
+    let nowhere = client(Some(NOWHERE_KEY), Some(&slice), body.clone());
+    assert!(nowhere.starts_with("HTTP/1.1 403"), "{nowhere}");
+    let malformed = client(Some(KEY), None, "{\"model\":".to_owned());
+    assert!(
+        malformed.starts_with("HTTP/1.1 400") && malformed.contains("\"param\":\"body\""),
+        "{malformed}"
+    );
+    let no_messages = client(
+        Some(KEY),
+        None,
+        json!({"model": "support-assistant"}).to_string(),
+    );
+    assert!(
+        no_messages.contains("\"param\":\"messages\""),
+        "{no_messages}"
+    );
+    let huge = client(Some(KEY), None, "x".repeat(5 << 20));
+    assert!(
+        huge.contains("HTTP/1.1 413") && huge.contains("\"param\":\"body\""),
+        "{}",
+        &huge[..300.min(huge.len())]
+    );
+    let metrics = String::from_utf8(
+        Command::new("curl")
+            .args(["-s", &served.url("/metrics")])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        metrics.contains(
+            "routeval_requests_total{route=\"-\",reason=\"unauthorized\",status=\"error\"} 2"
+        ),
+        "{metrics}"
+    );
+    served.stop();
+    // The records: every request, no key material, readable as they are.
+    let mut all = String::new();
+    for row in record_columns(&records, &["reason", "slice"]) {
+        all.push_str(&format!("{} {}\n", row[0], row[1]));
+    }
+    assert!(all.contains("\"unauthorized\""), "{all}");
+    assert!(all.contains("\"constrained\" \"nowhere\""), "{all}");
+    let raw: Vec<u8> = routeval::records::record_parts(&records)
+        .unwrap()
+        .iter()
+        .flat_map(|part| std::fs::read(part).unwrap())
+        .collect();
+    for key in [KEY, EU_KEY, NOWHERE_KEY, "sk-not-a-key"] {
+        assert!(
+            !raw.windows(key.len())
+                .any(|window| window == key.as_bytes()),
+            "{key} in the records"
+        );
+    }
+    routeval()
+        .args(["sample", "--per-slice", "1", "--records"])
+        .arg(&records)
+        .arg("--out")
+        .arg(setup.path("sample.jsonl"))
+        .assert()
+        .success();
+    routeval()
+        .args(["replay", "fallback", "--records"])
+        .arg(&records)
+        .args(["--route", "large", "--fallback-ttft-ms", "1000"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn a_reload_takes_the_next_version_and_refuses_rollbacks_tampering_and_strangers() {
+    let setup = OneRoute::fast("reloads");
+    let v1 = setup.config.clone();
+    let tampered = tampered_copy(&setup, &v1);
+    let by_stranger = signed_by_stranger(&setup);
+    let live = setup.path("live.json");
+    install(&v1, &live);
+    let live_records = setup.path("live-records");
+    let served_live = setup.serve_config(&live, &live_records, &[]);
+    let metrics_of = |served: &Served| {
+        String::from_utf8(
+            Command::new("curl")
+                .args(["-s", &served.url("/metrics")])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    let wait_for = |served: &Served, text: &str| {
+        for _ in 0..40 {
+            if metrics_of(served).contains(text) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("never: {text}\n{}", metrics_of(served));
+    };
+    std::fs::copy(&tampered, &live).unwrap();
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 1",
+    );
+    assert!(metrics_of(&served_live).contains("} 1\n# HELP routeval_config_expired"));
+    let v2 = signed_single(
+        setup.pipeline,
+        &base_url(&setup.sim),
+        "reloads-v2",
+        Some(&v1),
+    );
+    install(&v2, &live);
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"applied\"} 1",
+    );
+    assert!(
+        metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"),
+        "{}",
+        metrics_of(&served_live)
+    );
+    // Back to v1 is a rollback.
+    install(&v1, &live);
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 2",
+    );
+    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
+    // A config signed by another key is refused on reload too.
+    install(&by_stranger, &live);
+    wait_for(
+        &served_live,
+        "routeval_config_reloads_total{outcome=\"refused\"} 3",
+    );
+    assert!(metrics_of(&served_live).contains("} 2\n# HELP routeval_config_expired"));
+    // The running v2 back in the file is no change; SIGHUP asks anyway, and
+    // serve says the config is unchanged.
+    install(&v2, &live);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    served_live.signal("HUP");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = served_live.stop_with_log();
+    let unchanged = log_events(&log, "config_unchanged");
+    assert_eq!(unchanged.len(), 1, "SIGHUP on an unchanged config: {log}");
+    assert_eq!(unchanged[0]["config_version"], 2, "{log}");
+    let refused = log_events(&log, "config_reload_refused");
+    assert_eq!(refused.len(), 3, "{log}");
+    // Each names the version that kept serving.
+    let kept: Vec<&Value> = refused.iter().map(|line| &line["config_version"]).collect();
+    assert_eq!(kept, [&json!(1), &json!(2), &json!(2)], "{log}");
+    assert!(refused.iter().all(|line| line["level"] == "error"), "{log}");
+    assert!(!log.contains(KEY) && !log.contains(EU_KEY), "{log}");
+    // The records directory remembers v2: a restart on v1 is a rollback too.
+    let restart = start_output(&setup, &v1, &setup.router(), &live_records);
+    let stderr = String::from_utf8_lossy(&restart.stderr);
+    assert_eq!(restart.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is a rollback: version 2"), "{stderr}");
 }
 
 #[test]
