@@ -96,7 +96,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         data.join("faults.toml").display()
     ))?;
     let config = out.join("routeval.toml");
-    point_at(
+    crate::client::point_run_config_at(
         &data.join("routeval.toml"),
         &format!("http://{}/v1", sim.address),
         &config,
@@ -484,49 +484,13 @@ fn mark(out: &Path) -> anyhow::Result<()> {
     .with_context(|| format!("{}: cannot write the demo marker", out.display()))
 }
 
-/// Writes a copy of the run config at `source` whose endpoints are all `base_url`.
-fn point_at(source: &Path, base_url: &str, destination: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(source)
-        .with_context(|| format!("{}: cannot read", source.display()))?;
-    let mut config: toml::Table = toml::from_str(&text).map_err(|error| {
-        anyhow::anyhow!(
-            "{}: {}",
-            source.display(),
-            crate::toml_message::one_line(&error.to_string())
-        )
-    })?;
-    let mut endpoints: Vec<&mut toml::Table> = Vec::new();
-    for (name, section) in &mut config {
-        match (name.as_str(), section) {
-            ("tiers", toml::Value::Table(tiers)) => {
-                endpoints.extend(tiers.iter_mut().filter_map(|(_, tier)| tier.as_table_mut()));
-            }
-            ("verifier" | "judge", toml::Value::Table(endpoint)) => endpoints.push(endpoint),
-            _ => {}
-        }
-    }
-    for endpoint in endpoints {
-        endpoint.insert(
-            "base_url".to_owned(),
-            toml::Value::String(base_url.to_owned()),
-        );
-    }
-    crate::atomic::write_bytes_atomically(destination, toml::to_string(&config)?.as_bytes())
-}
-
-/// The route config the gate signed, if it passed a candidate.
+/// The route config the gate signed, if it passed a candidate: as its
+/// report names it.
 fn signed_config(gate_dir: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(gate_dir)
-        .with_context(|| format!("{}: cannot list", gate_dir.display()))?
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name().is_some_and(|name| {
-                let name = name.to_string_lossy();
-                name.starts_with("route-config.v") && name.ends_with(".json")
-            })
-        })
-        .collect();
-    found.sort();
-    Ok(found.pop())
+    let path = gate_dir.join(crate::schema::GATE_REPORT_FILE);
+    let report: crate::schema::GateReport = serde_json::from_slice(
+        &std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?,
+    )
+    .with_context(|| format!("{}: not a gate report", path.display()))?;
+    Ok(report.emitted.map(|emitted| PathBuf::from(emitted.config)))
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::atomic::{Named, Output, check_outputs};
@@ -461,33 +461,13 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
     }
     check_outputs(&outputs, &inputs)?;
     let replay = crate::replay::fallback::fallback(&args.options()?)?;
-    // Both outputs staged before either lands: a failure leaves neither.
-    let encoded = encode(&replay.document, "the document")?;
-    let mut staged = Vec::new();
-    if let Some(out) = &args.out {
-        staged.push(
-            stage(out, encoded.as_bytes())
-                .with_context(|| format!("{}: cannot write (--out)", out.display()))?,
-        );
-    }
-    if let (Some(written), Some(updated)) = (&args.write_routes, &replay.routes_written) {
-        staged
-            .push(stage(written, updated.as_bytes()).with_context(|| {
-                format!("{}: cannot write (--write-routes)", written.display())
-            })?);
-    }
-    crate::atomic::commit_all(staged)?;
+    replay.write(args.out.as_deref(), args.write_routes.as_deref())?;
     print(&if args.json {
-        encoded
+        encode(&replay.document, "the document")?
     } else {
         render_fallback(&replay.document)
     })?;
     Ok(Outcome::Passed)
-}
-
-fn stage(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<crate::atomic::Staged> {
-    use std::io::Write;
-    crate::atomic::Staged::new(path, |file| Ok(file.write_all(bytes)?))
 }
 
 fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {

@@ -5,14 +5,11 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use anyhow::bail;
 use clap::Args;
 
-use crate::client::{RunConfig, http_client};
-use crate::clock::{Clock, SystemClock, format_rfc3339};
-use crate::events::{Event, Level, Reporter};
+use crate::events::{Level, Reporter};
 use crate::exit_codes::Outcome;
-use crate::run::{Connection, RunSettings, RunSummary, Shard, execute, merge_runs, prepare};
+use crate::run::{RunSettings, RunSummary, Shard, merge_runs, message, run_to_end};
 use crate::schema::RESPONSES_FILE;
 
 use super::print::println;
@@ -113,73 +110,14 @@ pub fn request(
 
 pub fn run(args: RunArgs, reporter: Arc<dyn Reporter>) -> anyhow::Result<Outcome> {
     let failed_calls_note = args.failed_calls_note.clone();
-    // The handlers first: a SIGTERM or Ctrl-C while the dataset is read or
-    // the endpoints are checked stops the run as one during the calls does
-    // (exit 2, nothing lost), not with the signal's default death.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let stop_signals = {
-        use tokio::signal::unix::{SignalKind, signal};
-        let _entered = runtime.enter();
-        (
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::interrupt())?,
-        )
-    };
     let (config_path, settings) = request(args, reporter.clone())?;
-    let config = RunConfig::load(&config_path)?;
-    let connection = Connection::new(&config, &settings.rubrics)?;
-    let clock = SystemClock;
-    let prepared = prepare(&config, &settings, &format_rfc3339(clock.now()))?;
-    if prepared.recovered.rows > 0 || prepared.recovered.torn > 0 {
-        reporter.report(message(
-            Level::Note,
-            format!(
-                "resuming: {} calls recovered from the journal of an interrupted run ({} cut short by the interruption will be sent again)",
-                prepared.recovered.rows, prepared.recovered.torn
-            ),
-        ));
-    }
-    for (path, why) in prepared.quarantined() {
-        reporter.report(message(
-            Level::Warning,
-            format!(
-                "{}: unreadable ({why}); moved aside, its calls will be sent again",
-                path.display()
-            ),
-        ));
-    }
-    let (mut terminated, mut interrupted) = stop_signals;
-    let summary = runtime.block_on(async {
-        let http = http_client(config.widest_concurrency())?;
-        tokio::select! {
-            checked = connection.check(&http) => checked?,
-            _ = terminated.recv() => bail!("interrupted before the first call; nothing was sent"),
-            _ = interrupted.recv() => bail!("interrupted before the first call; nothing was sent"),
-        }
-        let endpoints = connection.endpoints(&http);
-        execute(&config, endpoints, &settings, prepared, || {
-            format_rfc3339(clock.now())
-        })
-        .await
-    })?;
-    // Dropping the runtime would wait for requests abandoned by an interrupt.
-    runtime.shutdown_background();
+    let summary = run_to_end(&config_path, &settings)?;
     print_summary(
         &summary,
         &settings.out.join(RESPONSES_FILE),
         reporter.as_ref(),
         failed_calls_note.as_deref(),
     )
-}
-
-fn message(level: Level, text: String) -> Event {
-    Event::Message {
-        stage: "run",
-        level,
-        text,
-    }
 }
 
 /// Prints the run's table; a run with failed calls is a failed check (exit

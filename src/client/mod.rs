@@ -22,4 +22,4 @@ pub use endpoint::{
     preflight, proxy_client, redact, redact_url,
 };
 pub use limits::{AdaptiveLimit, RetryBudget, Slot, TokenBucket, backoff};
-pub use run_config::{ConfigError, RunConfig, TierEndpoint, api_key};
+pub use run_config::{ConfigError, RunConfig, TierEndpoint, api_key, point_run_config_at};

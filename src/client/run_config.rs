@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use super::config::{EndpointConfig, GenerationConfig};
@@ -322,6 +322,42 @@ pub fn api_key(
             config.path.display()
         ),
     }
+}
+
+/// Writes a copy of the run config at `source` whose endpoints (every
+/// tier's, the verifier's and the judge's) are all `base_url`: the config
+/// of a run against one server, as the demo's against serve-sim.
+pub fn point_run_config_at(
+    source: &Path,
+    base_url: &str,
+    destination: &Path,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(source)
+        .with_context(|| format!("{}: cannot read", source.display()))?;
+    let mut config: toml::Table = toml::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "{}: {}",
+            source.display(),
+            crate::toml_message::one_line(&error.to_string())
+        )
+    })?;
+    let mut endpoints: Vec<&mut toml::Table> = Vec::new();
+    for (name, section) in &mut config {
+        match (name.as_str(), section) {
+            ("tiers", toml::Value::Table(tiers)) => {
+                endpoints.extend(tiers.iter_mut().filter_map(|(_, tier)| tier.as_table_mut()));
+            }
+            ("verifier" | "judge", toml::Value::Table(endpoint)) => endpoints.push(endpoint),
+            _ => {}
+        }
+    }
+    for endpoint in endpoints {
+        endpoint.insert(
+            "base_url".to_owned(),
+            toml::Value::String(base_url.to_owned()),
+        );
+    }
+    crate::atomic::write_bytes_atomically(destination, toml::to_string(&config)?.as_bytes())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use anyhow::Context;
 
 use crate::atomic::{Output, OutputKind, Replaces, Staged};
 use crate::routes::{RouteConfig, signature_path};
-use crate::schema::{GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT};
+use crate::schema::{GATE_MARKDOWN_OUTPUT, GATE_REPORT_FILE, GATE_REPORT_OUTPUT};
 
 /// The files a gate of `version` writes under `--out`.
 pub(super) struct OutPaths {
@@ -25,7 +25,7 @@ impl OutPaths {
     pub(super) fn new(out: &Path, version: u64) -> OutPaths {
         let config = out.join(RouteConfig::file_name(version));
         OutPaths {
-            report_json: out.join("gate-report.json"),
+            report_json: out.join(GATE_REPORT_FILE),
             report_markdown: out.join("gate-report.md"),
             signature: signature_path(&config),
             litellm: out.join(format!("route-config.v{version}.litellm.yaml")),

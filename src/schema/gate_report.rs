@@ -14,6 +14,9 @@ use crate::stats::PairedVerdict;
 /// `regressions` against `--baseline`.
 pub const GATE_REPORT_SCHEMA_VERSION: u32 = 6;
 
+/// The gate report's file name in the gate's `--out`.
+pub const GATE_REPORT_FILE: &str = "gate-report.json";
+
 /// What a gate writes as `gate-report.json`.
 pub const GATE_REPORT_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
     "a gate report",

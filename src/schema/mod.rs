@@ -74,8 +74,8 @@ pub use fallback::{
 pub use format::Format;
 pub use gate_report::{
     BaselineRef, CandidateReport, CertifiedScores, Emitted, Failure, GATE_MARKDOWN_HEADER,
-    GATE_MARKDOWN_OUTPUT, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION, GateReport,
-    ProductionEvidence, ProductionQuality, Rollback, Rule, ScoresFrom, SliceRegression,
+    GATE_MARKDOWN_OUTPUT, GATE_REPORT_FILE, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION,
+    GateReport, ProductionEvidence, ProductionQuality, Rollback, Rule, ScoresFrom, SliceRegression,
     comparison_rows,
 };
 pub use graded::{

@@ -51,6 +51,35 @@ pub struct FallbackReplay {
     pub routes_written: Option<String>,
 }
 
+impl FallbackReplay {
+    /// Writes the document to `out` and the route table to `write_routes`
+    /// (where given), both staged before either lands: a failure leaves
+    /// neither.
+    pub fn write(&self, out: Option<&Path>, write_routes: Option<&Path>) -> anyhow::Result<()> {
+        let mut staged = Vec::new();
+        if let Some(out) = out {
+            let encoded = serde_json::to_string_pretty(&self.document)
+                .context("cannot encode the document")?
+                + "\n";
+            staged.push(
+                stage(out, encoded.as_bytes())
+                    .with_context(|| format!("{}: cannot write (--out)", out.display()))?,
+            );
+        }
+        if let (Some(written), Some(updated)) = (write_routes, &self.routes_written) {
+            staged.push(stage(written, updated.as_bytes()).with_context(|| {
+                format!("{}: cannot write (--write-routes)", written.display())
+            })?);
+        }
+        crate::atomic::commit_all(staged)
+    }
+}
+
+fn stage(path: &Path, bytes: &[u8]) -> anyhow::Result<crate::atomic::Staged> {
+    use std::io::Write;
+    crate::atomic::Staged::new(path, |file| Ok(file.write_all(bytes)?))
+}
+
 /// Replays the records of `options.route` under each standard policy (and
 /// the breaker search with `calibrate`).
 pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
