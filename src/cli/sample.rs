@@ -10,7 +10,7 @@ use crate::exit_codes::Outcome;
 use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, draw_labels, sample};
 use crate::schema::{
     AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, LABEL_SET_OUTPUT, ReadOptions, audits_are_csv,
-    audits_to_bytes,
+    audits_to_bytes, json_lines,
 };
 use crate::units::Share;
 
@@ -199,12 +199,7 @@ fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<Outcome> {
             }
         );
     }
-    let mut text = String::new();
-    for prompt in &prompts {
-        text.push_str(&serde_json::to_string(prompt)?);
-        text.push('\n');
-    }
-    write_bytes_atomically(out, text.as_bytes())
+    write_bytes_atomically(out, &json_lines(&prompts))
         .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
     let taken: Vec<String> = summary
         .slices
@@ -243,12 +238,7 @@ fn labels(
             counts.values().map(|(decisions, _)| decisions).sum::<u64>()
         );
     }
-    let mut text = String::new();
-    for row in &rows {
-        text.push_str(&serde_json::to_string(row)?);
-        text.push('\n');
-    }
-    write_bytes_atomically(out, text.as_bytes())
+    write_bytes_atomically(out, &json_lines(&rows))
         .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
     let drawn: Vec<String> = counts
         .iter()

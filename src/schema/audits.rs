@@ -123,12 +123,7 @@ pub fn audits_are_csv(path: &Path) -> bool {
 /// The audit set as the bytes of its file.
 pub fn audits_to_bytes(rows: &[AuditRow], csv: bool) -> Vec<u8> {
     if !csv {
-        let mut text = String::new();
-        for row in rows {
-            text.push_str(&serde_json::to_string(row).expect("an audit row serialises"));
-            text.push('\n');
-        }
-        return text.into_bytes();
+        return super::lines::json_lines(rows);
     }
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer

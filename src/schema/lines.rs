@@ -1,9 +1,20 @@
 //! The one loop over the lines of a JSON-lines file (64 KiB reads, 1-based
 //! physical line numbers for messages, lines of only whitespace, Unicode's
-//! included, skipped) and the one over the records of a CSV file.
+//! included, skipped), the one over the records of a CSV file, and the one
+//! way rows become JSON lines.
 
 use std::io::BufRead;
 use std::path::Path;
+
+/// `rows` as JSON lines: one compact object a line, each ending in `\n`.
+pub fn json_lines<T: serde::Serialize>(rows: &[T]) -> Vec<u8> {
+    let mut text = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut text, row).expect("a row serialises to JSON");
+        text.push(b'\n');
+    }
+    text
+}
 
 /// Streams each non-blank line of `path` (without its newline) to `visit`
 /// with its 1-based line number; `io_error` turns a failure to open or read

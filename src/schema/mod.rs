@@ -87,7 +87,7 @@ pub use labels::{
     LABEL_SET_OUTPUT, LABEL_SET_SCHEMA_VERSION, LabelRow, drawn_for_audit, drawn_for_label,
     read_labels,
 };
-pub use lines::{for_each_csv_record, for_each_line};
+pub use lines::{for_each_csv_record, for_each_line, json_lines};
 pub use manifest::{
     FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
 };
