@@ -10,8 +10,8 @@
 //! - The stages, side by side, never importing one another: [`run`],
 //!   [`grade`], [`calibrate`], [`gate`], [`drift`], [`report`], [`replay`],
 //!   [`sample`], [`simulate`], [`evaluate`], [`router`], [`import`],
-//!   [`serve`] (the signed config in the request path) and [`serve_sim`]
-//!   (the embedded OpenAI-compatible simulated endpoint).
+//!   [`serve`] (the signed config in the request path) and [`upstream_sim`]
+//!   (the embedded OpenAI-compatible simulated upstream `serve-sim` runs).
 //! - The kernel: [`policy`], what a policy does to a row and a route table
 //!   to graded rows, and [`router_model`], the built-in learned router's
 //!   model.
@@ -49,10 +49,10 @@ pub mod run;
 pub mod sample;
 pub mod schema;
 pub mod serve;
-pub mod serve_sim;
 pub mod simulate;
 pub mod stats;
 pub mod terminal;
 mod toml_message;
 pub mod units;
+pub mod upstream_sim;
 pub mod version;

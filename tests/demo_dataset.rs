@@ -52,7 +52,7 @@ fn the_demo_route_tables_and_fault_profile_load() {
         let table = routeval::routes::RouteTable::load(&root.join("routes").join(name)).unwrap();
         assert_eq!(table.logical_model, "support-assistant");
     }
-    let faults = routeval::serve_sim::FaultProfile::load(&root.join("faults.toml")).unwrap();
+    let faults = routeval::upstream_sim::FaultProfile::load(&root.join("faults.toml")).unwrap();
     let faulty = (0..10_000)
         .filter(|request| faults.draw(1, *request).is_some())
         .count();

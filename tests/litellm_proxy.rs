@@ -18,7 +18,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use routeval::schema::{FallbackDocument, read_dataset};
-use routeval::serve_sim::{FaultProfile, RunningSim, SimSettings, spawn};
+use routeval::upstream_sim::{FaultProfile, RunningSim, SimSettings, spawn};
 
 use crate::common::{
     KEY, Pipeline, Proxy, column, falling_back, gate_single, proxy_python, repo, routeval,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use routeval::serve_sim::SimSettings;
+use routeval::upstream_sim::SimSettings;
 use serde_json::Value;
 
 use crate::common::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};

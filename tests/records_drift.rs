@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use routeval::schema::FallbackDocument;
 use routeval::schema::{RecordsDriftDocument, Verdict};
-use routeval::serve_sim::{FaultProfile, SimSettings};
+use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 use crate::common::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};
 use crate::common::{Workspace, example_routes};

@@ -662,7 +662,7 @@ fn a_run_replays_with_its_prompts_cut_into_blocks() {
         })
         .collect();
     std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
-    let sim = start_sim(&dataset, routeval::serve_sim::SimSettings::default());
+    let sim = start_sim(&dataset, routeval::upstream_sim::SimSettings::default());
     let tuning = Tuning {
         verifier: false,
         ..Tuning::default()

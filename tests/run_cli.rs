@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use routeval::schema::{ResponseRow, read_all_responses};
-use routeval::serve_sim::{FaultProfile, SimSettings};
+use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 use crate::common::Tuning;
 use crate::common::base_url;

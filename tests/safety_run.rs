@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 use routeval::schema::read_all_responses;
-use routeval::serve_sim::{FaultProfile, SimSettings};
+use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 use crate::common::binary;
 use crate::common::copy_tree;

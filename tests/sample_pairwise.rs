@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use routeval::serve_sim::SimSettings;
+use routeval::upstream_sim::SimSettings;
 
 use crate::common::routeval;
 use crate::common::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};

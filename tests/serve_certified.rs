@@ -155,9 +155,9 @@ fn new_prompts_escalate_within_the_signed_intervals_over_many_slices() {
             .collect();
         let sim = start_sim(
             &new,
-            routeval::serve_sim::SimSettings {
+            routeval::upstream_sim::SimSettings {
                 ttft_ms: 0,
-                ..routeval::serve_sim::SimSettings::default()
+                ..routeval::upstream_sim::SimSettings::default()
             },
         );
         let (config, out) = signed_predictive(

@@ -188,9 +188,9 @@ fn what_the_gate_signed_is_what_serve_serves() {
     let dataset = repo().join("datasets/demo/prompts.jsonl");
     let sim = start_sim(
         &dataset,
-        routeval::serve_sim::SimSettings {
+        routeval::upstream_sim::SimSettings {
             seed: 7,
-            ..routeval::serve_sim::SimSettings::default()
+            ..routeval::upstream_sim::SimSettings::default()
         },
     );
     let url = base_url(&sim);
@@ -523,7 +523,7 @@ fn install(config: &Path, live: &Path) {
 struct OneRoute {
     pipeline: &'static Pipeline,
     name: &'static str,
-    sim: routeval::serve_sim::RunningSim,
+    sim: routeval::upstream_sim::RunningSim,
     keys: PathBuf,
     config: PathBuf,
 }
@@ -532,19 +532,19 @@ impl OneRoute {
     fn new(name: &'static str) -> OneRoute {
         OneRoute::with(
             name,
-            routeval::serve_sim::SimSettings {
+            routeval::upstream_sim::SimSettings {
                 tokens_per_second: 10.0,
-                ..routeval::serve_sim::SimSettings::default()
+                ..routeval::upstream_sim::SimSettings::default()
             },
         )
     }
 
     /// Before a serve-sim that answers at once.
     fn fast(name: &'static str) -> OneRoute {
-        OneRoute::with(name, routeval::serve_sim::SimSettings::default())
+        OneRoute::with(name, routeval::upstream_sim::SimSettings::default())
     }
 
-    fn with(name: &'static str, settings: routeval::serve_sim::SimSettings) -> OneRoute {
+    fn with(name: &'static str, settings: routeval::upstream_sim::SimSettings) -> OneRoute {
         let pipeline = Pipeline::shared();
         let sim = start_sim(&repo().join("datasets/demo/prompts.jsonl"), settings);
         let keys = pipeline.path(&format!("{name}-keys.toml"));

@@ -81,7 +81,7 @@ fn the_systemd_unit_verifies_and_serves_what_the_deploy_recipe_switches_to() {
     let pipeline = Pipeline::shared();
     let sim = start_sim(
         &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings::default(),
+        routeval::upstream_sim::SimSettings::default(),
     );
     let base_url = base_url(&sim);
     let v1 = signed_single(pipeline, &base_url, "systemd-v1", None);

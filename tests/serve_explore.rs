@@ -205,12 +205,12 @@ fn a_share_for_a_slice_the_results_do_not_have_is_refused_naming_it() {
 }
 
 /// serve-sim answering the demo's prompts, with no wait for a first token.
-fn demo_sim() -> routeval::serve_sim::RunningSim {
+fn demo_sim() -> routeval::upstream_sim::RunningSim {
     start_sim(
         &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings {
+        routeval::upstream_sim::SimSettings {
             ttft_ms: 0,
-            ..routeval::serve_sim::SimSettings::default()
+            ..routeval::upstream_sim::SimSettings::default()
         },
     )
 }

@@ -125,7 +125,7 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     let pipeline = Pipeline::new();
     let sim = start_sim(
         &repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings::default(),
+        routeval::upstream_sim::SimSettings::default(),
     );
     let v1 = signed_single(&pipeline, &base_url(&sim), "v1", None);
     let v2 = signed_single(&pipeline, &base_url(&sim), "v2", Some(&v1));

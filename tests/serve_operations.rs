@@ -776,7 +776,7 @@ fn serve_exports_a_trace_per_request_that_a_real_otlp_decoder_reads() {
     // A cascade's verifier call is a span of its own, between its stages.
     let sim = crate::common::start_sim(
         &crate::common::repo().join("datasets/demo/prompts.jsonl"),
-        routeval::serve_sim::SimSettings::default(),
+        routeval::upstream_sim::SimSettings::default(),
     );
     let report = pipeline.gate(
         "cascade.toml",

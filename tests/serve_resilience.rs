@@ -14,7 +14,7 @@ use crate::common::{
     EU_KEY, KEY, Pipeline, Served, base_url, demo_prompts, falling_back, header_of, repo, routeval,
     served_records, signed_table, start_serve, start_sim, write_keys,
 };
-use routeval::serve_sim::{FaultProfile, SimSettings};
+use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 /// Every record serve wrote into `records`, as JSON objects of the columns
 /// the tests read.
@@ -83,7 +83,7 @@ struct Fallback {
     dataset: std::path::PathBuf,
     keys: std::path::PathBuf,
     prompts: Vec<(String, String, String)>,
-    backup: routeval::serve_sim::RunningSim,
+    backup: routeval::upstream_sim::RunningSim,
 }
 
 impl Fallback {
@@ -138,7 +138,7 @@ fn answered_by_backup(responses: &[String]) -> usize {
 fn dead_primary(
     setup: &Fallback,
     name: &str,
-) -> (routeval::serve_sim::RunningSim, std::path::PathBuf) {
+) -> (routeval::upstream_sim::RunningSim, std::path::PathBuf) {
     let dead = start_sim(
         &setup.dataset,
         SimSettings {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use routeval::rubric::load_rubrics;
 use routeval::schema::{DatasetRow, read_dataset};
-use routeval::serve_sim::{Fault, FaultProfile, SimSettings, spawn};
+use routeval::upstream_sim::{Fault, FaultProfile, SimSettings, spawn};
 use serde_json::{Value, json};
 
 fn demo() -> (

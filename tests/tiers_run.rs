@@ -11,7 +11,7 @@ use arrow::datatypes::Float64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use routeval::schema::{ResponseRow, read_all_responses};
-use routeval::serve_sim::{FaultProfile, SimSettings};
+use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 use crate::common::{Tuning, base_url, repo, run_command, start_sim, write_config, write_dataset};
 use crate::common::{calibration_and_text, routeval};

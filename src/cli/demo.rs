@@ -11,7 +11,7 @@ use clap::Parser;
 use crate::exit_codes::Outcome;
 use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
-use crate::serve_sim::{FaultProfile, SimSettings, spawn};
+use crate::upstream_sim::{FaultProfile, SimSettings, spawn};
 
 use super::args::{Cli, DemoArgs};
 use super::demo_inputs::{INPUTS_DIR, write_inputs};

@@ -10,7 +10,7 @@ use clap::Args;
 use crate::exit_codes::Outcome;
 use crate::rubric::load_rubrics;
 use crate::schema::read_dataset;
-use crate::serve_sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
+use crate::upstream_sim::{FaultProfile, Knowledge, SimModel, SimSettings, spawn};
 
 #[derive(Debug, Args)]
 pub struct ServeSimArgs {

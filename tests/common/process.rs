@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use routeval::serve_sim::{RunningSim, SimSettings};
+use routeval::upstream_sim::{RunningSim, SimSettings};
 
 use crate::common::Tuning;
 use crate::common::base_url;

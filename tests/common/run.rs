@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use routeval::schema::read_dataset;
-use routeval::serve_sim::{RunningSim, SimSettings, spawn};
+use routeval::upstream_sim::{RunningSim, SimSettings, spawn};
 
 use super::routeval;
 
