@@ -232,6 +232,28 @@ fn every_import_goes_down_a_floor() {
     assert!(arrows.contains_key(&("calibrate".to_owned(), "schema".to_owned())));
 }
 
+/// Which columns a stage reads, and with which details, is the stage's
+/// own fact: a command hands it the names its flags give, never a reader's
+/// options.
+#[test]
+fn cli_builds_no_readers_options() {
+    let cli = repository().join("src/cli");
+    let mut files = Vec::new();
+    rust_files(&cli, &mut files);
+    let building: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .map(code_of)
+                .any(|line| line.contains("ReadOptions"))
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(building.is_empty(), "{building:?}");
+}
+
 #[test]
 fn only_cli_knows_about_clap() {
     let source = repository().join("src");

@@ -9,7 +9,7 @@ use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
 use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, draw_labels, sample};
 use crate::schema::{
-    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, LABEL_SET_OUTPUT, ReadOptions, audits_are_csv,
+    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ColumnNames, LABEL_SET_OUTPUT, audits_are_csv,
     audits_to_bytes, json_lines,
 };
 use crate::units::Share;
@@ -101,7 +101,7 @@ pub enum SampleRequest {
     },
     Audits {
         results: PathBuf,
-        read: ReadOptions,
+        names: ColumnNames,
         options: AuditOptions,
     },
 }
@@ -121,7 +121,7 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
         }
         return Ok(SampleRequest::Audits {
             results: results.clone(),
-            read: ReadOptions::of(args.columns.names()),
+            names: args.columns.names(),
             options: AuditOptions {
                 size,
                 strata,
@@ -176,9 +176,9 @@ pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
         } => labels(&records, (share, audit), seed, &args.out),
         SampleRequest::Audits {
             results,
-            read,
+            names,
             options,
-        } => audits(&results, &read, options, &args.out),
+        } => audits(&results, names, options, &args.out),
     }
 }
 
@@ -262,7 +262,7 @@ fn labels(
 
 fn audits(
     results: &Path,
-    read: &ReadOptions,
+    names: ColumnNames,
     options: AuditOptions,
     out: &Path,
 ) -> anyhow::Result<Outcome> {
@@ -276,7 +276,7 @@ fn audits(
         &[Output::new(out, "--out", kind)],
         &[Named::new(results, "--results")],
     )?;
-    let (rows, slices) = draw_audits(results, read, options)?;
+    let (rows, slices) = draw_audits(results, names, options)?;
     write_bytes_atomically(out, &audits_to_bytes(&rows, csv))
         .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
     let drawn: Vec<String> = slices
@@ -325,14 +325,18 @@ mod tests {
                 rubric: "pairwise".to_owned(),
             })
         );
-        let SampleRequest::Audits { results, read, options } = parse(
+        let SampleRequest::Audits {
+            results,
+            names,
+            options,
+        } = parse(
             "routeval sample --audit 30 --results g.parquet --score-col p --stratify none --seed 8 --out a.csv",
         )
         .unwrap() else {
             panic!("an audit request");
         };
         assert_eq!(results, PathBuf::from("g.parquet"));
-        assert_eq!(read.names.score, "p");
+        assert_eq!(names.score, "p");
         assert_eq!(
             options,
             AuditOptions {

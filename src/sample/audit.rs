@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::schema::{AUDITS_SCHEMA_VERSION, AuditRow, ReadError, ReadOptions, slice_rows};
+use crate::schema::{
+    AUDITS_SCHEMA_VERSION, AuditRow, ColumnNames, ReadError, ReadOptions, slice_rows,
+};
 
 /// Rows to audit per slice, in how many score strata, under which seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +27,11 @@ pub type DrawnPerSlice = BTreeMap<String, (u64, u64)>;
 /// were drawn.
 pub fn draw_audits(
     results: &Path,
-    read: &ReadOptions,
+    names: ColumnNames,
     options: AuditOptions,
 ) -> Result<(Vec<AuditRow>, DrawnPerSlice), ReadError> {
-    let slices = slice_rows(results, read)?;
+    let read = ReadOptions::of(names);
+    let slices = slice_rows(results, &read)?;
     let mut rows = Vec::new();
     let mut counts = BTreeMap::new();
     for (slice, rows_of_slice) in slices {
