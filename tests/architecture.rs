@@ -334,6 +334,25 @@ fn every_terminal_table_is_drawn_by_terminal() {
     assert!(drawing.is_empty(), "{drawing:?}");
 }
 
+/// A Markdown table's rule (`|---|`) is written by `markdown::table`
+/// alone: a document gives its header and rows, never a table's shape.
+#[test]
+fn every_markdown_table_is_drawn_by_markdown() {
+    let source = repository().join("src");
+    let mut files = Vec::new();
+    rust_files(&source, &mut files);
+    let drawing: Vec<String> = files
+        .iter()
+        .filter(|file| !file.ends_with("src/markdown.rs"))
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            text.lines().any(|line| line.contains("|---"))
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(drawing.is_empty(), "{drawing:?}");
+}
+
 /// A file's module path: `src/serve/http.rs` is `serve::http`,
 /// `src/serve/mod.rs` is `serve`.
 fn module_path(source: &Path, file: &Path) -> Vec<String> {

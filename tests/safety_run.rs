@@ -131,7 +131,11 @@ fn a_kill_with_responses_flowing_resends_only_the_calls_in_flight() {
 #[test]
 fn a_part_cut_short_is_quarantined_and_its_calls_sent_again() {
     let directory = tempfile::tempdir().unwrap();
-    let (_sim, dataset, config) = flowing(directory.path(), 200, 30, 0.0, 4);
+    // 400 calls of 80 ms, four at a time, take 8 s: the first part (after
+    // the 2 s flush) stands for seconds before the finished run merges it,
+    // however loaded the machine, instead of the one second 30 ms calls
+    // left the poll to see it in.
+    let (_sim, dataset, config) = flowing(directory.path(), 200, 80, 0.0, 4);
     let out = directory.path().join("run");
     let mut child = spawn_run(&config, &dataset, &out, &["--no-cache"]);
     wait_for("no part was written", || !parts(&out).is_empty());

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::markdown::{code, text};
+use crate::markdown::{code, table, text};
 
 use crate::schema::{DriftDocument, SliceDrift};
 
@@ -112,13 +112,12 @@ pub fn markdown(document: &DriftDocument) -> String {
         document.results.rows,
         document.target
     );
-    let _ = writeln!(out, "| {} |", HEADER.join(" | "));
-    let _ = writeln!(out, "|---|{}", "---:|".repeat(HEADER.len() - 1));
-    for slice in &document.slices {
+    let rows = document.slices.iter().map(|slice| {
         let mut cells = cells(slice);
         cells[0] = text(&slice.slice);
-        let _ = writeln!(out, "| {} |", cells.join(" | "));
-    }
+        cells
+    });
+    out.push_str(&table(&HEADER, rows, 1..));
     if let Some(line) = monitor_line(document) {
         let _ = writeln!(out, "\n{}", text(&line));
     }

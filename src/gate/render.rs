@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::markdown::{code, text};
+use crate::markdown::{code, table, text};
 
 use crate::schema::gate_report::{escalated_cell, optional_cell};
 use crate::schema::{CandidateReport, GateReport, ScoresFrom, SliceRegression, comparison_rows};
@@ -341,16 +341,19 @@ fn exploration_lines(out: &mut String, report: &GateReport) {
 pub fn markdown(report: &GateReport) -> String {
     let mut out = markdown_head(report);
     change_first(&mut out, report);
-    let mut header = String::from("| |");
-    let mut rule = String::from("|---|");
-    for candidate in &report.candidates {
-        let _ = write!(header, " {} |", code(&file_name(&candidate.file)));
-        rule.push_str("---:|");
-    }
-    let _ = writeln!(out, "{header}\n{rule}");
-    for (label, cells) in comparison_rows(report) {
-        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
-    }
+    let mut header = vec![String::new()];
+    header.extend(
+        report
+            .candidates
+            .iter()
+            .map(|candidate| code(&file_name(&candidate.file))),
+    );
+    let rows = comparison_rows(report).into_iter().map(|(label, cells)| {
+        let mut row = vec![label];
+        row.extend(cells);
+        row
+    });
+    out.push_str(&table(&header, rows, 1..));
     out.push('\n');
     match (&report.chosen, &report.emitted) {
         (Some(chosen), Some(emitted)) => {
@@ -403,13 +406,12 @@ pub fn markdown(report: &GateReport) -> String {
             code(&file_name(&candidate.file)),
             report.max_regression
         );
-        let _ = writeln!(out, "| {} |", REGRESSION_HEADER.join(" | "));
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---|\n");
-        for regression in &candidate.regressions {
+        let rows = candidate.regressions.iter().map(|regression| {
             let mut cells = regression_cells(regression);
             cells[0] = text(&cells[0]);
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
+            cells.to_vec()
+        });
+        out.push_str(&table(&REGRESSION_HEADER, rows, 1..7));
         out.push('\n');
     }
     if let Some(chosen) = report
@@ -418,20 +420,30 @@ pub fn markdown(report: &GateReport) -> String {
         .find(|candidate| report.chosen.as_deref() == Some(candidate.file.as_str()))
     {
         let _ = writeln!(out, "### {} per slice\n", code(&file_name(&chosen.file)));
-        out.push_str("| slice | n | quality | lower bound | $/1k req | p95 ms | escalated |\n|---|---:|---:|---:|---:|---:|---:|\n");
-        for m in &chosen.slices {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {:.4} | {} | {:.4} | {} | {} |",
+        let rows = chosen.slices.iter().map(|m| {
+            vec![
                 text(&m.slice),
-                m.n,
-                m.quality,
+                m.n.to_string(),
+                format!("{:.4}", m.quality),
                 optional_cell(m.quality_lower_bound, |v| format!("{v:.4}")),
-                m.mean_cost * 1000.0,
+                format!("{:.4}", m.mean_cost * 1000.0),
                 optional_cell(m.p95_ms, |v| format!("{v:.0}")),
-                escalated_cell(m)
-            );
-        }
+                escalated_cell(m),
+            ]
+        });
+        out.push_str(&table(
+            &[
+                "slice",
+                "n",
+                "quality",
+                "lower bound",
+                "$/1k req",
+                "p95 ms",
+                "escalated",
+            ],
+            rows,
+            1..,
+        ));
     }
     out
 }

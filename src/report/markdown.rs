@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::kit::ReportInputs;
-use crate::markdown::{code, text};
+use crate::markdown::{code, table, table_aligned, text};
 use crate::schema::{CalibrationDocument, GateReport};
 
 pub fn summary(inputs: &ReportInputs<'_>, html_path: &str) -> String {
@@ -97,15 +97,15 @@ fn tiered_summary(out: &mut String, calibration: &CalibrationDocument) {
             .map(|c| format!(" at confidence {c}"))
             .unwrap_or_default(),
     );
-    let _ = writeln!(
-        out,
-        "| slice | n | thresholds | quality | $/1k req | served {} |\n|---|---:|---:|---:|---:|---:|",
-        text(&tiers.join(" / "))
-    );
-    for row in super::kit::tiered_rows(calibration) {
-        let cells: Vec<String> = row.iter().map(|cell| text(cell)).collect();
-        let _ = writeln!(out, "| {} |", cells.join(" | "));
-    }
+    let served = format!("served {}", text(&tiers.join(" / ")));
+    let rows = super::kit::tiered_rows(calibration)
+        .into_iter()
+        .map(|row| row.iter().map(|cell| text(cell)).collect());
+    out.push_str(&table(
+        &["slice", "n", "thresholds", "quality", "$/1k req", &served],
+        rows,
+        1..,
+    ));
     out.push('\n');
 }
 
@@ -127,14 +127,11 @@ fn calibration_summary(out: &mut String, calibration: &CalibrationDocument) {
             .unwrap_or_default(),
         calibration.slices.len()
     );
-    out.push_str("| slice | n | threshold | quality | $/1k req | escalated | saved vs large |\n|---|---:|---:|---:|---:|---:|---:|\n");
     let dash = || "-".to_owned();
-    for slice in &calibration.slices {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+    let rows = calibration.slices.iter().map(|slice| {
+        vec![
             text(&slice.slice),
-            slice.n,
+            slice.n.to_string(),
             slice
                 .threshold
                 .map_or_else(|| "**infeasible**".to_owned(), |t| t.to_string()),
@@ -148,18 +145,35 @@ fn calibration_summary(out: &mut String, calibration: &CalibrationDocument) {
             slice
                 .savings_vs_always_large
                 .map_or_else(dash, |s| format!("{:.1}%", s * 100.0)),
-        );
-    }
+        ]
+    });
+    out.push_str(&table(
+        &[
+            "slice",
+            "n",
+            "threshold",
+            "quality",
+            "$/1k req",
+            "escalated",
+            "saved vs large",
+        ],
+        rows,
+        1..,
+    ));
     out.push('\n');
     let audits = crate::schema::audit_rows(calibration);
     if !audits.is_empty() {
         out.push_str("The grader against the humans' verdicts on the audited rows (the quality corrected by them, and the audited rows that would bring its bound within ±W):\n\n");
-        let _ = writeln!(out, "| {} |", crate::schema::AUDIT_HEADER.join(" | "));
-        out.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-        for mut row in audits {
+        let rows = audits.into_iter().map(|mut row| {
             row[0] = text(&row[0]);
-            let _ = writeln!(out, "| {} |", row.join(" | "));
-        }
+            row
+        });
+        // How the rows were drawn (the third column) is a word.
+        out.push_str(&table_aligned(
+            &crate::schema::AUDIT_HEADER,
+            rows,
+            |column| column != 0 && column != 2,
+        ));
         out.push('\n');
     }
 }

@@ -266,67 +266,75 @@ pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
             code(&drift.records.path),
             drift.verdict.name()
         );
-        let _ = writeln!(out, "| slice | requests | verdict |\n|---|---|---|");
-        for slice in &drift.slices {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
+        let slices = drift.slices.iter().map(|slice| {
+            vec![
                 text(&slice.slice),
-                slice.requests,
-                slice.verdict.name()
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n| route | fell back | TTFT p95 ms | verdict |\n|---|---|---|---|"
-        );
-        for route in &drift.routes {
-            let _ = writeln!(
-                out,
-                "| {} | {:.1}% | {} | {} |",
+                slice.requests.to_string(),
+                slice.verdict.name().to_owned(),
+            ]
+        });
+        out.push_str(&crate::markdown::table(
+            &["slice", "requests", "verdict"],
+            slices,
+            ..0,
+        ));
+        let routes = drift.routes.iter().map(|route| {
+            vec![
                 text(&route.route),
-                route.fallback_share * 100.0,
+                format!("{:.1}%", route.fallback_share * 100.0),
                 route
                     .ttft_p95_ms
                     .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
-                route.verdict.name()
-            );
-        }
+                route.verdict.name().to_owned(),
+            ]
+        });
+        out.push('\n');
+        out.push_str(&crate::markdown::table(
+            &["route", "fell back", "TTFT p95 ms", "verdict"],
+            routes,
+            ..0,
+        ));
         out.push('\n');
     }
     if let Some(fallback) = &documents.fallback {
         let _ = writeln!(
             out,
-            "**Breakers replayed** on route {}:\n\n| policy | total wait s | p95 s | to fallback |\n|---|---|---|---|",
+            "**Breakers replayed** on route {}:\n",
             code(&fallback.route)
         );
-        for policy in &fallback.policies {
-            let _ = writeln!(
-                out,
-                "| {} | {:.1} | {:.2} | {:.1}% |",
+        let policies = fallback.policies.iter().map(|policy| {
+            vec![
                 text(&policy.name),
-                policy.total_wait_s,
-                policy.p95_wait_s,
-                policy.fallback_share * 100.0
-            );
-        }
+                format!("{:.1}", policy.total_wait_s),
+                format!("{:.2}", policy.p95_wait_s),
+                format!("{:.1}%", policy.fallback_share * 100.0),
+            ]
+        });
+        out.push_str(&crate::markdown::table(
+            &["policy", "total wait s", "p95 s", "to fallback"],
+            policies,
+            ..0,
+        ));
         out.push('\n');
     }
     if let Some(hedge) = &documents.hedge {
-        let _ = writeln!(
-            out,
-            "**Hedging** at the p95 delay:\n\n| prompt | p95 ms | extra input |\n|---|---|---|"
-        );
-        for row in hedge.rows.iter().filter(|row| row.delay_quantile == 0.95) {
-            let _ = writeln!(
-                out,
-                "| {} | {:.0} → {:.0} | {:.1}% |",
-                text(&row.bucket),
-                row.p95_ttft_ms[0],
-                row.p95_ttft_ms[1],
-                row.extra_input_share * 100.0
-            );
-        }
+        out.push_str("**Hedging** at the p95 delay:\n\n");
+        let rows = hedge
+            .rows
+            .iter()
+            .filter(|row| row.delay_quantile == 0.95)
+            .map(|row| {
+                vec![
+                    text(&row.bucket),
+                    format!("{:.0} → {:.0}", row.p95_ttft_ms[0], row.p95_ttft_ms[1]),
+                    format!("{:.1}%", row.extra_input_share * 100.0),
+                ]
+            });
+        out.push_str(&crate::markdown::table(
+            &["prompt", "p95 ms", "extra input"],
+            rows,
+            ..0,
+        ));
         out.push('\n');
     }
 }

@@ -247,20 +247,19 @@ pub fn replay_summary(out: &mut String, replay: &ReplayDocument) {
         replay.pool.replicas,
         replay.trace.ceiling_hit_rate * 100.0
     );
-    let _ = writeln!(
-        out,
-        "| policy | hit rate | TTFT p95 ms | herding s |\n|---|---|---|---|"
-    );
-    for policy in &replay.policies {
-        let _ = writeln!(
-            out,
-            "| {} | {:.1}% | {:.0} | {:.0} |",
+    let rows = replay.policies.iter().map(|policy| {
+        vec![
             text(&policy.name),
-            policy.hit_rate * 100.0,
-            policy.ttft_ms.p95,
-            policy.herding_s
-        );
-    }
+            format!("{:.1}%", policy.hit_rate * 100.0),
+            format!("{:.0}", policy.ttft_ms.p95),
+            format!("{:.0}", policy.herding_s),
+        ]
+    });
+    out.push_str(&crate::markdown::table(
+        &["policy", "hit rate", "TTFT p95 ms", "herding s"],
+        rows,
+        ..0,
+    ));
     out.push('\n');
     if let Some(calibration) = &replay.calibration {
         let _ = writeln!(

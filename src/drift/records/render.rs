@@ -14,25 +14,18 @@ fn window_length(window_ms: i64) -> String {
 }
 
 pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String {
+    // One model per table, drawn by either back end.
     let render = |(header, rows): (Vec<&str>, Vec<Vec<String>>)| {
-        let rows: Vec<Vec<String>> =
-            std::iter::once(header.iter().map(|cell| (*cell).to_owned()).collect())
-                .chain(rows)
-                .collect();
         if markdown {
-            let mut out = String::new();
-            for (index, row) in rows.iter().enumerate() {
-                let cells: Vec<String> =
-                    row.iter().map(|cell| crate::markdown::text(cell)).collect();
-                out.push_str(&format!("| {} |\n", cells.join(" | ")));
-                if index == 0 {
-                    out.push_str(&format!("|{}\n", "---|".repeat(row.len())));
-                }
-            }
-            out
+            let escape = |cells: &[String]| -> Vec<String> {
+                cells
+                    .iter()
+                    .map(|cell| crate::markdown::text(cell))
+                    .collect()
+            };
+            let header: Vec<String> = header.iter().map(|cell| (*cell).to_owned()).collect();
+            crate::markdown::table(&escape(&header), rows.iter().map(|row| escape(row)), ..0)
         } else {
-            let mut rows = rows.into_iter();
-            let header = rows.next().expect("a header row");
             crate::terminal::table(header, rows) + "\n"
         }
     };
