@@ -28,6 +28,27 @@ impl Clock for FixedClock {
     }
 }
 
+/// An instant written `YYYY-MM-DDTHH:MM:SSZ` (a flag's `--at`): read with
+/// [`parse_rfc3339`], written back as it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp(pub i64);
+
+impl std::str::FromStr for Timestamp {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Timestamp, String> {
+        parse_rfc3339(text)
+            .map(Timestamp)
+            .ok_or_else(|| format!("{text:?} is not YYYY-MM-DDTHH:MM:SSZ"))
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&format_rfc3339(self.0))
+    }
+}
+
 /// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds (proleptic Gregorian, UTC).
 pub fn format_rfc3339(unix_seconds: i64) -> String {
     let days = unix_seconds.div_euclid(86_400);
@@ -147,6 +168,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timestamp_is_written_as_it_was_read_and_a_bad_one_named() {
+        let at: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        assert_eq!(at.to_string(), "2026-12-01T00:00:00Z");
+        assert_eq!(
+            "2026-02-30T00:00:00Z".parse::<Timestamp>().unwrap_err(),
+            "\"2026-02-30T00:00:00Z\" is not YYYY-MM-DDTHH:MM:SSZ"
+        );
+    }
 
     #[test]
     fn formats_known_instants() {

@@ -3,10 +3,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
-use crate::clock::{Clock, FixedClock, SystemClock, parse_rfc3339};
+use crate::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
 use crate::gate::{GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, rollback, terminal};
@@ -138,7 +138,7 @@ pub struct GateArgs {
     /// Sign as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of now; the
     /// gate says so on stderr. For reproducible tests.
     #[arg(long, value_name = "TIME")]
-    pub at: Option<String>,
+    pub at: Option<Timestamp>,
 
     /// The file's name for the score column.
     #[arg(long, value_name = "NAME", default_value = "score")]
@@ -180,7 +180,7 @@ pub struct VerifyArgs {
     /// Check expiry as of this instant (YYYY-MM-DDTHH:MM:SSZ) instead of
     /// now; verify says so in its output.
     #[arg(long, value_name = "TIME")]
-    pub at: Option<String>,
+    pub at: Option<Timestamp>,
 }
 
 /// Checks the flags and converts them to the stage's options.
@@ -241,8 +241,8 @@ fn rollback_options(args: GateArgs, to: PathBuf) -> anyhow::Result<RollbackOptio
 }
 
 pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
-    let (json, at) = (args.json, args.at.clone());
-    let clock = clock_at(at.as_deref())?;
+    let (json, at) = (args.json, args.at);
+    let clock = clock_at(at);
     let report = match args.rollback_to.clone() {
         Some(to) => rollback(&rollback_options(args, to)?, clock.as_ref())?,
         None => gate(&options(args)?, clock.as_ref())?,
@@ -284,14 +284,10 @@ fn serve_endpoint(args: &GateArgs) -> anyhow::Result<Option<crate::gate::ServeEn
 }
 
 /// The system clock, or the instant `--at` names.
-fn clock_at(at: Option<&str>) -> anyhow::Result<Box<dyn Clock>> {
+fn clock_at(at: Option<Timestamp>) -> Box<dyn Clock> {
     match at {
-        None => Ok(Box::new(SystemClock)),
-        Some(text) => {
-            let now = parse_rfc3339(text)
-                .with_context(|| format!("--at: {text:?} is not YYYY-MM-DDTHH:MM:SSZ"))?;
-            Ok(Box::new(FixedClock(now)))
-        }
+        None => Box::new(SystemClock),
+        Some(Timestamp(now)) => Box::new(FixedClock(now)),
     }
 }
 
@@ -307,7 +303,7 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<Outcome> {
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<Outcome> {
     let public = load_public(&args.pubkey)?;
-    let clock = clock_at(args.at.as_deref())?;
+    let clock = clock_at(args.at);
     let as_of = args
         .at
         .as_ref()
