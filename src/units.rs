@@ -1,5 +1,6 @@
 //! The bounded quantities the stages take: a quality target, a confidence,
-//! a share of requests, a fraction of rows, a proportion and a span of time.
+//! a share of requests drawn, a fraction of rows, a margin, a proportion of
+//! requests allowed and a span of time.
 //!
 //! Each is checked when it is made, from a flag (`FromStr`, which clap uses
 //! as the flag's value parser) or from a number (`new`), so a stage never
@@ -123,6 +124,13 @@ bounded!(
     "a margin is at least 0 and at most 1 (0.01)"
 );
 
+bounded!(
+    /// A share of requests allowed, from none to all: from 0 to 1.
+    Proportion,
+    Bounds::Closed,
+    "a proportion is at least 0 and at most 1 (0.1)"
+);
+
 impl Confidence {
     /// The error rate the confidence leaves: 1 − confidence.
     pub fn delta(self) -> f64 {
@@ -218,6 +226,11 @@ mod tests {
             "1: a fraction is between 0 and 1 (0.2)"
         );
         assert_eq!("0".parse::<Margin>().unwrap().get(), 0.0);
+        assert_eq!("0".parse::<Proportion>().unwrap().get(), 0.0);
+        assert_eq!(
+            "1.5".parse::<Proportion>().unwrap_err().to_string(),
+            "1.5: a proportion is at least 0 and at most 1 (0.1)"
+        );
         assert_eq!(
             "-0.1".parse::<Margin>().unwrap_err().to_string(),
             "-0.1: a margin is at least 0 and at most 1 (0.01)"

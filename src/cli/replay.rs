@@ -17,7 +17,7 @@ use crate::schema::CallTier;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;
 use crate::schema::{FALLBACK_OUTPUT, Learning};
-use crate::units::Span;
+use crate::units::{Proportion, Span};
 
 use super::print::{emit, encode, print};
 
@@ -91,8 +91,8 @@ pub struct FallbackArgs {
     pub learning: LearningArg,
 
     /// Retries and fallbacks allowed as a share of requests.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
-    pub retry_budget: f64,
+    #[arg(long, value_name = "SHARE", default_value = "0.1")]
+    pub retry_budget: Proportion,
 
     /// A route table: the fallback route's `rpm` is the capacity its peak
     /// must fit in.
@@ -104,8 +104,8 @@ pub struct FallbackArgs {
     pub calibrate: bool,
 
     /// The most of the traffic the calibrated breaker may send to the fallback.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
-    pub max_fallback_share: f64,
+    #[arg(long, value_name = "SHARE", default_value = "0.2")]
+    pub max_fallback_share: Proportion,
 
     /// With --calibrate and --routes: write the route table with the chosen
     /// breaker as the primary route's `[routes.breaker]` to this new file.
@@ -418,14 +418,6 @@ impl FallbackArgs {
         if self.open_after == 0 {
             bail!("--open-after must be at least 1");
         }
-        for (flag, share) in [
-            ("--retry-budget", self.retry_budget),
-            ("--max-fallback-share", self.max_fallback_share),
-        ] {
-            if !(0.0..=1.0).contains(&share) {
-                bail!("{flag} must be a share in [0, 1], got {share}");
-            }
-        }
         Ok(FallbackOptions {
             records: self.records.clone(),
             route: self.route.clone(),
@@ -616,10 +608,6 @@ mod tests {
         for (flags, message) in [
             ("--open-after 0", "--open-after must be at least 1"),
             (
-                "--retry-budget 1.5",
-                "--retry-budget must be a share in [0, 1], got 1.5",
-            ),
-            (
                 "--deadline-ms 0",
                 "--deadline-ms must be a positive number of milliseconds, got 0",
             ),
@@ -631,5 +619,17 @@ mod tests {
             .unwrap_err();
             assert_eq!(error.to_string(), message, "{flags}");
         }
+        let error = Cli::try_parse_from(
+            "routeval replay fallback --records r.parquet --route p --retry-budget 1.5"
+                .split_whitespace(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error.lines().next(),
+            Some(
+                "error: invalid value '1.5' for '--retry-budget <SHARE>': 1.5: a proportion is at least 0 and at most 1 (0.1)"
+            )
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::serve::{
     BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, LogFormat, LogLevel,
     LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, default_max_connections, serve,
 };
+use crate::units::Proportion;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -117,8 +118,8 @@ pub struct ServeArgs {
 
     /// Extra calls (a fallback after a failed attempt) allowed, as a share
     /// of the requests of the last --retry-budget-window-s.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
-    pub retry_budget: f64,
+    #[arg(long, value_name = "SHARE", default_value = "0.1")]
+    pub retry_budget: Proportion,
 
     /// The retry budget's sliding window.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
@@ -185,12 +186,6 @@ impl ServeArgs {
                 bail!("{flag} must be at least 1");
             }
         }
-        if !(0.0..=1.0).contains(&self.retry_budget) {
-            bail!(
-                "--retry-budget must be a share in [0, 1], got {}",
-                self.retry_budget
-            );
-        }
         if !(self.retry_budget_window_s.is_finite() && self.retry_budget_window_s > 0.0) {
             bail!(
                 "--retry-budget-window-s must be a positive number of seconds, got {}",
@@ -234,7 +229,7 @@ impl ServeArgs {
                 total: Duration::from_millis(self.total_timeout_ms),
             },
             budget: BudgetSettings {
-                share: self.retry_budget,
+                share: self.retry_budget.get(),
                 window_ms: self.retry_budget_window_s * 1e3,
                 min_per_window: self.retry_budget_min,
             },

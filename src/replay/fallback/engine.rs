@@ -12,6 +12,7 @@ use super::{
 };
 use crate::routes::{RouteBreaker, RouteTable};
 use crate::schema::{FALLBACK_SCHEMA_VERSION, FallbackDocument, InputFile, Learning};
+use crate::units::Proportion;
 
 /// A fallback replay, already checked: positive `deadline_ms` and
 /// `open_ms`, `open_after` at least 1, shares in [0, 1], a non-negative
@@ -34,8 +35,8 @@ pub struct FallbackOptions {
     pub learning: Learning,
     /// Search for the breaker's deadline and failure count.
     pub calibrate: bool,
-    pub retry_budget: f64,
-    pub max_fallback_share: f64,
+    pub retry_budget: Proportion,
+    pub max_fallback_share: Proportion,
     /// Where the route table with the chosen breaker is to go
     /// (`--write-routes`, a new file): the replay makes its text, and names
     /// the file in its errors.
@@ -128,8 +129,8 @@ pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
             &latency,
             options.open_ms,
             BreakerBounds {
-                max_fallback_share: options.max_fallback_share,
-                retry_budget: options.retry_budget,
+                max_fallback_share: options.max_fallback_share.get(),
+                retry_budget: options.retry_budget.get(),
                 fallback_capacity_per_s: capacity,
             },
             options.learning,
@@ -148,7 +149,7 @@ pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
             .then_some(inputs.latency_source),
         learning: options.learning,
         fallback_capacity_per_s: capacity,
-        retry_budget: options.retry_budget,
+        retry_budget: options.retry_budget.get(),
         policies: replay_fallback(requests, &latency, &policies, options.learning),
         calibration,
     };
