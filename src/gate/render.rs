@@ -419,31 +419,36 @@ pub fn markdown(report: &GateReport) -> String {
         .iter()
         .find(|candidate| report.chosen.as_deref() == Some(candidate.file.as_str()))
     {
-        let _ = writeln!(out, "### {} per slice\n", code(&file_name(&chosen.file)));
-        let rows = chosen.slices.iter().map(|m| {
-            vec![
-                text(&m.slice),
-                m.n.to_string(),
-                format!("{:.4}", m.quality),
-                optional_cell(m.quality_lower_bound, |v| format!("{v:.4}")),
-                format!("{:.4}", m.mean_cost * 1000.0),
-                optional_cell(m.p95_ms, |v| format!("{v:.0}")),
-                escalated_cell(m),
-            ]
-        });
-        out.push_str(&table(
-            &[
-                "slice",
-                "n",
-                "quality",
-                "lower bound",
-                "$/1k req",
-                "p95 ms",
-                "escalated",
-            ],
-            rows,
-            1..,
-        ));
+        chosen_per_slice(&mut out, chosen);
     }
     out
+}
+
+/// The chosen candidate's metrics, per slice, as a Markdown section.
+fn chosen_per_slice(out: &mut String, chosen: &CandidateReport) {
+    let _ = writeln!(out, "### {} per slice\n", code(&file_name(&chosen.file)));
+    let rows = chosen.slices.iter().map(|m| {
+        vec![
+            text(&m.slice),
+            m.n.to_string(),
+            format!("{:.4}", m.quality),
+            optional_cell(m.quality_lower_bound, |v| format!("{v:.4}")),
+            format!("{:.4}", m.mean_cost * 1000.0),
+            optional_cell(m.p95_ms, |v| format!("{v:.0}")),
+            escalated_cell(m),
+        ]
+    });
+    out.push_str(&table(
+        &[
+            "slice",
+            "n",
+            "quality",
+            "lower bound",
+            "$/1k req",
+            "p95 ms",
+            "escalated",
+        ],
+        rows,
+        1..,
+    ));
 }
