@@ -31,6 +31,7 @@ fn commands(workflow: &str) -> Vec<Vec<String>> {
         .filter(|line| line.starts_with("routeval "))
         .map(|line| {
             let line = line.split(" > ").next().unwrap_or(line);
+            let mut previous = String::new();
             shell_words(line)
                 .into_iter()
                 .map(|word| {
@@ -38,10 +39,15 @@ fn commands(workflow: &str) -> Vec<Vec<String>> {
                     for (name, value) in &variables {
                         word = word.replace(&format!("${name}"), value);
                     }
-                    if word.contains('$') {
-                        "placeholder".to_owned()
-                    } else {
+                    let flag = std::mem::replace(&mut previous, word.clone());
+                    if !word.contains('$') {
                         word
+                    } else if flag == "--at" {
+                        // What the step's `date -u ... +%Y-%m-%dT%H:%M:%SZ`
+                        // writes (checked below).
+                        "2026-12-31T00:00:00Z".to_owned()
+                    } else {
+                        "placeholder".to_owned()
                     }
                 })
                 .collect()
@@ -74,6 +80,11 @@ fn every_routeval_command_in_the_workflow_parses() {
             panic!("{}: {error}", command.join(" "));
         }
     }
+    // The instant `verify --at` is given is the shape it reads.
+    assert!(
+        workflow.contains("soon=$(date -u -d \"+$RENEW_DAYS days\" +%Y-%m-%dT%H:%M:%SZ)"),
+        "the expiry step computes --at otherwise"
+    );
 }
 
 fn ci_file(name: &str) -> String {
