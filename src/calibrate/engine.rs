@@ -96,7 +96,7 @@ pub(super) fn calibrate_two_tiers(
 /// guarantee spends δ across the slices (Bonferroni: the chance that any
 /// slice misses is at most the sum of their chances).
 pub(super) fn slice_confidence(options: &CalibrateOptions, slices: usize) -> Option<f64> {
-    options.confidence.map(f64::from).map(|confidence| {
+    options.confidence_level().map(|confidence| {
         if options.familywise {
             1.0 - (1.0 - confidence) / slices as f64
         } else {
@@ -131,7 +131,7 @@ pub(super) fn document(
         policy: options.policy,
         score_column,
         target: options.target.get(),
-        confidence: options.confidence.map(f64::from),
+        confidence: options.confidence_level(),
         guarantee: if options.familywise && options.confidence.is_some() {
             Guarantee::Familywise
         } else {
@@ -194,11 +194,7 @@ pub(super) fn in_parallel<T: Send, R: Send>(items: Vec<T>, work: impl Fn(T) -> R
 fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCalibration {
     let curve = Curve::sweep(&mut data.calibration);
     let rows = curve.rows;
-    let selection = select(
-        &curve,
-        options.target.get(),
-        options.confidence.map(f64::from),
-    );
+    let selection = select(&curve, options.target.get(), options.confidence_level());
     let chosen = selection.chosen.map(|index| curve.candidates[index]);
     let baselines = baselines(&data.calibration.totals);
     let max_successes = curve
@@ -219,7 +215,7 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
                     escalated,
                     to_usd(cost),
                     options.target.get(),
-                    options.confidence.map(f64::from),
+                    options.confidence_level(),
                 )
             }
             _ => HoldoutResult::unmeasured(n),
@@ -249,15 +245,15 @@ fn calibrate_slice(mut data: SliceData, options: &CalibrateOptions) -> SliceCali
             .then(|| infeasibility(&curve, &selection, max_successes, options)),
         threshold: chosen.map(|chosen| Threshold(chosen.threshold)),
         quality: chosen.map(|chosen| chosen.quality(rows)),
-        quality_lower_bound: chosen.zip(options.confidence.map(f64::from)).map(
-            |(chosen, confidence)| {
+        quality_lower_bound: chosen
+            .zip(options.confidence_level())
+            .map(|(chosen, confidence)| {
                 if selection.corrected {
                     curve.corrected(&chosen).lower_bound(1.0 - confidence)
                 } else {
                     clopper_pearson_lower(chosen.successes, rows, 1.0 - confidence)
                 }
-            },
-        ),
+            }),
         mean_cost,
         escalation_rate: chosen.map(|chosen| chosen.escalation_rate(rows)),
         savings_vs_always_large: mean_cost
@@ -302,7 +298,7 @@ fn audit_summary(
         }
     }
     let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
-    let delta = 1.0 - options.confidence.map(f64::from).unwrap_or(0.95);
+    let delta = 1.0 - options.confidence_level().unwrap_or(0.95);
     let corrected = chosen.map(|chosen| curve.corrected(chosen));
     Some(AuditSummary {
         rows: curve.audited,
@@ -344,7 +340,7 @@ fn infeasibility(
 ) -> String {
     let rows = curve.rows;
     let target = options.target.get();
-    let Some(confidence) = options.confidence.map(f64::from) else {
+    let Some(confidence) = options.confidence_level() else {
         return format!(
             "the best reachable quality is {:.4}, below the target {target}",
             max_successes as f64 / rows as f64

@@ -36,3 +36,10 @@ pub struct CalibrateOptions {
     /// With more than two tiers: candidate thresholds per tier boundary.
     pub grid: usize,
 }
+
+impl CalibrateOptions {
+    /// The confidence as a number, where one is asked.
+    pub(super) fn confidence_level(&self) -> Option<f64> {
+        self.confidence.map(Confidence::get)
+    }
+}

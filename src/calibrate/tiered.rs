@@ -508,7 +508,7 @@ fn held_out(
                     held_n - served.served[0],
                     to_usd(served.cost),
                     options.target.get(),
-                    options.confidence.map(f64::from),
+                    options.confidence_level(),
                 )
             }
             _ => HoldoutResult::unmeasured(held_n),

@@ -80,7 +80,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             rows,
         },
         target: options.target.get(),
-        confidence: options.confidence.map(f64::from),
+        confidence: options.confidence_level(),
         max_regression: options.max_regression.get(),
         familywise: options.familywise,
         baseline: inputs.baseline.map(|(path, sha256, config)| BaselineRef {
@@ -235,7 +235,7 @@ fn route_config(
             candidate_sha256: candidate.sha256.clone(),
             git_commit: git_commit(&candidate.path),
             target: options.target.get(),
-            confidence: options.confidence.map(f64::from),
+            confidence: options.confidence_level(),
             metrics,
             rollback_of: None,
             exploration: report.exploration.clone(),

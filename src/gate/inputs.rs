@@ -181,7 +181,7 @@ impl Inputs {
         let production = super::production::Production::read(
             &options.production,
             baseline.as_ref().map(|(_, sha256, _)| sha256.as_str()),
-            options.confidence.map(f64::from),
+            options.confidence_level(),
         )?;
         Ok(Inputs {
             graded,

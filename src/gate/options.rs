@@ -52,6 +52,11 @@ pub struct GateOptions {
 }
 
 impl GateOptions {
+    /// The confidence as a number, where one is asked.
+    pub(super) fn confidence_level(&self) -> Option<f64> {
+        self.confidence.map(Confidence::get)
+    }
+
     /// How the gate reads the results: with the details its report shows.
     pub(super) fn read_options(&self) -> ReadOptions {
         ReadOptions::of(self.names.clone()).with_details()

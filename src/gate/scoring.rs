@@ -44,7 +44,7 @@ pub(super) fn score_candidates(
                 &config.table,
                 graded,
                 &scores,
-                options.confidence.map(f64::from),
+                options.confidence_level(),
                 tiered.as_ref(),
             ))
         }
@@ -52,7 +52,7 @@ pub(super) fn score_candidates(
     };
     let context = RuleContext {
         target: options.target.get(),
-        confidence: options.confidence.map(f64::from),
+        confidence: options.confidence_level(),
         constraints: &inputs.constraints,
         max_regression: options.max_regression.get(),
         familywise: options.familywise,
@@ -112,7 +112,7 @@ impl Scoring<'_> {
             table,
             graded,
             &candidate.scores,
-            options.confidence.map(f64::from),
+            options.confidence_level(),
             candidate.tiered.as_ref(),
         );
         let regressions = match self.baseline {
@@ -121,8 +121,7 @@ impl Scoring<'_> {
                 baseline,
                 options.max_regression.get(),
                 1.0 - options
-                    .confidence
-                    .map(f64::from)
+                    .confidence_level()
                     .unwrap_or(DEFAULT_REGRESSION_CONFIDENCE),
             ),
             None => Vec::new(),
@@ -147,7 +146,7 @@ impl Scoring<'_> {
         let (production, on_production) = inputs.production.judge(
             &candidate.sha256,
             options.target.get(),
-            options.confidence.map(f64::from),
+            options.confidence_level(),
             options.max_regression.get(),
         );
         failures.extend(on_production);
