@@ -169,7 +169,7 @@ fn scores_can_go_into_a_column_of_their_own() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
-            "--into: \"large_ok\" is a column of the graded-results table",
+            "for '--into <NAME>': \"large_ok\" is a column of the graded-results table",
         ));
     assert!(!directory.path().join("x.bin").exists());
 }
@@ -240,12 +240,17 @@ fn an_external_routers_scores_join_by_id() {
         ));
     let twice = directory.path().join("twice.csv");
     std::fs::write(&twice, format!("{external}p7,0.5\n")).unwrap();
+    let first = external
+        .lines()
+        .position(|line| line.starts_with("p7,"))
+        .unwrap()
+        + 1;
     join(&twice, "twice.parquet")
         .assert()
         .code(2)
-        .stderr(predicates::str::contains(
-            "twice.csv: line 402: id \"p7\" has a score already (--scores)",
-        ));
+        .stderr(predicates::str::contains(format!(
+            "twice.csv: line 402, column \"id\": duplicate id \"p7\", first seen at line {first}"
+        )));
     assert!(!directory.path().join("short.parquet").exists());
     assert!(!directory.path().join("twice.parquet").exists());
 }

@@ -667,11 +667,11 @@ fn validation_is_the_same_in_every_stage() {
     };
     refused(
         train(&["--into", ""]),
-        "--into: a column name cannot be empty",
+        "for '--into <NAME>': a column name cannot be empty",
     );
     refused(
         train(&["--folds", "18446744073709551615"]),
-        "--folds must be from 2 to 100",
+        "for '--folds <K>': 18446744073709551615: folds are from 2 to 100",
     );
     assert!(!directory.path().join("r.bin").exists());
     refused(

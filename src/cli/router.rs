@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
 use clap::{Args, Subcommand};
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::router::{JoinOptions, ScoreOptions, TrainOptions};
-use crate::router_model::ROUTER_OUTPUT;
-use crate::schema::{Column, GRADED_OUTPUT};
+use crate::router_model::{Folds, ROUTER_OUTPUT};
+use crate::schema::{GRADED_OUTPUT, ScoreColumn};
+use crate::units::Fraction;
 
 use super::print::println;
 
@@ -42,17 +42,17 @@ pub struct RouterTrainArgs {
 
     /// The share of prompts kept out of training for calibration, split by
     /// a hash of the prompt's text.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.5)]
-    pub calibration_share: f64,
+    #[arg(long, value_name = "SHARE", default_value = "0.5")]
+    pub calibration_share: Fraction,
 
     /// The column the scores go into; another than `score` keeps the
     /// results' own score (a cascade's verifier score) beside them.
     #[arg(long, value_name = "NAME", default_value = "score")]
-    pub into: String,
+    pub into: ScoreColumn,
 
     /// Folds for the cross-fitted APGR reported on the training part.
-    #[arg(long, value_name = "K", default_value_t = 5)]
-    pub folds: usize,
+    #[arg(long, value_name = "K", default_value = "5")]
+    pub folds: Folds,
 
     /// Seed of the training order.
     #[arg(long, value_name = "S", default_value_t = 0)]
@@ -84,7 +84,7 @@ pub struct RouterScoreArgs {
     /// The column the scores go into; another than `score` keeps the
     /// results' own score beside them.
     #[arg(long, value_name = "NAME", default_value = "score")]
-    pub into: String,
+    pub into: ScoreColumn,
 
     /// The column with the prompt text.
     #[arg(long, value_name = "NAME", default_value = "prompt")]
@@ -112,7 +112,7 @@ pub struct RouterJoinArgs {
     /// The column the scores go into; another than `score` keeps the
     /// results' own score beside them.
     #[arg(long, value_name = "NAME", default_value = "score")]
-    pub into: String,
+    pub into: ScoreColumn,
 
     /// The results with the joined scores (Parquet).
     #[arg(long, value_name = "FILE")]
@@ -131,43 +131,10 @@ pub fn run(command: RouterCommand) -> anyhow::Result<Outcome> {
     }
 }
 
-/// The most folds a cross-fit may have: each fold trains a model, so more
-/// than this is a typo, not a plan.
-pub const MAX_FOLDS: usize = 100;
-
-pub(super) fn check_folds(folds: usize) -> anyhow::Result<()> {
-    if !(2..=MAX_FOLDS).contains(&folds) {
-        bail!("--folds must be from 2 to {MAX_FOLDS}, got {folds}");
-    }
-    Ok(())
-}
-
-/// Refuses an `--into` that is empty or would overwrite a column of the
-/// table other than its score.
-fn check_into(into: &str) -> anyhow::Result<()> {
-    if into.trim().is_empty() {
-        bail!("--into: a column name cannot be empty");
-    }
-    match Column::from_name(into) {
-        Some(column) if column != Column::Score => bail!(
-            "--into: \"{into}\" is a column of the graded-results table; name `score` or a new column"
-        ),
-        _ => Ok(()),
-    }
-}
-
 impl RouterTrainArgs {
-    /// The stage's options, each flag checked where it is parsed.
-    pub fn options(&self) -> anyhow::Result<TrainOptions> {
-        check_into(&self.into)?;
-        check_folds(self.folds)?;
-        if !(self.calibration_share > 0.0 && self.calibration_share < 1.0) {
-            bail!(
-                "--calibration-share must be above 0 and below 1, got {}",
-                self.calibration_share
-            );
-        }
-        Ok(TrainOptions {
+    /// The stage's options, each flag checked where it was parsed.
+    pub fn options(&self) -> TrainOptions {
+        TrainOptions {
             results: self.results.clone(),
             out: self.out.clone(),
             scored_out: self.scored_out.clone(),
@@ -177,42 +144,40 @@ impl RouterTrainArgs {
             seed: self.seed,
             prompt_col: self.prompt_col.clone(),
             slice_col: self.slice_col.clone(),
-        })
+        }
     }
 }
 
 impl RouterScoreArgs {
-    /// The stage's options, each flag checked where it is parsed.
-    pub fn options(&self) -> anyhow::Result<ScoreOptions> {
-        check_into(&self.into)?;
-        Ok(ScoreOptions {
+    /// The stage's options, each flag checked where it was parsed.
+    pub fn options(&self) -> ScoreOptions {
+        ScoreOptions {
             router: self.router.clone(),
             results: self.results.clone(),
             out: self.out.clone(),
             into: self.into.clone(),
             prompt_col: self.prompt_col.clone(),
             slice_col: self.slice_col.clone(),
-        })
+        }
     }
 }
 
 impl RouterJoinArgs {
-    /// The stage's options, each flag checked where it is parsed.
-    pub fn options(&self) -> anyhow::Result<JoinOptions> {
-        check_into(&self.into)?;
-        Ok(JoinOptions {
+    /// The stage's options, each flag checked where it was parsed.
+    pub fn options(&self) -> JoinOptions {
+        JoinOptions {
             results: self.results.clone(),
             scores: self.scores.clone(),
             scores_col: self.scores_col.clone(),
             into: self.into.clone(),
             out: self.out.clone(),
             slice_col: self.slice_col.clone(),
-        })
+        }
     }
 }
 
 fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
-    let options = args.options()?;
+    let options = args.options();
     let mut outputs = vec![Output::new(&args.out, "--out", &ROUTER_OUTPUT)];
     if let Some(scored) = &args.scored_out {
         outputs.push(Output::new(scored, "--scored-out", &GRADED_OUTPUT));
@@ -229,7 +194,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
         println(&format!(
             "calibration part: {} prompts the model never saw, scored by it in {:?}: {}",
             trained.calibration,
-            args.into,
+            args.into.as_str(),
             scored.display()
         ))?;
     }
@@ -246,7 +211,7 @@ fn train(args: RouterTrainArgs) -> anyhow::Result<Outcome> {
 }
 
 fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
-    let options = args.options()?;
+    let options = args.options();
     check_outputs(
         &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
@@ -261,7 +226,7 @@ fn score(args: RouterScoreArgs) -> anyhow::Result<Outcome> {
 
 /// An external router's scores, joined by id into the results.
 fn join(args: RouterJoinArgs) -> anyhow::Result<Outcome> {
-    let options = args.options()?;
+    let options = args.options();
     check_outputs(
         &[Output::new(&args.out, "--out", &GRADED_OUTPUT)],
         &[
@@ -306,14 +271,14 @@ mod tests {
             panic!("train");
         };
         assert_eq!(
-            train.options().unwrap(),
+            train.options(),
             TrainOptions {
                 results: PathBuf::from("r.parquet"),
                 out: PathBuf::from("m.bin"),
                 scored_out: Some(PathBuf::from("s.parquet")),
-                into: "router_score".to_owned(),
-                calibration_share: 0.3,
-                folds: 4,
+                into: "router_score".parse().unwrap(),
+                calibration_share: Fraction::new(0.3).unwrap(),
+                folds: "4".parse().unwrap(),
                 seed: 9,
                 prompt_col: "prompt".to_owned(),
                 slice_col: "slice".to_owned(),
@@ -325,12 +290,12 @@ mod tests {
             panic!("join");
         };
         assert_eq!(
-            join.options().unwrap(),
+            join.options(),
             JoinOptions {
                 results: PathBuf::from("r.parquet"),
                 scores: PathBuf::from("s.csv"),
                 scores_col: "p".to_owned(),
-                into: "score".to_owned(),
+                into: "score".parse().unwrap(),
                 out: PathBuf::from("o.parquet"),
                 slice_col: "slice".to_owned(),
             }
@@ -339,35 +304,28 @@ mod tests {
 
     #[test]
     fn bad_flags_are_refused_where_they_are_parsed() {
-        let RouterCommand::Train(train) =
-            command("routeval router train --results r.parquet --out m.bin --folds 1")
-        else {
-            panic!("train");
-        };
-        assert_eq!(
-            train.options().unwrap_err().to_string(),
-            "--folds must be from 2 to 100, got 1"
-        );
-        let RouterCommand::Train(train) =
-            command("routeval router train --results r.parquet --out m.bin --calibration-share 1")
-        else {
-            panic!("train");
-        };
-        assert_eq!(
-            train.options().unwrap_err().to_string(),
-            "--calibration-share must be above 0 and below 1, got 1"
-        );
-        let RouterCommand::Score(score) = command(
-            "routeval router score --router m.bin --results r.parquet --out o.parquet --into large_ok",
-        ) else {
-            panic!("score");
-        };
-        assert!(
-            score
-                .options()
+        for (argv, message) in [
+            (
+                "routeval router train --results r.parquet --out m.bin --folds 1",
+                "error: invalid value '1' for '--folds <K>': 1: folds are from 2 to 100",
+            ),
+            (
+                "routeval router train --results r.parquet --out m.bin --calibration-share 1",
+                "error: invalid value '1' for '--calibration-share <SHARE>': 1: a fraction is between 0 and 1",
+            ),
+            (
+                "routeval router score --router m.bin --results r.parquet --out o.parquet --into large_ok",
+                "error: invalid value 'large_ok' for '--into <NAME>': \"large_ok\" is a column of the graded-results table",
+            ),
+            (
+                "routeval router join --results r.parquet --scores s.csv --out o.parquet --into=",
+                "error: invalid value '' for '--into <NAME>': a column name cannot be empty",
+            ),
+        ] {
+            let seen = Cli::try_parse_from(argv.split_whitespace())
                 .unwrap_err()
-                .to_string()
-                .starts_with("--into: \"large_ok\" is a column of the graded-results table")
-        );
+                .to_string();
+            assert!(seen.starts_with(message), "{seen}");
+        }
     }
 }

@@ -7,7 +7,7 @@ use anyhow::bail;
 use arrow::array::{BooleanArray, Float64Array, StringArray};
 use arrow::datatypes::{DataType, Field};
 
-use crate::router_model::{LabelledPrompt, Outcome, Training, cross_fit, stored_score};
+use crate::router_model::{Folds, LabelledPrompt, Outcome, Training, cross_fit, stored_score};
 use crate::schema::{GradedBatch, GradedTable, Present, read_scores, score_of};
 
 /// One imported prompt and both tiers' outcomes.
@@ -41,7 +41,7 @@ impl ImportedRow {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScoreSource {
     /// The built-in router, cross-fitted over the imported prompts.
-    Router { folds: usize },
+    Router { folds: Folds },
     /// A column of another graded-results or plain table, joined by `id`.
     Join { path: PathBuf, column: String },
 }
@@ -68,7 +68,7 @@ pub fn build_table(
     let scores: Vec<f64> = match scores {
         ScoreSource::Router { folds } => {
             let prompts: Vec<LabelledPrompt> = rows.iter().map(ImportedRow::labelled).collect();
-            cross_fit(&prompts, *folds, &Training::default())
+            cross_fit(&prompts, folds.get(), &Training::default())
                 .0
                 .into_iter()
                 .map(stored_score)

@@ -7,19 +7,21 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::rubric::Rubric;
+use crate::schema::{CsvFile, ReadError, RowLocation};
 
 use super::build::ImportedRow;
 use super::prices::Prices;
 
-fn csv_reader(path: &Path) -> anyhow::Result<csv::Reader<std::fs::File>> {
-    csv::Reader::from_path(path).with_context(|| format!("{}: cannot read", path.display()))
-}
-
-fn column(headers: &csv::StringRecord, path: &Path, name: &str) -> anyhow::Result<usize> {
-    headers
-        .iter()
-        .position(|header| header == name)
-        .with_context(|| format!("{}: missing column \"{name}\"", path.display()))
+/// Each line of a JSON-lines file as an object, with its line; errors are
+/// led by `flag`, which named the file.
+fn json_objects(path: &Path, flag: &str) -> anyhow::Result<Vec<(RowLocation, Value)>> {
+    let mut objects = Vec::new();
+    crate::schema::for_each_json_object(path, |location, object| {
+        objects.push((location, Value::Object(object)));
+        Ok::<(), ReadError>(())
+    })
+    .with_context(|| flag.to_owned())?;
+    Ok(objects)
 }
 
 fn flag(path: &Path, line: u64, column: &str, text: &str) -> anyhow::Result<bool> {
@@ -71,19 +73,15 @@ pub fn routellm_mmlu(
             .to_string_lossy()
             .trim_start_matches("mmlu_")
             .to_owned();
-        let mut reader = csv_reader(&path)?;
-        let headers = reader
-            .headers()
-            .with_context(|| format!("{}: cannot read the header", path.display()))?
-            .clone();
+        let mut file = CsvFile::open(&path)?;
         let (prompt, small, large) = (
-            column(&headers, &path, "prompt")?,
-            column(&headers, &path, small_model)?,
-            column(&headers, &path, large_model)?,
+            file.column("prompt", "")?,
+            file.column(small_model, "")?,
+            file.column(large_model, "")?,
         );
-        for (index, record) in reader.records().enumerate() {
-            let record = record.with_context(|| format!("{}: malformed CSV", path.display()))?;
-            let line = record.position().map_or(0, csv::Position::line);
+        let mut record = csv::StringRecord::new();
+        let mut index = 0usize;
+        while let Some(line) = file.read(&mut record)? {
             rows.push(ImportedRow {
                 id: format!("{subject}-{index}"),
                 slice: subject.clone(),
@@ -93,6 +91,7 @@ pub fn routellm_mmlu(
                 cost_small,
                 cost_large,
             });
+            index += 1;
         }
     }
     Ok(rows)
@@ -109,22 +108,12 @@ pub fn routellm_gsm8k(
     large_model: &str,
     prices: &Prices,
 ) -> anyhow::Result<Vec<ImportedRow>> {
-    let references: Vec<(String, String)> = std::fs::read_to_string(questions)
-        .with_context(|| format!("{}: cannot read (--questions)", questions.display()))?
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(index, line)| {
-            let value: Value = serde_json::from_str(line).with_context(|| {
-                format!("{}: line {}: not JSON", questions.display(), index + 1)
-            })?;
+    let references: Vec<(String, String)> = json_objects(questions, "--questions")?
+        .into_iter()
+        .map(|(location, value)| {
             let field = |name: &str| -> anyhow::Result<String> {
                 value[name].as_str().map(str::to_owned).with_context(|| {
-                    format!(
-                        "{}: line {}: missing \"{name}\"",
-                        questions.display(),
-                        index + 1
-                    )
+                    format!("{}: {location}: missing \"{name}\"", questions.display())
                 })
             };
             Ok((field("question")?, field("answer")?))
@@ -134,16 +123,13 @@ pub fn routellm_gsm8k(
         prices.per_call(small_model, false)?,
         prices.per_call(large_model, true)?,
     );
-    let mut reader = csv_reader(responses)?;
-    let headers = reader
-        .headers()
-        .with_context(|| format!("{}: cannot read the header", responses.display()))?
-        .clone();
-    let small_answer = column(&headers, responses, &format!("{small_model}_response"))?;
-    let large_answer = column(&headers, responses, &format!("{large_model}_response"))?;
+    let mut file = CsvFile::open(responses)?;
+    let small_answer = file.column(&format!("{small_model}_response"), "")?;
+    let large_answer = file.column(&format!("{large_model}_response"), "")?;
     let mut rows = Vec::new();
-    for (index, record) in reader.records().enumerate() {
-        let record = record.with_context(|| format!("{}: malformed CSV", responses.display()))?;
+    let mut record = csv::StringRecord::new();
+    while file.read(&mut record)?.is_some() {
+        let index = rows.len();
         let Some((question, reference)) = references.get(index) else {
             bail!(
                 "{}: {} rows, but {} has only {} questions",
@@ -185,23 +171,11 @@ pub fn mt_bench(
     pass_score: f64,
     prices: &Prices,
 ) -> anyhow::Result<Vec<ImportedRow>> {
-    let read_lines = |path: &Path, flag: &str| -> anyhow::Result<Vec<Value>> {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read ({flag})", path.display()))?
-            .lines()
-            .enumerate()
-            .filter(|(_, line)| !line.trim().is_empty())
-            .map(|(index, line)| {
-                serde_json::from_str(line)
-                    .with_context(|| format!("{}: line {}: not JSON", path.display(), index + 1))
-            })
-            .collect()
-    };
     let mut categories: BTreeMap<i64, (String, Vec<String>)> = BTreeMap::new();
-    for question in read_lines(questions, "--questions")? {
+    for (location, question) in json_objects(questions, "--questions")? {
         let id = question["question_id"]
             .as_i64()
-            .with_context(|| format!("{}: a question without question_id", questions.display()))?;
+            .with_context(|| format!("{}: {location}: no question_id", questions.display()))?;
         let category = question["category"]
             .as_str()
             .unwrap_or("uncategorised")
@@ -218,7 +192,7 @@ pub fn mt_bench(
         categories.insert(id, (category, turns));
     }
     let mut scores: BTreeMap<(i64, i64), (Option<f64>, Option<f64>)> = BTreeMap::new();
-    for judgment in read_lines(judgments, "--judgments")? {
+    for (location, judgment) in json_objects(judgments, "--judgments")? {
         let (Some(id), Some(turn), Some(model), Some(score)) = (
             judgment["question_id"].as_i64(),
             judgment["turn"].as_i64(),
@@ -226,7 +200,7 @@ pub fn mt_bench(
             judgment["score"].as_f64(),
         ) else {
             bail!(
-                "{}: a judgment without question_id, turn, model or score",
+                "{}: {location}: a judgment without question_id, turn, model or score",
                 judgments.display()
             );
         };

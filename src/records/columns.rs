@@ -490,7 +490,7 @@ fn fold_record_chunks_in_file<S: Send>(
             visit(state, RecordChunk::Record(record));
         })
     };
-    if Format::detect(path).map_err(|error| unreadable(error.to_string()))? != Format::Parquet {
+    if Format::detect(path)? != Format::Parquet {
         return by_rows();
     }
     let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
@@ -517,10 +517,10 @@ fn fold_record_chunks_in_file<S: Send>(
                 .with_row_groups(vec![group])
                 .with_batch_size(BATCH_ROWS)
                 .build()
-                .map_err(|error| unreadable(error.to_string()))?;
+                .map_err(|source| crate::schema::parquet_error(path, source))?;
         let mut done = 0usize;
         for batch in reader {
-            let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+            let batch = batch.map_err(|error| crate::schema::arrow_error(path, error))?;
             let (columns, id, numbers) = split(&batch, &plan, names, decode_id)
                 .map_err(|(name, problem)| unreadable(format!("column {name:?}: {problem}")))?;
             if passes_checks(&columns, id.as_ref()) && numbers_pass(&numbers) {

@@ -31,13 +31,13 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::log_fields::{
-    Problem, for_each_object, last_user, messages_at, number_at, required, text_at, timestamp_at,
-    tokens_at,
+    Problem, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
 };
 use super::read::Record;
 use super::reason::{Cause, Move, Reason};
 use super::schema::{ATTEMPT_ID_SUFFIX, Status};
 use crate::schema::InputError;
+use crate::schema::for_each_object;
 
 /// What an export's deployment ids stand for: `<logical model>/<route>` and
 /// `<logical model>#<route>` are the route, under the logical model. Read
@@ -224,7 +224,8 @@ impl BilledAttempts {
     pub fn of_file(path: &Path) -> Result<BilledAttempts, InputError> {
         let mut attempts = BilledAttempts::default();
         let mut tried: Vec<(String, u64, f64, Option<i64>)> = Vec::new();
-        for_each_object(path, |_, object| {
+        for_each_object::<InputError>(path, |_, object| {
+            let object = &object;
             let Some(id) = text_at(object, "request_id") else {
                 return Ok(());
             };

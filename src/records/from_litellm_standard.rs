@@ -14,12 +14,12 @@ use super::from_litellm::{
     served_model,
 };
 use super::log_fields::{
-    Problem, at, for_each_object, last_user, messages_at, number_at, required, text_at,
-    timestamp_at, tokens_at,
+    Problem, at, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
 };
 use super::read::Record;
 use super::reason::{Move, Reason};
 use super::schema::Status;
+use crate::schema::for_each_object;
 use crate::schema::{InputError, RowLocation};
 
 /// One call's or attempt's StandardLoggingPayload, as much as a record
@@ -158,7 +158,8 @@ pub fn standard_records(
 fn requests_of(path: &Path, slice_field: &str) -> Result<Vec<Vec<Payload>>, InputError> {
     let mut requests: Vec<Vec<Payload>> = Vec::new();
     let mut by_trace: HashMap<String, usize> = HashMap::new();
-    for_each_object(path, |location, object| {
+    for_each_object::<InputError>(path, |location, object| {
+        let object = &object;
         let payload = payload(location, object, slice_field).map_err(|(field, problem)| {
             InputError::Invalid {
                 path: path.to_owned(),

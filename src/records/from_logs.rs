@@ -11,8 +11,8 @@ use super::fields::FieldNames;
 use super::from_litellm::{BilledAttempts, Deployments, spend_row};
 use super::from_litellm_standard::standard_records;
 use super::log_fields::{
-    Problem, at, first_choice_finish, for_each_object, last_user, messages_at, number_at, required,
-    text_at, timestamp_at, tokens_at,
+    Problem, at, first_choice_finish, last_user, messages_at, number_at, required, text_at,
+    timestamp_at, tokens_at,
 };
 use super::read::{Record, check_values, for_each_record};
 use super::reason::Reason;
@@ -21,6 +21,7 @@ use super::schema::Status;
 use super::write::RecordsWriter;
 use crate::schema::InputError;
 use crate::schema::RowLocation;
+use crate::schema::for_each_object;
 
 /// Where the records come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +202,8 @@ pub fn import_records<W: std::io::Write + Send>(
                 BilledAttempts::default()
             };
             let mut kept = Kept::default();
-            for_each_object(path, |location, object| {
+            for_each_object::<InputError>(path, |location, object| {
+                let object = &object;
                 if litellm_format && attempts.folds(object) {
                     folded_attempts += 1;
                     return Ok(());

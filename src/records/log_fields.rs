@@ -3,62 +3,10 @@
 //! way), read as text, numbers, token counts and time stamps.
 
 use std::borrow::Cow;
-use std::path::Path;
 
 use serde_json::Value;
 
 use super::fields::parse_timestamp;
-use crate::schema::InputError;
-use crate::schema::{Format, RowLocation};
-
-/// Each row of a JSON-lines or CSV file as a JSON object (CSV cells as
-/// strings, empty ones left out).
-pub fn for_each_object(
-    path: &Path,
-    mut visit: impl FnMut(RowLocation, &serde_json::Map<String, Value>) -> Result<(), InputError>,
-) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    match Format::detect(path).map_err(|error| unreadable(error.to_string()))? {
-        Format::JsonLines => crate::schema::for_each_line(
-            path,
-            |error| unreadable(error.to_string()),
-            |number, line| {
-                let location = RowLocation::Line(number);
-                let object: serde_json::Map<String, Value> =
-                    serde_json::from_slice(line).map_err(|error| InputError::Malformed {
-                        path: path.to_owned(),
-                        location,
-                        problem: format!("not a JSON object: {error}"),
-                    })?;
-                visit(location, &object)
-            },
-        ),
-        Format::Csv => crate::schema::for_each_csv_record(
-            path,
-            unreadable,
-            |location, problem| InputError::Malformed {
-                path: path.to_owned(),
-                location,
-                problem,
-            },
-            |headers, location, record| {
-                let object = headers
-                    .iter()
-                    .zip(record.iter())
-                    .filter(|(_, cell)| !cell.is_empty())
-                    .map(|(header, cell)| (header.to_owned(), Value::String(cell.to_owned())))
-                    .collect();
-                visit(location, &object)
-            },
-        ),
-        Format::Parquet => Err(unreadable(
-            "this format is read from JSON lines or CSV".to_owned(),
-        )),
-    }
-}
 
 pub(super) type Problem = (String, String);
 

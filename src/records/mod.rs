@@ -24,7 +24,6 @@ pub use from_litellm::Deployments;
 pub use from_logs::{
     ImportFormat, Imported, LogImportOptions, UniqueIds, import_into, import_records,
 };
-pub use log_fields::for_each_object;
 pub use read::{Record, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use parquet::arrow::arrow_reader::RowSelection;
 
 use super::fields::FieldNames;
 use super::reason::Reason;
@@ -376,70 +376,47 @@ fn for_each_record_in_file(
     names: &FieldNames,
     mut visit: impl FnMut(RowLocation, &Record<'_>) -> Result<(), InputError>,
 ) -> Result<u64, InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
     let invalid = |location: RowLocation, (field, problem): (String, String)| InputError::Invalid {
         path: path.to_owned(),
         location,
         field,
         problem,
     };
-    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
     let mut count = 0u64;
-    match format {
+    match Format::detect(path)? {
         Format::JsonLines => {
-            crate::schema::for_each_line(
-                path,
-                |error| unreadable(error.to_string()),
-                |number, line| {
-                    let location = RowLocation::Line(number);
-                    let object: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_slice(line).map_err(|error| InputError::Malformed {
-                            path: path.to_owned(),
-                            location,
-                            problem: format!("not a JSON object: {error}"),
-                        })?;
-                    let row = JsonRow {
-                        object: &object,
-                        names,
-                    };
-                    let record =
-                        build(&row, names).map_err(|problem| invalid(location, problem))?;
-                    count += 1;
-                    visit(location, &record)
-                },
-            )?;
+            crate::schema::for_each_json_object(path, |location, object| {
+                let row = JsonRow {
+                    object: &object,
+                    names,
+                };
+                let record = build(&row, names).map_err(|problem| invalid(location, problem))?;
+                count += 1;
+                visit(location, &record)
+            })?;
         }
         Format::Csv => {
-            let mut positions: Option<Vec<Option<usize>>> = None;
-            crate::schema::for_each_csv_record(
-                path,
-                unreadable,
-                |location, problem| InputError::Malformed {
-                    path: path.to_owned(),
-                    location,
-                    problem,
-                },
-                |headers, location, record| {
-                    // The header is the same for every record: find each
-                    // field's column once.
-                    let positions = positions.get_or_insert_with(|| {
-                        (0..RECORD_COLUMNS.len())
-                            .map(|field| {
-                                headers
-                                    .iter()
-                                    .position(|header| header == names.source(field))
-                            })
-                            .collect::<Vec<_>>()
-                    });
-                    let row = CsvRow { positions, record };
-                    let built = build(&row, names).map_err(|problem| invalid(location, problem))?;
-                    count += 1;
-                    visit(location, &built)
-                },
-            )?;
+            let mut file = crate::schema::CsvFile::open(path)?;
+            // The header is the same for every record: each field's column
+            // is found once.
+            let positions: Vec<Option<usize>> = (0..RECORD_COLUMNS.len())
+                .map(|field| {
+                    file.headers()
+                        .iter()
+                        .position(|header| header == names.source(field))
+                })
+                .collect();
+            let mut record = csv::StringRecord::new();
+            while let Some(line) = file.read(&mut record)? {
+                let location = RowLocation::Line(line);
+                let row = CsvRow {
+                    positions: &positions,
+                    record: &record,
+                };
+                let built = build(&row, names).map_err(|problem| invalid(location, problem))?;
+                count += 1;
+                visit(location, &built)?;
+            }
         }
         Format::Parquet => {
             count = parquet_records(path, names, None, 0, &mut visit)?;
@@ -485,18 +462,9 @@ fn fold_records_in_file<S: Send>(
     init: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, &Record<'_>) + Sync,
 ) -> Result<(Vec<S>, u64), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    let format = Format::detect(path)?;
     let metadata = match format {
-        Format::Parquet => {
-            let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(|error| unreadable(error.to_string()))?;
-            Some(builder.metadata().clone())
-        }
+        Format::Parquet => Some(crate::schema::open_parquet(path)?.metadata().clone()),
         _ => None,
     };
     let groups = metadata
@@ -632,9 +600,7 @@ pub(super) fn parquet_records(
         path: path.to_owned(),
         message,
     };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|error| unreadable(error.to_string()))?;
+    let builder = crate::schema::open_parquet(path)?;
     check_table_version(path, builder.metadata().file_metadata())?;
     let builder = builder.with_batch_size(8192);
     let reader = match group {
@@ -645,10 +611,10 @@ pub(super) fn parquet_records(
         None => builder,
     }
     .build()
-    .map_err(|error| unreadable(error.to_string()))?;
+    .map_err(|source| crate::schema::parquet_error(path, source))?;
     let mut row = first_row;
     for batch in reader {
-        let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+        let batch = batch.map_err(|error| crate::schema::arrow_error(path, error))?;
         let columns = ParquetColumns::new(&batch, names)
             .map_err(|(field, problem)| unreadable(format!("column {field:?}: {problem}")))?;
         for index in 0..batch.num_rows() {

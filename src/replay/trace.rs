@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Deserialize;
 
-use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
+use crate::schema::{InputError, ReadError};
 
 /// One request of a trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,7 +126,7 @@ pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u
     if path.is_dir() {
         return Err(unreadable("is a directory, not a trace".to_owned()));
     }
-    let format = Format::detect(path).map_err(|error| unreadable(error.to_string()))?;
+    let format = Format::detect(path)?;
     let mut checker = Checker {
         path,
         previous_ms: 0.0,
@@ -154,45 +153,24 @@ pub fn for_each_request(path: &Path, mut visit: impl FnMut(Request)) -> Result<u
 type Accept<'a> = dyn FnMut(RowLocation, RawRequest) -> Result<(), InputError> + 'a;
 
 fn json_lines(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
-    let unreadable = |error: std::io::Error| InputError::Unreadable {
-        path: path.to_owned(),
-        message: error.to_string(),
-    };
-    crate::schema::for_each_line(path, unreadable, |number, line| {
-        let location = RowLocation::Line(number);
-        let raw: RawRequest = serde_json::from_slice(line).map_err(|error| {
-            // serde names the field whose value has the wrong type.
-            InputError::Malformed {
-                path: path.to_owned(),
-                location,
-                problem: format!("not a trace request: {error}"),
-            }
-        })?;
-        accept(location, raw)
+    // serde names the field whose value has the wrong type.
+    crate::schema::for_each_json_row(path, "a trace request", |number, raw| {
+        accept(RowLocation::Line(number), raw)
     })
 }
 
 fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    let malformed = |location, problem| InputError::Malformed {
-        path: path.to_owned(),
-        location,
-        problem,
-    };
-    let mut columns: Option<[Option<usize>; 4]> = None;
-    crate::schema::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
-        let columns = *columns.get_or_insert_with(|| {
-            let column = |name: &str| headers.iter().position(|header| header == name);
-            [
-                column("timestamp"),
-                column("input_length"),
-                column("output_length"),
-                column("hash_ids"),
-            ]
-        });
+    let mut file = crate::schema::CsvFile::open(path)?;
+    let column = |name: &str| file.headers().iter().position(|header| header == name);
+    let columns = [
+        column("timestamp"),
+        column("input_length"),
+        column("output_length"),
+        column("hash_ids"),
+    ];
+    let mut record = csv::StringRecord::new();
+    while let Some(line) = file.read(&mut record)? {
+        let location = RowLocation::Line(line);
         let field = |index: Option<usize>| {
             index
                 .and_then(|index| record.get(index))
@@ -226,8 +204,9 @@ fn csv_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
             output_length: number(2, "output_length")?,
             hash_ids,
         };
-        accept(location, raw)
-    })
+        accept(location, raw)?;
+    }
+    Ok(())
 }
 
 /// Block ids written as text: space-separated, optionally in `[...]` with
@@ -246,30 +225,26 @@ fn parse_ids(text: &str) -> Result<Vec<i128>, String> {
 }
 
 fn parquet_rows(path: &Path, accept: &mut Accept<'_>) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|builder| builder.with_batch_size(8192).build())
-        .map_err(|error| unreadable(error.to_string()))?;
+    let reader = crate::schema::open_parquet(path)?
+        .with_batch_size(8192)
+        .build()
+        .map_err(|source| crate::schema::parquet_error(path, source))?;
     let mut row = 0u64;
     for batch in reader {
-        let batch = batch.map_err(|error| unreadable(error.to_string()))?;
+        let batch = batch.map_err(|error| crate::schema::arrow_error(path, error))?;
         let numbers = |name: &'static str| -> Result<Option<Vec<Option<f64>>>, InputError> {
             let Some(column) = batch.column_by_name(name) else {
                 return Ok(None);
             };
-            let wrong_type = || {
-                unreadable(format!(
-                    "column \"{name}\" has type {}, expected a number",
-                    column.data_type()
-                ))
+            let wrong_type = || ReadError::WrongType {
+                path: path.to_owned(),
+                column: name.to_owned(),
+                found: column.data_type().to_string(),
+                expected: "a number",
             };
             // Text cast to a number would make every word a silent null.
             if !column.data_type().is_numeric() {
-                return Err(wrong_type());
+                return Err(wrong_type().into());
             }
             let cast =
                 arrow::compute::cast(column, &DataType::Float64).map_err(|_| wrong_type())?;

@@ -12,15 +12,15 @@ use anyhow::Context;
 use crate::atomic::{Staged, commit_all};
 use crate::policy::{ScoredOutcome, routing_quality};
 use crate::router_model::{
-    Router, Training, featurise, labelled_prompts, split_fit, stored_score, with_scores,
+    Folds, Router, Training, featurise, labelled_prompts, split_fit, stored_score, with_scores,
 };
 use crate::schema::{
-    ColumnNames, GradedTable, ReadOptions, read_graded, read_scores, score_of,
+    ColumnNames, GradedTable, ReadOptions, ScoreColumn, read_graded, read_scores, score_of,
     stage_graded_parquet, tiers_in_metadata, write_graded_parquet,
 };
+use crate::units::Fraction;
 
-/// Training, already checked: `folds` in 2..=100, `into` a column the
-/// table may take.
+/// Training: each bounded value checked when it was made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainOptions {
     pub results: PathBuf,
@@ -28,10 +28,10 @@ pub struct TrainOptions {
     pub out: PathBuf,
     /// Where the results with out-of-fold scores go, if anywhere.
     pub scored_out: Option<PathBuf>,
-    pub into: String,
-    /// In (0, 1): the share of prompts kept out of training.
-    pub calibration_share: f64,
-    pub folds: usize,
+    pub into: ScoreColumn,
+    /// The share of prompts kept out of training.
+    pub calibration_share: Fraction,
+    pub folds: Folds,
     pub seed: u64,
     pub prompt_col: String,
     pub slice_col: String,
@@ -63,8 +63,8 @@ pub fn train(options: &TrainOptions) -> anyhow::Result<Trained> {
     };
     let split = split_fit(
         &prompts,
-        options.calibration_share,
-        options.folds,
+        options.calibration_share.get(),
+        options.folds.get(),
         &training,
     );
     if split.training.is_empty() || split.calibration.is_empty() {
@@ -114,7 +114,7 @@ pub fn train(options: &TrainOptions) -> anyhow::Result<Trained> {
             .copied()
             .map(stored_score)
             .collect();
-        let calibration_part = with_scores(table.with_rows(&keep), &scores, &options.into);
+        let calibration_part = with_scores(table.with_rows(&keep), &scores, options.into.as_str());
         staged.push(
             stage_graded_parquet(&calibration_part, scored)
                 .with_context(|| format!("{}: cannot write (--scored-out)", scored.display()))?,
@@ -124,14 +124,13 @@ pub fn train(options: &TrainOptions) -> anyhow::Result<Trained> {
     Ok(trained)
 }
 
-/// Scoring with a trained model, already checked: `into` a column the
-/// table may take.
+/// Scoring with a trained model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScoreOptions {
     pub router: PathBuf,
     pub results: PathBuf,
     pub out: PathBuf,
-    pub into: String,
+    pub into: ScoreColumn,
     pub prompt_col: String,
     pub slice_col: String,
 }
@@ -145,18 +144,20 @@ pub fn score(options: &ScoreOptions) -> anyhow::Result<usize> {
         .iter()
         .map(|prompt| stored_score(router.score(&featurise(&prompt.prompt, &prompt.slice))))
         .collect();
-    write_graded_parquet(&with_scores(table, &scores, &options.into), &options.out)?;
+    write_graded_parquet(
+        &with_scores(table, &scores, options.into.as_str()),
+        &options.out,
+    )?;
     Ok(prompts.len())
 }
 
-/// An external router's scores joined by id, already checked: `into` a
-/// column the table may take.
+/// An external router's scores joined by id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinOptions {
     pub results: PathBuf,
     pub scores: PathBuf,
     pub scores_col: String,
-    pub into: String,
+    pub into: ScoreColumn,
     pub out: PathBuf,
     pub slice_col: String,
 }
@@ -172,7 +173,10 @@ pub fn join(options: &JoinOptions) -> anyhow::Result<usize> {
         }
     }
     let rows = scores.len();
-    write_graded_parquet(&with_scores(table, &scores, &options.into), &options.out)?;
+    write_graded_parquet(
+        &with_scores(table, &scores, options.into.as_str()),
+        &options.out,
+    )?;
     Ok(rows)
 }
 

@@ -62,6 +62,37 @@ pub struct Split {
     pub cross_fitted: Option<Vec<f32>>,
 }
 
+/// How many folds a cross-fit has: from 2 (one to fit, one to score) to
+/// [`Folds::MAX`], since each fold trains a model and more is a typo, not a
+/// plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Folds(usize);
+
+impl Folds {
+    pub const MAX: usize = 100;
+
+    pub fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl std::str::FromStr for Folds {
+    type Err = String;
+
+    fn from_str(given: &str) -> Result<Self, String> {
+        match given.parse::<usize>() {
+            Ok(folds) if (2..=Self::MAX).contains(&folds) => Ok(Self(folds)),
+            _ => Err(format!("{given}: folds are from 2 to {}", Self::MAX)),
+        }
+    }
+}
+
+impl std::fmt::Display for Folds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Splits the prompts by [`in_calibration_part`], fits the router on the
 /// training part and scores the calibration part with it.
 pub fn split_fit(

@@ -13,7 +13,8 @@ mod model;
 mod table;
 
 pub use crossfit::{
-    LabelledPrompt, Split, cross_fit, fold_of, in_calibration_part, small_failure_only, split_fit,
+    Folds, LabelledPrompt, Split, cross_fit, fold_of, in_calibration_part, small_failure_only,
+    split_fit,
 };
 pub use features::{FEATURES_VERSION, Features, featurise};
 pub use model::{

@@ -4,8 +4,7 @@
 //! two verdicts the human fills in. JSON lines, or CSV for a spreadsheet.
 //! The draw itself is `stats::draw_stratified`; this is its file.
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -123,7 +122,7 @@ pub fn audits_are_csv(path: &Path) -> bool {
 /// The audit set as the bytes of its file.
 pub fn audits_to_bytes(rows: &[AuditRow], csv: bool) -> Vec<u8> {
     if !csv {
-        return super::lines::json_lines(rows);
+        return super::json_lines(rows);
     }
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer
@@ -155,29 +154,14 @@ pub fn audits_to_bytes(rows: &[AuditRow], csv: bool) -> Vec<u8> {
 /// Reads an audit set, each row with its 1-based line. Columns other than
 /// [`AUDIT_COLUMNS`] (a reviewer's notes) are ignored.
 pub fn read_audits(path: &Path) -> Result<Vec<(u64, AuditRow)>, InputError> {
-    let unreadable = |error: &dyn std::fmt::Display| InputError::Unreadable {
-        path: path.to_owned(),
-        message: error.to_string(),
-    };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(&error))?;
     let rows = if audits_are_csv(path) {
-        read_csv(path, file)?
+        read_csv(path)?
     } else {
         let mut rows = Vec::new();
-        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|error| unreadable(&error))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let number = index as u64 + 1;
-            let row: AuditRow =
-                serde_json::from_str(&line).map_err(|error| InputError::Malformed {
-                    path: path.to_owned(),
-                    location: RowLocation::Line(number),
-                    problem: format!("not an audit row: {error}"),
-                })?;
+        super::for_each_json_row(path, "an audit row", |number, row: AuditRow| {
             rows.push((number, row));
-        }
+            Ok::<(), ReadError>(())
+        })?;
         rows
     };
     if rows.is_empty() {
@@ -211,31 +195,15 @@ fn invalid(path: &Path, line: u64, field: &str, problem: String) -> InputError {
     }
 }
 
-fn read_csv(path: &Path, file: std::fs::File) -> Result<Vec<(u64, AuditRow)>, InputError> {
-    let path_buf: PathBuf = path.to_owned();
-    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(file);
-    let headers = reader
-        .headers()
-        .map_err(|error| InputError::Unreadable {
-            path: path_buf.clone(),
-            message: error.to_string(),
-        })?
-        .clone();
+fn read_csv(path: &Path) -> Result<Vec<(u64, AuditRow)>, InputError> {
+    let mut file = super::CsvFile::open(path)?;
     let mut places = [0usize; AUDIT_COLUMNS.len()];
     for (place, column) in places.iter_mut().zip(AUDIT_COLUMNS) {
-        *place = headers
-            .iter()
-            .position(|header| header.trim() == column)
-            .ok_or_else(|| invalid(path, 1, column, "the column is missing".to_owned()))?;
+        *place = file.column(column, "")?;
     }
     let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|error| InputError::Malformed {
-            path: path_buf.clone(),
-            location: RowLocation::Line(error.position().map_or(0, csv::Position::line)),
-            problem: error.to_string(),
-        })?;
-        let line = record.position().map_or(0, csv::Position::line);
+    let mut record = csv::StringRecord::new();
+    while let Some(line) = file.read(&mut record)? {
         let text = |column: usize| record.get(places[column]).unwrap_or("").trim();
         let number = |column: usize| -> Result<f64, InputError> {
             text(column).parse::<f64>().map_err(|_| {

@@ -9,10 +9,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::path::Path;
 
-use arrow::array::{Array, AsArray};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -96,7 +92,7 @@ fn for_each_checked_row(
     if path.is_dir() {
         return Err(unreadable("is a directory, not a dataset file".to_owned()));
     }
-    let format = Format::detect(path)?;
+    Format::detect(path)?;
     // Ids by 64-bit hash, so that a million prompts cost megabytes, not the
     // strings; equal hashes are confirmed against the earlier row's id.
     let hasher = super::id_hasher();
@@ -110,7 +106,7 @@ fn for_each_checked_row(
             }
             Entry::Occupied(entry) => {
                 let first = *entry.get();
-                if id_at(path, format, first)?.as_deref() == Some(row.id.as_str()) {
+                if id_at(path, first)?.as_deref() == Some(row.id.as_str()) {
                     return Err(InputError::Invalid {
                         path: path.to_owned(),
                         location,
@@ -123,11 +119,7 @@ fn for_each_checked_row(
         count += 1;
         visit(row)
     };
-    match format {
-        Format::JsonLines => json_lines(path, &mut check)?,
-        Format::Csv => csv_rows(path, &mut check)?,
-        Format::Parquet => parquet_rows(path, &mut check)?,
-    }
+    super::for_each_object(path, |location, object| check((location, object)))?;
     if count == 0 {
         return Err(InputError::Empty {
             path: path.to_owned(),
@@ -138,7 +130,7 @@ fn for_each_checked_row(
 }
 
 /// The id of the row at `wanted`, as `check_row` reads it.
-fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<String>, InputError> {
+fn id_at(path: &Path, wanted: RowLocation) -> Result<Option<String>, InputError> {
     let mut found = None;
     let mut visit = |(location, mut object): RawRow| -> Result<(), InputError> {
         if location == wanted {
@@ -149,16 +141,9 @@ fn id_at(path: &Path, format: Format, wanted: RowLocation) -> Result<Option<Stri
         }
         Ok(())
     };
-    match format {
-        Format::JsonLines => json_lines(path, &mut visit)?,
-        Format::Csv => csv_rows(path, &mut visit)?,
-        Format::Parquet => parquet_rows(path, &mut visit)?,
-    }
+    super::for_each_object(path, |location, object| visit((location, object)))?;
     Ok(found)
 }
-
-/// Receives the raw rows of a file, one at a time.
-type RawVisitor<'a> = dyn FnMut(RawRow) -> Result<(), InputError> + 'a;
 
 fn check_row(
     path: &Path,
@@ -254,88 +239,6 @@ fn check_row(
         metadata: object,
         location,
     })
-}
-
-fn json_lines(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
-    let unreadable = |error: std::io::Error| InputError::Unreadable {
-        path: path.to_owned(),
-        message: error.to_string(),
-    };
-    super::for_each_line(path, unreadable, |number, bytes| {
-        let location = RowLocation::Line(number);
-        let malformed = |problem: String| InputError::Malformed {
-            path: path.to_owned(),
-            location,
-            problem,
-        };
-        let line = std::str::from_utf8(bytes)
-            .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-        let super::UniqueKeys(object) = serde_json::from_str(line)
-            .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
-        visit((location, object))
-    })
-}
-
-fn csv_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    let malformed = |location, problem| InputError::Malformed {
-        path: path.to_owned(),
-        location,
-        problem,
-    };
-    super::for_each_csv_record(path, unreadable, malformed, |headers, location, record| {
-        let object = headers
-            .iter()
-            .zip(record.iter())
-            .filter(|(_, value)| !value.is_empty())
-            .map(|(header, value)| (header.to_owned(), Value::String(value.to_owned())))
-            .collect();
-        visit((location, object))
-    })
-}
-
-fn parquet_rows(path: &Path, visit: &mut RawVisitor<'_>) -> Result<(), InputError> {
-    let unreadable = |message: String| InputError::Unreadable {
-        path: path.to_owned(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(ParquetRecordBatchReaderBuilder::build)
-        .map_err(|error| unreadable(error.to_string()))?;
-    let mut row_number = 0u64;
-    for batch in reader {
-        let batch = batch.map_err(|error| unreadable(error.to_string()))?;
-        let schema = batch.schema();
-        let columns: Vec<_> = batch
-            .columns()
-            .iter()
-            .map(|column| {
-                cast(column, &DataType::Utf8).map_err(|error| unreadable(error.to_string()))
-            })
-            .collect::<Result<_, _>>()?;
-        for index in 0..batch.num_rows() {
-            row_number += 1;
-            let location = RowLocation::Row(row_number);
-            let object = schema
-                .fields()
-                .iter()
-                .zip(&columns)
-                .filter(|(_, column)| column.is_valid(index))
-                .map(|(field, column)| {
-                    (
-                        field.name().clone(),
-                        Value::String(column.as_string::<i32>().value(index).to_owned()),
-                    )
-                })
-                .collect();
-            visit((location, object))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -380,6 +380,40 @@ pub struct Present {
     pub audited: [bool; 2],
 }
 
+/// The name of the column a router's scores go into (`--into`): `score`
+/// or a column the graded-results table does not define, so a router never
+/// overwrites an outcome or a cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreColumn(String);
+
+impl ScoreColumn {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for ScoreColumn {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        if name.trim().is_empty() {
+            return Err("a column name cannot be empty".to_owned());
+        }
+        match Column::from_name(name) {
+            Some(column) if column != Column::Score => Err(format!(
+                "\"{name}\" is a column of the graded-results table; name `score` or a new column"
+            )),
+            _ => Ok(Self(name.to_owned())),
+        }
+    }
+}
+
+impl std::fmt::Display for ScoreColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Where a row sits in its source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowLocation {
@@ -387,6 +421,15 @@ pub enum RowLocation {
     Row(u64),
     /// 1-based physical line (CSV, JSON lines).
     Line(u64),
+}
+
+impl RowLocation {
+    /// The 1-based row or line.
+    pub fn number(self) -> u64 {
+        match self {
+            RowLocation::Row(number) | RowLocation::Line(number) => number,
+        }
+    }
 }
 
 impl std::fmt::Display for RowLocation {

@@ -6,7 +6,6 @@
 //! the traffic whose every inclusion probability is exact. Whoever reads the
 //! labels draws again and checks that every record drawn has its label.
 
-use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -70,29 +69,14 @@ pub fn drawn_for_audit(seed: u64, share: f64, id: &str) -> bool {
 /// (one seed and one inclusion probability in (0, 1]); else one error
 /// naming the file, the line and the field.
 pub fn read_labels(path: &Path) -> Result<Vec<(u64, LabelRow)>, InputError> {
-    let unreadable = |error: &dyn std::fmt::Display| InputError::Unreadable {
-        path: path.to_owned(),
-        message: error.to_string(),
-    };
     let invalid = |line: u64, field: &str, problem: String| InputError::Invalid {
         path: path.to_owned(),
         location: RowLocation::Line(line),
         field: field.to_owned(),
         problem,
     };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(&error))?;
     let mut rows: Vec<(u64, LabelRow)> = Vec::new();
-    for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|error| unreadable(&error))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let number = index as u64 + 1;
-        let row: LabelRow = serde_json::from_str(&line).map_err(|error| InputError::Malformed {
-            path: path.to_owned(),
-            location: RowLocation::Line(number),
-            problem: format!("not a label row: {error}"),
-        })?;
+    super::for_each_json_row(path, "a label row", |number, row: LabelRow| {
         if row.label_schema_version != LABEL_SET_SCHEMA_VERSION {
             return Err(invalid(
                 number,
@@ -140,7 +124,8 @@ pub fn read_labels(path: &Path) -> Result<Vec<(u64, LabelRow)>, InputError> {
             ));
         }
         rows.push((number, row));
-    }
+        Ok(())
+    })?;
     if rows.is_empty() {
         return Err(InputError::Empty {
             path: path.to_owned(),

@@ -26,7 +26,6 @@ pub mod graded;
 pub mod hedge;
 mod ids;
 mod labels;
-mod lines;
 mod manifest;
 mod metrics;
 mod pin;
@@ -37,6 +36,7 @@ mod read_text;
 pub mod replay;
 mod responses;
 mod scores;
+mod table_files;
 mod tiered;
 mod write;
 
@@ -80,6 +80,7 @@ pub use gate_report::{
 };
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,
+    ScoreColumn,
 };
 pub use hedge::{HEDGE_OUTPUT, HEDGE_SCHEMA_VERSION, HedgeDocument, HedgeRow};
 pub use ids::{DuplicateIds, id_hasher};
@@ -87,7 +88,6 @@ pub use labels::{
     LABEL_SET_OUTPUT, LABEL_SET_SCHEMA_VERSION, LabelRow, drawn_for_audit, drawn_for_label,
     read_labels,
 };
-pub use lines::{for_each_csv_record, for_each_line, json_lines};
 pub use manifest::{
     FileDigest, MANIFEST_FILE, MANIFEST_OUTPUT, MANIFEST_SCHEMA_VERSION, Manifest, TierCounts,
 };
@@ -97,7 +97,6 @@ pub use policy::{Policy, escalates};
 pub use read::{
     FileSummary, GradedTable, for_each_graded_batch, for_each_graded_batch_parallel, read_graded,
 };
-pub use read_text::UniqueKeys;
 pub use replay::{
     Calibration, Chosen, Grid, Headline, PolicyResult, PoolSummary, QueueQuantiles, REPLAY_OUTPUT,
     REPLAY_SCHEMA_VERSION, ReplayDocument, Scored, TraceSummary, TtftQuantiles, Window,
@@ -107,6 +106,10 @@ pub use responses::{
     ResponsesWriter, read_all_responses, read_responses,
 };
 pub use scores::{read_scores, score_of};
+pub use table_files::{
+    CsvFile, UniqueKeys, arrow_error, for_each_csv_record, for_each_json_object, for_each_json_row,
+    for_each_line, for_each_object, json_lines, open_parquet, parquet_error,
+};
 pub use tiered::{
     TIERS_KEY, TieredColumns, Tiers, is_tier_name, tiered_columns, tiers_in_metadata,
 };

@@ -2,7 +2,6 @@
 //! once against the file's schema, and casts compatible types (integers,
 //! 32-bit floats, dictionary or view strings) to the canonical ones.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,25 +9,16 @@ use arrow::array::ArrayRef;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::GradedBatch;
 use super::assemble::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 use super::error::ReadError;
 use super::graded::{Column, ColumnKind, Present, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::table_files::{arrow_error, open_parquet, parquet_error};
 
 /// Row counts of the file's row groups.
 pub(super) fn row_groups(path: &Path) -> Result<Vec<u64>, ReadError> {
-    let file = File::open(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| ReadError::Parquet {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok(builder
+    Ok(open_parquet(path)?
         .metadata()
         .row_groups()
         .iter()
@@ -49,15 +39,7 @@ pub(super) fn read(
     part: Option<&RowGroups>,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
 ) -> Result<Present, ReadError> {
-    let parquet_error = |source| ReadError::Parquet {
-        path: path.to_owned(),
-        source,
-    };
-    let file = File::open(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
+    let builder = open_parquet(path)?;
     check_schema_version(
         path,
         builder.metadata().file_metadata().key_value_metadata(),
@@ -91,11 +73,13 @@ pub(super) fn read(
     if let Some(part) = part {
         builder = builder.with_row_groups(part.groups.clone());
     }
-    let reader = builder.build().map_err(parquet_error)?;
+    let reader = builder
+        .build()
+        .map_err(|source| parquet_error(path, source))?;
 
     let mut first_row = part.map_or(0, |part| part.first_row);
     for batch in reader {
-        let batch = batch.map_err(|source| parquet_error(source.into()))?;
+        let batch = batch.map_err(|error| arrow_error(path, error))?;
         let mut known: [Option<ArrayRef>; Column::ALL.len()] = Default::default();
         let mut extra = Vec::new();
         for (position, (target, index)) in selected.iter().enumerate() {

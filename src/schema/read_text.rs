@@ -2,7 +2,6 @@
 //! each known column's canonical type, so a bad cell is reported with its line
 //! as soon as it is seen; columns routeval does not know are carried as text.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,20 +12,15 @@ use serde_json::Value;
 use super::assemble::{BATCH_ROWS, ColumnMap, ReadOptions, assemble, column_position};
 use super::error::ReadError;
 use super::graded::{Column, ColumnKind, GradedBatch, Present, RowLocation};
+use super::table_files::{CsvFile, for_each_json_object};
 
 pub(super) fn read_csv(
     path: &Path,
     options: &ReadOptions,
     emit: &mut dyn FnMut(GradedBatch) -> Result<(), ReadError>,
 ) -> Result<Present, ReadError> {
-    let file = open(path)?;
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(file);
-    let headers = reader
-        .headers()
-        .map_err(|error| csv_error(path, error))?
-        .clone();
+    let mut file = CsvFile::open(path)?;
+    let headers = file.headers().clone();
     if headers.iter().all(str::is_empty) {
         return Err(ReadError::Empty {
             path: path.to_owned(),
@@ -36,11 +30,7 @@ pub(super) fn read_csv(
     let map = ColumnMap::resolve(path, &names, options)?;
     let mut builder = TextBatch::new(path, options, &map, &names);
     let mut record = csv::StringRecord::new();
-    while reader
-        .read_record(&mut record)
-        .map_err(|error| csv_error(path, error))?
-    {
-        let line = record.position().map_or(0, csv::Position::line);
+    while let Some(line) = file.read(&mut record)? {
         builder.push_row(line, |index| Cell::Text(record.get(index).unwrap_or("")))?;
         if builder.rows == BATCH_ROWS {
             emit(builder.finish())?;
@@ -61,7 +51,7 @@ pub(super) fn read_json_lines(
     // some lines is still one column, and a missing required column is named
     // before any row is read.
     let mut names: Vec<String> = Vec::new();
-    for_each_object(path, |_, object| {
+    for_each_json_object(path, |_, object| {
         for key in object.keys() {
             if !names.contains(key) {
                 names.push(key.clone());
@@ -72,8 +62,8 @@ pub(super) fn read_json_lines(
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let map = ColumnMap::resolve(path, &name_refs, options)?;
     let mut builder = TextBatch::new(path, options, &map, &name_refs);
-    for_each_object(path, |line, object| {
-        builder.push_row(line, |index| {
+    for_each_json_object(path, |location, object| {
+        builder.push_row(location.number(), |index| {
             object.get(&names[index]).map_or(Cell::Absent, Cell::Json)
         })?;
         if builder.rows == BATCH_ROWS {
@@ -85,97 +75,6 @@ pub(super) fn read_json_lines(
         emit(builder.finish())?;
     }
     Ok(map.present(options))
-}
-
-fn for_each_object(
-    path: &Path,
-    mut visit: impl FnMut(u64, &serde_json::Map<String, Value>) -> Result<(), ReadError>,
-) -> Result<(), ReadError> {
-    let io_error = |source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    super::lines::for_each_line(path, io_error, |number, bytes| {
-        let malformed = |problem: String| ReadError::Malformed {
-            path: path.to_owned(),
-            location: RowLocation::Line(number),
-            problem,
-        };
-        let line = std::str::from_utf8(bytes)
-            .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-        let UniqueKeys(object) = serde_json::from_str(line)
-            .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
-        visit(number, &object)
-    })
-}
-
-/// A JSON object that refuses a key given twice, as the CSV and Parquet
-/// readers refuse a repeated column: "last one wins" would hide a mistake.
-#[derive(Debug)]
-pub struct UniqueKeys(pub serde_json::Map<String, Value>);
-
-impl<'de> serde::Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = UniqueKeys;
-
-            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                formatter.write_str("a JSON object")
-            }
-
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut access: A,
-            ) -> Result<UniqueKeys, A::Error> {
-                let mut object = serde_json::Map::new();
-                while let Some((key, value)) = access.next_entry::<String, Value>()? {
-                    if object.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!(
-                            "key \"{key}\" appears more than once"
-                        )));
-                    }
-                    object.insert(key, value);
-                }
-                Ok(UniqueKeys(object))
-            }
-        }
-        deserializer.deserialize_map(Visitor)
-    }
-}
-
-fn open(path: &Path) -> Result<File, ReadError> {
-    File::open(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })
-}
-
-fn csv_error(path: &Path, error: csv::Error) -> ReadError {
-    let location = RowLocation::Line(error.position().map_or(1, csv::Position::line));
-    match error.into_kind() {
-        csv::ErrorKind::Io(source) => ReadError::Io {
-            path: path.to_owned(),
-            source,
-        },
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => ReadError::Malformed {
-            path: path.to_owned(),
-            location,
-            problem: format!("{len} fields where the header has {expected_len}"),
-        },
-        csv::ErrorKind::Utf8 { err, .. } => ReadError::Malformed {
-            path: path.to_owned(),
-            location,
-            problem: format!("invalid UTF-8: {err}"),
-        },
-        other => ReadError::Malformed {
-            path: path.to_owned(),
-            location,
-            problem: format!("{other:?}"),
-        },
-    }
 }
 
 /// One cell of a text file, before conversion.

@@ -2,7 +2,6 @@
 //! contract between `routeval run` and `routeval grade`. Its Arrow schema is
 //! defined here once and documented in `docs/schema.md`.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
@@ -12,7 +11,6 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef, UInt32Type, UInt64Type};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
@@ -269,9 +267,7 @@ pub fn read_responses(
     batch_size: usize,
 ) -> anyhow::Result<impl Iterator<Item = anyhow::Result<Vec<ResponseRow>>> + use<>> {
     let context = |error: &dyn std::fmt::Display| anyhow::anyhow!("{}: {error}", path.display());
-    let file = File::open(path).map_err(|error| context(&error))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|error| context(&error))?;
+    let builder = super::open_parquet(path)?;
     let version = builder
         .metadata()
         .file_metadata()
@@ -287,10 +283,10 @@ pub fn read_responses(
     let reader = builder
         .with_batch_size(batch_size)
         .build()
-        .map_err(|error| context(&error))?;
+        .map_err(|source| super::parquet_error(path, source))?;
     let path = path.to_owned();
     Ok(reader.map(move |batch| {
-        let batch = batch.map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+        let batch = batch.map_err(|error| super::arrow_error(&path, error))?;
         from_batch(&batch).map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
     }))
 }

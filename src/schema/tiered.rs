@@ -127,18 +127,7 @@ pub fn tiers_in_metadata(path: &Path) -> Result<Option<Tiers>, ReadError> {
     if super::Format::detect(path)? != super::Format::Parquet {
         return Ok(None);
     }
-    let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let reader = parquet::file::reader::SerializedFileReader::new(file).map_err(|source| {
-        ReadError::Parquet {
-            path: path.to_owned(),
-            source,
-        }
-    })?;
-    use parquet::file::reader::FileReader;
-    let value = reader
+    let value = super::open_parquet(path)?
         .metadata()
         .file_metadata()
         .key_value_metadata()

@@ -46,12 +46,7 @@ pub(super) fn read_aggregates(
         visit(&row);
         Ok::<(), InputError>(())
     };
-    match crate::schema::Format::detect(path).map_err(|error| unreadable(path, error))? {
-        crate::schema::Format::Parquet => for_each_parquet_object(path, &mut take)?,
-        crate::schema::Format::JsonLines | crate::schema::Format::Csv => {
-            crate::records::for_each_object(path, |location, object| take(location, object))?;
-        }
-    }
+    crate::schema::for_each_object(path, |location, object| take(location, &object))?;
     if rows == 0 {
         return Err(InputError::Empty {
             path: path.to_owned(),
@@ -60,55 +55,6 @@ pub(super) fn read_aggregates(
         .into());
     }
     Ok(rows)
-}
-
-fn unreadable(path: &Path, error: impl std::fmt::Display) -> crate::schema::InputError {
-    crate::schema::InputError::Unreadable {
-        path: path.to_owned(),
-        message: error.to_string(),
-    }
-}
-
-/// Each row of a Parquet table as an object of text values (every column
-/// cast to text once per batch, as CSV gives it; nulls left out).
-fn for_each_parquet_object(
-    path: &Path,
-    mut take: impl FnMut(
-        RowLocation,
-        &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(), crate::schema::InputError>,
-) -> Result<(), crate::schema::InputError> {
-    let file = std::fs::File::open(path).map_err(|error| unreadable(path, error))?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|builder| builder.with_batch_size(8192).build())
-        .map_err(|error| unreadable(path, error))?;
-    let mut row = 0u64;
-    for batch in reader {
-        let batch = batch.map_err(|error| unreadable(path, error))?;
-        let schema = batch.schema();
-        let mut columns = Vec::with_capacity(batch.num_columns());
-        for (field, column) in schema.fields().iter().zip(batch.columns()) {
-            let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
-                .map_err(|error| unreadable(path, format!("column {:?}: {error}", field.name())))?;
-            columns.push((field.name().clone(), text));
-        }
-        for index in 0..batch.num_rows() {
-            row += 1;
-            let object = columns
-                .iter()
-                .filter(|(_, text)| arrow::array::Array::is_valid(text.as_ref(), index))
-                .map(|(name, text)| {
-                    let text = arrow::array::AsArray::as_string::<i32>(text.as_ref());
-                    (
-                        name.clone(),
-                        serde_json::Value::String(text.value(index).to_owned()),
-                    )
-                })
-                .collect();
-            take(RowLocation::Row(row), &object)?;
-        }
-    }
-    Ok(())
 }
 
 /// One row's fields, read with the file and row named in every error.
