@@ -1,6 +1,8 @@
 //! The bounded quantities the stages take: a quality target, a confidence,
 //! a share of requests drawn, a fraction of rows, a margin, a proportion of
-//! requests allowed and a span of time.
+//! requests allowed, a positive or non-negative number and a span of time.
+//! (A count of at least one is the standard library's `NonZeroU32`,
+//! `NonZeroU64` or `NonZeroUsize`, which clap reads the same way.)
 //!
 //! Each is checked when it is made, from a flag (`FromStr`, which clap uses
 //! as the flag's value parser) or from a number (`new`), so a stage never
@@ -27,6 +29,10 @@ enum Bounds {
     Open,
     /// [0, 1]
     Closed,
+    /// (0, ∞)
+    Positive,
+    /// [0, ∞)
+    NonNegative,
 }
 
 impl Bounds {
@@ -35,6 +41,8 @@ impl Bounds {
             Bounds::OpenClosed => value > 0.0 && value <= 1.0,
             Bounds::Open => value > 0.0 && value < 1.0,
             Bounds::Closed => (0.0..=1.0).contains(&value),
+            Bounds::Positive => value.is_finite() && value > 0.0,
+            Bounds::NonNegative => value.is_finite() && value >= 0.0,
         }
     }
 }
@@ -129,6 +137,22 @@ bounded!(
     Proportion,
     Bounds::Closed,
     "a proportion is at least 0 and at most 1 (0.1)"
+);
+
+bounded!(
+    /// A rate, a deadline or a wait that must be more than nothing: a finite
+    /// number above 0.
+    Positive,
+    Bounds::Positive,
+    "expected a number above 0"
+);
+
+bounded!(
+    /// A price, a spread or a wait that may be nothing: a finite number of
+    /// at least 0.
+    NonNegative,
+    Bounds::NonNegative,
+    "expected a number of at least 0"
 );
 
 impl Confidence {
@@ -239,6 +263,20 @@ mod tests {
             Target::new(1.5).unwrap_err().to_string(),
             "1.5: a target is above 0 and at most 1 (0.9)"
         );
+        assert_eq!("2500".parse::<Positive>().unwrap().get(), 2500.0);
+        for refused in ["0", "-1", "inf", "NaN"] {
+            assert_eq!(
+                refused.parse::<Positive>().unwrap_err().to_string(),
+                format!("{refused}: expected a number above 0")
+            );
+        }
+        assert_eq!("0".parse::<NonNegative>().unwrap().get(), 0.0);
+        for refused in ["-0.5", "inf"] {
+            assert_eq!(
+                refused.parse::<NonNegative>().unwrap_err().to_string(),
+                format!("{refused}: expected a number of at least 0")
+            );
+        }
     }
 
     #[test]

@@ -308,11 +308,11 @@ fn signing_flags_are_bounded_and_the_clock_is_not_an_environment_variable() {
     for (flags, message) in [
         (
             vec!["--ttl-days", "0"],
-            "--ttl-days must be from 1 to 3650, got 0",
+            "invalid value '0' for '--ttl-days <DAYS>': 0 is not in 1..=3650",
         ),
         (
             vec!["--ttl-days", "100000000"],
-            "--ttl-days must be from 1 to 3650",
+            "invalid value '100000000' for '--ttl-days <DAYS>': 100000000 is not in 1..=3650",
         ),
         (
             vec!["--dataset-sha256", "not-a-digest"],

@@ -122,7 +122,7 @@ pub struct GateArgs {
     pub out: PathBuf,
 
     /// Days until the emitted config expires, from 1 to 3650.
-    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    #[arg(long, value_name = "DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TTL_DAYS))]
     pub ttl_days: u64,
 
     /// sha256 of the labelled dataset behind the results, for provenance
@@ -188,7 +188,6 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     let (Some(target), Some(results)) = (args.target, args.results.clone()) else {
         bail!("--target and --results are needed unless --rollback-to is given");
     };
-    check_ttl_days(args.ttl_days)?;
     if args.familywise && args.confidence.is_none() {
         bail!("--familywise needs --confidence: a point estimate guarantees nothing to share");
     }
@@ -225,7 +224,6 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
 
 /// `--rollback-to` and the flags it takes, as the stage's options.
 fn rollback_options(args: GateArgs, to: PathBuf) -> anyhow::Result<RollbackOptions> {
-    check_ttl_days(args.ttl_days)?;
     let serve = serve_endpoint(&args)?;
     Ok(RollbackOptions {
         to,
@@ -260,13 +258,6 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     } else {
         Outcome::CheckFailed
     })
-}
-
-fn check_ttl_days(ttl_days: u64) -> anyhow::Result<()> {
-    if !(1..=MAX_TTL_DAYS).contains(&ttl_days) {
-        bail!("--ttl-days must be from 1 to {MAX_TTL_DAYS}, got {ttl_days}");
-    }
-    Ok(())
 }
 
 /// `--serve-url` and `--serve-key-env`, for the LiteLLM export.
@@ -406,7 +397,10 @@ mod tests {
                 "--target 0",
                 "error: invalid value '0' for '--target <Q>': 0: a target is above 0 and at most 1",
             ),
-            ("--target 0.9 --ttl-days 0", "--ttl-days must be from 1 to"),
+            (
+                "--target 0.9 --ttl-days 0",
+                "error: invalid value '0' for '--ttl-days <DAYS>': 0 is not in 1..=3650",
+            ),
             (
                 "--target 0.9 --confidence 1",
                 "error: invalid value '1' for '--confidence <C>': 1: a confidence is between 0 and 1",

@@ -9,6 +9,7 @@ use crate::exit_codes::Outcome;
 use crate::import::{Benchmark, ImportOptions, PriceSource, ScoreSource, import};
 use crate::router_model::Folds;
 use crate::schema::{Column, ColumnNames};
+use crate::units::NonNegative;
 
 use super::print::println;
 
@@ -91,11 +92,11 @@ pub struct ImportArgs {
         requires = "cost_large",
         conflicts_with = "prices"
     )]
-    pub cost_small: Option<f64>,
+    pub cost_small: Option<NonNegative>,
 
     /// USD per call of the large tier.
     #[arg(long, value_name = "USD", requires = "cost_small")]
-    pub cost_large: Option<f64>,
+    pub cost_large: Option<NonNegative>,
 
     /// A price file: [models."NAME"] per_call = USD.
     #[arg(long, value_name = "FILE")]
@@ -170,14 +171,7 @@ pub fn options(command: ImportCommand) -> anyhow::Result<ImportOptions> {
 fn prices(args: &ImportArgs) -> anyhow::Result<PriceSource> {
     match (&args.prices, args.cost_small, args.cost_large) {
         (Some(path), _, _) => Ok(PriceSource::File(path.clone())),
-        (None, Some(small), Some(large)) => {
-            for (flag, cost) in [("--cost-small", small), ("--cost-large", large)] {
-                if !(cost.is_finite() && cost >= 0.0) {
-                    bail!("{flag} must be a non-negative number of USD, got {cost}");
-                }
-            }
-            Ok(PriceSource::Flat { small, large })
-        }
+        (None, Some(small), Some(large)) => Ok(PriceSource::Flat { small, large }),
         _ => bail!("give the prices: --cost-small and --cost-large, or --prices FILE"),
     }
 }
@@ -252,8 +246,8 @@ mod tests {
                 small_model: "mistralai/Mixtral-8x7B-Instruct-v0.1".into(),
                 large_model: "gpt-4-1106-preview".into(),
                 prices: PriceSource::Flat {
-                    small: 0.001,
-                    large: 0.01
+                    small: NonNegative::new(0.001).unwrap(),
+                    large: NonNegative::new(0.01).unwrap()
                 },
                 scores: ScoreSource::Router {
                     folds: "5".parse().unwrap(),
@@ -297,7 +291,7 @@ mod tests {
             ),
             (
                 "routeval import routellm-mmlu --dir m --cost-small=-1 --cost-large 1 --out o",
-                "--cost-small must be a non-negative number of USD, got -1",
+                "error: invalid value '-1' for '--cost-small <USD>': -1: expected a number of at least 0",
             ),
             (
                 "routeval import routellm-mmlu --dir m --prices p --folds 1 --out o",

@@ -1,5 +1,6 @@
 //! `routeval replay replicas`.
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use anyhow::bail;
@@ -17,7 +18,7 @@ use crate::schema::CallTier;
 use crate::schema::HEDGE_OUTPUT;
 use crate::schema::REPLAY_OUTPUT;
 use crate::schema::{FALLBACK_OUTPUT, Learning};
-use crate::units::{Proportion, Span};
+use crate::units::{NonNegative, Positive, Proportion, Span};
 
 use super::print::{emit, encode, print};
 
@@ -72,19 +73,19 @@ pub struct FallbackArgs {
 
     /// A constant first-token time for the fallback, where it has no records.
     #[arg(long, value_name = "MS", conflicts_with = "fallback")]
-    pub fallback_ttft_ms: Option<f64>,
+    pub fallback_ttft_ms: Option<NonNegative>,
 
     /// The first-token deadline of the slow-first-token breaker.
-    #[arg(long, value_name = "MS", default_value_t = 3000.0)]
-    pub deadline_ms: f64,
+    #[arg(long, value_name = "MS", default_value = "3000")]
+    pub deadline_ms: Positive,
 
     /// Consecutive failures that open a breaker.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub open_after: u32,
+    #[arg(long, value_name = "N", default_value = "3")]
+    pub open_after: NonZeroU32,
 
     /// How long an open breaker stays open before one half-open probe.
-    #[arg(long, value_name = "MS", default_value_t = 5000.0)]
-    pub open_ms: f64,
+    #[arg(long, value_name = "MS", default_value = "5000")]
+    pub open_ms: Positive,
 
     /// When the breaker learns how a request went.
     #[arg(long, value_enum, default_value_t = LearningArg::Instantly)]
@@ -184,8 +185,8 @@ pub struct ReplicasArgs {
     pub tier: ReplayTierArg,
 
     /// With --from-run: requests per second, arriving as a Poisson process.
-    #[arg(long, value_name = "R", default_value_t = 4.0, requires = "from_run")]
-    pub arrival_rate: f64,
+    #[arg(long, value_name = "R", default_value = "4", requires = "from_run")]
+    pub arrival_rate: Positive,
 
     /// Replicas in the pool.
     #[arg(long, value_name = "N")]
@@ -352,9 +353,6 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
     }
     let source = match (&args.trace, &args.from_run) {
         (Some(trace), _) => Source::Trace(trace),
-        (None, Some(_)) if !(args.arrival_rate.is_finite() && args.arrival_rate > 0.0) => {
-            bail!("--arrival-rate: must be a positive number of requests per second")
-        }
         (None, Some(run)) => Source::Run {
             run,
             dataset: args.dataset.as_deref(),
@@ -400,25 +398,9 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
 }
 
 impl FallbackArgs {
-    /// The stage's options, each flag checked where it is parsed.
-    pub fn options(&self) -> anyhow::Result<FallbackOptions> {
-        for (flag, value) in [
-            ("--deadline-ms", self.deadline_ms),
-            ("--open-ms", self.open_ms),
-        ] {
-            if !(value.is_finite() && value > 0.0) {
-                bail!("{flag} must be a positive number of milliseconds, got {value}");
-            }
-        }
-        if let Some(ms) = self.fallback_ttft_ms
-            && !(ms.is_finite() && ms >= 0.0)
-        {
-            bail!("--fallback-ttft-ms must be a non-negative number, got {ms}");
-        }
-        if self.open_after == 0 {
-            bail!("--open-after must be at least 1");
-        }
-        Ok(FallbackOptions {
+    /// The stage's options, each flag checked where it was parsed.
+    pub fn options(&self) -> FallbackOptions {
+        FallbackOptions {
             records: self.records.clone(),
             route: self.route.clone(),
             fallback: self.fallback.clone(),
@@ -435,7 +417,7 @@ impl FallbackArgs {
             retry_budget: self.retry_budget,
             max_fallback_share: self.max_fallback_share,
             write_routes: self.write_routes.clone(),
-        })
+        }
     }
 }
 
@@ -452,7 +434,7 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
         outputs.push(Output::new(written, "--write-routes", &ROUTE_TABLE_OUTPUT));
     }
     check_outputs(&outputs, &inputs)?;
-    let replay = crate::replay::fallback::fallback(&args.options()?)?;
+    let replay = crate::replay::fallback::fallback(&args.options())?;
     replay.write(args.out.as_deref(), args.write_routes.as_deref())?;
     print(&if args.json {
         encode(&replay.document, "the document")?
@@ -560,19 +542,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(error, "--replicas: must be at least 1");
-        let error = replicas(&args(&[
-            "--from-run",
-            "runs/nowhere",
-            "--replicas",
-            "2",
-            "--arrival-rate",
-            "0",
-        ]))
+        let error = Cli::try_parse_from(
+            "routeval replay replicas --from-run runs/nowhere --replicas 2 --arrival-rate 0"
+                .split_whitespace(),
+        )
         .unwrap_err()
         .to_string();
         assert_eq!(
-            error,
-            "--arrival-rate: must be a positive number of requests per second"
+            error.lines().next(),
+            Some("error: invalid value '0' for '--arrival-rate <R>': 0: expected a number above 0")
         );
     }
 
@@ -593,43 +571,41 @@ mod tests {
         let options = fallback_args(
             "--records r.parquet --route primary --fallback backup --routes t.toml --calibrate --write-routes t2.toml --learning at-outcome --open-after 3",
         )
-        .options()
-        .unwrap();
+        .options();
         assert_eq!(options.records, std::path::PathBuf::from("r.parquet"));
         assert_eq!(options.route, "primary");
         assert_eq!(options.fallback.as_deref(), Some("backup"));
         assert_eq!(options.learning, Learning::AtOutcome);
-        assert_eq!(options.open_after, 3);
+        assert_eq!(options.open_after.get(), 3);
+        assert_eq!(options.deadline_ms.get(), 3000.0);
         assert!(options.calibrate);
         assert_eq!(
             options.write_routes,
             Some(std::path::PathBuf::from("t2.toml"))
         );
         for (flags, message) in [
-            ("--open-after 0", "--open-after must be at least 1"),
+            (
+                "--open-after 0",
+                "error: invalid value '0' for '--open-after <N>': number would be zero for non-zero type",
+            ),
             (
                 "--deadline-ms 0",
-                "--deadline-ms must be a positive number of milliseconds, got 0",
+                "error: invalid value '0' for '--deadline-ms <MS>': 0: expected a number above 0",
+            ),
+            (
+                "--fallback-ttft-ms=-1",
+                "error: invalid value '-1' for '--fallback-ttft-ms <MS>': -1: expected a number of at least 0",
+            ),
+            (
+                "--retry-budget 1.5",
+                "error: invalid value '1.5' for '--retry-budget <SHARE>': 1.5: a proportion is at least 0 and at most 1 (0.1)",
             ),
         ] {
-            let error = fallback_args(&format!(
-                "--records r.parquet --route p --fallback b {flags}"
-            ))
-            .options()
-            .unwrap_err();
-            assert_eq!(error.to_string(), message, "{flags}");
+            let argv = format!("routeval replay fallback --records r.parquet --route p {flags}");
+            let error = Cli::try_parse_from(argv.split_whitespace())
+                .unwrap_err()
+                .to_string();
+            assert_eq!(error.lines().next(), Some(message), "{flags}");
         }
-        let error = Cli::try_parse_from(
-            "routeval replay fallback --records r.parquet --route p --retry-budget 1.5"
-                .split_whitespace(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert_eq!(
-            error.lines().next(),
-            Some(
-                "error: invalid value '1.5' for '--retry-budget <SHARE>': 1.5: a proportion is at least 0 and at most 1 (0.1)"
-            )
-        );
     }
 }

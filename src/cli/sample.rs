@@ -1,5 +1,6 @@
 //! `routeval sample`.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -33,7 +34,7 @@ pub struct SampleArgs {
 
     /// Prompts to take from each slice.
     #[arg(long, value_name = "N", required_unless_present_any = ["audit", "label_share"])]
-    pub per_slice: Option<usize>,
+    pub per_slice: Option<NonZeroUsize>,
 
     /// Draw the label set of logged answers instead: each decision serve
     /// recorded, on its own with probability Q, for `replay candidate
@@ -51,7 +52,7 @@ pub struct SampleArgs {
     /// --results, stratified by score, each with its inclusion probability,
     /// for `calibrate --audits`.
     #[arg(long, value_name = "N", conflicts_with_all = ["records", "per_slice", "since", "rubric"], requires = "results")]
-    pub audit: Option<usize>,
+    pub audit: Option<NonZeroUsize>,
 
     /// With --audit: the graded results to draw from.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["records", "per_slice"])]
@@ -63,16 +64,16 @@ pub struct SampleArgs {
     pub columns: ColumnArgs,
 
     /// Only records from this time on: RFC 3339 or epoch milliseconds.
-    #[arg(long, value_name = "T")]
-    pub since: Option<String>,
+    #[arg(long, value_name = "T", value_parser = crate::records::parse_timestamp)]
+    pub since: Option<i64>,
 
     /// How to spread each slice's draw.
     #[arg(long, value_enum, default_value_t = StratifyArg::Score)]
     pub stratify: StratifyArg,
 
     /// With --stratify score: the number of strata.
-    #[arg(long, value_name = "K", default_value_t = 10)]
-    pub strata: usize,
+    #[arg(long, value_name = "K", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub strata: u32,
 
     /// Seed of the draw.
     #[arg(long, value_name = "S", default_value_t = 0)]
@@ -108,22 +109,16 @@ pub enum SampleRequest {
 
 /// Checks the flags and converts them to the stage's options.
 pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
-    if args.strata == 0 || args.strata > 100 {
-        bail!("--strata must be from 1 to 100, got {}", args.strata);
-    }
     let strata = match args.stratify {
-        StratifyArg::Score => args.strata,
+        StratifyArg::Score => args.strata as usize,
         StratifyArg::None => 1,
     };
     if let (Some(size), Some(results)) = (args.audit, &args.results) {
-        if size == 0 {
-            bail!("--audit must be at least 1");
-        }
         return Ok(SampleRequest::Audits {
             results: results.clone(),
             names: args.columns.names(),
             options: AuditOptions {
-                size,
+                size: size.get(),
                 strata,
                 seed: args.seed,
             },
@@ -140,25 +135,14 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
     let (Some(records), Some(per_slice)) = (&args.records, args.per_slice) else {
         bail!("--records and --per-slice are needed, or --audit and --results");
     };
-    if per_slice == 0 {
-        bail!("--per-slice must be at least 1");
-    }
     let rubric = args.rubric.clone().unwrap_or_else(|| "pairwise".to_owned());
     if rubric.trim().is_empty() {
         bail!("--rubric is empty");
     }
-    let since_ms = args
-        .since
-        .as_deref()
-        .map(|text| {
-            crate::records::parse_timestamp(text)
-                .map_err(|problem| anyhow::anyhow!("--since {problem}"))
-        })
-        .transpose()?;
     Ok(SampleRequest::Prompts(SampleOptions {
         records: records.clone(),
-        per_slice,
-        since_ms,
+        per_slice: per_slice.get(),
+        since_ms: args.since,
         strata,
         seed: args.seed,
         rubric,
@@ -369,7 +353,15 @@ mod tests {
             ),
             (
                 "routeval sample --audit 0 --results g.csv --out a.csv",
-                "--audit must be at least 1",
+                "invalid value '0' for '--audit <N>': number would be zero for non-zero type",
+            ),
+            (
+                "routeval sample --records r.jsonl --per-slice 5 --strata 101 --out s.jsonl",
+                "invalid value '101' for '--strata <K>': 101 is not in 1..=100",
+            ),
+            (
+                "routeval sample --records r.jsonl --per-slice 5 --since yesterday --out s.jsonl",
+                "invalid value 'yesterday' for '--since <T>'",
             ),
         ] {
             let error = parse(argv).unwrap_err().to_string();

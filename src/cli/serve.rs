@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use crate::serve::{
     BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, LogFormat, LogLevel,
     LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, default_max_connections, serve,
 };
-use crate::units::Proportion;
+use crate::units::{Positive, Proportion};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -64,12 +65,12 @@ pub struct ServeArgs {
     pub expired: String,
 
     /// The largest request body read; larger ones get 413.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
-    pub max_body_bytes: usize,
+    #[arg(long, value_name = "BYTES", default_value_t = NonZeroUsize::new(DEFAULT_MAX_BODY_BYTES).expect("a limit above 0"))]
+    pub max_body_bytes: NonZeroUsize,
 
     /// Records per Parquet part.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub roll_records: u64,
+    #[arg(long, value_name = "N", default_value = "100000")]
+    pub roll_records: NonZeroU64,
 
     /// While the records cannot be written (a full disk): `open` answers
     /// requests and keeps their records in memory (up to 100,000), `closed`
@@ -79,42 +80,42 @@ pub struct ServeArgs {
 
     /// Requests answered at once; more get 429 with Retry-After, never a
     /// queue.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub max_in_flight: usize,
+    #[arg(long, value_name = "N", default_value = "4096")]
+    pub max_in_flight: NonZeroUsize,
 
     /// Client connections open at once. At the bound a new connection
     /// closes the one quiet the longest with no request in flight, or is
     /// closed itself if every connection has one. Default: half the
     /// process's open-file limit less 64, between 16 and 16,384.
     #[arg(long, value_name = "N")]
-    pub max_connections: Option<usize>,
+    pub max_connections: Option<NonZeroUsize>,
 
     /// A connection must send a whole request head within this, or it is
     /// closed.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    pub header_read_timeout_ms: u64,
+    #[arg(long, value_name = "MS", default_value = "10000")]
+    pub header_read_timeout_ms: NonZeroU64,
 
     /// A connection with no request in flight that sends and receives
     /// nothing for this long is closed.
-    #[arg(long, value_name = "MS", default_value_t = 60_000)]
-    pub idle_timeout_ms: u64,
+    #[arg(long, value_name = "MS", default_value = "60000")]
+    pub idle_timeout_ms: NonZeroU64,
 
     /// Requests one route answers at once; more get 429 with Retry-After.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub max_in_flight_per_route: usize,
+    #[arg(long, value_name = "N", default_value = "1024")]
+    pub max_in_flight_per_route: NonZeroUsize,
 
     /// A route that gives no first byte within this gets the client a 504.
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
-    pub first_token_timeout_ms: u64,
+    #[arg(long, value_name = "MS", default_value = "30000")]
+    pub first_token_timeout_ms: NonZeroU64,
 
     /// An answer that gives no byte for this long after its first is ended
     /// with an error the client sees (never another model's text).
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
-    pub stall_timeout_ms: u64,
+    #[arg(long, value_name = "MS", default_value = "30000")]
+    pub stall_timeout_ms: NonZeroU64,
 
     /// No request is answered for longer than this from its arrival.
-    #[arg(long, value_name = "MS", default_value_t = 600_000)]
-    pub total_timeout_ms: u64,
+    #[arg(long, value_name = "MS", default_value = "600000")]
+    pub total_timeout_ms: NonZeroU64,
 
     /// Extra calls (a fallback after a failed attempt) allowed, as a share
     /// of the requests of the last --retry-budget-window-s.
@@ -122,8 +123,8 @@ pub struct ServeArgs {
     pub retry_budget: Proportion,
 
     /// The retry budget's sliding window.
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
-    pub retry_budget_window_s: f64,
+    #[arg(long, value_name = "S", default_value = "10")]
+    pub retry_budget_window_s: Positive,
 
     /// A candidate signed config (verified as --config is) decided for
     /// every request and recorded beside it (`shadow_*`), never served.
@@ -160,38 +161,6 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     fn options(self, output: &OutputArgs) -> anyhow::Result<ServeOptions> {
-        if self.roll_records == 0 {
-            bail!("--roll-records must be at least 1");
-        }
-        if self.max_body_bytes == 0 {
-            bail!("--max-body-bytes must be at least 1");
-        }
-        for (value, flag) in [
-            (self.max_in_flight, "--max-in-flight"),
-            (self.max_in_flight_per_route, "--max-in-flight-per-route"),
-            (
-                self.first_token_timeout_ms as usize,
-                "--first-token-timeout-ms",
-            ),
-            (self.stall_timeout_ms as usize, "--stall-timeout-ms"),
-            (self.total_timeout_ms as usize, "--total-timeout-ms"),
-            (
-                self.header_read_timeout_ms as usize,
-                "--header-read-timeout-ms",
-            ),
-            (self.idle_timeout_ms as usize, "--idle-timeout-ms"),
-            (self.max_connections.unwrap_or(1), "--max-connections"),
-        ] {
-            if value == 0 {
-                bail!("{flag} must be at least 1");
-            }
-        }
-        if !(self.retry_budget_window_s.is_finite() && self.retry_budget_window_s > 0.0) {
-            bail!(
-                "--retry-budget-window-s must be a positive number of seconds, got {}",
-                self.retry_budget_window_s
-            );
-        }
         if let Some(url) = &self.otlp_endpoint
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -210,27 +179,29 @@ impl ServeArgs {
             records: self.records,
             trust_slice_header: self.trust_slice_header,
             strict_expiry: self.strict_expiry,
-            max_body_bytes: self.max_body_bytes,
-            roll_records: self.roll_records,
+            max_body_bytes: self.max_body_bytes.get(),
+            roll_records: self.roll_records.get(),
             records_fail_closed: self.records_fail == "closed",
             start_expired: self.expired == "start",
             limits: Limits {
-                total: self.max_in_flight,
-                per_route: self.max_in_flight_per_route,
+                total: self.max_in_flight.get(),
+                per_route: self.max_in_flight_per_route.get(),
             },
             connections: ConnectionLimits {
-                max_connections: self.max_connections.unwrap_or_else(default_max_connections),
-                header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
-                idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+                max_connections: self
+                    .max_connections
+                    .map_or_else(default_max_connections, NonZeroUsize::get),
+                header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.get()),
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms.get()),
             },
             timeouts: Timeouts {
-                first_token: Duration::from_millis(self.first_token_timeout_ms),
-                stall: Duration::from_millis(self.stall_timeout_ms),
-                total: Duration::from_millis(self.total_timeout_ms),
+                first_token: Duration::from_millis(self.first_token_timeout_ms.get()),
+                stall: Duration::from_millis(self.stall_timeout_ms.get()),
+                total: Duration::from_millis(self.total_timeout_ms.get()),
             },
             budget: BudgetSettings {
                 share: self.retry_budget.get(),
-                window_ms: self.retry_budget_window_s * 1e3,
+                window_ms: self.retry_budget_window_s.get() * 1e3,
                 min_per_window: self.retry_budget_min,
             },
             shadow: self.shadow,
@@ -341,5 +312,36 @@ mod tests {
                 min_per_window: 3
             }
         );
+    }
+
+    #[test]
+    fn a_zero_limit_or_deadline_is_refused_where_it_is_parsed() {
+        let base = ["serve", "--config", "c.json", "--pubkey", "k.pub"];
+        for (flag, value, message) in [
+            (
+                "--max-in-flight",
+                "0",
+                "error: invalid value '0' for '--max-in-flight <N>': number would be zero for non-zero type",
+            ),
+            (
+                "--first-token-timeout-ms",
+                "0",
+                "error: invalid value '0' for '--first-token-timeout-ms <MS>': number would be zero for non-zero type",
+            ),
+            (
+                "--max-body-bytes",
+                "0",
+                "error: invalid value '0' for '--max-body-bytes <BYTES>': number would be zero for non-zero type",
+            ),
+            (
+                "--retry-budget-window-s",
+                "0",
+                "error: invalid value '0' for '--retry-budget-window-s <S>': 0: expected a number above 0",
+            ),
+        ] {
+            let argv = base.iter().copied().chain([flag, value]);
+            let error = ServeLine::try_parse_from(argv).unwrap_err().to_string();
+            assert_eq!(error.lines().next(), Some(message), "{flag}");
+        }
     }
 }

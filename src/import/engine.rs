@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::atomic::{Named, Output, check_outputs};
 use crate::rubric::Rubric;
 use crate::schema::{ColumnNames, GRADED_OUTPUT, ReadOptions, read_graded, write_graded_parquet};
+use crate::units::NonNegative;
 
 use super::{
     ImportedRow, Prices, ScoreSource, build_table, mt_bench, routellm_gsm8k, routellm_mmlu,
@@ -34,7 +35,10 @@ pub enum Benchmark {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PriceSource {
     /// USD per call of each tier.
-    Flat { small: f64, large: f64 },
+    Flat {
+        small: NonNegative,
+        large: NonNegative,
+    },
     /// A price file: `[models."NAME"] per_call = USD`.
     File(PathBuf),
 }
@@ -137,8 +141,8 @@ pub fn import(options: &ImportOptions) -> anyhow::Result<usize> {
         } => {
             let prices = match prices {
                 PriceSource::Flat { small, large } => Prices::Flat {
-                    small: *small,
-                    large: *large,
+                    small: small.get(),
+                    large: large.get(),
                 },
                 PriceSource::File(path) => Prices::load(path)?,
             };

@@ -5,6 +5,7 @@
 //! counts from the tier's answers; arrivals drawn as a Poisson process at a
 //! given rate, since a batch run records no arrival times.
 
+use crate::units::Positive;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub struct RunArrivals {
     /// Whose answers give the output lengths.
     pub tier: CallTier,
     /// Requests per second.
-    pub rate: f64,
+    pub rate: Positive,
     pub seed: u64,
 }
 
@@ -79,7 +80,7 @@ pub fn for_each_run_request(
         let blocks = text_blocks(&text);
         let estimated = (text.chars().count() * 512).div_ceil(CHARACTERS_PER_BLOCK) as u64;
         let uniform = next_uniform(&mut random);
-        clock_ms += -(1.0 - uniform).ln() / arrivals.rate * 1000.0;
+        clock_ms += -(1.0 - uniform).ln() / arrivals.rate.get() * 1000.0;
         count += 1;
         visit(Request {
             arrival_ms: clock_ms,

@@ -2,6 +2,7 @@
 //! under each gateway policy, the breaker searched for, and the route table
 //! with the chosen breaker written into it.
 
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -12,11 +13,10 @@ use super::{
 };
 use crate::routes::{RouteBreaker, RouteTable};
 use crate::schema::{FALLBACK_SCHEMA_VERSION, FallbackDocument, InputFile, Learning};
-use crate::units::Proportion;
+use crate::units::{NonNegative, Positive, Proportion};
 
-/// A fallback replay, already checked: positive `deadline_ms` and
-/// `open_ms`, `open_after` at least 1, shares in [0, 1], a non-negative
-/// `fallback_ttft_ms`, and `routes` given with `write_routes`.
+/// A fallback replay: each bounded value checked when it was made, and
+/// `routes` given with `write_routes`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FallbackOptions {
     pub records: PathBuf,
@@ -25,13 +25,13 @@ pub struct FallbackOptions {
     /// The fallback route, whose records give its latency.
     pub fallback: Option<String>,
     /// A constant first token for every fallback, instead of its records.
-    pub fallback_ttft_ms: Option<f64>,
+    pub fallback_ttft_ms: Option<NonNegative>,
     /// The route table: the fallback's capacity, and where the chosen
     /// breaker is written.
     pub routes: Option<PathBuf>,
-    pub deadline_ms: f64,
-    pub open_ms: f64,
-    pub open_after: u32,
+    pub deadline_ms: Positive,
+    pub open_ms: Positive,
+    pub open_after: NonZeroU32,
     pub learning: Learning,
     /// Search for the breaker's deadline and failure count.
     pub calibrate: bool,
@@ -119,15 +119,19 @@ pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
     )?;
     let (requests, rows) = (&inputs.requests, inputs.rows);
     let latency = match options.fallback_ttft_ms {
-        Some(ms) => FallbackLatency::Constant(ms),
+        Some(ms) => FallbackLatency::Constant(ms.get()),
         None => FallbackLatency::Recorded(inputs.fallback_points.clone()),
     };
-    let policies = standard_policies(options.open_after, options.open_ms, options.deadline_ms);
+    let policies = standard_policies(
+        options.open_after.get(),
+        options.open_ms.get(),
+        options.deadline_ms.get(),
+    );
     let calibration = options.calibrate.then(|| {
         calibrate_breaker(
             requests,
             &latency,
-            options.open_ms,
+            options.open_ms.get(),
             BreakerBounds {
                 max_fallback_share: options.max_fallback_share.get(),
                 retry_budget: options.retry_budget.get(),
@@ -142,7 +146,7 @@ pub fn fallback(options: &FallbackOptions) -> anyhow::Result<FallbackReplay> {
         records: InputFile::of_file(&options.records, rows)?,
         route: options.route.clone(),
         fallback_route: options.fallback.clone(),
-        fallback_ttft_ms: options.fallback_ttft_ms,
+        fallback_ttft_ms: options.fallback_ttft_ms.map(NonNegative::get),
         fallback_latency: options
             .fallback_ttft_ms
             .is_none()
@@ -189,7 +193,7 @@ fn with_chosen_breaker(
     let breaker = RouteBreaker {
         first_token_deadline_ms: chosen.first_token_deadline_ms,
         open_after: chosen.open_after,
-        open_ms: options.open_ms,
+        open_ms: options.open_ms.get(),
     };
     let text = std::fs::read_to_string(source)
         .with_context(|| format!("{}: cannot read (--routes)", source.display()))?;
