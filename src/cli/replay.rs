@@ -12,7 +12,7 @@ use crate::replay::fallback::{FallbackOptions, ROUTE_TABLE_OUTPUT, render_fallba
 use crate::replay::hedge::{HedgeOptions, render_hedge};
 use crate::replay::replicas::{PolicySpec, Pool, SglangRelease};
 use crate::replay::{
-    Objective, RunArrivals, Source, render_calibration, render_policies, replay, search_settings,
+    Objective, ReplicasOptions, Requests, RunArrivals, Search, render_replicas, replay_replicas,
 };
 use crate::schema::CallTier;
 use crate::schema::HEDGE_OUTPUT;
@@ -244,8 +244,8 @@ pub struct ReplicasArgs {
     /// least-load, session, prefix-hash, cache-aware, sglang, scorer, and
     /// sglang@0.3 or sglang@0.1 for a release of SGLang's router as it
     /// decides (default: all but the releases, as docs/replay.md lists).
-    #[arg(long = "policy", value_name = "NAME[:k=v,...]")]
-    pub policies: Vec<String>,
+    #[arg(long = "policy", value_name = "NAME[:k=v,...]", value_parser = PolicySpec::parse)]
+    pub policies: Vec<PolicySpec>,
 
     /// Choose the cache-aware thresholds and the scorer's weights on the
     /// first half of the trace and check them on the second.
@@ -326,16 +326,42 @@ pub fn pool(args: &ReplicasArgs) -> anyhow::Result<Pool> {
     Ok(pool)
 }
 
+impl ReplicasArgs {
+    /// The stage's options: the pool the flags describe, checked.
+    pub fn options(&self) -> anyhow::Result<ReplicasOptions> {
+        let requests = match (&self.trace, &self.from_run) {
+            (Some(trace), _) => Requests::Trace(trace.clone()),
+            (None, Some(run)) => Requests::Run {
+                run: run.clone(),
+                dataset: self.dataset.clone(),
+                arrivals: RunArrivals {
+                    tier: match self.tier {
+                        ReplayTierArg::Small => CallTier::SMALL,
+                        ReplayTierArg::Large => CallTier::LARGE,
+                    },
+                    rate: self.arrival_rate,
+                    seed: self.seed,
+                },
+            },
+            (None, None) => bail!("give --trace FILE or --from-run DIR"),
+        };
+        Ok(ReplicasOptions {
+            requests,
+            pool: pool(self)?,
+            policies: self.policies.clone(),
+            search: self.calibrate.then_some(Search {
+                objective: match self.objective {
+                    ObjectiveArg::P95Ttft => Objective::P95Ttft,
+                    ObjectiveArg::HitRate => Objective::HitRate,
+                },
+                release: self.for_release,
+            }),
+        })
+    }
+}
+
 fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
-    let pool = pool(args)?;
-    let policies = if args.policies.is_empty() {
-        PolicySpec::defaults(pool.scrape_ms > 0.0)
-    } else {
-        args.policies
-            .iter()
-            .map(|given| PolicySpec::parse(given))
-            .collect::<Result<Vec<_>, _>>()?
-    };
+    let options = args.options()?;
     let mut inputs = Vec::new();
     inputs.extend(args.trace.iter().map(|path| Named::new(path, "--trace")));
     inputs.extend(
@@ -351,48 +377,13 @@ fn replicas(args: &ReplicasArgs) -> anyhow::Result<Outcome> {
     if let Some(out) = &args.out {
         check_outputs(&[Output::new(out, "--out", &REPLAY_OUTPUT)], &inputs)?;
     }
-    let source = match (&args.trace, &args.from_run) {
-        (Some(trace), _) => Source::Trace(trace),
-        (None, Some(run)) => Source::Run {
-            run,
-            dataset: args.dataset.as_deref(),
-            arrivals: RunArrivals {
-                tier: match args.tier {
-                    ReplayTierArg::Small => CallTier::SMALL,
-                    ReplayTierArg::Large => CallTier::LARGE,
-                },
-                rate: args.arrival_rate,
-                seed: args.seed,
-            },
-        },
-        (None, None) => bail!("give --trace FILE or --from-run DIR"),
-    };
-    let mut document = replay(&source, &pool, &policies)?;
-    if args.calibrate {
-        let objective = match args.objective {
-            ObjectiveArg::P95Ttft => Objective::P95Ttft,
-            ObjectiveArg::HitRate => Objective::HitRate,
-        };
-        document.calibration = Some(search_settings(
-            &source,
-            &pool,
-            &policies,
-            objective,
-            args.for_release,
-        )?);
-    }
+    let document = replay_replicas(&options)?;
     emit(
         &document,
         "the replay",
         args.out.as_deref(),
         args.json,
-        || {
-            let mut text = render_policies(&document);
-            if let Some(calibration) = &document.calibration {
-                text.push_str(&render_calibration(calibration));
-            }
-            text
-        },
+        || render_replicas(&document),
     )?;
     Ok(Outcome::Passed)
 }
@@ -551,6 +542,18 @@ mod tests {
         assert_eq!(
             error.lines().next(),
             Some("error: invalid value '0' for '--arrival-rate <R>': 0: expected a number above 0")
+        );
+        let error = Cli::try_parse_from(
+            "routeval replay replicas --trace t.jsonl --replicas 2 --policy session:min-blocks=0"
+                .split_whitespace(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with(
+                "error: invalid value 'session:min-blocks=0' for '--policy <NAME[:k=v,...]>': min-blocks=0"
+            ),
+            "{error}"
         );
     }
 

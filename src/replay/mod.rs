@@ -15,7 +15,7 @@ pub mod trace;
 
 pub use from_run::RunArrivals;
 pub use replicas::{
-    Objective, PolicySpec, Pool, Source, render_calibration, render_policies, replay,
-    search_settings,
+    Objective, PolicySpec, Pool, ReplicasOptions, Requests, Search, Source, render_calibration,
+    render_policies, render_replicas, replay, replay_replicas, search_settings,
 };
 pub use trace::{Request, for_each_request};

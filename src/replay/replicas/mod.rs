@@ -7,6 +7,7 @@
 mod cache;
 mod choice;
 mod metrics;
+mod options;
 mod pool;
 mod render;
 mod search;
@@ -30,6 +31,7 @@ pub use cache::{BlockCache, PrefixIndex};
 pub use metrics::Histogram;
 use metrics::WindowSums;
 use metrics::ratio;
+pub use options::{ReplicasOptions, Requests, Search, render_replicas, replay_replicas};
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
 pub use search::{Objective, search_settings};
