@@ -176,6 +176,8 @@ pub enum BadSpan {
     Unit(String, String),
     #[error("{0}: expected a duration such as 90s, 30m or 1h")]
     Number(String),
+    #[error("{0}: expected a span of at least 1ms")]
+    Empty(String),
 }
 
 impl Span {
@@ -190,6 +192,16 @@ impl Span {
     /// The span in whole milliseconds, rounded to the nearest.
     pub fn whole_milliseconds(self) -> u64 {
         self.milliseconds.round() as u64
+    }
+
+    /// A span of at least one whole millisecond, for a flag where nothing
+    /// is no answer (a window's width): the parser clap is given.
+    pub fn at_least_a_millisecond(text: &str) -> Result<Span, BadSpan> {
+        let span: Span = text.parse()?;
+        if span.whole_milliseconds() == 0 {
+            return Err(BadSpan::Empty(text.trim().to_owned()));
+        }
+        Ok(span)
     }
 }
 
@@ -283,6 +295,22 @@ mod tests {
     fn a_quantity_is_written_as_it_was_given() {
         assert_eq!("0.80".parse::<Target>().unwrap().to_string(), "0.8");
         assert_eq!(Confidence::new(0.9).unwrap().to_string(), 0.9.to_string());
+    }
+
+    #[test]
+    fn a_window_is_at_least_a_millisecond() {
+        assert_eq!(
+            Span::at_least_a_millisecond("1ms").unwrap().milliseconds(),
+            1.0
+        );
+        for nothing in ["0s", "0.2ms"] {
+            assert_eq!(
+                Span::at_least_a_millisecond(nothing)
+                    .unwrap_err()
+                    .to_string(),
+                format!("{nothing}: expected a span of at least 1ms")
+            );
+        }
     }
 
     #[test]

@@ -557,8 +557,10 @@ fn the_monitor_carries_its_evidence_between_runs() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(
-        String::from_utf8_lossy(&refused.stderr).trim(),
-        "error: --arl must be a number of runs of at least 1, got 0.5"
+        String::from_utf8_lossy(&refused.stderr).lines().next(),
+        Some(
+            "error: invalid value '0.5' for '--arl <RUNS>': 0.5: expected a number of runs of at least 1"
+        )
     );
     assert!(!workspace.path("never.json").exists());
 }

@@ -57,7 +57,7 @@ fn generic_maps_columns_and_carries_the_rest() {
     assert_eq!(output.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&output.stderr)
-            .contains("--map: \"difficulty\" is not a graded-results column")
+            .contains("for '--map <MAP>': \"difficulty\" is not a graded-results column")
     );
 }
 

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
 use crate::drift::{
-    DEFAULT_ARL, DRIFT_STATE_OUTPUT, DriftOptions, RecordsDriftOptions, RecordsInput, drift,
-    drift_records, markdown, render_records, terminal,
+    Arl, DRIFT_STATE_OUTPUT, DriftOptions, RecordsDriftOptions, RecordsInput, drift, drift_records,
+    markdown, render_records, terminal,
 };
 use crate::exit_codes::Outcome;
 use crate::schema::{DRIFT_OUTPUT, RECORDS_DRIFT_OUTPUT, Verdict};
@@ -40,7 +40,7 @@ pub struct DriftArgs {
     pub aggregates: Option<PathBuf>,
 
     /// With --records or --aggregates: the width of the time windows.
-    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = Span::at_least_a_millisecond)]
     pub window: Span,
 
     /// The graded results the config was calibrated on, to compare score
@@ -87,8 +87,8 @@ pub struct DriftArgs {
     /// With --state: how many runs, on average, before the "changed since
     /// calibration" detector false-alarms on unchanged traffic (set when the
     /// state is made; a state keeps its own).
-    #[arg(long, value_name = "RUNS", default_value_t = DEFAULT_ARL, requires = "state")]
-    pub arl: f64,
+    #[arg(long, value_name = "RUNS", default_value_t = Arl::DEFAULT, requires = "state")]
+    pub arl: Arl,
 }
 
 /// What `drift` was asked to check: fresh graded results, or the
@@ -101,12 +101,6 @@ pub enum DriftRequest {
 
 /// Checks the flags and converts them to the stage's options.
 pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
-    if !(args.arl.is_finite() && args.arl >= 1.0) {
-        bail!(
-            "--arl must be a number of runs of at least 1, got {}",
-            args.arl
-        );
-    }
     let input = match (&args.records, &args.aggregates) {
         (Some(path), _) => Some(RecordsInput::Records(path.clone())),
         (None, Some(path)) => Some(RecordsInput::Aggregates(path.clone())),
@@ -114,12 +108,6 @@ pub fn request(args: &DriftArgs) -> anyhow::Result<DriftRequest> {
     };
     if let Some(input) = input {
         let window_ms = args.window.whole_milliseconds() as i64;
-        if window_ms <= 0 {
-            bail!(
-                "--window {} ms: must be positive",
-                args.window.milliseconds()
-            );
-        }
         return Ok(DriftRequest::Records(RecordsDriftOptions {
             config: args.config.clone(),
             input,
@@ -285,7 +273,7 @@ mod tests {
             ),
             (
                 "routeval drift --config c --records r --window 0s",
-                "--window 0 ms: must be positive",
+                "error: invalid value '0s' for '--window <DURATION>': 0s: expected a span of at least 1ms",
             ),
         ] {
             let error = parse(argv).unwrap_err().to_string();

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 
 use crate::exit_codes::Outcome;
 use crate::import::{Benchmark, ImportOptions, PriceSource, ScoreSource, import};
 use crate::router_model::Folds;
-use crate::schema::{Column, ColumnNames};
+use crate::schema::ColumnNames;
 use crate::units::NonNegative;
 
 use super::print::println;
@@ -57,8 +57,8 @@ pub enum ImportCommand {
         #[arg(long, value_name = "FILE")]
         input: PathBuf,
         /// Column mapping, e.g. score=p_hard,small_ok=mixtral_correct (graded column = file column).
-        #[arg(long, value_name = "MAP", default_value = "")]
-        map: String,
+        #[arg(long, value_name = "MAP", default_value = "", value_parser = ColumnNames::from_map)]
+        map: ColumnNames,
         /// The graded results (Parquet).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
@@ -126,7 +126,7 @@ pub fn options(command: ImportCommand) -> anyhow::Result<ImportOptions> {
         ImportCommand::Generic { input, map, out } => {
             return Ok(ImportOptions::Generic {
                 input,
-                names: parse_map(&map)?,
+                names: map,
                 out,
             });
         }
@@ -187,31 +187,6 @@ fn scores(args: &ImportArgs) -> anyhow::Result<ScoreSource> {
 }
 
 /// `score=p,small_ok=weak` as graded column → file column.
-fn parse_map(map: &str) -> anyhow::Result<ColumnNames> {
-    let mut names = ColumnNames {
-        from_map: true,
-        ..ColumnNames::default()
-    };
-    for pair in map
-        .split(',')
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-    {
-        let (target, source) = pair
-            .split_once('=')
-            .with_context(|| format!("--map: {pair:?} is not graded_column=file_column"))?;
-        let column = Column::from_name(target.trim())
-            .with_context(|| format!("--map: {target:?} is not a graded-results column"))?;
-        let source = source.trim().to_owned();
-        match column {
-            Column::Score => names.score = source,
-            Column::Slice => names.slice = source,
-            other => names.mapped.push((other, source)),
-        }
-    }
-    Ok(names)
-}
-
 pub fn run(command: ImportCommand) -> anyhow::Result<Outcome> {
     let options = options(command)?;
     let rows = import(&options)?;
@@ -279,7 +254,10 @@ mod tests {
             panic!("a generic import")
         };
         assert_eq!((names.score.as_str(), names.slice.as_str()), ("p", "s"));
-        assert_eq!(names.mapped, [(Column::SmallOk, "weak".to_owned())]);
+        assert_eq!(
+            names.mapped,
+            [(crate::schema::Column::SmallOk, "weak".to_owned())]
+        );
     }
 
     #[test]
@@ -299,11 +277,11 @@ mod tests {
             ),
             (
                 "routeval import generic --input t --map score --out o",
-                "--map: \"score\" is not graded_column=file_column",
+                "error: invalid value 'score' for '--map <MAP>': \"score\" is not graded_column=file_column",
             ),
             (
                 "routeval import generic --input t --map nonsense=x --out o",
-                "--map: \"nonsense\" is not a graded-results column",
+                "error: invalid value 'nonsense=x' for '--map <MAP>': \"nonsense\" is not a graded-results column",
             ),
         ] {
             let seen = parse(argv).unwrap_err().to_string();

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use arrow::array::Array;
 
+use super::sequential::Arl;
 use crate::digest::{sha256_file, sha256_hex};
 use crate::policy::{Evaluation, TieredRows, evaluate_table, scores_of, tiered_rows};
 use crate::routes::RouteConfig;
@@ -44,7 +45,7 @@ pub struct DriftOptions {
     pub state: Option<PathBuf>,
     /// The change detectors' average run length to a false alarm, in runs,
     /// for a new state (`--arl`); a state keeps the one it began with.
-    pub arl: f64,
+    pub arl: Arl,
 }
 
 /// A significant score shift whose PSI, less its null, reaches this is a
@@ -186,7 +187,7 @@ pub fn drift(options: &DriftOptions) -> anyhow::Result<(DriftDocument, Option<Dr
                 &config,
                 &config_ref,
                 (target, delta, has_thresholds),
-                options.arl,
+                options.arl.get(),
                 &at_calibration,
             )?;
             // The monitor judges quality and escalation; the run's own

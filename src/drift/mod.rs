@@ -17,6 +17,6 @@ pub use records::{
 };
 pub use render::{markdown, terminal};
 pub use sequential::{
-    DEFAULT_ARL, DRIFT_STATE_OUTPUT, DRIFT_STATE_SCHEMA_VERSION, Detector, DriftState, FamilySlice,
-    RunCounts, SliceState, Wealth,
+    Arl, DEFAULT_ARL, DRIFT_STATE_OUTPUT, DRIFT_STATE_SCHEMA_VERSION, Detector, DriftState,
+    FamilySlice, RunCounts, SliceState, Wealth,
 };

@@ -232,6 +232,36 @@ fn default_arl() -> f64 {
     DEFAULT_ARL
 }
 
+/// An average run length to a false alarm (`--arl`): a finite number of
+/// runs, at least 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arl(f64);
+
+impl Arl {
+    pub const DEFAULT: Arl = Arl(DEFAULT_ARL);
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl std::str::FromStr for Arl {
+    type Err = String;
+
+    fn from_str(given: &str) -> Result<Arl, String> {
+        match given.trim().parse::<f64>() {
+            Ok(runs) if runs.is_finite() && runs >= 1.0 => Ok(Arl(runs)),
+            _ => Err(format!("{given}: expected a number of runs of at least 1")),
+        }
+    }
+}
+
+impl std::fmt::Display for Arl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
 /// The rows a monitor has counted, by the 64-bit FNV-1a hash of their id,
 /// sorted: 8 bytes a row, written as base64. Two of ten million ids share
 /// a hash with odds of about 3 in a million, and the later one is then not

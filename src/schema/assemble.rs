@@ -39,6 +39,33 @@ impl Default for ColumnNames {
 }
 
 impl ColumnNames {
+    /// The names a mapping `graded_column=file_column,...` gives
+    /// (`import generic --map score=p_hard,small_ok=mixtral_correct`).
+    pub fn from_map(map: &str) -> Result<ColumnNames, String> {
+        let mut names = ColumnNames {
+            from_map: true,
+            ..ColumnNames::default()
+        };
+        for pair in map
+            .split(',')
+            .map(str::trim)
+            .filter(|pair| !pair.is_empty())
+        {
+            let (target, source) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not graded_column=file_column"))?;
+            let column = Column::from_name(target.trim())
+                .ok_or_else(|| format!("{target:?} is not a graded-results column"))?;
+            let source = source.trim().to_owned();
+            match column {
+                Column::Score => names.score = source,
+                Column::Slice => names.slice = source,
+                other => names.mapped.push((other, source)),
+            }
+        }
+        Ok(names)
+    }
+
     pub fn new(score: impl Into<String>, slice: impl Into<String>) -> ColumnNames {
         ColumnNames {
             score: score.into(),
