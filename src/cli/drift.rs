@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 
 use crate::atomic::{Named, Output, check_outputs};
@@ -160,13 +159,8 @@ fn graded(options: &DriftOptions, args: &DriftArgs) -> anyhow::Result<Outcome> {
             terminal(&document)
         }
     })?;
-    // After the document: a run whose document was not written is not
-    // counted, and the same results can be given again.
     if let (Some(path), Some(state)) = (&args.state, state) {
-        let mut text = serde_json::to_string_pretty(&state)?;
-        text.push('\n');
-        crate::atomic::write_bytes_atomically(path, text.as_bytes())
-            .with_context(|| format!("{}: cannot write (--state)", path.display()))?;
+        state.write(path)?;
     }
     Ok(outcome)
 }

@@ -154,6 +154,18 @@ fn read_state(
     Ok(Some(state))
 }
 
+impl DriftState {
+    /// Writes the state to `path` (`--state`), as [`read_state`] reads it.
+    /// The caller writes it after the run's document: a run whose document
+    /// was not written is not counted, and its results can be given again.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        let mut text = serde_json::to_string_pretty(self)?;
+        text.push('\n');
+        crate::atomic::write_bytes_atomically(path, text.as_bytes())
+            .with_context(|| format!("{}: cannot write (--state)", path.display()))
+    }
+}
+
 /// The monitor's alarms, as verdicts and reasons; and what it shows.
 pub(super) fn judge_sequentially(
     slices: &mut [SliceDrift],

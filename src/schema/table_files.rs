@@ -94,10 +94,14 @@ pub fn for_each_json_object<E: From<ReadError>>(
                 location,
                 problem,
             };
-            let line = std::str::from_utf8(bytes)
-                .map_err(|error| malformed(format!("not UTF-8 text: {error}")))?;
-            let UniqueKeys(object) = serde_json::from_str(line)
-                .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
+            // One pass over the text; it is checked for UTF-8 again only to
+            // say why a line was refused.
+            let UniqueKeys(object) = serde_json::from_slice(bytes).map_err(|error| {
+                malformed(match std::str::from_utf8(bytes) {
+                    Err(not_text) => format!("not UTF-8 text: {not_text}"),
+                    Ok(_) => format!("not a JSON object: {error}"),
+                })
+            })?;
             visit(location, object)
         },
     )
@@ -186,12 +190,17 @@ impl<'de> serde::Deserialize<'de> for UniqueKeys {
             ) -> Result<UniqueKeys, A::Error> {
                 let mut object = Map::new();
                 while let Some((key, value)) = access.next_entry::<String, Value>()? {
-                    if object.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!(
-                            "key \"{key}\" appears more than once"
-                        )));
+                    match object.entry(key) {
+                        serde_json::map::Entry::Vacant(entry) => {
+                            entry.insert(value);
+                        }
+                        serde_json::map::Entry::Occupied(entry) => {
+                            return Err(serde::de::Error::custom(format!(
+                                "key \"{}\" appears more than once",
+                                entry.key()
+                            )));
+                        }
                     }
-                    object.insert(key, value);
                 }
                 Ok(UniqueKeys(object))
             }
