@@ -182,9 +182,81 @@ fn threshold(value: &Value) -> f64 {
     })
 }
 
-#[test]
-fn what_the_gate_signed_is_what_serve_serves() {
-    let pipeline = Pipeline::new();
+/// The demo's rows as the gate scores them, and what the run answered.
+struct DemoRows {
+    graded: PathBuf,
+    /// The calibration part: the prompts the deployed router never saw,
+    /// the rows the gate certifies on, as (id, slice, prompt).
+    prompts: Vec<(String, String, String)>,
+    row_of: BTreeMap<String, usize>,
+    full_scores: Vec<Value>,
+    verifier_scores: Vec<Value>,
+    slices: Vec<Value>,
+    oks: BTreeMap<&'static str, Vec<Value>>,
+    run_text: BTreeMap<(String, String), String>,
+}
+
+impl DemoRows {
+    fn of(pipeline: &Pipeline) -> DemoRows {
+        let graded = pipeline.out.join("graded-scored.parquet");
+        let ids = column(&pipeline.full, "id");
+        let full_scores = column(&pipeline.full, "router_score");
+        let verifier_scores = column(&graded, "score");
+        let slices = column(&graded, "slice");
+        let row_of: BTreeMap<String, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(row, id)| (id.as_str().unwrap().to_owned(), row))
+            .collect();
+        // The calibration part: the prompts the deployed router never saw, the
+        // rows the gate certifies on.
+        let prompts: Vec<(String, String, String)> = demo_prompts()
+            .into_iter()
+            .filter(|(id, _, _)| row_of.contains_key(id))
+            .collect();
+        assert_eq!(prompts.len(), ids.len());
+        let ok_of = |tier: &str| column(&graded, &format!("{tier}_ok"));
+        let oks: BTreeMap<&str, Vec<Value>> = ["small", "mid", "large"]
+            .into_iter()
+            .map(|tier| (tier, ok_of(tier)))
+            .collect();
+        let responses =
+            routeval::schema::read_all_responses(&pipeline.out.join("run/responses.parquet"))
+                .unwrap();
+        let run_text: BTreeMap<(String, String), String> = responses
+            .iter()
+            .filter_map(|row| Some(((row.id.clone(), row.tier.to_string()), row.text.clone()?)))
+            .collect();
+        DemoRows {
+            graded,
+            prompts,
+            row_of,
+            full_scores,
+            verifier_scores,
+            slices,
+            oks,
+            run_text,
+        }
+    }
+}
+
+/// A signed config served on the demo's prompts: its path and the route
+/// each (slice, prompt) was served by.
+struct ServedConfig {
+    config: PathBuf,
+    routes: RoutesByPrompt,
+}
+
+/// Gates `candidate` on the demo's rows and on the scores serve computes,
+/// serves the signed config (beside `shadow`, if given) on every prompt,
+/// and checks that each answer, decision, record and per-slice metric is
+/// what the gate signed; `tag` keeps the files of one test apart.
+fn serves_as_signed(
+    pipeline: &Pipeline,
+    candidate: &str,
+    tag: &str,
+    shadow: Option<&ServedConfig>,
+) -> ServedConfig {
     let dataset = repo().join("datasets/demo/prompts.jsonl");
     let sim = start_sim(
         &dataset,
@@ -194,282 +266,318 @@ fn what_the_gate_signed_is_what_serve_serves() {
         },
     );
     let url = base_url(&sim);
-    let keys = pipeline.path("keys.toml");
+    let keys = pipeline.path(&format!("{tag}-keys.toml"));
     write_keys(&keys);
-    let graded = pipeline.out.join("graded-scored.parquet");
-    let ids = column(&pipeline.full, "id");
-    let full_scores = column(&pipeline.full, "router_score");
-    let verifier_scores = column(&graded, "score");
-    let slices = column(&graded, "slice");
-    let row_of: BTreeMap<String, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(row, id)| (id.as_str().unwrap().to_owned(), row))
-        .collect();
-    // The calibration part: the prompts the deployed router never saw, the
-    // rows the gate certifies on.
-    let prompts: Vec<(String, String, String)> = demo_prompts()
-        .into_iter()
-        .filter(|(id, _, _)| row_of.contains_key(id))
-        .collect();
-    assert_eq!(prompts.len(), ids.len());
-    let ok_of = |tier: &str| column(&graded, &format!("{tier}_ok"));
-    let oks: BTreeMap<&str, Vec<Value>> = ["small", "mid", "large"]
-        .into_iter()
-        .map(|tier| (tier, ok_of(tier)))
-        .collect();
-    let responses =
-        routeval::schema::read_all_responses(&pipeline.out.join("run/responses.parquet")).unwrap();
-    let run_text: BTreeMap<(String, String), String> = responses
-        .iter()
-        .filter_map(|row| Some(((row.id.clone(), row.tier.to_string()), row.text.clone()?)))
-        .collect();
-    // The two-tier config, shadowed while the three-tier one serves, and
-    // the route it served each (slice, prompt) with.
-    let mut two_tier: Option<(PathBuf, RoutesByPrompt)> = None;
-    for (candidate, policy) in [
-        ("predictive.toml", "predictive"),
-        ("predictive-three-tier.toml", "predictive"),
-        ("cascade.toml", "cascade"),
-    ] {
-        let signed_report = pipeline.gate(
-            candidate,
-            &url,
-            &graded,
-            &format!("signed-{policy}-{candidate}"),
-        );
+    let demo = DemoRows::of(pipeline);
+    let (graded, prompts) = (&demo.graded, &demo.prompts);
+    let policy = if candidate == "cascade.toml" {
+        "cascade"
+    } else {
+        "predictive"
+    };
+    let signed_report = pipeline.gate(
+        candidate,
+        &url,
+        graded,
+        &format!("{tag}-signed-{policy}-{candidate}"),
+    );
+    assert!(
+        signed_report["emitted"].is_object(),
+        "{candidate}: {signed_report}"
+    );
+    let gate_dir = pipeline.path(&format!("{tag}-signed-{policy}-{candidate}"));
+    let config_path = gate_dir.join("route-config.v1.json");
+    let config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    // The gate on the same table, with the scores serve computes.
+    let scored = if policy == "cascade" {
+        graded
+    } else {
+        &pipeline.full
+    };
+    let live_report = pipeline.gate(
+        candidate,
+        &url,
+        scored,
+        &format!("{tag}-live-{policy}-{candidate}"),
+    );
+    let records = pipeline.path(&format!("{tag}-records-{candidate}"));
+    let mut flags = vec!["--trust-slice-header".to_owned()];
+    if let Some(shadow) = shadow {
+        flags.extend(["--shadow".to_owned(), shadow.config.display().to_string()]);
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let served = start_serve(
+        &config_path,
+        &pipeline.out.join("keys/demo.key.pub"),
+        &pipeline.out.join("router.bin"),
+        &keys,
+        &records,
+        &flags,
+    );
+    let answers = ask_all(&served, prompts);
+    served.stop();
+    if let Some(shadow) = shadow {
+        shadow_is_what_the_candidate_serves(&records, &shadow.routes);
+    }
+    if candidate == "cascade.toml" {
+        streamed_like_whole(pipeline, &config_path, &keys, prompts, &answers);
+    }
+    let per_slice = each_answer_is_the_signed_tier(candidate, &config, &demo, &answers);
+    let reasons = the_records_and_metrics_are_the_gates(
+        candidate,
+        &records,
+        (&signed_report, &live_report),
+        &per_slice,
+        prompts.len(),
+    );
+    let kind = config["table"]["policy"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // The records pass through drift as they are: a healthy run.
+    routeval()
+        .args(["drift", "--records"])
+        .arg(&records)
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--out")
+        .arg(pipeline.path(&format!("{tag}-drift-{candidate}.json")))
+        .assert()
+        .success();
+    routeval()
+        .args(["replay", "hedge", "--records"])
+        .arg(&records)
+        .assert()
+        .success();
+    if kind == "cascade" {
         assert!(
-            signed_report["emitted"].is_object(),
-            "{candidate}: {signed_report}"
+            reasons.contains_key("cascade-accepted") && reasons.contains_key("escalated"),
+            "{reasons:?}"
         );
-        let gate_dir = pipeline.path(&format!("signed-{policy}-{candidate}"));
-        let config_path = gate_dir.join("route-config.v1.json");
-        let config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
-        // The gate on the same table, with the scores serve computes.
-        let scored = if policy == "cascade" {
-            &graded
-        } else {
-            &pipeline.full
-        };
-        let live_report = pipeline.gate(
-            candidate,
-            &url,
-            scored,
-            &format!("live-{policy}-{candidate}"),
-        );
-        let records = pipeline.path(&format!("records-{candidate}"));
-        let mut flags = vec!["--trust-slice-header".to_owned()];
-        let shadowing = candidate == "predictive-three-tier.toml";
-        if shadowing {
-            let (shadow, _) = two_tier.as_ref().expect("the two-tier config served first");
-            flags.extend(["--shadow".to_owned(), shadow.display().to_string()]);
-        }
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let served = start_serve(
-            &config_path,
-            &pipeline.out.join("keys/demo.key.pub"),
-            &pipeline.out.join("router.bin"),
-            &keys,
-            &records,
-            &flags,
-        );
-        let answers = ask_all(&served, &prompts);
-        served.stop();
-        if candidate == "predictive.toml" {
-            let routes = prompts
-                .iter()
-                .zip(&answers)
-                .map(|((_, slice, prompt), answer)| {
-                    ((slice.clone(), prompt.clone()), answer.route.clone())
-                })
-                .collect();
-            two_tier = Some((config_path.clone(), routes));
-        }
-        if shadowing {
-            shadow_is_what_the_candidate_serves(&records, &two_tier.as_ref().unwrap().1);
-        }
-        if candidate == "cascade.toml" {
-            streamed_like_whole(&pipeline, &config_path, &keys, &prompts, &answers);
-        }
-        let policy_json = &config["table"]["policy"];
-        let (kind, body) = policy_json.as_object().unwrap().iter().next().unwrap();
-        let mut per_slice: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-        for ((id, slice, _), answer) in prompts.iter().zip(&answers) {
-            let row = row_of[id];
-            assert_eq!(slices[row].as_str().unwrap(), slice);
-            let (routes, thresholds): (Vec<String>, Vec<f64>) = match kind.as_str() {
-                "predictive" => (
-                    vec![
-                        body["small"].as_str().unwrap().to_owned(),
-                        body["large"].as_str().unwrap().to_owned(),
-                    ],
-                    vec![threshold(&body["thresholds"]["slices"][slice])],
-                ),
-                "predictive_tiers" => (
-                    body["tiers"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|tier| tier.as_str().unwrap().to_owned())
-                        .collect(),
-                    body["thresholds"]["slices"][slice]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(threshold)
-                        .collect(),
-                ),
-                "cascade" => (
-                    vec![
-                        body["small"].as_str().unwrap().to_owned(),
-                        body["large"].as_str().unwrap().to_owned(),
-                    ],
-                    vec![threshold(&body["thresholds"]["slices"][slice])],
-                ),
-                other => panic!("{other}"),
-            };
-            let decision: RouteDecision = serde_json::from_value(answer.decision.clone())
-                .unwrap_or_else(|error| panic!("{error}: {}", answer.decision));
-            assert_eq!(
-                decision.schema_version,
-                routeval::serve::ROUTE_DECISION_SCHEMA_VERSION
-            );
-            assert_eq!(&decision.slice, slice);
-            // These configs do not explore: every decision is the policy's.
-            assert_eq!(
-                (decision.propensity, decision.draw.as_str()),
-                (1.0, "policy")
-            );
-            assert!(
-                crate::common::undocumented_keys("## Route decisions", &[&answer.decision])
-                    .is_empty(),
-                "{}",
-                answer.decision
-            );
-            if kind == "cascade" {
-                assert_eq!(decision.reason, "cascade-start");
-                assert_eq!(decision.route, routes_first(&config));
-            } else {
-                assert_eq!(
-                    decision.route, answer.route,
-                    "{id}: the decision is what was served"
-                );
-            }
-            let score = if kind == "cascade" {
-                verifier_scores[row].as_f64().unwrap()
-            } else {
-                let full = full_scores[row].as_f64().unwrap();
-                assert_eq!(
-                    answer.decision["score"].as_f64(),
-                    Some(full),
-                    "{id}: serve's score is `router score`'s"
-                );
-                full
-            };
-            let expected_tier = thresholds
-                .iter()
-                .take_while(|&&threshold| score >= threshold)
-                .count();
-            let expected = tier_of(&config, &routes[expected_tier]);
-            assert_eq!(
-                answer.tier, expected,
-                "{candidate} {id}: score {score} thresholds {thresholds:?}"
-            );
-            assert_eq!(answer.route, routes[expected_tier]);
-            assert_eq!(
-                Some(&answer.text),
-                run_text.get(&(id.clone(), expected.clone())),
-                "{candidate} {id}: the answer is the tier's, as the run graded it"
-            );
-            let counts = per_slice.entry(slice.clone()).or_default();
-            counts.0 += 1;
-            counts.1 += u64::from(oks[expected.as_str()][row].as_bool().unwrap());
-            counts.2 += u64::from(expected_tier > 0);
-        }
-        // Per slice: live quality and escalation from what was served, cost
-        // from serve's own records, all equal to the gate's on the same rows.
-        let mut costs: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-        let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
-        for part in routeval::records::record_parts(&records).unwrap() {
-            assert!(
-                part.extension().unwrap() == "parquet",
-                "rolled on stop: {}",
-                part.display()
-            );
-            for ((slice, cost), reason) in column(&part, "slice")
-                .iter()
-                .zip(column(&part, "cost_usd"))
-                .zip(column(&part, "reason"))
-            {
-                let entry = costs.entry(slice.as_str().unwrap().to_owned()).or_default();
-                entry.0 += cost.as_f64().unwrap();
-                entry.1 += 1;
-                *reasons
-                    .entry(reason.as_str().unwrap().to_owned())
-                    .or_default() += 1;
-            }
-        }
-        assert_eq!(
-            costs.values().map(|(_, n)| n).sum::<u64>(),
-            prompts.len() as u64
-        );
-        let live_candidate = &live_report["candidates"][0];
-        for metrics in live_candidate["slices"].as_array().unwrap() {
-            let slice = metrics["slice"].as_str().unwrap();
-            let (n, ok, escalated) = per_slice[slice];
-            assert_eq!(metrics["n"].as_u64(), Some(n));
-            assert_eq!(
-                metrics["quality"].as_f64().unwrap(),
-                ok as f64 / n as f64,
-                "{candidate} {slice}"
-            );
-            assert_eq!(
-                metrics["escalation_rate"].as_f64().unwrap(),
-                escalated as f64 / n as f64,
-                "{candidate} {slice}"
-            );
-            let (cost, count) = costs[slice];
-            let mean = metrics["mean_cost"].as_f64().unwrap();
-            assert!(
-                (cost / count as f64 - mean).abs() <= 1e-12 * mean.max(1e-9),
-                "{candidate} {slice}: live {} gate {mean}",
-                cost / count as f64
-            );
-        }
-        let signed_quality = signed_report["candidates"][0]["overall"]["quality"]
-            .as_f64()
-            .unwrap();
-        let live_quality = live_candidate["overall"]["quality"].as_f64().unwrap();
-        // The certificate is about the scorer serve runs: what was signed
-        // is what was served, to the last row.
-        assert_eq!(signed_quality, live_quality, "{candidate}");
-        assert_eq!(
-            signed_report["candidates"][0]["slices"], live_candidate["slices"],
-            "{candidate}"
-        );
-        // The records pass through drift as they are: a healthy run.
-        routeval()
-            .args(["drift", "--records"])
-            .arg(&records)
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--out")
-            .arg(pipeline.path(&format!("drift-{candidate}.json")))
-            .assert()
-            .success();
-        routeval()
-            .args(["replay", "hedge", "--records"])
-            .arg(&records)
-            .assert()
-            .success();
-        if kind == "cascade" {
-            assert!(
-                reasons.contains_key("cascade-accepted") && reasons.contains_key("escalated"),
-                "{reasons:?}"
-            );
-        }
     }
     drop(sim);
+    ServedConfig {
+        config: config_path,
+        routes: prompts
+            .iter()
+            .zip(&answers)
+            .map(|((_, slice, prompt), answer)| {
+                ((slice.clone(), prompt.clone()), answer.route.clone())
+            })
+            .collect(),
+    }
+}
+
+/// Each answer is the tier the signed thresholds pick for the prompt's
+/// score, with the text the run graded, and its decision says so; the
+/// served outcomes per slice: (prompts, acceptable, escalated).
+fn each_answer_is_the_signed_tier(
+    candidate: &str,
+    config: &Value,
+    demo: &DemoRows,
+    answers: &[Answered],
+) -> BTreeMap<String, (u64, u64, u64)> {
+    let DemoRows {
+        prompts,
+        row_of,
+        full_scores,
+        verifier_scores,
+        slices,
+        oks,
+        run_text,
+        ..
+    } = demo;
+    let policy_json = &config["table"]["policy"];
+    let (kind, body) = policy_json.as_object().unwrap().iter().next().unwrap();
+    let mut per_slice: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for ((id, slice, _), answer) in prompts.iter().zip(answers) {
+        let row = row_of[id];
+        assert_eq!(slices[row].as_str().unwrap(), slice);
+        let (routes, thresholds): (Vec<String>, Vec<f64>) = match kind.as_str() {
+            "predictive" => (
+                vec![
+                    body["small"].as_str().unwrap().to_owned(),
+                    body["large"].as_str().unwrap().to_owned(),
+                ],
+                vec![threshold(&body["thresholds"]["slices"][slice])],
+            ),
+            "predictive_tiers" => (
+                body["tiers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|tier| tier.as_str().unwrap().to_owned())
+                    .collect(),
+                body["thresholds"]["slices"][slice]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(threshold)
+                    .collect(),
+            ),
+            "cascade" => (
+                vec![
+                    body["small"].as_str().unwrap().to_owned(),
+                    body["large"].as_str().unwrap().to_owned(),
+                ],
+                vec![threshold(&body["thresholds"]["slices"][slice])],
+            ),
+            other => panic!("{other}"),
+        };
+        let decision: RouteDecision = serde_json::from_value(answer.decision.clone())
+            .unwrap_or_else(|error| panic!("{error}: {}", answer.decision));
+        assert_eq!(
+            decision.schema_version,
+            routeval::serve::ROUTE_DECISION_SCHEMA_VERSION
+        );
+        assert_eq!(&decision.slice, slice);
+        // These configs do not explore: every decision is the policy's.
+        assert_eq!(
+            (decision.propensity, decision.draw.as_str()),
+            (1.0, "policy")
+        );
+        assert!(
+            crate::common::undocumented_keys("## Route decisions", &[&answer.decision]).is_empty(),
+            "{}",
+            answer.decision
+        );
+        if kind == "cascade" {
+            assert_eq!(decision.reason, "cascade-start");
+            assert_eq!(decision.route, routes_first(config));
+        } else {
+            assert_eq!(
+                decision.route, answer.route,
+                "{id}: the decision is what was served"
+            );
+        }
+        let score = if kind == "cascade" {
+            verifier_scores[row].as_f64().unwrap()
+        } else {
+            let full = full_scores[row].as_f64().unwrap();
+            assert_eq!(
+                answer.decision["score"].as_f64(),
+                Some(full),
+                "{id}: serve's score is `router score`'s"
+            );
+            full
+        };
+        let expected_tier = thresholds
+            .iter()
+            .take_while(|&&threshold| score >= threshold)
+            .count();
+        let expected = tier_of(config, &routes[expected_tier]);
+        assert_eq!(
+            answer.tier, expected,
+            "{candidate} {id}: score {score} thresholds {thresholds:?}"
+        );
+        assert_eq!(answer.route, routes[expected_tier]);
+        assert_eq!(
+            Some(&answer.text),
+            run_text.get(&(id.clone(), expected.clone())),
+            "{candidate} {id}: the answer is the tier's, as the run graded it"
+        );
+        let counts = per_slice.entry(slice.clone()).or_default();
+        counts.0 += 1;
+        counts.1 += u64::from(oks[expected.as_str()][row].as_bool().unwrap());
+        counts.2 += u64::from(expected_tier > 0);
+    }
+    per_slice
+}
+
+/// Per slice: live quality and escalation from what was served, cost from
+/// serve's own records, all equal to the gate's on the same rows; the
+/// records' reasons, counted.
+fn the_records_and_metrics_are_the_gates(
+    candidate: &str,
+    records: &Path,
+    (signed_report, live_report): (&Value, &Value),
+    per_slice: &BTreeMap<String, (u64, u64, u64)>,
+    prompts: usize,
+) -> BTreeMap<String, u64> {
+    // Per slice: live quality and escalation from what was served, cost
+    // from serve's own records, all equal to the gate's on the same rows.
+    let mut costs: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    for part in routeval::records::record_parts(records).unwrap() {
+        assert!(
+            part.extension().unwrap() == "parquet",
+            "rolled on stop: {}",
+            part.display()
+        );
+        for ((slice, cost), reason) in column(&part, "slice")
+            .iter()
+            .zip(column(&part, "cost_usd"))
+            .zip(column(&part, "reason"))
+        {
+            let entry = costs.entry(slice.as_str().unwrap().to_owned()).or_default();
+            entry.0 += cost.as_f64().unwrap();
+            entry.1 += 1;
+            *reasons
+                .entry(reason.as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(costs.values().map(|(_, n)| n).sum::<u64>(), prompts as u64);
+    let live_candidate = &live_report["candidates"][0];
+    for metrics in live_candidate["slices"].as_array().unwrap() {
+        let slice = metrics["slice"].as_str().unwrap();
+        let (n, ok, escalated) = per_slice[slice];
+        assert_eq!(metrics["n"].as_u64(), Some(n));
+        assert_eq!(
+            metrics["quality"].as_f64().unwrap(),
+            ok as f64 / n as f64,
+            "{candidate} {slice}"
+        );
+        assert_eq!(
+            metrics["escalation_rate"].as_f64().unwrap(),
+            escalated as f64 / n as f64,
+            "{candidate} {slice}"
+        );
+        let (cost, count) = costs[slice];
+        let mean = metrics["mean_cost"].as_f64().unwrap();
+        assert!(
+            (cost / count as f64 - mean).abs() <= 1e-12 * mean.max(1e-9),
+            "{candidate} {slice}: live {} gate {mean}",
+            cost / count as f64
+        );
+    }
+    let signed_quality = signed_report["candidates"][0]["overall"]["quality"]
+        .as_f64()
+        .unwrap();
+    let live_quality = live_candidate["overall"]["quality"].as_f64().unwrap();
+    // The certificate is about the scorer serve runs: what was signed
+    // is what was served, to the last row.
+    assert_eq!(signed_quality, live_quality, "{candidate}");
+    assert_eq!(
+        signed_report["candidates"][0]["slices"], live_candidate["slices"],
+        "{candidate}"
+    );
+    reasons
+}
+
+#[test]
+fn a_two_tier_predictive_config_serves_what_the_gate_signed() {
+    serves_as_signed(Pipeline::shared(), "predictive.toml", "two-tier", None);
+}
+
+#[test]
+fn a_three_tier_config_serves_what_the_gate_signed_and_its_shadow_decides_as_served_alone() {
+    let pipeline = Pipeline::shared();
+    let two_tier = serves_as_signed(pipeline, "predictive.toml", "shadowed", None);
+    serves_as_signed(
+        pipeline,
+        "predictive-three-tier.toml",
+        "shadowing",
+        Some(&two_tier),
+    );
+}
+
+#[test]
+fn a_cascade_serves_what_the_gate_signed_streamed_or_whole() {
+    serves_as_signed(Pipeline::shared(), "cascade.toml", "cascade", None);
 }
 
 /// Every record of `records` has the shadowed candidate's decision: the
