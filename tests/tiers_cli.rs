@@ -583,196 +583,116 @@ fn three_tier_table(policy: &str) -> String {
     )
 }
 
-#[test]
-fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() {
-    let directory = tempfile::tempdir().unwrap();
-    let results = simulated(directory.path(), 6000, 4);
-    let mut calibrations = Vec::new();
-    for (name, flags) in [
-        ("two.json", vec!["--target", "0.95"]),
-        (
-            "three.json",
-            vec!["--target", "0.95", "--tiers", "small,mid,large"],
-        ),
-        (
-            "stages.json",
-            vec![
-                "--target",
-                "0.95",
-                "--tiers",
-                "small,mid,large",
-                "--policy",
-                "cascade",
-            ],
-        ),
-    ] {
-        let (_, text) = calibration_and_text(&results, &flags);
-        let path = directory.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        calibrations.push(path);
+/// Two-tier, three-tier and three-stage candidates gated once on a
+/// simulated three-model population, with their calibrations: the
+/// fixture the tests below read.
+struct ThreeTierGate {
+    directory: tempfile::TempDir,
+    results: PathBuf,
+    /// Two tiers, three tiers, three cascade stages.
+    calibrations: [PathBuf; 3],
+    out: PathBuf,
+    report: routeval::schema::GateReport,
+}
+
+impl ThreeTierGate {
+    fn shared() -> &'static ThreeTierGate {
+        static SHARED: std::sync::OnceLock<ThreeTierGate> = std::sync::OnceLock::new();
+        SHARED.get_or_init(ThreeTierGate::new)
     }
-    let tables = [
-        (
-            "two.toml",
-            "[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\nthresholds_from_calibration = true",
-        ),
-        (
-            "three.toml",
-            "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\nthresholds_from_calibration = true",
-        ),
-        (
-            "stages.toml",
-            "[policy.cascade]\nstages = [\"mini\", \"mid\", \"frontier\"]\nverifier = \"judge\"\nthresholds_from_calibration = true",
-        ),
-    ];
-    let mut candidates = Vec::new();
-    for (name, policy) in tables {
-        let path = directory.path().join(name);
-        std::fs::write(&path, three_tier_table(policy)).unwrap();
-        candidates.push(path);
+
+    fn new() -> ThreeTierGate {
+        let directory = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let results = simulated(directory.path(), 6000, 4);
+        let calibrations = [
+            ("two.json", vec!["--target", "0.95"]),
+            (
+                "three.json",
+                vec!["--target", "0.95", "--tiers", "small,mid,large"],
+            ),
+            (
+                "stages.json",
+                vec![
+                    "--target",
+                    "0.95",
+                    "--tiers",
+                    "small,mid,large",
+                    "--policy",
+                    "cascade",
+                ],
+            ),
+        ]
+        .map(|(name, flags)| {
+            let (_, text) = calibration_and_text(&results, &flags);
+            let path = directory.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let candidates = [
+            (
+                "two.toml",
+                "[policy.predictive]\nsmall = \"mini\"\nlarge = \"frontier\"\nthresholds_from_calibration = true",
+            ),
+            (
+                "three.toml",
+                "[policy.predictive]\ntiers = [\"mini\", \"mid\", \"frontier\"]\nthresholds_from_calibration = true",
+            ),
+            (
+                "stages.toml",
+                "[policy.cascade]\nstages = [\"mini\", \"mid\", \"frontier\"]\nverifier = \"judge\"\nthresholds_from_calibration = true",
+            ),
+        ]
+        .map(|(name, policy)| {
+            let path = directory.path().join(name);
+            std::fs::write(&path, three_tier_table(policy)).unwrap();
+            path
+        });
+        let mut flags: Vec<&std::ffi::OsStr> = vec![
+            "--json".as_ref(),
+            "--target".as_ref(),
+            "0.95".as_ref(),
+            "--calibration".as_ref(),
+        ];
+        flags.extend(calibrations.iter().map(|path| path.as_os_str()));
+        let candidates: Vec<&Path> = candidates.iter().map(PathBuf::as_path).collect();
+        let (output, out) = gate(directory.path(), &candidates, &results, &flags);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report =
+            serde_json::from_str(&std::fs::read_to_string(out.join("gate-report.json")).unwrap())
+                .unwrap();
+        ThreeTierGate {
+            directory,
+            results,
+            calibrations,
+            out,
+            report,
+        }
     }
-    let mut flags: Vec<&std::ffi::OsStr> = vec![
-        "--json".as_ref(),
-        "--target".as_ref(),
-        "0.95".as_ref(),
-        "--calibration".as_ref(),
-    ];
-    flags.extend(calibrations.iter().map(|path| path.as_os_str()));
-    let candidates: Vec<&Path> = candidates.iter().map(PathBuf::as_path).collect();
-    let (output, out) = gate(directory.path(), &candidates, &results, &flags);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: routeval::schema::GateReport =
-        serde_json::from_str(&std::fs::read_to_string(out.join("gate-report.json")).unwrap())
-            .unwrap();
-    // Each k-tier candidate measures what its calibration measured, exactly.
-    for (index, calibration) in [(1, &calibrations[1]), (2, &calibrations[2])] {
-        let document: routeval::schema::CalibrationDocument =
-            serde_json::from_str(&std::fs::read_to_string(calibration).unwrap()).unwrap();
-        let slice = &document.slices[0];
-        let gated = &report.candidates[index].slices[0];
-        assert_eq!(
-            Some(gated.quality),
-            slice.quality,
-            "{}",
-            report.candidates[index].file
-        );
-        assert_eq!(
-            Some(gated.mean_cost),
-            slice.mean_cost,
-            "{}",
-            report.candidates[index].file
-        );
-        assert_eq!(
-            Some(gated.escalation_rate),
-            slice.escalation_rate,
-            "{}",
-            report.candidates[index].file
-        );
+
+    fn calibration(&self, index: usize) -> routeval::schema::CalibrationDocument {
+        serde_json::from_str(&std::fs::read_to_string(&self.calibrations[index]).unwrap()).unwrap()
     }
-    // Time to first token, from the simulated tiers' constant latencies: a
-    // predictive row waits the router (20 ms) and its tier's first token
-    // (250, 500, 900 ms); a cascade row every verified stage (small 3,000 +
-    // 400 ms, mid 4,000 + 400 ms) before the one it is served by, which it
-    // waits whole and verified, or the large tier's first token (900 ms).
-    for (index, path, waits) in [
-        (1, &calibrations[1], [270.0, 520.0, 920.0]),
-        (2, &calibrations[2], [3400.0, 7800.0, 8700.0]),
-    ] {
-        let document: routeval::schema::CalibrationDocument =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let served = &document.slices[0].tiered.as_ref().unwrap().served;
-        let n = document.slices[0].n as f64;
-        // The nearest-rank 95th percentile of the rows' waits.
-        let rank = (0.95 * n).ceil();
-        let mut below = 0.0;
-        let expected = waits
-            .iter()
-            .zip(served)
-            .find(|(_, share)| {
-                below += (*share * n).round();
-                below >= rank
-            })
-            .map(|(wait, _)| *wait);
-        assert_eq!(
-            report.candidates[index].overall.p95_ms, expected,
-            "{}",
-            report.candidates[index].file
-        );
+
+    /// The config the gate signed: the three-tier candidate's.
+    fn emitted(&self) -> &str {
+        &self
+            .report
+            .emitted
+            .as_ref()
+            .expect("a candidate passed")
+            .config
     }
-    // Three tiers reach the target for less than two: the gate emits them.
-    let two = report.candidates[0].overall.mean_cost;
-    let three = report.candidates[1].overall.mean_cost;
-    assert!(three < two, "three tiers {three} against two {two}");
-    let emitted = report.emitted.as_ref().expect("a candidate passed");
-    assert!(
-        emitted.config.ends_with("route-config.v1.json"),
-        "{}",
-        emitted.config
-    );
-    let config = std::fs::read_to_string(&emitted.config).unwrap();
-    assert!(config.contains("\"predictive_tiers\""), "{config}");
-    assert!(
-        config.contains("\"schema\":\"routeval.route-config/4\""),
-        "{config}"
-    );
-    // The gate reports each tier's share, as the calibration does.
-    let three_calibration: routeval::schema::CalibrationDocument =
-        serde_json::from_str(&std::fs::read_to_string(&calibrations[1]).unwrap()).unwrap();
-    assert_eq!(
-        report.candidates[1].slices[0].served.as_ref(),
-        Some(&three_calibration.slices[0].tiered.as_ref().unwrap().served)
-    );
-    assert_eq!(
-        report.candidates[0].overall.served, None,
-        "two tiers keep their keys"
-    );
-    routeval()
-        .arg("verify")
-        .arg(&emitted.config)
-        .arg("--pubkey")
-        .arg(directory.path().join("k.key.pub"))
-        .assert()
-        .code(0);
-    let litellm = std::fs::read_to_string(out.join("route-config.v1.litellm.yaml")).unwrap();
-    // LiteLLM sends the logical model to serve, which carries the three
-    // tiers out; each tier is a deployment of its own.
-    assert!(
-        litellm.contains("carries out the signed predictive policy"),
-        "{litellm}"
-    );
-    assert!(litellm.contains("support/mid"), "{litellm}");
-    crate::common::loads_into_litellm(&out.join("route-config.v1.litellm.yaml"));
-    // Drift re-evaluates the three-tier config: fine on the rows it was
-    // gated on, and a slice to recalibrate once the mid model gets worse.
-    let drift = |results: &Path| {
-        let output = routeval()
-            .args(["drift", "--json", "--config"])
-            .arg(&emitted.config)
-            .arg("--results")
-            .arg(results)
-            .output()
-            .unwrap();
-        let document: routeval::schema::DriftDocument = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
-        (output.status.code(), document)
-    };
-    let (code, same) = drift(&results);
-    assert_eq!(code, Some(0));
-    let slice = &same.slices[0];
-    assert_eq!(
-        slice.verdict,
-        routeval::schema::Verdict::Ok,
-        "{:?}",
-        slice.reasons
-    );
-    assert_eq!(slice.thresholds.as_ref().map(Vec::len), Some(2));
-    assert_eq!(slice.served.as_ref().map(Vec::len), Some(3));
-    let worse = directory.path().join("worse.parquet");
+}
+
+/// The population after the mid model got worse, in a directory of the
+/// caller's.
+fn worse_mid_model(directory: &Path) -> PathBuf {
+    let worse = directory.join("worse.parquet");
     routeval()
         .args([
             "simulate",
@@ -787,7 +707,142 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         .arg(&worse)
         .assert()
         .code(0);
-    let (code, shifted) = drift(&worse);
+    worse
+}
+
+#[test]
+fn each_k_tier_candidate_measures_exactly_what_its_calibration_measured() {
+    let gated = ThreeTierGate::shared();
+    let report = &gated.report;
+    for index in [1, 2] {
+        let document = gated.calibration(index);
+        let slice = &document.slices[0];
+        let candidate = &report.candidates[index];
+        let measured = &candidate.slices[0];
+        assert_eq!(Some(measured.quality), slice.quality, "{}", candidate.file);
+        assert_eq!(
+            Some(measured.mean_cost),
+            slice.mean_cost,
+            "{}",
+            candidate.file
+        );
+        assert_eq!(
+            Some(measured.escalation_rate),
+            slice.escalation_rate,
+            "{}",
+            candidate.file
+        );
+    }
+    // The gate reports each tier's share, as the calibration does; two
+    // tiers keep the keys they had.
+    assert_eq!(
+        report.candidates[1].slices[0].served.as_ref(),
+        Some(
+            &gated.calibration(1).slices[0]
+                .tiered
+                .as_ref()
+                .unwrap()
+                .served
+        )
+    );
+    assert_eq!(report.candidates[0].overall.served, None);
+}
+
+#[test]
+fn the_gate_measures_time_to_first_token_from_each_tiers_latency() {
+    // From the simulated tiers' constant latencies: a predictive row waits
+    // the router (20 ms) and its tier's first token (250, 500, 900 ms); a
+    // cascade row every verified stage (small 3,000 + 400 ms, mid 4,000 +
+    // 400 ms) before the one it is served by, which it waits whole and
+    // verified, or the large tier's first token (900 ms).
+    let gated = ThreeTierGate::shared();
+    for (index, waits) in [(1, [270.0, 520.0, 920.0]), (2, [3400.0, 7800.0, 8700.0])] {
+        let document = gated.calibration(index);
+        let served = &document.slices[0].tiered.as_ref().unwrap().served;
+        let n = document.slices[0].n as f64;
+        // The nearest-rank 95th percentile of the rows' waits.
+        let rank = (0.95 * n).ceil();
+        let mut below = 0.0;
+        let expected = waits
+            .iter()
+            .zip(served)
+            .find(|(_, share)| {
+                below += (*share * n).round();
+                below >= rank
+            })
+            .map(|(wait, _)| *wait);
+        let candidate = &gated.report.candidates[index];
+        assert_eq!(candidate.overall.p95_ms, expected, "{}", candidate.file);
+    }
+}
+
+#[test]
+fn three_tiers_reach_the_target_for_less_than_two_and_are_signed() {
+    let gated = ThreeTierGate::shared();
+    let two = gated.report.candidates[0].overall.mean_cost;
+    let three = gated.report.candidates[1].overall.mean_cost;
+    assert!(three < two, "three tiers {three} against two {two}");
+    let emitted = gated.emitted();
+    assert!(emitted.ends_with("route-config.v1.json"), "{emitted}");
+    let config = std::fs::read_to_string(emitted).unwrap();
+    assert!(config.contains("\"predictive_tiers\""), "{config}");
+    assert!(
+        config.contains("\"schema\":\"routeval.route-config/4\""),
+        "{config}"
+    );
+    routeval()
+        .arg("verify")
+        .arg(emitted)
+        .arg("--pubkey")
+        .arg(gated.directory.path().join("k.key.pub"))
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn litellm_sends_the_three_tier_logical_model_to_serve() {
+    // Serve carries the three tiers out; each tier is a deployment of its
+    // own.
+    let export = ThreeTierGate::shared()
+        .out
+        .join("route-config.v1.litellm.yaml");
+    let litellm = std::fs::read_to_string(&export).unwrap();
+    assert!(
+        litellm.contains("carries out the signed predictive policy"),
+        "{litellm}"
+    );
+    assert!(litellm.contains("support/mid"), "{litellm}");
+    crate::common::loads_into_litellm(&export);
+}
+
+#[test]
+fn drift_keeps_a_three_tier_config_ok_until_the_mid_model_gets_worse() {
+    let gated = ThreeTierGate::shared();
+    let drift = |results: &Path| {
+        let output = routeval()
+            .args(["drift", "--json", "--config"])
+            .arg(gated.emitted())
+            .arg("--results")
+            .arg(results)
+            .output()
+            .unwrap();
+        let document: routeval::schema::DriftDocument = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+        (output.status.code(), document)
+    };
+    let (code, same) = drift(&gated.results);
+    assert_eq!(code, Some(0));
+    let slice = &same.slices[0];
+    assert_eq!(
+        slice.verdict,
+        routeval::schema::Verdict::Ok,
+        "{:?}",
+        slice.reasons
+    );
+    assert_eq!(slice.thresholds.as_ref().map(Vec::len), Some(2));
+    assert_eq!(slice.served.as_ref().map(Vec::len), Some(3));
+    let directory = tempfile::tempdir().unwrap();
+    let (code, shifted) = drift(&worse_mid_model(directory.path()));
     assert_eq!(code, Some(1));
     assert_eq!(
         shifted.slices[0].verdict,
@@ -795,10 +850,15 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         "{:?}",
         shifted.slices[0].reasons
     );
+}
 
-    // The report's change from the deployed three-tier config to the one
-    // calibrated on the new rows: both lists of thresholds, scored on the
-    // same rows.
+#[test]
+fn the_report_shows_both_lists_of_thresholds_of_a_three_tier_change() {
+    // From the deployed three-tier config to the one calibrated on the new
+    // rows, scored on the same rows.
+    let gated = ThreeTierGate::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let worse = worse_mid_model(directory.path());
     let (recalibrated, text) =
         calibration_and_text(&worse, &["--target", "0.95", "--tiers", "small,mid,large"]);
     let recalibration = directory.path().join("recalibrated.json");
@@ -808,7 +868,7 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
         .args(["report", "--results"])
         .arg(&worse)
         .arg("--baseline")
-        .arg(&emitted.config)
+        .arg(gated.emitted())
         .arg("--calibration")
         .arg(&recalibration)
         .arg("--out")
@@ -824,7 +884,11 @@ fn the_gate_scores_a_three_tier_table_exactly_as_its_calibration_and_signs_it() 
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let change = format!("{} → {}", listed(&three_calibration), listed(&recalibrated));
+    let change = format!(
+        "{} → {}",
+        listed(&gated.calibration(1)),
+        listed(&recalibrated)
+    );
     assert!(summary.contains(&change), "{change} not in:\n{summary}");
 }
 
