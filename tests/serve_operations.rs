@@ -148,61 +148,101 @@ fn total(families: &[Value], name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-#[test]
-fn serve_logs_each_event_and_request_and_its_metrics_parse() {
-    let pipeline = Pipeline::shared();
-    // The primary fails its first two calls, then answers.
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counted = calls.clone();
-    let primary = ScriptedUpstream::start(move |_| {
-        if counted.fetch_add(1, Ordering::SeqCst) < 2 {
-            overloaded()
-        } else {
-            completed("from the primary")
-        }
-    });
-    let backup = ScriptedUpstream::start(|_| completed("from the backup"));
-    let breaker =
-        "\n[routes.breaker]\nfirst_token_deadline_ms = 5000.0\nopen_after = 2\nopen_ms = 300.0\n";
-    let config = signed_table(
-        pipeline,
-        "operations",
-        &falling_back(&primary.base_url(), &backup.base_url(), breaker, 20_000),
-    );
-    let directory = tempfile::tempdir().unwrap();
-    let served = serve(
-        &config,
-        directory.path(),
-        &["--log-requests", "--retry-budget", "1"],
-    );
-    // Two failures move to the backup; the third request finds the breaker
-    // open; after open_ms a probe closes it.
-    for id in ["ops-1", "ops-2", "ops-3"] {
-        assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
-    }
-    std::thread::sleep(Duration::from_millis(400));
-    for id in ["ops-4", "ops-5"] {
-        assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
-    }
-    let metrics = scrape(&served);
-    let log = served.stop_with_log();
-    let records = served_records(
-        &directory.path().join("records"),
-        &["id", "route", "reason", "input_tokens", "output_tokens"],
-    );
+/// One serve run through a brown-out, as its log, its `/metrics` and its
+/// records show it: the primary fails its first two calls (both move to
+/// the backup), the third request finds the breaker open, and after
+/// `open_ms` a probe closes it. The fixture the tests below read.
+struct BrownOut {
+    /// The signed config serve ran.
+    config: std::path::PathBuf,
+    log: String,
+    metrics: String,
+    records: Vec<Value>,
+    _directory: tempfile::TempDir,
+}
 
-    // Every line is JSON with the common fields; the first says where serve
-    // listens, the last that it stopped.
-    let lines = log_lines(&log);
+impl BrownOut {
+    fn shared() -> &'static BrownOut {
+        static SHARED: std::sync::OnceLock<BrownOut> = std::sync::OnceLock::new();
+        SHARED.get_or_init(BrownOut::run)
+    }
+
+    fn run() -> BrownOut {
+        let pipeline = Pipeline::shared();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let primary = ScriptedUpstream::start(move |_| {
+            if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                overloaded()
+            } else {
+                completed("from the primary")
+            }
+        });
+        let backup = ScriptedUpstream::start(|_| completed("from the backup"));
+        let breaker = "\n[routes.breaker]\nfirst_token_deadline_ms = 5000.0\nopen_after = 2\nopen_ms = 300.0\n";
+        let config = signed_table(
+            pipeline,
+            "operations",
+            &falling_back(&primary.base_url(), &backup.base_url(), breaker, 20_000),
+        );
+        let directory = tempfile::tempdir().unwrap();
+        let served = serve(
+            &config,
+            directory.path(),
+            &["--log-requests", "--retry-budget", "1"],
+        );
+        for id in ["ops-1", "ops-2", "ops-3"] {
+            assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        for id in ["ops-4", "ops-5"] {
+            assert_eq!(ask(&served, id, PROMPT), 200, "{id}");
+        }
+        let metrics = scrape(&served);
+        let log = served.stop_with_log();
+        let records = served_records(
+            &directory.path().join("records"),
+            &["id", "route", "reason", "input_tokens", "output_tokens"],
+        );
+        BrownOut {
+            config,
+            log,
+            metrics,
+            records,
+            _directory: directory,
+        }
+    }
+
+    /// `/metrics` as the Prometheus client parses it, or `None` (the test
+    /// says it was skipped) without its Python.
+    fn parsed_metrics(&self, what: &str) -> Option<Vec<Value>> {
+        let python = proxy_python(what)?;
+        let directory = tempfile::tempdir().unwrap();
+        Some(parsed_by_prometheus(
+            &python,
+            &self.metrics,
+            directory.path(),
+        ))
+    }
+}
+
+#[test]
+fn serve_logs_json_lines_from_started_to_stopped_without_a_prompt_or_a_key() {
+    let log = &BrownOut::shared().log;
+    let lines = log_lines(log);
     assert_eq!(lines.first().unwrap()["event"], "started", "{log}");
     assert_eq!(lines.last().unwrap()["event"], "stopped", "{log}");
-    assert_eq!(log_events(&log, "stopping").len(), 1, "{log}");
+    assert_eq!(log_events(log, "stopping").len(), 1, "{log}");
     assert!(
         !log.contains("zebra") && !log.contains(KEY),
         "a prompt or a key in the log: {log}"
     );
+}
 
-    let failed = log_events(&log, "upstream_failed");
+#[test]
+fn serve_logs_each_upstream_failure_and_the_breaker_opening_and_closing() {
+    let log = &BrownOut::shared().log;
+    let failed = log_events(log, "upstream_failed");
     assert_eq!(failed.len(), 2, "{log}");
     for (line, id) in failed.iter().zip(["ops-1", "ops-2"]) {
         assert_eq!(line["level"], "warn", "{line}");
@@ -212,15 +252,19 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
         assert_eq!(line["upstream_status"], 500, "{line}");
         assert_eq!(line["fallback"], "backup", "{line}");
     }
-    let opened = log_events(&log, "breaker_opened");
+    let opened = log_events(log, "breaker_opened");
     assert_eq!(opened.len(), 1, "{log}");
     assert_eq!(opened[0]["route"], "large");
     assert_eq!(opened[0]["open_ms"], 300.0);
-    let closed = log_events(&log, "breaker_closed");
+    let closed = log_events(log, "breaker_closed");
     assert_eq!(closed.len(), 1, "{log}");
     assert_eq!(closed[0]["route"], "large");
+}
 
-    let requests = log_events(&log, "request");
+#[test]
+fn serve_logs_a_line_per_request_with_its_route_reason_and_cost() {
+    let log = &BrownOut::shared().log;
+    let requests = log_events(log, "request");
     let ids: Vec<&str> = requests
         .iter()
         .map(|line| line["request_id"].as_str().unwrap())
@@ -240,11 +284,15 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
         assert!(line["cost_usd"].as_f64().unwrap() > 0.0, "{line}");
         assert!(line.get("prompt").is_none() && line.get("messages").is_none());
     }
+}
 
-    let Some(python) = proxy_python("serve's /metrics parsed by prometheus_client") else {
+#[test]
+fn serve_metrics_parse_with_the_prometheus_client_and_follow_its_naming() {
+    let Some(families) =
+        BrownOut::shared().parsed_metrics("serve's /metrics named as Prometheus asks")
+    else {
         return;
     };
-    let families = parsed_by_prometheus(&python, &metrics, directory.path());
     for family in &families {
         let name = family["name"].as_str().unwrap();
         assert!(name.starts_with("routeval_"), "{name}");
@@ -264,6 +312,15 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
             );
         }
     }
+}
+
+#[test]
+fn serve_metrics_count_the_requests_calls_breaker_and_tokens_the_records_show() {
+    let brown_out = BrownOut::shared();
+    let Some(families) = brown_out.parsed_metrics("serve's /metrics parsed by prometheus_client")
+    else {
+        return;
+    };
     // Five requests, and the two attempts abandoned for the backup.
     assert_eq!(total(&families, "routeval_requests_total", &[]), 7.0);
     assert_eq!(
@@ -326,7 +383,8 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
         1.0
     );
     // Tokens as the records count them, attempts aside.
-    let answered: Vec<&Value> = records
+    let answered: Vec<&Value> = brown_out
+        .records
         .iter()
         .filter(|record| record["id"].as_str().unwrap().starts_with("ops-"))
         .filter(|record| !record["reason"].as_str().unwrap().starts_with("abandoned"))
@@ -343,7 +401,7 @@ fn serve_logs_each_event_and_request_and_its_metrics_parse() {
         assert!(recorded > 0.0);
         assert_eq!(total(&families, metric, &[]), recorded, "{metric}");
     }
-    let signed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    let signed: Value = serde_json::from_slice(&std::fs::read(&brown_out.config).unwrap()).unwrap();
     let expires_at = signed["expires_at"].as_str().unwrap();
     let expiry = total(&families, "routeval_config_expiry_timestamp_seconds", &[]);
     assert!(expiry > 1.7e9, "{expiry}");
