@@ -278,148 +278,203 @@ fn check_against_client(from: &str, client: &[Value], records: &BTreeMap<String,
     );
 }
 
-#[test]
-fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() {
-    let Some(python) = proxy_python("a real LiteLLM proxy") else {
-        return;
-    };
-    let pipeline = Pipeline::new();
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (primary_address, backup_address) = (free(), free());
-    let mut primary = Some(sim(primary_address, FaultProfile::default(), 20));
-    let mut backup = Some(sim(backup_address, FaultProfile::default(), 30));
-    let table_path = pipeline.path("falling-back.toml");
-    std::fs::write(
-        &table_path,
-        falling_back(
-            &format!("http://{primary_address}/v1"),
-            &format!("http://{backup_address}/v1"),
-            &breaker(),
-            20_000,
-        ),
-    )
-    .unwrap();
-    let out = pipeline.path("gated");
-    gate_single(&pipeline, &table_path, &out, None, false)
-        .assert()
-        .success();
-    let config = out.join("route-config.v1.json");
-    let export = out.join("route-config.v1.litellm.yaml");
-    let proxy = Proxy::start(
-        &python,
-        &export,
-        &pipeline.path("proxy"),
-        &[("ROUTEVAL_SIM_KEY", "sk-sim")],
-    );
-    let prompts = repo().join("datasets/demo/prompts.jsonl");
-    let client_path = pipeline.path("client.jsonl");
+/// The export run in a real LiteLLM proxy, phase by phase (warm-up, clean,
+/// mixed faults, a brown-out, the primary down, the primary failing with
+/// the backup gone, both down), what its client saw, what the proxy
+/// logged (spend rows and StandardLoggingPayloads, with each phase's range),
+/// and both imported as records: the fixture the tests below read.
+struct ProxyRun {
+    config: std::path::PathBuf,
+    /// Where the tests import their records, each under a name of its own.
+    directory: std::path::PathBuf,
+    client: Vec<Value>,
+    spend: Vec<String>,
+    standard: Vec<String>,
+    captured: HashMap<String, (Range<usize>, Range<usize>)>,
+    spend_records: BTreeMap<String, Value>,
+    standard_records: BTreeMap<String, Value>,
+    _pipeline: Pipeline,
+}
 
-    // Each phase: the primary as the phase has it, the requests, and where
-    // the captures stood after it.
-    let mixed = FaultProfile {
-        server_error: 0.1,
-        rate_limit: 0.1,
-        unavailable: 0.05,
-        slow_first_token: 0.05,
-        slow_first_token_ms: 4_000,
-        ..FaultProfile::default()
-    };
-    let brown_out = FaultProfile {
-        slow_first_token: 0.6,
-        slow_first_token_ms: 4_000,
-        ..FaultProfile::default()
-    };
-    // A proxy's first requests wait on its own warm-up (imports, client
-    // pools), seconds on a loaded machine: a warm-up phase takes them, as a
-    // deployed proxy has long since, so that the clean phase is clean.
-    // Then requests fail: the primary slow past its deadline with the
-    // backup gone (LiteLLM bills the abandoned attempts), and both gone
-    // (once the primary cools down, the router refuses without a try).
-    let slow = FaultProfile {
-        slow_first_token: 1.0,
-        slow_first_token_ms: 4_000,
-        ..FaultProfile::default()
-    };
-    let phases: [(&str, Option<FaultProfile>, usize); 7] = [
-        ("warm-up", None, 12),
-        ("clean", None, 60),
-        ("mixed", Some(mixed), 60),
-        ("brown-out", Some(brown_out), 60),
-        ("down", None, 40),
-        ("failing", Some(slow), 24),
-        ("all-down", None, 20),
-    ];
-    // Each phase's captures: its spend rows and its StandardLoggingPayloads.
-    let mut captured: HashMap<&str, (Range<usize>, Range<usize>)> = HashMap::new();
-    let mut ends = (0, 0);
-    for (phase, faults, count) in &phases {
-        if *phase == "brown-out" {
-            // The mixed phase's last failures may have cooled the primary
-            // down: the brown-out, every request then moved at once to the
-            // backup, could end before the cooldown and never reach it.
-            std::thread::sleep(std::time::Duration::from_secs(6));
-        }
-        if *phase == "failing" {
-            drop(backup.take());
-            // The primary's cooldown from the phase before runs out.
-            std::thread::sleep(std::time::Duration::from_secs(6));
-        }
-        if let Some(faults) = faults {
-            drop(primary.take());
-            primary = Some(sim(primary_address, faults.clone(), 20));
-        } else if *phase == "down" || *phase == "all-down" {
-            drop(primary.take());
-        }
-        proxy.drive(
-            "support-assistant",
-            &prompts,
-            phase,
-            *count,
-            CONCURRENCY,
-            &client_path,
-        );
-        // The proxy logs after it answers.
-        std::thread::sleep(std::time::Duration::from_secs(2));
-        let now = (
-            proxy.captured("spend.jsonl").len(),
-            proxy.captured("standard.jsonl").len(),
-        );
-        captured.insert(phase, (ends.0..now.0, ends.1..now.1));
-        ends = now;
+impl ProxyRun {
+    /// The run, made by the first test to ask; `None` (the test says it
+    /// was skipped) without the proxy's Python.
+    fn shared(what: &str) -> Option<&'static ProxyRun> {
+        static SHARED: std::sync::OnceLock<ProxyRun> = std::sync::OnceLock::new();
+        let python = proxy_python(what)?;
+        Some(SHARED.get_or_init(|| ProxyRun::run(&python)))
     }
-    let client = lines(&client_path);
-    let spend = proxy.captured("spend.jsonl");
-    let standard = proxy.captured("standard.jsonl");
-    let directory = pipeline.path("imports");
-    std::fs::create_dir_all(&directory).unwrap();
 
-    // Every request, both ways in.
-    let spend_records = imported(&directory, "litellm", "spend", &spend, &config);
-    let standard_records = imported(
-        &directory,
-        "litellm-standard",
-        "standard",
-        &standard,
-        &config,
-    );
-    check_against_client("spend rows", &client, &spend_records);
-    check_against_client("StandardLoggingPayload", &client, &standard_records);
+    fn run(python: &std::ffi::OsStr) -> ProxyRun {
+        let pipeline = Pipeline::new();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (primary_address, backup_address) = (free(), free());
+        let mut primary = Some(sim(primary_address, FaultProfile::default(), 20));
+        let mut backup = Some(sim(backup_address, FaultProfile::default(), 30));
+        let table_path = pipeline.path("falling-back.toml");
+        std::fs::write(
+            &table_path,
+            falling_back(
+                &format!("http://{primary_address}/v1"),
+                &format!("http://{backup_address}/v1"),
+                &breaker(),
+                20_000,
+            ),
+        )
+        .unwrap();
+        let out = pipeline.path("gated");
+        gate_single(&pipeline, &table_path, &out, None, false)
+            .assert()
+            .success();
+        let config = out.join("route-config.v1.json");
+        let export = out.join("route-config.v1.litellm.yaml");
+        let proxy = Proxy::start(
+            python,
+            &export,
+            &pipeline.path("proxy"),
+            &[("ROUTEVAL_SIM_KEY", "sk-sim")],
+        );
+        let prompts = repo().join("datasets/demo/prompts.jsonl");
+        let client_path = pipeline.path("client.jsonl");
 
-    let of_phase = |phase: &str| -> Vec<&Value> {
-        client
+        // Each phase: the primary as the phase has it, the requests, and where
+        // the captures stood after it.
+        let mixed = FaultProfile {
+            server_error: 0.1,
+            rate_limit: 0.1,
+            unavailable: 0.05,
+            slow_first_token: 0.05,
+            slow_first_token_ms: 4_000,
+            ..FaultProfile::default()
+        };
+        let brown_out = FaultProfile {
+            slow_first_token: 0.6,
+            slow_first_token_ms: 4_000,
+            ..FaultProfile::default()
+        };
+        // A proxy's first requests wait on its own warm-up (imports, client
+        // pools), seconds on a loaded machine: a warm-up phase takes them, as a
+        // deployed proxy has long since, so that the clean phase is clean.
+        // Then requests fail: the primary slow past its deadline with the
+        // backup gone (LiteLLM bills the abandoned attempts), and both gone
+        // (once the primary cools down, the router refuses without a try).
+        let slow = FaultProfile {
+            slow_first_token: 1.0,
+            slow_first_token_ms: 4_000,
+            ..FaultProfile::default()
+        };
+        let phases: [(&str, Option<FaultProfile>, usize); 7] = [
+            ("warm-up", None, 12),
+            ("clean", None, 60),
+            ("mixed", Some(mixed), 60),
+            ("brown-out", Some(brown_out), 60),
+            ("down", None, 40),
+            ("failing", Some(slow), 24),
+            ("all-down", None, 20),
+        ];
+        // Each phase's captures: its spend rows and its StandardLoggingPayloads.
+        let mut captured: HashMap<String, (Range<usize>, Range<usize>)> = HashMap::new();
+        let mut ends = (0, 0);
+        for (phase, faults, count) in &phases {
+            if *phase == "brown-out" {
+                // The mixed phase's last failures may have cooled the primary
+                // down: the brown-out, every request then moved at once to the
+                // backup, could end before the cooldown and never reach it.
+                std::thread::sleep(std::time::Duration::from_secs(6));
+            }
+            if *phase == "failing" {
+                drop(backup.take());
+                // The primary's cooldown from the phase before runs out.
+                std::thread::sleep(std::time::Duration::from_secs(6));
+            }
+            if let Some(faults) = faults {
+                drop(primary.take());
+                primary = Some(sim(primary_address, faults.clone(), 20));
+            } else if *phase == "down" || *phase == "all-down" {
+                drop(primary.take());
+            }
+            proxy.drive(
+                "support-assistant",
+                &prompts,
+                phase,
+                *count,
+                CONCURRENCY,
+                &client_path,
+            );
+            // The proxy logs after it answers.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            let now = (
+                proxy.captured("spend.jsonl").len(),
+                proxy.captured("standard.jsonl").len(),
+            );
+            captured.insert((*phase).to_owned(), (ends.0..now.0, ends.1..now.1));
+            ends = now;
+        }
+        let client = lines(&client_path);
+        let spend = proxy.captured("spend.jsonl");
+        let standard = proxy.captured("standard.jsonl");
+        drop(proxy);
+        let directory = pipeline.path("imports");
+        std::fs::create_dir_all(&directory).unwrap();
+        let spend_records = imported(&directory, "litellm", "spend", &spend, &config);
+        let standard_records = imported(
+            &directory,
+            "litellm-standard",
+            "standard",
+            &standard,
+            &config,
+        );
+        ProxyRun {
+            config,
+            directory,
+            client,
+            spend,
+            standard,
+            captured,
+            spend_records,
+            standard_records,
+            _pipeline: pipeline,
+        }
+    }
+
+    fn of_phase(&self, phase: &str) -> Vec<&Value> {
+        self.client
             .iter()
             .filter(|request| request["phase"] == phase)
             .collect()
+    }
+
+    /// The spend rows and the StandardLoggingPayloads of `phase`.
+    fn phase_rows(&self, phase: &str) -> (&[String], &[String]) {
+        let (spend, standard) = &self.captured[phase];
+        (&self.spend[spend.clone()], &self.standard[standard.clone()])
+    }
+}
+
+#[test]
+fn every_request_through_litellm_reads_back_as_its_client_saw_it() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
     };
+    check_against_client("spend rows", &run.client, &run.spend_records);
+    check_against_client("StandardLoggingPayload", &run.client, &run.standard_records);
+}
+
+#[test]
+fn through_litellm_a_late_first_token_moves_to_the_backup_at_the_tables_deadline() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
+    let standard_records = &run.standard_records;
     // The exported settings in the proxy: a stream whose first token is
     // late moves to the backup at the table's deadline, not after LiteLLM's
     // retries (the backup answers in tens of milliseconds).
-    let brown = of_phase("brown-out");
+    let brown = run.of_phase("brown-out");
     let moved: Vec<f64> = brown
         .iter()
         .filter(|request| {
@@ -436,7 +491,7 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         "streams that fell back waited {moved:?}"
     );
     // StandardLoggingPayload times the abandoned attempt: the deadline.
-    for (id, attempt) in &standard_records {
+    for (id, attempt) in standard_records {
         if id.ends_with("-attempt-1") && attempt["status"] == "timeout" {
             let moved_at = attempt["total_ms"].as_f64().unwrap();
             assert!(
@@ -445,20 +500,27 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
             );
         }
     }
+}
+
+#[test]
+fn through_litellm_a_dead_primary_is_cooled_down() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
     // A dead primary is cooled down: after `open_after` failures (and what
     // was already in flight) requests go to the backup without a try.
-    let down = of_phase("down");
+    let down = run.of_phase("down");
     assert!(
         down.iter().all(|request| request["status"] == 200),
         "{down:?}"
     );
-    let down_standard: Vec<String> = standard[captured["down"].1.clone()].to_vec();
+    let down_standard = run.phase_rows("down").1;
     let down_records = imported(
-        &directory,
+        &run.directory,
         "litellm-standard",
         "down",
-        &down_standard,
-        &config,
+        down_standard,
+        &run.config,
     );
     let tried_dead = down_records
         .values()
@@ -478,19 +540,25 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         "{tried_dead} of {} requests tried the dead primary",
         down.len()
     );
+}
 
+#[test]
+fn through_litellm_failed_requests_are_billed_and_refusals_name_the_logical_model() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
     failed_requests(
-        &directory,
-        &config,
-        &client,
-        &spend[captured["failing"].0.clone()],
+        &run.directory,
+        &run.config,
+        &run.client,
+        run.phase_rows("failing").0,
     );
     // Once every deployment cooled down, the router refused without a try,
     // as an open breaker with no fallback does; the row names the logical
     // model where a deployment would be.
     for (from, records) in [
-        ("spend rows", &spend_records),
-        ("StandardLoggingPayload", &standard_records),
+        ("spend rows", &run.spend_records),
+        ("StandardLoggingPayload", &run.standard_records),
     ] {
         let refused: Vec<&Value> = records
             .values()
@@ -503,16 +571,22 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
             assert_ne!(record["status"], "ok", "{from}: {record}");
         }
     }
+}
 
+#[test]
+fn drift_on_litellms_records_is_quiet_on_the_clean_phase_and_not_on_the_brown_out() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
     // drift on the clean phase's records raises nothing; on the brown-out's
     // it does.
     let drift = |name: &str, rows: &[String]| -> Value {
-        imported(&directory, "litellm-standard", name, rows, &config);
+        imported(&run.directory, "litellm-standard", name, rows, &run.config);
         let output = routeval()
             .args(["drift", "--config"])
-            .arg(&config)
+            .arg(&run.config)
             .arg("--records")
-            .arg(directory.join(format!("{name}.parquet")))
+            .arg(run.directory.join(format!("{name}.parquet")))
             .args(["--window", "10s", "--json"])
             .output()
             .unwrap();
@@ -523,18 +597,30 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
         );
         serde_json::from_slice(&output.stdout).unwrap()
     };
-    let clean = drift("clean", &standard[captured["clean"].1.clone()]);
+    let clean = drift("clean", run.phase_rows("clean").1);
     assert_eq!(clean["verdict"], "ok", "{clean}");
-    let brown_rows = &standard[captured["brown-out"].1.clone()];
-    let brown_drift = drift("brown-out", brown_rows);
+    let brown_drift = drift("brown-out", run.phase_rows("brown-out").1);
     assert_ne!(brown_drift["verdict"], "ok", "{brown_drift}");
+}
 
+#[test]
+fn the_breaker_search_on_litellms_brown_out_falls_back_timed_by_the_attempts() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
+    imported(
+        &run.directory,
+        "litellm-standard",
+        "brown-out-search",
+        run.phase_rows("brown-out").1,
+        &run.config,
+    );
     // The breaker search on the brown-out's records, allowed to move as
     // many requests as the brown-out slows, chooses one that falls back,
     // timing the backup by the attempts the requests left.
     let output = routeval()
         .args(["replay", "fallback", "--records"])
-        .arg(directory.join("brown-out.parquet"))
+        .arg(run.directory.join("brown-out-search.parquet"))
         .args([
             "--route",
             "large",
@@ -575,27 +661,32 @@ fn litellm_carries_out_the_export_and_its_records_read_back_as_the_client_saw() 
     let missing =
         crate::common::undocumented_keys("## fallback.json", &[&value["fallback_latency"]]);
     assert!(missing.is_empty(), "not in docs/schema.md: {missing:?}");
+}
 
+#[test]
+fn from_litellms_spend_rows_the_replay_will_not_guess_the_backups_time() {
+    let Some(run) = ProxyRun::shared("a real LiteLLM proxy") else {
+        return;
+    };
     // From spend rows the abandoned attempts have no time, and the replay
     // says it cannot time the backup rather than guess.
-    let brown_spend = &spend[captured["brown-out"].0.clone()];
+    let brown_spend = run.phase_rows("brown-out").0;
     imported(
-        &directory,
+        &run.directory,
         "litellm",
         "brown-out-spend",
         brown_spend,
-        &config,
+        &run.config,
     );
     let output = routeval()
         .args(["replay", "fallback", "--records"])
-        .arg(directory.join("brown-out-spend.parquet"))
+        .arg(run.directory.join("brown-out-spend.parquet"))
         .args(["--route", "large", "--fallback", "backup"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--from litellm-standard"), "{stderr}");
-    drop(proxy);
 }
 
 #[test]
