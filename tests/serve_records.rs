@@ -515,3 +515,59 @@ fn a_records_directory_it_may_not_write_keeps_every_record_until_it_may() {
         sent.into_iter().collect::<BTreeSet<_>>()
     );
 }
+
+#[test]
+fn a_stop_sent_the_moment_serve_says_where_it_listens_is_graceful() {
+    // An orchestrator may stop a pod the moment it is up (a rollout that
+    // was superseded). strace holds serve for 300 ms after each write, so
+    // the stop arrives right after serve announced its address: its
+    // handler must already be in place, or the default action kills it
+    // with its records unrolled.
+    let strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !can("strace", strace) {
+        return;
+    }
+    let upstream = instant_answers();
+    let config = signed_single(
+        Pipeline::shared(),
+        &upstream.base_url(),
+        "records-stopped-at-once",
+        None,
+    );
+    for signals in [["TERM"].as_slice(), &["HUP", "TERM"]] {
+        let directory = tempfile::tempdir().unwrap();
+        let inner = serve_of(&config, directory.path());
+        let mut traced = Command::new("strace");
+        traced
+            .args(["-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"])
+            .args(["-e", "trace=write", "-e", "inject=write:delay_exit=300000"])
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (name, value) in inner.get_envs() {
+            if let Some(value) = value {
+                traced.env(name, value);
+            }
+        }
+        let served = Served::start(&mut traced);
+        let pid = String::from_utf8(
+            Command::new("pgrep")
+                .args(["-P", &served.pid().to_string()])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        for signal in signals {
+            Command::new("kill")
+                .args([&format!("-{signal}"), pid.trim()])
+                .status()
+                .unwrap();
+        }
+        // strace exits as serve did.
+        let log = served.wait_with_log();
+        assert_eq!(log_events(&log, "stopped").len(), 1, "{signals:?}: {log}");
+    }
+}

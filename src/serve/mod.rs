@@ -270,6 +270,10 @@ fn serve_logged(
         draws: draws::Draws::from_entropy(started_ms),
         started_ms,
     });
+    let Signals {
+        stop,
+        hangup: reload,
+    } = Signals::install(&runtime)?;
     ready(address, &app.current());
     log_started(log, &app.current(), address, &options.records);
     let router = request_path(&app);
@@ -282,8 +286,9 @@ fn serve_logged(
             loaded_fingerprint,
             options.records.clone(),
             options.keys.clone(),
+            reload,
         ));
-        connections::serve(listener, router, options.connections, stop_signal(), log).await;
+        connections::serve(listener, router, options.connections, stop, log).await;
         watcher.abort();
         anyhow::Ok(())
     })?;
@@ -388,12 +393,33 @@ fn log_expired(log: &log::Log, deployed: &Deployed, what: &str) {
     .emit();
 }
 
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+/// The signals serve answers, their handlers installed before it says
+/// where it listens: a stop or a reload sent the moment the address is
+/// read is handled, not met by the default action (killed, its records
+/// not rolled).
+struct Signals {
+    /// SIGTERM or SIGINT: stop taking requests, answer the ones in flight.
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// SIGHUP: reload the config and the keys.
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install(runtime: &tokio::runtime::Runtime) -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _entered = runtime.enter();
+        let mut terminate = signal(SignalKind::terminate()).context("a SIGTERM handler")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("a SIGINT handler")?;
+        let hangup = signal(SignalKind::hangup()).context("a SIGHUP handler")?;
+        Ok(Signals {
+            stop: Box::pin(async move {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+            }),
+            hangup,
+        })
     }
 }
 
@@ -507,9 +533,8 @@ async fn watch(
     mut seen: Option<deployed::Fingerprint>,
     records: PathBuf,
     keys: PathBuf,
+    mut hangup: tokio::signal::unix::Signal,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = signal(SignalKind::hangup()).expect("a SIGHUP handler");
     let mut keys_seen = keys_fingerprint(&keys);
     // The sha256 of the config whose expiry has been logged.
     let mut expiry_told = app

@@ -102,9 +102,15 @@ impl Served {
     }
 
     /// [`Served::stop`], returning what serve wrote to stderr.
-    pub fn stop_with_log(mut self) -> String {
-        let mut child = self.child.take().expect("running");
+    pub fn stop_with_log(self) -> String {
         self.signal("TERM");
+        self.wait_with_log()
+    }
+
+    /// Waits for serve to exit, stopped by a signal sent some other way;
+    /// it must exit 0. What serve wrote to stderr.
+    pub fn wait_with_log(mut self) -> String {
+        let mut child = self.child.take().expect("running");
         let status = child.wait().unwrap();
         let mut log = String::new();
         if let Some(mut stderr) = child.stderr.take() {
