@@ -89,6 +89,34 @@ fn recorded_ids(records: &Path) -> BTreeSet<String> {
 
 /// Whether this machine lets the test do `what` (root, strace, mount);
 /// skipped elsewhere, a failure under CI.
+/// `inner` run under strace with its `-e` expressions (`filters`).
+fn under_strace(inner: &Command, filters: &[&str]) -> Command {
+    let mut traced = Command::new("strace");
+    traced.args(["-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"]);
+    for filter in filters {
+        traced.args(["-e", filter]);
+    }
+    traced.arg(inner.get_program()).args(inner.get_args());
+    for (name, value) in inner.get_envs() {
+        if let Some(value) = value {
+            traced.env(name, value);
+        }
+    }
+    traced
+}
+
+/// The pid of serve itself, strace's child.
+fn traced_pid(served: &Served) -> String {
+    let children = Command::new("pgrep")
+        .args(["-P", &served.pid().to_string()])
+        .output()
+        .unwrap()
+        .stdout;
+    let pid = String::from_utf8(children).unwrap().trim().to_owned();
+    assert!(!pid.is_empty(), "no serve under strace");
+    pid
+}
+
 fn can(what: &str, works: bool) -> bool {
     if works {
         return true;
@@ -118,25 +146,11 @@ fn a_kill_under_load_on_a_slow_disk_loses_at_most_the_documented_window() {
         "records-kill",
         None,
     );
-    let inner = serve_of(&config, directory.path());
     // Every sync of the journal takes a second, as on a saturated disk.
-    let mut traced = Command::new("strace");
-    traced
-        .args(["-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"])
-        .args([
-            "-e",
-            "trace=fdatasync",
-            "-e",
-            "inject=fdatasync:delay_exit=1000000",
-        ])
-        .arg(inner.get_program())
-        .args(inner.get_args());
-    for (name, value) in inner.get_envs() {
-        if let Some(value) = value {
-            traced.env(name, value);
-        }
-    }
-    let served = Served::start(&mut traced);
+    let served = Served::start(&mut under_strace(
+        &serve_of(&config, directory.path()),
+        &["trace=fdatasync", "inject=fdatasync:delay_exit=1000000"],
+    ));
     let address = address_of(&served);
     let answered_ids = Arc::new(Mutex::new(Vec::new()));
     let stop_at = Instant::now() + Duration::from_secs(30);
@@ -164,17 +178,10 @@ fn a_kill_under_load_on_a_slow_disk_loses_at_most_the_documented_window() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // serve itself, the tracer's child, is killed: no chance to flush.
-    let pid = String::from_utf8(
-        Command::new("pgrep")
-            .args(["-P", &served.pid().to_string()])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let pid = pid.trim();
-    assert!(!pid.is_empty(), "no serve under strace");
-    Command::new("kill").args(["-KILL", pid]).status().unwrap();
+    Command::new("kill")
+        .args(["-KILL", &traced_pid(&served)])
+        .status()
+        .unwrap();
     for client in clients {
         client.join().unwrap();
     }
@@ -539,30 +546,14 @@ fn a_stop_sent_the_moment_serve_says_where_it_listens_is_graceful() {
     );
     for signals in [["TERM"].as_slice(), &["HUP", "TERM"]] {
         let directory = tempfile::tempdir().unwrap();
-        let inner = serve_of(&config, directory.path());
-        let mut traced = Command::new("strace");
-        traced
-            .args(["-f", "-qq", "--seccomp-bpf", "-o", "/dev/null"])
-            .args(["-e", "trace=write", "-e", "inject=write:delay_exit=300000"])
-            .arg(inner.get_program())
-            .args(inner.get_args());
-        for (name, value) in inner.get_envs() {
-            if let Some(value) = value {
-                traced.env(name, value);
-            }
-        }
-        let served = Served::start(&mut traced);
-        let pid = String::from_utf8(
-            Command::new("pgrep")
-                .args(["-P", &served.pid().to_string()])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap();
+        let served = Served::start(&mut under_strace(
+            &serve_of(&config, directory.path()),
+            &["trace=write", "inject=write:delay_exit=300000"],
+        ));
+        let pid = traced_pid(&served);
         for signal in signals {
             Command::new("kill")
-                .args([&format!("-{signal}"), pid.trim()])
+                .args([&format!("-{signal}"), &pid])
                 .status()
                 .unwrap();
         }
