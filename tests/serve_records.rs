@@ -117,6 +117,15 @@ fn traced_pid(served: &Served) -> String {
     pid
 }
 
+/// Whether strace runs here; says the test was skipped if not.
+fn strace_runs() -> bool {
+    let runs = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    can("strace", runs)
+}
+
 fn can(what: &str, works: bool) -> bool {
     if works {
         return true;
@@ -131,11 +140,7 @@ fn can(what: &str, works: bool) -> bool {
 
 #[test]
 fn a_kill_under_load_on_a_slow_disk_loses_at_most_the_documented_window() {
-    let strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !can("strace", strace) {
+    if !strace_runs() {
         return;
     }
     let upstream = instant_answers();
@@ -530,11 +535,7 @@ fn a_stop_sent_the_moment_serve_says_where_it_listens_is_graceful() {
     // the stop arrives right after serve announced its address: its
     // handler must already be in place, or the default action kills it
     // with its records unrolled.
-    let strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !can("strace", strace) {
+    if !strace_runs() {
         return;
     }
     let upstream = instant_answers();
