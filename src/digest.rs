@@ -15,6 +15,16 @@ pub struct UnreadableFile {
     pub source: std::io::Error,
 }
 
+/// `text` if it is a sha256 as documents write one (64 hexadecimal
+/// digits): a flag's value parser.
+pub fn parse_sha256(text: &str) -> Result<String, String> {
+    if text.len() == 64 && text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("{text:?}: a sha256 is 64 hexadecimal digits"))
+    }
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }

@@ -316,7 +316,7 @@ fn signing_flags_are_bounded_and_the_clock_is_not_an_environment_variable() {
         ),
         (
             vec!["--dataset-sha256", "not-a-digest"],
-            "--dataset-sha256 must be 64 hexadecimal digits",
+            "error: invalid value 'not-a-digest' for '--dataset-sha256 <HEX>': \"not-a-digest\": a sha256 is 64 hexadecimal digits",
         ),
     ] {
         let mut all = vec!["--target", "0.9"];

@@ -14,11 +14,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod outputs;
+mod owned_directory;
 
 pub use outputs::{
     Named, Output, OutputError, OutputKind, Replaces, check_destination, check_outputs,
     is_run_directory, run_directory,
 };
+pub use owned_directory::OwnedDirectory;
 
 /// A file written and synced under a temporary name beside its destination,
 /// not yet in place. A command with several outputs stages them all, then

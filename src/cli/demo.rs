@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Parser;
 
+use crate::atomic::{Named, OwnedDirectory};
 use crate::exit_codes::Outcome;
+use crate::routes::RouteConfig;
 use crate::rubric::load_rubrics;
-use crate::schema::read_dataset;
+use crate::schema::{GATE_REPORT_FILE, GateReport, read_dataset, read_document};
 use crate::upstream_sim::{FaultProfile, SimSettings, spawn};
 
 use super::args::{Cli, DemoArgs};
@@ -54,16 +56,20 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         (None, Some(out)) => out.join("report"),
         (None, None) => PathBuf::from("reports/demo"),
     };
-    let given: Vec<(&PathBuf, &str)> = [(&args_in.data, "--data"), (&args_in.rubrics, "--rubrics")]
+    let given: Vec<Named<'_>> = [(&args_in.data, "--data"), (&args_in.rubrics, "--rubrics")]
         .into_iter()
-        .filter_map(|(path, flag)| path.as_ref().map(|path| (path, flag)))
+        .filter_map(|(path, flag)| path.as_deref().map(|path| Named::new(path, flag)))
         .collect();
-    for (directory, flag) in &given {
-        if !directory.is_dir() {
-            anyhow::bail!("{}: no such directory ({flag})", directory.display());
+    for input in &given {
+        if !input.path.is_dir() {
+            anyhow::bail!(
+                "{}: no such directory ({})",
+                input.path.display(),
+                input.flag
+            );
         }
     }
-    prepare_out(out, &given)?;
+    DEMO_DIRECTORY.claim(out, &given)?;
     let (data, rubrics) = match (&args_in.data, &args_in.rubrics) {
         (Some(data), Some(rubrics)) => (data.clone(), rubrics.clone()),
         (data, rubrics) => {
@@ -394,10 +400,7 @@ pub const DEMO_OUTPUTS: [&str; 13] = [
 
 /// The endpoints a signed config's routes call, each once.
 fn route_urls(config: &Path) -> anyhow::Result<Vec<String>> {
-    let bytes =
-        std::fs::read(config).with_context(|| format!("{}: cannot read", config.display()))?;
-    let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{}: not a route config", config.display()))?;
+    let config: RouteConfig = read_document(config, "a route config", None)?.document;
     let mut urls: Vec<String> = config
         .table
         .routes
@@ -409,88 +412,20 @@ fn route_urls(config: &Path) -> anyhow::Result<Vec<String>> {
     Ok(urls)
 }
 
-/// Makes `out` a directory the demo owns with none of its outputs: a fresh
-/// start each time, because the simulator's port (part of the run's config)
-/// changes between demos. Only a directory the demo created (it holds
-/// [`DEMO_MARKER`]) is cleared, and only of [`DEMO_OUTPUTS`]; any other
-/// non-empty directory is refused, and so is one that holds the demo's
-/// inputs or the current directory.
-fn prepare_out(out: &Path, inputs: &[(&PathBuf, &str)]) -> anyhow::Result<()> {
-    let refuse =
-        |why: String| -> anyhow::Result<()> { anyhow::bail!("{}: {why} (--out)", out.display()) };
-    let metadata = match std::fs::symlink_metadata(out) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(out)
-                .with_context(|| format!("{}: cannot create (--out)", out.display()))?;
-            return mark(out);
-        }
-        Err(error) => {
-            return Err(error)
-                .with_context(|| format!("{}: cannot inspect (--out)", out.display()));
-        }
-    };
-    if !metadata.is_dir() {
-        return refuse("exists and is not a directory".to_owned());
-    }
-    let canonical = std::fs::canonicalize(out)
-        .with_context(|| format!("{}: cannot resolve (--out)", out.display()))?;
-    let current = std::env::current_dir().context("cannot read the current directory")?;
-    if current.starts_with(&canonical) {
-        return refuse(
-            "holds the current directory; give the demo a directory of its own".to_owned(),
-        );
-    }
-    for (input, flag) in inputs {
-        if let Ok(input) = std::fs::canonicalize(input)
-            && input.starts_with(&canonical)
-        {
-            return refuse(format!(
-                "holds the demo's input {} ({flag}); give the demo a directory of its own",
-                input.display()
-            ));
-        }
-    }
-    let mut entries = std::fs::read_dir(out)
-        .with_context(|| format!("{}: cannot list (--out)", out.display()))?
-        .peekable();
-    if entries.peek().is_none() {
-        return mark(out);
-    }
-    if std::fs::symlink_metadata(out.join(DEMO_MARKER)).is_ok_and(|marker| marker.is_file()) {
-        // What the demo wrote goes; anything else is the user's and stays.
-        for name in DEMO_OUTPUTS {
-            let path = out.join(name);
-            let removed = match std::fs::symlink_metadata(&path) {
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(error) => Err(error),
-                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path),
-                Ok(_) => std::fs::remove_file(&path),
-            };
-            removed.with_context(|| format!("{}: cannot clear (--out)", path.display()))?;
-        }
-        return mark(out);
-    }
-    refuse(format!(
-        "is not empty and was not made by the demo (no {DEMO_MARKER}); the demo clears only its own directory: give a new or empty --out"
-    ))
-}
-
-fn mark(out: &Path) -> anyhow::Result<()> {
-    crate::atomic::write_bytes_atomically(
-        &out.join(DEMO_MARKER),
-        b"made by routeval demo; the next demo with this --out removes what the demo wrote here, and nothing else\n",
-    )
-    .with_context(|| format!("{}: cannot write the demo marker", out.display()))
-}
+/// `--out`: a fresh start each time, because the simulator's port (part
+/// of the run's config) changes between demos.
+const DEMO_DIRECTORY: OwnedDirectory<'static> = OwnedDirectory {
+    owner: "the demo",
+    flag: "--out",
+    marker: DEMO_MARKER,
+    marker_text: "made by routeval demo; the next demo with this --out removes what the demo wrote here, and nothing else\n",
+    outputs: &DEMO_OUTPUTS,
+};
 
 /// The route config the gate signed, if it passed a candidate: as its
 /// report names it.
 fn signed_config(gate_dir: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let path = gate_dir.join(crate::schema::GATE_REPORT_FILE);
-    let report: crate::schema::GateReport = serde_json::from_slice(
-        &std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?,
-    )
-    .with_context(|| format!("{}: not a gate report", path.display()))?;
+    let report: GateReport =
+        read_document(&gate_dir.join(GATE_REPORT_FILE), "a gate report", None)?.document;
     Ok(report.emitted.map(|emitted| PathBuf::from(emitted.config)))
 }

@@ -96,7 +96,7 @@ pub struct GateArgs {
 
     /// `routeval serve`'s `/v1` URL: the LiteLLM export sends the logical
     /// model there. Without it, only a single-route policy is exported.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = crate::client::parse_http_url)]
     pub serve_url: Option<String>,
 
     /// The variable holding the key LiteLLM calls `routeval serve` with.
@@ -127,7 +127,7 @@ pub struct GateArgs {
 
     /// sha256 of the labelled dataset behind the results, for provenance
     /// (64 hexadecimal digits).
-    #[arg(long, value_name = "HEX")]
+    #[arg(long, value_name = "HEX", value_parser = crate::digest::parse_sha256)]
     pub dataset_sha256: Option<String>,
 
     /// Accept constraints that name slices the results do not have (they
@@ -191,12 +191,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
     if args.familywise && args.confidence.is_none() {
         bail!("--familywise needs --confidence: a point estimate guarantees nothing to share");
     }
-    if let Some(sha256) = &args.dataset_sha256
-        && !(sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit()))
-    {
-        bail!("--dataset-sha256 must be 64 hexadecimal digits, got {sha256:?}");
-    }
-    let serve = serve_endpoint(&args)?;
+    let serve = serve_endpoint(&args);
     Ok(GateOptions {
         serve,
         candidates: args.candidates,
@@ -224,7 +219,7 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
 
 /// `--rollback-to` and the flags it takes, as the stage's options.
 fn rollback_options(args: GateArgs, to: PathBuf) -> anyhow::Result<RollbackOptions> {
-    let serve = serve_endpoint(&args)?;
+    let serve = serve_endpoint(&args);
     Ok(RollbackOptions {
         to,
         deployed: args
@@ -261,17 +256,13 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
 }
 
 /// `--serve-url` and `--serve-key-env`, for the LiteLLM export.
-fn serve_endpoint(args: &GateArgs) -> anyhow::Result<Option<crate::gate::ServeEndpoint>> {
-    let Some(url) = &args.serve_url else {
-        return Ok(None);
-    };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        bail!("--serve-url {url}: must be an http:// or https:// URL (routeval serve's /v1)");
-    }
-    Ok(Some(crate::gate::ServeEndpoint {
-        url: url.clone(),
-        key_env: args.serve_key_env.clone(),
-    }))
+fn serve_endpoint(args: &GateArgs) -> Option<crate::gate::ServeEndpoint> {
+    args.serve_url
+        .as_ref()
+        .map(|url| crate::gate::ServeEndpoint {
+            url: url.clone(),
+            key_env: args.serve_key_env.clone(),
+        })
 }
 
 /// The system clock, or the instant `--at` names.
@@ -415,11 +406,11 @@ mod tests {
             ),
             (
                 "--target 0.9 --serve-url serve:8090",
-                "--serve-url serve:8090: must be an http:// or https:// URL",
+                "error: invalid value 'serve:8090' for '--serve-url <URL>': serve:8090: an http:// or https:// URL with a host",
             ),
             (
                 "--target 0.9 --dataset-sha256 abc",
-                "--dataset-sha256 must be 64 hexadecimal digits, got \"abc\"",
+                "error: invalid value 'abc' for '--dataset-sha256 <HEX>': \"abc\": a sha256 is 64 hexadecimal digits",
             ),
         ] {
             let argv = format!("{base} {flags}");

@@ -2,13 +2,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::exit_codes::Outcome;
 use crate::records::{Deployments, ImportFormat, LogImportOptions, import_into};
 
 use super::print::println;
+use crate::routes::RouteConfig;
+use crate::schema::{DocumentFile, read_document};
 use crate::units::Span;
 
 #[derive(Debug, Subcommand)]
@@ -109,10 +110,10 @@ pub fn options(args: &RecordsImportArgs) -> anyhow::Result<LogImportOptions> {
 
 /// The deployments a LiteLLM export of the signed config at `path` names.
 fn deployments(path: &Path) -> anyhow::Result<Deployments> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
-    let config: crate::routes::RouteConfig = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let DocumentFile {
+        document: config,
+        sha256,
+    } = read_document::<RouteConfig>(path, "a route config", Some("--config"))?;
     let table = &config.table;
     Ok(Deployments {
         logical_model: table.logical_model.clone(),
@@ -126,7 +127,7 @@ fn deployments(path: &Path) -> anyhow::Result<Deployments> {
             _ => None,
         },
         config_version: config.version,
-        config_sha256: crate::digest::sha256_hex(&bytes),
+        config_sha256: sha256,
         fallbacks: table
             .fallbacks
             .iter()

@@ -128,36 +128,8 @@ fn print_summary(
     reporter: &dyn Reporter,
     failed_calls_note: Option<&str>,
 ) -> anyhow::Result<Outcome> {
-    let rows = summary.tiers.iter().map(|tier| {
-        vec![
-            tier.tier.name().to_owned(),
-            tier.model.clone(),
-            tier.calls.to_string(),
-            tier.errors.to_string(),
-            tier.cached.to_string(),
-            tier.retries.to_string(),
-            format!("{:.4}", tier.cost_usd),
-        ]
-    });
-    let table = crate::terminal::table(
-        vec![
-            "tier", "model", "calls", "errors", "cached", "retries", "cost $",
-        ],
-        rows,
-    );
-    println(&table.to_string())?;
-    println(&format!(
-        "{} rows in {} ({:.1} s)",
-        summary.rows,
-        responses.display(),
-        summary.elapsed.as_secs_f64()
-    ))?;
-    let errors: u64 = summary
-        .manifest
-        .tiers
-        .values()
-        .map(|tier| tier.errors)
-        .sum();
+    println(&summary.render(responses))?;
+    let errors = summary.failed_calls();
     if errors > 0 {
         reporter.report(match failed_calls_note {
             Some(note) => message(

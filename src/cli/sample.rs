@@ -1,18 +1,13 @@
 //! `routeval sample`.
 
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 
-use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
 use crate::exit_codes::Outcome;
-use crate::sample::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, draw_labels, sample};
-use crate::schema::{
-    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ColumnNames, LABEL_SET_OUTPUT, audits_are_csv,
-    audits_to_bytes, json_lines,
-};
+use crate::sample::{AuditOptions, SampleOptions, SampleRequest, draw_into};
 use crate::units::Share;
 
 use super::columns::ColumnArgs;
@@ -90,23 +85,6 @@ pub struct SampleArgs {
     pub out: PathBuf,
 }
 
-/// What the command was asked to draw, checked.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SampleRequest {
-    Prompts(SampleOptions),
-    Labels {
-        records: PathBuf,
-        share: Share,
-        seed: u64,
-        audit: Option<Share>,
-    },
-    Audits {
-        results: PathBuf,
-        names: ColumnNames,
-        options: AuditOptions,
-    },
-}
-
 /// Checks the flags and converts them to the stage's options.
 pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
     let strata = match args.stratify {
@@ -150,131 +128,7 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
 }
 
 pub fn run(args: &SampleArgs) -> anyhow::Result<Outcome> {
-    match request(args)? {
-        SampleRequest::Prompts(options) => prompts(&options, &args.out),
-        SampleRequest::Labels {
-            records,
-            share,
-            seed,
-            audit,
-        } => labels(&records, (share, audit), seed, &args.out),
-        SampleRequest::Audits {
-            results,
-            names,
-            options,
-        } => audits(&results, names, options, &args.out),
-    }
-}
-
-fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<Outcome> {
-    check_outputs(
-        &[Output::new(out, "--out", &SAMPLE_OUTPUT)],
-        &[Named::new(&options.records, "--records")],
-    )?;
-    let (prompts, summary) = sample(options)?;
-    if prompts.is_empty() {
-        bail!(
-            "{}: no records with a prompt to sample{}; nothing written",
-            options.records.display(),
-            if options.since_ms.is_some() {
-                " since --since"
-            } else {
-                ""
-            }
-        );
-    }
-    write_bytes_atomically(out, &json_lines(&prompts))
-        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
-    let taken: Vec<String> = summary
-        .slices
-        .iter()
-        .map(|(slice, (eligible, taken))| format!("{slice} {taken} of {eligible}"))
-        .collect();
-    println(&format!(
-        "sampled {} prompts ({}) from {} records: {} duplicates, {} without a prompt, {} before --since, {} secrets redacted; wrote {}",
-        prompts.len(),
-        taken.join(", "),
-        summary.records,
-        summary.duplicates,
-        summary.without_prompt,
-        summary.too_old,
-        summary.redactions,
-        out.display()
-    ))?;
-    Ok(Outcome::Passed)
-}
-
-fn labels(
-    records: &Path,
-    (share, audit): (Share, Option<Share>),
-    seed: u64,
-    out: &Path,
-) -> anyhow::Result<Outcome> {
-    check_outputs(
-        &[Output::new(out, "--out", &LABEL_SET_OUTPUT)],
-        &[Named::new(records, "--records")],
-    )?;
-    let (rows, counts) = draw_labels(records, share, seed, audit)?;
-    if rows.is_empty() {
-        bail!(
-            "{}: no decision of serve was drawn ({} decisions at --label-share {share}); nothing written",
-            records.display(),
-            counts.values().map(|(decisions, _)| decisions).sum::<u64>()
-        );
-    }
-    write_bytes_atomically(out, &json_lines(&rows))
-        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
-    let drawn: Vec<String> = counts
-        .iter()
-        .map(|(slice, (decisions, drawn))| format!("{slice} {drawn} of {decisions}"))
-        .collect();
-    let audited = rows.iter().filter(|row| row.audit == Some(true)).count();
-    let audit_line = match audit {
-        Some(audit) => format!(
-            "; {audited} of them drawn at {audit} for a person to audit: set audited_ok on each row with audit true"
-        ),
-        None => String::new(),
-    };
-    println(&format!(
-        "drew {} decisions to label ({}) at probability {share}, seed {seed}; wrote {}: set ok (true or false) on every row for the answer its route gave{audit_line}, then pass it to routeval replay candidate --labels",
-        rows.len(),
-        drawn.join(", "),
-        out.display()
-    ))?;
-    Ok(Outcome::Passed)
-}
-
-fn audits(
-    results: &Path,
-    names: ColumnNames,
-    options: AuditOptions,
-    out: &Path,
-) -> anyhow::Result<Outcome> {
-    let csv = audits_are_csv(out);
-    let kind = if csv {
-        &AUDITS_OUTPUT_CSV
-    } else {
-        &AUDITS_OUTPUT_LINES
-    };
-    check_outputs(
-        &[Output::new(out, "--out", kind)],
-        &[Named::new(results, "--results")],
-    )?;
-    let (rows, slices) = draw_audits(results, names, options)?;
-    write_bytes_atomically(out, &audits_to_bytes(&rows, csv))
-        .with_context(|| format!("{}: cannot write (--out)", out.display()))?;
-    let drawn: Vec<String> = slices
-        .iter()
-        .map(|(slice, (rows, drawn))| format!("{slice} {drawn} of {rows}"))
-        .collect();
-    println(&format!(
-        "drew {} rows to audit ({}) in {} score strata, seed {}; wrote {}: fill in audited_ok_small and audited_ok_large on every row, then pass it to routeval calibrate --audits",
-        rows.len(),
-        drawn.join(", "),
-        options.strata,
-        options.seed,
-        out.display()
-    ))?;
+    println(&draw_into(&request(args)?, &args.out)?)?;
     Ok(Outcome::Passed)
 }
 

@@ -6,7 +6,6 @@ use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::bail;
 use clap::Args;
 
 use super::reporter::{OutputArgs, ProgressArg};
@@ -155,18 +154,13 @@ pub struct ServeArgs {
     /// Export an OpenTelemetry trace per request to this OTLP/HTTP traces
     /// URL (e.g. `http://collector:4318/v1/traces`): the request, its
     /// decision, each upstream attempt and the verifier. Off by default.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = crate::client::parse_http_url)]
     pub otlp_endpoint: Option<String>,
 }
 
 impl ServeArgs {
-    fn options(self, output: &OutputArgs) -> anyhow::Result<ServeOptions> {
-        if let Some(url) = &self.otlp_endpoint
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
-            bail!("--otlp-endpoint {url}: must be an http:// or https:// URL (OTLP/HTTP)");
-        }
-        Ok(ServeOptions {
+    fn options(self, output: &OutputArgs) -> ServeOptions {
+        ServeOptions {
             otlp_endpoint: self.otlp_endpoint,
             sources: Sources {
                 config: self.config,
@@ -211,7 +205,7 @@ impl ServeArgs {
                 _ => RecordsPrompts::Full,
             },
             log: log_settings(&self.log_format, self.log_requests, output),
-        })
+        }
     }
 }
 
@@ -234,7 +228,7 @@ fn log_settings(format: &str, requests: bool, output: &OutputArgs) -> LogSetting
 }
 
 pub fn run(args: ServeArgs, output: &OutputArgs) -> anyhow::Result<Outcome> {
-    let options = args.options(output)?;
+    let options = args.options(output);
     serve(&options, |address, deployed| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(
@@ -283,7 +277,7 @@ mod tests {
             "127.0.0.1:0",
         ])
         .unwrap();
-        let options = line.serve.options(&line.output).unwrap();
+        let options = line.serve.options(&line.output);
         assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);
@@ -315,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn a_zero_limit_or_deadline_is_refused_where_it_is_parsed() {
+    fn a_zero_limit_or_deadline_or_a_url_not_http_is_refused_where_it_is_parsed() {
         let base = ["serve", "--config", "c.json", "--pubkey", "k.pub"];
         for (flag, value, message) in [
             (
@@ -337,6 +331,11 @@ mod tests {
                 "--retry-budget-window-s",
                 "0",
                 "error: invalid value '0' for '--retry-budget-window-s <S>': 0: expected a number above 0",
+            ),
+            (
+                "--otlp-endpoint",
+                "collector:4318",
+                "error: invalid value 'collector:4318' for '--otlp-endpoint <URL>': collector:4318: an http:// or https:// URL with a host",
             ),
         ] {
             let argv = base.iter().copied().chain([flag, value]);

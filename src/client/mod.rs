@@ -9,6 +9,7 @@ mod cache;
 mod caller;
 mod config;
 mod endpoint;
+mod http_url;
 mod limits;
 mod run_config;
 
@@ -21,5 +22,6 @@ pub use endpoint::{
     AttemptError, CallRequest, ChatEndpoint, Completion, OpenAiEndpoint, Usage, http_client,
     preflight, proxy_client, redact, redact_url,
 };
+pub use http_url::parse_http_url;
 pub use limits::{AdaptiveLimit, RetryBudget, Slot, TokenBucket, backoff};
 pub use run_config::{ConfigError, RunConfig, TierEndpoint, api_key, point_run_config_at};

@@ -3,18 +3,18 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use arrow::array::Array;
 
 use super::sequential::Arl;
-use crate::digest::{sha256_file, sha256_hex};
+use crate::digest::sha256_file;
 use crate::policy::{Evaluation, TieredRows, evaluate_table, scores_of, tiered_rows};
 use crate::routes::RouteConfig;
 use crate::routes::{ResolvedPolicy, Tier};
-use crate::schema::InputFile;
 use crate::schema::Metrics;
 use crate::schema::Threshold;
 use crate::schema::{Column, ColumnNames, GradedTable, ReadOptions, read_graded};
+use crate::schema::{DocumentFile, InputFile, read_document};
 use crate::stats::binomial_cdf;
 use crate::units::{Confidence, Target};
 
@@ -113,13 +113,13 @@ fn tier_drift(
 
 /// The deployed config at `path` (`--config`), and how a document names it.
 pub(super) fn load_config(path: &std::path::Path) -> anyhow::Result<(RouteConfig, ConfigRef)> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
-    let config: RouteConfig = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let DocumentFile {
+        document: config,
+        sha256,
+    } = read_document::<RouteConfig>(path, "a route config", Some("--config"))?;
     let reference = ConfigRef {
         path: path.display().to_string(),
-        sha256: sha256_hex(&bytes),
+        sha256,
         config_id: config.config_id.clone(),
         version: config.version,
     };

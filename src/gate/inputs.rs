@@ -17,8 +17,8 @@ use crate::routes::{RouteConfig, Scorer, Serving, ServingInputs};
 use crate::rubric::PromptTemplate;
 use crate::schema::CalibrationDocument;
 use crate::schema::GradedTable;
-use crate::schema::read_graded;
 use crate::schema::{CertifiedScores, ScoresFrom};
+use crate::schema::{read_document, read_graded};
 
 use super::deployed_scores::check_deployed_scores;
 use super::options::GateOptions;
@@ -139,11 +139,9 @@ impl Inputs {
         let results_sha256 = sha256_file(&options.results)?;
         let mut calibrations: Vec<CalibrationDocument> = Vec::new();
         for path in &options.calibrations {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
-            let calibration: CalibrationDocument = serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a calibration document", path.display()))?;
-            calibrations.push(calibration);
+            calibrations.push(
+                read_document(path, "a calibration document", Some("--calibration"))?.document,
+            );
         }
         let constraints = match &options.constraints {
             Some(path) => load_constraints(path)?,

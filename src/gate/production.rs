@@ -10,9 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use crate::digest::sha256_file;
+use crate::schema::read_document;
 use crate::schema::{
     CandidateReplay, Estimate, Failure, ProductionEvidence, ProductionQuality, Rule, SliceEstimate,
 };
@@ -45,14 +44,8 @@ impl Production {
             );
         };
         for path in paths {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("{}: cannot read (--production)", path.display()))?;
-            let document: CandidateReplay = serde_json::from_slice(&bytes).with_context(|| {
-                format!(
-                    "{}: not a replay candidate document (--production)",
-                    path.display()
-                )
-            })?;
+            let document: CandidateReplay =
+                read_document(path, "a replay candidate document", Some("--production"))?.document;
             if document.logged_by.sha256 != baseline_sha256 {
                 anyhow::bail!(
                     "{}: estimated on records of the config of sha256 {}, not --baseline's ({baseline_sha256}) (--production)",

@@ -24,6 +24,7 @@ use crate::schema::{
     CalibrationDocument, Column, ColumnNames, GateReport, GradedTable, Policy, ReadOptions,
     ReplayDocument, read_graded,
 };
+use crate::schema::{DocumentError, read_document};
 use crate::units::{Confidence, Margin};
 
 /// A report request.
@@ -57,10 +58,12 @@ pub struct Written {
     pub markdown: PathBuf,
 }
 
-fn load<T: DeserializeOwned>(path: &Path, flag: &str, what: &str) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read ({flag})", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not {what} ({flag})", path.display()))
+fn load<T: DeserializeOwned>(
+    path: &Path,
+    flag: &'static str,
+    what: &'static str,
+) -> Result<T, DocumentError> {
+    Ok(read_document(path, what, Some(flag))?.document)
 }
 
 /// Reads every input the options name, checks them against one another, and

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::{Semaphore, mpsc};
@@ -15,6 +14,7 @@ use super::prepare::Prepared;
 use super::progress::TierCounters;
 use super::settings::{RunSettings, Shard, verified_pairs};
 use super::store::{Done, compact, packed_key, packed_tier};
+use super::summary::{RunSummary, TierSummary};
 use super::writer::write_rows;
 use crate::client::RunConfig;
 use crate::client::{Cache, CachedCall, cache_key};
@@ -26,7 +26,7 @@ use crate::rubric::PromptTemplate;
 use crate::schema::CallTier;
 use crate::schema::ResponseRow;
 use crate::schema::{DatasetRow, Message, Role, for_each_row};
-use crate::schema::{MANIFEST_FILE, Manifest, TierCounts};
+use crate::schema::{MANIFEST_FILE, TierCounts};
 
 /// The endpoints of a run: the seam where tests put fakes.
 #[derive(Debug)]
@@ -37,26 +37,6 @@ pub struct Endpoints<E> {
     pub verifier: Option<(E, PromptTemplate)>,
     /// `[verifiers.NAME]`: the stage of tier NAME's own verifier.
     pub stage_verifiers: BTreeMap<String, (E, PromptTemplate)>,
-}
-
-/// How one tier's calls went.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TierSummary {
-    pub tier: CallTier,
-    pub model: String,
-    pub calls: u64,
-    pub errors: u64,
-    pub cached: u64,
-    pub retries: u64,
-    pub cost_usd: f64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSummary {
-    pub tiers: Vec<TierSummary>,
-    pub rows: u64,
-    pub elapsed: Duration,
-    pub manifest: Manifest,
 }
 
 struct TierState<E> {

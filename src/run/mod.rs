@@ -13,12 +13,14 @@ mod progress;
 mod session;
 mod settings;
 mod store;
+mod summary;
 mod writer;
 
 pub use connect::Connection;
-pub use engine::{Endpoints, RunSummary, TierSummary, execute};
+pub use engine::{Endpoints, execute};
 pub use merge::merge_runs;
 pub use prepare::{Prepared, prepare};
 pub use session::{message, run_to_end};
 pub use settings::{RunSettings, Shard};
 pub use store::merge_sorted;
+pub use summary::{RunSummary, TierSummary};

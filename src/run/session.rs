@@ -12,9 +12,10 @@ use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::events::{Event, Level};
 
 use super::connect::Connection;
-use super::engine::{RunSummary, execute};
+use super::engine::execute;
 use super::prepare::prepare;
 use super::settings::RunSettings;
+use super::summary::RunSummary;
 
 /// Runs the config at `config_path` with `settings` to its end, or to a
 /// signal's clean stop (an error, with every answered call saved).

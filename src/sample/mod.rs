@@ -17,9 +17,11 @@
 
 mod audit;
 mod labels;
+mod written;
 
 pub use audit::{AuditOptions, draw_audits};
 pub use labels::{LabelCounts, draw_labels};
+pub use written::{SampleRequest, draw_into};
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};

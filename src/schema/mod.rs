@@ -15,6 +15,7 @@ pub mod calibration;
 mod call_tier;
 pub mod candidate_replay;
 mod dataset;
+mod document_file;
 pub mod drift;
 pub mod drift_records;
 mod error;
@@ -57,6 +58,7 @@ pub use candidate_replay::{
     CandidateReplay, Estimate, Estimators, LabelsUsed, LoggedBy, SliceEstimate,
 };
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
+pub use document_file::{DocumentError, DocumentFile, read_document};
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift,
     SequentialSlice, SliceDrift, Verdict,

@@ -31,6 +31,7 @@ use crate::schema::{
     CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay,
     ColumnNames, InputFile, LabelsUsed, LoggedBy, ReadOptions, read_graded,
 };
+use crate::schema::{DocumentFile, read_document};
 use crate::units::Confidence;
 
 use decide::Decisions;
@@ -149,10 +150,10 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
 /// The signed config that decided the records, its serving block and its
 /// file's sha256.
 fn load_config(path: &Path) -> anyhow::Result<(RouteConfig, Serving, String)> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("{}: cannot read (--config)", path.display()))?;
-    let config: RouteConfig = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{}: not a route config (--config)", path.display()))?;
+    let DocumentFile {
+        document: config,
+        sha256,
+    } = read_document::<RouteConfig>(path, "a route config", Some("--config"))?;
     let serving = config.serving.clone().with_context(|| {
         format!(
             "{}: a config without a serving block did not decide serve's records (--config)",
@@ -160,7 +161,7 @@ fn load_config(path: &Path) -> anyhow::Result<(RouteConfig, Serving, String)> {
         )
     })?;
     check_policy(&config.table.policy, path, "--config")?;
-    Ok((config, serving, crate::digest::sha256_hex(&bytes)))
+    Ok((config, serving, sha256))
 }
 
 /// Every decision of the records decided again, labelled where the draw
@@ -264,14 +265,8 @@ fn load_candidate(options: &CandidateOptions) -> anyhow::Result<(ResolvedTable, 
         .with_context(|| format!("{} (--candidate)", options.candidate.display()))?;
     let mut calibrations: Vec<CalibrationDocument> = Vec::new();
     for path in &options.calibrations {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{}: cannot read (--calibration)", path.display()))?;
-        calibrations.push(serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{}: not a calibration document (--calibration)",
-                path.display()
-            )
-        })?);
+        calibrations
+            .push(read_document(path, "a calibration document", Some("--calibration"))?.document);
     }
     let resolved = table
         .resolve(&calibrations, "score")
