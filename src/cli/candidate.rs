@@ -4,13 +4,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::atomic::{Named, Output, check_outputs};
+use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::replay::candidate::{CandidateOptions, render_candidate, replay_candidate};
 use crate::schema::CANDIDATE_REPLAY_OUTPUT;
 use crate::units::Confidence;
 
-use super::print::emit;
+use super::print::DocumentOutput;
 
 #[derive(Debug, Args)]
 pub struct CandidateArgs {
@@ -44,21 +44,12 @@ pub struct CandidateArgs {
     #[arg(long, value_name = "C", default_value = "0.95")]
     pub confidence: Confidence,
 
-    /// Print the document as JSON.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Also write the document here.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub document: DocumentOutput,
 }
 
 pub fn run(args: &CandidateArgs) -> anyhow::Result<Outcome> {
-    let outputs: Vec<Output<'_>> = args
-        .out
-        .iter()
-        .map(|out| Output::new(out, "--out", &CANDIDATE_REPLAY_OUTPUT))
-        .collect();
+    let outputs = args.document.outputs(&CANDIDATE_REPLAY_OUTPUT);
     let mut inputs = vec![
         Named::new(&args.records, "--records"),
         Named::new(&args.config, "--config"),
@@ -81,12 +72,7 @@ pub fn run(args: &CandidateArgs) -> anyhow::Result<Outcome> {
         labels: args.labels.clone(),
         confidence: args.confidence,
     })?;
-    emit(
-        &document,
-        "the document",
-        args.out.as_deref(),
-        args.json,
-        || render_candidate(&document),
-    )?;
+    args.document
+        .emit(&document, "the document", || render_candidate(&document))?;
     Ok(Outcome::Passed)
 }

@@ -4,12 +4,46 @@
 //! error.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use clap::Args;
 use serde::Serialize;
 
-use crate::atomic::write_bytes_atomically;
+use crate::atomic::{Output, OutputKind, write_bytes_atomically};
+
+/// `--json` and `--out`: how a command that makes one versioned document
+/// gives it.
+#[derive(Debug, Args)]
+pub struct DocumentOutput {
+    /// Print the document as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the document here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+impl DocumentOutput {
+    /// `--out`, if given, as a file of `kind`, for checking before any work.
+    pub fn outputs(&self, kind: &'static OutputKind) -> Vec<Output<'_>> {
+        self.out
+            .iter()
+            .map(|out| Output::new(out, "--out", kind))
+            .collect()
+    }
+
+    /// [`emit`] as the flags ask.
+    pub fn emit<T: Serialize>(
+        &self,
+        document: &T,
+        what: &str,
+        render: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        emit(document, what, self.out.as_deref(), self.json, render)
+    }
+}
 
 /// Writes `text` to stdout and flushes it.
 pub fn print(text: &str) -> anyhow::Result<()> {

@@ -20,7 +20,7 @@ use crate::schema::REPLAY_OUTPUT;
 use crate::schema::{FALLBACK_OUTPUT, Learning};
 use crate::units::{NonNegative, Positive, Proportion, Span};
 
-use super::print::{emit, encode, print};
+use super::print::{DocumentOutput, emit, encode, print};
 
 #[derive(Debug, Subcommand)]
 pub enum ReplayCommand {
@@ -113,13 +113,8 @@ pub struct FallbackArgs {
     #[arg(long, value_name = "FILE", requires_all = ["calibrate", "routes"])]
     pub write_routes: Option<PathBuf>,
 
-    /// Print the document as JSON.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Also write the document here.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub document: DocumentOutput,
 }
 
 #[derive(Debug, Args)]
@@ -136,13 +131,8 @@ pub struct HedgeArgs {
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
 
-    /// Print the document as JSON.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Also write the document here.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub document: DocumentOutput,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -417,17 +407,14 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
     if let Some(routes) = &args.routes {
         inputs.push(Named::new(routes, "--routes"));
     }
-    let mut outputs = Vec::new();
-    if let Some(out) = &args.out {
-        outputs.push(Output::new(out, "--out", &FALLBACK_OUTPUT));
-    }
+    let mut outputs = args.document.outputs(&FALLBACK_OUTPUT);
     if let Some(written) = &args.write_routes {
         outputs.push(Output::new(written, "--write-routes", &ROUTE_TABLE_OUTPUT));
     }
     check_outputs(&outputs, &inputs)?;
     let replay = crate::replay::fallback::fallback(&args.options())?;
-    replay.write(args.out.as_deref(), args.write_routes.as_deref())?;
-    print(&if args.json {
+    replay.write(args.document.out.as_deref(), args.write_routes.as_deref())?;
+    print(&if args.document.json {
         encode(&replay.document, "the document")?
     } else {
         render_fallback(&replay.document)
@@ -436,24 +423,17 @@ fn fallback(args: &FallbackArgs) -> anyhow::Result<Outcome> {
 }
 
 fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
-    let outputs: Vec<Output<'_>> = args
-        .out
-        .iter()
-        .map(|out| Output::new(out, "--out", &HEDGE_OUTPUT))
-        .collect();
-    check_outputs(&outputs, &[Named::new(&args.records, "--records")])?;
+    check_outputs(
+        &args.document.outputs(&HEDGE_OUTPUT),
+        &[Named::new(&args.records, "--records")],
+    )?;
     let document = crate::replay::hedge::hedge(&HedgeOptions {
         records: args.records.clone(),
         route: args.route.clone(),
         seed: args.seed,
     })?;
-    emit(
-        &document,
-        "the document",
-        args.out.as_deref(),
-        args.json,
-        || render_hedge(&document),
-    )?;
+    args.document
+        .emit(&document, "the document", || render_hedge(&document))?;
     Ok(Outcome::Passed)
 }
 
