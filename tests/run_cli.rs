@@ -3,7 +3,7 @@
 //! shards and the cache.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use routeval::schema::{ResponseRow, read_all_responses};
@@ -536,90 +536,144 @@ fn a_run_grades_into_the_table_calibrate_reads_and_stray_responses_are_refused()
     assert!(!stray.exists());
 }
 
-#[test]
-fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
-    let directory = tempfile::tempdir().unwrap();
-    let dataset = directory.path().join("judged.jsonl");
-    let lines: Vec<String> = (0..40)
-        .map(|index| {
-            serde_json::json!({
-                "id": format!("a{index:02}"),
-                "slice": "account",
-                "prompt": format!("Customer {index} is locked out of the account. What should they do?"),
-                "reference": "Use the reset link we emailed you.",
-                "rubric": "support-reset-judged",
-                "difficulty": f64::from(index % 10) / 10.0,
-            })
-            .to_string()
-        })
-        .collect();
-    std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
-    let sim = start_sim(&dataset, SimSettings::default());
-    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
-    let judge = |model: &str| {
-        format!(
-            "\n[judge]\nbase_url = \"{}\"\nmodel = \"{model}\"\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 2.0\n",
-            base_url(&sim)
-        )
-    };
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{text}{}", judge("sim-verifier-2026-11-01")),
+/// The `[judge]` section of a run config: `model` at serve-sim's `url`.
+fn judge_section(url: &str, model: &str) -> String {
+    format!(
+        "\n[judge]\nbase_url = \"{url}\"\nmodel = \"{model}\"\nprice_input_per_mtok = 1.0\nprice_output_per_mtok = 2.0\n"
     )
-    .unwrap();
-    let out = directory.path().join("run");
-    let cache = directory.path().join("cache");
-    run_command(&config, &dataset, &out, &cache)
-        .assert()
-        .success();
-    let grade = |run: &Path, graded: &Path, extra: &[&str]| {
-        let mut command = routeval();
-        command
-            .args(["grade", "--rubrics"])
-            .arg(repo().join("rubrics"))
-            .arg("--run")
-            .arg(run)
-            .arg("--cache-dir")
-            .arg(&cache)
-            .arg("--out")
-            .arg(graded)
-            .args(extra);
-        command
-    };
-    // Two tiers that answered a question alike are judged by one call.
-    let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
-    let distinct_answers: std::collections::HashSet<(&str, Option<&str>)> = responses
-        .iter()
-        .filter(|row| row.tier != routeval::schema::CallTier::VERIFIER)
-        .map(|row| (row.id.as_str(), row.text.as_deref()))
-        .collect();
-    let calls = distinct_answers.len();
+}
+
+/// `grade` of `run` into `graded`, its judge's calls cached in `cache`.
+fn grade_judged(run: &Path, cache: &Path, graded: &Path) -> assert_cmd::Command {
+    let mut command = routeval();
+    command
+        .args(["grade", "--rubrics"])
+        .arg(repo().join("rubrics"))
+        .arg("--run")
+        .arg(run)
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--out")
+        .arg(graded);
+    command
+}
+
+/// Forty prompts of a judged rubric run against serve-sim with a judge
+/// and graded once, made once for the tests of what the judge does.
+struct JudgedRun {
+    directory: tempfile::TempDir,
+    dataset: PathBuf,
+    sim: routeval::upstream_sim::RunningSim,
+    /// The run config without its `[judge]`.
+    config_text: String,
+    out: PathBuf,
+    cache: PathBuf,
+    responses: Vec<ResponseRow>,
+    /// Distinct (prompt, answer) pairs of the answering tiers.
+    distinct_answers: usize,
+    graded: PathBuf,
+    graded_stdout: String,
+    /// Requests serve-sim received while grading.
+    judge_requests: u64,
+}
+
+impl JudgedRun {
+    fn shared() -> &'static JudgedRun {
+        static SHARED: std::sync::OnceLock<JudgedRun> = std::sync::OnceLock::new();
+        SHARED.get_or_init(JudgedRun::new)
+    }
+
+    fn new() -> JudgedRun {
+        let directory = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dataset = directory.path().join("judged.jsonl");
+        let lines: Vec<String> = (0..40)
+            .map(|index| {
+                serde_json::json!({
+                    "id": format!("a{index:02}"),
+                    "slice": "account",
+                    "prompt": format!("Customer {index} is locked out of the account. What should they do?"),
+                    "reference": "Use the reset link we emailed you.",
+                    "rubric": "support-reset-judged",
+                    "difficulty": f64::from(index % 10) / 10.0,
+                })
+                .to_string()
+            })
+            .collect();
+        std::fs::write(&dataset, lines.join("\n") + "\n").unwrap();
+        let sim = start_sim(&dataset, SimSettings::default());
+        let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
+        let config_text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            config_text.clone() + &judge_section(&base_url(&sim), "sim-verifier-2026-11-01"),
+        )
+        .unwrap();
+        let out = directory.path().join("run");
+        let cache = directory.path().join("cache");
+        run_command(&config, &dataset, &out, &cache)
+            .assert()
+            .success();
+        let responses = read_all_responses(&out.join("responses.parquet")).unwrap();
+        let distinct_answers = responses
+            .iter()
+            .filter(|row| row.tier != routeval::schema::CallTier::VERIFIER)
+            .map(|row| (row.id.as_str(), row.text.as_deref()))
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        let before = sim.stats().requests;
+        let graded = directory.path().join("graded.parquet");
+        let output = grade_judged(&out, &cache, &graded).output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let judge_requests = sim.stats().requests - before;
+        JudgedRun {
+            dataset,
+            config_text,
+            out,
+            cache,
+            responses,
+            distinct_answers,
+            graded,
+            graded_stdout: String::from_utf8(output.stdout).unwrap(),
+            judge_requests,
+            sim,
+            directory,
+        }
+    }
+}
+
+fn read_graded_with_details(path: &Path) -> routeval::schema::GradedTable {
+    routeval::schema::read_graded(
+        path,
+        &routeval::schema::ReadOptions {
+            carry_extra: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn two_tiers_that_answered_alike_are_judged_by_one_call() {
+    let shared = JudgedRun::shared();
+    let calls = shared.distinct_answers;
     assert!(calls > 40, "the tiers disagree somewhere");
-    let before = sim.stats().requests;
-    let graded = directory.path().join("graded.parquet");
-    grade(&out, &graded, &[])
-        .assert()
-        .success()
-        .stdout(predicates::str::contains(format!(
-            "judge: 80 checks, {calls} calls (0 cached)"
-        )));
+    assert!(
+        shared
+            .graded_stdout
+            .contains(&format!("judge: 80 checks, {calls} calls (0 cached)")),
+        "{}",
+        shared.graded_stdout
+    );
     assert_eq!(
-        sim.stats().requests - before,
-        calls as u64,
+        shared.judge_requests, calls as u64,
         "one judge call per distinct answer"
     );
-    let read = |path: &Path| {
-        routeval::schema::read_graded(
-            path,
-            &routeval::schema::ReadOptions {
-                carry_extra: true,
-                ..Default::default()
-            },
-        )
-        .unwrap()
-    };
-    let table = read(&graded);
+}
+
+#[test]
+fn the_judge_agrees_with_the_reference_and_alone_fails_a_right_answer() {
+    let shared = JudgedRun::shared();
+    let table = read_graded_with_details(&shared.graded);
     let batch = &table.batches[0];
     let details = batch
         .extra
@@ -629,8 +683,8 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         .unwrap();
     let mut agreements = 0;
     for index in 0..batch.num_rows() {
-        let detail = details.value(index);
-        let small = responses
+        let small = shared
+            .responses
             .iter()
             .find(|row| {
                 row.id == batch.id.value(index) && row.tier == routeval::schema::CallTier::SMALL
@@ -639,6 +693,7 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         let right = small.text.as_deref() == Some("Use the reset link we emailed you.");
         agreements += usize::from(batch.small_ok.value(index) == right);
         if !batch.small_ok.value(index) && right {
+            let detail = details.value(index);
             assert!(
                 detail.contains("llm_judge"),
                 "only the judge fails a right answer: {detail}"
@@ -646,64 +701,97 @@ fn llm_judge_checks_call_the_judge_once_and_an_unreadable_judge_never_passes() {
         }
     }
     assert!(agreements >= 36, "the judge agreed on {agreements} of 40");
+}
 
-    // The same grading again comes from the cache.
-    let before = sim.stats().requests;
-    grade(&out, &directory.path().join("again.parquet"), &[])
-        .assert()
-        .success()
-        .stdout(predicates::str::contains(format!(
-            "judge: 80 checks, {calls} calls ({calls} cached)"
-        )));
-    assert_eq!(sim.stats().requests, before);
-
-    // A judge that does not answer in the required form fails every judged
-    // check. The config must be the run's, so point a copy at another model.
-    let unreadable = directory.path().join("unreadable.toml");
-    std::fs::write(
-        &unreadable,
-        format!("{text}{}", judge("sim-small-2026-11-01")),
-    )
-    .unwrap();
-    grade(
-        &out,
-        &directory.path().join("x.parquet"),
-        &["--config", unreadable.to_str().unwrap()],
+#[test]
+fn the_same_grading_again_comes_from_the_cache() {
+    let shared = JudgedRun::shared();
+    let calls = shared.distinct_answers;
+    let directory = tempfile::tempdir().unwrap();
+    let before = shared.sim.stats().requests;
+    grade_judged(
+        &shared.out,
+        &shared.cache,
+        &directory.path().join("again.parquet"),
     )
     .assert()
-    .code(2)
-    .stderr(predicates::str::contains(
-        "the config changed since the run",
-    ));
-    let rerun = directory.path().join("rerun");
-    run_command(&unreadable, &dataset, &rerun, &cache)
+    .success()
+    .stdout(predicates::str::contains(format!(
+        "judge: 80 checks, {calls} calls ({calls} cached)"
+    )));
+    assert_eq!(shared.sim.stats().requests, before);
+}
+
+#[test]
+fn grading_with_a_judge_other_than_the_runs_is_refused() {
+    let shared = JudgedRun::shared();
+    let other = shared.directory.path().join("other-judge.toml");
+    std::fs::write(
+        &other,
+        shared.config_text.clone() + &judge_section(&base_url(&shared.sim), "sim-small-2026-11-01"),
+    )
+    .unwrap();
+    let graded = shared.directory.path().join("other-judge.parquet");
+    grade_judged(&shared.out, &shared.cache, &graded)
+        .arg("--config")
+        .arg(&other)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "the config changed since the run",
+        ));
+    assert!(!graded.exists());
+}
+
+#[test]
+fn a_judge_that_does_not_answer_in_the_required_form_fails_every_judged_check() {
+    let shared = JudgedRun::shared();
+    // A sim of its own, so that its calls do not count against the
+    // cache's test; a model that answers in prose, not a verdict.
+    let sim = start_sim(&shared.dataset, SimSettings::default());
+    let directory = tempfile::tempdir().unwrap();
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text + &judge_section(&base_url(&sim), "sim-small-2026-11-01"),
+    )
+    .unwrap();
+    let (run, cache) = (directory.path().join("run"), directory.path().join("cache"));
+    run_command(&config, &shared.dataset, &run, &cache)
         .assert()
         .success();
     let failed = directory.path().join("failed.parquet");
-    grade(&rerun, &failed, &[])
+    grade_judged(&run, &cache, &failed)
         .assert()
         .success()
         .stderr(predicates::str::contains(
             "80 judged checks failed because the judge failed or answered unreadably",
         ));
-    let table = read(&failed);
+    let table = read_graded_with_details(&failed);
     assert!(
         (0..40).all(|index| !table.batches[0].small_ok.value(index)
             && !table.batches[0].large_ok.value(index)),
         "an unreadable judgement passed"
     );
+}
 
-    // Without a [judge], grading names what is missing.
-    let bare = directory.path().join("bare.toml");
-    std::fs::write(&bare, &text).unwrap();
-    let bare_run = directory.path().join("bare-run");
-    run_command(&bare, &dataset, &bare_run, &cache)
+#[test]
+fn without_a_judge_grading_names_what_is_missing() {
+    let shared = JudgedRun::shared();
+    let sim = start_sim(&shared.dataset, SimSettings::default());
+    let directory = tempfile::tempdir().unwrap();
+    let config = write_config(directory.path(), &base_url(&sim), &Tuning::default());
+    let (run, cache) = (directory.path().join("run"), directory.path().join("cache"));
+    run_command(&config, &shared.dataset, &run, &cache)
         .assert()
         .success();
-    grade(&bare_run, &directory.path().join("y.parquet"), &[])
+    let graded = directory.path().join("graded.parquet");
+    grade_judged(&run, &cache, &graded)
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
             "the rubrics use llm_judge, but the config has no [judge]",
         ));
+    assert!(!graded.exists());
 }

@@ -208,105 +208,170 @@ fn sigterm_stops_a_run_like_ctrl_c_and_a_second_writer_is_refused() {
     );
 }
 
-#[test]
-fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
-    let directory = tempfile::tempdir().unwrap();
-    let dataset = write_dataset(directory.path(), 60);
-    let sim = start_sim(
-        &dataset,
-        SimSettings {
-            faults: FaultProfile {
-                bad_request: 0.1,
-                ..FaultProfile::default()
-            },
-            seed: 4,
-            ..SimSettings::default()
-        },
-    );
-    let tuning = Tuning {
-        verifier: false,
-        ..Tuning::default()
-    };
-    let config = write_config(directory.path(), &base_url(&sim), &tuning);
-    let out = directory.path().join("run");
-    run_command(&config, &dataset, &out, &directory.path().join("cache"))
-        .arg("--no-cache")
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("calls ended in an error"));
-    let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
-    let failed_prompts: std::collections::BTreeSet<u64> = rows
-        .iter()
-        .filter(|row| !row.answered())
-        .map(|row| row.prompt_index)
-        .collect();
-    assert!(!failed_prompts.is_empty());
+/// A run in which a tenth of the calls were refused by the upstream, made
+/// once for the tests of what follows from its holes.
+struct RunWithHoles {
+    directory: tempfile::TempDir,
+    config: PathBuf,
+    out: PathBuf,
+    run: std::process::Output,
+    failed_prompts: usize,
+    /// Graded with `--allow-missing`: the holes dropped.
+    graded: PathBuf,
+    graded_stdout: String,
+}
 
-    let graded = directory.path().join("graded.parquet");
-    let grade = || {
-        let mut command = routeval();
-        command
-            .args(["grade", "--rubrics"])
-            .arg(repo().join("rubrics"))
-            .arg("--run")
-            .arg(&out)
-            .arg("--out")
-            .arg(&graded);
-        command
-    };
-    let refused = grade().assert().code(2);
-    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+impl RunWithHoles {
+    fn shared() -> &'static RunWithHoles {
+        static SHARED: std::sync::OnceLock<RunWithHoles> = std::sync::OnceLock::new();
+        SHARED.get_or_init(RunWithHoles::new)
+    }
+
+    fn new() -> RunWithHoles {
+        let directory = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dataset = write_dataset(directory.path(), 60);
+        let sim = start_sim(
+            &dataset,
+            SimSettings {
+                faults: FaultProfile {
+                    bad_request: 0.1,
+                    ..FaultProfile::default()
+                },
+                seed: 4,
+                ..SimSettings::default()
+            },
+        );
+        let tuning = Tuning {
+            verifier: false,
+            ..Tuning::default()
+        };
+        let config = write_config(directory.path(), &base_url(&sim), &tuning);
+        let out = directory.path().join("run");
+        let run = run_command(&config, &dataset, &out, &directory.path().join("cache"))
+            .arg("--no-cache")
+            .output()
+            .unwrap();
+        let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
+        let failed_prompts = rows
+            .iter()
+            .filter(|row| !row.answered())
+            .map(|row| row.prompt_index)
+            .collect::<std::collections::BTreeSet<u64>>()
+            .len();
+        let graded = directory.path().join("graded.parquet");
+        let output = grade(&out, &graded)
+            .arg("--allow-missing")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        RunWithHoles {
+            config,
+            out,
+            run,
+            failed_prompts,
+            graded,
+            graded_stdout: String::from_utf8(output.stdout).unwrap(),
+            directory,
+        }
+    }
+}
+
+/// `grade` of `run` into `graded`.
+fn grade(run: &Path, graded: &Path) -> assert_cmd::Command {
+    let mut command = routeval();
+    command
+        .args(["grade", "--rubrics"])
+        .arg(repo().join("rubrics"))
+        .arg("--run")
+        .arg(run)
+        .arg("--out")
+        .arg(graded);
+    command
+}
+
+/// The one line of a command that failed with exit 2.
+fn refused_line(output: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_run_with_failed_calls_is_a_failed_check() {
+    let shared = RunWithHoles::shared();
+    assert!(shared.failed_prompts > 0, "the faults failed no call");
+    let stderr = String::from_utf8_lossy(&shared.run.stderr);
+    assert_eq!(shared.run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("calls ended in an error"), "{stderr}");
+}
+
+#[test]
+fn grading_a_run_with_holes_is_refused_in_one_line_that_names_allow_missing() {
+    let shared = RunWithHoles::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let graded = directory.path().join("graded.parquet");
+    let stderr = refused_line(&grade(&shared.out, &graded).output().unwrap());
     assert!(
         stderr.contains(&format!(
             "{} prompts have no answer from a tier",
-            failed_prompts.len()
+            shared.failed_prompts
         )) && stderr.contains("--allow-missing"),
         "{stderr}"
     );
     assert!(!graded.exists());
+}
 
-    grade()
-        .arg("--allow-missing")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(format!(
+#[test]
+fn with_allow_missing_grading_drops_the_holes_and_says_there_is_no_score_yet() {
+    let shared = RunWithHoles::shared();
+    assert!(
+        shared.graded_stdout.contains(&format!(
             "dropped {} prompts whose call to a tier failed",
-            failed_prompts.len()
-        )))
-        // No verifier and one sample: no score yet, and it says so.
-        .stdout(predicate::str::contains("score: none (null)"));
+            shared.failed_prompts
+        )),
+        "{}",
+        shared.graded_stdout
+    );
+    // No verifier and one sample: no score yet.
+    assert!(
+        shared.graded_stdout.contains("score: none (null)"),
+        "{}",
+        shared.graded_stdout
+    );
     let table = routeval::schema::read_graded(
-        &graded,
+        &shared.graded,
         &routeval::schema::ReadOptions {
             score_optional: true,
             ..Default::default()
         },
     )
     .unwrap();
-    assert_eq!(table.num_rows(), 60 - failed_prompts.len());
+    assert_eq!(table.num_rows(), 60 - shared.failed_prompts);
     assert_eq!(
         arrow::array::Array::null_count(&table.batches[0].score),
         table.num_rows()
     );
+}
 
-    // calibrate names the empty score column instead of reading zeros.
+#[test]
+fn calibrate_names_an_empty_score_column_and_a_router_fills_it() {
+    let shared = RunWithHoles::shared();
     let output = routeval()
         .args(["calibrate", "--target", "0.8", "--results"])
-        .arg(&graded)
+        .arg(&shared.graded)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_line(&output);
     assert!(
         stderr.contains("column \"score\": no score (the column is empty"),
         "{stderr}"
     );
-    // The router fills it.
+    let directory = tempfile::tempdir().unwrap();
     let scored = directory.path().join("scored.parquet");
     routeval()
         .args(["router", "train", "--folds", "2", "--results"])
-        .arg(&graded)
+        .arg(&shared.graded)
         .arg("--out")
         .arg(directory.path().join("router.bin"))
         .arg("--scored-out")
@@ -318,9 +383,14 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         .arg(&scored)
         .assert()
         .code(0);
+}
 
-    // A manifest of a version this build does not know is refused; one of
-    // version 1 (two tiers, no tier_order) is read as before.
+#[test]
+fn a_manifest_of_version_one_is_read_and_one_of_a_version_unknown_to_this_build_refused() {
+    let shared = RunWithHoles::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let out = directory.path().join("run");
+    copy_tree(&shared.out, &out);
     let manifest_path = out.join("manifest.json");
     let manifest = std::fs::read_to_string(&manifest_path).unwrap();
     let current = format!(
@@ -328,18 +398,13 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         routeval::schema::MANIFEST_SCHEMA_VERSION
     );
     assert!(manifest.contains(&current), "{manifest}");
+    // Version 1: two tiers, no tier_order.
     let mut version_one: serde_json::Value = serde_json::from_str(&manifest).unwrap();
     version_one["schema_version"] = 1.into();
     version_one.as_object_mut().unwrap().remove("tier_order");
     std::fs::write(&manifest_path, version_one.to_string()).unwrap();
-    let old = directory.path().join("graded-from-version-one.parquet");
-    let output = routeval()
-        .args(["grade", "--allow-missing", "--rubrics"])
-        .arg(repo().join("rubrics"))
-        .arg("--run")
-        .arg(&out)
-        .arg("--out")
-        .arg(&old)
+    let output = grade(&out, &directory.path().join("from-version-one.parquet"))
+        .arg("--allow-missing")
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
@@ -348,31 +413,36 @@ fn failed_calls_fail_the_run_and_grading_refuses_the_holes() {
         manifest.replacen(&current, "\"schema_version\": 9", 1),
     )
     .unwrap();
-    let output = grade().arg("--allow-missing").output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let output = grade(&out, &directory.path().join("from-version-nine.parquet"))
+        .arg("--allow-missing")
+        .output()
+        .unwrap();
+    let stderr = refused_line(&output);
     assert!(
         stderr.contains("schema_version 9 is not one this routeval reads"),
         "{stderr}"
     );
-    std::fs::write(&manifest_path, manifest).unwrap();
+}
 
-    // A config other than the run's is refused, judge or no judge.
-    let other = directory.path().join("other.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
+#[test]
+fn grading_with_a_config_other_than_the_runs_is_refused() {
+    let shared = RunWithHoles::shared();
+    let other = shared.directory.path().join("other.toml");
+    let text = std::fs::read_to_string(&shared.config).unwrap();
     std::fs::write(&other, text.replace("seed = 3", "seed = 4")).unwrap();
-    let output = grade()
+    let graded = shared.directory.path().join("other.parquet");
+    let output = grade(&shared.out, &graded)
         .arg("--allow-missing")
         .arg("--config")
         .arg(&other)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = refused_line(&output);
     assert!(
         stderr.contains("the config changed since the run"),
         "{stderr}"
     );
+    assert!(!graded.exists());
 }
 
 #[test]
