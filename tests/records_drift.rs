@@ -528,63 +528,105 @@ fn a_brown_out_shows_as_a_window_and_an_unpinned_model_as_silent_drift() {
     assert!(markdown.contains("| mini |"), "{markdown}");
 }
 
+/// Records of the predictive config, a third of them long prompts, and the
+/// three documents made of them (`drift --records`, `replay fallback`,
+/// `replay hedge`) in one report: made once for the tests of how the report
+/// shows records.
+struct RecordsReport {
+    workspace: Workspace,
+    config: PathBuf,
+    drift: PathBuf,
+    fallback: PathBuf,
+    hedge: PathBuf,
+    html: String,
+    summary: String,
+}
+
+impl RecordsReport {
+    fn shared() -> &'static RecordsReport {
+        static SHARED: std::sync::OnceLock<RecordsReport> = std::sync::OnceLock::new();
+        SHARED.get_or_init(RecordsReport::new)
+    }
+
+    fn new() -> RecordsReport {
+        let workspace = Workspace::new();
+        let config = signed_predictive(&workspace);
+        let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+        for (index, line) in records.iter_mut().enumerate() {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["input_tokens"] = (if index % 3 == 0 { 20_000 } else { 400 }).into();
+            *line = record.to_string();
+        }
+        let path = workspace.path("records.jsonl");
+        std::fs::write(&path, records.join("\n") + "\n").unwrap();
+        let document = |name: &str, arguments: &[&str]| {
+            let out = workspace.path(name);
+            routeval()
+                .args(arguments)
+                .arg("--records")
+                .arg(&path)
+                .arg("--out")
+                .arg(&out)
+                .assert()
+                .code(0);
+            out
+        };
+        let drift = document(
+            "drift-records.json",
+            &["drift", "--config", config.to_str().unwrap()],
+        );
+        let fallback = document(
+            "fallback.json",
+            &[
+                "replay",
+                "fallback",
+                "--route",
+                "large",
+                "--fallback-ttft-ms",
+                "800",
+            ],
+        );
+        let hedge = document("hedge.json", &["replay", "hedge"]);
+        let report = workspace.path("report");
+        routeval()
+            .args(["report", "--records"])
+            .arg(&drift)
+            .arg(&fallback)
+            .arg(&hedge)
+            .arg("--out")
+            .arg(&report)
+            .assert()
+            .success();
+        RecordsReport {
+            html: std::fs::read_to_string(report.join("report.html")).unwrap(),
+            summary: std::fs::read_to_string(report.join("summary.md")).unwrap(),
+            workspace,
+            config,
+            drift,
+            fallback,
+            hedge,
+        }
+    }
+
+    /// `report --records` of `documents` into a new directory `name`,
+    /// refused with exit 2 and a line containing `message`, nothing written.
+    fn refused(&self, name: &str, documents: &[&Path], message: &str) {
+        let out = self.workspace.path(name);
+        routeval()
+            .args(["report", "--records"])
+            .args(documents)
+            .arg("--out")
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(message));
+        assert!(!out.exists(), "{name}");
+    }
+}
+
 #[test]
 fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
-    let workspace = Workspace::new();
-    let config = signed_predictive(&workspace);
-    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
-    for (index, line) in records.iter_mut().enumerate() {
-        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
-        record["input_tokens"] = (if index % 3 == 0 { 20_000 } else { 400 }).into();
-        *line = record.to_string();
-    }
-    let path = workspace.path("records.jsonl");
-    std::fs::write(&path, records.join("\n") + "\n").unwrap();
-    let drift_doc = workspace.path("drift-records.json");
-    routeval()
-        .args(["drift", "--records"])
-        .arg(&path)
-        .arg("--config")
-        .arg(&config)
-        .arg("--out")
-        .arg(&drift_doc)
-        .assert()
-        .code(0);
-    let fallback_doc = workspace.path("fallback.json");
-    routeval()
-        .args([
-            "replay",
-            "fallback",
-            "--route",
-            "large",
-            "--fallback-ttft-ms",
-            "800",
-            "--records",
-        ])
-        .arg(&path)
-        .arg("--out")
-        .arg(&fallback_doc)
-        .assert()
-        .success();
-    let hedge_doc = workspace.path("hedge.json");
-    routeval()
-        .args(["replay", "hedge", "--records"])
-        .arg(&path)
-        .arg("--out")
-        .arg(&hedge_doc)
-        .assert()
-        .success();
-    let report = workspace.path("report");
-    routeval()
-        .args(["report", "--records"])
-        .arg(&drift_doc)
-        .arg(&fallback_doc)
-        .arg(&hedge_doc)
-        .arg("--out")
-        .arg(&report)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    let html = &RecordsReport::shared().html;
     for heading in [
         "Drift from request records",
         "Breakers and fallback",
@@ -595,8 +637,13 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
         assert!(html.contains(heading), "{heading} missing");
     }
     assert!(html.matches("<svg").count() >= 5);
-    // The windows' charts count hours from the first window's start: no
-    // tick before zero, though the first record comes after that start.
+}
+
+#[test]
+fn the_windows_are_charted_in_hours_from_the_first_windows_start() {
+    let html = &RecordsReport::shared().html;
+    // The first record comes after the first window's start: no tick is
+    // before zero.
     let drift_section = html
         .split("Drift from request records")
         .nth(1)
@@ -609,13 +656,27 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
         .collect();
     assert!(!ticks.is_empty());
     assert!(ticks.iter().all(|tick| !tick.starts_with('-')), "{ticks:?}");
-    // The records themselves are not a document the report reads: it says
-    // what to run, and writes nothing.
+}
+
+#[test]
+fn the_summary_names_the_replayed_route_and_the_long_prompts() {
+    let summary = &RecordsReport::shared().summary;
+    assert!(
+        summary.contains("**Breakers replayed** on route `large`"),
+        "{summary}"
+    );
+    assert!(summary.contains("16k |"), "{summary}");
+}
+
+#[test]
+fn a_directory_of_records_is_refused_in_one_line_that_says_what_to_run() {
+    let shared = RecordsReport::shared();
+    let out = shared.workspace.path("from-a-directory");
     let assert = routeval()
         .args(["report", "--records"])
-        .arg(workspace.path(""))
+        .arg(shared.workspace.path(""))
         .arg("--out")
-        .arg(workspace.path("from-a-directory"))
+        .arg(&out)
         .assert()
         .code(2);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
@@ -625,73 +686,66 @@ fn the_report_charts_the_windows_the_replayed_breakers_and_the_hedging_trade() {
             && stderr.contains("routeval drift --records"),
         "{stderr}"
     );
-    assert!(!workspace.path("from-a-directory").exists());
-    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
-    assert!(
-        summary.contains("**Breakers replayed** on route `large`"),
-        "{summary}"
-    );
-    assert!(summary.contains("16k |"), "{summary}");
-    // Beside graded results, the same sections follow the slices'.
-    let full = workspace.path("full");
+    assert!(!out.exists());
+}
+
+#[test]
+fn beside_graded_results_the_records_sections_follow_the_summary() {
+    let shared = RecordsReport::shared();
+    let full = shared.workspace.path("full");
     routeval()
         .args(["report", "--results"])
         .arg(example_results())
         .arg("--records")
-        .arg(&fallback_doc)
+        .arg(&shared.fallback)
         .arg("--out")
         .arg(&full)
         .assert()
         .success();
-    assert!(
-        std::fs::read_to_string(full.join("report.html"))
-            .unwrap()
-            .contains("Breakers and fallback")
+    let html = std::fs::read_to_string(full.join("report.html")).unwrap();
+    let slices = html.find("<h2>Summary</h2>").expect("the slices' summary");
+    let records = html
+        .find("Breakers and fallback")
+        .expect("the records' section");
+    assert!(slices < records);
+}
+
+#[test]
+fn a_document_of_another_kind_or_a_second_of_one_kind_is_refused() {
+    let shared = RecordsReport::shared();
+    shared.refused(
+        "refused",
+        &[&shared.config],
+        "not a document of `drift --records`",
     );
-    // A document of another kind, or two of one kind, is refused.
-    routeval()
-        .args(["report", "--records"])
-        .arg(&config)
-        .arg("--out")
-        .arg(workspace.path("refused"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "not a document of `drift --records`",
-        ));
-    routeval()
-        .args(["report", "--records"])
-        .arg(&hedge_doc)
-        .arg(&hedge_doc)
-        .arg("--out")
-        .arg(workspace.path("twice"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("a second hedge document"));
-    // A version this build does not know, older or newer, is refused: a
-    // chart of a document misread would show what it does not say.
+    shared.refused(
+        "twice",
+        &[&shared.hedge, &shared.hedge],
+        "a second hedge document",
+    );
+}
+
+#[test]
+fn a_records_document_of_a_version_this_build_does_not_know_is_refused() {
+    let shared = RecordsReport::shared();
+    // Older or newer: a chart of a document misread would show what it
+    // does not say.
     for (document, kind) in [
-        (&drift_doc, "drift-records"),
-        (&fallback_doc, "fallback"),
-        (&hedge_doc, "hedge"),
+        (&shared.drift, "drift-records"),
+        (&shared.fallback, "fallback"),
+        (&shared.hedge, "hedge"),
     ] {
         for version in [0, 99] {
             let mut value: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(document).unwrap()).unwrap();
             value["schema_version"] = version.into();
-            let edited = workspace.path(&format!("{kind}-v{version}.json"));
+            let edited = shared.workspace.path(&format!("{kind}-v{version}.json"));
             std::fs::write(&edited, value.to_string()).unwrap();
-            routeval()
-                .args(["report", "--records"])
-                .arg(&edited)
-                .arg("--out")
-                .arg(workspace.path(&format!("{kind}-v{version}")))
-                .assert()
-                .code(2)
-                .stderr(predicates::str::contains(format!(
-                    "schema_version {version} is not one this routeval reads"
-                )));
-            assert!(!workspace.path(&format!("{kind}-v{version}")).exists());
+            shared.refused(
+                &format!("{kind}-v{version}"),
+                &[&edited],
+                &format!("schema_version {version} is not one this routeval reads"),
+            );
         }
     }
 }
