@@ -383,26 +383,54 @@ fn overlapping_inputs_count_each_row_once() {
 }
 
 /// `drift --state`: the anytime-valid monitor carried between scheduled
-/// runs. Unchanged traffic run after run raises no alarm; the same results
-/// are not counted twice, another config's state and a file that is not a
-/// state are refused, untouched; and answers that got worse are found
-/// within a few runs, the alarm staying raised.
-#[test]
-fn the_monitor_carries_its_evidence_between_runs() {
-    use crate::common::{synthetic_rows, undocumented_keys, write_csv};
-    let workspace = Workspace::new();
-    let names = slice_names(3);
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (_, config) = certified_synthetic(&workspace, &names);
-    let fresh = |name: &str, seed: u64, worse: f64| -> PathBuf {
-        let path = workspace.path(&format!("{name}-{seed}.csv"));
+/// runs, on a certified config of three slices. Five runs of unchanged
+/// traffic are made once for the tests that read or start from them.
+struct Monitor {
+    workspace: Workspace,
+    names: Vec<String>,
+    config: String,
+    /// The state after the five runs.
+    state: PathBuf,
+    /// Each run's output, in order.
+    unchanged_runs: Vec<std::process::Output>,
+}
+
+impl Monitor {
+    fn shared() -> &'static Monitor {
+        static SHARED: std::sync::OnceLock<Monitor> = std::sync::OnceLock::new();
+        SHARED.get_or_init(Monitor::new)
+    }
+
+    fn new() -> Monitor {
+        let workspace = Workspace::new();
+        let names = slice_names(3);
+        let names_given: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (_, config) = certified_synthetic(&workspace, &names_given);
+        let mut monitor = Monitor {
+            state: workspace.path("monitor.json"),
+            workspace,
+            names,
+            config,
+            unchanged_runs: Vec::new(),
+        };
+        monitor.unchanged_runs = (1..=5u64)
+            .map(|run| monitor.run(&monitor.fresh("unchanged", 100 + run, 0.0), &monitor.state))
+            .collect();
+        monitor
+    }
+
+    /// A new day's graded results: 1,000 new requests a slice, `worse` of
+    /// their answers spoiled.
+    fn fresh(&self, name: &str, seed: u64, worse: f64) -> PathBuf {
+        use crate::common::{synthetic_rows, write_csv};
+        let path = self.workspace.path(&format!("{name}-{seed}.csv"));
+        let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
         let mut random = crate::common::Random::new(seed ^ 0xfeed);
         let rows: Vec<_> = synthetic_rows(&names, 1000, seed)
             .into_iter()
             .map(|row| {
                 let spoiled = random.unit() < worse;
                 crate::common::Row {
-                    // Each run's requests are new ones.
                     id: format!("{name}-{seed}-{}", row.id),
                     small_ok: row.small_ok && !spoiled,
                     large_ok: row.large_ok && !spoiled,
@@ -412,19 +440,38 @@ fn the_monitor_carries_its_evidence_between_runs() {
             .collect();
         write_csv(&path, &rows);
         path
-    };
-    let state = workspace.path("monitor.json");
-    let monitor = |results: &PathBuf, state: &PathBuf| {
+    }
+
+    /// `drift --json --state STATE --results RESULTS`.
+    fn run(&self, results: &PathBuf, state: &PathBuf) -> std::process::Output {
         routeval()
-            .args(["drift", "--json", "--config", &config, "--state"])
+            .args(["drift", "--json", "--config", &self.config, "--state"])
             .arg(state)
             .arg("--results")
             .arg(results)
             .output()
             .unwrap()
-    };
-    for run in 1..=5u64 {
-        let output = monitor(&fresh("unchanged", 100 + run, 0.0), &state);
+    }
+
+    /// A copy of the state after the five runs, for a test to change.
+    fn state_copy(&self, name: &str) -> PathBuf {
+        let copy = self.workspace.path(name);
+        std::fs::copy(&self.state, &copy).unwrap();
+        copy
+    }
+}
+
+/// The one line of a refusal (exit 2).
+fn refusal(output: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    stderr
+}
+
+#[test]
+fn unchanged_traffic_run_after_run_raises_no_alarm_and_the_evidence_accumulates() {
+    use crate::common::undocumented_keys;
+    for (output, run) in Monitor::shared().unchanged_runs.iter().zip(1u64..) {
         let document: DriftDocument = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stderr)));
         let sequential = document.sequential.as_ref().unwrap();
@@ -452,8 +499,12 @@ fn the_monitor_carries_its_evidence_between_runs() {
             .collect();
         assert!(undocumented_keys("## drift.json", &parts).is_empty());
     }
-    // The state, read strictly, and every key documented.
-    let text = std::fs::read_to_string(&state).unwrap();
+}
+
+#[test]
+fn the_state_reads_strictly_and_every_key_is_documented() {
+    use crate::common::undocumented_keys;
+    let text = std::fs::read_to_string(&Monitor::shared().state).unwrap();
     let read: routeval::drift::DriftState = serde_json::from_str(&text).unwrap();
     assert_eq!(
         (read.kind.as_str(), read.runs, read.inputs.len()),
@@ -468,37 +519,54 @@ fn the_monitor_carries_its_evidence_between_runs() {
         "{:?}",
         undocumented_keys("## drift-state.json", &parts)
     );
+}
 
-    // The same results again: refused, the state untouched.
-    let output = monitor(&fresh("unchanged", 105, 0.0), &state);
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+#[test]
+fn results_counted_already_are_refused_and_the_state_left_untouched() {
+    let monitor = Monitor::shared();
+    let state = monitor.state_copy("counted-twice.json");
+    let before = std::fs::read(&state).unwrap();
+    let stderr = refusal(&monitor.run(&monitor.fresh("unchanged", 105, 0.0), &state));
     assert!(
         stderr.contains("already counted") && stderr.contains("run 5"),
         "{stderr}"
     );
-    assert_eq!(std::fs::read_to_string(&state).unwrap(), text);
-    // A state of another config: refused, untouched.
-    let other = workspace.path("other-monitor.json");
-    std::fs::write(&other, text.replace(&read.config_sha256, &"0".repeat(64))).unwrap();
-    let before = std::fs::read_to_string(&other).unwrap();
-    let output = monitor(&fresh("unchanged", 200, 0.0), &other);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("a new config starts a new --state"));
-    assert_eq!(std::fs::read_to_string(&other).unwrap(), before);
-    // A file that is not a state: refused, untouched.
-    let not_a_state = fresh("not-a-state", 300, 0.0);
-    let before = std::fs::read(&not_a_state).unwrap();
-    let output = monitor(&fresh("unchanged", 301, 0.0), &not_a_state);
-    assert_eq!(output.status.code(), Some(2));
-    assert_eq!(std::fs::read(&not_a_state).unwrap(), before);
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+}
 
-    // For people: the monitor's line.
+#[test]
+fn a_state_of_another_config_is_refused_and_left_untouched() {
+    let monitor = Monitor::shared();
+    let text = std::fs::read_to_string(&monitor.state).unwrap();
+    let read: routeval::drift::DriftState = serde_json::from_str(&text).unwrap();
+    let other = monitor.workspace.path("other-monitor.json");
+    std::fs::write(&other, text.replace(&read.config_sha256, &"0".repeat(64))).unwrap();
+    let before = std::fs::read(&other).unwrap();
+    let stderr = refusal(&monitor.run(&monitor.fresh("unchanged", 200, 0.0), &other));
+    assert!(
+        stderr.contains("a new config starts a new --state"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&other).unwrap(), before);
+}
+
+#[test]
+fn a_file_that_is_not_a_state_is_refused_and_left_untouched() {
+    let monitor = Monitor::shared();
+    let not_a_state = monitor.fresh("not-a-state", 300, 0.0);
+    let before = std::fs::read(&not_a_state).unwrap();
+    refusal(&monitor.run(&monitor.fresh("unchanged", 301, 0.0), &not_a_state));
+    assert_eq!(std::fs::read(&not_a_state).unwrap(), before);
+}
+
+#[test]
+fn people_read_the_monitors_line() {
+    let monitor = Monitor::shared();
     let output = routeval()
-        .args(["drift", "--config", &config, "--state"])
-        .arg(workspace.path("text-monitor.json"))
+        .args(["drift", "--config", &monitor.config, "--state"])
+        .arg(monitor.workspace.path("text-monitor.json"))
         .arg("--results")
-        .arg(fresh("unchanged", 500, 0.0))
+        .arg(monitor.fresh("unchanged", 500, 0.0))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -506,13 +574,16 @@ fn the_monitor_carries_its_evidence_between_runs() {
         stdout.contains("anytime-valid monitor (") && stdout.contains("run 1, largest e-value"),
         "{stdout}"
     );
+}
 
-    // A fifth of the answers spoiled: found within three runs of 1,000
-    // rows a slice, and the alarm stays raised.
-    let worse = workspace.path("worse-monitor.json");
+#[test]
+fn answers_that_got_worse_are_found_within_three_runs_and_the_alarm_stays_raised() {
+    let monitor = Monitor::shared();
+    // A fifth of the answers spoiled, 1,000 rows a slice a run.
+    let worse = monitor.workspace.path("worse-monitor.json");
     let mut found = None;
     for run in 1..=3u64 {
-        let output = monitor(&fresh("worse", 400 + run, 0.2), &worse);
+        let output = monitor.run(&monitor.fresh("worse", 400 + run, 0.2), &worse);
         let document: DriftDocument = serde_json::from_slice(&output.stdout).unwrap();
         if document.verdict == Verdict::Recalibrate {
             assert_eq!(output.status.code(), Some(1));
@@ -547,20 +618,31 @@ fn the_monitor_carries_its_evidence_between_runs() {
         "{:?}",
         state.slices
     );
-    // An average run length below one run is refused before anything runs.
-    let refused = routeval()
-        .args(["drift", "--config", &config, "--arl", "0.5", "--state"])
-        .arg(workspace.path("never.json"))
+}
+
+#[test]
+fn an_average_run_length_below_one_run_is_refused_before_anything_runs() {
+    let monitor = Monitor::shared();
+    let never = monitor.workspace.path("never.json");
+    let output = routeval()
+        .args([
+            "drift",
+            "--config",
+            &monitor.config,
+            "--arl",
+            "0.5",
+            "--state",
+        ])
+        .arg(&never)
         .arg("--results")
-        .arg(fresh("never", 1, 0.0))
+        .arg(monitor.fresh("never", 1, 0.0))
         .output()
         .unwrap();
-    assert_eq!(refused.status.code(), Some(2));
     assert_eq!(
-        String::from_utf8_lossy(&refused.stderr).lines().next(),
+        refusal(&output).lines().next(),
         Some(
             "error: invalid value '0.5' for '--arl <RUNS>': 0.5: expected a number of runs of at least 1"
         )
     );
-    assert!(!workspace.path("never.json").exists());
+    assert!(!never.exists());
 }
