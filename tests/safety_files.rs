@@ -196,7 +196,10 @@ fn the_demo_refuses_any_directory_it_did_not_make() {
     let mine = directory.path().join("mine");
     std::fs::create_dir_all(&mine).unwrap();
     std::fs::write(mine.join("results.csv"), "precious").unwrap();
-    refused(demo(&mine, &nested), "was not made by the demo");
+    refused(
+        demo(&mine, &nested),
+        "was not made by the demo (no .routeval-demo); the demo clears only its own directory: give a new or empty --out\n",
+    );
 
     assert_eq!(std::fs::read_to_string(&user_file).unwrap(), "mine");
     assert_eq!(

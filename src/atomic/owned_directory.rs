@@ -76,10 +76,12 @@ impl OwnedDirectory<'_> {
             return self.mark(path);
         }
         if !std::fs::symlink_metadata(path.join(self.marker)).is_ok_and(|marker| marker.is_file()) {
-            return refuse(format!(
-                "is not empty and was not made by {owner} (no {}); {owner} clears only its own directory: give a new or empty {flag}",
+            // The message names the flag already.
+            anyhow::bail!(
+                "{}: is not empty and was not made by {owner} (no {}); {owner} clears only its own directory: give a new or empty {flag}",
+                path.display(),
                 self.marker
-            ));
+            );
         }
         for name in self.outputs {
             clear(&path.join(name))
