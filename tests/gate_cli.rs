@@ -101,7 +101,10 @@ fn picks_the_cheapest_passing_candidate_and_emits_a_verified_config() {
         chosen.warnings
     );
     let markdown = std::fs::read_to_string(workspace.path("dist").join("gate-report.md")).unwrap();
-    assert!(markdown.contains("**Chosen:** `predictive.toml`"));
+    assert!(
+        markdown.contains("**Decision: `predictive.toml` passes every rule.**"),
+        "{markdown}"
+    );
 }
 
 #[test]
@@ -376,7 +379,7 @@ fn report_keys_are_pinned() {
         &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(json["schema_version"], 6);
+    assert_eq!(json["schema_version"], 7);
     assert_eq!(
         keys(&json),
         BTreeSet::from([
@@ -386,6 +389,8 @@ fn report_keys_are_pinned() {
             "target",
             "confidence",
             "max_regression",
+            "max_cost_increase",
+            "signed",
             "familywise",
             "baseline",
             "candidates",

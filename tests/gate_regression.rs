@@ -144,7 +144,13 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
         "{markdown}"
     );
     assert!(markdown.contains("| hard | 2000 |"), "{markdown}");
-    assert!(markdown.contains("not enough rows to tell"), "{markdown}");
+    // The 12-row slice lost nothing, but 12 rows cannot rule a drop out:
+    // said in the direction of its difference.
+    assert!(
+        markdown.contains("| tiny | 12 | 0 | 0 |")
+            && markdown.contains("| no drop seen, too few rows to rule one out |"),
+        "{markdown}"
+    );
 
     // Without a margin, the p-values are McNemar's: SciPy's exact binomial
     // test at ½.

@@ -19,6 +19,7 @@ mod drift_guarantee;
 mod evaluate_cli;
 mod familywise;
 mod gate_cli;
+mod gate_cost;
 mod gate_regression;
 mod holdout_guarantee;
 mod import_cli;

@@ -77,7 +77,7 @@ fn the_gate_prices_exploration_by_each_tier_alone_and_signs_it() {
         ),
     );
     assert_eq!(code, 0, "{report}");
-    assert_eq!(report["schema_version"], 6);
+    assert_eq!(report["schema_version"], 7);
     let prices = report["candidates"][0]["exploration"].as_array().unwrap();
     let overall = &prices[0];
     assert_eq!(overall["slice"], "*");

@@ -12,7 +12,7 @@ use crate::exit_codes::Outcome;
 use crate::gate::{GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, rollback, terminal};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::ColumnNames;
-use crate::units::{Confidence, Margin, Target};
+use crate::units::{Confidence, Margin, NonNegative, Target};
 
 use super::print::println;
 
@@ -114,8 +114,23 @@ pub struct GateArgs {
     pub rubrics: PathBuf,
 
     /// Secret key that signs the emitted config (from `routeval keygen`).
+    /// Without it the gate evaluates, chooses and reports, and signs
+    /// nothing: the pull-request half of a gate whose signing runs in a
+    /// trusted job.
     #[arg(long, value_name = "FILE")]
-    pub key: PathBuf,
+    pub key: Option<PathBuf>,
+
+    /// The largest increase of mean cost per request over --baseline a
+    /// candidate may have on the same rows (0.1: 10% more); a table that
+    /// accepts more says so in its `[gate] accept_cost_increase`.
+    #[arg(long, value_name = "SHARE", default_value = "0.1")]
+    pub max_cost_increase: NonNegative,
+
+    /// Score the --baseline config's own table, as it was signed, beside
+    /// the candidates: a renewal keeps the deployed thresholds while they
+    /// still pass on the new rows.
+    #[arg(long, requires = "baseline", conflicts_with = "rollback_to")]
+    pub include_baseline: bool,
 
     /// Directory for the config, its signature, the LiteLLM export and the reports.
     #[arg(long, value_name = "DIR")]
@@ -204,6 +219,8 @@ pub fn options(args: GateArgs) -> anyhow::Result<GateOptions> {
         target,
         confidence: args.confidence,
         max_regression: args.max_regression,
+        max_cost_increase: args.max_cost_increase,
+        include_baseline: args.include_baseline,
         key: args.key,
         out: args.out,
         ttl_days: args.ttl_days,
@@ -226,7 +243,9 @@ fn rollback_options(args: GateArgs, to: PathBuf) -> anyhow::Result<RollbackOptio
             .baseline
             .expect("clap requires --baseline with --rollback-to"),
         pubkey: args.pubkey,
-        key: args.key,
+        key: args
+            .key
+            .ok_or_else(|| anyhow::anyhow!("--rollback-to signs a config: give --key"))?,
         out: args.out,
         ttl_days: args.ttl_days,
         serve,
@@ -248,7 +267,7 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
         });
     }
     super::print::emit(&report, "the gate report", None, json, || terminal(&report))?;
-    Ok(if report.emitted.is_some() {
+    Ok(if report.chosen.is_some() {
         Outcome::Passed
     } else {
         Outcome::CheckFailed
@@ -364,7 +383,7 @@ mod tests {
         assert!(options.familywise && options.allow_unknown_slices);
         assert_eq!(
             (options.key, options.out, options.ttl_days),
-            (PathBuf::from("k.key"), PathBuf::from("dist"), 7)
+            (Some(PathBuf::from("k.key")), PathBuf::from("dist"), 7)
         );
         assert_eq!(options.router, Some(PathBuf::from("router.bin")));
         assert_eq!(

@@ -24,31 +24,34 @@ use super::scoring::{cheapest_passing, score_candidates};
 
 pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateReport> {
     // Everything that can be refused is read before anything is written.
-    let secret = load_secret(&options.key)?;
+    let secret = options.key.as_deref().map(load_secret).transpose()?;
     let inputs = Inputs::read(options)?;
     let mut scores = ScoreColumns::new(options, &inputs.graded);
     let tables = candidate_tables(options, &inputs, &mut scores)?;
-    let mut candidates = score_candidates(options, &inputs, &tables, &mut scores)?;
+    let (mut candidates, baseline_measured) =
+        score_candidates(options, &inputs, &tables, &mut scores)?;
     let chosen = cheapest_passing(&candidates);
+    // Without a key the gate chooses and reports; a trusted job signs.
+    let signing = chosen.filter(|_| secret.is_some());
     let version = inputs
         .baseline
         .as_ref()
         .map_or(1, |(_, _, config)| config.version + 1);
     let paths = OutPaths::new(&options.out, version);
-    paths.refuse_existing(chosen.is_some())?;
-    check_outputs(&paths.outputs(chosen.is_some()), &named_inputs(options))?;
+    paths.refuse_existing(signing.is_some())?;
+    check_outputs(&paths.outputs(signing.is_some()), &named_inputs(options))?;
     // One gate writes a directory at a time; the lock goes with the process,
     // even one killed.
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
     let _lock = lock_out(&options.out)?;
-    paths.refuse_existing(chosen.is_some())?;
+    paths.refuse_existing(signing.is_some())?;
     // Every output is staged, then all are committed: a failure leaves none.
     // The config is committed last, and only where no file is: a kill before
     // then leaves no config, and the next gate writes the others again.
     let mut signed = None;
-    let emitted = match chosen {
-        Some(index) => {
+    let emitted = match signing.zip(secret.as_ref()) {
+        Some((index, secret)) => {
             let config = route_config(
                 options,
                 &inputs,
@@ -59,7 +62,7 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
             );
             let (emitted, staged) = stage_signed(
                 &paths,
-                &secret,
+                secret,
                 &config,
                 options.serve.as_ref(),
                 &mut candidates[index].warnings,
@@ -82,11 +85,15 @@ pub fn gate(options: &GateOptions, clock: &dyn Clock) -> anyhow::Result<GateRepo
         target: options.target.get(),
         confidence: options.confidence_level(),
         max_regression: options.max_regression.get(),
+        max_cost_increase: Some(options.max_cost_increase.get()),
+        signed: secret.is_some(),
         familywise: options.familywise,
         baseline: inputs.baseline.map(|(path, sha256, config)| BaselineRef {
             path: path.display().to_string(),
             version: config.version,
             sha256,
+            quality: baseline_measured.map(|(quality, _)| quality),
+            mean_cost: baseline_measured.map(|(_, cost)| cost),
         }),
         chosen: chosen.map(|index| candidates[index].file.clone()),
         candidates,
@@ -175,10 +182,8 @@ pub(super) fn commit_report(
 
 /// Every file the gate reads, by its flag.
 fn named_inputs(options: &GateOptions) -> Vec<Named<'_>> {
-    let mut inputs = vec![
-        Named::new(&options.results, "--results"),
-        Named::new(&options.key, "--key"),
-    ];
+    let mut inputs = vec![Named::new(&options.results, "--results")];
+    inputs.extend(options.key.iter().map(|key| Named::new(key, "--key")));
     for (paths, flag) in [
         (&options.candidates, "--candidates"),
         (&options.calibrations, "--calibration"),

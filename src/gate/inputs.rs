@@ -51,7 +51,7 @@ fn verified_baseline(
         path,
         "--baseline",
         options.baseline_pubkey.as_deref(),
-        &options.key,
+        options.key.as_deref(),
     )?;
     Ok((path.to_owned(), sha256, config))
 }
@@ -64,11 +64,15 @@ pub(super) fn verified_signed(
     path: &Path,
     flag: &str,
     pubkey: Option<&str>,
-    key: &Path,
+    key: Option<&Path>,
 ) -> anyhow::Result<(String, RouteConfig)> {
-    let key = match pubkey {
-        Some(key) => key.to_owned(),
-        None => {
+    let key = match (pubkey, key) {
+        (Some(key), _) => key.to_owned(),
+        (None, None) => anyhow::bail!(
+            "{}: {flag} must verify; give the public key it was signed with as --pubkey",
+            path.display()
+        ),
+        (None, Some(key)) => {
             let beside = crate::routes::public_key_path(key);
             if !beside.exists() {
                 anyhow::bail!(
@@ -248,6 +252,9 @@ pub(super) struct Candidate {
     pub(super) tiered: Option<TieredRows>,
     /// A predictive candidate's scores, as its report states them.
     pub(super) scores_certified: Option<CertifiedScores>,
+    /// The cost increase over the deployed config its table accepts
+    /// (`[gate] accept_cost_increase`).
+    pub(super) accept_cost_increase: Option<f64>,
 }
 
 /// Every candidate, loaded, checked against the results and the deployed
@@ -324,9 +331,66 @@ pub(super) fn candidate_tables(
             scores,
             tiered,
             scores_certified,
+            accept_cost_increase: table.gate.accept_cost_increase,
         });
     }
+    if options.include_baseline {
+        tables.push(deployed_candidate(
+            options,
+            inputs,
+            scores,
+            &mut checked_columns,
+        )?);
+    }
     Ok(tables)
+}
+
+/// The deployed config's own table and `[serving]`, as they were signed,
+/// scored like any candidate (`--include-baseline`).
+fn deployed_candidate(
+    options: &GateOptions,
+    inputs: &Inputs,
+    scores: &mut ScoreColumns<'_>,
+    checked_columns: &mut BTreeSet<String>,
+) -> anyhow::Result<Candidate> {
+    let Some((path, sha256, config)) = &inputs.baseline else {
+        anyhow::bail!("--include-baseline needs --baseline: there is no deployed config to score");
+    };
+    let context = || format!("--baseline {} (--include-baseline)", path.display());
+    let table = config.table.clone();
+    let candidate_scores = scores.for_table(&table).with_context(context)?;
+    let tiered =
+        tiered_rows(&options.results, &options.read_options(), &table).with_context(context)?;
+    let router = inputs.router.as_ref().map(|(_, sha256)| sha256.as_str());
+    let serving = match &config.serving {
+        None => Err("signed without a [serving] block".to_owned()),
+        Some(serving) => match &serving.scorer {
+            Some(Scorer::Builtin { sha256, .. }) if Some(sha256.as_str()) != router => {
+                Err(format!(
+                    "it pins the router {sha256}, and --router is {}: its thresholds apply to that router's scores",
+                    router.unwrap_or("not given")
+                ))
+            }
+            _ => Ok(serving.clone()),
+        },
+    };
+    let scores_certified = match (&serving, table.policy.score()) {
+        (Ok(serving), Some(column)) => {
+            certified_scores(options, inputs, serving, column, checked_columns)
+                .with_context(context)?
+        }
+        _ => None,
+    };
+    Ok(Candidate {
+        path: path.clone(),
+        sha256: sha256.clone(),
+        table,
+        serving,
+        scores: candidate_scores,
+        tiered,
+        scores_certified,
+        accept_cost_increase: None,
+    })
 }
 
 /// What a predictive candidate's scores are: the pinned router's own on

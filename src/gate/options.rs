@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::schema::{ColumnNames, ReadOptions};
-use crate::units::{Confidence, Margin, Target};
+use crate::units::{Confidence, Margin, NonNegative, Target};
 
 use super::litellm::ServeEndpoint;
 
@@ -30,7 +30,12 @@ pub struct GateOptions {
     pub target: Target,
     pub confidence: Option<Confidence>,
     pub max_regression: Margin,
-    pub key: PathBuf,
+    /// The largest increase of mean cost over the deployed config (0.1:
+    /// 10% more) a candidate may have unless its table accepts more.
+    pub max_cost_increase: NonNegative,
+    /// The secret key that signs the chosen candidate; `None`: evaluate and
+    /// report only.
+    pub key: Option<PathBuf>,
     pub out: PathBuf,
     pub ttl_days: u64,
     pub dataset_sha256: Option<String>,
@@ -46,6 +51,9 @@ pub struct GateOptions {
     pub prompt_col: String,
     /// Where a cascade candidate's `[serving.verifier] template` is found.
     pub rubrics: PathBuf,
+    /// Score the deployed config's own table, as it was signed, beside the
+    /// candidates: renewing it needs no new thresholds while they hold.
+    pub include_baseline: bool,
     /// `replay candidate` documents of the candidates on the traffic the
     /// `baseline` config served: the production checks.
     pub production: Vec<PathBuf>,

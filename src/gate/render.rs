@@ -7,18 +7,13 @@ use crate::markdown::{code, table, text};
 
 use crate::schema::gate_report::{escalated_cell, optional_cell};
 use crate::schema::{CandidateReport, GateReport, ScoresFrom, SliceRegression, comparison_rows};
-use crate::stats::PairedVerdict;
 
 /// The cells of one slice's paired comparison with the deployed config:
 /// slice, rows, right only before, right only now, difference [interval],
 /// p-value, cost difference per 1k requests [interval], verdict.
 fn regression_cells(regression: &SliceRegression) -> [String; 8] {
-    let verdict = match regression.verdict {
-        PairedVerdict::Regressed => "regressed",
-        PairedVerdict::NotWorse => "not worse",
-        PairedVerdict::TooSmallToTell => "not enough rows to tell",
-    };
     let [low, high] = regression.difference_interval;
+    let verdict = regression.verdict.reading(regression.difference, low);
     let [cost_low, cost_high] = regression.cost_difference_interval;
     [
         regression.slice.clone(),
@@ -192,7 +187,19 @@ pub fn terminal(report: &GateReport) -> String {
                 emitted.sha256
             );
         }
-        _ => out.push_str("no candidate passed; nothing emitted\n"),
+        (Some(chosen), None) => {
+            let _ = writeln!(
+                out,
+                "chosen: {}; not signed (no --key: evaluated only)",
+                file_name(chosen)
+            );
+        }
+        (None, _) => out.push_str("no candidate passed; nothing emitted\n"),
+    }
+    for candidate in &report.candidates {
+        if let Some(line) = cost_words(report, candidate) {
+            let _ = writeln!(out, "cost of {}: {line}", file_name(&candidate.file));
+        }
     }
     out
 }
@@ -338,8 +345,86 @@ fn exploration_lines(out: &mut String, report: &GateReport) {
     }
 }
 
+/// The decision, first: which candidate passed and what it costs against
+/// the deployed config, whether it was signed; or that none passed, with
+/// each candidate's first reason and its cost change.
+fn decision(out: &mut String, report: &GateReport) {
+    let chosen = report
+        .candidates
+        .iter()
+        .find(|candidate| report.chosen.as_deref() == Some(candidate.file.as_str()));
+    match chosen {
+        Some(candidate) => {
+            let _ = write!(
+                out,
+                "**Decision: {} passes every rule.**",
+                code(&file_name(&candidate.file))
+            );
+            if let Some(line) = cost_words(report, candidate) {
+                let _ = write!(out, " {line}.");
+            }
+            match &report.emitted {
+                Some(emitted) => {
+                    let _ = write!(
+                        out,
+                        " Signed as version {}: {} (sha256 `{}`).",
+                        emitted.version,
+                        code(&emitted.config),
+                        emitted.sha256
+                    );
+                }
+                None => out.push_str(
+                    " Not signed: this gate ran without `--key`, to evaluate only; a trusted job signs what is merged.",
+                ),
+            }
+            out.push_str("\n\n");
+        }
+        None => {
+            out.push_str("**Decision: no candidate passes.** Nothing was signed.\n\n");
+            for candidate in &report.candidates {
+                let reasons = match candidate.failures.as_slice() {
+                    [] => String::new(),
+                    [first] => format!(": {}", text(&first.message)),
+                    [first, rest @ ..] => {
+                        format!(": {} (and {} more below)", text(&first.message), rest.len())
+                    }
+                };
+                let cost = cost_words(report, candidate)
+                    .map(|line| format!(" {line};"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "- {}:{cost} rejected{reasons}",
+                    code(&file_name(&candidate.file))
+                );
+            }
+            out.push('\n');
+        }
+    }
+}
+
+/// A candidate's cost against the deployed config, in words: `$2.63 → $9.91
+/// per 1k requests against the deployed version 1 (+277%, ceiling +10%)`.
+fn cost_words(report: &GateReport, candidate: &CandidateReport) -> Option<String> {
+    let change = candidate.cost_change.as_ref()?;
+    let version = report
+        .baseline
+        .as_ref()
+        .map_or(0, |baseline| baseline.version);
+    let increase = change
+        .increase
+        .map_or_else(|| "more than nothing".to_owned(), super::scoring::percent);
+    Some(format!(
+        "Cost {} → {} per 1k requests against the deployed version {version} ({increase}, ceiling {})",
+        super::scoring::dollars(change.baseline_mean_cost * 1000.0),
+        super::scoring::dollars(change.mean_cost * 1000.0),
+        super::scoring::percent(change.ceiling)
+    ))
+}
+
 pub fn markdown(report: &GateReport) -> String {
     let mut out = markdown_head(report);
+    decision(&mut out, report);
     change_first(&mut out, report);
     let mut header = vec![String::new()];
     header.extend(
@@ -355,19 +440,6 @@ pub fn markdown(report: &GateReport) -> String {
     });
     out.push_str(&table(&header, rows, 1..));
     out.push('\n');
-    match (&report.chosen, &report.emitted) {
-        (Some(chosen), Some(emitted)) => {
-            let _ = writeln!(
-                out,
-                "**Chosen:** {}, emitted as {} (version {}, sha256 `{}`).\n",
-                code(&file_name(chosen)),
-                code(&emitted.config),
-                emitted.version,
-                emitted.sha256
-            );
-        }
-        _ => out.push_str("**No candidate passed.** Nothing was emitted.\n\n"),
-    }
     scores_lines(&mut out, report);
     exploration_lines(&mut out, report);
     for candidate in report

@@ -42,8 +42,9 @@ pub fn rollback(options: &RollbackOptions, clock: &dyn Clock) -> anyhow::Result<
     let secret = load_secret(&options.key)?;
     let pubkey = options.pubkey.as_deref();
     let (deployed_sha256, deployed) =
-        verified_signed(&options.deployed, "--baseline", pubkey, &options.key)?;
-    let (to_sha256, to) = verified_signed(&options.to, "--rollback-to", pubkey, &options.key)?;
+        verified_signed(&options.deployed, "--baseline", pubkey, Some(&options.key))?;
+    let (to_sha256, to) =
+        verified_signed(&options.to, "--rollback-to", pubkey, Some(&options.key))?;
     let (to_name, deployed_name) = (options.to.display(), options.deployed.display());
     if to.table.logical_model != deployed.table.logical_model {
         anyhow::bail!(
@@ -116,11 +117,15 @@ pub fn rollback(options: &RollbackOptions, clock: &dyn Clock) -> anyhow::Result<
         target: to.provenance.target,
         confidence: to.provenance.confidence,
         max_regression: 0.0,
+        max_cost_increase: None,
+        signed: true,
         familywise: false,
         baseline: Some(BaselineRef {
             path: deployed_name.to_string(),
             version: deployed.version,
             sha256: deployed_sha256,
+            quality: None,
+            mean_cost: None,
         }),
         chosen: Some(candidate.file.clone()),
         candidates: vec![candidate],
@@ -130,6 +135,8 @@ pub fn rollback(options: &RollbackOptions, clock: &dyn Clock) -> anyhow::Result<
                 path: to_name.to_string(),
                 version: to.version,
                 sha256: to_sha256,
+                quality: None,
+                mean_cost: None,
             },
         }),
     };
@@ -161,6 +168,7 @@ fn measured(path: &Path, sha256: &str, config: &RouteConfig) -> anyhow::Result<C
         overall,
         slices: metrics.collect(),
         regressions: Vec::new(),
+        cost_change: None,
         scores: None,
         exploration: config.provenance.exploration.clone(),
         production: None,

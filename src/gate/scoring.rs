@@ -9,20 +9,21 @@ use anyhow::Context;
 use crate::policy::regressions;
 use crate::policy::{Evaluation, evaluate_table, recorded_models, tiered_rows};
 use crate::schema::CandidateReport;
-use crate::schema::{Failure, Rule};
+use crate::schema::{CostChange, Failure, Rule};
 
 use super::inputs::{Candidate, Inputs, ScoreColumns};
 use super::options::{DEFAULT_REGRESSION_CONFIDENCE, GateOptions};
 use super::rules::{RuleContext, check};
 
 /// Each candidate's metrics, its paired comparison with the deployed config
-/// and the rules it breaks.
+/// and the rules it breaks; and the deployed config's own quality and mean
+/// cost on the rows, where there is one.
 pub(super) fn score_candidates(
     options: &GateOptions,
     inputs: &Inputs,
     tables: &[Candidate],
     scores: &mut ScoreColumns<'_>,
-) -> anyhow::Result<Vec<CandidateReport>> {
+) -> anyhow::Result<(Vec<CandidateReport>, Option<(f64, f64)>)> {
     let graded = &inputs.graded;
     let mut recorded = recorded_models(graded);
     // The tiers between record their versions in columns of their own.
@@ -80,10 +81,14 @@ pub(super) fn score_candidates(
         context: &context,
         shared_warnings: &shared_warnings,
     };
-    Ok(tables
+    let reports = tables
         .iter()
         .map(|candidate| scoring.report(candidate))
-        .collect())
+        .collect();
+    let measured = baseline_evaluation
+        .as_ref()
+        .map(|evaluation| (evaluation.overall.quality, evaluation.overall.mean_cost));
+    Ok((reports, measured))
 }
 
 /// What every candidate is scored with.
@@ -150,6 +155,16 @@ impl Scoring<'_> {
             options.max_regression.get(),
         );
         failures.extend(on_production);
+        let cost_change = self.baseline.map(|baseline| {
+            let (change, too_costly) = cost_change(
+                baseline.overall.mean_cost,
+                evaluation.overall.mean_cost,
+                candidate.accept_cost_increase,
+                options.max_cost_increase.get(),
+            );
+            failures.extend(too_costly);
+            change
+        });
         warnings.extend(self.shared_warnings.iter().cloned());
         CandidateReport {
             file: candidate.path.display().to_string(),
@@ -162,10 +177,72 @@ impl Scoring<'_> {
             overall: evaluation.overall,
             slices: evaluation.slices,
             regressions,
+            cost_change,
             scores: candidate.scores_certified.clone(),
             exploration,
             production,
         }
+    }
+}
+
+/// A candidate's mean cost against the deployed config's on the same rows,
+/// and the failure when it rises by more than the ceiling: the table's own
+/// `[gate] accept_cost_increase` where it states one, else the gate's.
+pub(super) fn cost_change(
+    baseline_mean_cost: f64,
+    mean_cost: f64,
+    accepted_by_table: Option<f64>,
+    gate_ceiling: f64,
+) -> (CostChange, Option<Failure>) {
+    let (ceiling, ceiling_from) = match accepted_by_table {
+        Some(accepted) => (accepted, "[gate] accept_cost_increase"),
+        None => (gate_ceiling, "--max-cost-increase"),
+    };
+    let increase = if baseline_mean_cost > 0.0 {
+        Some(mean_cost / baseline_mean_cost - 1.0)
+    } else if mean_cost > 0.0 {
+        None
+    } else {
+        Some(0.0)
+    };
+    let too_costly = increase.is_none_or(|increase| increase > ceiling);
+    let failure = too_costly.then(|| Failure {
+        rule: Rule::CostIncrease,
+        slice: None,
+        message: format!(
+            "costs {} per 1k requests against the deployed config's {} on the same rows ({}), above the ceiling of {} ({ceiling_from}); a table that accepts it says so with [gate] accept_cost_increase",
+            dollars(mean_cost * 1000.0),
+            dollars(baseline_mean_cost * 1000.0),
+            increase.map_or_else(|| "more than a config that costs nothing".to_owned(), percent),
+            percent(ceiling)
+        ),
+    });
+    let change = CostChange {
+        baseline_mean_cost,
+        mean_cost,
+        increase,
+        ceiling,
+        ceiling_from: ceiling_from.to_owned(),
+    };
+    (change, failure)
+}
+
+/// `$2.63`, or `$0.0042` below a cent.
+pub fn dollars(usd: f64) -> String {
+    if usd.abs() >= 0.01 || usd == 0.0 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
+/// `+277%`, `-12%`, `+0.4%`.
+pub fn percent(share: f64) -> String {
+    let value = share * 100.0;
+    if value.abs() >= 10.0 || value == 0.0 {
+        format!("{value:+.0}%")
+    } else {
+        format!("{value:+.1}%")
     }
 }
 

@@ -12,7 +12,6 @@ use crate::schema::GradedTable;
 use crate::schema::Metrics;
 use crate::schema::SliceRegression;
 use crate::schema::{CalibrationDocument, Policy, Threshold};
-use crate::stats::PairedVerdict;
 
 /// One slice before and after.
 #[derive(Debug, Clone)]
@@ -75,11 +74,7 @@ impl SliceChange {
                 self.before.escalation_rate * 100.0,
                 self.after.escalation_rate * 100.0
             ),
-            verdict: match test.verdict {
-                PairedVerdict::Regressed => "regressed",
-                PairedVerdict::NotWorse => "not worse",
-                PairedVerdict::TooSmallToTell => "not enough rows to tell",
-            },
+            verdict: test.verdict.reading(test.difference, low),
         }
     }
 }

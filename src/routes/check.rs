@@ -11,6 +11,13 @@ impl RouteTable {
         if self.logical_model.trim().is_empty() {
             return Err("logical_model is empty".to_owned());
         }
+        if let Some(accepted) = self.gate.accept_cost_increase
+            && !(accepted.is_finite() && accepted >= 0.0)
+        {
+            return Err(format!(
+                "gate.accept_cost_increase must be a number of at least 0 (0.5: up to 50% more than the deployed config), got {accepted}"
+            ));
+        }
         self.check_routes()?;
         self.check_policy_routes()?;
         self.check_references()

@@ -35,7 +35,7 @@ pub use signature::{
     verify as verify_signature,
 };
 pub use table::{
-    Fallback, ResolvedTable, Route, RouteBreaker, RouteHedge, RouteTable, RouteTier, Tier,
+    Fallback, GateSpec, ResolvedTable, Route, RouteBreaker, RouteHedge, RouteTable, RouteTier, Tier,
 };
 pub use thresholds::{PolicySpec, ResolvedPolicy, Thresholds, TierThresholds, WrittenThreshold};
 pub use verify::{

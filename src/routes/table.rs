@@ -248,6 +248,20 @@ pub struct RouteTable {
     /// What serving the table needs beyond it (docs/serve.md).
     #[serde(default)]
     pub serving: ServingSpec,
+    /// What the table asks of the gate; not signed into the config.
+    #[serde(default)]
+    pub gate: GateSpec,
+}
+
+/// A table's own settings for the gate (`[gate]`), part of the change a
+/// reviewer approves.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateSpec {
+    /// The cost increase over the deployed config this table accepts (3.0:
+    /// up to four times its mean cost per request), above the gate's
+    /// `--max-cost-increase`.
+    pub accept_cost_increase: Option<f64>,
 }
 
 /// A route table with concrete thresholds.

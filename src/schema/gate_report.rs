@@ -8,11 +8,14 @@ use super::InputFile;
 use super::{ExplorationPrice, Metrics};
 use crate::stats::PairedVerdict;
 
-/// Version 6 added each exploring candidate's `exploration` price, its
+/// Version 7 added `max_cost_increase`, each candidate's `cost_change`
+/// against the deployed config and its rule, the deployed config's own
+/// `quality` and `mean_cost` on the rows, and `signed` (a gate without
+/// `--key` chooses but signs nothing); version 6 added each exploring candidate's `exploration` price, its
 /// `production` evidence and their rules; version 5 added `scores`; version 4 added `rollback`; version 3 added `served` to the metrics of
 /// candidates over more than two tiers; version 2 added each candidate's
 /// `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 6;
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 7;
 
 /// The gate report's file name in the gate's `--out`.
 pub const GATE_REPORT_FILE: &str = "gate-report.json";
@@ -64,6 +67,10 @@ pub enum Rule {
     /// On production traffic it is worse than the running config by more
     /// than `--max-regression` (shown at the confidence, with one).
     ProductionRegression,
+    /// It costs more than the deployed config on the same rows by more
+    /// than the ceiling (`--max-cost-increase`, or the table's own
+    /// `[gate] accept_cost_increase`).
+    CostIncrease,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +91,14 @@ pub struct GateReport {
     pub target: f64,
     pub confidence: Option<f64>,
     pub max_regression: f64,
+    /// The largest cost increase over the deployed config a candidate may
+    /// have unless its table accepts more (version 7 on; null before).
+    #[serde(default)]
+    pub max_cost_increase: Option<f64>,
+    /// Whether the chosen candidate was signed: false when the gate was
+    /// run without `--key` to evaluate only (version 7 on).
+    #[serde(default = "signed_by_default")]
+    pub signed: bool,
     /// Whether `confidence` held for all slices jointly (Holm) rather than
     /// for each slice.
     #[serde(default)]
@@ -101,18 +116,48 @@ pub struct GateReport {
 
 /// What a rollback signed again: the earlier config, by its file, version
 /// and sha256.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rollback {
     pub to: BaselineRef,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineRef {
     pub path: String,
     pub version: u64,
     pub sha256: String,
+    /// The deployed config's own quality and mean cost (USD per request)
+    /// on the gate's rows; absent where it was not evaluated (a rollback,
+    /// and before version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_cost: Option<f64>,
+}
+
+/// Reports before version 7 signed whatever they chose.
+fn signed_by_default() -> bool {
+    true
+}
+
+/// A candidate's mean cost against the deployed config's on the same rows,
+/// and the ceiling it was held to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostChange {
+    /// USD per request, the deployed config's then the candidate's.
+    pub baseline_mean_cost: f64,
+    pub mean_cost: f64,
+    /// `mean_cost / baseline_mean_cost − 1`; null where the deployed config
+    /// costs nothing and the candidate does.
+    pub increase: Option<f64>,
+    /// The largest increase allowed.
+    pub ceiling: f64,
+    /// Where the ceiling came from: `--max-cost-increase` or the table's
+    /// `[gate] accept_cost_increase`.
+    pub ceiling_from: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +176,10 @@ pub struct CandidateReport {
     /// config on the same rows. Empty without a baseline (and in version 1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regressions: Vec<SliceRegression>,
+    /// With `--baseline`: its mean cost against the deployed config's on
+    /// the same rows (version 7 on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_change: Option<CostChange>,
     /// A predictive candidate's scores: what its certificate is about.
     /// Absent for other policies (and before version 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -75,10 +75,10 @@ pub use fallback::{
 };
 pub use format::Format;
 pub use gate_report::{
-    BaselineRef, CandidateReport, CertifiedScores, Emitted, Failure, GATE_MARKDOWN_HEADER,
-    GATE_MARKDOWN_OUTPUT, GATE_REPORT_FILE, GATE_REPORT_OUTPUT, GATE_REPORT_SCHEMA_VERSION,
-    GateReport, ProductionEvidence, ProductionQuality, Rollback, Rule, ScoresFrom, SliceRegression,
-    comparison_rows,
+    BaselineRef, CandidateReport, CertifiedScores, CostChange, Emitted, Failure,
+    GATE_MARKDOWN_HEADER, GATE_MARKDOWN_OUTPUT, GATE_REPORT_FILE, GATE_REPORT_OUTPUT,
+    GATE_REPORT_SCHEMA_VERSION, GateReport, ProductionEvidence, ProductionQuality, Rollback, Rule,
+    ScoresFrom, SliceRegression, comparison_rows,
 };
 pub use graded::{
     Column, ColumnKind, GRADED_OUTPUT, GradedBatch, Present, RowLocation, SCHEMA_VERSION,

@@ -65,6 +65,24 @@ pub enum Verdict {
     TooSmallToTell,
 }
 
+impl Verdict {
+    /// The verdict in words that fit the direction of the difference: a
+    /// candidate whose interval lies above zero is better, whatever the
+    /// test's power against a regression; one that lost nothing on these
+    /// rows is not called untellable.
+    pub fn reading(self, difference: f64, interval_low: f64) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            _ if interval_low > 0.0 => "better",
+            Verdict::NotWorse => "not worse",
+            Verdict::TooSmallToTell if difference >= 0.0 => {
+                "no drop seen, too few rows to rule one out"
+            }
+            Verdict::TooSmallToTell => "not enough rows to tell",
+        }
+    }
+}
+
 /// The test's result for one slice.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PairedTest {
@@ -201,6 +219,22 @@ mod tests {
             baseline_only,
             candidate_only,
         }
+    }
+
+    #[test]
+    fn the_verdict_reads_in_the_direction_of_the_difference() {
+        assert_eq!(Verdict::TooSmallToTell.reading(0.06, 0.02), "better");
+        assert_eq!(Verdict::NotWorse.reading(0.06, 0.02), "better");
+        assert_eq!(Verdict::NotWorse.reading(0.0, -0.01), "not worse");
+        assert_eq!(
+            Verdict::TooSmallToTell.reading(0.01, -0.03),
+            "no drop seen, too few rows to rule one out"
+        );
+        assert_eq!(
+            Verdict::TooSmallToTell.reading(-0.02, -0.08),
+            "not enough rows to tell"
+        );
+        assert_eq!(Verdict::Regressed.reading(-0.05, -0.08), "regressed");
     }
 
     #[test]

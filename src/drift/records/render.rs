@@ -36,10 +36,20 @@ pub fn render_records(document: &RecordsDriftDocument, markdown: bool) -> String
             document.verdict.name()
         ));
     }
+    // An aggregated table's rows are (window, slice, route) groups, not
+    // requests: what it holds is the sum of the requests it counts.
+    let counted = if document.aggregated {
+        let requests: u64 = document.slices.iter().map(|slice| slice.requests).sum();
+        format!(
+            "{requests} requests in {} aggregate rows",
+            document.records.rows
+        )
+    } else {
+        format!("{} records", document.records.rows)
+    };
     out.push_str(&format!(
-        "{}: {} records of {} v{}, windows of {}\n\n",
+        "{}: {counted} of {} v{}, windows of {}\n\n",
         document.records.path,
-        document.records.rows,
         document.config.config_id,
         document.config.version,
         window_length(document.window_ms)
