@@ -1,267 +1,668 @@
-//! The GitHub Actions workflow shipped in `ci/` calls routeval with flags the
-//! current command line accepts.
+//! The GitHub Actions workflows routeval ships, run as shipped: a scratch
+//! repository laid out as ci/README.md says, the workflow and the install
+//! action copied in with only the env lines the README says to set, and
+//! each trigger run through the test runner (`common::actions`). The
+//! routeval build is the binary under test, installed by a stand-in for
+//! `cargo install` that first checks the pinned commit exists in
+//! routeval's repository.
 
-use crate::common::shell_words;
-use clap::Parser;
-use routeval::cli::Cli;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
-/// The workflow's `env:` values, such as `ROUTEVAL_TARGET: "0.9"`.
-fn variables(workflow: &str) -> Vec<(String, String)> {
-    workflow
-        .lines()
-        .filter_map(|line| {
-            let (name, value) = line.trim().split_once(": ")?;
-            let value = value.split(" #").next()?.trim().trim_matches('"');
-            name.chars()
-                .all(|c| c.is_ascii_uppercase() || c == '_')
-                .then(|| (name.to_owned(), value.to_owned()))
-        })
-        .collect()
+use serde_json::json;
+
+use crate::common::actions::{Conclusion, Event, Runner, WorkflowRun};
+use crate::common::python_named_by;
+use crate::common::{example_results, routeval};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `routeval …` command in the workflow, with the workflow's variables
-/// substituted and other shell variables and expressions replaced by a
-/// placeholder word.
-fn commands(workflow: &str) -> Vec<Vec<String>> {
-    let variables = variables(workflow);
-    workflow
-        .lines()
-        .map(str::trim)
-        .map(|line| line.strip_prefix("run: ").unwrap_or(line))
-        .filter(|line| line.starts_with("routeval "))
-        .map(|line| {
-            let line = line.split(" > ").next().unwrap_or(line);
-            let mut previous = String::new();
-            shell_words(line)
-                .into_iter()
-                .map(|word| {
-                    let mut word = word;
-                    for (name, value) in &variables {
-                        word = word.replace(&format!("${name}"), value);
-                    }
-                    let flag = std::mem::replace(&mut previous, word.clone());
-                    if !word.contains('$') {
-                        word
-                    } else if flag == "--at" {
-                        // What the step's `date -u ... +%Y-%m-%dT%H:%M:%SZ`
-                        // writes (checked below).
-                        "2026-12-31T00:00:00Z".to_owned()
-                    } else {
-                        "placeholder".to_owned()
-                    }
-                })
-                .collect()
-        })
-        .collect()
-}
-
-#[test]
-fn every_routeval_command_in_the_workflow_parses() {
-    let workflow =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ci/routeval.yml")).unwrap();
-    let commands = commands(&workflow);
-    let names: Vec<&str> = commands.iter().map(|command| command[1].as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "calibrate",
-            "gate",
-            "report",
-            "verify",
-            "drift",
-            "report",
-            "verify",
-            "calibrate",
-            "gate"
-        ]
-    );
-    for command in &commands {
-        if let Err(error) = Cli::try_parse_from(command) {
-            panic!("{}: {error}", command.join(" "));
-        }
-    }
-    // The instant `verify --at` is given is the shape it reads.
+fn git(directory: &Path, arguments: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=team", "-c", "user.email=team@example.com"])
+        .args(arguments)
+        .current_dir(directory)
+        .output()
+        .unwrap();
     assert!(
-        workflow.contains("soon=$(date -u -d \"+$RENEW_DAYS days\" +%Y-%m-%dT%H:%M:%SZ)"),
-        "the expiry step computes --at otherwise"
+        output.status.success(),
+        "git {arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// The Python whose `duckdb` CLI makes the scratch repository's Parquet
+/// files (and that setup-python stands for); `None` when skipped.
+fn workflow_python() -> Option<PathBuf> {
+    python_named_by("ROUTEVAL_TEST_WORKFLOW_PYTHON", "the shipped workflows")
+        .map(|python| PathBuf::from(python).parent().unwrap().to_owned())
+}
+
+fn duckdb(bin: &Path, directory: &Path, sql: &str) {
+    let output = Command::new(bin.join("duckdb"))
+        .args(["-c", sql])
+        .current_dir(directory)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "duckdb {sql}: {}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }
 
-fn ci_file(name: &str) -> String {
-    std::fs::read_to_string(format!("{}/ci/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+/// The workflow with the env lines ci/README.md step 2 says to set.
+fn configured(name: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("ci").join(name)).unwrap();
+    let head = git(repo(), &["rev-parse", "HEAD"]);
+    let configured = text
+        .replace(
+            "ROUTEVAL_GIT: \"\" ",
+            &format!("ROUTEVAL_GIT: \"{}\" ", repo().display()),
+        )
+        .replace("ROUTEVAL_REF: \"\" ", &format!("ROUTEVAL_REF: \"{head}\" "));
+    assert_ne!(
+        configured, text,
+        "{name} has the env lines README step 2 names"
+    );
+    configured
 }
 
-#[test]
-fn the_hourly_records_drift_workflow_parses() {
-    let workflow = ci_file("records-drift.yml");
-    assert!(workflow.contains("cron: \"7 * * * *\""));
-    let commands = commands(&workflow);
-    let names: Vec<&str> = commands.iter().map(|command| command[1].as_str()).collect();
-    assert_eq!(names, ["verify", "drift"]);
-    for command in &commands {
-        if let Err(error) = Cli::try_parse_from(command) {
-            panic!("{}: {error}", command.join(" "));
+/// A team's repository of route tables, and the runner its workflows run on.
+struct Team {
+    _directory: tempfile::TempDir,
+    repository: PathBuf,
+    runner: Runner,
+    /// What the `cargo install` stand-in was asked, one line a call.
+    installs: PathBuf,
+    key: PathBuf,
+}
+
+impl Team {
+    /// An empty repository set up as ci/README.md says, before the first
+    /// deployed config: tables, graded results, the public key, the
+    /// workflow and the install action.
+    fn new(python: &Path) -> Team {
+        // `python`: the bin directory of the workflows' Python.
+        let directory = tempfile::tempdir().unwrap();
+        let repository = directory.path().join("routes-repo");
+        for sub in [
+            "routes",
+            "graded",
+            ".github/workflows",
+            ".github/actions/install-routeval",
+        ] {
+            std::fs::create_dir_all(repository.join(sub)).unwrap();
+        }
+        git(&repository, &["init", "-q", "-b", "main"]);
+        for table in ["predictive.toml", "always-large.toml"] {
+            std::fs::copy(
+                repo().join("datasets/example/routes").join(table),
+                repository.join("routes").join(table),
+            )
+            .unwrap();
+        }
+        // Half the example's rows calibrate; the other half is fresh traffic
+        // from the same population.
+        let csv = example_results();
+        duckdb(
+            python,
+            &repository,
+            &format!(
+                "COPY (SELECT * FROM read_csv_auto('{0}') WHERE CAST(split_part(id, '-', 2) AS INTEGER) % 2 = 0) TO 'graded/graded.parquet' (FORMAT parquet);
+                 COPY (SELECT * FROM read_csv_auto('{0}') WHERE CAST(split_part(id, '-', 2) AS INTEGER) % 2 = 1) TO 'graded/fresh.parquet' (FORMAT parquet);",
+                csv.display()
+            ),
+        );
+        let key = directory.path().join("routeval.key");
+        routeval()
+            .args(["keygen", "--out"])
+            .arg(&key)
+            .assert()
+            .code(0);
+        std::fs::copy(
+            key.with_extension("key.pub"),
+            repository.join("routeval.pub"),
+        )
+        .unwrap();
+        std::fs::write(
+            repository.join(".github/workflows/routeval.yml"),
+            configured("routeval.yml"),
+        )
+        .unwrap();
+        std::fs::copy(
+            repo().join("ci/install-routeval/action.yml"),
+            repository.join(".github/actions/install-routeval/action.yml"),
+        )
+        .unwrap();
+        std::fs::write(repository.join("README.md"), "Our route tables.\n").unwrap();
+        git(&repository, &["add", "-A"]);
+        git(&repository, &["commit", "-qm", "route tables"]);
+
+        let tools = directory.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        let installs = directory.path().join("installs.log");
+        let cargo = tools.join("cargo");
+        std::fs::write(
+            &cargo,
+            format!(
+                "#!/bin/bash\n# Stands for cargo install: the pin must name a commit of the repository.\nset -e\necho \"$*\" >> '{log}'\n[ \"$1 $2 $3\" = 'install --locked --git' ] && [ \"$5\" = --rev ] && [ \"$7\" = routeval ] || {{ echo \"cargo: unexpected $*\" >&2; exit 101; }}\ngit -C \"$4\" cat-file -e \"$6^{{commit}}\" || {{ echo \"error: revision $6 not found in $4\" >&2; exit 101; }}\nmkdir -p \"$HOME/.cargo/bin\"\ncp '{binary}' \"$HOME/.cargo/bin/routeval\"\n",
+                log = installs.display(),
+                binary = crate::common::binary().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut runner = Runner::new(&directory.path().join("runner"));
+        runner.path = vec![tools];
+        runner.python_bin = Some(python.to_owned());
+        runner.secrets.insert(
+            "ROUTEVAL_SIGNING_KEY".into(),
+            json!(std::fs::read_to_string(&key).unwrap().trim_end()),
+        );
+        Team {
+            _directory: directory,
+            repository,
+            runner,
+            installs,
+            key,
         }
     }
-    assert!(commands[1].contains(&"--aggregates".to_owned()));
-}
 
-/// Shards 1..=N of the same ids: every id in exactly one.
-fn assert_partition(shards: &[String]) {
-    let parsed: Vec<routeval::run::Shard> = shards
-        .iter()
-        .map(|text| routeval::run::Shard::parse(text).unwrap())
-        .collect();
-    for id in (0..5000).map(|index| format!("prompt-{index}")) {
-        let owners = parsed.iter().filter(|shard| shard.takes(&id)).count();
-        assert_eq!(owners, 1, "{id} is in {owners} shards of {shards:?}");
+    fn head(&self) -> String {
+        git(&self.repository, &["rev-parse", "HEAD"])
     }
-}
 
-#[test]
-fn the_github_matrix_runs_every_shard_once_and_merges_them_all() {
-    let workflow = ci_file("shard-matrix.yml");
-    let variables = variables(&workflow);
-    let count: u32 = variables
-        .iter()
-        .find(|(name, _)| name == "SHARDS")
-        .unwrap()
-        .1
-        .parse()
-        .unwrap();
-    let matrix_line = workflow
-        .lines()
-        .find(|line| line.trim().starts_with("shard: ["))
-        .unwrap();
-    let matrix: Vec<u32> = matrix_line
-        .trim()
-        .trim_start_matches("shard: [")
-        .trim_end_matches(']')
-        .split(',')
-        .map(|value| value.trim().parse().unwrap())
-        .collect();
-    assert_eq!(matrix, (1..=count).collect::<Vec<_>>());
-    let shards: Vec<String> = matrix.iter().map(|k| format!("{k}/{count}")).collect();
-    assert_partition(&shards);
-    // Each job's command, with its matrix value, parses; the merge names
-    // every shard's directory.
-    let run = workflow
-        .lines()
-        .map(str::trim)
-        .find(|line| line.starts_with("run: routeval run"))
-        .unwrap();
-    for k in &matrix {
-        let line = run
-            .trim_start_matches("run: ")
-            .replace("${{ matrix.shard }}", &k.to_string())
-            .replace("$SHARDS", &count.to_string());
-        let words: Vec<String> = shell_words(&line)
-            .into_iter()
-            .map(|word| {
-                if word.contains('$') {
-                    "placeholder".to_owned()
-                } else {
-                    word
-                }
-            })
-            .collect();
-        let cli = Cli::try_parse_from(&words).unwrap();
-        let routeval::cli::Command::Run(args) = cli.command else {
-            panic!("not a run: {line}");
+    /// A pull request of `change` on a branch off main: its event.
+    fn pull_request(
+        &mut self,
+        branch: &str,
+        change: impl FnOnce(&Path),
+        fork: bool,
+    ) -> WorkflowRun {
+        let base = self.head();
+        git(&self.repository, &["checkout", "-q", "-b", branch]);
+        change(&self.repository);
+        git(&self.repository, &["add", "-A"]);
+        git(&self.repository, &["commit", "-qm", branch]);
+        let head = self.head();
+        git(&self.repository, &["checkout", "-q", "main"]);
+        let event = Event {
+            name: "pull_request",
+            sha: head.clone(),
+            payload: json!({"pull_request": {
+                "number": 12,
+                "base": {"sha": base},
+                "head": {"sha": head, "repo": {"fork": fork}},
+            }}),
+            from_fork: fork,
         };
-        assert_eq!(args.shard.as_deref(), Some(format!("{k}/{count}").as_str()));
+        self.runner
+            .run(&self.repository, ".github/workflows/routeval.yml", &event)
     }
-    let merge = workflow
-        .lines()
-        .map(str::trim)
-        .find(|line| line.starts_with("run: routeval merge"))
-        .unwrap();
-    for k in &matrix {
-        assert!(merge.contains(&format!("runs/shard-{k} ")), "{merge}");
+
+    /// Merges `branch` into main and runs the push.
+    fn merge(&mut self, branch: &str) -> WorkflowRun {
+        let before = self.head();
+        git(&self.repository, &["merge", "-q", "--ff-only", branch]);
+        let event = Event {
+            name: "push",
+            sha: self.head(),
+            payload: json!({"before": before, "after": self.head()}),
+            from_fork: false,
+        };
+        self.runner
+            .run(&self.repository, ".github/workflows/routeval.yml", &event)
     }
-    Cli::try_parse_from(shell_words(merge.trim_start_matches("run: "))).unwrap();
+
+    fn scheduled(&mut self) -> WorkflowRun {
+        let event = Event {
+            name: "schedule",
+            sha: self.head(),
+            payload: json!({"schedule": "17 6 * * *"}),
+            from_fork: false,
+        };
+        self.runner
+            .run(&self.repository, ".github/workflows/routeval.yml", &event)
+    }
+
+    fn installs(&self) -> usize {
+        std::fs::read_to_string(&self.installs)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    }
 }
 
-#[test]
-fn the_kubernetes_indexed_job_maps_completion_indexes_onto_every_shard() {
-    let job = ci_file("k8s-indexed-job.yaml");
-    let field = |name: &str| -> u32 {
-        job.lines()
-            .map(str::trim)
-            .find_map(|line| line.strip_prefix(&format!("{name}: ")))
-            .unwrap()
-            .trim_matches('"')
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let completions = field("completions");
-    let shards_env = job
-        .lines()
-        .skip_while(|line| !line.contains("name: SHARDS"))
-        .nth(1)
-        .unwrap()
-        .trim()
-        .trim_start_matches("value: ")
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .trim_matches('"')
-        .parse::<u32>()
+/// Copies the signed config of `artifact` to deployed/ under the name the
+/// workflow reads, its signature beside it (ci/README.md, step 4).
+fn promote(artifact: &Path, version: u64) -> impl FnOnce(&Path) {
+    let config = artifact.join(format!("dist/route-config.v{version}.json"));
+    move |repository: &Path| {
+        std::fs::create_dir_all(repository.join("deployed")).unwrap();
+        std::fs::copy(&config, repository.join("deployed/route-config.json")).unwrap();
+        std::fs::copy(
+            config.with_extension("json.minisig"),
+            repository.join("deployed/route-config.json.minisig"),
+        )
         .unwrap();
-    assert_eq!(completions, shards_env);
-    let command = job
-        .lines()
-        .map(str::trim)
-        .find(|line| line.starts_with("- routeval run"))
-        .unwrap()
-        .trim_start_matches("- ");
-    assert!(command.contains("--shard $((JOB_COMPLETION_INDEX + 1))/$SHARDS"));
-    // The shell's arithmetic for every index Kubernetes hands out (0-based).
-    let shards: Vec<String> = (0..completions)
-        .map(|index| format!("{}/{shards_env}", index + 1))
-        .collect();
-    assert_partition(&shards);
-    for shard in &shards {
-        let line = command
-            .replace("$((JOB_COMPLETION_INDEX + 1))/$SHARDS", shard)
-            .replace(
-                "$((JOB_COMPLETION_INDEX + 1))",
-                shard.split('/').next().unwrap(),
+    }
+}
+
+/// A team through its first run: the first pull request gates with no
+/// deployed config, the merge signs version 1, and the pull request that
+/// deploys it is checked. Made once; each test works on a copy.
+struct Deployed {
+    team: Mutex<Team>,
+    first_pr: WorkflowRun,
+    first_merge: WorkflowRun,
+    promotion: WorkflowRun,
+    installs_after_first_run: usize,
+}
+
+fn deployed() -> Option<&'static Deployed> {
+    static SHARED: OnceLock<Option<Deployed>> = OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let python = workflow_python()?;
+            let mut team = Team::new(&python);
+            let first_pr = team.pull_request(
+                "tune",
+                |repository| {
+                    let path = repository.join("routes/predictive.toml");
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    std::fs::write(path, text.replace("# A router sends", "# Our router sends"))
+                        .unwrap();
+                },
+                false,
             );
-        Cli::try_parse_from(shell_words(&line)).unwrap();
-    }
+            let installs_after_first_run = team.installs();
+            let first_merge = team.merge("tune");
+            let signed = first_merge.artifact(&format!("routeval-signed-{}", team.head()));
+            let promotion = team.pull_request("deploy-v1", promote(&signed, 1), false);
+            team.merge("deploy-v1");
+            Some(Deployed {
+                team: Mutex::new(team),
+                first_pr,
+                first_merge,
+                promotion,
+                installs_after_first_run,
+            })
+        })
+        .as_ref()
 }
 
-/// Every workflow in `ci/` installs routeval once per version, from a cache
-/// keyed on it, instead of compiling it on every run.
 #[test]
-fn every_workflow_installs_routeval_from_a_cache_keyed_on_its_version() {
-    for name in ["routeval.yml", "records-drift.yml", "shard-matrix.yml"] {
-        let workflow = ci_file(name);
-        let installs = workflow.matches("cargo install --locked").count();
-        assert!(installs > 0, "{name}: installs nothing");
-        assert_eq!(
-            workflow
-                .matches("key: routeval-${{ runner.os }}-${{ env.ROUTEVAL_VERSION }}")
-                .count(),
-            installs,
-            "{name}: an install without its cache"
-        );
-        assert_eq!(
-            workflow
-                .matches("if: steps.routeval-cache.outputs.cache-hit != 'true'")
-                .count(),
-            installs,
-            "{name}: an install that runs on a cache hit"
-        );
+fn the_first_run_gates_without_a_deployed_config_signs_on_merge_and_checks_the_deploy() {
+    let Some(deployed) = deployed() else { return };
+    let gate = deployed.first_pr.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Success, "{gate:?}");
+    assert!(
+        gate.summary
+            .contains("**Decision: `predictive.toml` passes every rule.**")
+            && gate
+                .summary
+                .contains("Not signed: this gate ran without `--key`"),
+        "{}",
+        gate.summary
+    );
+    // The first run built routeval once and cached it at once.
+    assert_eq!(deployed.installs_after_first_run, 1);
+    let sign = deployed.first_merge.job("sign");
+    assert_eq!(sign.conclusion, Conclusion::Success, "{sign:?}");
+    assert!(
+        sign.summary.contains("Signed as version 1"),
+        "{}",
+        sign.summary
+    );
+    let promotion = deployed.promotion.job("gate");
+    assert_eq!(promotion.conclusion, Conclusion::Success, "{promotion:?}");
+    assert!(
+        promotion.summary.contains("against the deployed version 1"),
+        "{}",
+        promotion.summary
+    );
+    // Later jobs restored the build instead of compiling again.
+    let team = deployed
+        .team
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert_eq!(team.installs(), 1);
+}
+
+/// The deployed team's repository on a fresh clone, with its own runner
+/// state: each scenario starts from the same main.
+fn team_on_main() -> Option<std::sync::MutexGuard<'static, Team>> {
+    deployed().map(|deployed| {
+        deployed
+            .team
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    })
+}
+
+#[test]
+fn a_good_pull_request_is_green_and_says_what_it_costs() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let run = team.pull_request(
+        "resilient-mini",
+        |repository| {
+            let path = repository.join("routes/predictive.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                path,
+                text.replace(
+                    "base_url = \"https://example-eu.openai.azure.com/openai/v1\"",
+                    "base_url = \"https://example-eu-2.openai.azure.com/openai/v1\"",
+                ),
+            )
+            .unwrap();
+        },
+        false,
+    );
+    let gate = run.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Success, "{gate:?}");
+    assert!(
+        gate.summary
+            .contains("**Decision: `predictive.toml` passes every rule.** Cost $")
+            && gate
+                .summary
+                .contains("against the deployed version 1 (+0%, ceiling +10%)"),
+        "{}",
+        gate.summary
+    );
+    assert!(
+        run.artifact("routeval-12")
+            .join("dist/gate-report.json")
+            .is_file()
+    );
+    assert!(
+        !run.artifact("routeval-12")
+            .join("dist/.routeval-gate.lock")
+            .exists(),
+        "the gate's lock stays out of the artifact"
+    );
+}
+
+#[test]
+fn a_pull_request_that_changes_no_routes_passes_without_gating() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let run = team.pull_request(
+        "docs",
+        |repository| {
+            std::fs::write(repository.join("README.md"), "Our tables, documented.\n").unwrap();
+        },
+        false,
+    );
+    let gate = run.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Success);
+    assert!(gate.summary.contains("nothing to gate"), "{}", gate.summary);
+    assert_eq!(gate.step("Gate, without signing"), Conclusion::Skipped);
+}
+
+#[test]
+fn a_worse_table_is_red_and_always_large_is_not_signed_in_its_place() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let run = team.pull_request(
+        "cheaper",
+        |repository| {
+            let path = repository.join("routes/predictive.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                path,
+                text.replace(
+                    "thresholds_from_calibration = true",
+                    "thresholds = { \"*\" = 0.95 }",
+                ),
+            )
+            .unwrap();
+        },
+        false,
+    );
+    let gate = run.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Failure);
+    let summary = &gate.summary;
+    assert!(
+        summary.contains("**Decision: no candidate passes.**"),
+        "{summary}"
+    );
+    let large = summary
+        .lines()
+        .find(|line| line.starts_with("- `always-large.toml`: Cost $"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        large.contains("ceiling +10%); rejected: costs $"),
+        "{large}"
+    );
+    let predictive = summary
+        .lines()
+        .find(|line| line.starts_with("- `predictive.toml`:"))
+        .unwrap();
+    assert!(predictive.contains("rejected"), "{predictive}");
+}
+
+#[test]
+fn a_pull_request_from_a_fork_gates_without_secrets() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let run = team.pull_request(
+        "fork-tune",
+        |repository| {
+            let path = repository.join("routes/always-large.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(path, text.replace("# Every request", "# Each request")).unwrap();
+        },
+        true,
+    );
+    let gate = run.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Success, "{gate:?}");
+    assert!(
+        gate.summary
+            .contains("**Decision: `predictive.toml` passes every rule.**"),
+        "{}",
+        gate.summary
+    );
+}
+
+#[test]
+fn a_pull_request_that_replaces_the_deployed_config_must_succeed_it() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    // Another version 1, validly signed with the team's key.
+    let rogue = team._directory.path().join("rogue");
+    routeval()
+        .arg("gate")
+        .arg("--candidates")
+        .arg(team.repository.join("routes/always-large.toml"))
+        .arg("--results")
+        .arg(team.repository.join("graded/graded.parquet"))
+        .args(["--target", "0.9", "--key"])
+        .arg(&team.key)
+        .arg("--out")
+        .arg(rogue.join("dist"))
+        .assert()
+        .code(0);
+    let run = team.pull_request("rogue", promote(&rogue, 1), false);
+    let gate = run.job("gate");
+    assert_eq!(gate.conclusion, Conclusion::Failure);
+    assert_eq!(
+        gate.step("A replaced deployed config succeeds the base branch's"),
+        Conclusion::Failure
+    );
+    assert!(
+        gate.errors
+            .iter()
+            .any(|error| error.contains("verification failed")),
+        "{:?}",
+        gate.errors
+    );
+    assert!(
+        gate.summary.contains("The gate did not reach a decision"),
+        "{}",
+        gate.summary
+    );
+}
+
+#[test]
+fn scheduled_drift_is_green_on_unchanged_traffic_and_red_with_reasons_on_drifted() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let run = team.scheduled();
+    let drift = run.job("drift");
+    assert_eq!(drift.conclusion, Conclusion::Success, "{drift:?}");
+    assert!(drift.summary.contains("## "), "{}", drift.summary);
+    // Not due: the deployed config verifies a week from now.
+    let renew = run.job("renew");
+    assert_eq!(renew.conclusion, Conclusion::Success, "{renew:?}");
+    assert!(
+        renew.summary.contains("no renewal due"),
+        "{}",
+        renew.summary
+    );
+    // The small model fails the technical slice's middle: fresh traffic drifts.
+    let python = workflow_python().unwrap();
+    let fresh = team.repository.join("graded/fresh.parquet");
+    duckdb(
+        &python,
+        &team.repository,
+        "COPY (SELECT * REPLACE (CASE WHEN slice = 'technical' AND score > 0.2 THEN false ELSE small_ok END AS small_ok) FROM 'graded/fresh.parquet') TO 'graded/drifted.parquet' (FORMAT parquet);",
+    );
+    std::fs::rename(team.repository.join("graded/drifted.parquet"), &fresh).unwrap();
+    git(&team.repository, &["commit", "-qam", "fresh traffic"]);
+    let run = team.scheduled();
+    git(&team.repository, &["reset", "-q", "--hard", "HEAD~1"]);
+    let drift = run.job("drift");
+    assert_eq!(drift.conclusion, Conclusion::Failure);
+    assert!(
+        drift.summary.contains("technical"),
+        "the drifted slice is named: {}",
+        drift.summary
+    );
+}
+
+#[test]
+fn renewal_when_due_signs_the_next_version_without_quadrupling_cost() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    // The team deployed a config that lives three days.
+    let short = team._directory.path().join("short");
+    let calibration = team._directory.path().join("calibration-for-short.json");
+    routeval()
+        .args([
+            "calibrate",
+            "--target",
+            "0.9",
+            "--confidence",
+            "0.95",
+            "--results",
+        ])
+        .arg(team.repository.join("graded/graded.parquet"))
+        .arg("--out")
+        .arg(&calibration)
+        .assert()
+        .code(0);
+    routeval()
+        .arg("gate")
+        .arg("--candidates")
+        .arg(team.repository.join("routes/predictive.toml"))
+        .arg("--results")
+        .arg(team.repository.join("graded/graded.parquet"))
+        .arg("--calibration")
+        .arg(&calibration)
+        .args([
+            "--target",
+            "0.9",
+            "--confidence",
+            "0.95",
+            "--ttl-days",
+            "3",
+            "--baseline",
+        ])
+        .arg(team.repository.join("deployed/route-config.json"))
+        .arg("--pubkey")
+        .arg(team.repository.join("routeval.pub"))
+        .arg("--key")
+        .arg(&team.key)
+        .arg("--out")
+        .arg(short.join("dist"))
+        .assert()
+        .code(0);
+    promote(&short, 2)(&team.repository);
+    git(&team.repository, &["add", "-A"]);
+    git(&team.repository, &["commit", "-qm", "deploy v2"]);
+    let run = team.scheduled();
+    git(&team.repository, &["reset", "-q", "--hard", "HEAD~1"]);
+    let renew = run.job("renew");
+    assert_eq!(renew.conclusion, Conclusion::Success, "{renew:?}");
+    let report: routeval::schema::GateReport = serde_json::from_str(
+        &std::fs::read_to_string(
+            run.artifact("routeval-renewal-4242")
+                .join("renewal/gate-report.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let chosen = report.chosen.clone().unwrap();
+    assert!(!chosen.ends_with("always-large.toml"), "{chosen}");
+    let change = report
+        .candidates
+        .iter()
+        .find(|candidate| candidate.file == chosen)
+        .unwrap()
+        .cost_change
+        .clone()
+        .unwrap();
+    assert!(change.increase.unwrap() <= 0.1, "{change:?}");
+    assert_eq!(report.emitted.unwrap().version, 3);
+}
+
+#[test]
+fn every_shipped_workflow_lints_clean_and_matches_github_schemas() {
+    let Some(node_modules) = std::env::var_os("ROUTEVAL_TEST_NODE_MODULES") else {
         assert!(
-            variables(&workflow)
-                .iter()
-                .any(|(variable, _)| variable == "ROUTEVAL_VERSION"),
-            "{name}: no ROUTEVAL_VERSION to key the cache on"
+            std::env::var_os("CI").is_none(),
+            "the workflow lint: ROUTEVAL_TEST_NODE_MODULES is not set; .ci/run sets it"
         );
-    }
+        eprintln!("skipped the workflow lint: ROUTEVAL_TEST_NODE_MODULES is not set");
+        return;
+    };
+    let files = [
+        "ci/routeval.yml",
+        "ci/records-drift.yml",
+        "ci/shard-matrix.yml",
+        "ci/install-routeval/action.yml",
+    ];
+    let output = Command::new("node")
+        .arg(repo().join("tests/fixtures/lint_workflows.cjs"))
+        .args(files.iter().map(|file| repo().join(file)))
+        .env("NODE_PATH", node_modules)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_records_query_ci_ships_is_the_one_the_docs_explain() {
+    let shipped = std::fs::read_to_string(repo().join("ci/records-aggregate.sql")).unwrap();
+    let docs = std::fs::read_to_string(repo().join("docs/records-sql.md")).unwrap();
+    assert!(docs.contains(&format!("```sql\n{shipped}```")), "{shipped}");
 }

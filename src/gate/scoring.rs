@@ -15,6 +15,9 @@ use super::inputs::{Candidate, Inputs, ScoreColumns};
 use super::options::{DEFAULT_REGRESSION_CONFIDENCE, GateOptions};
 use super::rules::{RuleContext, check};
 
+/// A config's quality and mean cost (USD per request) on the gate's rows.
+pub(super) type QualityAndCost = (f64, f64);
+
 /// Each candidate's metrics, its paired comparison with the deployed config
 /// and the rules it breaks; and the deployed config's own quality and mean
 /// cost on the rows, where there is one.
@@ -23,7 +26,7 @@ pub(super) fn score_candidates(
     inputs: &Inputs,
     tables: &[Candidate],
     scores: &mut ScoreColumns<'_>,
-) -> anyhow::Result<(Vec<CandidateReport>, Option<(f64, f64)>)> {
+) -> anyhow::Result<(Vec<CandidateReport>, Option<QualityAndCost>)> {
     let graded = &inputs.graded;
     let mut recorded = recorded_models(graded);
     // The tiers between record their versions in columns of their own.

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: a graded-results table built in
 //! code and written in each supported format, and the CLI under test.
 
+pub mod actions;
 mod data;
 mod docs;
 mod drift;
