@@ -120,28 +120,31 @@ pub fn rollback(options: &RollbackOptions, clock: &dyn Clock) -> anyhow::Result<
         max_cost_increase: None,
         signed: true,
         familywise: false,
-        baseline: Some(BaselineRef {
-            path: deployed_name.to_string(),
-            version: deployed.version,
-            sha256: deployed_sha256,
-            quality: None,
-            mean_cost: None,
-        }),
+        baseline: Some(unevaluated(
+            deployed_name.to_string(),
+            deployed.version,
+            deployed_sha256,
+        )),
         chosen: Some(candidate.file.clone()),
         candidates: vec![candidate],
         emitted: Some(emitted),
         rollback: Some(Rollback {
-            to: BaselineRef {
-                path: to_name.to_string(),
-                version: to.version,
-                sha256: to_sha256,
-                quality: None,
-                mean_cost: None,
-            },
+            to: unevaluated(to_name.to_string(), to.version, to_sha256),
         }),
     };
     commit_report(&paths, &report, Some(signed))?;
     Ok(report)
+}
+
+/// A config a rollback names, which it does not evaluate.
+fn unevaluated(path: String, version: u64, sha256: String) -> BaselineRef {
+    BaselineRef {
+        path,
+        version,
+        sha256,
+        quality: None,
+        mean_cost: None,
+    }
 }
 
 /// The earlier config as the report's one candidate: passed when it was
