@@ -465,7 +465,13 @@ fn gate_with(
     let out = pipeline.path(name);
     let mut command = pipeline.gate_pinned(&candidates, "0.1", &out);
     command
-        .args(["--max-regression", "0.2", "--max-cost-increase", "3", "--baseline"])
+        .args([
+            "--max-regression",
+            "0.2",
+            "--max-cost-increase",
+            "3",
+            "--baseline",
+        ])
         .arg(config);
     for document in production {
         command.arg("--production").arg(document);
