@@ -12,27 +12,12 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::json;
 
-use crate::common::actions::{Conclusion, Event, Runner, WorkflowRun};
+use crate::common::actions::{Conclusion, Event, Runner, WorkflowRun, git};
 use crate::common::python_named_by;
 use crate::common::{example_results, routeval};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn git(directory: &Path, arguments: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(["-c", "user.name=team", "-c", "user.email=team@example.com"])
-        .args(arguments)
-        .current_dir(directory)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {arguments:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
 /// The Python whose `duckdb` CLI makes the scratch repository's Parquet
@@ -58,7 +43,7 @@ fn duckdb(bin: &Path, directory: &Path, sql: &str) {
 /// The workflow with the env lines ci/README.md step 2 says to set.
 fn configured(name: &str) -> String {
     let text = std::fs::read_to_string(repo().join("ci").join(name)).unwrap();
-    let head = git(repo(), &["rev-parse", "HEAD"]);
+    let head = git(repo(), &["rev-parse", "HEAD"]).trim().to_owned();
     let configured = text
         .replace(
             "ROUTEVAL_GIT: \"\" ",
@@ -74,7 +59,7 @@ fn configured(name: &str) -> String {
 
 /// A team's repository of route tables, and the runner its workflows run on.
 struct Team {
-    _directory: tempfile::TempDir,
+    directory: tempfile::TempDir,
     repository: PathBuf,
     runner: Runner,
     /// What the `cargo install` stand-in was asked, one line a call.
@@ -166,7 +151,7 @@ impl Team {
             json!(std::fs::read_to_string(&key).unwrap().trim_end()),
         );
         Team {
-            _directory: directory,
+            directory,
             repository,
             runner,
             installs,
@@ -176,6 +161,8 @@ impl Team {
 
     fn head(&self) -> String {
         git(&self.repository, &["rev-parse", "HEAD"])
+            .trim()
+            .to_owned()
     }
 
     /// A pull request of `change` on a branch off main: its event.
@@ -238,6 +225,17 @@ impl Team {
     }
 }
 
+/// A change that replaces `from` with `to` in the file at `path`, which
+/// must hold it.
+fn edit(path: &'static str, from: &'static str, to: &'static str) -> impl FnOnce(&Path) {
+    move |repository: &Path| {
+        let path = repository.join(path);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{} has no {from:?}", path.display());
+        std::fs::write(path, text.replace(from, to)).unwrap();
+    }
+}
+
 /// Copies the signed config of `artifact` to deployed/ under the name the
 /// workflow reads, its signature beside it (ci/README.md, step 4).
 fn promote(artifact: &Path, version: u64) -> impl FnOnce(&Path) {
@@ -272,12 +270,11 @@ fn deployed() -> Option<&'static Deployed> {
             let mut team = Team::new(&python);
             let first_pr = team.pull_request(
                 "tune",
-                |repository| {
-                    let path = repository.join("routes/predictive.toml");
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    std::fs::write(path, text.replace("# A router sends", "# Our router sends"))
-                        .unwrap();
-                },
+                edit(
+                    "routes/predictive.toml",
+                    "# A router sends",
+                    "# Our router sends",
+                ),
                 false,
             );
             let installs_after_first_run = team.installs();
@@ -352,18 +349,11 @@ fn a_good_pull_request_is_green_and_says_what_it_costs() {
     };
     let run = team.pull_request(
         "resilient-mini",
-        |repository| {
-            let path = repository.join("routes/predictive.toml");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(
-                path,
-                text.replace(
-                    "base_url = \"https://example-eu.openai.azure.com/openai/v1\"",
-                    "base_url = \"https://example-eu-2.openai.azure.com/openai/v1\"",
-                ),
-            )
-            .unwrap();
-        },
+        edit(
+            "routes/predictive.toml",
+            "base_url = \"https://example-eu.openai.azure.com/openai/v1\"",
+            "base_url = \"https://example-eu-2.openai.azure.com/openai/v1\"",
+        ),
         false,
     );
     let gate = run.job("gate");
@@ -415,18 +405,11 @@ fn a_worse_table_is_red_and_always_large_is_not_signed_in_its_place() {
     };
     let run = team.pull_request(
         "cheaper",
-        |repository| {
-            let path = repository.join("routes/predictive.toml");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(
-                path,
-                text.replace(
-                    "thresholds_from_calibration = true",
-                    "thresholds = { \"*\" = 0.95 }",
-                ),
-            )
-            .unwrap();
-        },
+        edit(
+            "routes/predictive.toml",
+            "thresholds_from_calibration = true",
+            "thresholds = { \"*\" = 0.95 }",
+        ),
         false,
     );
     let gate = run.job("gate");
@@ -458,11 +441,11 @@ fn a_pull_request_from_a_fork_gates_without_secrets() {
     };
     let run = team.pull_request(
         "fork-tune",
-        |repository| {
-            let path = repository.join("routes/always-large.toml");
-            let text = std::fs::read_to_string(&path).unwrap();
-            std::fs::write(path, text.replace("# Every request", "# Each request")).unwrap();
-        },
+        edit(
+            "routes/always-large.toml",
+            "# Every request",
+            "# Each request",
+        ),
         true,
     );
     let gate = run.job("gate");
@@ -481,7 +464,7 @@ fn a_pull_request_that_replaces_the_deployed_config_must_succeed_it() {
         return;
     };
     // Another version 1, validly signed with the team's key.
-    let rogue = team._directory.path().join("rogue");
+    let rogue = team.directory.path().join("rogue");
     routeval()
         .arg("gate")
         .arg("--candidates")
@@ -559,8 +542,8 @@ fn renewal_when_due_signs_the_next_version_without_quadrupling_cost() {
         return;
     };
     // The team deployed a config that lives three days.
-    let short = team._directory.path().join("short");
-    let calibration = team._directory.path().join("calibration-for-short.json");
+    let short = team.directory.path().join("short");
+    let calibration = team.directory.path().join("calibration-for-short.json");
     routeval()
         .args([
             "calibrate",

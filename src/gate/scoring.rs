@@ -231,7 +231,7 @@ pub(super) fn cost_change(
 }
 
 /// `$2.63`, or `$0.0042` below a cent.
-pub fn dollars(usd: f64) -> String {
+pub(super) fn dollars(usd: f64) -> String {
     if usd.abs() >= 0.01 || usd == 0.0 {
         format!("${usd:.2}")
     } else {
@@ -240,7 +240,7 @@ pub fn dollars(usd: f64) -> String {
 }
 
 /// `+277%`, `-12%`, `+0.4%`.
-pub fn percent(share: f64) -> String {
+pub(super) fn percent(share: f64) -> String {
     let value = share * 100.0;
     if value.abs() >= 10.0 || value == 0.0 {
         format!("{value:+.0}%")
@@ -264,4 +264,46 @@ pub(super) fn cheapest_passing(candidates: &[CandidateReport]) -> Option<usize> 
                 .then(a.file.cmp(&b.file))
         })
         .map(|(index, _)| index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cost_above_the_ceiling_fails_and_the_table_can_raise_it() {
+        let (change, failure) = cost_change(0.002, 0.0024, None, 0.1);
+        assert!((change.increase.unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(failure.unwrap().rule, Rule::CostIncrease);
+        let (change, failure) = cost_change(0.002, 0.0024, Some(0.25), 0.1);
+        assert_eq!(
+            (change.ceiling, change.ceiling_from.as_str(), failure),
+            (0.25, "[gate] accept_cost_increase", None)
+        );
+        // A cheaper candidate, and one within the ceiling, pass.
+        assert!(cost_change(0.002, 0.001, None, 0.1).1.is_none());
+        assert!(cost_change(0.002, 0.0022, None, 0.125).1.is_none());
+    }
+
+    #[test]
+    fn against_a_config_that_costs_nothing_any_cost_fails() {
+        let (change, failure) = cost_change(0.0, 0.001, Some(100.0), 0.1);
+        assert_eq!(change.increase, None);
+        assert!(
+            failure
+                .unwrap()
+                .message
+                .contains("more than a config that costs nothing")
+        );
+        assert_eq!(cost_change(0.0, 0.0, None, 0.0).0.increase, Some(0.0));
+    }
+
+    #[test]
+    fn money_and_shares_read_at_a_glance() {
+        assert_eq!(dollars(2.634), "$2.63");
+        assert_eq!(dollars(0.00421), "$0.0042");
+        assert_eq!(percent(2.77), "+277%");
+        assert_eq!(percent(-0.123), "-12%");
+        assert_eq!(percent(0.004), "+0.4%");
+    }
 }

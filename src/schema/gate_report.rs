@@ -11,10 +11,11 @@ use crate::stats::PairedVerdict;
 /// Version 7 added `max_cost_increase`, each candidate's `cost_change`
 /// against the deployed config and its rule, the deployed config's own
 /// `quality` and `mean_cost` on the rows, and `signed` (a gate without
-/// `--key` chooses but signs nothing); version 6 added each exploring candidate's `exploration` price, its
-/// `production` evidence and their rules; version 5 added `scores`; version 4 added `rollback`; version 3 added `served` to the metrics of
-/// candidates over more than two tiers; version 2 added each candidate's
-/// `regressions` against `--baseline`.
+/// `--key` chooses but signs nothing); version 6 added each exploring
+/// candidate's `exploration` price, its `production` evidence and their
+/// rules; version 5 added `scores`; version 4 added `rollback`; version 3
+/// added `served` to the metrics of candidates over more than two tiers;
+/// version 2 added each candidate's `regressions` against `--baseline`.
 pub const GATE_REPORT_SCHEMA_VERSION: u32 = 7;
 
 /// The gate report's file name in the gate's `--out`.
@@ -95,8 +96,8 @@ pub struct GateReport {
     /// have unless its table accepts more (version 7 on; null before).
     #[serde(default)]
     pub max_cost_increase: Option<f64>,
-    /// Whether the chosen candidate was signed: false when the gate was
-    /// run without `--key` to evaluate only (version 7 on).
+    /// Whether the gate held a key to sign what it chose: false when it was
+    /// run without `--key`, to evaluate only (version 7 on).
     #[serde(default = "signed_by_default")]
     pub signed: bool,
     /// Whether `confidence` held for all slices jointly (Holm) rather than

@@ -134,7 +134,7 @@ impl Runner {
         let run = self.root.join(format!("run-{}", self.runs));
         let artifacts = run.join("artifacts");
         std::fs::create_dir_all(&artifacts).unwrap();
-        let text = git_show(repository, &event.sha, workflow);
+        let text = git(repository, &["show", &format!("{}:{workflow}", event.sha)]);
         let document = yaml(&text);
         assert!(
             triggered_by(&document["on"], event.name),
@@ -694,33 +694,27 @@ impl Context<'_> {
 
     fn checkout(&self, state: &JobState, depth: &str) {
         let workspace = &state.workspace;
-        let git = |arguments: &[&str]| {
-            let output = Command::new("git")
-                .args(arguments)
-                .current_dir(workspace)
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "git {arguments:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
         let origin = format!("file://{}", self.repository.display());
-        git(&["init", "-q"]);
-        git(&["remote", "add", "origin", &origin]);
+        git(workspace, &["init", "-q"]);
+        git(workspace, &["remote", "add", "origin", &origin]);
         if depth == "0" {
-            git(&[
-                "fetch",
-                "-q",
-                "origin",
-                "+refs/heads/*:refs/remotes/origin/*",
-            ]);
-            git(&["fetch", "-q", "origin", &self.event.sha]);
+            git(
+                workspace,
+                &[
+                    "fetch",
+                    "-q",
+                    "origin",
+                    "+refs/heads/*:refs/remotes/origin/*",
+                ],
+            );
+            git(workspace, &["fetch", "-q", "origin", &self.event.sha]);
         } else {
-            git(&["fetch", "-q", "--depth", "1", "origin", &self.event.sha]);
+            git(
+                workspace,
+                &["fetch", "-q", "--depth", "1", "origin", &self.event.sha],
+            );
         }
-        git(&["checkout", "-q", "--detach", &self.event.sha]);
+        git(workspace, &["checkout", "-q", "--detach", &self.event.sha]);
     }
 
     fn expand(&self, path: &str) -> PathBuf {
@@ -880,13 +874,20 @@ fn key_values(text: &str) -> Vec<(String, String)> {
     pairs
 }
 
-pub fn git_show(repository: &Path, commit: &str, path: &str) -> String {
+/// `git` in `directory`, as a committer of the test's own; its standard
+/// output, the test failing with git's error.
+pub fn git(directory: &Path, arguments: &[&str]) -> String {
     let output = Command::new("git")
-        .args(["show", &format!("{commit}:{path}")])
-        .current_dir(repository)
+        .args(["-c", "user.name=team", "-c", "user.email=team@example.com"])
+        .args(arguments)
+        .current_dir(directory)
         .output()
         .unwrap();
-    assert!(output.status.success(), "git show {commit}:{path}");
+    assert!(
+        output.status.success(),
+        "git {arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
