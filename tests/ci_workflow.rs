@@ -208,14 +208,39 @@ impl Team {
     }
 
     fn scheduled(&mut self) -> WorkflowRun {
+        self.scheduled_run(".github/workflows/routeval.yml")
+    }
+
+    fn scheduled_run(&mut self, workflow: &str) -> WorkflowRun {
         let event = Event {
             name: "schedule",
             sha: self.head(),
-            payload: json!({"schedule": "17 6 * * *"}),
+            payload: json!({"schedule": "on its cron"}),
             from_fork: false,
         };
-        self.runner
-            .run(&self.repository, ".github/workflows/routeval.yml", &event)
+        self.runner.run(&self.repository, workflow, &event)
+    }
+
+    /// `workflow_dispatch` of `workflow` on main, with `inputs`.
+    fn dispatch(&mut self, workflow: &str, inputs: serde_json::Value) -> WorkflowRun {
+        let event = Event {
+            name: "workflow_dispatch",
+            sha: self.head(),
+            payload: json!({ "inputs": inputs }),
+            from_fork: false,
+        };
+        self.runner.run(&self.repository, workflow, &event)
+    }
+
+    /// Commits `files` (path in the repository, content) to main.
+    fn commit(&self, message: &str, files: &[(&str, &[u8])]) {
+        for (path, content) in files {
+            let path = self.repository.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        git(&self.repository, &["add", "-A"]);
+        git(&self.repository, &["commit", "-qm", message]);
     }
 
     fn installs(&self) -> usize {
@@ -648,4 +673,210 @@ fn the_records_query_ci_ships_is_the_one_the_docs_explain() {
     let shipped = std::fs::read_to_string(repo().join("ci/records-aggregate.sql")).unwrap();
     let docs = std::fs::read_to_string(repo().join("docs/records-sql.md")).unwrap();
     assert!(docs.contains(&format!("```sql\n{shipped}```")), "{shipped}");
+}
+
+/// The deployed config's records of the example's rows over the last hour,
+/// as serve writes them, made Parquet as a warehouse export is: `shift`
+/// added to the technical slice's router scores.
+fn records_of_the_last_hour(team: &Team, python: &Path, shift: f64) -> Vec<u8> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (_, records) = crate::common::records_from_results(
+        &team.repository.join("deployed/route-config.json"),
+        &example_results(),
+        "technical",
+        shift,
+        now_ms - 3_600_000,
+    );
+    let scratch = team.directory.path().join(format!("records-{shift}"));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("records.jsonl"), records.join("\n") + "\n").unwrap();
+    duckdb(
+        python,
+        &scratch,
+        "COPY (SELECT *, 'stop' AS finish_reason FROM read_json_auto('records.jsonl')) TO 'records.parquet' (FORMAT parquet);",
+    );
+    std::fs::read(scratch.join("records.parquet")).unwrap()
+}
+
+#[test]
+fn hourly_records_drift_is_green_on_steady_records_and_red_on_a_shifted_slice() {
+    let Some(mut team) = team_on_main() else {
+        return;
+    };
+    let python = workflow_python().unwrap();
+    let workflow = configured("records-drift.yml");
+    let query = std::fs::read(repo().join("ci/records-aggregate.sql")).unwrap();
+    let steady = records_of_the_last_hour(&team, &python, 0.0);
+    // The team's own step (a bucket sync) has put the records under records/.
+    team.commit(
+        "records drift",
+        &[
+            (
+                ".github/workflows/routeval-records.yml",
+                workflow.as_bytes(),
+            ),
+            ("records/aggregate.sql", &query),
+            ("records/last-hour.parquet", &steady),
+        ],
+    );
+    let run = team.scheduled_run(".github/workflows/routeval-records.yml");
+    let job = run.job("drift-records");
+    assert_eq!(job.conclusion, Conclusion::Success, "{job:?}");
+    assert!(
+        job.summary.contains("## Drift from request records: ok")
+            && job.summary.contains("3200 requests in"),
+        "{}",
+        job.summary
+    );
+    let shifted = records_of_the_last_hour(&team, &python, 0.3);
+    team.commit(
+        "shifted records",
+        &[("records/last-hour.parquet", &shifted)],
+    );
+    let run = team.scheduled_run(".github/workflows/routeval-records.yml");
+    git(&team.repository, &["reset", "-q", "--hard", "HEAD~2"]);
+    let job = run.job("drift-records");
+    assert_eq!(job.conclusion, Conclusion::Failure);
+    let table_row = job
+        .summary
+        .lines()
+        .find(|line| line.starts_with("| technical |"))
+        .unwrap_or_else(|| panic!("{}", job.summary));
+    assert!(table_row.contains("recalibrate"), "{table_row}");
+    for steady_slice in ["billing", "legal", "sales"] {
+        let row = job
+            .summary
+            .lines()
+            .find(|line| line.starts_with(&format!("| {steady_slice} |")))
+            .unwrap();
+        assert!(!row.contains("recalibrate"), "{row}");
+    }
+    assert!(
+        run.artifact("routeval-records-drift-4242")
+            .join("drift-records.json")
+            .is_file()
+    );
+}
+
+/// A dispatch of the sharded run at `shards` shards against serve-sim
+/// answering one call in five with a 400 no retry can fix; the team is
+/// kept for the artifacts in its directory.
+fn sharded_run(shards: usize) -> Option<(Team, WorkflowRun, usize)> {
+    let python = workflow_python()?;
+    let mut team = Team::new(&python);
+    let dataset = crate::common::write_dataset(team.directory.path(), 24);
+    let sim = crate::common::start_sim(
+        &dataset,
+        routeval::upstream_sim::SimSettings {
+            faults: routeval::upstream_sim::FaultProfile {
+                bad_request: 0.2,
+                ..Default::default()
+            },
+            require_key: Some("sk-team".to_owned()),
+            ..Default::default()
+        },
+    );
+    let config_directory = team.directory.path().join("config");
+    std::fs::create_dir_all(&config_directory).unwrap();
+    let config = crate::common::write_config(
+        &config_directory,
+        &crate::common::base_url(&sim),
+        &crate::common::Tuning {
+            verifier: false,
+            key_env: Some("OPENAI_API_KEY"),
+            ..Default::default()
+        },
+    );
+    crate::common::copy_tree(&repo().join("rubrics"), &team.repository.join("rubrics"));
+    team.commit(
+        "a labelling run",
+        &[
+            (
+                ".github/workflows/routeval-shards.yml",
+                configured("shard-matrix.yml").as_bytes(),
+            ),
+            (
+                "datasets/labelling.jsonl",
+                &std::fs::read(&dataset).unwrap(),
+            ),
+            ("routeval.toml", &std::fs::read(&config).unwrap()),
+        ],
+    );
+    team.runner
+        .secrets
+        .insert("OPENAI_API_KEY".into(), json!("sk-team"));
+    let run = team.dispatch(
+        ".github/workflows/routeval-shards.yml",
+        json!({ "shards": shards.to_string() }),
+    );
+    drop(sim);
+    Some((team, run, 24))
+}
+
+/// The answered and errored calls a run's manifest counts.
+fn answered_and_errors(run_directory: &Path) -> (u64, u64) {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run_directory.join("manifest.json")).unwrap())
+            .unwrap();
+    manifest["tiers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .fold((0, 0), |(answered, errors), tier| {
+            (
+                answered + tier["answered"].as_u64().unwrap(),
+                errors + tier["errors"].as_u64().unwrap(),
+            )
+        })
+}
+
+fn shards_keep_their_answers_and_merge(shards: usize) {
+    let Some((_team, run, prompts)) = sharded_run(shards) else {
+        return;
+    };
+    assert_eq!(
+        run.job("plan").conclusion,
+        Conclusion::Success,
+        "{:?}",
+        run.jobs
+    );
+    let runs: Vec<_> = run.jobs.iter().filter(|job| job.job == "run").collect();
+    assert_eq!(runs.len(), shards, "one job a shard: {:?}", run.jobs);
+    let (mut answered, mut errors) = (0, 0);
+    for shard in 1..=shards {
+        let uploaded = run.artifact(&format!("shard-{shard}"));
+        let (shard_answered, shard_errors) = answered_and_errors(&uploaded);
+        answered += shard_answered;
+        errors += shard_errors;
+        // A shard with failed calls fails its job, and still uploads what
+        // it paid for.
+        let job = &runs[shard - 1];
+        let expected = if shard_errors > 0 {
+            Conclusion::Failure
+        } else {
+            Conclusion::Success
+        };
+        assert_eq!(job.conclusion, expected, "shard {shard}: {job:?}");
+    }
+    assert!(errors > 0, "the endpoint refused some calls");
+    let merge = run.job("merge");
+    assert_eq!(merge.conclusion, Conclusion::Success, "{merge:?}");
+    let merged = run.artifact("merged-run");
+    assert_eq!(answered_and_errors(&merged), (answered, errors));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(merged.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["prompts"], prompts);
+}
+
+#[test]
+fn two_shards_against_a_faulty_endpoint_keep_their_answers_and_merge() {
+    shards_keep_their_answers_and_merge(2);
+}
+
+#[test]
+fn four_shards_against_a_faulty_endpoint_keep_their_answers_and_merge() {
+    shards_keep_their_answers_and_merge(4);
 }

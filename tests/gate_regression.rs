@@ -133,6 +133,7 @@ fn a_regression_fails_only_on_evidence_and_small_slices_say_so() {
             "boundary_share",
             "power",
             "verdict",
+            "better",
             "cost_difference",
             "cost_difference_interval"
         ])

@@ -12,7 +12,10 @@ use routeval::upstream_sim::{FaultProfile, SimSettings};
 
 use crate::common::{Tuning, base_url, run_command, start_sim, write_config, write_dataset};
 use crate::common::{Workspace, example_routes};
-use crate::common::{example_results, routeval};
+use crate::common::{example_results, records_from_results, routeval};
+
+/// The first record's time, in epoch milliseconds: a day in 2025.
+const DAY_START_MS: u64 = 1_764_504_000_000;
 
 #[test]
 fn a_run_with_slow_first_tokens_converts_to_records_and_the_breaker_cuts_the_wait() {
@@ -120,77 +123,6 @@ fn a_run_with_slow_first_tokens_converts_to_records_and_the_breaker_cuts_the_wai
     );
 }
 
-/// Records of the example results' rows at the signed config's thresholds:
-/// the routing decision from each row's score, `shift` added to the
-/// scores of slice `moved`.
-fn records_from_results(
-    config: &Path,
-    path: &Path,
-    moved: &str,
-    shift: f64,
-) -> (BTreeMap<String, f64>, Vec<String>) {
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
-    let thresholds: BTreeMap<String, f64> =
-        config["table"]["policy"]["predictive"]["thresholds"]["slices"]
-            .as_object()
-            .unwrap()
-            .iter()
-            // A slice that never escalates has the threshold "inf".
-            .map(|(slice, value)| (slice.clone(), value.as_f64().unwrap_or(f64::INFINITY)))
-            .collect();
-    let routes = &config["table"]["routes"];
-    let pinned = |name: &str| {
-        routes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|route| route["name"] == name)
-            .unwrap()["model"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let column = |name: &str| header.iter().position(|column| *column == name).unwrap();
-    let (id, slice, score, ttft) = (
-        column("id"),
-        column("slice"),
-        column("score"),
-        column("small_ttft_ms"),
-    );
-    let mut records = Vec::new();
-    for (index, line) in lines.enumerate() {
-        let fields: Vec<&str> = line.split(',').collect();
-        let name = fields[slice];
-        let mut value: f64 = fields[score].parse().unwrap();
-        if name == moved {
-            value = (value + shift).min(1.0);
-        }
-        let large = value >= thresholds[name];
-        let route = if large { "large" } else { "mini" };
-        records.push(
-            serde_json::json!({
-                "id": fields[id],
-                "timestamp": 1_764_504_000_000u64 + index as u64 * 1000,
-                "slice": name,
-                "logical_model": "support-fast",
-                "route": route,
-                "model": pinned(route),
-                "reason": if large { "routed-large" } else { "routed-small" },
-                "score": value,
-                "status": "ok",
-                "ttft_ms": fields[ttft].parse::<f64>().unwrap(),
-                "cost_usd": 0.001,
-            })
-            .to_string(),
-        );
-    }
-    (thresholds, records)
-}
-
 fn drift(config: &Path, flag: &str, input: &Path) -> (Option<i32>, RecordsDriftDocument) {
     drift_in_windows(config, flag, input, "30m")
 }
@@ -230,7 +162,8 @@ fn signed_predictive(workspace: &Workspace) -> PathBuf {
 fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
     let workspace = Workspace::new();
     let config = signed_predictive(&workspace);
-    let (thresholds, same) = records_from_results(&config, &example_results(), "legal", 0.0);
+    let (thresholds, same) =
+        records_from_results(&config, &example_results(), "legal", 0.0, DAY_START_MS);
     assert!(thresholds.len() >= 3);
     let steady = workspace.path("steady.jsonl");
     std::fs::write(&steady, same.join("\n") + "\n").unwrap();
@@ -250,7 +183,7 @@ fn records_whose_scores_moved_in_one_slice_recalibrate_that_slice_only() {
         assert!(slice.score_shift.as_ref().unwrap().psi < 1e-9);
     }
 
-    let (_, moved) = records_from_results(&config, &example_results(), "legal", 0.3);
+    let (_, moved) = records_from_results(&config, &example_results(), "legal", 0.3, DAY_START_MS);
     let shifted = workspace.path("shifted.jsonl");
     std::fs::write(&shifted, moved.join("\n") + "\n").unwrap();
     let (code, document) = drift(&config, "--records", &shifted);
@@ -354,7 +287,8 @@ fn write_aggregates(records: &Path, out: &Path) {
 fn one_slow_fallback_alone_in_its_window_is_not_a_brown_out() {
     let workspace = Workspace::new();
     let config = signed_predictive(&workspace);
-    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+    let (_, mut records) =
+        records_from_results(&config, &example_results(), "legal", 0.0, DAY_START_MS);
     // The large route's first request of the day, an hour before the rest,
     // waited nine seconds and fell back: a window of one.
     let first = records
@@ -393,7 +327,8 @@ fn records_failing(
     status: &str,
     finish_reason: Option<&str>,
 ) -> PathBuf {
-    let (_, mut records) = records_from_results(config, &example_results(), "legal", 0.0);
+    let (_, mut records) =
+        records_from_results(config, &example_results(), "legal", 0.0, DAY_START_MS);
     for (index, line) in records.iter_mut().enumerate() {
         let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
         if record["route"] == "large" && (600..1200).contains(&index) && index % 5 < 2 {
@@ -468,7 +403,8 @@ fn clients_that_left_are_not_the_routes_failures() {
 fn a_brown_out_shows_as_a_window_and_an_unpinned_model_as_silent_drift() {
     let workspace = Workspace::new();
     let config = signed_predictive(&workspace);
-    let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+    let (_, mut records) =
+        records_from_results(&config, &example_results(), "legal", 0.0, DAY_START_MS);
     // An hour of the large route falling back, slowly, and a day of answers
     // from a model nobody pinned on the small one.
     for (index, line) in records.iter_mut().enumerate() {
@@ -551,7 +487,8 @@ impl RecordsReport {
     fn new() -> RecordsReport {
         let workspace = Workspace::new();
         let config = signed_predictive(&workspace);
-        let (_, mut records) = records_from_results(&config, &example_results(), "legal", 0.0);
+        let (_, mut records) =
+            records_from_results(&config, &example_results(), "legal", 0.0, DAY_START_MS);
         for (index, line) in records.iter_mut().enumerate() {
             let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
             record["input_tokens"] = (if index % 3 == 0 { 20_000 } else { 400 }).into();
@@ -754,7 +691,8 @@ fn a_records_document_of_a_version_this_build_does_not_know_is_refused() {
 fn records_read_on_every_core_fold_to_what_one_reader_folds() {
     let workspace = Workspace::new();
     let config = signed_predictive(&workspace);
-    let (_, records) = records_from_results(&config, &example_results(), "legal", 0.1);
+    let (_, records) =
+        records_from_results(&config, &example_results(), "legal", 0.1, DAY_START_MS);
     // Enough records for several row groups (65,536 rows each) of Parquet.
     let mut lines = Vec::with_capacity(records.len() * 22);
     for copy in 0..22u64 {

@@ -13,7 +13,9 @@ use crate::schema::{CandidateReport, GateReport, ScoresFrom, SliceRegression, co
 /// p-value, cost difference per 1k requests [interval], verdict.
 fn regression_cells(regression: &SliceRegression) -> [String; 8] {
     let [low, high] = regression.difference_interval;
-    let verdict = regression.verdict.reading(regression.difference, low);
+    let verdict = regression
+        .verdict
+        .reading(regression.better, regression.difference);
     let [cost_low, cost_high] = regression.cost_difference_interval;
     [
         regression.slice.clone(),

@@ -300,7 +300,7 @@ fn check_regressions(
             ),
             // A candidate the data show better needs no warning that a drop
             // could not be ruled out.
-            PairedVerdict::TooSmallToTell if regression.difference_interval[0] > 0.0 => {}
+            PairedVerdict::TooSmallToTell if regression.better => {}
             PairedVerdict::TooSmallToTell => findings.warnings.push(format!(
                 "slice {}: not enough rows to tell whether quality fell more than {} below the deployed config's ({} rows, power {:.0}%)",
                 regression.slice,

@@ -45,6 +45,7 @@ pub fn regressions(
             boundary_share: test.boundary_share,
             power: test.power,
             verdict: test.verdict,
+            better: test.better,
             cost_difference,
             cost_difference_interval: [cost_interval.0, cost_interval.1],
         });

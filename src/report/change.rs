@@ -74,7 +74,7 @@ impl SliceChange {
                 self.before.escalation_rate * 100.0,
                 self.after.escalation_rate * 100.0
             ),
-            verdict: test.verdict.reading(test.difference, low),
+            verdict: test.verdict.reading(test.better, test.difference),
         }
     }
 }

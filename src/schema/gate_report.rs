@@ -270,6 +270,10 @@ pub struct SliceRegression {
     /// Power against a regression of the margin plus max(margin, 0.02).
     pub power: f64,
     pub verdict: PairedVerdict,
+    /// Whether the data show the candidate better: McNemar's exact
+    /// one-sided test at half the test's level (version 7 on).
+    #[serde(default)]
+    pub better: bool,
     /// Candidate minus deployed mean USD per request, and its interval.
     pub cost_difference: f64,
     pub cost_difference_interval: [f64; 2],

@@ -1,5 +1,6 @@
 //! Request records of a brown-out day and a route table with a fallback.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub fn table_with_fallback(directory: &Path) -> PathBuf {
@@ -49,4 +50,76 @@ pub fn write_day(path: &Path) {
         }
     }
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Records of the example results' rows at the signed config's thresholds:
+/// the routing decision from each row's score, `shift` added to the
+/// scores of slice `moved`, one a second from `first_ms`.
+pub fn records_from_results(
+    config: &Path,
+    path: &Path,
+    moved: &str,
+    shift: f64,
+    first_ms: u64,
+) -> (BTreeMap<String, f64>, Vec<String>) {
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
+    let thresholds: BTreeMap<String, f64> =
+        config["table"]["policy"]["predictive"]["thresholds"]["slices"]
+            .as_object()
+            .unwrap()
+            .iter()
+            // A slice that never escalates has the threshold "inf".
+            .map(|(slice, value)| (slice.clone(), value.as_f64().unwrap_or(f64::INFINITY)))
+            .collect();
+    let routes = &config["table"]["routes"];
+    let pinned = |name: &str| {
+        routes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|route| route["name"] == name)
+            .unwrap()["model"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|column| *column == name).unwrap();
+    let (id, slice, score, ttft) = (
+        column("id"),
+        column("slice"),
+        column("score"),
+        column("small_ttft_ms"),
+    );
+    let mut records = Vec::new();
+    for (index, line) in lines.enumerate() {
+        let fields: Vec<&str> = line.split(',').collect();
+        let name = fields[slice];
+        let mut value: f64 = fields[score].parse().unwrap();
+        if name == moved {
+            value = (value + shift).min(1.0);
+        }
+        let large = value >= thresholds[name];
+        let route = if large { "large" } else { "mini" };
+        records.push(
+            serde_json::json!({
+                "id": fields[id],
+                "timestamp": first_ms + index as u64 * 1000,
+                "slice": name,
+                "logical_model": "support-fast",
+                "route": route,
+                "model": pinned(route),
+                "reason": if large { "routed-large" } else { "routed-small" },
+                "score": value,
+                "status": "ok",
+                "ttft_ms": fields[ttft].parse::<f64>().unwrap(),
+                "cost_usd": 0.001,
+            })
+            .to_string(),
+        );
+    }
+    (thresholds, records)
 }

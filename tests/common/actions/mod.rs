@@ -19,6 +19,8 @@ use serde_json::{Map, Value, json};
 
 use expression::{Scope, as_string, condition, interpolate};
 
+use super::copy_tree;
+
 /// What stays between runs: the cache, and what stands for the machine
 /// (`HOME`, the tools on `PATH`).
 pub struct Runner {
@@ -839,16 +841,6 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) {
         }
     } else if path.is_file() {
         files.push(path.to_owned());
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let mut files = Vec::new();
-    collect_files(from, &mut files);
-    for file in files {
-        let destination = to.join(file.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(destination.parent().unwrap()).unwrap();
-        std::fs::copy(&file, destination).unwrap();
     }
 }
 
