@@ -531,7 +531,14 @@ fn scheduled_drift_is_green_on_unchanged_traffic_and_red_with_reasons_on_drifted
     let run = team.scheduled();
     let drift = run.job("drift");
     assert_eq!(drift.conclusion, Conclusion::Success, "{drift:?}");
-    assert!(drift.summary.contains("## "), "{}", drift.summary);
+    // The drift verdicts, then the report's summary.
+    let verdicts = drift.summary.find("## routeval drift: ");
+    let report = drift.summary.find("## Scheduled drift check");
+    assert!(
+        verdicts.is_some() && report.is_some() && verdicts < report,
+        "{}",
+        drift.summary
+    );
     // Not due: the deployed config verifies a week from now.
     let renew = run.job("renew");
     assert_eq!(renew.conclusion, Conclusion::Success, "{renew:?}");
