@@ -48,6 +48,7 @@ mod sample_pairwise;
 mod schema_docs;
 mod serve_certified;
 mod serve_cli;
+mod serve_corridor;
 mod serve_deploy;
 mod serve_explore;
 mod serve_hostile;

@@ -762,44 +762,62 @@ fn every_response_carries_the_request_id_which_the_record_and_the_upstream_share
     assert_eq!(ids, expected);
 }
 
+/// Every endpoint the router serves, read from serve's own list so that a
+/// new one is tried here the day it is added: the keyed ones answer 401
+/// without a key or with a wrong one, the public ones answer without, and
+/// a path serve does not serve answers 404.
 #[test]
-fn every_path_but_the_probes_metrics_and_the_404_needs_a_key() {
+fn every_endpoint_serve_lists_as_keyed_needs_a_key_and_only_the_public_ones_answer_without() {
+    use routeval::serve::{Access, Endpoint};
     let upstream = ScriptedUpstream::start(answering(completion("hi")));
     let front = Front::start(&upstream.base_url(), "hostile-keyed-paths", &[], None);
     let keyed = format!("Authorization: Bearer {KEY}");
     let wrong = "Authorization: Bearer not-a-key";
-    for (path, method) in [
-        ("/v1/models", "GET"),
-        ("/v1/models/support-assistant", "GET"),
-        ("/v1/route", "POST"),
-        ("/v1/chat/completions", "POST"),
-    ] {
-        for flags in [vec![], vec!["-H", wrong]] {
-            let mut flags = flags;
-            flags.extend(["-X", method, "-d", "{}"]);
-            if method == "GET" {
-                flags.truncate(flags.len() - 2);
+    let (mut refused_decisions, mut publics) = (0, 0);
+    for endpoint in Endpoint::ALL {
+        let path = endpoint.path().replace("{id}", "support-assistant");
+        let method = endpoint.method();
+        let mut request = vec!["-X", method];
+        if method == "POST" {
+            request.extend(["-d", "{}"]);
+        }
+        match endpoint.access() {
+            Access::Keyed => {
+                for key in [None, Some(wrong)] {
+                    let mut flags = request.clone();
+                    flags.extend(key.into_iter().flat_map(|header| ["-H", header]));
+                    let answer = curl(&front, &path, &flags);
+                    assert_eq!(status_of(&answer), 401, "{path} {flags:?}: {answer}");
+                    assert_eq!(
+                        body_of(&answer)["error"]["type"],
+                        "invalid_request_error",
+                        "{answer}"
+                    );
+                    refused_decisions += usize::from(endpoint.decides());
+                }
             }
-            let answer = curl(&front, path, &flags);
-            assert_eq!(status_of(&answer), 401, "{path} {flags:?}: {answer}");
-            assert_eq!(
-                body_of(&answer)["error"]["type"],
-                "invalid_request_error",
-                "{answer}"
-            );
+            Access::Public => {
+                let answer = curl(&front, &path, &request);
+                assert_eq!(status_of(&answer), 200, "{path}: {answer}");
+                publics += 1;
+            }
         }
     }
+    assert_eq!(
+        publics, 3,
+        "the probes and /metrics are the public endpoints"
+    );
     let listed = curl(&front, "/v1/models", &["-H", &keyed]);
     assert_eq!(status_of(&listed), 200, "{listed}");
-    for path in ["/healthz", "/readyz", "/metrics"] {
-        let answer = curl(&front, path, &[]);
-        assert_eq!(status_of(&answer), 200, "{path}: {answer}");
+    for unserved in ["/v1/embeddings", "/v1/chat/completions/extra", "/"] {
+        let answer = curl(&front, unserved, &["-X", "POST", "-d", "{}"]);
+        assert_eq!(status_of(&answer), 404, "{unserved}: {answer}");
+        assert_eq!(body_of(&answer)["error"]["type"], "invalid_request_error");
     }
-    let unserved = curl(&front, "/v1/embeddings", &["-X", "POST", "-d", "{}"]);
-    assert_eq!(status_of(&unserved), 404, "{unserved}");
     // The refused decisions are records; the refused listings are not.
     let records = front.stop();
-    assert_eq!(records.len(), 4, "{records:?}");
+    assert_eq!(records.len(), refused_decisions, "{records:?}");
+    assert_eq!(refused_decisions, 4);
     assert!(
         records
             .iter()

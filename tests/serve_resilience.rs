@@ -121,6 +121,19 @@ impl Fallback {
     fn router(&self) -> std::path::PathBuf {
         self.pipeline.out.join("router.bin")
     }
+
+    /// serve of `config` into `records`, its retry budget allowing every
+    /// extra call (a hedge's copy is one).
+    fn serve_unbudgeted(&self, config: &Path, records: &Path) -> Served {
+        start_serve(
+            config,
+            &self.pubkey(),
+            &self.router(),
+            &self.keys,
+            records,
+            &["--retry-budget", "1"],
+        )
+    }
 }
 
 /// How many of `responses` the fallback answered (each 200 is its).
@@ -132,14 +145,9 @@ fn answered_by_backup(responses: &[String]) -> usize {
         .count()
 }
 
-/// A dead primary, no breaker: every request fails before its first token
-/// and may move to the fallback, which allows 5 requests a minute. The
-/// primary's serve-sim, and the config signed as `name`.
-fn dead_primary(
-    setup: &Fallback,
-    name: &str,
-) -> (routeval::upstream_sim::RunningSim, std::path::PathBuf) {
-    let dead = start_sim(
+/// A serve-sim that answers every call 500 before its first token.
+fn always_failing(setup: &Fallback) -> routeval::upstream_sim::RunningSim {
+    start_sim(
         &setup.dataset,
         SimSettings {
             faults: FaultProfile {
@@ -148,7 +156,17 @@ fn dead_primary(
             },
             ..SimSettings::default()
         },
-    );
+    )
+}
+
+/// A dead primary, no breaker: every request fails before its first token
+/// and may move to the fallback, which allows 5 requests a minute. The
+/// primary's serve-sim, and the config signed as `name`.
+fn dead_primary(
+    setup: &Fallback,
+    name: &str,
+) -> (routeval::upstream_sim::RunningSim, std::path::PathBuf) {
+    let dead = always_failing(setup);
     let config = signed_table(
         setup.pipeline,
         &format!("resilience-{name}"),
@@ -454,17 +472,14 @@ fn a_tenants_signed_limits_refuse_its_requests_past_them_with_429() {
     assert_eq!(count_reason(&rows, "admission:tenant-tpm"), 1);
 }
 
-#[test]
-fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled() {
-    let setup = Fallback::new();
-    // Hedging: a short request with no first token 200 ms after it was
-    // sent gets a copy; the first first token answers, the other copy is
-    // cancelled, and both are recorded.
-    let hedged_sim = start_sim(
+/// A serve-sim whose first token comes in 20 ms, or for half the requests
+/// (drawn with `seed`) in 1.5 s: a route worth hedging.
+fn late_half_the_time(setup: &Fallback, seed: u64) -> routeval::upstream_sim::RunningSim {
+    start_sim(
         &setup.dataset,
         SimSettings {
             ttft_ms: 20,
-            seed: 3,
+            seed,
             faults: FaultProfile {
                 slow_first_token: 0.5,
                 slow_first_token_ms: 1_500,
@@ -472,7 +487,16 @@ fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled(
             },
             ..SimSettings::default()
         },
-    );
+    )
+}
+
+#[test]
+fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled() {
+    let setup = Fallback::new();
+    // Hedging: a short request with no first token 200 ms after it was
+    // sent gets a copy; the first first token answers, the other copy is
+    // cancelled, and both are recorded.
+    let hedged_sim = late_half_the_time(&setup, 3);
     let hedging = falling_back(
         &base_url(&hedged_sim),
         &base_url(&setup.backup),
@@ -481,15 +505,7 @@ fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled(
     );
     let config = signed_table(setup.pipeline, "resilience-hedging", &hedging);
     let hedge_records = setup.path("hedge-records");
-    // A copy is an extra call: let the budget allow every one.
-    let served = start_serve(
-        &config,
-        &setup.pubkey(),
-        &setup.router(),
-        &setup.keys,
-        &hedge_records,
-        &["--retry-budget", "1"],
-    );
+    let served = setup.serve_unbudgeted(&config, &hedge_records);
     let requests = 12;
     for response in one_by_one(&served, &setup.prompts, requests, true) {
         assert!(response.contains("data: [DONE]"), "{response}");
@@ -542,4 +558,54 @@ fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled(
         .arg(&hedge_records)
         .assert()
         .success();
+}
+
+#[test]
+fn a_request_that_fell_back_and_was_then_hedged_keeps_its_fallback_reason() {
+    let setup = Fallback::new();
+    // Every call to the primary fails before its first token; the fallback
+    // is hedged, and half its first tokens come late, so some moved
+    // requests are hedged too. The move decided their route: their reason
+    // stays `fallback:error`, and each hedge's lost copy is its own record.
+    let dead = always_failing(&setup);
+    let slow_backup = late_half_the_time(&setup, 5);
+    let table = falling_back(&base_url(&dead), &base_url(&slow_backup), "", 20_000);
+    let hedged_backup = table.replacen(
+        "tpm = 100000000\n",
+        "tpm = 100000000\n\n[routes.hedge]\nafter_ms = 200.0\nmax_prompt_tokens = 100000\n",
+        1,
+    );
+    assert_ne!(hedged_backup, table, "the backup route was not hedged");
+    let config = signed_table(setup.pipeline, "resilience-fallback-hedged", &hedged_backup);
+    let records = setup.path("fallback-hedged-records");
+    let served = setup.serve_unbudgeted(&config, &records);
+    let requests = 12;
+    for response in one_by_one(&served, &setup.prompts, requests, true) {
+        assert!(response.contains("data: [DONE]"), "{response}");
+        assert_eq!(header_of(&response, "x-routeval-route"), "backup");
+    }
+    served.stop();
+    let rows = records_of(&records);
+    let own: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row["reason"] != "hedge-lost" && !is_attempt(row))
+        .collect();
+    let lost: Vec<&Value> = rows
+        .iter()
+        .filter(|row| row["reason"] == "hedge-lost")
+        .collect();
+    assert_eq!(own.len(), requests, "{rows:?}");
+    assert_eq!(rows.iter().filter(|row| is_attempt(row)).count(), requests);
+    assert!(!lost.is_empty(), "no moved request was hedged: {rows:?}");
+    assert_eq!(count_reason(&own, "fallback:error"), requests, "{own:?}");
+    assert_eq!(count_reason(&own, "hedge-won"), 0, "{own:?}");
+    for row in &lost {
+        assert_eq!(row["route"], "backup", "{row}");
+        let of = row["id"]
+            .as_str()
+            .unwrap()
+            .strip_suffix(routeval::records::HEDGE_ID_SUFFIX)
+            .unwrap();
+        assert!(own.iter().any(|request| request["id"] == of), "{row}");
+    }
 }

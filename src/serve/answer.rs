@@ -5,6 +5,16 @@
 
 use serde_json::Value;
 
+/// The estimated tokens of a conversation's contents, as `run` estimates a
+/// prompt whose endpoint reported no usage.
+pub fn message_tokens(messages: &[Value]) -> u64 {
+    messages
+        .iter()
+        .filter_map(|message| message["content"].as_str())
+        .map(crate::client::estimate_tokens)
+        .sum()
+}
+
 /// What has been read of one answer so far.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Answer {

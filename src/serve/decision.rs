@@ -1,21 +1,16 @@
 //! What a request asks for and what the signed table decides for it: the
 //! key's identity, the parsed body, the slice, the plan and the score; and
-//! `POST /v1/route`, which answers the decision alone.
+//! the answer of `POST /v1/route`, the decision alone.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use opentelemetry::KeyValue;
-use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 
 use crate::policy::{Plan, Refusal, applicable, draw, plan};
-use crate::records::{self, Draw, Reason, Status};
+use crate::records::{self, Draw, Reason};
 use crate::router_model::{featurise, stored_score};
 use crate::routes::{ResolvedTable, Scorer, SliceSource};
 
@@ -23,28 +18,23 @@ use super::app::App;
 use super::deployed::Deployed;
 use super::draws::Draws;
 use super::keys::Identity;
-use super::reply::{begin, error, refuse};
-use super::served::CLIENT_DISCONNECTED;
+use super::reply::error;
 use super::served::ServedRecord;
+use super::witness::{Event, see};
 
 /// The schema of `POST /v1/route`'s answer: version 2 added `propensity`
 /// and `draw`.
 pub const ROUTE_DECISION_SCHEMA_VERSION: u32 = 2;
 
-/// A request refused before any route is called: the response, the reason
-/// its record gives, and what ended it when it was not the request's fault.
+/// A request refused before any route is called: the response, and the
+/// reason its record gives.
 pub(super) struct Refused {
     pub response: Response,
     pub reason: Reason,
-    pub ended_by: Option<&'static str>,
 }
 
 pub(super) fn refused(response: Response, reason: Reason) -> Box<Refused> {
-    Box::new(Refused {
-        response,
-        reason,
-        ended_by: None,
-    })
+    Box::new(Refused { response, reason })
 }
 
 /// A request that passed authentication and parsing, and its decision.
@@ -98,7 +88,7 @@ pub(super) fn last_user_text(request: &serde_json::Map<String, Value>) -> String
 
 /// Parses and decides for an authenticated client; a refusal is the
 /// response to send, with the reason the record gives.
-fn decide(
+pub(super) fn decide(
     app: &App,
     deployed: Arc<Deployed>,
     headers: &HeaderMap,
@@ -106,7 +96,7 @@ fn decide(
     body: &[u8],
     record: &mut ServedRecord,
 ) -> Result<Decided, Box<Refused>> {
-    if app.strict_expiry && deployed.expired(app.clock.as_ref()) {
+    if app.settings.strict_expiry && deployed.expired(app.clock.as_ref()) {
         return Err(refused(
             error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -122,12 +112,13 @@ fn decide(
     }
     let request = parse(&deployed, body)?;
     let slice = slice_for(app, headers, &deployed.serving.slice, &request, identity);
-    record.slice = slice.clone().into();
-    record.tenant = Some(identity.tenant.clone());
+    let read = Event::Read {
+        slice: &slice,
+        tenant: &identity.tenant,
+        messages: request.get("messages").map(ToString::to_string),
+    };
+    see(app, record, read);
     let prompt = last_user_text(&request);
-    record.messages = request
-        .get("messages")
-        .map(|messages| messages.to_string().into());
     let chosen = choose(
         &deployed,
         headers,
@@ -136,10 +127,11 @@ fn decide(
         &prompt,
         Some(&app.draws),
     )?;
-    record.prompt = Some(prompt.into());
     if let Some(shadow) = &app.shadow {
-        shadow_of(app, shadow, headers, &request, identity, record);
+        let shadowed = shadow_of(app, shadow, headers, &request, identity, &prompt);
+        see(app, record, shadowed);
     }
+    see(app, record, Event::Prompt(prompt));
     Ok(Decided {
         request,
         deployed: deployed.clone(),
@@ -252,73 +244,37 @@ fn route_and_reason<'a>(plan: &'a Plan, table: &ResolvedTable, tier: usize) -> (
     }
 }
 
-/// What the `--shadow` candidate would have decided, into the record: its
-/// route, reason and score (a predictive candidate's costs no call; a
-/// cascade's is where it would start, its verifier not asked), or the
-/// reason it would have refused the request.
-fn shadow_of(
+/// What the `--shadow` candidate would have decided: its route, reason
+/// and score (a predictive candidate's costs no call; a cascade's is where
+/// it would start, its verifier not asked), or the reason it would have
+/// refused the request.
+fn shadow_of<'a>(
     app: &App,
     shadow: &Deployed,
     headers: &HeaderMap,
     request: &serde_json::Map<String, Value>,
     identity: &Identity,
-    record: &mut ServedRecord,
-) {
+    prompt: &str,
+) -> Event<'a> {
     let slice = slice_for(app, headers, &shadow.serving.slice, request, identity);
-    let record = &mut record.record;
-    let prompt = record.prompt.as_deref().unwrap_or_default();
-    record.shadow_config_version = Some(shadow.config.version);
+    let version = shadow.config.version;
     match choose(shadow, headers, &slice, &identity.tenant, prompt, None) {
         Ok(chosen) => {
             let (route, reason) = route_and_reason(&chosen.plan, &shadow.config.table, chosen.tier);
-            record.shadow_route = Some(route.to_owned().into());
-            record.shadow_reason = Some(reason);
-            record.shadow_score = chosen.score;
+            Event::Shadowed {
+                version,
+                route: Some(route.to_owned()),
+                reason,
+                score: chosen.score,
+            }
         }
-        Err(refusal) => record.shadow_reason = Some(refusal.reason),
+        Err(refusal) => Event::Shadowed {
+            version,
+            route: None,
+            reason: refusal.reason,
+            score: None,
+        },
     }
-}
-
-/// The request's body, read only up to `--max-body-bytes`: one that says
-/// or turns out to be longer is refused with 413 without reading the rest.
-async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Vec<u8>, Box<Refused>> {
-    let too_large = || {
-        refused(
-            error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                Some("body"),
-                "the request body is larger than --max-body-bytes",
-            ),
-            Reason::Refused(records::Refusal::BadRequest),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > app.max_body_bytes as u64) {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
-    let mut chunks = body.into_data_stream();
-    while let Some(chunk) = chunks.next().await {
-        // A body that stops before its length is a connection that closed
-        // (or failed) under it: the client left.
-        let chunk = chunk.map_err(|problem| {
-            let mut refused = bad_request(
-                "body",
-                format!("the request body could not be read: {problem}"),
-            );
-            refused.ended_by = Some(CLIENT_DISCONNECTED);
-            refused
-        })?;
-        if bytes.len() + chunk.len() > app.max_body_bytes {
-            return Err(too_large());
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
 }
 
 fn bad_request(param: &str, message: String) -> Box<Refused> {
@@ -401,7 +357,7 @@ fn slice_for(
     identity
         .slice
         .clone()
-        .or(if app.trust_slice_header {
+        .or(if app.settings.trust_slice_header {
             claimed
         } else {
             None
@@ -448,58 +404,9 @@ pub(super) fn routes_of(plan: &Plan) -> Vec<&str> {
     }
 }
 
-/// A request the key layer let through, read and decided, with its record
-/// begun and the time it arrived; or the refusal to send, already
-/// recorded.
-pub(super) async fn admit(
-    app: &App,
-    request: Request,
-) -> Result<(Decided, ServedRecord, Instant), Box<Response>> {
-    let started = Instant::now();
-    let deployed = app.current();
-    let mut record = begin(app, &deployed, &request);
-    let (parts, body) = request.into_parts();
-    let identity = parts
-        .extensions
-        .get::<Identity>()
-        .expect("every decided path passes the key layer");
-    let decided = match read_body(app, &parts.headers, body).await {
-        Ok(body) => {
-            let trace = record.trace.clone();
-            let span = trace.child("decide", SpanKind::Internal, Vec::new);
-            let decided = decide(app, deployed, &parts.headers, identity, &body, &mut record);
-            match &decided {
-                Ok(decided) => span.end(|| decision_attributes(decided), None),
-                Err(refusal) => span.end(Vec::new, Some(refusal.reason.to_string())),
-            }
-            decided
-        }
-        Err(refusal) => Err(refusal),
-    };
-    match decided {
-        Ok(decided) => {
-            record.ledger.known_as(&record);
-            Ok((decided, record, started))
-        }
-        Err(refusal) => {
-            if let Some(ended_by) = refusal.ended_by {
-                record.status = Status::Error;
-                record.finish_reason = Some(ended_by.into());
-            }
-            Err(Box::new(refuse(
-                app,
-                record,
-                refusal.reason,
-                started,
-                refusal.response,
-            )))
-        }
-    }
-}
-
 /// What the decision span says: the slice, the tenant, the policy, the
 /// score and the routes planned.
-fn decision_attributes(decided: &Decided) -> Vec<KeyValue> {
+pub(super) fn decision_attributes(decided: &Decided) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new("routeval.slice", decided.slice.clone()),
         KeyValue::new("routeval.tenant", decided.tenant.clone()),
@@ -516,15 +423,8 @@ fn decision_attributes(decided: &Decided) -> Vec<KeyValue> {
     attributes
 }
 
-/// `POST /v1/route`: the decision, with no call made.
-pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
-    let (decided, mut record, _) = match admit(&app, request).await {
-        Ok(admitted) => admitted,
-        Err(refusal) => return *refusal,
-    };
-    // A decision alone is the gateway's to record, with its call; only a
-    // refusal is serve's.
-    record.ledger.close();
+/// What `POST /v1/route` answers: the decision, with no call made.
+pub(super) fn decision_answer(decided: &Decided) -> Value {
     let routes = routes_of(&decided.plan);
     let (route, reason) =
         route_and_reason(&decided.plan, &decided.deployed.config.table, decided.tier);
@@ -539,7 +439,7 @@ pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
         .table
         .route(route)
         .map(|found| found.tier.name().to_owned());
-    axum::Json(json!({
+    json!({
         "schema_version": ROUTE_DECISION_SCHEMA_VERSION,
         "logical_model": config.table.logical_model,
         "slice": decided.slice,
@@ -557,6 +457,5 @@ pub async fn route(State(app): State<Arc<App>>, request: Request) -> Response {
         "config_id": config.config_id,
         "config_version": config.version,
         "config_sha256": decided.deployed.sha256,
-    }))
-    .into_response()
+    })
 }

@@ -4,9 +4,10 @@
 use axum::http::StatusCode;
 
 use crate::policy::CallOutcome;
-use crate::records::{Move, Reason, Status};
+use crate::records::{Cause, Move, Reason, Status};
 
 use super::forward::Called;
+use super::witness::FailureFacts;
 
 /// Why an attempt gave no first byte.
 pub(super) enum Failure {
@@ -37,6 +38,40 @@ impl Failure {
             Failure::Deadline { .. } => Status::Timeout,
             Failure::Unreachable(_) => Status::Error,
             Failure::Status(called) => Status::from_http(called.status.as_u16()),
+        }
+    }
+
+    /// What the record, the log and the breaker say of it; `deadline_ms`
+    /// is the deadline a late first byte missed.
+    pub(super) fn facts(&self, deadline_ms: f64) -> FailureFacts {
+        let (kind, what) = match self {
+            Failure::Deadline { by_breaker } => (
+                "deadline",
+                format!(
+                    "gave no first token within {} ({deadline_ms} ms)",
+                    if *by_breaker {
+                        "its breaker's first_token_deadline_ms"
+                    } else {
+                        "--first-token-timeout-ms"
+                    },
+                ),
+            ),
+            Failure::Unreachable(problem) => ("unreachable", format!("did not answer: {problem}")),
+            Failure::Status(called) => ("status", format!("answered {}", called.status)),
+        };
+        FailureFacts {
+            kind,
+            what,
+            status: self.status(),
+            upstream_status: match self {
+                Failure::Status(called) => Some(called.status.as_u16()),
+                _ => None,
+            },
+            cause: match self {
+                Failure::Deadline { .. } => Cause::Deadline,
+                _ => Cause::Error,
+            },
+            moved_reason: self.moved_reason(),
         }
     }
 

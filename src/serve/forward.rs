@@ -14,32 +14,18 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use crate::client::{estimate_tokens, estimated_tokens_of_chars};
 use crate::records::Status;
 
 use super::admission::Slot;
 use super::answer::Answer;
-use super::app::{App, Timeouts};
+use super::app::App;
 use super::assemble::Assembly;
 use super::deployed::Upstream;
 use super::served::CLIENT_DISCONNECTED;
 use super::served::ServedRecord;
+use super::settings::Timeouts;
 use super::sse::{Framer, Malformed, error_event};
-
-/// The estimated tokens of a conversation's contents, as `run` estimates a
-/// prompt whose endpoint reported no usage.
-pub(super) fn message_tokens(messages: &[Value]) -> u64 {
-    messages
-        .iter()
-        .filter_map(|message| message["content"].as_str())
-        .map(estimate_tokens)
-        .sum()
-}
-
-/// [`message_tokens`] of a conversation kept as JSON text (a record's).
-fn content_tokens(messages: &str) -> u64 {
-    message_tokens(&serde_json::from_str::<Vec<Value>>(messages).unwrap_or_default())
-}
+use super::witness::{AnswerEnd, answered};
 
 /// The client's body with the route's model in place of the logical one
 /// (or added, for a body that names none: the verifier's), serialised
@@ -235,7 +221,7 @@ pub(super) fn outgoing_headers(
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = span.headers();
     if let Ok(id) = HeaderValue::from_str(request_id) {
-        headers.push((HeaderName::from_static(super::layers::REQUEST_ID), id));
+        headers.push((HeaderName::from_static(super::app::REQUEST_ID), id));
     }
     headers
 }
@@ -428,54 +414,30 @@ impl Finishing {
     /// Finishes the record as the answer ended and queues it; its number in
     /// the journal, if it was queued. Once only: a second call does nothing.
     fn close(&mut self) -> Option<u64> {
-        let mut record = self.record.take()?;
+        let record = self.record.take()?;
         if self.ending == Ending::ClientLeft && self.answer_given() {
             self.ending = Ending::Finished;
         }
         if self.sse.is_none() && !self.body_unread {
             self.answer = Answer::of_json(&self.body);
         }
-        let answer = &self.answer;
-        record.total_ms = Some(self.started.elapsed().as_secs_f64() * 1e3);
-        record.ttft_ms = self.first_byte;
-        record.model = answer.model.clone().map(Into::into).or(record.model.take());
-        // A stream without usage is counted as the run counts it.
-        let input = answer.input_tokens.or_else(|| {
-            answer
-                .model
-                .is_some()
-                .then(|| record.messages.as_deref().map_or(0, content_tokens))
-        });
-        let output = answer.output_tokens.or_else(|| {
-            answer
-                .model
-                .is_some()
-                .then(|| estimated_tokens_of_chars(answer.text_chars))
-        });
-        record.input_tokens = input;
-        record.cached_input_tokens = answer.cached_input_tokens.or(input.map(|_| 0));
-        record.output_tokens = output;
-        record.finish_reason = answer.finish_reason.clone().map(Into::into);
-        let own = input.zip(output).map(|(input, output)| {
-            self.upstream
-                .cost(input, answer.cached_input_tokens.unwrap_or(0), output)
-        });
-        record.cost_usd = own.map(|own| own + self.spent_before);
-        let (status, finish_reason) = match self.ending {
-            Ending::Finished => (None, None),
-            Ending::ClientLeft => (Some(Status::Error), Some(CLIENT_DISCONNECTED)),
-            Ending::UpstreamCut | Ending::TooLong => (Some(Status::Error), Some("upstream_cut")),
-            Ending::Malformed => (Some(Status::Error), Some("upstream_malformed")),
-            Ending::Stalled => (Some(Status::Timeout), Some("stall")),
-            Ending::PastTotal => (Some(Status::Timeout), Some("total_deadline")),
+        let broken = match self.ending {
+            Ending::Finished => None,
+            Ending::ClientLeft => Some((Status::Error, CLIENT_DISCONNECTED)),
+            Ending::UpstreamCut | Ending::TooLong => Some((Status::Error, "upstream_cut")),
+            Ending::Malformed => Some((Status::Error, "upstream_malformed")),
+            Ending::Stalled => Some((Status::Timeout, "stall")),
+            Ending::PastTotal => Some((Status::Timeout, "total_deadline")),
         };
-        if let Some(status) = status {
-            record.status = status;
-        }
-        if let Some(finish_reason) = finish_reason {
-            record.finish_reason = Some(finish_reason.into());
-        }
-        self.app.finish(record)
+        let end = AnswerEnd {
+            answer: &self.answer,
+            broken,
+            ttft_ms: self.first_byte,
+            total_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            upstream: &self.upstream,
+            spent_before: self.spent_before,
+        };
+        answered(&self.app, record, end)
     }
 }
 
@@ -542,7 +504,7 @@ async fn next_bytes(
     if state.over {
         return finished(state).await;
     }
-    let timeouts = state.app.timeouts;
+    let timeouts = state.app.settings.timeouts;
     let total = tokio::time::Instant::from_std(state.started) + timeouts.total;
     loop {
         let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);

@@ -1,11 +1,9 @@
-//! How a request refused before any answer is told and recorded: the
-//! OpenAI-style error body, the record begun at arrival, and the refusal
-//! written once (unauthenticated ones at a bounded rate).
+//! How a request refused before any answer is told: the OpenAI-style
+//! error body, and the refusal handed to the witness, which writes it once
+//! (unauthenticated ones at a bounded rate).
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -13,10 +11,9 @@ use serde_json::{Value, json};
 use crate::records::{Reason, Status};
 
 use super::admission::Full;
-use super::app::{App, id_of};
-use super::deployed::Deployed;
+use super::app::App;
 use super::served::ServedRecord;
-use super::served::{Ledger, Ledgered};
+use super::witness::{Refusal, refused};
 
 /// An OpenAI-style error body.
 pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str) -> Response {
@@ -25,50 +22,27 @@ pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str)
     (status, axum::Json(body)).into_response()
 }
 
-/// The request's record before it is answered, and its trace begun.
-pub(super) fn begin(app: &App, deployed: &Deployed, request: &Request) -> ServedRecord {
-    let name = match request.uri().path() {
-        "/v1/route" => "POST /v1/route",
-        _ => "POST /v1/chat/completions",
-    };
-    let mut record = ServedRecord::arrived(
-        id_of(request),
-        app.now_ms(),
-        &deployed.config.table.logical_model,
-    );
-    record.config_version = Some(deployed.config.version);
-    record.config_sha256 = Some(deployed.sha256.clone().into());
-    record.trace = super::trace::RequestTrace::begin(app.tracing.as_ref(), request.headers(), name);
-    let ledger = request.extensions().get::<Arc<Ledger>>().cloned();
-    if let Some(ledger) = &ledger {
-        ledger.arrived(&record);
-    }
-    record.ledger = Ledgered::of(ledger);
-    record
-}
-
-/// Writes a request that was refused, for `reason`, before any answer
+/// `response`, for a request refused for `reason` before any answer
 /// reached the client.
 pub(super) fn refuse(
     app: &App,
-    mut record: ServedRecord,
+    record: ServedRecord,
     reason: Reason,
     started: Instant,
     response: Response,
 ) -> Response {
-    record.reason = Some(reason);
-    refused_as_recorded(app, record, started, response)
+    refuse_as(app, record, Refusal::because(reason), started, response)
 }
 
-/// Writes a request that was refused for the reason its record gives.
-pub(super) fn refused_as_recorded(
+/// `response`, for a request refused as `refusal` says.
+pub(super) fn refuse_as(
     app: &App,
-    mut record: ServedRecord,
+    record: ServedRecord,
+    refusal: Refusal,
     started: Instant,
     response: Response,
 ) -> Response {
-    record.total_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-    app.finish_refused(record);
+    refused(app, record, refusal, started);
     response
 }
 
@@ -76,11 +50,10 @@ pub(super) fn refused_as_recorded(
 /// recorded as rate limited with the bound that refused it.
 pub(super) fn overloaded(
     app: &App,
-    mut record: ServedRecord,
+    record: ServedRecord,
     started: Instant,
     full: Full,
 ) -> Response {
-    record.status = Status::RateLimited;
     let which = match full {
         Full::Total => "serve has --max-in-flight requests in flight",
         Full::Route => "the route has --max-in-flight-per-route requests in flight",
@@ -97,5 +70,6 @@ pub(super) fn overloaded(
         header::RETRY_AFTER,
         axum::http::HeaderValue::from_static("1"),
     );
-    refuse(app, record, full.reason(), started, response)
+    let refusal = Refusal::with_status(full.reason(), Status::RateLimited);
+    refuse_as(app, record, refusal, started, response)
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::records::{Record, Status};
+use crate::records::Record;
 
 /// What an unfinished request's record says ended it when serve failed.
 pub const SERVE_ERROR: &str = "serve_error";
@@ -47,51 +47,9 @@ impl std::ops::DerefMut for ServedRecord {
     }
 }
 
-impl ServedRecord {
-    /// A request's record before anything is known of it but its arrival.
-    pub fn arrived(id: String, timestamp_ms: i64, logical_model: &str) -> ServedRecord {
-        let mut record = Record::new(
-            id,
-            timestamp_ms,
-            "-".to_owned(),
-            "-".to_owned(),
-            crate::records::Status::Error,
-        );
-        record.logical_model = Some(logical_model.to_owned().into());
-        ServedRecord {
-            record,
-            tenant: None,
-            trace: super::trace::RequestTrace::default(),
-            ledger: Ledgered::default(),
-        }
-    }
-}
-
-#[cfg(test)]
-impl ServedRecord {
-    /// An answered request's record, `id` of `slice`, for unit tests.
-    pub(super) fn for_test(id: &str, slice: &str) -> ServedRecord {
-        let mut served = ServedRecord::arrived(id.to_owned(), 1_764_000_000_000, "m");
-        let record = &mut served.record;
-        record.slice = slice.to_owned().into();
-        record.route = "a".into();
-        record.reason = Some(crate::records::Reason::Routed {
-            tier: "small".to_owned(),
-        });
-        record.status = crate::records::Status::Ok;
-        record.input_tokens = Some(3);
-        record.cached_input_tokens = Some(0);
-        record.output_tokens = Some(2);
-        record.ttft_ms = Some(10.0);
-        record.total_ms = Some(20.0);
-        record.cost_usd = Some(0.5);
-        record.config_version = Some(1);
-        record.config_sha256 = Some("0".repeat(64).into());
-        served
-    }
-}
-
-type Unfinished = Box<dyn Fn(ServedRecord) + Send + Sync>;
+/// What writes a record never finished: the record as it arrived, what
+/// ended it, and when (ms after it arrived).
+type Unfinished = Box<dyn Fn(ServedRecord, &'static str, f64) + Send + Sync>;
 
 /// Whether a request's record was finished, and the record as it arrived,
 /// written when it never was.
@@ -144,7 +102,7 @@ impl Drop for Ledger {
             return;
         }
         let arrived = self.arrived.get_mut().ok().and_then(Option::take);
-        if let Some((mut record, at)) = arrived {
+        if let Some((record, at)) = arrived {
             // Outside a panic, only the connection's end drops a request
             // before its record is finished.
             let ended_by = if std::thread::panicking() {
@@ -152,10 +110,7 @@ impl Drop for Ledger {
             } else {
                 CLIENT_DISCONNECTED
             };
-            record.status = Status::Error;
-            record.finish_reason = Some(ended_by.into());
-            record.total_ms = Some(at.elapsed().as_secs_f64() * 1e3);
-            (self.unfinished)(record);
+            (self.unfinished)(record, ended_by, at.elapsed().as_secs_f64() * 1e3);
         }
     }
 }
@@ -201,10 +156,14 @@ impl Ledgered {
 mod tests {
     use super::*;
 
-    fn ledger() -> (Arc<Ledger>, Arc<Mutex<Vec<ServedRecord>>>) {
+    type Written = Arc<Mutex<Vec<(ServedRecord, &'static str, f64)>>>;
+
+    fn ledger() -> (Arc<Ledger>, Written) {
         let written = Arc::new(Mutex::new(Vec::new()));
         let sink = written.clone();
-        let ledger = Ledger::new(Box::new(move |record| sink.lock().unwrap().push(record)));
+        let ledger = Ledger::new(Box::new(move |record, ended_by, total_ms| {
+            sink.lock().unwrap().push((record, ended_by, total_ms));
+        }));
         let ledger = Arc::new(ledger);
         ledger.arrived(&ServedRecord::for_test("r-1", "billing"));
         (ledger, written)
@@ -233,13 +192,10 @@ mod tests {
         drop(request);
         let written = written.lock().unwrap();
         assert_eq!(written.len(), 1);
-        assert_eq!(written[0].id, "r-1");
-        assert_eq!(written[0].status, Status::Error);
-        assert_eq!(
-            written[0].finish_reason.as_deref(),
-            Some(CLIENT_DISCONNECTED)
-        );
-        assert!(written[0].total_ms.is_some());
+        let (record, ended_by, total_ms) = &written[0];
+        assert_eq!(record.id, "r-1");
+        assert_eq!(*ended_by, CLIENT_DISCONNECTED);
+        assert!(*total_ms >= 0.0);
     }
 
     #[test]
@@ -253,6 +209,6 @@ mod tests {
         assert!(answering.join().is_err());
         let written = written.lock().unwrap();
         assert_eq!(written.len(), 1);
-        assert_eq!(written[0].finish_reason.as_deref(), Some(SERVE_ERROR));
+        assert_eq!(written[0].1, SERVE_ERROR);
     }
 }

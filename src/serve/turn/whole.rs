@@ -1,25 +1,24 @@
-//! After a route's first byte, for a client that did not stream: the
-//! answer read whole and assembled (or passed on as it came), a cascade's
-//! verifier asked about it, and an answer that broke before its end moved
-//! to the fallback, since nothing has reached the client yet.
+//! An answer read whole before the client sees any of it: assembled for a
+//! client that did not stream (or, when it broke, what the client is
+//! told), and a cascade stage's answer put to the verifier.
 
 use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use futures_util::StreamExt;
 
 use crate::policy::Plan;
-use crate::records::{Cause, Reason, Status};
+use crate::records::{Reason, Status};
 
-use super::admission::Slot;
-use super::answer::Answer;
-use super::assemble::Assembly;
-use super::cascade::verify;
-use super::deployed::Upstream;
-use super::forward::{Ending, Source, pass_through, read_events};
-use super::log::Level;
-use super::reply::{error, refused_as_recorded};
-use super::served::ServedRecord;
-use super::turn::{Reached, Turn, TurnEnd, Unread, hold};
+use super::super::admission::Slot;
+use super::super::answer::Answer;
+use super::super::assemble::Assembly;
+use super::super::cascade::verify;
+use super::super::deployed::Upstream;
+use super::super::forward::{Ending, Source, pass_through, read_events};
+use super::super::reply::{error, refuse_as};
+use super::super::served::ServedRecord;
+use super::super::witness::{Event, Refusal, see};
+use super::{Reached, Turn, TurnEnd, Unread, hold};
 
 impl Turn<'_> {
     /// The verifier's verdict on a cascade stage's whole answer `bytes`,
@@ -51,11 +50,11 @@ impl Turn<'_> {
         let verdict = verify(self.app, self.decided, verifier, &answer.text, deadline).await;
         match verdict {
             Ok((score, verifier_cost)) => {
-                record.score = Some(score);
+                see(self.app, record, Event::Scored(Some(score)));
                 Ok((score, own, verifier_cost))
             }
             Err(problem) => {
-                record.score = None;
+                see(self.app, record, Event::Scored(None));
                 Err(self.failed_reason(record.clone(), Reason::VerifierFailed, &problem))
             }
         }
@@ -90,7 +89,7 @@ impl Turn<'_> {
             &route,
             source,
             self.started,
-            self.app.timeouts,
+            self.app.settings.timeouts,
             &mut assembly,
             &mut answer,
         )
@@ -129,7 +128,7 @@ impl Turn<'_> {
     /// The client's error for an answer that could not be assembled and
     /// could not move: 504 for a stall or the total deadline, 502 for a
     /// cut, a malformed or an overlong stream.
-    pub(super) fn unassembled(&self, mut record: ServedRecord, unread: Unread) -> TurnEnd {
+    pub(super) fn unassembled(&self, record: ServedRecord, unread: Unread) -> TurnEnd {
         let (code, kind, record_status, finish_reason) = match unread.ending {
             Ending::Stalled => (
                 StatusCode::GATEWAY_TIMEOUT,
@@ -156,66 +155,18 @@ impl Turn<'_> {
                 "upstream_cut",
             ),
         };
-        record.status = record_status;
-        record.finish_reason = Some(finish_reason.into());
-        record.ttft_ms = Some(unread.ttft_ms);
-        TurnEnd::Answered(refused_as_recorded(
+        let refusal = Refusal {
+            reason: None,
+            status: Some(record_status),
+            finish_reason: Some(finish_reason),
+            ttft_ms: Some(unread.ttft_ms),
+        };
+        TurnEnd::Answered(refuse_as(
             self.app,
             record,
+            refusal,
             self.started,
             error(code, kind, None, &unread.message),
         ))
-    }
-
-    /// The record of a route left after its first byte, while serve was
-    /// assembling its answer (`<id>-attempt-1`), and the log line.
-    pub(super) fn abandoned_mid_answer(
-        &self,
-        record: &ServedRecord,
-        unread: &Unread,
-        at_ms: f64,
-        fallback: &str,
-    ) {
-        let stalled = unread.ending == Ending::Stalled;
-        let mut attempt = record.clone();
-        attempt.id = format!("{}{}", record.id, crate::records::ATTEMPT_ID_SUFFIX).into();
-        attempt.route = self.route.to_owned().into();
-        attempt.status = if stalled {
-            Status::Timeout
-        } else {
-            Status::Error
-        };
-        attempt.reason = Some(Reason::Abandoned(if stalled {
-            Cause::Deadline
-        } else {
-            Cause::Error
-        }));
-        attempt.finish_reason = Some(
-            match unread.ending {
-                Ending::Stalled => "stall",
-                Ending::Malformed => "upstream_malformed",
-                _ => "upstream_cut",
-            }
-            .into(),
-        );
-        attempt.ttft_ms = Some(unread.ttft_ms);
-        attempt.total_ms = Some(at_ms);
-        self.app.finish_attempt(attempt);
-        self.app
-            .log
-            .event(
-                Level::Warn,
-                "upstream_failed",
-                format!(
-                    "{} before serve had sent the client anything; the request moved to {fallback:?}",
-                    unread.message
-                ),
-            )
-            .field("request_id", self.decided.request_id.clone())
-            .field("route", self.route)
-            .field("failure", if stalled { "stall" } else { "cut" })
-            .field("at_ms", at_ms)
-            .field("fallback", Some(fallback))
-            .emit();
     }
 }

@@ -1,14 +1,11 @@
 //! A hedged call: a copy sent to the same route when the first byte is
-//! late, the first answer taken and the other cancelled, and the record of
-//! the copy that lost.
+//! late, the first answer taken and the other cancelled.
 
 use std::time::Instant;
 
-use crate::records::{HEDGE_ID_SUFFIX, Reason, Status};
-
-use super::deployed::Upstream;
-use super::served::ServedRecord;
-use super::turn::{FirstByte, Hedged, Reached, Turn};
+use super::super::deployed::Upstream;
+use super::attempt::FirstByte;
+use super::{Hedged, Turn};
 
 impl Turn<'_> {
     /// The route's hedge for this request: when the copy goes, if the
@@ -72,30 +69,5 @@ impl Turn<'_> {
             slot: copy_slot,
         };
         (winner, Some(hedged))
-    }
-
-    /// A hedged request: its reason is `hedge-won`, and the copy that lost
-    /// (cancelled before its first token, so it was never billed output)
-    /// is its own record, `ID-hedge-1`, reason `hedge-lost`.
-    pub(super) fn record_hedge(&self, record: &mut ServedRecord, reached: &Reached) {
-        let Some(hedged) = &reached.hedged else {
-            return;
-        };
-        record.reason = Some(Reason::HedgeWon);
-        let mut lost = record.clone();
-        lost.id = format!("{}{}", record.id, HEDGE_ID_SUFFIX).into();
-        lost.route = reached.route.clone().into();
-        lost.reason = Some(Reason::HedgeLost);
-        lost.status = Status::Error;
-        lost.finish_reason = Some(
-            if hedged.copy_won {
-                "hedge_original_cancelled"
-            } else {
-                "hedge_copy_cancelled"
-            }
-            .into(),
-        );
-        lost.total_ms = Some(hedged.cancelled_at_ms);
-        self.app.finish_attempt(lost);
     }
 }

@@ -1,0 +1,51 @@
+//! What `routeval serve` is asked to do: the typed options its flags
+//! become.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::policy::BudgetSettings;
+
+use super::admission::Limits;
+use super::connections::ConnectionLimits;
+use super::deployed::Sources;
+use super::log::LogSettings;
+use super::settings::{RecordsPrompts, Timeouts};
+
+/// The largest request body serve reads, unless `--max-body-bytes` says.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub sources: Sources,
+    pub public_key: String,
+    pub keys: PathBuf,
+    pub listen: SocketAddr,
+    pub records: PathBuf,
+    pub trust_slice_header: bool,
+    pub strict_expiry: bool,
+    pub max_body_bytes: usize,
+    /// Records per Parquet part.
+    pub roll_records: u64,
+    /// Refuse requests (503) while the records cannot be written.
+    pub records_fail_closed: bool,
+    /// Start on a config that has expired (`--expired start`), as a running
+    /// serve keeps serving one: not ready, and answering unless
+    /// `strict_expiry`.
+    pub start_expired: bool,
+    /// Requests in flight at once, in total and per route.
+    pub limits: Limits,
+    /// Client connections open at once, and how long one may say nothing.
+    pub connections: ConnectionLimits,
+    pub timeouts: Timeouts,
+    /// The share of extra calls falling back may make.
+    pub budget: BudgetSettings,
+    /// A candidate config decided for every request, never served.
+    pub shadow: Option<PathBuf>,
+    /// What a record keeps of the conversation.
+    pub records_prompts: RecordsPrompts,
+    /// How serve logs, and whether each request gets a line.
+    pub log: LogSettings,
+    /// Where traces are exported (OTLP/HTTP), if anywhere.
+    pub otlp_endpoint: Option<String>,
+}

@@ -1,0 +1,45 @@
+//! What a serve is started with and keeps for its life: the settings its
+//! flags give, apart from the state that changes while it runs.
+
+use std::time::Duration;
+
+/// What this serve was started with, fixed for its life.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--trust-slice-header`: a request's claimed slice counts.
+    pub trust_slice_header: bool,
+    /// `--strict-expiry`: nothing is served past the config's expiry.
+    pub strict_expiry: bool,
+    /// `--max-body-bytes`.
+    pub max_body_bytes: usize,
+    /// `--records-fail closed`: no request is answered while the records
+    /// cannot be written.
+    pub records_fail_closed: bool,
+    pub timeouts: Timeouts,
+    /// What a record keeps of the conversation.
+    pub records_prompts: RecordsPrompts,
+    /// Distinguishes this process's request ids from another's.
+    pub started_ms: i64,
+}
+
+/// What a request's record keeps of its conversation (`--records-prompts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordsPrompts {
+    /// The last user message and every message, as sent.
+    Full,
+    /// The same, with keys, tokens and assigned passwords replaced by
+    /// `[redacted]` (the rules `sample` applies).
+    Redacted,
+    /// Neither: `prompt` and `messages` are null.
+    None,
+}
+
+/// The three timers of a call: to its first byte, between bytes, and to
+/// its end (from the request's arrival), from `--first-token-timeout-ms`,
+/// `--stall-timeout-ms` and `--total-timeout-ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub first_token: Duration,
+    pub stall: Duration,
+    pub total: Duration,
+}

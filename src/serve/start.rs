@@ -1,0 +1,213 @@
+//! Starting serve: the config and every artifact it pins verified, the
+//! records opened, the listener bound and the signal handlers installed
+//! before anyone is told where it listens; then serving until a stop.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
+
+use anyhow::Context;
+
+use crate::clock::{Clock, SystemClock};
+
+use super::app::App;
+use super::deployed::{self, Deployed, Sources, load};
+use super::keys::Keys;
+use super::log::{self, Log};
+use super::options::ServeOptions;
+use super::settings::Settings;
+use super::{
+    admission, connections, draws, journal, metrics, reload, resilience, stack, stop, trace,
+};
+
+/// Refusals for want of a valid key journaled per second at most; the rest
+/// are counted in `/metrics` only, so a client with no key cannot fill the
+/// records disk.
+const UNAUTHORIZED_RECORDS_PER_SECOND: u32 = 20;
+
+/// The `--shadow` candidate, checked as the served config is (its
+/// signature, expiry and pins, with the same `--router`), for the same
+/// logical model.
+fn load_shadow(
+    options: &ServeOptions,
+    path: &std::path::Path,
+    public: &minisign::PublicKey,
+    clock: &dyn Clock,
+    served: &Deployed,
+) -> anyhow::Result<Arc<Deployed>> {
+    let sources = Sources {
+        config: path.to_owned(),
+        ..options.sources.clone()
+    };
+    let shadow = load(&sources, public, clock, None).context("--shadow")?;
+    let (theirs, ours) = (
+        &shadow.config.table.logical_model,
+        &served.config.table.logical_model,
+    );
+    if theirs != ours {
+        anyhow::bail!(
+            "--shadow {}: the candidate serves {theirs:?}, not {ours:?}",
+            path.display()
+        );
+    }
+    Ok(Arc::new(shadow))
+}
+
+/// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
+pub fn serve(
+    options: &ServeOptions,
+    ready: impl FnOnce(SocketAddr, &Deployed),
+) -> anyhow::Result<()> {
+    let log = Arc::new(Log::to_stderr(options.log));
+    // An error is the command's one line on stderr, after every log line.
+    let served = serve_logged(options, ready, &log);
+    log.flush();
+    served
+}
+
+fn serve_logged(
+    options: &ServeOptions,
+    ready: impl FnOnce(SocketAddr, &Deployed),
+    log: &Arc<Log>,
+) -> anyhow::Result<()> {
+    let public = crate::routes::load_public(&options.public_key)?;
+    let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
+    // Taken before the config is read: a change from here on is reloaded.
+    let loaded_fingerprint = deployed::fingerprint(&options.sources.config);
+    let deployed = deployed::load_at_start(
+        &options.sources,
+        &public,
+        clock.as_ref(),
+        None,
+        options.start_expired,
+    )?;
+    if deployed.expired(clock.as_ref()) {
+        reload::log_expired(log, &deployed, "--expired start serves it");
+    }
+    let shadow = options
+        .shadow
+        .as_ref()
+        .map(|path| load_shadow(options, path, &public, clock.as_ref(), &deployed))
+        .transpose()?;
+    let keys = Keys::load(&options.keys)?;
+    let http = crate::client::proxy_client(256)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let tracing = options
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| trace::Tracing::start(endpoint, runtime.handle().clone()))
+        .transpose()?;
+    let listener = std::net::TcpListener::bind(options.listen)
+        .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    journal::check_directory(&options.records)?;
+    deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
+    let (journal, writer) = journal::open(&options.records, options.roll_records, log.clone())?;
+    deployed::remember_served(&options.records, &deployed)?;
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let deployed_table = deployed.config.table.clone();
+    let app = Arc::new(App {
+        settings: Settings {
+            trust_slice_header: options.trust_slice_header,
+            strict_expiry: options.strict_expiry,
+            max_body_bytes: options.max_body_bytes,
+            records_fail_closed: options.records_fail_closed,
+            timeouts: options.timeouts,
+            records_prompts: options.records_prompts,
+            started_ms,
+        },
+        deployed: RwLock::new(Arc::new(deployed)),
+        shadow,
+        keys: RwLock::new(Arc::new(keys)),
+        clock,
+        http,
+        journal,
+        unauthorized: super::app::RecordRate::new(UNAUTHORIZED_RECORDS_PER_SECOND),
+        metrics: metrics::Metrics::default(),
+        admission: admission::Admission::new(options.limits),
+        resilience: resilience::Resilience::new(options.budget, &deployed_table, log.clone()),
+        log: log.clone(),
+        tracing,
+        requests: AtomicU64::new(0),
+        draws: draws::Draws::from_entropy(started_ms),
+    });
+    let Signals {
+        stop,
+        hangup: reload,
+    } = Signals::install(&runtime)?;
+    ready(address, &app.current());
+    log_started(log, &app.current(), address, &options.records);
+    let router = stack::request_path(&app);
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let watcher = tokio::spawn(reload::watch(
+            app.clone(),
+            options.sources.clone(),
+            public,
+            loaded_fingerprint,
+            options.records.clone(),
+            options.keys.clone(),
+            reload,
+        ));
+        connections::serve(listener, router, options.connections, stop, log).await;
+        watcher.abort();
+        anyhow::Ok(())
+    })?;
+    stop::stop_serving(app, runtime, writer, log)
+}
+
+/// The `started` line: what is served, where, and where its records go.
+fn log_started(log: &Log, deployed: &Deployed, address: SocketAddr, records: &Path) {
+    log.event(
+        log::Level::Info,
+        "started",
+        format!(
+            "serving {} ({} version {}) on http://{address}/v1",
+            deployed.config.table.logical_model, deployed.config.config_id, deployed.config.version
+        ),
+    )
+    .field("config_id", deployed.config.config_id.clone())
+    .field("config_version", deployed.config.version)
+    .field("config_sha256", deployed.sha256.clone())
+    .field("expires_at", deployed.config.expires_at.clone())
+    .field("listen", address.to_string())
+    .field("records", records.display().to_string())
+    .emit();
+}
+
+/// The signals serve answers, their handlers installed before it says
+/// where it listens: a stop or a reload sent the moment the address is
+/// read is handled, not met by the default action (killed, its records
+/// not rolled).
+pub(super) struct Signals {
+    /// SIGTERM or SIGINT: stop taking requests, answer the ones in flight.
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// SIGHUP: reload the config and the keys.
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install(runtime: &tokio::runtime::Runtime) -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _entered = runtime.enter();
+        let mut terminate = signal(SignalKind::terminate()).context("a SIGTERM handler")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("a SIGINT handler")?;
+        let hangup = signal(SignalKind::hangup()).context("a SIGHUP handler")?;
+        Ok(Signals {
+            stop: Box::pin(async move {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+            }),
+            hangup,
+        })
+    }
+}

@@ -1,0 +1,131 @@
+//! What the client is told when its route failed and the request could
+//! not move: the route's failure (a 504 for a deadline, a 502 for no
+//! answer, the upstream's own error otherwise), or a breaker's refusal.
+
+use axum::http::{HeaderValue, StatusCode};
+
+use crate::records::{Reason, Status};
+
+use super::super::failure::Failure;
+use super::super::forward::{Called, Source, pass_through};
+use super::super::reply::{error, refuse, refuse_as};
+use super::super::served::ServedRecord;
+use super::super::upstream_error::upstream_error_body;
+use super::super::witness::Refusal;
+use super::{Turn, TurnEnd};
+
+impl Turn<'_> {
+    /// A 503 for a request the route's open breaker sent on, with no
+    /// fallback to take it.
+    pub(super) fn breaker_open(&self, record: ServedRecord) -> TurnEnd {
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            None,
+            &format!(
+                "route {:?} is failing (its breaker is open) and no fallback can take the request",
+                self.route
+            ),
+        );
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            HeaderValue::from_static("1"),
+        );
+        let refusal = Refusal::with_status(Reason::BreakerOpen, Status::Error);
+        TurnEnd::Answered(refuse_as(self.app, record, refusal, self.started, response))
+    }
+
+    /// The client's response to a route that failed before its first byte:
+    /// a 504 for a deadline, a 502 for no answer, the upstream's own error
+    /// status, rate-limit headers and (unless it carries the route's key or
+    /// address) body otherwise.
+    pub(super) async fn failed(
+        &self,
+        record: ServedRecord,
+        route: &str,
+        failure: Failure,
+    ) -> TurnEnd {
+        // A request that could not move says why; one with nowhere to move
+        // says how its route failed.
+        let reason = |failed: Reason| match &record.reason {
+            Some(stayed @ Reason::NoFallback(_)) => stayed.clone(),
+            _ => failed,
+        };
+        let status = failure.status();
+        let (reason, response) = match failure {
+            Failure::Deadline { by_breaker } => {
+                let (deadline_ms, _) = self.deadline_ms(route);
+                let which = if by_breaker {
+                    "its breaker's first_token_deadline_ms"
+                } else {
+                    "--first-token-timeout-ms"
+                };
+                let response = error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    None,
+                    &format!(
+                        "route {route:?} gave no first token within {which} ({deadline_ms} ms)"
+                    ),
+                );
+                (reason(Reason::FirstTokenTimeout), response)
+            }
+            Failure::Unreachable(problem) => {
+                let response = error(StatusCode::BAD_GATEWAY, "upstream_error", None, &problem);
+                (reason(Reason::UpstreamUnreachable), response)
+            }
+            Failure::Status(called) => return self.upstream_error(record, route, *called).await,
+        };
+        let refusal = Refusal::with_status(reason, status);
+        TurnEnd::Answered(refuse_as(self.app, record, refusal, self.started, response))
+    }
+
+    /// The upstream's own error: its status, rate-limit headers and
+    /// (unless it carries the route's key or address) body, the record
+    /// ended as an answer is.
+    async fn upstream_error(
+        &self,
+        mut record: ServedRecord,
+        route: &str,
+        called: Called,
+    ) -> TurnEnd {
+        let Called {
+            status,
+            limits,
+            response,
+            ..
+        } = called;
+        super::super::witness::see(
+            self.app,
+            &mut record,
+            super::super::witness::Event::Answering(status),
+        );
+        let upstream = self.decided.deployed.upstreams[route].clone();
+        let total = tokio::time::Instant::from_std(self.started) + self.app.settings.timeouts.total;
+        let body = upstream_error_body(route, &upstream, status, response, total).await;
+        let mut finishing = self.finishing(route, upstream, 0.0);
+        finishing.record = Some(record);
+        TurnEnd::Answered(pass_through(
+            finishing,
+            status,
+            Some(HeaderValue::from_static("application/json")),
+            self.headers(route, limits),
+            Source::Buffered(body),
+        ))
+    }
+
+    pub(super) fn failed_reason(
+        &self,
+        record: ServedRecord,
+        reason: Reason,
+        message: &str,
+    ) -> TurnEnd {
+        TurnEnd::Answered(refuse(
+            self.app,
+            record,
+            reason,
+            self.started,
+            error(StatusCode::BAD_GATEWAY, "upstream_error", None, message),
+        ))
+    }
+}
