@@ -321,15 +321,25 @@ fn a_malformed_stream_event_ends_the_stream_with_an_openai_error_event() {
 /// One upstream for a primary (`large`) and its fallback (`backup`): the
 /// primary gives its first token and then does what `primary` says; the
 /// fallback answers "from the fallback" at once.
+/// The fallback's answer, at once, when `received` is a call to it (the
+/// fallback route is `sim-small`).
+fn fallback_answer(received: &Received) -> Option<Vec<Step>> {
+    let body: Value = serde_json::from_slice(&received.body).unwrap();
+    if body["model"] != "sim-small-2026-11-01" {
+        return None;
+    }
+    let mut answer = sse_head();
+    answer.extend(sse_chunk("from the fallback", Some("stop")));
+    answer.extend(b"data: [DONE]\n\n");
+    Some(vec![Step::Send(answer)])
+}
+
 fn primary_breaking_after_its_first_token(primary: Vec<Step>) -> ScriptedUpstream {
     ScriptedUpstream::start(move |received: &Received| {
-        let body: Value = serde_json::from_slice(&received.body).unwrap();
-        let mut head = sse_head();
-        if body["model"] == "sim-small-2026-11-01" {
-            head.extend(sse_chunk("from the fallback", Some("stop")));
-            head.extend(b"data: [DONE]\n\n");
-            return vec![Step::Send(head)];
+        if let Some(fallback) = fallback_answer(received) {
+            return fallback;
         }
+        let mut head = sse_head();
         head.extend(sse_chunk("Hel", None));
         let mut steps = vec![Step::Send(head)];
         steps.extend(primary.iter().cloned());
@@ -1057,4 +1067,182 @@ fn a_restart_on_an_expired_config_follows_the_expired_flag() {
     assert_eq!(expired[0]["level"], "warn", "{log}");
     let strict = Front::serving(&config, &["--expired", "start", "--strict-expiry"], None);
     assert_eq!(status_of(&post(&strict, KEY, &chat(false), &[])), 503);
+}
+
+/// A route that sends SSE comments (`: PROCESSING`, as OpenRouter does
+/// while a request waits) every 100 ms for `comments` times, then its
+/// answer; the fallback (`sim-small`) answers at once.
+fn processing_then_answering(comments: usize) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |received: &Received| {
+        if let Some(fallback) = fallback_answer(received) {
+            return fallback;
+        }
+        let head = sse_head();
+        let mut steps = vec![Step::Send(head)];
+        for _ in 0..comments {
+            steps.push(Step::Send(b": PROCESSING\n\n".to_vec()));
+            steps.push(Step::Pause(Duration::from_millis(100)));
+        }
+        let mut answer = sse_chunk("from the primary", Some("stop"));
+        answer.extend(b"data: [DONE]\n\n");
+        steps.push(Step::Send(answer));
+        steps
+    })
+}
+
+#[test]
+fn sse_comments_keep_the_connection_and_not_the_first_token_deadline() {
+    // Comments for 2 s against a 500 ms first-token deadline: the request
+    // moves to the fallback, as a route that said nothing would.
+    let waiting = processing_then_answering(20);
+    let table = falling_back(&waiting.base_url(), &waiting.base_url(), "", 20_000);
+    let config = signed_table(Pipeline::shared(), "hostile-processing", &table);
+    let front = Front::serving(&config, &["--first-token-timeout-ms", "500"], None);
+    let answer = post(&front, KEY, &chat(true), &["-N"]);
+    assert!(answer.contains("from the fallback"), "{answer}");
+    assert!(!answer.contains("from the primary"), "{answer}");
+    let mut records = front.stop();
+    records.sort_by_key(|record| record["id"].as_str().unwrap().len());
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["route"], "backup");
+    assert_eq!(records[0]["reason"], "fallback:deadline");
+    assert_eq!(records[1]["route"], "large");
+    assert_eq!(records[1]["reason"], "abandoned:deadline");
+
+    // Comments for 300 ms, then the answer, within the deadline: answered
+    // by the primary, its first token at the answer, not the comment.
+    let slow = processing_then_answering(3);
+    let table = falling_back(&slow.base_url(), &slow.base_url(), "", 20_000);
+    let config = signed_table(Pipeline::shared(), "hostile-processing-late", &table);
+    let front = Front::serving(&config, &["--first-token-timeout-ms", "2000"], None);
+    let answer = post(&front, KEY, &chat(true), &["-N"]);
+    assert!(answer.contains("from the primary"), "{answer}");
+    let records_directory = front.records.clone();
+    front.served.stop();
+    let rows = served_records(&records_directory, &["route", "reason", "ttft_ms"]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["route"], "large");
+    let ttft = rows[0]["ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft >= 300.0,
+        "the first token was taken at a comment: {ttft} ms"
+    );
+}
+
+/// A route whose stream is `head` then `events`, as given; the fallback
+/// (`sim-small`) answers at once.
+fn streaming(content_type: &'static str, events: Vec<u8>) -> ScriptedUpstream {
+    ScriptedUpstream::start(move |received: &Received| {
+        if let Some(fallback) = fallback_answer(received) {
+            return fallback;
+        }
+        let mut head =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n")
+                .into_bytes();
+        head.extend(&events);
+        vec![Step::Send(head)]
+    })
+}
+
+/// vLLM's and LiteLLM's event when generation fails mid-stream.
+const ERROR_EVENT: &[u8] =
+    b"data: {\"error\": {\"message\": \"generation failed\", \"type\": \"server_error\"}}\n\n";
+
+#[test]
+fn an_error_event_mid_stream_is_an_upstream_error_for_every_client_and_in_every_record() {
+    let mut events = sse_chunk("Hel", None);
+    events.extend(ERROR_EVENT);
+    events.extend(b"data: [DONE]\n\n");
+    let upstream = streaming("text/event-stream", events);
+    let front = Front::start(&upstream.base_url(), "hostile-error-event", &[], None);
+    let streamed = post(&front, KEY, &chat(true), &["-N"]);
+    assert_eq!(status_of(&streamed), 200, "{streamed}");
+    assert!(streamed.contains("generation failed"), "{streamed}");
+    let whole = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&whole), 502, "{whole}");
+    assert_eq!(
+        body_of(&whole)["error"]["type"],
+        "upstream_error",
+        "{whole}"
+    );
+    let records = front.stop();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        assert_eq!(record["status"], "error", "{record}");
+        assert_eq!(record["finish_reason"], "upstream_error", "{record}");
+    }
+}
+
+#[test]
+fn an_error_event_before_the_first_token_moves_the_request_to_its_fallback() {
+    let mut events = b": PROCESSING\n\n".to_vec();
+    events.extend(ERROR_EVENT);
+    let upstream = streaming("text/event-stream", events);
+    let table = falling_back(&upstream.base_url(), &upstream.base_url(), "", 20_000);
+    let config = signed_table(Pipeline::shared(), "hostile-error-first", &table);
+    let front = Front::serving(&config, &[], None);
+    for stream in [true, false] {
+        let answer = post(&front, KEY, &chat(stream), &["-N"]);
+        assert_eq!(status_of(&answer), 200, "{answer}");
+        assert!(answer.contains("from the fallback"), "{answer}");
+    }
+    let records = front.stop();
+    let own: Vec<&Value> = records
+        .iter()
+        .filter(|record| record["route"] == "backup")
+        .collect();
+    assert_eq!(own.len(), 2, "{records:?}");
+    assert!(
+        own.iter()
+            .all(|record| record["reason"] == "fallback:error")
+    );
+    assert!(own.iter().all(|record| record["status"] == "ok"));
+}
+
+#[test]
+fn a_stream_closed_with_one_of_two_choices_unfinished_is_cut_for_the_streaming_client() {
+    let chunk = |index: u64, content: &str, finish: Option<&str>| {
+        let event = json!({
+            "id": "chatcmpl-two",
+            "object": "chat.completion.chunk",
+            "model": "scripted-model",
+            "choices": [{"index": index, "delta": {"content": content}, "finish_reason": finish}],
+        });
+        format!("data: {event}\n\n").into_bytes()
+    };
+    let mut events = chunk(0, "One", None);
+    events.extend(chunk(1, "Tw", None));
+    events.extend(chunk(0, ".", Some("stop")));
+    // Closed here: choice 1 never finished, and no [DONE].
+    let upstream = streaming("text/event-stream", events);
+    let front = Front::start(&upstream.base_url(), "hostile-two-choices", &[], None);
+    let mut body = chat(true);
+    body["n"] = json!(2);
+    let streamed = post(&front, KEY, &body, &["-N"]);
+    assert!(streamed.contains("\"error\""), "no error event: {streamed}");
+    let records = front.stop();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "error");
+    assert_eq!(records[0]["finish_reason"], "upstream_cut");
+}
+
+#[test]
+fn media_types_are_case_insensitive_and_an_answer_serve_cannot_read_is_an_error() {
+    let mut events = sse_chunk("Hello", Some("stop"));
+    events.extend(b"data: [DONE]\n\n");
+    let upstream = streaming("Text/Event-Stream; charset=utf-8", events);
+    let front = Front::start(&upstream.base_url(), "hostile-media-case", &[], None);
+    let whole = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&whole), 200, "{whole}");
+    assert_eq!(content_of(&whole), "Hello", "{whole}");
+    let records = front.stop();
+    assert_eq!(records[0]["status"], "ok", "{records:?}");
+
+    let upstream = streaming("text/plain", b"this is not a chat completion".to_vec());
+    let front = Front::start(&upstream.base_url(), "hostile-unreadable", &[], None);
+    let _ = post(&front, KEY, &chat(false), &[]);
+    let records = front.stop();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "error", "{records:?}");
+    assert_eq!(records[0]["finish_reason"], "upstream_malformed");
 }

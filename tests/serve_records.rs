@@ -563,3 +563,47 @@ fn a_stop_sent_the_moment_serve_says_where_it_listens_is_graceful() {
         assert_eq!(log_events(&log, "stopped").len(), 1, "{signals:?}: {log}");
     }
 }
+
+/// The names of the record parts in `records`.
+fn part_names(records: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(records)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("part-"))
+        .collect()
+}
+
+#[test]
+fn parts_shipped_away_are_never_named_again_after_a_restart() {
+    let upstream = instant_answers();
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("records");
+    let shipped = directory.path().join("bucket");
+    std::fs::create_dir(&shipped).unwrap();
+    let mut command = serve_for(&upstream, "records-shipped", directory.path());
+    command.args(["--roll-records", "2"]);
+    let mut ids = BTreeSet::new();
+    for round in 0..3 {
+        let served = Served::start(&mut command);
+        let address = address_of(&served);
+        for request in 0..5 {
+            let id = format!("ship-{round}-{request}");
+            assert!(answered(&address, &id), "{id}");
+            ids.insert(id);
+        }
+        served.stop();
+        // As an operator ships rolled parts to a bucket: moved out, and
+        // never overwritten there.
+        for name in part_names(&records) {
+            let target = shipped.join(&name);
+            assert!(!target.exists(), "round {round}: {name} was named again");
+            std::fs::rename(records.join(&name), target).unwrap();
+        }
+    }
+    assert!(
+        part_names(&shipped).len() >= 3,
+        "{:?}",
+        part_names(&shipped)
+    );
+    assert_eq!(recorded_ids(&shipped), ids);
+}

@@ -10,6 +10,8 @@
 //! the first decision at or after it, so two requests in flight at once see
 //! the breaker as a gateway would.
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::collections::BinaryHeap;
 
 use crate::schema::BreakerSettings;
@@ -171,16 +173,16 @@ impl Breaker {
             breaker.state = State::Open {
                 until_ms: outcome.at_ms + breaker.settings.open_ms,
             };
-            breaker.opens += 1;
+            breaker.opens = breaker.opens.saturating_add(1);
         };
         match (self.state, outcome.probe, outcome.failure) {
             (State::Probing, true, true) => open(self),
             (State::Probing, true, false) => {
                 self.state = State::Closed { failures: 0 };
-                self.closes += 1;
+                self.closes = self.closes.saturating_add(1);
             }
             (State::Closed { failures }, false, true) => {
-                let failures = failures + 1;
+                let failures = failures.saturating_add(1);
                 if failures >= self.settings.open_after {
                     open(self);
                 } else {

@@ -5,6 +5,8 @@
 //! request moves to. `serve` holds them behind its locks; the breaker
 //! beside them is [`super::Breaker`].
 
+#![deny(clippy::arithmetic_side_effects)]
+
 use std::collections::{HashMap, VecDeque};
 
 use crate::records::{self, Reason};
@@ -12,11 +14,13 @@ use crate::routes::Route;
 
 const MINUTE_MS: f64 = 60_000.0;
 
-/// Calls and their tokens over the last minute.
+/// Calls and their tokens over the last minute. The sum is kept wide: a
+/// request's tokens are a client's number (`max_tokens` up to 2^64 − 1),
+/// and two of them must not overflow it.
 #[derive(Debug, Default)]
 pub struct MinuteWindow {
     calls: VecDeque<(f64, u64)>,
-    tokens: u64,
+    tokens: u128,
 }
 
 impl MinuteWindow {
@@ -28,7 +32,7 @@ impl MinuteWindow {
             .is_some_and(|(at, _)| *at <= now_ms - MINUTE_MS)
         {
             let (_, tokens) = self.calls.pop_front().expect("checked");
-            self.tokens -= tokens;
+            self.tokens = self.tokens.saturating_sub(u128::from(tokens));
         }
         self
     }
@@ -37,13 +41,19 @@ impl MinuteWindow {
         self.calls.len() as u64
     }
 
+    /// The minute's tokens, at most `u64::MAX`.
     pub fn tokens(&self) -> u64 {
-        self.tokens
+        u64::try_from(self.tokens).unwrap_or(u64::MAX)
+    }
+
+    /// Whether `tokens` more keep the minute within `limit`.
+    pub fn fits(&self, tokens: u64, limit: u64) -> bool {
+        self.tokens.saturating_add(u128::from(tokens)) <= u128::from(limit)
     }
 
     pub fn add(&mut self, now_ms: f64, tokens: u64) {
         self.calls.push_back((now_ms, tokens));
-        self.tokens += tokens;
+        self.tokens = self.tokens.saturating_add(u128::from(tokens));
     }
 }
 
@@ -69,7 +79,7 @@ impl MinuteWindows {
     /// Whether `route` has room now for one more call of `tokens`.
     fn has_room(&mut self, route: &Route, now_ms: f64, tokens: u64) -> bool {
         let window = self.at(&route.name, now_ms);
-        window.calls() < route.rpm && window.tokens() + tokens <= route.tpm
+        window.calls() < route.rpm && window.fits(tokens, route.tpm)
     }
 }
 
@@ -108,7 +118,7 @@ impl RetryBudget {
     pub fn request(&mut self, now_ms: f64) {
         self.forget(now_ms);
         self.events.push_back((now_ms, false));
-        self.requests += 1;
+        self.requests = self.requests.saturating_add(1);
     }
 
     /// Takes one extra call at `now_ms`, if the window allows one.
@@ -118,7 +128,7 @@ impl RetryBudget {
             return false;
         }
         self.events.push_back((now_ms, true));
-        self.extras += 1;
+        self.extras = self.extras.saturating_add(1);
         true
     }
 
@@ -130,7 +140,8 @@ impl RetryBudget {
     }
 
     fn allowed(&self) -> u64 {
-        self.settings.min_per_window + (self.settings.share * self.requests as f64).floor() as u64
+        let share = (self.settings.share * self.requests as f64).floor() as u64;
+        self.settings.min_per_window.saturating_add(share)
     }
 
     fn forget(&mut self, now_ms: f64) {
@@ -138,9 +149,9 @@ impl RetryBudget {
         while self.events.front().is_some_and(|(at, _)| *at <= before) {
             let (_, extra) = self.events.pop_front().expect("checked");
             if extra {
-                self.extras -= 1;
+                self.extras = self.extras.saturating_sub(1);
             } else {
-                self.requests -= 1;
+                self.requests = self.requests.saturating_sub(1);
             }
         }
     }

@@ -465,7 +465,9 @@ pub fn fold_record_chunks<S: Send>(
     if path.is_dir() {
         let (mut states, mut count) = (Vec::new(), 0);
         for part in super::read::record_parts(path)? {
-            let (folded, rows) = fold_record_chunks_in_file(&part, names, workers, &init, &visit)?;
+            let (folded, rows) = super::read::read_part(&part, |part| {
+                fold_record_chunks_in_file(part, names, workers, &init, &visit)
+            })?;
             states.extend(folded);
             count += rows;
         }

@@ -11,6 +11,7 @@ mod from_litellm;
 mod from_litellm_standard;
 mod from_logs;
 mod log_fields;
+mod normalise;
 mod read;
 mod reason;
 mod redact;
@@ -24,7 +25,8 @@ pub use from_litellm::Deployments;
 pub use from_logs::{
     ImportFormat, Imported, LogImportOptions, UniqueIds, import_into, import_records,
 };
-pub use read::{Record, fold_records, for_each_record, record_parts};
+pub use normalise::{Normalised, normalise};
+pub use read::{MAX_TOKENS, Record, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;
 pub use schema::{

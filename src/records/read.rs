@@ -246,7 +246,7 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
 }
 
 /// The most tokens a record may count: more is a unit or a parsing error.
-const MAX_TOKENS: u64 = 1_000_000_000_000_000;
+pub const MAX_TOKENS: u64 = 1_000_000_000_000_000;
 
 /// Every check of a record's values, whoever made it (a reader or an
 /// importer): ids, slices and routes present; scores finite; tokens at most
@@ -344,6 +344,18 @@ pub fn record_parts(directory: &Path) -> Result<Vec<std::path::PathBuf>, InputEr
         }
     }
     parts.sort();
+    // A journal and the part it is being rolled into, listed together:
+    // the journal holds every record the part does (it is only appended
+    // to), so it alone is read.
+    let journals: std::collections::BTreeSet<std::path::PathBuf> = parts
+        .iter()
+        .filter(|part| {
+            part.extension()
+                .is_some_and(|extension| extension == "jsonl")
+        })
+        .map(|journal| journal.with_extension("parquet"))
+        .collect();
+    parts.retain(|part| !journals.contains(part));
     if parts.is_empty() {
         return Err(InputError::Empty {
             path: directory.to_owned(),
@@ -351,6 +363,31 @@ pub fn record_parts(directory: &Path) -> Result<Vec<std::path::PathBuf>, InputEr
         });
     }
     Ok(parts)
+}
+
+/// Reads `part` of a directory with `read`. A directory serve is writing
+/// is read as it stands when it was listed: a journal rolled away since
+/// is read from the Parquet part it was rolled into, which holds the same
+/// records and those appended after the listing.
+pub(super) fn read_part<T>(
+    part: &Path,
+    mut read: impl FnMut(&Path) -> Result<T, InputError>,
+) -> Result<T, InputError> {
+    match read(part) {
+        Err(error)
+            if part
+                .extension()
+                .is_some_and(|extension| extension == "jsonl") =>
+        {
+            let rolled = part.with_extension("parquet");
+            if std::fs::symlink_metadata(part).is_err() && rolled.is_file() {
+                read(&rolled)
+            } else {
+                Err(error)
+            }
+        }
+        read => read,
+    }
 }
 
 /// Streams every record of `path` (Parquet, CSV or JSON lines by its
@@ -364,7 +401,9 @@ pub fn for_each_record(
     if path.is_dir() {
         let mut count = 0;
         for part in record_parts(path)? {
-            count += for_each_record_in_file(&part, names, &mut visit)?;
+            count += read_part(&part, |part| {
+                for_each_record_in_file(part, names, &mut visit)
+            })?;
         }
         return Ok(count);
     }
@@ -446,7 +485,9 @@ pub fn fold_records<S: Send>(
     if path.is_dir() {
         let (mut states, mut count) = (Vec::new(), 0);
         for part in record_parts(path)? {
-            let (folded, rows) = fold_records_in_file(&part, names, workers, &init, &visit)?;
+            let (folded, rows) = read_part(&part, |part| {
+                fold_records_in_file(part, names, workers, &init, &visit)
+            })?;
             states.extend(folded);
             count += rows;
         }

@@ -76,7 +76,7 @@ impl Drop for Slot {
 fn take(counter: &Arc<AtomicUsize>, limit: usize) -> Option<Slot> {
     counter
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-            (held < limit).then_some(held + 1)
+            (held < limit).then(|| held.saturating_add(1))
         })
         .ok()
         .map(|_| Slot {
@@ -126,7 +126,7 @@ impl Admission {
         if let Some(tpm) = limit.tpm {
             let mut windows = self.tenant_tokens.lock().expect("unpoisoned");
             let window = windows.at(tenant, now_ms);
-            if window.tokens() + tokens > tpm {
+            if !window.fits(tokens, tpm) {
                 return Err(Full::TenantTokens);
             }
             window.add(now_ms, tokens);

@@ -30,6 +30,14 @@ pub struct Answer {
     pub output_tokens: Option<u64>,
     /// The verdict token's alternatives, where the endpoint returned them.
     pub logprobs: Option<Vec<(String, f64)>>,
+    /// The route said generation failed: an `error` object in an event or
+    /// in its body (what vLLM and LiteLLM send mid-stream).
+    pub error: bool,
+    /// A whole answer that is not JSON: nothing of it can be read.
+    pub unreadable: bool,
+    /// The choices (by `index`) seen, and those seen with a finish reason.
+    choices_seen: std::collections::BTreeSet<u64>,
+    choices_finished: std::collections::BTreeSet<u64>,
     /// An SSE line not yet ended.
     partial: Vec<u8>,
 }
@@ -48,18 +56,29 @@ impl Answer {
     /// A whole (non-streamed) chat completion, its text kept.
     pub fn of_json(body: &[u8]) -> Answer {
         let mut answer = Answer::keeping_text();
-        if let Ok(value) = serde_json::from_slice::<Value>(body) {
-            answer.absorb(&value, false);
+        match serde_json::from_slice::<Value>(body) {
+            Ok(value) => answer.absorb(&value, false),
+            Err(_) => answer.unreadable = true,
         }
         answer
     }
 
-    /// Reads the SSE bytes of `chunk`; lines may span chunks.
+    /// Whether every choice seen has its finish reason (and one was seen).
+    pub fn every_choice_finished(&self) -> bool {
+        !self.choices_seen.is_empty() && self.choices_seen == self.choices_finished
+    }
+
+    /// Reads the SSE bytes of `chunk`; lines may span chunks. The bytes
+    /// are scanned once and the read lines dropped once, so a chunk of any
+    /// size is read in time linear in it.
     pub fn feed_sse(&mut self, chunk: &[u8]) {
         self.partial.extend_from_slice(chunk);
-        while let Some(end) = self.partial.iter().position(|&byte| byte == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
+        let partial = std::mem::take(&mut self.partial);
+        let mut start = 0;
+        while let Some(offset) = partial[start..].iter().position(|&byte| byte == b'\n') {
+            let end = start.saturating_add(offset);
+            let line = String::from_utf8_lossy(&partial[start..end]);
+            start = end.saturating_add(1);
             let Some(data) = line.trim_end().strip_prefix("data:") else {
                 continue;
             };
@@ -71,11 +90,28 @@ impl Answer {
                 self.absorb(&value, true);
             }
         }
+        self.partial = partial;
+        self.partial.drain(..start);
     }
 
     fn absorb(&mut self, value: &Value, streamed: bool) {
         if let Some(model) = value["model"].as_str() {
             self.model = Some(model.to_owned());
+        }
+        if !value["error"].is_null() {
+            self.error = true;
+        }
+        for (position, each) in value["choices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let index = each["index"].as_u64().unwrap_or(position as u64);
+            self.choices_seen.insert(index);
+            if !each["finish_reason"].is_null() {
+                self.choices_finished.insert(index);
+            }
         }
         let choice = &value["choices"][0];
         let part = if streamed {
@@ -84,7 +120,7 @@ impl Answer {
             &choice["message"]["content"]
         };
         if let Some(text) = part.as_str() {
-            self.text_chars += text.chars().count() as u64;
+            self.text_chars = self.text_chars.saturating_add(text.chars().count() as u64);
             if self.keep_text {
                 self.text.push_str(text);
             }
@@ -107,9 +143,25 @@ impl Answer {
         }
         let usage = &value["usage"];
         if usage.is_object() {
-            self.input_tokens = usage["prompt_tokens"].as_u64();
-            self.output_tokens = usage["completion_tokens"].as_u64();
-            self.cached_input_tokens = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
+            // A count past what any request has is a provider's error:
+            // unknown, as if the route had given none.
+            let tokens = |value: &serde_json::Value| {
+                value
+                    .as_u64()
+                    .filter(|tokens| *tokens <= crate::records::MAX_TOKENS)
+            };
+            let prompt = tokens(&usage["prompt_tokens"]);
+            let cached = tokens(&usage["prompt_tokens_details"]["cached_tokens"]);
+            // OpenAI counts cached tokens inside the prompt's; a provider
+            // that counts more cached than prompt tokens counts them apart.
+            self.input_tokens = match (prompt, cached) {
+                (Some(prompt), Some(cached)) if cached > prompt => {
+                    Some(prompt.saturating_add(cached))
+                }
+                _ => prompt,
+            };
+            self.output_tokens = tokens(&usage["completion_tokens"]);
+            self.cached_input_tokens = cached;
         }
     }
 }

@@ -95,7 +95,7 @@ impl RecordRate {
             *window = (second, 0);
         }
         if window.1 < self.per_second {
-            window.1 += 1;
+            window.1 = window.1.saturating_add(1);
             true
         } else {
             self.dropped.fetch_add(1, Ordering::Relaxed);

@@ -278,7 +278,7 @@ pub async fn serve(
         // NODELAY, Nagle's algorithm holds the second until the client's
         // delayed ACK, 40 ms later.
         let _ = stream.set_nodelay(true);
-        number += 1;
+        number = number.saturating_add(1);
         let activity = Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
             last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
@@ -358,7 +358,10 @@ impl Connection {
         });
         let connection = builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
-        let check = (self.idle_timeout / 4).max(Duration::from_millis(50));
+        let check = self
+            .idle_timeout
+            .div_f64(4.0)
+            .max(Duration::from_millis(50));
         let mut stopping = false;
         loop {
             tokio::select! {

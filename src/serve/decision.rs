@@ -351,7 +351,8 @@ fn slice_for(
             .get("user")
             .and_then(Value::as_str)
             .map(str::to_owned),
-    };
+    }
+    .filter(|slice| !slice.trim().is_empty());
     // The key decides the slice; a claim counts only where serve sits behind
     // a gateway that sets it.
     identity

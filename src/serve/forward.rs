@@ -23,8 +23,8 @@ use super::assemble::Assembly;
 use super::deployed::Upstream;
 use super::served::CLIENT_DISCONNECTED;
 use super::served::ServedRecord;
-use super::settings::Timeouts;
-use super::sse::{Framer, Malformed, error_event};
+use super::settings::{Timeouts, after};
+use super::sse::{FirstToken, Framer, Malformed, error_event};
 use super::witness::{AnswerEnd, answered};
 
 /// The client's body with the route's model in place of the logical one
@@ -125,23 +125,55 @@ pub(super) enum Source {
     Buffered(Vec<u8>),
 }
 
-/// The response's first chunk within `deadline`, and the rest of it.
+/// The response's first token within `deadline`, and the rest of it. A
+/// stream's first token is its first event that says something (content,
+/// a tool call, a finish, an error, `[DONE]`): comments (`: PROCESSING`,
+/// which OpenRouter sends while a request waits) and empty deltas keep
+/// the connection, not the deadline. Any other answer's is its first byte.
 pub(super) async fn first_chunk(
     route: &str,
     response: reqwest::Response,
     deadline: tokio::time::Instant,
+    sse: bool,
 ) -> Result<Source, CallFailed> {
     let mut rest = response.bytes_stream().boxed();
-    match tokio::time::timeout_at(deadline, rest.next()).await {
-        Err(_) => Err(CallFailed::TimedOut),
-        Ok(Some(Err(problem))) => Err(CallFailed::Unreachable(format!(
-            "route {route:?}'s answer was cut: {}",
-            without_url(&problem)
-        ))),
-        Ok(first) => Ok(Source::Stream {
-            first: first.map(|chunk| chunk.expect("matched above")),
-            rest,
-        }),
+    let mut watch = sse.then(FirstToken::default);
+    let mut before: Vec<u8> = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, rest.next()).await {
+            Err(_) => return Err(CallFailed::TimedOut),
+            Ok(Some(Err(problem))) => {
+                return Err(CallFailed::Unreachable(format!(
+                    "route {route:?}'s answer was cut: {}",
+                    without_url(&problem)
+                )));
+            }
+            Ok(None) => {
+                let first = (!before.is_empty()).then(|| Bytes::from(before));
+                return Ok(Source::Stream { first, rest });
+            }
+            Ok(Some(Ok(chunk))) => {
+                let Some(watch) = watch.as_mut() else {
+                    return Ok(Source::Stream {
+                        first: Some(chunk),
+                        rest,
+                    });
+                };
+                let came = watch.sees_token(&chunk);
+                before.extend_from_slice(&chunk);
+                if came && watch.error {
+                    return Err(CallFailed::Unreachable(format!(
+                        "route {route:?} sent an error event before its first token: its generation failed"
+                    )));
+                }
+                if came {
+                    return Ok(Source::Stream {
+                        first: Some(Bytes::from(before)),
+                        rest,
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -262,10 +294,13 @@ pub(super) fn without_url(error: &reqwest::Error) -> String {
     text
 }
 
+/// Whether a response is server-sent events. Media types are
+/// case-insensitive (RFC 9110 8.3.1): `Text/Event-Stream` is a stream.
 pub(super) fn is_sse(content_type: Option<&HeaderValue>) -> bool {
     content_type
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"))
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// The most of a non-streamed answer kept to read its usage and model
@@ -307,10 +342,12 @@ impl Finishing {
         if self.first_byte.is_none() {
             self.first_byte = Some(self.started.elapsed().as_secs_f64() * 1e3);
         }
-        self.passed_bytes += bytes.len() as u64;
+        self.passed_bytes = self.passed_bytes.saturating_add(bytes.len() as u64);
         if self.sse.is_some() {
             self.answer.feed_sse(bytes);
-        } else if !self.body_unread && self.body.len() + bytes.len() <= MAX_READ_BODY_BYTES {
+        } else if !self.body_unread
+            && self.body.len().saturating_add(bytes.len()) <= MAX_READ_BODY_BYTES
+        {
             self.body.extend_from_slice(bytes);
         } else if !self.body_unread {
             self.body = Vec::new();
@@ -360,7 +397,7 @@ impl Finishing {
         self.feed(&events);
         match framed {
             Err(malformed) => Err((self.cut(events, &malformed), Ending::Malformed)),
-            Ok(()) if !done && self.answer.finish_reason.is_none() => {
+            Ok(()) if !done && !self.answer.every_choice_finished() => {
                 events.extend_from_slice(&error_event(&ended_early(&self.route)));
                 Err((Bytes::from(events), Ending::UpstreamCut))
             }
@@ -395,6 +432,8 @@ pub(super) enum Ending {
     UpstreamCut,
     /// The upstream's stream was not one a client can read.
     Malformed,
+    /// The route sent an error event: generation failed.
+    UpstreamError,
     /// No byte within `--stall-timeout-ms` after the first.
     Stalled,
     /// The answer ran past `--total-timeout-ms`.
@@ -422,10 +461,17 @@ impl Finishing {
             self.answer = Answer::of_json(&self.body);
         }
         let broken = match self.ending {
+            // Every byte passed, but the route said generation failed, or
+            // sent a whole answer that is not one.
+            Ending::Finished if self.answer.error => Some((Status::Error, "upstream_error")),
+            Ending::Finished if self.answer.unreadable => {
+                Some((Status::Error, "upstream_malformed"))
+            }
             Ending::Finished => None,
             Ending::ClientLeft => Some((Status::Error, CLIENT_DISCONNECTED)),
             Ending::UpstreamCut | Ending::TooLong => Some((Status::Error, "upstream_cut")),
             Ending::Malformed => Some((Status::Error, "upstream_malformed")),
+            Ending::UpstreamError => Some((Status::Error, "upstream_error")),
             Ending::Stalled => Some((Status::Timeout, "stall")),
             Ending::PastTotal => Some((Status::Timeout, "total_deadline")),
         };
@@ -505,9 +551,12 @@ async fn next_bytes(
         return finished(state).await;
     }
     let timeouts = state.app.settings.timeouts;
-    let total = tokio::time::Instant::from_std(state.started) + timeouts.total;
+    let total = after(
+        tokio::time::Instant::from_std(state.started),
+        timeouts.total,
+    );
     loop {
-        let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
+        let deadline = after(tokio::time::Instant::now(), timeouts.stall).min(total);
         let (item, ending) = match tokio::time::timeout_at(deadline, rest.next()).await {
             Ok(Some(Ok(chunk))) => match state.pass(&chunk) {
                 // A chunk that completes no event: read on.
@@ -578,12 +627,12 @@ pub(super) async fn read_events(
         ),
     };
     let mut chunks = futures_util::stream::iter(first.map(Ok)).chain(rest);
-    let total = tokio::time::Instant::from_std(started) + timeouts.total;
+    let total = after(tokio::time::Instant::from_std(started), timeouts.total);
     let mut framer = Framer::default();
-    let mut read = 0;
+    let mut read: usize = 0;
     let malformed = |malformed: Malformed| (Ending::Malformed, malformed.message(route));
     loop {
-        let deadline = (tokio::time::Instant::now() + timeouts.stall).min(total);
+        let deadline = after(tokio::time::Instant::now(), timeouts.stall).min(total);
         let mut events = Vec::new();
         let ended = match tokio::time::timeout_at(deadline, chunks.next()).await {
             // A stream is over at its `[DONE]`, whenever the upstream
@@ -618,7 +667,7 @@ pub(super) async fn read_events(
                 ));
             }
         };
-        read += events.len();
+        read = read.saturating_add(events.len());
         if read > MAX_ASSEMBLED_BYTES {
             return Err((
                 Ending::TooLong,
@@ -629,6 +678,12 @@ pub(super) async fn read_events(
         }
         answer.feed_sse(&events);
         for event in super::assemble::events(&events) {
+            if !event["error"].is_null() {
+                return Err((
+                    Ending::UpstreamError,
+                    format!("route {route:?} sent an error event: its generation failed"),
+                ));
+            }
             assembly.add(&event);
         }
         // Closed without `[DONE]`, the stream is whole only if every

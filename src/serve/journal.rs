@@ -34,6 +34,37 @@ use crate::records::{FieldNames, RecordsWriter, for_each_record};
 /// The lock serve holds on its records directory.
 pub const LOCK: &str = ".routeval-serve.lock";
 
+/// The number the next journal takes, kept beside the parts so that part
+/// names never repeat for one records directory: an operator who ships
+/// rolled parts away (to a bucket) and restarts serve must not get a
+/// second `part-000001.parquet` that a sync would overwrite or skip.
+pub const NEXT_PART: &str = ".routeval-serve.next-part";
+
+/// The next part's number as kept in [`NEXT_PART`], if it is there.
+fn kept_next_part(directory: &Path) -> anyhow::Result<Option<u64>> {
+    let path = directory.join(NEXT_PART);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .with_context(|| format!("{}: is not a part number (--records)", path.display())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => {
+            Err(error).with_context(|| format!("{}: cannot read (--records)", path.display()))
+        }
+    }
+}
+
+/// Keeps `next` as the next part's number, durably, before a journal of
+/// a lower number is created.
+fn keep_next_part(directory: &Path, next: u64) -> anyhow::Result<()> {
+    crate::atomic::write_bytes_atomically(
+        &directory.join(NEXT_PART),
+        format!("{next}\n").as_bytes(),
+    )
+}
+
 /// How long the writer gathers records into one commit after the first.
 pub const COMMIT_WINDOW: Duration = Duration::from_millis(2);
 /// The most records one commit writes while the journal is healthy.
@@ -109,7 +140,12 @@ impl Journal {
     pub fn write(&self, record: ServedRecord) -> Option<u64> {
         let _order = self.order.lock().expect("unpoisoned");
         match self.sender.try_send(Box::new(record)) {
-            Ok(()) => Some(self.health.sent.fetch_add(1, Ordering::AcqRel) + 1),
+            Ok(()) => Some(
+                self.health
+                    .sent
+                    .fetch_add(1, Ordering::AcqRel)
+                    .saturating_add(1),
+            ),
             Err(_) => {
                 if self.health.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     self.log
@@ -188,9 +224,9 @@ pub fn open(
     std::fs::create_dir_all(directory)
         .with_context(|| format!("{}: cannot create (--records)", directory.display()))?;
     let lock = crate::atomic::lock_directory(directory, LOCK, "routeval serve", "--records")?;
-    let mut next = 1;
+    let mut next = kept_next_part(directory)?.unwrap_or(1).max(1);
     for (number, kind) in parts(directory)? {
-        next = next.max(number + 1);
+        next = next.max(number.saturating_add(1));
         if kind == PartKind::Journal {
             recover(directory, number)?;
         }
@@ -279,7 +315,7 @@ fn recover(directory: &Path, number: u64) -> anyhow::Result<()> {
     let whole = bytes
         .iter()
         .rposition(|&byte| byte == b'\n')
-        .map_or(0, |end| end + 1);
+        .map_or(0, |end| end.saturating_add(1));
     if whole < bytes.len() {
         let file = std::fs::OpenOptions::new().write(true).open(&journal)?;
         file.set_len(whole as u64)?;
@@ -354,7 +390,7 @@ impl Writer {
     fn run(mut self, receiver: &mpsc::Receiver<Box<ServedRecord>>) -> anyhow::Result<()> {
         let mut pending: Vec<ServedRecord> = Vec::new();
         let mut open = true;
-        let mut tries_at_stop = 0;
+        let mut tries_at_stop: u32 = 0;
         while open || !pending.is_empty() {
             if pending.is_empty() {
                 match receiver.recv() {
@@ -400,7 +436,7 @@ impl Writer {
                 Err(problem) => {
                     self.fail(&problem);
                     if !open {
-                        tries_at_stop += 1;
+                        tries_at_stop = tries_at_stop.saturating_add(1);
                         if tries_at_stop >= TRIES_AT_STOP {
                             anyhow::bail!(
                                 "{} records could not be written: {problem}",
@@ -426,7 +462,9 @@ impl Writer {
         window: Duration,
         most: usize,
     ) -> bool {
-        let until = Instant::now() + window;
+        let until = Instant::now()
+            .checked_add(window)
+            .unwrap_or_else(Instant::now);
         while pending.len() < most {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -461,6 +499,7 @@ impl Writer {
             if self.created {
                 crate::atomic::check_destination(&path, "--records")?;
             } else {
+                keep_next_part(&self.directory, self.number.saturating_add(1))?;
                 options.create_new(true);
             }
             let file = options
@@ -479,15 +518,15 @@ impl Writer {
             let _ = file.set_len(self.good_len);
             return Err(error).with_context(|| format!("{}: cannot write", path.display()));
         }
-        self.good_len += lines.len() as u64;
-        self.written += records.len() as u64;
+        self.good_len = self.good_len.saturating_add(lines.len() as u64);
+        self.written = self.written.saturating_add(records.len() as u64);
         if self.written >= self.roll_after || self.roll_failed {
             self.file = None;
             match roll(&self.directory, self.number) {
                 Ok(()) => {
                     self.roll_failed = false;
                     self.created = false;
-                    self.number += 1;
+                    self.number = self.number.saturating_add(1);
                     self.written = 0;
                     self.good_len = 0;
                 }

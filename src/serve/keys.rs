@@ -65,6 +65,13 @@ impl Keys {
             if entry.tenant.trim().is_empty() {
                 anyhow::bail!("{at}: tenant is empty");
             }
+            if entry
+                .slice
+                .as_deref()
+                .is_some_and(|slice| slice.trim().is_empty())
+            {
+                anyhow::bail!("{at}: slice is empty (leave it out for the tenant's own slice)");
+            }
             let identity = Identity {
                 tenant: entry.tenant,
                 slice: entry.slice,

@@ -19,6 +19,7 @@
 //!   the [`journal`] its record is written to, and the [`served`] ledger
 //!   that sees it written exactly once.
 
+#![deny(clippy::arithmetic_side_effects)]
 mod admission;
 mod answer;
 mod app;

@@ -43,3 +43,23 @@ pub struct Timeouts {
     pub stall: Duration,
     pub total: Duration,
 }
+
+/// As far off as a deadline goes: one past what an instant holds is never
+/// reached anyway.
+const FAR_OFF: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `by` after `at`. A timeout a flag or a signed config sets so far off
+/// that the instant would overflow is a deadline a year away, not a panic
+/// in the request path.
+pub fn after(at: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(FAR_OFF))
+        .unwrap_or(at)
+}
+
+/// `ms` milliseconds, as a signed config's deadline gives them; one that is
+/// not a finite, non-negative number of seconds a duration holds is
+/// [`FAR_OFF`].
+pub fn millis(ms: f64) -> Duration {
+    Duration::try_from_secs_f64(ms / 1e3).unwrap_or(FAR_OFF)
+}

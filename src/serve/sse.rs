@@ -56,13 +56,13 @@ impl Framer {
             .iter()
             .position(|&byte| byte == b'\n')
         {
-            let end = self.scanned + offset;
+            let end = self.scanned.saturating_add(offset);
             let line = &self.pending[self.line_start..end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
                 self.finish_event()?;
                 events.extend_from_slice(&self.pending[event_start..=end]);
-                event_start = end + 1;
+                event_start = end.saturating_add(1);
             } else if let Some(value) = line.strip_prefix(b"data:") {
                 let value = value.strip_prefix(b" ").unwrap_or(value);
                 if self.has_data {
@@ -71,13 +71,13 @@ impl Framer {
                 self.data.extend_from_slice(value);
                 self.has_data = true;
             }
-            self.line_start = end + 1;
-            self.scanned = end + 1;
+            self.line_start = end.saturating_add(1);
+            self.scanned = self.line_start;
         }
         self.scanned = self.pending.len();
         self.pending.drain(..event_start);
-        self.line_start -= event_start;
-        self.scanned -= event_start;
+        self.line_start = self.line_start.saturating_sub(event_start);
+        self.scanned = self.scanned.saturating_sub(event_start);
         if self.pending.len() > MAX_EVENT_BYTES || self.data.len() > MAX_EVENT_BYTES {
             return Err(Malformed::TooLong);
         }
@@ -113,6 +113,95 @@ impl Framer {
         };
         self.push(end, events)
     }
+}
+
+/// Watches a stream's first bytes for its first token: the first event
+/// that says something (a content, refusal or reasoning delta that is not
+/// empty, a tool call, a finish reason, an error, `[DONE]`, or data that
+/// is not JSON, which the [`Framer`] will refuse). Comments and empty
+/// deltas are not tokens. Past [`MAX_EVENT_BYTES`] without one, the watch
+/// ends and the stream is taken as begun, so it holds no more than that.
+#[derive(Debug, Default)]
+pub struct FirstToken {
+    /// The first token was an error event: generation failed before it
+    /// said anything.
+    pub error: bool,
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+    seen: usize,
+}
+
+impl FirstToken {
+    /// Whether `chunk` completes the first event that is a token.
+    pub fn sees_token(&mut self, chunk: &[u8]) -> bool {
+        self.seen = self.seen.saturating_add(chunk.len());
+        for &byte in chunk {
+            if byte != b'\n' {
+                self.line.push(byte);
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if line.is_empty() {
+                if self.has_data && says_something(&self.data) {
+                    self.error = is_error(&self.data);
+                    return true;
+                }
+                self.data.clear();
+                self.has_data = false;
+            } else if let Some(value) = line.strip_prefix(b"data:") {
+                let value = value.strip_prefix(b" ").unwrap_or(value);
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+        }
+        self.seen > MAX_EVENT_BYTES
+    }
+}
+
+/// Whether an event's data is an OpenAI-style error event.
+fn is_error(data: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(data).is_ok_and(|event| !event["error"].is_null())
+}
+
+/// Whether an event's data is a token (see [`FirstToken`]).
+fn says_something(data: &[u8]) -> bool {
+    if data.trim_ascii() == b"[DONE]" {
+        return true;
+    }
+    let Ok(event) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return true;
+    };
+    if !event["error"].is_null() {
+        return true;
+    }
+    let filled = |value: &serde_json::Value| match value {
+        serde_json::Value::Null => false,
+        serde_json::Value::String(text) => !text.is_empty(),
+        serde_json::Value::Array(items) => !items.is_empty(),
+        _ => true,
+    };
+    event["choices"].as_array().is_some_and(|choices| {
+        choices.iter().any(|choice| {
+            let delta = &choice["delta"];
+            filled(&choice["finish_reason"])
+                || filled(&choice["text"])
+                || [
+                    "content",
+                    "refusal",
+                    "reasoning_content",
+                    "reasoning",
+                    "tool_calls",
+                    "function_call",
+                ]
+                .iter()
+                .any(|field| filled(&delta[*field]))
+        })
+    })
 }
 
 /// The event that ends a cut stream: an OpenAI-style error, which the
@@ -196,5 +285,34 @@ mod tests {
         assert_eq!(ended, Ok(()));
         assert!(done);
         assert_eq!(events, b"data: {\"a\":1}\n\ndata: [DONE]\n\n");
+    }
+
+    #[test]
+    fn comments_and_empty_deltas_are_not_a_first_token_and_content_is() {
+        let mut watch = FirstToken::default();
+        assert!(!watch.sees_token(b": PROCESSING\n\n: PROCESSING\n\n"));
+        let role = br#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
+        assert!(!watch.sees_token(role));
+        assert!(!watch.sees_token(b"\n\n"));
+        assert!(!watch.sees_token(b"data: {\"choices\":[{\"delta\":{\"con"));
+        assert!(watch.sees_token(b"tent\":\"Hi\"}}]}\r\n\r\n"));
+        for token in [
+            &br#"data: {"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#[..],
+            br#"data: {"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            br#"data: {"error":{"message":"failed"}}"#,
+            b"data: [DONE]",
+            b"data: not json",
+        ] {
+            let mut watch = FirstToken::default();
+            assert!(watch.sees_token(&[token, b"\n\n"].concat()), "{token:?}");
+            assert_eq!(
+                watch.error,
+                token.starts_with(b"data: {\"error"),
+                "{token:?}"
+            );
+        }
+        let mut endless = FirstToken::default();
+        let comment = b": keep-alive\n\n".repeat(MAX_EVENT_BYTES / 14 + 1);
+        assert!(endless.sees_token(&comment));
     }
 }

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use futures_util::StreamExt;
 
 use super::deployed::Upstream;
+use super::settings::after;
 
 /// The most of an upstream's error body read, and how long it may take.
 const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
@@ -21,7 +22,7 @@ pub(super) async fn upstream_error_body(
     response: reqwest::Response,
     total: tokio::time::Instant,
 ) -> Vec<u8> {
-    let deadline = total.min(tokio::time::Instant::now() + ERROR_BODY_WAIT);
+    let deadline = total.min(after(tokio::time::Instant::now(), ERROR_BODY_WAIT));
     let mut chunks = response.bytes_stream();
     let mut body = Vec::new();
     while body.len() <= MAX_ERROR_BODY_BYTES {

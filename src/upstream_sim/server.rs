@@ -508,10 +508,14 @@ impl Reply {
             .chunks(4)
             .map(|part| part.iter().collect())
             .collect();
+        // A stall strikes after the first token: halfway through the text,
+        // or before the finish of a text of one chunk.
+        let stall_at = (parts.len() / 2).max(1);
+        let stall = Duration::from_millis(settings.faults.stall_ms);
         for (index, part) in parts.iter().enumerate() {
             let mut delay = Duration::from_secs_f64(self.per_token);
-            if fault == Some(Fault::Stall) && index == parts.len() / 2 {
-                delay += Duration::from_millis(settings.faults.stall_ms);
+            if fault == Some(Fault::Stall) && index == stall_at {
+                delay += stall;
             }
             if fault == Some(Fault::MalformedChunk) && index == parts.len() / 2 {
                 pieces.push((
@@ -525,7 +529,12 @@ impl Reply {
             }
         }
         if fault != Some(Fault::CutStream) {
-            pieces.push((Duration::ZERO, Ok(chunk(json!({}), json!("stop")))));
+            let before_finish = if fault == Some(Fault::Stall) && stall_at >= parts.len() {
+                stall
+            } else {
+                Duration::ZERO
+            };
+            pieces.push((before_finish, Ok(chunk(json!({}), json!("stop")))));
             if include_usage && fault != Some(Fault::MissingUsage) {
                 let body = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": self.usage});
                 pieces.push((Duration::ZERO, Ok(format!("data: {body}\n\n"))));

@@ -38,10 +38,10 @@ impl Histogram {
         }
         for (count, bound) in self.counts.iter_mut().zip(bounds) {
             if value <= *bound {
-                *count += 1;
+                *count = count.saturating_add(1);
             }
         }
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
         self.sum += value;
     }
 }

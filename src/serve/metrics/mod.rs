@@ -29,7 +29,8 @@ pub struct Metrics {
 
 /// Adds one to `map[key]`, copying the key only when it is new.
 fn count<K: Ord>(map: &mut BTreeMap<K, u64>, key: K) {
-    *map.entry(key).or_default() += 1;
+    let value = map.entry(key).or_default();
+    *value = value.saturating_add(1);
 }
 
 /// The upstream call's end a record's `finish_reason` names, if its stream
@@ -38,6 +39,7 @@ fn broken_ending(finish_reason: Option<&str>) -> Option<&'static str> {
     match finish_reason? {
         "upstream_cut" => Some("cut"),
         "upstream_malformed" => Some("malformed"),
+        "upstream_error" => Some("error"),
         "stall" => Some("stall"),
         "total_deadline" => Some("total_deadline"),
         _ => None,
@@ -63,9 +65,13 @@ impl Metrics {
                 counters.usage.insert(route.to_owned(), Usage::default());
             }
             let usage = counters.usage.get_mut(route).expect("inserted above");
-            usage.input += record.input_tokens.unwrap_or(0);
-            usage.cached_input += record.cached_input_tokens.unwrap_or(0);
-            usage.output += record.output_tokens.unwrap_or(0);
+            usage.input = usage.input.saturating_add(record.input_tokens.unwrap_or(0));
+            usage.cached_input = usage
+                .cached_input
+                .saturating_add(record.cached_input_tokens.unwrap_or(0));
+            usage.output = usage
+                .output
+                .saturating_add(record.output_tokens.unwrap_or(0));
             usage.cost_usd += record.cost_usd.unwrap_or(0.0);
         }
         if let Some(ending) = broken_ending(record.finish_reason.as_deref()) {
@@ -75,7 +81,7 @@ impl Metrics {
             && let Some(decided) = record.decided_route.as_deref()
         {
             match counters.explored.get_mut(decided) {
-                Some(value) => *value += 1,
+                Some(value) => *value = value.saturating_add(1),
                 None => {
                     counters.explored.insert(decided.to_owned(), 1);
                 }
@@ -98,10 +104,11 @@ impl Metrics {
         let tenants = counters.slices.get_mut(slice).expect("inserted above");
         if !tenants.contains_key(tenant) {
             tenants.insert(tenant.to_owned(), SliceCounts::default());
-            counters.slice_pairs += 1;
+            counters.slice_pairs = counters.slice_pairs.saturating_add(1);
         }
         let counts = tenants.get_mut(tenant).expect("inserted above");
-        *counts.statuses.entry(record.status.name()).or_default() += 1;
+        let status = counts.statuses.entry(record.status.name()).or_default();
+        *status = status.saturating_add(1);
         counts.cost_usd += record.cost_usd.unwrap_or(0.0);
     }
 
@@ -120,7 +127,7 @@ impl Metrics {
             .find(|((their_route, their_reason, their_status), _)| {
                 their_route == route && their_reason == reason && *their_status == status
             }) {
-            Some((_, count)) => *count += 1,
+            Some((_, count)) => *count = count.saturating_add(1),
             None => {
                 counters
                     .requests
@@ -139,7 +146,7 @@ impl Metrics {
             .iter_mut()
             .find(|((their_route, their_class), _)| their_route == route && *their_class == class)
         {
-            Some((_, count)) => *count += 1,
+            Some((_, count)) => *count = count.saturating_add(1),
             None => {
                 counters.upstream.insert((route.to_owned(), class), 1);
             }

@@ -40,10 +40,12 @@ pub(super) async fn tenant(State(app): State<Arc<App>>, request: Request, next: 
     if let Some(limit) = decided.deployed.serving.tenant_limit(&decided.tenant) {
         let (prompt, most) = requested_tokens(&decided.request);
         let arrival_ms = pending.record.timestamp_ms as f64;
-        match app
-            .admission
-            .tenant(&decided.tenant, limit, arrival_ms, prompt + most)
-        {
+        match app.admission.tenant(
+            &decided.tenant,
+            limit,
+            arrival_ms,
+            prompt.saturating_add(most),
+        ) {
             Ok(slot) => pending.held.extend(slot),
             Err(full) => return overloaded(&app, pending.record, pending.started, full),
         }

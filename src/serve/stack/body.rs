@@ -78,7 +78,7 @@ async fn within_limit(
             };
             (refusal, response)
         })?;
-        if bytes.len() + chunk.len() > most {
+        if bytes.len().saturating_add(chunk.len()) > most {
             return Err(too_large());
         }
         bytes.extend_from_slice(&chunk);

@@ -12,7 +12,10 @@ use opentelemetry::trace::SpanKind;
 use super::super::admission::Full;
 use super::super::deployed::Upstream;
 use super::super::failure::{Failure, status_class};
-use super::super::forward::{CallFailed, Called, Source, call, first_chunk, outgoing_headers};
+use super::super::forward::{
+    CallFailed, Called, Source, call, first_chunk, is_sse, outgoing_headers,
+};
+use super::super::settings::{after, millis};
 use super::super::witness::{CallEnded, call_ended};
 use super::{Reached, Turn};
 
@@ -108,7 +111,7 @@ impl Turn<'_> {
             response,
         } = called;
         let expected_bytes = response.content_length();
-        let first = first_chunk(route, response, first_token).await;
+        let first = first_chunk(route, response, first_token, is_sse(content_type.as_ref())).await;
         let class = first.as_ref().map_or_else(CallFailed::class, |_| "2xx");
         let error = first.as_ref().err().map(CallFailed::describe);
         call_ended(self.app, ended(span, class, Some(status), error));
@@ -140,10 +143,9 @@ impl Turn<'_> {
             .expect("every route has an upstream")
             .clone();
         let (deadline_ms, by_breaker) = self.deadline_ms(route);
-        let total = tokio::time::Instant::from_std(self.started) + self.app.settings.timeouts.total;
-        let first_token = (tokio::time::Instant::from_std(from)
-            + std::time::Duration::from_secs_f64(deadline_ms / 1e3))
-        .min(total);
+        let total = self.total_deadline();
+        let first_token =
+            after(tokio::time::Instant::from_std(from), millis(deadline_ms)).min(total);
         let (first, hedged) = match self.hedge_at(route, from) {
             Some(hedge_at) if hedge_at < first_token => {
                 self.hedged_first_byte(route, &upstream, first_token, hedge_at)

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::super::deployed::Upstream;
+use super::super::settings::{after, millis};
 use super::attempt::FirstByte;
 use super::{Hedged, Turn};
 
@@ -12,10 +13,8 @@ impl Turn<'_> {
     /// route hedges and the prompt is short enough.
     pub(super) fn hedge_at(&self, route: &str, from: Instant) -> Option<tokio::time::Instant> {
         let hedge = self.decided.deployed.config.table.route(route)?.hedge?;
-        (self.prompt_tokens <= hedge.max_prompt_tokens).then(|| {
-            tokio::time::Instant::from_std(from)
-                + std::time::Duration::from_secs_f64(hedge.after_ms / 1e3)
-        })
+        (self.prompt_tokens <= hedge.max_prompt_tokens)
+            .then(|| after(tokio::time::Instant::from_std(from), millis(hedge.after_ms)))
     }
 
     /// The first byte of a hedged call: the call alone if it gives one by

@@ -101,7 +101,7 @@ impl Turn<'_> {
             super::super::witness::Event::Answering(status),
         );
         let upstream = self.decided.deployed.upstreams[route].clone();
-        let total = tokio::time::Instant::from_std(self.started) + self.app.settings.timeouts.total;
+        let total = self.total_deadline();
         let body = upstream_error_body(route, &upstream, status, response, total).await;
         let mut finishing = self.finishing(route, upstream, 0.0);
         finishing.record = Some(record);

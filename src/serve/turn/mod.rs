@@ -47,6 +47,7 @@ use super::decision::{Decided, routes_of};
 use super::deployed::Upstream;
 use super::forward::{Ending, Finishing, Source};
 use super::served::ServedRecord;
+use super::settings::after;
 use super::witness::{Event, see};
 
 /// One route's turn at a request: the only one, or a cascade's stage.
@@ -137,9 +138,9 @@ pub(super) async fn run(
             decided,
             route,
             stage,
-            last: stage + 1 == stages.len(),
+            last: stage.saturating_add(1) == stages.len(),
             started,
-            tokens: prompt_tokens + most,
+            tokens: prompt_tokens.saturating_add(most),
             prompt_tokens,
             arrival_ms: record.timestamp_ms as f64,
         };
@@ -166,6 +167,14 @@ pub(super) fn requested_tokens(request: &serde_json::Map<String, serde_json::Val
 }
 
 impl Turn<'_> {
+    /// When `--total-timeout-ms` ends the request.
+    pub(super) fn total_deadline(&self) -> tokio::time::Instant {
+        after(
+            tokio::time::Instant::from_std(self.started),
+            self.app.settings.timeouts.total,
+        )
+    }
+
     /// The decision's headers, then the upstream's rate-limit headers.
     pub(super) fn headers(
         &self,
@@ -288,14 +297,23 @@ pub(super) fn hold(
     finishing.slots.extend(hedged.map(|hedged| hedged.slot));
 }
 
-/// A stage's whole answer, from its first chunk on.
+/// A stage's whole answer, from its first chunk on, at most
+/// [`super::forward::MAX_ASSEMBLED_BYTES`]: it is held to be verified, so a
+/// route cannot make serve hold more.
 pub(super) async fn read_whole(source: Source) -> Result<Vec<u8>, String> {
+    let most = super::forward::MAX_ASSEMBLED_BYTES;
+    let too_long =
+        || format!("the stage's answer is longer than the {most} bytes serve reads to verify one");
     match source {
+        Source::Buffered(bytes) if bytes.len() > most => Err(too_long()),
         Source::Buffered(bytes) => Ok(bytes),
         Source::Stream { first, mut rest } => {
             let mut bytes: Vec<u8> = first.map(|chunk: Bytes| chunk.to_vec()).unwrap_or_default();
             while let Some(chunk) = rest.next().await {
                 let chunk = chunk.map_err(|problem| super::forward::without_url(&problem))?;
+                if bytes.len().saturating_add(chunk.len()) > most {
+                    return Err(too_long());
+                }
                 bytes.extend_from_slice(&chunk);
             }
             Ok(bytes)

@@ -70,8 +70,7 @@ impl Turn<'_> {
         }
         // A cascade stage before the last: its answer is read whole and
         // verified before the client sees any of it.
-        let total_deadline =
-            tokio::time::Instant::from_std(self.started) + self.app.settings.timeouts.total;
+        let total_deadline = self.total_deadline();
         let bytes = match tokio::time::timeout_at(total_deadline, read_whole(source)).await {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(problem)) => {
@@ -145,7 +144,10 @@ impl Turn<'_> {
                 movable: unread.route == self.route
                     && matches!(
                         unread.ending,
-                        Ending::Stalled | Ending::UpstreamCut | Ending::Malformed
+                        Ending::Stalled
+                            | Ending::UpstreamCut
+                            | Ending::Malformed
+                            | Ending::UpstreamError
                     ),
             };
             match self.step(&outcome, self.arrival_ms + at_ms) {
@@ -187,6 +189,7 @@ fn broken(unread: &Unread) -> Broken {
         finish_reason: match unread.ending {
             Ending::Stalled => "stall",
             Ending::Malformed => "upstream_malformed",
+            Ending::UpstreamError => "upstream_error",
             _ => "upstream_cut",
         },
         failure: if stalled { "stall" } else { "cut" },

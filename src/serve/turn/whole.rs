@@ -148,6 +148,12 @@ impl Turn<'_> {
                 Status::Error,
                 "upstream_malformed",
             ),
+            Ending::UpstreamError => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                Status::Error,
+                "upstream_error",
+            ),
             _ => (
                 StatusCode::BAD_GATEWAY,
                 "upstream_error",

@@ -238,8 +238,25 @@ fn closes_ledger(app: &App, record: &mut ServedRecord) -> bool {
     false
 }
 
+/// Journals `record`, every value its readers would refuse made unknown
+/// and logged first: one odd value from a route or a client must not stop
+/// the journal rolling or the records being read.
 fn journal(app: &App, mut record: ServedRecord) -> Option<u64> {
     redaction::keep(app.settings.records_prompts, &mut record);
+    for change in crate::records::normalise(&mut record.record) {
+        app.log
+            .event(
+                Level::Warn,
+                "record_normalised",
+                format!(
+                    "request {:?}'s {} was recorded as unknown: {}",
+                    record.id, change.field, change.problem
+                ),
+            )
+            .field("request_id", record.id.to_string())
+            .field("field", change.field)
+            .emit();
+    }
     app.journal.write(record)
 }
 
@@ -252,7 +269,7 @@ fn observe(app: &App, record: &ServedRecord) {
     app.metrics.request(record, record.tenant.as_deref());
     let broken = matches!(
         record.finish_reason.as_deref(),
-        Some("upstream_cut" | "upstream_malformed" | "stall" | "total_deadline")
+        Some("upstream_cut" | "upstream_malformed" | "upstream_error" | "stall" | "total_deadline")
     );
     if broken {
         app.log
