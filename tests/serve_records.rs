@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, log_events, response,
-    serve_command, served_records, signed_single, write_keys,
+    routeval, serve_command, served_records, signed_single, write_keys,
 };
 
 /// `routeval serve` of a config signed for `upstream` (as `name`), as a
@@ -606,4 +606,40 @@ fn parts_shipped_away_are_never_named_again_after_a_restart() {
         part_names(&shipped)
     );
     assert_eq!(recorded_ids(&shipped), ids);
+}
+
+#[test]
+fn a_client_id_that_ends_like_an_attempt_or_a_hedge_copy_is_still_its_requests_decision() {
+    let upstream = instant_answers();
+    let directory = tempfile::tempdir().unwrap();
+    let records = directory.path().join("records");
+    let served = Served::start(&mut serve_for(
+        &upstream,
+        "records-spoofed-ids",
+        directory.path(),
+    ));
+    let address = address_of(&served);
+    let ids = ["client-attempt-1", "client-hedge-1", "client-plain"];
+    for id in ids {
+        assert!(answered(&address, id), "{id}");
+    }
+    served.stop();
+    let out = directory.path().join("labels.jsonl");
+    routeval()
+        .args(["sample", "--label-share", "1", "--seed", "1", "--records"])
+        .arg(&records)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .success();
+    let drawn: BTreeSet<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            row["record_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let expected: BTreeSet<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+    assert_eq!(drawn, expected);
 }

@@ -93,7 +93,7 @@ mod tests {
         let fields: Vec<&str> = changed.iter().map(|change| change.field).collect();
         assert_eq!(
             fields,
-            ["slice", "score", "input_tokens", "ttft_ms", "cost_usd"]
+            ["slice", "score", "input_tokens", "cost_usd", "ttft_ms"]
         );
         assert_eq!(odd.slice, "-");
         assert_eq!((odd.input_tokens, odd.cached_input_tokens), (None, Some(5)));

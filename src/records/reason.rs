@@ -114,6 +114,14 @@ impl Reason {
         matches!(self, Reason::Abandoned(_))
     }
 
+    /// Whether the record is of a call beside its request's own: an
+    /// attempt it abandoned, or a hedge's losing copy. Told by the reason,
+    /// which only the gateway sets, never by the id, which a client may
+    /// choose (`x-request-id: abc-attempt-1`).
+    pub fn is_beside_a_request(&self) -> bool {
+        matches!(self, Reason::Abandoned(_) | Reason::HedgeLost)
+    }
+
     /// Whether the policy escalated the request, where the reason says:
     /// a two-tier predictive policy's tier, or a cascade's release.
     pub fn escalation(&self) -> Option<bool> {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::records::{ATTEMPT_ID_SUFFIX, FieldNames, HEDGE_ID_SUFFIX, for_each_record, redact};
+use crate::records::{FieldNames, Reason, for_each_record, redact};
 use crate::schema::{
     InputError, LABEL_SET_SCHEMA_VERSION, LabelRow, drawn_for_audit, drawn_for_label,
 };
@@ -36,7 +36,11 @@ pub fn draw_labels(
         let Some(decided_route) = record.decided_route.as_deref() else {
             return Ok(());
         };
-        if id.ends_with(ATTEMPT_ID_SUFFIX) || id.ends_with(HEDGE_ID_SUFFIX) {
+        if record
+            .reason
+            .as_ref()
+            .is_some_and(Reason::is_beside_a_request)
+        {
             return Ok(());
         }
         let count = counts.entry(record.slice.to_string()).or_default();

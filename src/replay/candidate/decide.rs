@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::policy::{Plan, applicable, plan, propensity};
-use crate::records::{ATTEMPT_ID_SUFFIX, HEDGE_ID_SUFFIX, Record};
+use crate::records::{Reason, Record};
 use crate::routes::{ResolvedTable, RouteConfig, Serving, UnknownSlice};
 
 use super::direct::DirectModel;
@@ -44,7 +44,11 @@ impl Decisions<'_> {
     /// refusal, an abandoned attempt or a hedge's losing copy.
     pub fn decide(&self, record: &Record<'_>) -> Result<Option<Decided>, (&'static str, String)> {
         let id = record.id.as_ref();
-        if id.ends_with(ATTEMPT_ID_SUFFIX) || id.ends_with(HEDGE_ID_SUFFIX) {
+        if record
+            .reason
+            .as_ref()
+            .is_some_and(Reason::is_beside_a_request)
+        {
             return Ok(None);
         }
         let Some(decided_route) = record.decided_route.as_deref() else {

@@ -72,9 +72,13 @@ pub fn load_fallback_inputs(
             if record.status == Status::Ok && first_byte.is_none() {
                 return Err(missing_ttft());
             }
+            // An attempt is told by its reason, which a client cannot set;
+            // an id a client chose that ends like one is a request.
             let attempt_of = record
-                .id
-                .strip_suffix(crate::records::ATTEMPT_ID_SUFFIX)
+                .reason
+                .as_ref()
+                .filter(|reason| reason.is_abandoned())
+                .and_then(|_| record.id.strip_suffix(crate::records::ATTEMPT_ID_SUFFIX))
                 .map(str::to_owned);
             primary.push((
                 record.timestamp_ms,
