@@ -257,6 +257,29 @@ fn an_upstream_error_that_echoes_the_routes_key_never_reaches_the_client() {
 }
 
 #[test]
+fn a_rate_limit_header_that_echoes_the_routes_key_never_reaches_the_client() {
+    let echoing = ScriptedUpstream::start(|request: &Received| {
+        let key = request.header("authorization").unwrap_or_default();
+        let echoed = format!("x-ratelimit-limit-requests: 60; key={key}");
+        vec![Step::Send(response(
+            "200 OK",
+            &[&echoed, "x-ratelimit-remaining-requests: 59"],
+            "application/json",
+            &completion("hi"),
+        ))]
+    });
+    let front = Front::start(&echoing.base_url(), "hostile-echo-header", &[], None);
+    let answer = post(&front, KEY, &chat(false), &[]);
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    assert!(!answer.contains("unused-by-serve-sim"), "{answer}");
+    assert_eq!(header(&answer, "x-ratelimit-limit-requests"), None);
+    assert_eq!(
+        header(&answer, "x-ratelimit-remaining-requests").as_deref(),
+        Some("59")
+    );
+}
+
+#[test]
 fn an_upstream_error_page_that_names_its_host_is_replaced_by_an_openai_error() {
     let page = ScriptedUpstream::start(|_: &Received| {
         vec![Step::Send(response(

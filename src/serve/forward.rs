@@ -25,6 +25,7 @@ use super::served::CLIENT_DISCONNECTED;
 use super::served::ServedRecord;
 use super::settings::{Timeouts, after};
 use super::sse::{FirstToken, Framer, Malformed, error_event};
+use super::upstream_error::carries_secret;
 use super::witness::{AnswerEnd, answered};
 
 /// The client's body with the route's model in place of the logical one
@@ -227,6 +228,9 @@ pub(super) async fn call(
         .headers()
         .iter()
         .filter(|(name, _)| is_limit_header(name.as_str()))
+        // A limit header is checked as an error body is: one that carries
+        // the route's key or address is dropped.
+        .filter(|(_, value)| !carries_secret(upstream, value.as_bytes()))
         .filter_map(|(name, value)| {
             Some((
                 HeaderName::from_bytes(name.as_str().as_bytes()).ok()?,

@@ -8,6 +8,24 @@ use futures_util::StreamExt;
 use super::deployed::Upstream;
 use super::settings::after;
 
+/// Whether `bytes` from a route carry its credentials or its address (its
+/// key, its URL, its host), which never reach a client.
+pub(super) fn carries_secret(upstream: &Upstream, bytes: &[u8]) -> bool {
+    let contains = |needle: &str| {
+        !needle.is_empty()
+            && bytes
+                .windows(needle.len())
+                .any(|window| window == needle.as_bytes())
+    };
+    let host = reqwest::Url::parse(&upstream.chat_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    upstream.api_key.as_deref().is_some_and(contains)
+        || contains(&upstream.chat_url)
+        || contains(&host)
+}
+
 /// The most of an upstream's error body read, and how long it may take.
 const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 const ERROR_BODY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -35,19 +53,7 @@ pub(super) async fn upstream_error_body(
     let is_openai_error = whole
         && serde_json::from_slice::<serde_json::Value>(&body)
             .is_ok_and(|value| value.get("error").is_some_and(serde_json::Value::is_object));
-    let contains = |needle: &str| {
-        !needle.is_empty()
-            && body
-                .windows(needle.len())
-                .any(|window| window == needle.as_bytes())
-    };
-    let host = reqwest::Url::parse(&upstream.chat_url)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-        .unwrap_or_default();
-    let secret = upstream.api_key.as_deref().is_some_and(contains)
-        || contains(&upstream.chat_url)
-        || contains(&host);
+    let secret = carries_secret(upstream, &body);
     if is_openai_error && !secret {
         return body;
     }
