@@ -298,15 +298,6 @@ pub(super) fn without_url(error: &reqwest::Error) -> String {
     text
 }
 
-/// Whether a response is server-sent events. Media types are
-/// case-insensitive (RFC 9110 8.3.1): `Text/Event-Stream` is a stream.
-pub(super) fn is_sse(content_type: Option<&HeaderValue>) -> bool {
-    content_type
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
-}
-
 /// The most of a non-streamed answer kept to read its usage and model
 /// from; a longer one is passed on whole, unread.
 const MAX_READ_BODY_BYTES: usize = 8 << 20;

@@ -6,6 +6,15 @@
 //! cut with an OpenAI-style error event instead of bytes a client's SDK
 //! would choke on.
 
+/// Whether a response is server-sent events. Media types are
+/// case-insensitive (RFC 9110 8.3.1): `Text/Event-Stream` is a stream.
+pub(super) fn is_sse(content_type: Option<&axum::http::HeaderValue>) -> bool {
+    content_type
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
 /// The largest single event passed on.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
 

@@ -12,10 +12,9 @@ use opentelemetry::trace::SpanKind;
 use super::super::admission::Full;
 use super::super::deployed::Upstream;
 use super::super::failure::{Failure, status_class};
-use super::super::forward::{
-    CallFailed, Called, Source, call, first_chunk, is_sse, outgoing_headers,
-};
+use super::super::forward::{CallFailed, Called, Source, call, first_chunk, outgoing_headers};
 use super::super::settings::{after, millis};
+use super::super::sse::is_sse;
 use super::super::witness::{CallEnded, call_ended};
 use super::{Reached, Turn};
 

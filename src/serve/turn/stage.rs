@@ -8,9 +8,9 @@ use axum::http::HeaderValue;
 use crate::records::{Cause, Status};
 
 use super::super::admission::Slot;
-use super::super::forward::{Ending, Source, is_sse, pass_through};
+use super::super::forward::{Ending, Source, pass_through};
 use super::super::served::ServedRecord;
-use super::super::sse::Framer;
+use super::super::sse::{Framer, is_sse};
 use super::super::witness::{Broken, Event, see};
 use super::next::{Outcome, Step};
 use super::{Reached, Turn, TurnEnd, Unread, hold, read_whole};
