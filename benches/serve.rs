@@ -617,6 +617,74 @@ fn start_litellm(litellm: &Path, directory: &Path, sim: &str) -> Option<(Child, 
     None
 }
 
+/// What `--records-durability acknowledged` costs: a serve in that mode
+/// beside one in the default bounded mode, in turns, one client at a time
+/// and then at each of `rates`; the difference in each round, and its
+/// median over the rounds.
+#[allow(clippy::too_many_arguments)]
+fn acknowledged_cost(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    bounded: &Target,
+    acknowledged: &Target,
+    rates: &[f64],
+    seconds: f64,
+    rounds: usize,
+    sequential: usize,
+    prompts: &[(String, String)],
+) {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let base = one_at_a_time(runtime, client, bounded, sequential, prompts);
+        let acked = one_at_a_time(runtime, client, acknowledged, sequential, prompts);
+        println!(
+            "acknowledged records, concurrency 1, {sequential} requests: bounded p50 {:.3} / p99 {:.3} ms, acknowledged p50 {:.3} / p99 {:.3} ms ({} and {} errors)",
+            base.percentile(0.5),
+            base.percentile(0.99),
+            acked.percentile(0.5),
+            acked.percentile(0.99),
+            base.errors,
+            acked.errors
+        );
+        p50.push(acked.percentile(0.5) - base.percentile(0.5));
+        p99.push(acked.percentile(0.99) - base.percentile(0.99));
+    }
+    println!(
+        "acknowledged records at concurrency 1: added p50 {:+.3} ms, p99 {:+.3} ms (median of {rounds} rounds)",
+        median(p50),
+        median(p99)
+    );
+    for &rate in rates {
+        let (mut p50, mut p99) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let base = offered(runtime, client, bounded, rate, seconds, prompts);
+            let acked = offered(runtime, client, acknowledged, rate, seconds, prompts);
+            println!(
+                "acknowledged records at {rate:.0} requests/s: bounded p50 {:.3} / p99 {:.3} ms ({:.0}/s, {} errors), acknowledged p50 {:.3} / p99 {:.3} ms ({:.0}/s, {} errors)",
+                base.percentile(0.5),
+                base.percentile(0.99),
+                base.achieved,
+                base.errors,
+                acked.percentile(0.5),
+                acked.percentile(0.99),
+                acked.achieved,
+                acked.errors
+            );
+            p50.push(acked.percentile(0.5) - base.percentile(0.5));
+            p99.push(acked.percentile(0.99) - base.percentile(0.99));
+        }
+        println!(
+            "acknowledged records at {rate:.0} requests/s: added p50 {:+.3} ms, p99 {:+.3} ms (median of {rounds} rounds)",
+            median(p50),
+            median(p99)
+        );
+    }
+}
+
 fn main() {
     let directory = tempfile::tempdir().unwrap();
     let seconds: f64 = env_or("ROUTEVAL_BENCH_SECONDS", "3").parse().unwrap();
@@ -747,6 +815,31 @@ fn main() {
         // Warm the connections and the server, below the first load.
         offered(&runtime, &client, target, 10.0, 2.0, &prompts);
     }
+    // The same serve with acknowledged records, beside the default one.
+    let acknowledged =
+        start(serve_command("records-acknowledged").args(["--records-durability", "acknowledged"]));
+    let acknowledged_target = Target {
+        url: format!("http://{}/v1/chat/completions", acknowledged.address),
+        ..routed.1.clone()
+    };
+    offered(&runtime, &client, &acknowledged_target, 10.0, 2.0, &prompts);
+    let rounds_of_acknowledged = || {
+        acknowledged_cost(
+            &runtime,
+            &client,
+            &routed.1,
+            &acknowledged_target,
+            &rates("ROUTEVAL_BENCH_ACKNOWLEDGED_LOADS", "500,2000"),
+            seconds,
+            rounds,
+            env_or("ROUTEVAL_BENCH_SEQUENTIAL", "2000").parse().unwrap(),
+            &prompts,
+        );
+    };
+    if env_or("ROUTEVAL_BENCH_ONLY", "") == "acknowledged" {
+        rounds_of_acknowledged();
+        return;
+    }
     // Direct and through serve in turn at each load, so both see the same
     // machine; the added latency is the median over the rounds of each
     // round's difference.
@@ -809,6 +902,8 @@ fn main() {
         median(serve_cpu),
         median(sim_cpu)
     );
+    rounds_of_acknowledged();
+    drop(acknowledged);
     // The peer climbs until it no longer keeps up, each load beside a
     // direct one.
     if let Some(peer) = targets.get(2) {

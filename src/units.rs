@@ -232,9 +232,28 @@ impl FromStr for Span {
     }
 }
 
+/// `value` with `decimals` places, as a table shows it; one too large to
+/// read that way, such as a cost of 1e308 a route claimed, in scientific
+/// notation, so no table cell runs to hundreds of digits.
+pub fn readable(value: f64, decimals: usize) -> String {
+    if value.is_finite() && value.abs() >= 1e9 {
+        format!("{value:.3e}")
+    } else {
+        format!("{value:.decimals$}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_too_large_to_read_in_a_table_is_written_in_scientific_notation() {
+        assert_eq!(readable(0.001234567, 5), "0.00123");
+        assert_eq!(readable(123_456_789.0, 0), "123456789");
+        assert_eq!(readable(1e308, 5), "1.000e308");
+        assert_eq!(readable(-2.5e12, 2), "-2.500e12");
+    }
 
     #[test]
     fn each_quantity_takes_its_range_and_names_itself_when_outside() {

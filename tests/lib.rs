@@ -59,6 +59,7 @@ mod serve_openai_sdk;
 mod serve_operations;
 mod serve_records;
 mod serve_resilience;
+mod serve_slow_clients;
 mod signing;
 mod sim_cli;
 mod simulate_cli;

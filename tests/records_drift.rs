@@ -1447,3 +1447,78 @@ fn a_day_of_unchanged_records_rarely_raises_an_alarm() {
         "{alarms} of {runs} unchanged runs raised an alarm"
     );
 }
+
+/// The example's clean records with the large route's `field` set to
+/// `value`, written as `name`.
+fn records_with(
+    workspace: &Workspace,
+    config: &Path,
+    field: &str,
+    value: f64,
+    name: &str,
+) -> PathBuf {
+    let (_, mut records) =
+        records_from_results(config, &example_results(), "legal", 0.0, DAY_START_MS);
+    for line in records.iter_mut() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        if record["route"] == "large" {
+            record[field] = value.into();
+            if field == "ttft_ms" {
+                record["total_ms"] = value.into();
+            }
+        }
+        *line = record.to_string();
+    }
+    let path = workspace.path(name);
+    std::fs::write(&path, records.join("\n") + "\n").unwrap();
+    path
+}
+
+fn drift_text(config: &Path, records: &Path) -> std::process::Output {
+    routeval()
+        .args(["drift", "--config"])
+        .arg(config)
+        .arg("--records")
+        .arg(records)
+        .arg("--baseline-results")
+        .arg(example_results())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_cost_past_any_price_is_refused_naming_its_row_and_a_huge_latency_prints_readably() {
+    let workspace = Workspace::new();
+    let config = signed_predictive(&workspace);
+    let absurd = records_with(&workspace, &config, "cost_usd", 1e308, "absurd-cost.jsonl");
+    let output = drift_text(&config, &absurd);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("absurd-cost.jsonl")
+            && stderr.contains("line 9")
+            && stderr.contains("cost_usd")
+            && stderr.contains("1.000e308 USD")
+            && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+    let slow = records_with(
+        &workspace,
+        &config,
+        "ttft_ms",
+        1e300,
+        "absurd-latency.jsonl",
+    );
+    let output = drift_text(&config, &slow);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let large = text
+        .lines()
+        .find(|line| line.contains(" large "))
+        .unwrap_or_else(|| panic!("no row for the large route: {text}"));
+    assert!(large.contains("e300"), "{large}");
+    assert!(
+        text.lines().all(|line| line.len() < 400),
+        "a line runs to hundreds of digits: {text}"
+    );
+}

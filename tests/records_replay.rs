@@ -1096,3 +1096,34 @@ fn litellm_deployments_attempts_and_fallbacks_read_back_through_the_config() {
     );
     assert!(!workspace.path("untagged.parquet").exists());
 }
+
+#[test]
+fn a_failure_litellm_logged_under_its_response_id_and_its_call_id_is_one_record() {
+    let directory = tempfile::tempdir().unwrap();
+    let failed = LITELLM_JSONL.lines().nth(1).unwrap();
+    let call_id = "0e7b1f3c-5a1d-4c55-9a7e-2f0d4f6b8c11";
+    // The failed request, twice: under the call id and as `chatcmpl-` it.
+    let twice = [
+        failed.replace("\"chatcmpl-2\"", &format!("\"{call_id}\"")),
+        failed.replace("\"chatcmpl-2\"", &format!("\"chatcmpl-{call_id}\"")),
+    ];
+    // A success whose id only looks like a doubled one stays its own.
+    let answered = LITELLM_JSONL.lines().next().unwrap().replace(
+        "\"request_id\":\"chatcmpl-1\"",
+        &format!("\"request_id\":\"chatcmpl-{call_id}-ok\""),
+    );
+    let spend = directory.path().join("doubled.jsonl");
+    std::fs::write(
+        &spend,
+        [answered.as_str(), &twice[0], &twice[1]].join("\n") + "\n",
+    )
+    .unwrap();
+    let out = directory.path().join("doubled.parquet");
+    let output = import("litellm", &spend, &out, &[]);
+    assert!(output.status.success(), "{output:?}");
+    let ids: Vec<String> = records_of(&out)
+        .iter()
+        .map(|record| record.id.to_string())
+        .collect();
+    assert_eq!(ids, [format!("chatcmpl-{call_id}-ok"), call_id.to_owned()]);
+}

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, falling_back, log_events,
     response, serve_command, served_records, signed_single, signed_table, sse_chunk, sse_head,
-    write_keys,
+    status_of, write_keys,
 };
 
 /// serve in front of one upstream, with its records directory.
@@ -127,14 +127,6 @@ fn post(front: &Front, key: &str, body: &Value, headers: &[&str]) -> String {
         flags.extend(["-H", header]);
     }
     curl(front, "/v1/chat/completions", &flags)
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {response:?}"))
 }
 
 fn header(response: &str, name: &str) -> Option<String> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, response, routeval, serve_command,
-    served_records, signed_single, write_keys,
+    served_records, signed_single, start_serve, status_of, write_keys,
 };
 
 /// A route whose answer reports the usage the prompt asks for: a user
@@ -43,14 +43,6 @@ fn reporting_usage(received: &Received) -> Vec<Step> {
         "application/json",
         body.to_string().as_bytes(),
     ))]
-}
-
-fn status_of(response: &str) -> u16 {
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {response:?}"))
 }
 
 fn get(served: &Served, path: &str) -> String {
@@ -240,4 +232,46 @@ fn a_keys_file_that_gives_a_key_an_empty_slice_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("keys[0]: slice is empty"), "{stderr}");
     assert!(!records.exists(), "nothing written");
+}
+
+#[test]
+fn the_numbers_a_client_writes_reach_the_route_as_written() {
+    let upstream = ScriptedUpstream::start(reporting_usage);
+    let pipeline = Pipeline::shared();
+    let config = signed_single(pipeline, &upstream.base_url(), "numbers-as-written", None);
+    let directory = tempfile::tempdir().unwrap();
+    let keys = directory.path().join("keys.toml");
+    write_keys(&keys);
+    let served = start_serve(
+        &config,
+        &pipeline.out.join("keys/demo.key.pub"),
+        &pipeline.out.join("router.bin"),
+        &keys,
+        &directory.path().join("records"),
+        &[],
+    );
+    let written = [
+        "\"seed\":123456789012345678901234567890",
+        "\"temperature\":1e-1",
+        "\"top_p\":1.0",
+        "\"metadata\":{\"trace\":18446744073709551616}",
+    ];
+    let answer = post_raw(
+        &served,
+        &chat("How do I reset my password?", &written.join(",")),
+        &[],
+    );
+    served.stop();
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    let requests = upstream.requests();
+    let sent = String::from_utf8_lossy(&requests[0].body);
+    for member in written {
+        assert!(sent.contains(member), "{member} not in {sent}");
+    }
+    // Only what serve must say is its own: the route's model, and a
+    // stream with its usage.
+    let sent: Value = serde_json::from_str(&sent).unwrap();
+    assert_ne!(sent["model"], "support-assistant");
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"]["include_usage"], true);
 }

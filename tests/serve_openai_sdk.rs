@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Step, falling_back, gate_single, proxy_python,
-    response, served_records, signed_single, sse_head, start_serve, write_keys,
+    response, run_python_with, served_records, signed_single, sse_head, start_serve, write_keys,
 };
 
 /// One `chat.completion.chunk` event of the scripted model.
@@ -230,16 +230,8 @@ fn the_openai_sdk_reads_assembled_and_streamed_answers_with_tools_n_formats_and_
     let config = signed_single(pipeline, &upstream.base_url(), "sdk", None);
     let (served, directory) = serve_config(&config);
     let records = directory.path().join("records");
-    let output = std::process::Command::new(&python)
-        .args(["-c", SDK_CALLS, &served.url("/v1"), KEY])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let output = run_python_with(&python, SDK_CALLS, &[&served.url("/v1"), KEY]);
+    let read: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(
         read["text"],
         json!({"id": "chatcmpl-sdk", "object": "chat.completion", "content": "Hello there, friend",
@@ -351,4 +343,138 @@ fn a_route_that_cannot_stream_is_bounded_by_the_total_deadline_and_the_gate_says
         records[0]["ttft_ms"].as_f64().unwrap() >= 1800.0,
         "{records:?}"
     );
+}
+
+/// A model whose stream does what the prompt says: `comments` keeps the
+/// connection with SSE comments before it answers (as OpenRouter does
+/// while a request is queued); `fails midway` sends some text, then an
+/// OpenAI-style error event and `[DONE]` (as vLLM and LiteLLM do when
+/// generation fails); `absurd usage` answers with usage past 2^64.
+fn faulty_model(request: &Received) -> Vec<Step> {
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    let asked = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let mut events = vec![sse_head()];
+    let text = |content: &str| {
+        event(
+            json!([{"index": 0, "delta": {"content": content}, "finish_reason": null}]),
+            None,
+        )
+    };
+    match asked {
+        "comments" => {
+            for _ in 0..3 {
+                events.push(b": PROCESSING\n\n".to_vec());
+            }
+            events.extend(streamed_events(&body).into_iter().skip(1));
+        }
+        "fails midway" => {
+            events.push(text("Hello"));
+            events.push(
+                b"data: {\"error\": {\"message\": \"generation failed\", \"type\": \"server_error\"}}\n\n"
+                    .to_vec(),
+            );
+            events.push(b"data: [DONE]\n\n".to_vec());
+        }
+        _ => {
+            events.push(text("Hello there, friend"));
+            events.push(event(
+                json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+                Some(json!({"prompt_tokens": u64::MAX, "completion_tokens": 7,
+                            "prompt_tokens_details": {"cached_tokens": u64::MAX}})),
+            ));
+            events.push(b"data: [DONE]\n\n".to_vec());
+        }
+    }
+    events.into_iter().map(Step::Send).collect()
+}
+
+const SDK_FAULTS: &str = r#"
+import json, sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+out = {}
+for asked in ["comments", "fails midway", "absurd usage"]:
+    for stream in [False, True]:
+        ask = dict(model="support-assistant", messages=[{"role": "user", "content": asked}],
+                   extra_headers={"x-request-id": f"{asked.replace(' ', '-')}-{stream}"})
+        seen = {"text": ""}
+        try:
+            if stream:
+                for chunk in client.chat.completions.create(stream=True, **ask):
+                    for choice in chunk.choices:
+                        seen["text"] += choice.delta.content or ""
+            else:
+                r = client.chat.completions.create(**ask)
+                seen["text"] = r.choices[0].message.content
+                seen["finish"] = r.choices[0].finish_reason
+        except openai.APIStatusError as error:
+            seen["raised"] = type(error).__name__
+            seen["status"] = error.status_code
+        except openai.APIError as error:
+            seen["raised"] = type(error).__name__
+            seen["message"] = str(error.message)
+        out[f"{asked} {'streamed' if stream else 'whole'}"] = seen
+print(json.dumps(out))
+"#;
+
+#[test]
+fn the_openai_sdk_gets_an_error_for_a_failed_generation_and_comments_and_odd_usage_pass() {
+    let Some(python) = proxy_python("the OpenAI SDK against serve") else {
+        return;
+    };
+    let upstream = ScriptedUpstream::start(faulty_model);
+    let config = signed_single(Pipeline::shared(), &upstream.base_url(), "sdk-faults", None);
+    let (served, directory) = serve_config(&config);
+    let output = run_python_with(&python, SDK_FAULTS, &[&served.url("/v1"), KEY]);
+    served.stop();
+    let read: Value = serde_json::from_str(&output).unwrap();
+    // Comments are no answer: the text is the answer's, whole.
+    assert_eq!(
+        read["comments whole"],
+        json!({"text": "Hello there, friend", "finish": "stop"})
+    );
+    assert_eq!(read["comments streamed"]["text"], "Hello there, friend");
+    // A generation that failed is an error the SDK raises, never a 200
+    // with the text cut short.
+    let whole = &read["fails midway whole"];
+    assert_eq!(whole["raised"], "InternalServerError", "{whole}");
+    assert!(whole["status"].as_u64().unwrap() >= 500, "{whole}");
+    let streamed = &read["fails midway streamed"];
+    assert_eq!(streamed["raised"], "APIError", "{streamed}");
+    assert_eq!(streamed["text"], "Hello", "{streamed}");
+    // Usage past any request's is the route's problem, not the client's.
+    assert_eq!(
+        read["absurd usage whole"],
+        json!({"text": "Hello there, friend", "finish": "stop"})
+    );
+    assert_eq!(read["absurd usage streamed"]["text"], "Hello there, friend");
+    let records = served_records(
+        &directory.path().join("records"),
+        &["id", "status", "finish_reason", "input_tokens", "cost_usd"],
+    );
+    let record = |id: &str| {
+        records
+            .iter()
+            .find(|record| record["id"] == id)
+            .unwrap_or_else(|| panic!("no record {id}: {records:?}"))
+            .clone()
+    };
+    for id in ["comments-False", "comments-True"] {
+        assert_eq!(record(id)["status"], "ok", "{id}");
+    }
+    for id in ["fails-midway-False", "fails-midway-True"] {
+        let failed = record(id);
+        assert_eq!(failed["status"], "error", "{failed}");
+        assert_eq!(failed["finish_reason"], "upstream_error", "{failed}");
+    }
+    // The record estimates the prompt, as it does for a route that gives
+    // no usage, rather than count 2^64 tokens.
+    for id in ["absurd-usage-False", "absurd-usage-True"] {
+        let odd = record(id);
+        assert_eq!(odd["status"], "ok", "{odd}");
+        let input = odd["input_tokens"].as_f64().unwrap();
+        assert!((1.0..100.0).contains(&input), "{odd}");
+        assert!(odd["cost_usd"].as_f64().unwrap() < 0.01, "{odd}");
+    }
 }

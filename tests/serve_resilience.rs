@@ -29,10 +29,30 @@ fn records_of(records: &Path) -> Vec<Value> {
             "ttft_ms",
             "total_ms",
             "finish_reason",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
         ],
     );
     assert!(!rows.is_empty(), "no records in {}", records.display());
     rows
+}
+
+/// An attempt's record that says its route read its prompt and was given
+/// up before any output: the prompt's tokens and their price, no output.
+fn assert_billed_its_prompt(attempt: &Value) {
+    assert!(attempt["input_tokens"].as_f64().unwrap() > 0.0, "{attempt}");
+    assert_eq!(attempt["output_tokens"].as_f64(), Some(0.0), "{attempt}");
+    assert!(attempt["cost_usd"].as_f64().unwrap() > 0.0, "{attempt}");
+}
+
+/// The value of the series `series` (name and labels as exposed) in the
+/// `/metrics` text `metrics`.
+fn metric_value(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {metrics}"))
 }
 
 /// `count` requests (streamed with `stream`), one after another, cycling
@@ -248,6 +268,7 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_from_serves_records() 
         assert_eq!(attempt["status"], "timeout");
         assert_eq!(attempt["reason"], "abandoned:deadline");
         assert_eq!(attempt["total_ms"], json!(300.0));
+        assert_billed_its_prompt(attempt);
         let moved = attempt["id"]
             .as_str()
             .unwrap()
@@ -257,6 +278,15 @@ fn a_brown_out_moves_requests_as_replay_fallback_computes_from_serves_records() 
         assert_eq!(request["route"], "backup");
         assert_eq!(request["reason"], "fallback:deadline");
     }
+    // What the abandoned calls billed is in the route's cost.
+    let abandoned_cost: f64 = attempts
+        .iter()
+        .map(|attempt| attempt["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        metric_value(&metrics, "routeval_cost_usd_total{route=\"large\"}") >= abandoned_cost,
+        "{metrics}"
+    );
     let stalls = own
         .iter()
         .filter(|row| row["finish_reason"] == "stall")
@@ -534,6 +564,7 @@ fn a_late_first_token_is_hedged_the_first_answer_wins_and_the_copy_is_cancelled(
         }
     }
     for row in &lost {
+        assert_billed_its_prompt(row);
         let of = row["id"]
             .as_str()
             .unwrap()

@@ -11,8 +11,9 @@ use clap::Args;
 use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
-    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Limits, LogFormat, LogLevel,
-    LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, default_max_connections, serve,
+    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Durability, Limits, LogFormat,
+    LogLevel, LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts,
+    default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
 
@@ -67,6 +68,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = NonZeroUsize::new(DEFAULT_MAX_BODY_BYTES).expect("a limit above 0"))]
     pub max_body_bytes: NonZeroUsize,
 
+    /// A request's body must arrive whole within this of its arrival, or
+    /// the request gets 408 and its slots are given back: a client that
+    /// trickles its upload cannot hold them.
+    #[arg(long, value_name = "MS", default_value = "30000")]
+    pub body_timeout_ms: NonZeroU64,
+
     /// Records per Parquet part.
     #[arg(long, value_name = "N", default_value = "100000")]
     pub roll_records: NonZeroU64,
@@ -76,6 +83,14 @@ pub struct ServeArgs {
     /// refuses them with 503. Either way `/readyz` is not ready.
     #[arg(long, value_name = "MODE", default_value = "open", value_parser = ["open", "closed"])]
     pub records_fail: String,
+
+    /// What an answer's end waits for: `bounded` (the default) waits for
+    /// its record's commit only while more than 256 records wait for one,
+    /// so a kill loses at most 256 answered requests' records;
+    /// `acknowledged` always waits, so a kill loses none while the records
+    /// can be written (docs/serve.md, "What a kill can lose").
+    #[arg(long, value_name = "MODE", default_value = "bounded", value_parser = ["bounded", "acknowledged"])]
+    pub records_durability: String,
 
     /// Requests answered at once; more get 429 with Retry-After, never a
     /// queue.
@@ -174,8 +189,14 @@ impl ServeArgs {
             trust_slice_header: self.trust_slice_header,
             strict_expiry: self.strict_expiry,
             max_body_bytes: self.max_body_bytes.get(),
+            body_timeout: Duration::from_millis(self.body_timeout_ms.get()),
             roll_records: self.roll_records.get(),
             records_fail_closed: self.records_fail == "closed",
+            records_durability: if self.records_durability == "acknowledged" {
+                Durability::Acknowledged
+            } else {
+                Durability::Bounded
+            },
             start_expired: self.expired == "start",
             limits: Limits {
                 total: self.max_in_flight.get(),

@@ -411,8 +411,8 @@ fn cached_within_input(cached: &ArrayRef, input: &ArrayRef) -> bool {
     )
 }
 
-/// The numeric checks: amounts finite and non-negative, tokens whole and at
-/// most 1e15, scores finite, cached input at most the input, the first
+/// The numeric checks: amounts finite and non-negative, costs at most 1e6
+/// USD, tokens whole and at most 1e15, scores finite, cached input at most the input, the first
 /// token no later than the end.
 fn numbers_pass(numbers: &[Option<ArrayRef>; RECORD_COLUMNS.len()]) -> bool {
     let floats = |field: usize| {
@@ -446,6 +446,7 @@ fn numbers_pass(numbers: &[Option<ArrayRef>; RECORD_COLUMNS.len()]) -> bool {
         && [TTFT_MS, TOTAL_MS, COST_USD]
             .into_iter()
             .all(|field| slots(field, amount))
+        && slots(COST_USD, |cost| cost <= super::read::MAX_COST_USD)
         && within
         && first_token_before_end
 }

@@ -195,6 +195,10 @@ pub(super) fn failure_status(code: Option<String>, class: Option<String>) -> Sta
 #[derive(Debug, Default)]
 pub struct BilledAttempts {
     requests: HashSet<String>,
+    /// Failed requests LiteLLM logged twice, as `chatcmpl-<uuid>` beside
+    /// the row of `<uuid>` (its call id): the `chatcmpl-` rows, folded
+    /// into the call id's, so one request is one record.
+    doubled: HashSet<String>,
     spend: HashMap<String, f64>,
     /// Requests the file has attempts of but no row of their own (a
     /// request that failed in every attempt): read as one request.
@@ -212,6 +216,10 @@ struct Orphan {
     start_ms: Option<i64>,
 }
 
+/// How LiteLLM's response ids begin; a failure logged under one as well as
+/// under its bare call id is one request.
+const LITELLM_RESPONSE_ID: &str = "chatcmpl-";
+
 /// The request a billed attempt's id belongs to, and the attempt's number.
 fn attempt_of(id: &str) -> Option<(&str, u64)> {
     let (request, number) = id.rsplit_once("-attempt-")?;
@@ -224,11 +232,15 @@ impl BilledAttempts {
     pub fn of_file(path: &Path) -> Result<BilledAttempts, InputError> {
         let mut attempts = BilledAttempts::default();
         let mut tried: Vec<(String, u64, f64, Option<i64>)> = Vec::new();
+        let mut failed: HashSet<String> = HashSet::new();
         for_each_object::<InputError>(path, |_, object| {
             let object = &object;
             let Some(id) = text_at(object, "request_id") else {
                 return Ok(());
             };
+            if text_at(object, "status").as_deref() == Some("failure") {
+                failed.insert(id.clone());
+            }
             match attempt_of(&id) {
                 Some((request, number)) => tried.push((
                     request.to_owned(),
@@ -242,6 +254,14 @@ impl BilledAttempts {
             }
             Ok(())
         })?;
+        attempts.doubled = failed
+            .iter()
+            .filter(|id| {
+                id.strip_prefix(LITELLM_RESPONSE_ID)
+                    .is_some_and(|call_id| failed.contains(call_id))
+            })
+            .cloned()
+            .collect();
         for (request, number, spent, start_ms) in tried {
             if attempts.requests.contains(&request) {
                 *attempts.spend.entry(request).or_default() += spent;
@@ -262,13 +282,17 @@ impl BilledAttempts {
         Ok(attempts)
     }
 
-    /// Whether `object` is an attempt folded into its request: one of a
-    /// request in the file, or of a request known only by its attempts but
-    /// the last, which stands for it.
+    /// Whether `object` is folded into another row's request: an attempt of
+    /// a request in the file, or of a request known only by its attempts
+    /// but the last, which stands for it; or the second row of a failure
+    /// logged twice.
     pub fn folds(&self, object: &serde_json::Map<String, Value>) -> bool {
         let Some(id) = text_at(object, "request_id") else {
             return false;
         };
+        if self.doubled.contains(&id) {
+            return true;
+        }
         attempt_of(&id).is_some_and(|(request, number)| {
             self.requests.contains(request)
                 || self

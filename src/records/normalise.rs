@@ -69,6 +69,17 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_past_any_price_is_made_unknown() {
+        let mut absurd = record();
+        absurd.cost_usd = Some(1e308);
+        let changed = normalise(&mut absurd);
+        assert_eq!(absurd.cost_usd, None);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].field, "cost_usd");
+        assert!(changed[0].problem.contains("1e6"), "{}", changed[0].problem);
+    }
+
+    #[test]
     fn a_record_its_readers_take_is_left_as_it_is() {
         let mut fine = record();
         fine.input_tokens = Some(10);

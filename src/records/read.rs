@@ -248,10 +248,16 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
 /// The most tokens a record may count: more is a unit or a parsing error.
 pub const MAX_TOKENS: u64 = 1_000_000_000_000_000;
 
+/// The most a record may say one request cost, USD: a million tokens at the
+/// dearest price list is hundreds of dollars, so more is a unit or a
+/// parsing error (and sums of a day's costs stay finite).
+pub const MAX_COST_USD: f64 = 1e6;
+
 /// Every check of a record's values, whoever made it (a reader or an
 /// importer): ids, slices and routes present; scores finite; tokens at most
 /// 1e15, cached input at most the input; latencies and cost finite and
-/// non-negative, the first token no later than the end. A failure names the
+/// non-negative, cost at most 1e6 USD, the first token no later than the
+/// end. A failure names the
 /// field by its position in [`RECORD_COLUMNS`].
 pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
     for (index, text) in [
@@ -308,6 +314,17 @@ pub(super) fn check_values(record: &Record<'_>) -> Result<(), (usize, String)> {
         {
             return Err((index, format!("{value} is not a non-negative number")));
         }
+    }
+    if let Some(cost) = record.cost_usd
+        && cost > MAX_COST_USD
+    {
+        return Err((
+            COST_USD,
+            format!(
+                "{} USD is more than any request costs (at most 1e6)",
+                crate::units::readable(cost, 2)
+            ),
+        ));
     }
     if let (Some(ttft), Some(total)) = (record.ttft_ms, record.total_ms)
         && ttft > total

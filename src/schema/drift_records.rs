@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::readable;
+
 use super::drift::{ConfigRef, Verdict};
 use super::{InputFile, Threshold};
 
@@ -195,7 +197,7 @@ impl RecordsDriftDocument {
             "verdict",
             "why",
         ];
-        let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+        let ms = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |v| readable(v, 0));
         let rows = self
             .routes
             .iter()
@@ -210,7 +212,7 @@ impl RecordsDriftDocument {
                     percent(route.other_version_share),
                     route
                         .cost_per_request_usd
-                        .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.5}")),
+                        .map_or_else(|| "-".to_owned(), |cost| readable(cost, 5)),
                     route.verdict.name().to_owned(),
                     route.reasons.join("; "),
                 ]

@@ -106,23 +106,26 @@ impl Admission {
         take(&counter, self.limits.per_route).ok_or(Full::Route)
     }
 
-    /// Within `tenant`'s limit: a slot of its requests in flight (when the
-    /// limit bounds them), and `tokens` reserved in its minute (when it
-    /// bounds those); or the bound that refused it, reserving nothing.
-    pub fn tenant(
+    /// A slot of `tenant`'s requests in flight, where its limit bounds
+    /// them; taken before the request's body is read, since the key alone
+    /// names the tenant.
+    pub fn tenant_slot(&self, tenant: &str, limit: TenantLimit) -> Result<Option<Slot>, Full> {
+        let Some(most) = limit.max_in_flight else {
+            return Ok(None);
+        };
+        let counter = entry(&mut self.tenants.lock().expect("unpoisoned"), tenant).clone();
+        take(&counter, most as usize).map(Some).ok_or(Full::Tenant)
+    }
+
+    /// `tokens` reserved in `tenant`'s minute, where its limit bounds them;
+    /// or `Full::TenantTokens`, reserving nothing.
+    pub fn tenant_tokens(
         &self,
         tenant: &str,
         limit: TenantLimit,
         now_ms: f64,
         tokens: u64,
-    ) -> Result<Option<Slot>, Full> {
-        let slot = match limit.max_in_flight {
-            Some(most) => {
-                let counter = entry(&mut self.tenants.lock().expect("unpoisoned"), tenant).clone();
-                Some(take(&counter, most as usize).ok_or(Full::Tenant)?)
-            }
-            None => None,
-        };
+    ) -> Result<(), Full> {
         if let Some(tpm) = limit.tpm {
             let mut windows = self.tenant_tokens.lock().expect("unpoisoned");
             let window = windows.at(tenant, now_ms);
@@ -131,7 +134,7 @@ impl Admission {
             }
             window.add(now_ms, tokens);
         }
-        Ok(slot)
+        Ok(())
     }
 
     /// Requests in flight now, for `/metrics`.
@@ -174,19 +177,29 @@ mod tests {
             max_in_flight: Some(1),
             tpm: Some(100),
         };
-        let held = admission.tenant("acme", limit, 0.0, 60).unwrap();
+        let held = admission.tenant_slot("acme", limit).unwrap();
+        assert!(held.is_some());
+        admission.tenant_tokens("acme", limit, 0.0, 60).unwrap();
         assert_eq!(
-            admission.tenant("acme", limit, 1.0, 10).unwrap_err(),
+            admission.tenant_slot("acme", limit).unwrap_err(),
             Full::Tenant
         );
         // Another tenant has its own.
-        assert!(admission.tenant("globex", limit, 1.0, 10).is_ok());
+        assert!(admission.tenant_slot("globex", limit).is_ok());
+        assert!(admission.tenant_tokens("globex", limit, 1.0, 10).is_ok());
         drop(held);
+        assert!(admission.tenant_slot("acme", limit).is_ok());
         assert_eq!(
-            admission.tenant("acme", limit, 2.0, 50).unwrap_err(),
+            admission.tenant_tokens("acme", limit, 2.0, 50).unwrap_err(),
             Full::TenantTokens
         );
         // A minute on, the tokens are forgotten.
-        assert!(admission.tenant("acme", limit, 60_001.0, 50).is_ok());
+        assert!(admission.tenant_tokens("acme", limit, 60_001.0, 50).is_ok());
+        // A tenant the config does not bound takes no slot.
+        let unbounded = TenantLimit {
+            max_in_flight: None,
+            tpm: None,
+        };
+        assert!(admission.tenant_slot("acme", unbounded).unwrap().is_none());
     }
 }

@@ -14,6 +14,7 @@ use super::app::App;
 use super::decision::Decided;
 use super::decision::last_user_text;
 use super::forward::{CallFailed, call, outgoing_headers, without_url};
+use super::members::Members;
 
 /// The verifier's reject score for `answer`, and what asking it cost.
 pub(super) async fn verify(
@@ -58,6 +59,7 @@ pub(super) async fn verify(
         ]
     });
     let headers = outgoing_headers(&decided.request_id, &span);
+    let body = Members::of_map(&body);
     let called = match call(app, route, upstream, &body, deadline, &headers, false).await {
         Ok(called) => called,
         Err(failed) => {

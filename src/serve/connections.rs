@@ -188,6 +188,20 @@ impl AsyncWrite for Watched {
     }
 }
 
+/// A request's hold on its connection: closing it ends the connection,
+/// for a request that must end and cannot say so in its response (a
+/// client that stopped reading its answer).
+#[derive(Debug, Clone)]
+pub struct Hangup(Arc<Activity>);
+
+impl Hangup {
+    /// Closes the connection now, whatever it is sending.
+    pub fn now(&self) {
+        self.0.evicted.store(true, Ordering::Relaxed);
+        self.0.wake.notify_one();
+    }
+}
+
 /// A request counted in flight on its connection until its response is
 /// sent whole, or it is dropped unanswered (the client went away).
 struct Counted(Arc<Activity>);
@@ -340,8 +354,9 @@ impl Connection {
             epoch: self.epoch,
         };
         let activity = self.activity.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let counted = Counted::new(activity.clone());
+            request.extensions_mut().insert(Hangup(activity.clone()));
             let mut router = router.clone();
             async move {
                 let response = router

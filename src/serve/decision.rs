@@ -18,6 +18,7 @@ use super::app::App;
 use super::deployed::Deployed;
 use super::draws::Draws;
 use super::keys::Identity;
+use super::members::Members;
 use super::reply::error;
 use super::served::ServedRecord;
 use super::witness::{Event, see};
@@ -40,6 +41,8 @@ pub(super) fn refused(response: Response, reason: Reason) -> Box<Refused> {
 /// A request that passed authentication and parsing, and its decision.
 pub(super) struct Decided {
     pub request: serde_json::Map<String, Value>,
+    /// The body's members as sent: what a route is sent, `model` replaced.
+    pub sent: Members,
     pub deployed: Arc<Deployed>,
     pub slice: String,
     pub plan: Plan,
@@ -111,6 +114,7 @@ pub(super) fn decide(
         ));
     }
     let request = parse(&deployed, body)?;
+    let sent = serde_json::from_slice(body).unwrap_or_default();
     let slice = slice_for(app, headers, &deployed.serving.slice, &request, identity);
     let read = Event::Read {
         slice: &slice,
@@ -134,6 +138,7 @@ pub(super) fn decide(
     see(app, record, Event::Prompt(prompt));
     Ok(Decided {
         request,
+        sent,
         deployed: deployed.clone(),
         slice,
         plan: chosen.plan,

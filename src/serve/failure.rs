@@ -7,7 +7,7 @@ use crate::policy::CallOutcome;
 use crate::records::{Cause, Move, Reason, Status};
 
 use super::forward::Called;
-use super::witness::FailureFacts;
+use super::witness::{Billed, FailureFacts};
 
 /// Why an attempt gave no first byte.
 pub(super) enum Failure {
@@ -42,8 +42,9 @@ impl Failure {
     }
 
     /// What the record, the log and the breaker say of it; `deadline_ms`
-    /// is the deadline a late first byte missed.
-    pub(super) fn facts(&self, deadline_ms: f64) -> FailureFacts {
+    /// is the deadline a late first byte missed, and `prompt` what the
+    /// route bills for the prompt it may have read then.
+    pub(super) fn facts(&self, deadline_ms: f64, prompt: Billed) -> FailureFacts {
         let (kind, what) = match self {
             Failure::Deadline { by_breaker } => (
                 "deadline",
@@ -72,6 +73,7 @@ impl Failure {
                 _ => Cause::Error,
             },
             moved_reason: self.moved_reason(),
+            billed: matches!(self, Failure::Deadline { .. }).then_some(prompt),
         }
     }
 

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::app::App;
+use super::connections::Hangup;
 use super::decision::decision_answer;
 use super::deployed::Deployed;
 use super::metrics::{BudgetGauges, Gauges, RecordsGauges};
@@ -25,6 +26,7 @@ use super::turn::run;
 /// (or a cascade's stages in turn), its answer passed back byte for byte.
 pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
     let pending = take(&request);
+    let hangup = request.extensions().get::<Hangup>().cloned();
     let decided = pending
         .decided
         .expect("the decision layer decided the request");
@@ -34,6 +36,7 @@ pub async fn chat(State(app): State<Arc<App>>, request: Request) -> Response {
         pending.record,
         pending.started,
         pending.held,
+        hangup,
     )
     .await
 }

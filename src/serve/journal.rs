@@ -115,10 +115,24 @@ impl JournalHealth {
     }
 }
 
+/// What an answer waits for before its last bytes leave
+/// (`--records-durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Its record's commit only while more than [`MAX_UNCOMMITTED`]
+    /// records wait for one: a kill loses at most that many.
+    Bounded,
+    /// Its record's commit, always: a kill loses no answered request's
+    /// record while the journal can be written. Records are still
+    /// committed in groups, so waiting answers share one sync.
+    Acknowledged,
+}
+
 /// The sending end: records go to the writer thread.
 #[derive(Debug, Clone)]
 pub struct Journal {
     log: Arc<Log>,
+    durability: Durability,
     /// Boxed: the queue's slots are allocated up front, a pointer each.
     sender: mpsc::SyncSender<Box<ServedRecord>>,
     /// Held while a record is numbered and queued, so that numbers follow
@@ -162,13 +176,15 @@ impl Journal {
     }
 
     /// Waits until record `number` is written and synced, if more than
-    /// [`MAX_UNCOMMITTED`] records are waiting; a journal that cannot be
-    /// written keeps its records in memory instead, and nothing waits.
+    /// [`MAX_UNCOMMITTED`] records are waiting or answers are acknowledged;
+    /// a journal that cannot be written keeps its records in memory
+    /// instead, and nothing waits.
     pub async fn committed(&self, number: u64) {
         loop {
             let notified = self.health.committed_now.notified();
             let health = &self.health;
-            let behind = health.pending() > MAX_UNCOMMITTED;
+            let behind =
+                self.durability == Durability::Acknowledged || health.pending() > MAX_UNCOMMITTED;
             if !behind
                 || health.committed.load(Ordering::Acquire) >= number
                 || health.failing.load(Ordering::Acquire)
@@ -218,6 +234,7 @@ pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
 pub fn open(
     directory: &Path,
     roll_after: u64,
+    durability: Durability,
     log: Arc<Log>,
 ) -> anyhow::Result<(Journal, JournalThread)> {
     check_directory(directory)?;
@@ -251,6 +268,7 @@ pub fn open(
     Ok((
         Journal {
             log,
+            durability,
             sender,
             order: Arc::new(Mutex::new(())),
             health,

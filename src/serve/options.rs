@@ -9,6 +9,7 @@ use crate::policy::BudgetSettings;
 use super::admission::Limits;
 use super::connections::ConnectionLimits;
 use super::deployed::Sources;
+use super::journal::Durability;
 use super::log::LogSettings;
 use super::settings::{RecordsPrompts, Timeouts};
 
@@ -25,10 +26,14 @@ pub struct ServeOptions {
     pub trust_slice_header: bool,
     pub strict_expiry: bool,
     pub max_body_bytes: usize,
+    /// How long a request's body may take to arrive whole.
+    pub body_timeout: std::time::Duration,
     /// Records per Parquet part.
     pub roll_records: u64,
     /// Refuse requests (503) while the records cannot be written.
     pub records_fail_closed: bool,
+    /// What an answer's end waits for of its record.
+    pub records_durability: Durability,
     /// Start on a config that has expired (`--expired start`), as a running
     /// serve keeps serving one: not ready, and answering unless
     /// `strict_expiry`.

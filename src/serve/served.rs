@@ -8,7 +8,7 @@
 //! read its body or decided), or as serve's own failure (a panic while
 //! answering it). The records never have a hole where a request was.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -55,6 +55,8 @@ type Unfinished = Box<dyn Fn(ServedRecord, &'static str, f64) + Send + Sync>;
 /// written when it never was.
 pub struct Ledger {
     finished: AtomicBool,
+    /// The record's number in the journal once queued; 0 before.
+    journaled: AtomicU64,
     arrived: Mutex<Option<(ServedRecord, Instant)>>,
     unfinished: Unfinished,
 }
@@ -73,6 +75,7 @@ impl Ledger {
     pub fn new(unfinished: Unfinished) -> Ledger {
         Ledger {
             finished: AtomicBool::new(false),
+            journaled: AtomicU64::new(0),
             arrived: Mutex::new(None),
             unfinished,
         }
@@ -88,6 +91,16 @@ impl Ledger {
         let mut arrived = self.arrived.lock().expect("unpoisoned");
         let at = arrived.as_ref().map_or_else(Instant::now, |(_, at)| *at);
         *arrived = Some((kept, at));
+    }
+
+    /// Notes the record's number in the journal, once it is queued.
+    pub fn journaled_as(&self, number: u64) {
+        self.journaled.store(number, Ordering::Release);
+    }
+
+    /// The record's number in the journal, if it has been queued.
+    pub fn journaled(&self) -> Option<u64> {
+        Some(self.journaled.load(Ordering::Acquire)).filter(|number| *number > 0)
     }
 
     /// Closes the ledger: true the first time, false after.
@@ -129,6 +142,11 @@ impl PartialEq for Ledgered {
 impl Ledgered {
     pub fn of(ledger: Option<Arc<Ledger>>) -> Ledgered {
         Ledgered(ledger)
+    }
+
+    /// The request's ledger, if the record has one.
+    pub fn ledger(&self) -> Option<Arc<Ledger>> {
+        self.0.clone()
     }
 
     /// Whether the record may be written: the first finish of its request

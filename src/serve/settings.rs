@@ -12,6 +12,9 @@ pub struct Settings {
     pub strict_expiry: bool,
     /// `--max-body-bytes`.
     pub max_body_bytes: usize,
+    /// `--body-timeout-ms`: a body not read whole within this of its
+    /// request's arrival is refused with 408.
+    pub body_timeout: Duration,
     /// `--records-fail closed`: no request is answered while the records
     /// cannot be written.
     pub records_fail_closed: bool,

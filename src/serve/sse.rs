@@ -59,6 +59,17 @@ impl Framer {
     /// Adds `chunk`; the whole events it completes (raw bytes, to pass on),
     /// or why the stream is malformed.
     pub fn push(&mut self, chunk: &[u8], events: &mut Vec<u8>) -> Result<(), Malformed> {
+        self.push_seeing(chunk, events, &mut |_| {})
+    }
+
+    /// [`Framer::push`], showing `seen` each completed event's data (its
+    /// `data:` fields joined) before it is checked.
+    fn push_seeing(
+        &mut self,
+        chunk: &[u8],
+        events: &mut Vec<u8>,
+        seen: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), Malformed> {
         self.pending.extend_from_slice(chunk);
         let mut event_start = 0;
         while let Some(offset) = self.pending[self.scanned..]
@@ -69,7 +80,7 @@ impl Framer {
             let line = &self.pending[self.line_start..end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
-                self.finish_event()?;
+                self.finish_event(seen)?;
                 events.extend_from_slice(&self.pending[event_start..=end]);
                 event_start = end.saturating_add(1);
             } else if let Some(value) = line.strip_prefix(b"data:") {
@@ -93,12 +104,13 @@ impl Framer {
         Ok(())
     }
 
-    fn finish_event(&mut self) -> Result<(), Malformed> {
+    fn finish_event(&mut self, seen: &mut dyn FnMut(&[u8])) -> Result<(), Malformed> {
         if !self.has_data {
             return Ok(());
         }
         let data = std::mem::take(&mut self.data);
         self.has_data = false;
+        seen(&data);
         if data.trim_ascii() == b"[DONE]" {
             self.done = true;
             return Ok(());
@@ -128,16 +140,15 @@ impl Framer {
 /// that says something (a content, refusal or reasoning delta that is not
 /// empty, a tool call, a finish reason, an error, `[DONE]`, or data that
 /// is not JSON, which the [`Framer`] will refuse). Comments and empty
-/// deltas are not tokens. Past [`MAX_EVENT_BYTES`] without one, the watch
+/// deltas are not tokens. Events are read by the [`Framer`] that frames
+/// them for the client. Past [`MAX_EVENT_BYTES`] without one, the watch
 /// ends and the stream is taken as begun, so it holds no more than that.
 #[derive(Debug, Default)]
 pub struct FirstToken {
     /// The first token was an error event: generation failed before it
     /// said anything.
     pub error: bool,
-    line: Vec<u8>,
-    data: Vec<u8>,
-    has_data: bool,
+    events: Framer,
     seen: usize,
 }
 
@@ -145,30 +156,18 @@ impl FirstToken {
     /// Whether `chunk` completes the first event that is a token.
     pub fn sees_token(&mut self, chunk: &[u8]) -> bool {
         self.seen = self.seen.saturating_add(chunk.len());
-        for &byte in chunk {
-            if byte != b'\n' {
-                self.line.push(byte);
-                continue;
+        let (mut found, mut error) = (false, false);
+        let mut passed = Vec::new();
+        let framed = self.events.push_seeing(chunk, &mut passed, &mut |data| {
+            if !found && says_something(data) {
+                found = true;
+                error = is_error(data);
             }
-            let line = std::mem::take(&mut self.line);
-            let line = line.strip_suffix(b"\r").unwrap_or(&line);
-            if line.is_empty() {
-                if self.has_data && says_something(&self.data) {
-                    self.error = is_error(&self.data);
-                    return true;
-                }
-                self.data.clear();
-                self.has_data = false;
-            } else if let Some(value) = line.strip_prefix(b"data:") {
-                let value = value.strip_prefix(b" ").unwrap_or(value);
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
+        });
+        if found {
+            self.error = error;
         }
-        self.seen > MAX_EVENT_BYTES
+        found || framed.is_err() || self.seen > MAX_EVENT_BYTES
     }
 }
 

@@ -107,7 +107,12 @@ fn serve_logged(
     let address = listener.local_addr()?;
     journal::check_directory(&options.records)?;
     deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
-    let (journal, writer) = journal::open(&options.records, options.roll_records, log.clone())?;
+    let (journal, writer) = journal::open(
+        &options.records,
+        options.roll_records,
+        options.records_durability,
+        log.clone(),
+    )?;
     deployed::remember_served(&options.records, &deployed)?;
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -118,6 +123,7 @@ fn serve_logged(
             trust_slice_header: options.trust_slice_header,
             strict_expiry: options.strict_expiry,
             max_body_bytes: options.max_body_bytes,
+            body_timeout: options.body_timeout,
             records_fail_closed: options.records_fail_closed,
             timeouts: options.timeouts,
             records_prompts: options.records_prompts,

@@ -45,7 +45,8 @@ pub use run::{
 pub use serve::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, column, demo_predictive, demo_prompts,
     deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at, serve_command,
-    served_records, signed_single, signed_table, signed_threshold, start_serve, write_keys,
+    served_records, signed_single, signed_single_with, signed_table, signed_threshold, start_serve,
+    status_of, write_keys,
 };
 pub use sources::rust_files;
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
@@ -98,8 +99,14 @@ pub fn python_named_by(variable: &str, what: &str) -> Option<std::ffi::OsString>
 /// Runs `script` with `python -c`, failing the test with Python's stderr
 /// when it fails; its stdout.
 pub fn run_python(python: &std::ffi::OsStr, script: &str) -> String {
+    run_python_with(python, script, &[])
+}
+
+/// [`run_python`] with `args` after the script (its `sys.argv[1:]`).
+pub fn run_python_with(python: &std::ffi::OsStr, script: &str, args: &[&str]) -> String {
     let output = std::process::Command::new(python)
         .args(["-c", script])
+        .args(args)
         .output()
         .unwrap();
     assert!(

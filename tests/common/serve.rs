@@ -49,6 +49,16 @@ pub fn column(path: &Path, name: &str) -> Vec<Value> {
     values
 }
 
+/// The status code of an HTTP response's text (`curl -i`'s, or read off
+/// the socket).
+pub fn status_of(response: &str) -> u16 {
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"))
+}
+
 /// A running `routeval serve`, killed if a test fails with it running.
 pub struct Served {
     child: Option<Child>,
@@ -507,6 +517,18 @@ pub fn signed_single(
     name: &str,
     baseline: Option<&Path>,
 ) -> PathBuf {
+    signed_single_with(pipeline, base_url, name, baseline, "")
+}
+
+/// [`signed_single`] of the table with `extra` TOML after it (a
+/// `[serving.tenants]` block, say).
+pub fn signed_single_with(
+    pipeline: &Pipeline,
+    base_url: &str,
+    name: &str,
+    baseline: Option<&Path>,
+    extra: &str,
+) -> PathBuf {
     let text = std::fs::read_to_string(repo().join("datasets/demo/routes/predictive.toml"))
         .unwrap()
         .replace("http://127.0.0.1:8089/v1", base_url)
@@ -514,7 +536,8 @@ pub fn signed_single(
             "model = \"sim-large-2026-11-01\"\nregion = \"local\"",
             "model = \"sim-large-2026-11-01\"\nregion = \"eu\"",
         )
-        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n\n[constraints.nowhere]\nregions = [\"mars\"]\n";
+        + "\n[constraints.eu-tenant]\nregions = [\"eu\"]\n\n[constraints.nowhere]\nregions = [\"mars\"]\n"
+        + extra;
     let table = pipeline.path(&format!("{name}.toml"));
     std::fs::write(&table, text).unwrap();
     let out = pipeline.path(name);

@@ -60,20 +60,7 @@ impl Metrics {
         if let Some(ms) = record.total_ms {
             histogram(&mut counters.duration, route).observe(DURATION_BUCKETS, ms / 1e3);
         }
-        if record.input_tokens.is_some() || record.cost_usd.is_some() {
-            if !counters.usage.contains_key(route) {
-                counters.usage.insert(route.to_owned(), Usage::default());
-            }
-            let usage = counters.usage.get_mut(route).expect("inserted above");
-            usage.input = usage.input.saturating_add(record.input_tokens.unwrap_or(0));
-            usage.cached_input = usage
-                .cached_input
-                .saturating_add(record.cached_input_tokens.unwrap_or(0));
-            usage.output = usage
-                .output
-                .saturating_add(record.output_tokens.unwrap_or(0));
-            usage.cost_usd += record.cost_usd.unwrap_or(0.0);
-        }
+        Self::usage(counters, route, record);
         if let Some(ending) = broken_ending(record.finish_reason.as_deref()) {
             count(&mut counters.broken, (route.to_owned(), ending));
         }
@@ -113,10 +100,29 @@ impl Metrics {
     }
 
     /// Counts an attempt beside a request (an abandoned route, a hedge's
-    /// cancelled call) by route, reason and status only.
+    /// cancelled call) by route, reason and status, and what it billed.
     pub fn attempt(&self, record: &ServedRecord) {
         let mut counters = self.counters.lock().expect("unpoisoned");
         Self::by_route(&mut counters, &record.route, &record.reason, record.status);
+        Self::usage(&mut counters, &record.route, record);
+    }
+
+    /// `record`'s tokens and cost, added to `route`'s.
+    fn usage(counters: &mut Counters, route: &str, record: &ServedRecord) {
+        if record.input_tokens.is_some() || record.cost_usd.is_some() {
+            if !counters.usage.contains_key(route) {
+                counters.usage.insert(route.to_owned(), Usage::default());
+            }
+            let usage = counters.usage.get_mut(route).expect("inserted above");
+            usage.input = usage.input.saturating_add(record.input_tokens.unwrap_or(0));
+            usage.cached_input = usage
+                .cached_input
+                .saturating_add(record.cached_input_tokens.unwrap_or(0));
+            usage.output = usage
+                .output
+                .saturating_add(record.output_tokens.unwrap_or(0));
+            usage.cost_usd += record.cost_usd.unwrap_or(0.0);
+        }
     }
 
     fn by_route(counters: &mut Counters, route: &str, reason: &Option<Reason>, status: Status) {

@@ -3,7 +3,8 @@
 //! for its handler. A request without a valid key (the scheme read
 //! case-insensitively) gets 401 from its headers alone, before a byte of
 //! its body is read; one that asked for a decision also leaves its record,
-//! at most `UNAUTHORIZED_RECORDS_PER_SECOND` a second.
+//! at most `UNAUTHORIZED_RECORDS_PER_SECOND` a second, committed as any
+//! other refusal's before the 401 leaves.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,12 +52,16 @@ pub(super) async fn key(State(app): State<Arc<App>>, mut request: Request, next:
     if !endpoint.is_some_and(Endpoint::decides) {
         return response;
     }
+    let ledger = super::ledger::new(&app);
+    request.extensions_mut().insert(ledger.clone());
     let record = begin(&app, &app.current(), &request);
-    refuse(
+    let response = refuse(
         &app,
         record,
         Reason::Refused(Refusal::Unauthorized),
         Instant::now(),
         response,
-    )
+    );
+    super::ledger::committed(&app, &ledger).await;
+    response
 }

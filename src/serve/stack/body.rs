@@ -1,7 +1,9 @@
-//! The layer that reads a request's body, only up to `--max-body-bytes`:
-//! one that says or turns out to be longer is refused with 413 without
-//! reading the rest, and one whose connection closed under it is recorded
-//! as a client that left.
+//! The layer that reads a request's body, only up to `--max-body-bytes`
+//! and only until `--body-timeout-ms` after its arrival: one that says or
+//! turns out to be longer is refused with 413 without reading the rest,
+//! one still arriving at the deadline with 408 (a client that trickles its
+//! upload gives its slots back), and one whose connection closed under it
+//! is recorded as a client that left.
 
 use std::sync::Arc;
 
@@ -18,13 +20,23 @@ use super::super::app::App;
 use super::super::pending::{put, take};
 use super::super::reply::{error, refuse_as};
 use super::super::served::CLIENT_DISCONNECTED;
+use super::super::settings::after;
 use super::super::witness::Refusal;
 
 pub(super) async fn read(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let mut pending = take(&request);
     let (parts, body) = request.into_parts();
     let request = Request::from_parts(parts, Body::empty());
-    match within_limit(app.settings.max_body_bytes, request.headers(), body).await {
+    let deadline = after(
+        tokio::time::Instant::from_std(pending.started),
+        app.settings.body_timeout,
+    );
+    let read = within_limit(app.settings.max_body_bytes, request.headers(), body);
+    let read = match tokio::time::timeout_at(deadline, read).await {
+        Ok(read) => read,
+        Err(_) => Err(too_slow(app.settings.body_timeout)),
+    };
+    match read {
         Ok(bytes) => {
             pending.body = bytes;
             put(&request, pending);
@@ -35,6 +47,28 @@ pub(super) async fn read(State(app): State<Arc<App>>, request: Request, next: Ne
         }
     }
 }
+
+/// The refusal of a body still arriving `timeout` after its request.
+fn too_slow(timeout: std::time::Duration) -> (Refusal, Response) {
+    let response = error(
+        StatusCode::REQUEST_TIMEOUT,
+        "invalid_request_error",
+        Some("body"),
+        &format!(
+            "the request body did not arrive whole within --body-timeout-ms ({} ms)",
+            timeout.as_millis()
+        ),
+    );
+    let refusal = Refusal {
+        status: Some(Status::Timeout),
+        finish_reason: Some(BODY_TIMEOUT),
+        ..Refusal::because(Reason::Refused(records::Refusal::BadRequest))
+    };
+    (refusal, response)
+}
+
+/// The finish reason of a request whose body came too slowly.
+const BODY_TIMEOUT: &str = "body_timeout";
 
 /// The body, or the refusal of one too long or cut.
 async fn within_limit(

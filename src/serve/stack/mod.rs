@@ -7,9 +7,10 @@
 //!
 //! A request for an answer (`POST /v1/chat/completions`) then meets, in
 //! turn: its record's ledger ([`ledger`]), its own task ([`detach`]), the
-//! records' health ([`records_open`]), a slot in total ([`admission`]),
-//! its body's limit ([`body`]), its decision ([`decide`]) and its tenant's
-//! admission, then the handler, which only proxies. A request for the
+//! records' health ([`records_open`]), a slot in total and one of its
+//! key's tenant ([`admission`]), its body's limit and deadline ([`body`]),
+//! its decision ([`decide`]) and its tenant's tokens, then the handler,
+//! which only proxies. A request for the
 //! decision alone (`POST /v1/route`) meets the ledger, the body's limit
 //! and the decision, then its handler answers the decision.
 
@@ -157,9 +158,10 @@ fn stack(app: &Arc<App>, endpoint: Endpoint) -> MethodRouter<Arc<App>> {
                 .layer(from_fn(detach::own_task))
                 .layer(from_fn_with_state(state(), records_open::or_refuse))
                 .layer(from_fn_with_state(state(), admission::total))
+                .layer(from_fn_with_state(state(), admission::tenant_slot))
                 .layer(from_fn_with_state(state(), body::read))
                 .layer(from_fn_with_state(state(), decide::plan))
-                .layer(from_fn_with_state(state(), admission::tenant)),
+                .layer(from_fn_with_state(state(), admission::tenant_tokens)),
         ),
         Endpoint::Decision => post(http::decision).layer(
             ServiceBuilder::new()

@@ -55,7 +55,7 @@ impl Turn<'_> {
         first_token: tokio::time::Instant,
         role: &'static str,
     ) -> FirstByte {
-        let request = &self.decided.request;
+        let request = &self.decided.sent;
         let streamed = self.streams_for_client(route);
         let role = if role == "route" && route != self.route {
             "fallback"

@@ -7,7 +7,8 @@ use axum::http::{HeaderValue, StatusCode};
 use crate::records::{Reason, Status};
 
 use super::super::failure::Failure;
-use super::super::forward::{Called, Source, pass_through};
+use super::super::forward::{Called, Source};
+use super::super::passing::pass_through;
 use super::super::reply::{error, refuse, refuse_as};
 use super::super::served::ServedRecord;
 use super::super::upstream_error::upstream_error_body;

@@ -43,12 +43,15 @@ use crate::policy::Plan;
 use super::admission::Slot;
 use super::answer::Answer;
 use super::app::App;
+use super::connections::Hangup;
 use super::decision::{Decided, routes_of};
 use super::deployed::Upstream;
-use super::forward::{Ending, Finishing, Source};
+use super::ending::Ending;
+use super::forward::Source;
+use super::passing::Finishing;
 use super::served::ServedRecord;
 use super::settings::after;
-use super::witness::{Event, see};
+use super::witness::{Billed, Event, see};
 
 /// One route's turn at a request: the only one, or a cascade's stage.
 pub(super) struct Turn<'a> {
@@ -58,6 +61,8 @@ pub(super) struct Turn<'a> {
     pub stage: usize,
     pub last: bool,
     pub started: Instant,
+    /// The client's connection, closed for an answer it stopped reading.
+    pub hangup: Option<Hangup>,
     /// The tokens a call reserves against a route's `tpm`: the prompt's
     /// estimate plus the request's `max_tokens`.
     pub tokens: u64,
@@ -120,6 +125,7 @@ pub(super) async fn run(
     mut record: ServedRecord,
     started: Instant,
     mut held: Vec<Slot>,
+    hangup: Option<Hangup>,
 ) -> Response {
     let (prompt_tokens, most) = requested_tokens(&decided.request);
     app.resilience.request(record.timestamp_ms as f64);
@@ -140,6 +146,7 @@ pub(super) async fn run(
             stage,
             last: stage.saturating_add(1) == stages.len(),
             started,
+            hangup: hangup.clone(),
             tokens: prompt_tokens.saturating_add(most),
             prompt_tokens,
             arrival_ms: record.timestamp_ms as f64,
@@ -225,6 +232,21 @@ impl Turn<'_> {
         self.started.elapsed().as_secs_f64() * 1e3
     }
 
+    /// What a call of `route` given up bills: the request's prompt, as
+    /// estimated, at the route's input price.
+    pub(super) fn billed(&self, route: &str) -> Billed {
+        let cost_usd = self
+            .decided
+            .deployed
+            .upstreams
+            .get(route)
+            .map_or(0.0, |upstream| upstream.cost(self.prompt_tokens, 0, 0));
+        Billed {
+            input_tokens: self.prompt_tokens,
+            cost_usd,
+        }
+    }
+
     /// Where this stage's deadlines count from: the request's arrival for
     /// its first stage (the times its record gives), else now.
     pub(super) fn stage_start(&self) -> (Instant, f64) {
@@ -278,7 +300,7 @@ impl Turn<'_> {
             ending: Ending::default(),
             expected_bytes: None,
             passed_bytes: 0,
-            over: false,
+            hangup: self.hangup.clone(),
             slots: Vec::new(),
         }
     }

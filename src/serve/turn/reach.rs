@@ -96,7 +96,7 @@ impl Turn<'_> {
             Attempt::Failed { failure, at_ms } => {
                 let event = Event::Failed {
                     route: fallback,
-                    failure: failure.facts(self.deadline_ms(fallback).0),
+                    failure: failure.facts(self.deadline_ms(fallback).0, self.billed(fallback)),
                     at_ms,
                     to: Err(Stay::NoFallback),
                     budget: None,
@@ -151,6 +151,7 @@ impl Turn<'_> {
                 route: &reached.route,
                 copy_won: hedged.copy_won,
                 cancelled_at_ms: hedged.cancelled_at_ms,
+                billed: self.billed(&reached.route),
             };
             see(self.app, record, event);
         }
@@ -171,7 +172,7 @@ impl Turn<'_> {
         });
         let event = Event::Failed {
             route: self.route,
-            failure: failure.facts(self.deadline_ms(self.route).0),
+            failure: failure.facts(self.deadline_ms(self.route).0, self.billed(self.route)),
             at_ms,
             to,
             budget,

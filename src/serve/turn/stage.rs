@@ -8,7 +8,9 @@ use axum::http::HeaderValue;
 use crate::records::{Cause, Status};
 
 use super::super::admission::Slot;
-use super::super::forward::{Ending, Source, pass_through};
+use super::super::ending::Ending;
+use super::super::forward::Source;
+use super::super::passing::pass_through;
 use super::super::served::ServedRecord;
 use super::super::sse::{Framer, is_sse};
 use super::super::witness::{Broken, Event, see};
@@ -155,6 +157,7 @@ impl Turn<'_> {
                     let event = Event::BrokeAndMoved {
                         route: self.route,
                         broken: broken(&unread),
+                        billed: self.billed(self.route),
                         at_ms,
                         to: &to,
                     };

@@ -107,13 +107,13 @@ pub(in crate::serve) fn refused(
         fields.ttft_ms = refusal.ttft_ms;
     }
     fields.total_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-    if !closes_ledger(app, &mut record) {
+    let Some(ledger) = closes_ledger(app, &mut record) else {
         return;
-    }
+    };
     observe(app, &record);
     let unauthorized = record.reason == Some(Reason::Refused(Refused::Unauthorized));
     if !unauthorized || app.unauthorized.take(record.timestamp_ms) {
-        journal(app, record);
+        noted(ledger, journal(app, record));
     }
 }
 
@@ -172,11 +172,9 @@ pub(in crate::serve) fn answered(
         fields.status = status;
         fields.finish_reason = Some(finish_reason.into());
     }
-    if !closes_ledger(app, &mut record) {
-        return None;
-    }
+    let ledger = closes_ledger(app, &mut record)?;
     observe(app, &record);
-    journal(app, record)
+    noted(ledger, journal(app, record))
 }
 
 /// An attempt beside a request (a route abandoned for the fallback, a
@@ -218,11 +216,21 @@ pub(in crate::serve) fn unfinished(
     journal(app, record);
 }
 
-/// Whether `record` is its request's first: a second is a fault of
-/// serve's, logged and not written.
-fn closes_ledger(app: &App, record: &mut ServedRecord) -> bool {
+/// `number`, noted in the request's ledger (where the layer that opened it
+/// waits for its commit before the response leaves).
+fn noted(ledger: Option<Arc<Ledger>>, number: Option<u64>) -> Option<u64> {
+    if let (Some(ledger), Some(number)) = (ledger, number) {
+        ledger.journaled_as(number);
+    }
+    number
+}
+
+/// Whether `record` is its request's first, with its request's ledger if
+/// it has one: a second is a fault of serve's, logged and not written.
+fn closes_ledger(app: &App, record: &mut ServedRecord) -> Option<Option<Arc<Ledger>>> {
+    let ledger = record.ledger.ledger();
     if record.ledger.close() {
-        return true;
+        return Some(ledger);
     }
     app.log
         .event(
@@ -235,7 +243,7 @@ fn closes_ledger(app: &App, record: &mut ServedRecord) -> bool {
         )
         .field("request_id", record.id.to_string())
         .emit();
-    false
+    None
 }
 
 /// Journals `record`, every value its readers would refuse made unknown

@@ -37,6 +37,29 @@ pub(super) struct FailureFacts {
     pub cause: Cause,
     /// The reason a request moved by it gives.
     pub moved_reason: Reason,
+    /// The prompt, where the route may have read it (it gave no first
+    /// token in time); `None` for an error status or no answer.
+    pub billed: Option<Billed>,
+}
+
+/// What a call that was sent and then given up cost, as far as serve can
+/// tell: its prompt, estimated as `run` estimates one, at its route's
+/// input price. A route bills the prompt it read whether or not its answer
+/// was taken; output it generated before it was cancelled is not seen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Billed {
+    pub input_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Billed {
+    /// Written into an attempt's record.
+    fn into_record(self, attempt: &mut ServedRecord) {
+        attempt.record.input_tokens = Some(self.input_tokens);
+        attempt.record.cached_input_tokens = Some(0);
+        attempt.record.output_tokens = Some(0);
+        attempt.record.cost_usd = Some(self.cost_usd);
+    }
 }
 
 /// An answer given up after its first byte while serve was assembling it
@@ -106,6 +129,8 @@ pub(super) enum Event<'a> {
         route: &'a str,
         copy_won: bool,
         cancelled_at_ms: f64,
+        /// The cancelled call's prompt.
+        billed: Billed,
     },
     /// The route failed before its first byte; the request moved to `to`,
     /// or stayed and why.
@@ -125,6 +150,7 @@ pub(super) enum Event<'a> {
     BrokeAndMoved {
         route: &'a str,
         broken: Broken,
+        billed: Billed,
         at_ms: f64,
         to: &'a str,
     },
@@ -244,7 +270,8 @@ pub(super) fn see(app: &App, record: &mut ServedRecord, event: Event<'_>) {
             route,
             copy_won,
             cancelled_at_ms,
-        } => hedged(app, record, route, copy_won, cancelled_at_ms),
+            billed,
+        } => hedged(app, record, route, copy_won, cancelled_at_ms, billed),
         Event::Failed {
             route,
             failure,
@@ -259,9 +286,10 @@ pub(super) fn see(app: &App, record: &mut ServedRecord, event: Event<'_>) {
         Event::BrokeAndMoved {
             route,
             broken,
+            billed,
             at_ms,
             to,
-        } => broke_and_moved(app, record, route, &broken, at_ms, to),
+        } => broke_and_moved(app, record, route, (&broken, billed), at_ms, to),
         Event::Stayed(reason) => {
             if let Some(reason) = reason {
                 record.record.reason = Some(reason);
@@ -275,11 +303,18 @@ pub(super) fn see(app: &App, record: &mut ServedRecord, event: Event<'_>) {
 }
 
 /// A hedged request: the copy that lost (cancelled before its first
-/// token, so never billed output) is its own record, `ID-hedge-1`, reason
+/// token, so billed its prompt and no output) is its own record, `ID-hedge-1`, reason
 /// `hedge-lost`. The request's own reason is `hedge-won`, unless it had
 /// moved to a fallback: the move is what decided its route, and the lost
 /// copy's record says it was hedged.
-fn hedged(app: &App, record: &mut ServedRecord, route: &str, copy_won: bool, at_ms: f64) {
+fn hedged(
+    app: &App,
+    record: &mut ServedRecord,
+    route: &str,
+    copy_won: bool,
+    at_ms: f64,
+    billed: Billed,
+) {
     if !matches!(record.reason, Some(Reason::Fallback(_))) {
         record.record.reason = Some(Reason::HedgeWon);
     }
@@ -297,6 +332,7 @@ fn hedged(app: &App, record: &mut ServedRecord, route: &str, copy_won: bool, at_
         .into(),
     );
     lost.record.total_ms = Some(at_ms);
+    billed.into_record(&mut lost);
     attempt_finished(app, lost);
 }
 
@@ -358,6 +394,9 @@ fn failed(
         Ok(fallback) => {
             let mut attempt = abandoned(record, route, failure.status, failure.cause);
             attempt.record.total_ms = Some(at_ms);
+            if let Some(billed) = failure.billed {
+                billed.into_record(&mut attempt);
+            }
             attempt_finished(app, attempt);
             record.record.route = fallback.to_owned().into();
             record.record.reason = Some(failure.moved_reason.clone());
@@ -387,11 +426,12 @@ fn broke_and_moved(
     app: &App,
     record: &mut ServedRecord,
     route: &str,
-    broken: &Broken,
+    (broken, billed): (&Broken, Billed),
     at_ms: f64,
     to: &str,
 ) {
     let mut attempt = abandoned(record, route, broken.status, broken.cause);
+    billed.into_record(&mut attempt);
     attempt.record.finish_reason = Some(broken.finish_reason.into());
     attempt.record.ttft_ms = Some(broken.ttft_ms);
     attempt.record.total_ms = Some(at_ms);
