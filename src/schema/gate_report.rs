@@ -16,7 +16,7 @@ use crate::stats::PairedVerdict;
 /// rules; version 5 added `scores`; version 4 added `rollback`; version 3
 /// added `served` to the metrics of candidates over more than two tiers;
 /// version 2 added each candidate's `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 7;
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 8;
 
 /// The gate report's file name in the gate's `--out`.
 pub const GATE_REPORT_FILE: &str = "gate-report.json";
@@ -62,12 +62,17 @@ pub enum Rule {
     /// With `--production`: no estimate on production traffic was given
     /// for it, so the production checks did not run.
     Production,
-    /// Its quality on production traffic (the doubly-robust estimate; its
-    /// lower bound with `--confidence`) is below the target.
+    /// Its quality on production traffic (the doubly-robust estimate) is
+    /// below the target: the upper bound at the confidence is.
     ProductionBelowTarget,
     /// On production traffic it is worse than the running config by more
-    /// than `--max-regression` (shown at the confidence, with one).
+    /// than `--max-regression`: the upper bound of the paired difference
+    /// is below −margin.
     ProductionRegression,
+    /// On production traffic the interval of its quality holds the target,
+    /// or that of its difference from the running config holds −margin:
+    /// the labels so far cannot tell it passes (version 8 on).
+    ProductionUndecided,
     /// It costs more than the deployed config on the same rows by more
     /// than the ceiling (`--max-cost-increase`, or the table's own
     /// `[gate] accept_cost_increase`).

@@ -119,16 +119,7 @@ fn serve_logged(
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
     let deployed_table = deployed.config.table.clone();
     let app = Arc::new(App {
-        settings: Settings {
-            trust_slice_header: options.trust_slice_header,
-            strict_expiry: options.strict_expiry,
-            max_body_bytes: options.max_body_bytes,
-            body_timeout: options.body_timeout,
-            records_fail_closed: options.records_fail_closed,
-            timeouts: options.timeouts,
-            records_prompts: options.records_prompts,
-            started_ms,
-        },
+        settings: settings_of(options, started_ms),
         deployed: RwLock::new(Arc::new(deployed)),
         shadow,
         keys: RwLock::new(Arc::new(keys)),
@@ -215,5 +206,19 @@ impl Signals {
             }),
             hangup,
         })
+    }
+}
+
+/// What serve keeps of its options for its life.
+fn settings_of(options: &ServeOptions, started_ms: i64) -> Settings {
+    Settings {
+        trust_slice_header: options.trust_slice_header,
+        strict_expiry: options.strict_expiry,
+        max_body_bytes: options.max_body_bytes,
+        body_timeout: options.body_timeout,
+        records_fail_closed: options.records_fail_closed,
+        timeouts: options.timeouts,
+        records_prompts: options.records_prompts,
+        started_ms,
     }
 }
