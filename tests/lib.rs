@@ -48,6 +48,7 @@ mod safety_run;
 mod sample_pairwise;
 mod schema_docs;
 mod serve_certified;
+mod serve_check;
 mod serve_cli;
 mod serve_corridor;
 mod serve_deploy;

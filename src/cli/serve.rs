@@ -12,7 +12,7 @@ use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
     BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Durability, Limits, LogFormat,
-    LogLevel, LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts,
+    LogLevel, LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, check,
     default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
@@ -57,6 +57,15 @@ pub struct ServeArgs {
     /// serving it while reporting not ready.
     #[arg(long)]
     pub strict_expiry: bool,
+
+    /// Load and check everything a start would (the config's signature,
+    /// expiry, version and router pin, the routes' key variables, the
+    /// shadow, the keys file, the records directory), say what would be
+    /// served, and exit 0, or 2 with what a start would refuse; listen on
+    /// nothing and write nothing. Run it before a deploy points serve at a
+    /// new config.
+    #[arg(long)]
+    pub check: bool,
 
     /// A start (a restart) on a config that has expired: `refuse` exits 2;
     /// `start` serves it as a running serve serves an expired config
@@ -249,7 +258,25 @@ fn log_settings(format: &str, requests: bool, output: &OutputArgs) -> LogSetting
 }
 
 pub fn run(args: ServeArgs, output: &OutputArgs) -> anyhow::Result<Outcome> {
+    let checking = args.check;
     let options = args.options(output);
+    if checking {
+        let checked = check(&options)?;
+        let deployed = &checked.deployed;
+        let shadow = checked
+            .shadow_version
+            .map_or_else(String::new, |version| format!(", shadow version {version}"));
+        println!(
+            "ok: serve would start on {} ({} version {}, sha256 {}{shadow}), {} keys, records in {}",
+            deployed.config.table.logical_model,
+            deployed.config.config_id,
+            deployed.config.version,
+            deployed.sha256,
+            checked.keys,
+            options.records.display()
+        );
+        return Ok(Outcome::Passed);
+    }
     serve(&options, |address, deployed| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(

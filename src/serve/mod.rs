@@ -68,4 +68,4 @@ pub use options::{DEFAULT_MAX_BODY_BYTES, ServeOptions};
 pub use served::ServedRecord;
 pub use settings::{RecordsPrompts, Timeouts};
 pub use stack::{Access, Endpoint};
-pub use start::serve;
+pub use start::{Checked, check, serve};

@@ -54,6 +54,47 @@ fn load_shadow(
     Ok(Arc::new(shadow))
 }
 
+/// What `serve --check` found: everything serve would load at start,
+/// loaded and checked, with nothing bound, locked or written.
+#[derive(Debug)]
+pub struct Checked {
+    pub deployed: Deployed,
+    /// The `--shadow` candidate's version, where one was given.
+    pub shadow_version: Option<u64>,
+    pub keys: usize,
+}
+
+/// Loads what a start would load, in the order it would (the public key,
+/// the config with its signature, expiry, router pin and routes' key
+/// variables, the shadow, the keys file, the records directory and the
+/// version it last served), and refuses as a start would; listens on
+/// nothing, locks and writes nothing. A deploy runs it before it points
+/// serve at a new config.
+pub fn check(options: &ServeOptions) -> anyhow::Result<Checked> {
+    let public = crate::routes::load_public(&options.public_key)?;
+    let clock = SystemClock;
+    let deployed = deployed::load_at_start(
+        &options.sources,
+        &public,
+        &clock,
+        None,
+        options.start_expired,
+    )?;
+    let shadow = options
+        .shadow
+        .as_ref()
+        .map(|path| load_shadow(options, path, &public, &clock, &deployed))
+        .transpose()?;
+    let keys = Keys::load(&options.keys)?;
+    journal::check_directory(&options.records)?;
+    deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
+    Ok(Checked {
+        shadow_version: shadow.map(|shadow| shadow.config.version),
+        keys: keys.len(),
+        deployed,
+    })
+}
+
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
 pub fn serve(
     options: &ServeOptions,
