@@ -1044,6 +1044,39 @@ fn a_leaked_key_revoked_by_sighup_is_refused_at_once_and_a_bad_keys_file_keeps_t
     );
 }
 
+#[test]
+fn a_key_rotated_to_one_of_the_same_length_with_its_time_restored_is_seen_without_a_signal() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    let front = Front::start(&upstream.base_url(), "hostile-keys-same", &[], None);
+    let keys = front._directory.path().join("keys.toml");
+    assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 200);
+    let before = std::fs::read_to_string(&keys).unwrap();
+    let modified = std::fs::metadata(&keys).unwrap().modified().unwrap();
+    // The leaked key's digest replaced by another of the same length, and
+    // the file's time put back, as a config-management tool does.
+    let rotated = "sk-serve-test-ROTATED012";
+    assert_eq!(rotated.len(), KEY.len());
+    let after = before.replace(
+        &routeval::digest::sha256_hex(KEY.as_bytes()),
+        &routeval::digest::sha256_hex(rotated.as_bytes()),
+    );
+    assert_eq!(after.len(), before.len());
+    std::fs::write(&keys, after).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&keys)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while status_of(&post(&front, KEY, &chat(false), &[])) != 401 {
+        assert!(Instant::now() < until, "the revoked key is still accepted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status_of(&post(&front, rotated, &chat(false), &[])), 200);
+    front.stop();
+}
+
 /// A config for `base_url` signed on 2020-01-01 for a day: long expired.
 fn expired_config(base_url: &str) -> PathBuf {
     let pipeline = Pipeline::shared();

@@ -360,18 +360,17 @@ pub fn remember_served(records: &Path, deployed: &Deployed) -> anyhow::Result<()
     .commit()
 }
 
-/// A config file's and its signature's lengths and modification times.
-pub type Fingerprint = (u64, std::time::SystemTime, u64, std::time::SystemTime);
+/// The sha256 of a config file's bytes and of its signature's.
+pub type Fingerprint = (String, String);
 
-/// The file's identity for the reload watch: its length and modification
-/// time, and its signature's.
+/// The file's identity for the reload watch: its content and its
+/// signature's, by digest. Lengths and modification times would miss a
+/// replacement of the same length whose time a deploy tool restored.
 pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
-    let config = std::fs::metadata(path).ok()?;
-    let signature = std::fs::metadata(crate::routes::signature_path(path)).ok()?;
+    let config = std::fs::read(path).ok()?;
+    let signature = std::fs::read(crate::routes::signature_path(path)).ok()?;
     Some((
-        config.len(),
-        config.modified().ok()?,
-        signature.len(),
-        signature.modified().ok()?,
+        crate::digest::sha256_hex(&config),
+        crate::digest::sha256_hex(&signature),
     ))
 }

@@ -32,11 +32,14 @@ pub(super) fn log_expired(log: &log::Log, deployed: &Deployed, what: &str) {
     .emit();
 }
 
-/// The keys file's identity for the reload watch: its length and
-/// modification time.
-fn keys_fingerprint(path: &std::path::Path) -> Option<(u64, std::time::SystemTime)> {
-    let metadata = std::fs::metadata(path).ok()?;
-    Some((metadata.len(), metadata.modified().ok()?))
+/// The keys file's identity for the reload watch: the sha256 of its
+/// content. A rotation that keeps the file's length and time (a key of
+/// the same length, a config-management tool restoring the time) is a
+/// change all the same: a revoked key must stop working.
+fn keys_fingerprint(path: &std::path::Path) -> Option<String> {
+    std::fs::read(path)
+        .ok()
+        .map(|bytes| crate::digest::sha256_hex(&bytes))
 }
 
 /// Loads the keys file again and puts it in place whole; a file that does
