@@ -76,16 +76,20 @@ fn serve_check_says_what_would_be_served_and_refuses_what_a_start_would() {
     std::fs::write(directory.path().join("keys.toml"), "[[keys]]\nsha256 = 1\n").unwrap();
     let stderr = refused(&mut check(&config, directory.path()));
     assert!(stderr.contains("keys.toml"), "{stderr}");
-    // A records directory serve did not make.
+    // A volume's root, mounted as the records directory: its lost+found is
+    // the filesystem's own, and the directory is taken as empty.
     write_keys(&directory.path().join("keys.toml"));
     let foreign = directory.path().join("records");
-    std::fs::create_dir(&foreign).unwrap();
+    std::fs::create_dir_all(foreign.join("lost+found")).unwrap();
+    let output = check(&config, directory.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // A records directory serve did not make.
     std::fs::write(foreign.join("notes.txt"), "not serve's").unwrap();
     let stderr = refused(&mut check(&config, directory.path()));
     assert!(stderr.contains("records"), "{stderr}");
     assert_eq!(
         std::fs::read_dir(&foreign).unwrap().count(),
-        1,
-        "nothing written beside the operator's file"
+        2,
+        "nothing written beside the operator's files"
     );
 }

@@ -205,8 +205,11 @@ impl JournalThread {
     }
 }
 
+/// The directory `mkfs` makes at a filesystem's root.
+const LOST_AND_FOUND: &str = "lost+found";
+
 /// Refuses a records directory serve did not make: one that exists, holds
-/// anything, and has no [`LOCK`] (which only serve creates). serve rolls and
+/// anything but a filesystem's `lost+found`, and has no [`LOCK`] (which only serve creates). serve rolls and
 /// removes the journals it finds there, so a directory of someone else's
 /// `part-*.jsonl` must never be taken for its own.
 pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
@@ -220,7 +223,15 @@ pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
     };
     let made_by_serve = std::fs::symlink_metadata(directory.join(LOCK))
         .is_ok_and(|metadata| metadata.file_type().is_file());
-    if made_by_serve || entries.next().is_none() {
+    // A filesystem's root holds `lost+found`, a directory of the
+    // filesystem's own: a volume mounted as --records is empty all the same.
+    let anything = entries.any(|entry| {
+        entry.is_ok_and(|entry| {
+            entry.file_name() != LOST_AND_FOUND
+                || !entry.file_type().is_ok_and(|kind| kind.is_dir())
+        })
+    });
+    if made_by_serve || !anything {
         return Ok(());
     }
     anyhow::bail!(
