@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, deploy, falling_back, log_events,
-    log_lines, proxy_python, ready_at, response, run_python, serve_command, served_records,
-    signed_single, signed_table, write_keys,
+    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, deploy, falling_back, gate_single,
+    log_events, log_lines, proxy_python, ready_at, response, run_python, serve_command,
+    served_records, signed_single, signed_table, write_keys,
 };
 
 /// A prompt whose words must never reach the log.
@@ -492,6 +492,97 @@ fn switch(live: &Path, release: &str) {
     let next = live.with_extension("next");
     std::os::unix::fs::symlink(release, &next).unwrap();
     std::fs::rename(&next, live).unwrap();
+}
+
+/// `release` (a signed config and its signature) as its own release
+/// directory `name` beside `live`, switched in by hand.
+fn switch_to_copy(live: &Path, release: &Path, name: &str) {
+    let directory = live.parent().unwrap().join("releases").join(name);
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::copy(release, directory.join("route-config.json")).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(release),
+        directory.join("route-config.json.minisig"),
+    )
+    .unwrap();
+    switch(live, &format!("releases/{name}"));
+}
+
+fn readyz(served: &Served) -> (u16, String) {
+    let output = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--max-time", "5"])
+        .arg(served.url("/readyz"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.parse().unwrap(), body.to_owned())
+}
+
+#[test]
+fn a_replica_that_missed_a_version_takes_the_next_as_a_restart_would_and_a_refused_reload_is_loud()
+{
+    let pipeline = Pipeline::shared();
+    let (upstream, v1) = answering("from the upstream", "skip-v1");
+    let v2 = signed_single(pipeline, &upstream.base_url(), "skip-v2", Some(&v1));
+    let out = pipeline.path("skip-v3");
+    gate_single(pipeline, &pipeline.path("skip-v2.toml"), &out, None, true)
+        .arg("--baseline")
+        .arg(&v2)
+        .assert()
+        .success();
+    let v3 = out.join("route-config.v3.json");
+    let directory = tempfile::tempdir().unwrap();
+    let live = directory.path().join("live");
+    let (deployed, stderr) = deploy(&v1, &live, &pipeline.out.join("keys/demo.key.pub"));
+    assert!(deployed, "{stderr}");
+    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
+    assert!(ready_at(&served, 1));
+    // v2 never reached this replica; v3, whose parent is v2, is taken as a
+    // restart would take it.
+    switch_to_copy(&live, &v3, "v3-direct");
+    assert!(ready_at(&served, 3), "the replica is stranded on version 1");
+    // A file that does not verify is refused: the replica serves on, ready,
+    // and says what it refused, in /readyz and in /metrics.
+    let mut tampered: Value = serde_json::from_slice(&std::fs::read(&v3).unwrap()).unwrap();
+    tampered["version"] = 4.into();
+    let forged = directory.path().join("forged.json");
+    std::fs::write(&forged, tampered.to_string()).unwrap();
+    std::fs::copy(
+        routeval::routes::signature_path(&v3),
+        routeval::routes::signature_path(&forged),
+    )
+    .unwrap();
+    switch_to_copy(&live, &forged, "v4-forged");
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let (code, body) = loop {
+        let (code, body) = readyz(&served);
+        if body.contains("refused a reload") || std::time::Instant::now() > until {
+            break (code, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.starts_with("ready: ") && body.contains("version 3; refused a reload: "),
+        "{body}"
+    );
+    let metrics = Command::new("curl")
+        .args(["-s", "--max-time", "5"])
+        .arg(served.url("/metrics"))
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("\nrouteval_config_reload_refused 1\n"),
+        "{metrics}"
+    );
+    assert_eq!(ask(&served, "after-refusal", PROMPT), 200);
+    let log = served.stop_with_log();
+    let skipped = log_events(&log, "config_versions_skipped");
+    assert_eq!(skipped.len(), 1, "{log}");
+    assert_eq!(skipped[0]["config_version"], 3, "{log}");
+    assert_eq!(skipped[0]["previous_version"], 1, "{log}");
 }
 
 #[test]

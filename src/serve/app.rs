@@ -23,6 +23,9 @@ pub struct App {
     pub settings: Settings,
     /// The served config, replaced whole when a reload is applied.
     pub deployed: RwLock<Arc<Deployed>>,
+    /// Why the last reload was refused, while no later one was applied:
+    /// `/readyz` and `routeval_config_reload_refused` say so.
+    pub refused_reload: std::sync::Mutex<Option<String>>,
     /// The `--shadow` candidate, decided for every request and never served.
     pub shadow: Option<Arc<Deployed>>,
     /// The clients' keys, replaced whole when the file reloads.

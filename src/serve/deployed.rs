@@ -92,7 +92,8 @@ pub struct Sources {
 }
 
 /// Loads the config at `sources.config`. With `running`, the new config must
-/// chain from it: a higher version whose parent is the running file.
+/// be a higher version, as at start (versions in between may have been
+/// missed).
 pub fn load(
     sources: &Sources,
     public: &PublicKey,
@@ -128,8 +129,11 @@ pub fn load_at_start(
             });
         }
     }
-    let previous = running.map(|running| (running.bytes.as_slice(), running.signature.as_str()));
-    let verified = match check_config(&bytes, &signature, public, previous, clock) {
+    // The rule at reload is the rule at start: a higher version, checked
+    // above. Its parent need not be the running file: a replica that missed
+    // a version takes the next one as a restart would, not refuse it for
+    // ever (the skip is logged).
+    let verified = match check_config(&bytes, &signature, public, None, clock) {
         Err(VerifyError::Expired { .. }) if expired_ok && running.is_none() => {
             check_signed(&bytes, &signature, public).map_err(refused)?
         }

@@ -96,6 +96,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
         config_version: deployed.config.version,
         config_id: &deployed.config.config_id,
         expired: deployed.expired(app.clock.as_ref()),
+        reload_refused: app.refused_reload.lock().expect("unpoisoned").is_some(),
         expires_at_s: crate::clock::parse_rfc3339(&deployed.config.expires_at),
         in_flight: app.admission.in_flight(),
         breakers: &app.resilience.breakers(now_ms),
@@ -142,8 +143,16 @@ pub async fn readyz(State(app): State<Arc<App>>) -> Response {
         )
             .into_response()
     } else {
+        // A refused reload leaves this replica able to serve (on the running
+        // version), so it stays ready, and says what it refused.
+        let refused = app
+            .refused_reload
+            .lock()
+            .expect("unpoisoned")
+            .as_ref()
+            .map_or_else(String::new, |why| format!("; refused a reload: {why}"));
         format!(
-            "ready: {} version {}\n",
+            "ready: {} version {}{refused}\n",
             deployed.config.config_id, deployed.config.version
         )
         .into_response()

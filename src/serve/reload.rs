@@ -112,8 +112,23 @@ fn reload_config(
                     )
                     .emit();
             }
+            if next.config.parent_sha256.as_deref() != Some(running.sha256.as_str()) {
+                app.log
+                    .event(
+                        log::Level::Warn,
+                        "config_versions_skipped",
+                        format!(
+                            "version {} does not follow the running version {} directly: the versions between were not served here",
+                            next.config.version, running.config.version
+                        ),
+                    )
+                    .field("config_version", next.config.version)
+                    .field("previous_version", running.config.version)
+                    .emit();
+            }
             app.resilience.follow(&next.config.table);
             *app.deployed.write().expect("unpoisoned") = Arc::new(next);
+            *app.refused_reload.lock().expect("unpoisoned") = None;
             app.metrics.reload("applied");
         }
         Err(refusal) => {
@@ -129,6 +144,8 @@ fn reload_config(
                 .field("file", sources.config.display().to_string())
                 .field("config_version", running.config.version)
                 .emit();
+            *app.refused_reload.lock().expect("unpoisoned") =
+                Some(format!("{}: {refusal}", sources.config.display()));
             app.metrics.reload("refused");
         }
     }

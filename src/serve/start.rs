@@ -162,6 +162,7 @@ fn serve_logged(
     let app = Arc::new(App {
         settings: settings_of(options, started_ms),
         deployed: RwLock::new(Arc::new(deployed)),
+        refused_reload: std::sync::Mutex::new(None),
         shadow,
         keys: RwLock::new(Arc::new(keys)),
         clock,

@@ -221,7 +221,10 @@ pub fn ready_at(served: &Served, version: u64) -> bool {
             .arg(served.url("/readyz"))
             .output()
             .unwrap();
-        String::from_utf8_lossy(&output.stdout).contains(&format!("version {version}\n"))
+        // `ready: ID version N`, and after a refused reload `; refused …`.
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        said.contains(&format!("version {version}\n"))
+            || said.contains(&format!("version {version};"))
     })
 }
 

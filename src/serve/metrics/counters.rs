@@ -110,6 +110,8 @@ pub struct Gauges<'a> {
     pub config_version: u64,
     pub config_id: &'a str,
     pub expired: bool,
+    /// The last reload was refused, and none applied since.
+    pub reload_refused: bool,
     /// When the served config expires, seconds since 1970.
     pub expires_at_s: Option<i64>,
     pub in_flight: usize,

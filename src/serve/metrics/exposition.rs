@@ -211,6 +211,12 @@ pub(super) fn served(out: &mut String, gauges: &Gauges<'_>) {
         "Whether the served config has expired.",
         u8::from(gauges.expired),
     );
+    gauge(
+        out,
+        "routeval_config_reload_refused",
+        "Whether the last reload of the config was refused, with none applied since (the log's config_reload_refused and /readyz say why).",
+        u8::from(gauges.reload_refused),
+    );
     if let Some(expires_at_s) = gauges.expires_at_s {
         gauge(
             out,
