@@ -122,39 +122,52 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// Ready while the served config is in date and the records can be
-/// written.
+/// Whether this replica can serve traffic: not ready only while it would
+/// refuse every request (`--strict-expiry` past the config's expiry,
+/// `--records-fail closed` while the records cannot be written). What
+/// every replica shares (the signed config's expiry, the records volume)
+/// would otherwise take the whole fleet out of its load balancer at once,
+/// though each could answer; those are alarms, said in the body (and in
+/// `/metrics` and the log) while the replica stays ready.
 pub async fn readyz(State(app): State<Arc<App>>) -> Response {
     let deployed = app.current();
-    if let Some(problem) = app.journal.health.problem() {
+    let expired = deployed.expired(app.clock.as_ref()).then(|| {
+        format!(
+            "the signed config expired at {}",
+            deployed.config.expires_at
+        )
+    });
+    let unwritable = app
+        .journal
+        .health
+        .problem()
+        .map(|problem| format!("the records cannot be written: {problem}"));
+    let refusing = match (&expired, &unwritable) {
+        (Some(expired), _) if app.settings.strict_expiry => Some(format!(
+            "{expired}, and --strict-expiry refuses every request"
+        )),
+        (_, Some(unwritable)) if app.settings.records_fail_closed => Some(format!(
+            "{unwritable}; --records-fail closed refuses requests until they can"
+        )),
+        _ => None,
+    };
+    let id = format!(
+        "{} version {}",
+        deployed.config.config_id, deployed.config.version
+    );
+    if let Some(refusing) = refusing {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: the records cannot be written: {problem}\n"),
+            format!("not ready: {id}: {refusing}\n"),
         )
             .into_response();
     }
-    if deployed.expired(app.clock.as_ref()) {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: the signed config {} version {} expired at {}\n",
-                deployed.config.config_id, deployed.config.version, deployed.config.expires_at
-            ),
-        )
-            .into_response()
-    } else {
-        // A refused reload leaves this replica able to serve (on the running
-        // version), so it stays ready, and says what it refused.
-        let refused = app
-            .refused_reload
-            .lock()
-            .expect("unpoisoned")
-            .as_ref()
-            .map_or_else(String::new, |why| format!("; refused a reload: {why}"));
-        format!(
-            "ready: {} version {}{refused}\n",
-            deployed.config.config_id, deployed.config.version
-        )
-        .into_response()
+    let mut said = format!("ready: {id}");
+    if let Some(why) = app.refused_reload.lock().expect("unpoisoned").as_ref() {
+        said.push_str(&format!("; refused a reload: {why}"));
     }
+    for alarm in [expired, unwritable].into_iter().flatten() {
+        said.push_str(&format!("; alarm: {alarm}"));
+    }
+    format!("{said}\n").into_response()
 }
