@@ -750,3 +750,73 @@ fn a_client_id_that_ends_like_an_attempt_or_a_hedge_copy_is_still_its_requests_d
     let expected: BTreeSet<String> = ids.iter().map(|id| (*id).to_owned()).collect();
     assert_eq!(drawn, expected);
 }
+
+/// The Parquet parts in `records` now.
+fn parquet_parts(records: &Path) -> usize {
+    std::fs::read_dir(records)
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|extension| extension == "parquet")
+        })
+        .count()
+}
+
+#[test]
+fn the_journal_rolls_by_size_and_by_age_not_only_by_count() {
+    let upstream = instant_answers();
+    // By size: parts of about 20 KB, some thirty records each.
+    let by_size = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        serve_for(&upstream, "records-roll-size", by_size.path()).args(["--roll-bytes", "20000"]),
+    );
+    let address = address_of(&served);
+    for number in 0..100 {
+        assert!(answered(&address, &format!("sized-{number}")));
+    }
+    let records = by_size.path().join("records");
+    let listing = || {
+        std::fs::read_dir(&records)
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                format!(
+                    "{:?} {}",
+                    entry.file_name(),
+                    entry.metadata().unwrap().len()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        within_ten_seconds(|| parquet_parts(&records) >= 2),
+        "100 records of about 650 bytes in fewer than three journals under --roll-bytes 20000: {:?}",
+        listing()
+    );
+    served.stop();
+    assert_eq!(recorded_ids(&records).len(), 100);
+    // By age: a quiet serve's journal rolls at its first commit past the age.
+    let by_age = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        serve_for(&upstream, "records-roll-age", by_age.path()).args(["--roll-age-s", "1"]),
+    );
+    let address = address_of(&served);
+    assert!(answered(&address, "early"));
+    let records = by_age.path().join("records");
+    assert_eq!(parquet_parts(&records), 0);
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert!(answered(&address, "late"));
+    assert!(
+        within_ten_seconds(|| parquet_parts(&records) >= 1),
+        "the journal older than --roll-age-s did not roll"
+    );
+    served.stop();
+    assert_eq!(
+        recorded_ids(&records),
+        BTreeSet::from(["early".to_owned(), "late".to_owned()])
+    );
+}

@@ -12,7 +12,7 @@ use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
     BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Durability, Limits, LogFormat,
-    LogLevel, LogSettings, RecordsPrompts, ServeOptions, Sources, Timeouts, check,
+    LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, Timeouts, check,
     default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
@@ -83,9 +83,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value = "30000")]
     pub body_timeout_ms: NonZeroU64,
 
-    /// Records per Parquet part.
+    /// Records per Parquet part: the journal rolls after this many.
     #[arg(long, value_name = "N", default_value = "100000")]
     pub roll_records: NonZeroU64,
+
+    /// The journal also rolls once it holds this many bytes.
+    #[arg(long, value_name = "BYTES", default_value = "268435456")]
+    pub roll_bytes: NonZeroU64,
+
+    /// The journal also rolls at its first commit this long after it was
+    /// begun, so a quiet serve's records reach a Parquet part (and a bucket
+    /// sync) within the hour.
+    #[arg(long, value_name = "S", default_value = "3600")]
+    pub roll_age_s: NonZeroU64,
 
     /// While the records cannot be written (a full disk): `open` answers
     /// requests and keeps their records in memory (up to 100,000), `closed`
@@ -199,7 +209,11 @@ impl ServeArgs {
             strict_expiry: self.strict_expiry,
             max_body_bytes: self.max_body_bytes.get(),
             body_timeout: Duration::from_millis(self.body_timeout_ms.get()),
-            roll_records: self.roll_records.get(),
+            roll: Roll {
+                records: self.roll_records.get(),
+                bytes: self.roll_bytes.get(),
+                age: Duration::from_secs(self.roll_age_s.get()),
+            },
             records_fail_closed: self.records_fail == "closed",
             records_durability: if self.records_durability == "acknowledged" {
                 Durability::Acknowledged
@@ -329,7 +343,9 @@ mod tests {
         assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);
-        assert_eq!(options.roll_records, 100_000);
+        assert_eq!(options.roll.records, 100_000);
+        assert_eq!(options.roll.bytes, 256 << 20);
+        assert_eq!(options.roll.age, std::time::Duration::from_secs(3600));
         assert_eq!(
             options.limits,
             crate::serve::Limits {

@@ -3,7 +3,8 @@
 //! what it has every [`COMMIT_WINDOW`] or [`MAX_BATCH`] records, whichever
 //! comes first, and rolled into a Parquet part of the same number
 //! (`part-NNNNNN.parquet`, written under a temporary name and committed
-//! whole) every `roll_after` records and when serve stops. The directory is
+//! whole) as its [`Roll`] says (by records, bytes or age) and when serve
+//! stops. The directory is
 //! what `drift --records`, `replay` and `sample` read as it is: parts and
 //! the live journal alike. A journal left by a killed serve is rolled when
 //! the next one starts; a torn last line (the kill came mid-write) is the
@@ -113,6 +114,16 @@ impl JournalHealth {
             .load(Ordering::Acquire)
             .saturating_sub(self.committed.load(Ordering::Acquire))
     }
+}
+
+/// When a journal is rolled into its Parquet part: after `records`
+/// records, once it holds `bytes` bytes, or at its first commit `age`
+/// after it was begun, whichever comes first (and when serve stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roll {
+    pub records: u64,
+    pub bytes: u64,
+    pub age: Duration,
 }
 
 /// What an answer waits for before its last bytes leave
@@ -244,7 +255,7 @@ pub fn check_directory(directory: &Path) -> anyhow::Result<()> {
 /// and starts the writer.
 pub fn open(
     directory: &Path,
-    roll_after: u64,
+    roll: Roll,
     durability: Durability,
     log: Arc<Log>,
 ) -> anyhow::Result<(Journal, JournalThread)> {
@@ -267,7 +278,8 @@ pub fn open(
         file: None,
         good_len: 0,
         written: 0,
-        roll_after,
+        begun: Instant::now(),
+        roll,
         roll_failed: false,
         created: false,
         health: health.clone(),
@@ -406,7 +418,9 @@ struct Writer {
     /// back to it, so no torn line is left between two whole ones.
     good_len: u64,
     written: u64,
-    roll_after: u64,
+    /// When the journal was begun (or this writer took it over).
+    begun: Instant,
+    roll: Roll,
     /// A roll failed; the journal is kept and rolled at the next commit.
     roll_failed: bool,
     /// This journal was created by this writer.
@@ -535,6 +549,7 @@ impl Writer {
                 .open(&path)
                 .with_context(|| format!("{}: cannot open the journal", path.display()))?;
             self.created = true;
+            self.begun = Instant::now();
             self.good_len = file.metadata().map_or(0, |metadata| metadata.len());
             crate::atomic::sync_directory(&path)?;
             self.file = Some(file);
@@ -549,7 +564,10 @@ impl Writer {
         }
         self.good_len = self.good_len.saturating_add(lines.len() as u64);
         self.written = self.written.saturating_add(records.len() as u64);
-        if self.written >= self.roll_after || self.roll_failed {
+        let due = self.written >= self.roll.records
+            || self.good_len >= self.roll.bytes
+            || self.begun.elapsed() >= self.roll.age;
+        if due || self.roll_failed {
             self.file = None;
             match roll(&self.directory, self.number) {
                 Ok(()) => {

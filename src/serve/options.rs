@@ -9,7 +9,7 @@ use crate::policy::BudgetSettings;
 use super::admission::Limits;
 use super::connections::ConnectionLimits;
 use super::deployed::Sources;
-use super::journal::Durability;
+use super::journal::{Durability, Roll};
 use super::log::LogSettings;
 use super::settings::{RecordsPrompts, Timeouts};
 
@@ -28,8 +28,8 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// How long a request's body may take to arrive whole.
     pub body_timeout: std::time::Duration,
-    /// Records per Parquet part.
-    pub roll_records: u64,
+    /// When a journal rolls into its Parquet part.
+    pub roll: Roll,
     /// Refuse requests (503) while the records cannot be written.
     pub records_fail_closed: bool,
     /// What an answer's end waits for of its record.

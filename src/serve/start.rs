@@ -150,7 +150,7 @@ fn serve_logged(
     deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
     let (journal, writer) = journal::open(
         &options.records,
-        options.roll_records,
+        options.roll,
         options.records_durability,
         log.clone(),
     )?;
