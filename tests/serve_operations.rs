@@ -293,9 +293,26 @@ fn serve_metrics_parse_with_the_prometheus_client_and_follow_its_naming() {
     else {
         return;
     };
+    // serve's own families, and the process collector's standard names.
+    let process = [
+        "process_start_time_seconds",
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+    ];
+    for name in process {
+        assert!(
+            families.iter().any(|family| family["name"] == name),
+            "no {name}"
+        );
+    }
     for family in &families {
         let name = family["name"].as_str().unwrap();
-        assert!(name.starts_with("routeval_"), "{name}");
+        assert!(
+            name.starts_with("routeval_") || process.contains(&name),
+            "{name}"
+        );
         if family["type"] == "counter" {
             for sample in family["samples"].as_array().unwrap() {
                 let sample_name = sample["name"].as_str().unwrap();
@@ -323,6 +340,20 @@ fn serve_metrics_count_the_requests_calls_breaker_and_tokens_the_records_show() 
     };
     // Five requests, and the two attempts abandoned for the backup.
     assert_eq!(total(&families, "routeval_requests_total", &[]), 7.0);
+    // The build, and the process's own resources, each plausible.
+    assert_eq!(
+        total(
+            &families,
+            "routeval_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    assert!(total(&families, "process_resident_memory_bytes", &[]) > 1e6);
+    assert!(total(&families, "process_open_fds", &[]) >= 3.0);
+    assert!(total(&families, "process_max_fds", &[]) >= total(&families, "process_open_fds", &[]));
+    assert!(total(&families, "process_cpu_seconds_total", &[]) > 0.0);
+    assert!(total(&families, "process_start_time_seconds", &[]) > 1.7e9);
     assert_eq!(
         total(
             &families,

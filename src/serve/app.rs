@@ -26,6 +26,8 @@ pub struct App {
     /// Why the last reload was refused, while no later one was applied:
     /// `/readyz` and `routeval_config_reload_refused` say so.
     pub refused_reload: std::sync::Mutex<Option<String>>,
+    /// The client connections open now.
+    pub open_connections: super::connections::OpenConnections,
     /// The `--shadow` candidate, decided for every request and never served.
     pub shadow: Option<Arc<Deployed>>,
     /// The clients' keys, replaced whole when the file reloads.

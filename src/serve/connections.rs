@@ -53,7 +53,7 @@ pub fn default_max_connections() -> usize {
 }
 
 /// The soft limit on open descriptors, from `/proc/self/limits`.
-fn open_file_limit() -> Option<u64> {
+pub(super) fn open_file_limit() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits
         .lines()
@@ -245,16 +245,26 @@ impl hyper::body::Body for InFlight {
     }
 }
 
+/// The client connections open now, as `/metrics` counts them.
+#[derive(Debug, Clone, Default)]
+pub struct OpenConnections(Arc<Open>);
+
+impl OpenConnections {
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// Serves `router` on `listener` until `stop` resolves, then lets every
-/// request in flight finish.
+/// request in flight finish; `open` counts its connections.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
-    limits: ConnectionLimits,
+    (limits, open): (ConnectionLimits, OpenConnections),
     stop: impl std::future::Future<Output = ()>,
     log: &Log,
 ) {
-    let open = Arc::new(Open::default());
+    let open = open.0;
     let mut accept_failures_told: Option<Instant> = None;
     let (stopping, _) = tokio::sync::watch::channel(false);
     let epoch = Instant::now();

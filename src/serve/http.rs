@@ -114,6 +114,8 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
             refused: load(&counts.refused),
         },
         log_lines_dropped: app.log.dropped.load(Ordering::Relaxed),
+        open_connections: app.open_connections.count(),
+        started_s: app.settings.started_ms as f64 / 1e3,
     });
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -163,6 +163,7 @@ fn serve_logged(
         settings: settings_of(options, started_ms),
         deployed: RwLock::new(Arc::new(deployed)),
         refused_reload: std::sync::Mutex::new(None),
+        open_connections: connections::OpenConnections::default(),
         shadow,
         keys: RwLock::new(Arc::new(keys)),
         clock,
@@ -195,7 +196,8 @@ fn serve_logged(
             options.keys.clone(),
             reload,
         ));
-        connections::serve(listener, router, options.connections, stop, log).await;
+        let limits = (options.connections, app.open_connections.clone());
+        connections::serve(listener, router, limits, stop, log).await;
         watcher.abort();
         anyhow::Ok(())
     })?;

@@ -119,4 +119,7 @@ pub struct Gauges<'a> {
     pub records: RecordsGauges,
     pub budget: BudgetGauges,
     pub log_lines_dropped: u64,
+    pub open_connections: usize,
+    /// When serve started, seconds since 1970.
+    pub started_s: f64,
 }

@@ -337,6 +337,105 @@ fn escaped(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Which build is serving, the connections it holds, and the process's
+/// own resources, under the names Prometheus's process collectors use.
+pub(super) fn process(out: &mut String, gauges: &Gauges<'_>) {
+    family(
+        out,
+        "routeval_build_info",
+        "gauge",
+        "The routeval build serving, by version; always 1.",
+    );
+    sample(
+        out,
+        "routeval_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+    gauge(
+        out,
+        "routeval_open_connections",
+        "Client connections open now.",
+        gauges.open_connections,
+    );
+    gauge(
+        out,
+        "process_start_time_seconds",
+        "When the process started, seconds since 1970.",
+        gauges.started_s,
+    );
+    let own = ProcessFigures::read();
+    if let Some(seconds) = own.cpu_seconds {
+        family(
+            out,
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, seconds.",
+        );
+        sample(out, "process_cpu_seconds_total", &[], seconds);
+    }
+    for (name, help, value) in [
+        (
+            "process_resident_memory_bytes",
+            "Resident memory, bytes.",
+            own.resident_bytes,
+        ),
+        ("process_open_fds", "Open file descriptors.", own.open_fds),
+        (
+            "process_max_fds",
+            "The most file descriptors the process may open.",
+            own.max_fds,
+        ),
+    ] {
+        if let Some(value) = value {
+            gauge(out, name, help, value);
+        }
+    }
+}
+
+/// The process's resources, from `/proc/self`; each unknown where it
+/// cannot be read.
+struct ProcessFigures {
+    cpu_seconds: Option<f64>,
+    resident_bytes: Option<u64>,
+    open_fds: Option<u64>,
+    max_fds: Option<u64>,
+}
+
+/// Linux's clock ticks per second as `/proc` counts them (USER_HZ, fixed
+/// at 100 for user space).
+const USER_HZ: f64 = 100.0;
+
+impl ProcessFigures {
+    fn read() -> ProcessFigures {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok();
+        // The fields after the command name, which may hold spaces:
+        // utime and stime are the 14th and 15th of the line.
+        let cpu_seconds = stat.as_deref().and_then(|stat| {
+            let rest = &stat[stat.rfind(')')?.saturating_add(2)..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |index: usize| fields.get(index)?.parse::<f64>().ok();
+            Some((ticks(11)? + ticks(12)?) / USER_HZ)
+        });
+        let resident_bytes = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib.saturating_mul(1024))
+            });
+        let open_fds = std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|entries| entries.count() as u64);
+        ProcessFigures {
+            cpu_seconds,
+            resident_bytes,
+            open_fds,
+            max_fds: super::super::connections::open_file_limit(),
+        }
+    }
+}
+
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }

@@ -20,7 +20,7 @@ use counters::{
     Counters, DURATION_BUCKETS, FIRST_TOKEN_BUCKETS, Histogram, OTHER, SliceCounts, Usage,
 };
 
-use exposition::{reloads, requests, served, upstreams};
+use exposition::{process, reloads, requests, served, upstreams};
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -181,6 +181,7 @@ impl Metrics {
         upstreams(&mut text, &counters, &gauges.budget);
         served(&mut text, gauges);
         reloads(&mut text, &counters);
+        process(&mut text, gauges);
         text
     }
 }
