@@ -481,6 +481,49 @@ fn quiet_keeps_warnings_and_a_terminal_gets_lines_for_a_person() {
 }
 
 #[test]
+fn log_level_error_keeps_the_errors_only_and_overrides_quiet() {
+    // A route that fails: its upstream_failed line is a warning, which
+    // --quiet alone would keep.
+    let failing = ScriptedUpstream::start(|_| {
+        vec![Step::Send(response(
+            "500 Internal Server Error",
+            &[],
+            "application/json",
+            br#"{"error": {"message": "down", "type": "server_error"}}"#,
+        ))]
+    });
+    let config = signed_single(
+        Pipeline::shared(),
+        &failing.base_url(),
+        "operations-level",
+        None,
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let served = serve(
+        &config,
+        directory.path(),
+        &["--quiet", "--log-level", "error", "--log-requests"],
+    );
+    assert_eq!(ask(&served, "level-1", PROMPT), 500);
+    // A keys file that does not load: an error, kept.
+    std::fs::write(directory.path().join("keys.toml"), "[[keys]]\nsha256 = 1\n").unwrap();
+    served.signal("HUP");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let log = served.stop_with_log();
+    let lines = log_lines(&log);
+    assert!(
+        lines.iter().all(|line| line["level"] == "error"),
+        "--log-level error logged less: {log}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line["event"] == "keys_reload_refused"),
+        "{log}"
+    );
+}
+
+#[test]
 fn records_keep_prompts_whole_redacted_or_not_at_all() {
     let (_upstream, config) = answering("hi", "operations-prompts");
     let secret = "sk-proj-abcdefghijklmnop1234";

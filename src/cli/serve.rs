@@ -180,6 +180,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "json", "human"])]
     pub log_format: String,
 
+    /// The least level logged: `info` (every event), `warn` or `error`.
+    /// Without it, `--quiet` means `warn`.
+    #[arg(long, value_name = "LEVEL", value_parser = ["info", "warn", "error"])]
+    pub log_level: Option<String>,
+
     /// A log line per request (its id, slice, tenant, route, reason,
     /// status, times, tokens and cost; never its prompt).
     #[arg(long)]
@@ -248,14 +253,24 @@ impl ServeArgs {
                 "none" => RecordsPrompts::None,
                 _ => RecordsPrompts::Full,
             },
-            log: log_settings(&self.log_format, self.log_requests, output),
+            log: log_settings(
+                &self.log_format,
+                self.log_requests,
+                self.log_level.as_deref(),
+                output,
+            ),
         }
     }
 }
 
-/// `--log-format`, `--log-requests`, and the global `--progress` and
-/// `--quiet`, as the log's settings.
-fn log_settings(format: &str, requests: bool, output: &OutputArgs) -> LogSettings {
+/// `--log-format`, `--log-requests`, `--log-level`, and the global
+/// `--progress` and `--quiet`, as the log's settings.
+fn log_settings(
+    format: &str,
+    requests: bool,
+    level: Option<&str>,
+    output: &OutputArgs,
+) -> LogSettings {
     LogSettings {
         format: match (format, output.progress) {
             ("json", _) | ("auto", ProgressArg::Json) => LogFormat::Json,
@@ -263,10 +278,12 @@ fn log_settings(format: &str, requests: bool, output: &OutputArgs) -> LogSetting
             _ => LogFormat::detect(),
         },
         requests,
-        least: if output.quiet {
-            LogLevel::Warn
-        } else {
-            LogLevel::Info
+        least: match level {
+            Some("error") => LogLevel::Error,
+            Some("warn") => LogLevel::Warn,
+            Some(_) => LogLevel::Info,
+            None if output.quiet => LogLevel::Warn,
+            None => LogLevel::Info,
         },
     }
 }

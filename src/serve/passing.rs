@@ -107,11 +107,10 @@ impl Finishing {
         }
     }
 
-    /// What is left when the upstream ended: a stream's last event without
-    /// its blank line.
-    /// What is left of a stream its upstream closed, or the error event
-    /// that ends it and how: a malformed last event, or a stream closed
-    /// before its `[DONE]` with no `finish_reason` (cut short).
+    /// What is left of a stream its upstream closed (its last event
+    /// without its blank line), or the error event that ends it and how:
+    /// a malformed last event, or a stream closed before its `[DONE]` with
+    /// no `finish_reason` (cut short).
     fn pass_rest(&mut self) -> Result<Bytes, (Bytes, Ending)> {
         let Some(framer) = &mut self.sse else {
             return Ok(Bytes::new());
