@@ -4,11 +4,13 @@
 //! `seed`), `1e2` or `1.0` reach the route as written, never re-printed
 //! from a float.
 
+use std::collections::HashMap;
+
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-/// The members of a JSON object in the order sent; a key sent twice keeps
-/// its last value, as the parsed request does.
+/// The members of a JSON object in the order first sent; a key sent twice
+/// keeps its last value, as the parsed request does.
 #[derive(Debug, Default)]
 pub(super) struct Members(Vec<(String, Box<RawValue>)>);
 
@@ -50,9 +52,17 @@ impl<'de> Deserialize<'de> for Members {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
                 let mut members: Vec<(String, Box<RawValue>)> = Vec::new();
+                // Where each key is, so that a body of many keys costs one
+                // pass, however a client repeats them.
+                let mut at: HashMap<String, usize> = HashMap::new();
                 while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
-                    members.retain(|(their_key, _)| *their_key != key);
-                    members.push((key, value));
+                    match at.get(&key) {
+                        Some(&index) => members[index].1 = value,
+                        None => {
+                            at.insert(key.clone(), members.len());
+                            members.push((key, value));
+                        }
+                    }
                 }
                 Ok(Members(members))
             }
@@ -78,11 +88,11 @@ mod tests {
         assert_eq!(
             texts,
             [
+                ("model", r#""n""#),
                 ("seed", "18446744073709551616000"),
                 ("t", "1e2"),
                 ("u", "1.0"),
                 ("nested", r#"{"n": 123456789012345678901234567890}"#),
-                ("model", r#""n""#),
             ]
         );
         assert_eq!(members.get("t").unwrap().get(), "1e2");
