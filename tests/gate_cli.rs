@@ -379,7 +379,7 @@ fn report_keys_are_pinned() {
         &std::fs::read_to_string(workspace.path("dist").join("gate-report.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(json["schema_version"], 8);
+    assert_eq!(json["schema_version"], 9);
     assert_eq!(
         keys(&json),
         BTreeSet::from([

@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::atomic::{Named, check_outputs};
 use crate::exit_codes::Outcome;
-use crate::replay::candidate::{CandidateOptions, render_candidate, replay_candidate};
+use crate::replay::candidate::{Bound, CandidateOptions, render_candidate, replay_candidate};
 use crate::schema::CANDIDATE_REPLAY_OUTPUT;
 use crate::units::Confidence;
 
@@ -44,6 +44,12 @@ pub struct CandidateArgs {
     #[arg(long, value_name = "C", default_value = "0.95")]
     pub confidence: Confidence,
 
+    /// The intervals: `betting-sequence` holds at every look, so the
+    /// estimate may be made again on growing records any number of times;
+    /// `empirical-bernstein` holds for one look at a size fixed in advance.
+    #[arg(long, value_name = "BOUND", default_value = "betting-sequence")]
+    pub bound: Bound,
+
     #[command(flatten)]
     pub document: DocumentOutput,
 }
@@ -71,6 +77,7 @@ pub fn run(args: &CandidateArgs) -> anyhow::Result<Outcome> {
         results: args.results.clone(),
         labels: args.labels.clone(),
         confidence: args.confidence,
+        bound: args.bound,
     })?;
     args.document
         .emit(&document, "the document", || render_candidate(&document))?;

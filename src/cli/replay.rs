@@ -39,7 +39,8 @@ pub enum ReplayCommand {
     Hedge(HedgeArgs),
     /// Estimate a candidate route table on the traffic a signed config
     /// served: its quality (inverse-propensity, self-normalised and doubly
-    /// robust, each with an empirical-Bernstein interval), cost and
+    /// robust, each with a confidence sequence valid at every look, or an
+    /// empirical-Bernstein interval for one look), cost and
     /// escalation per slice, from serve's records, their propensities and
     /// a label set of the logged answers.
     Candidate(super::candidate::CandidateArgs),

@@ -124,6 +124,11 @@ impl Production {
             );
         };
         let confidence = confidence.unwrap_or(document.confidence);
+        let holds = if document.holds_at_every_look() {
+            "holds at every look"
+        } else {
+            "holds for one look"
+        };
         let mut failures = Vec::new();
         for estimate in document.slices.iter().chain([&document.overall]) {
             let slice = (estimate.slice != "*").then(|| estimate.slice.clone());
@@ -140,6 +145,7 @@ impl Production {
                 bar: target,
                 named: format!("the target {target}"),
                 range: (0.0, 1.0),
+                holds,
             };
             match quality.verdict(estimate.labelled, confidence) {
                 Verdict::Holds => {}
@@ -152,6 +158,7 @@ impl Production {
                 bar: -max_regression,
                 named: format!("-{max_regression} (--max-regression)"),
                 range: (-1.0, 1.0),
+                holds,
             };
             match difference.verdict(estimate.labelled, confidence) {
                 Verdict::Holds => {}
@@ -163,6 +170,7 @@ impl Production {
             file: path.display().to_string(),
             sha256: sha256.clone(),
             estimator: "dr".to_owned(),
+            bound: document.bound.clone(),
             requests: document.overall.requests,
             labelled: document.overall.labelled,
             overall: quality_of(&document.overall),
@@ -184,6 +192,8 @@ struct Bar {
     named: String,
     /// The quantity's range, at which its intervals are cut.
     range: (f64, f64),
+    /// Whether the interval holds at every look or for one.
+    holds: &'static str,
 }
 
 enum Verdict {
@@ -210,13 +220,14 @@ impl Bar {
         }
         if upper < self.bar {
             return Verdict::Fails(format!(
-                "{} is at most {upper:.4} at confidence {confidence} ({labels} labels), below {}",
-                self.what, self.named
+                "{} is at most {upper:.4} at confidence {confidence} ({}; {labels} labels), below {}",
+                self.what, self.holds, self.named
             ));
         }
         Verdict::Undecided(format!(
-            "undecided after {labels} labels: {} is between {lower:.4} and {upper:.4} at confidence {confidence}, {} inside; {}",
+            "undecided after {labels} labels: {} is between {lower:.4} and {upper:.4} at confidence {confidence} ({}), {} inside; {}",
             self.what,
+            self.holds,
             self.named,
             more_labels(labels, estimate, (lower, upper), self.bar, self.range)
         ))
@@ -283,6 +294,7 @@ mod tests {
             bar,
             named: format!("{bar}"),
             range: (0.0, 1.0),
+            holds: "holds at every look",
         }
     }
 

@@ -209,13 +209,14 @@ fn hedge_section(out: &mut String, hedge: &HedgeDocument) {
 fn candidate_section(out: &mut String, candidate: &CandidateReplay) {
     let _ = write!(
         out,
-        "<h2>On production traffic: <code>{}</code></h2><p>Estimated on {} requests that config version {} (<code>{}</code>) decided, {} of them labelled; intervals at confidence {} (empirical Bernstein). The difference is the candidate's quality minus the running config's on the same requests.</p>",
+        "<h2>On production traffic: <code>{}</code></h2><p>Estimated on {} requests that config version {} (<code>{}</code>) decided, {} of them labelled; intervals at confidence {} ({}). The difference is the candidate's quality minus the running config's on the same requests.</p>",
         escape(&candidate.candidate.path),
         candidate.overall.requests,
         candidate.logged_by.version,
         escape(&candidate.logged_by.path),
         candidate.labels.rows,
-        candidate.confidence
+        candidate.confidence,
+        candidate.bound_described()
     );
     let (header, rows) = candidate.table();
     table(out, &header, rows.into_iter());

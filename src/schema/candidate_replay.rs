@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::InputFile;
 
-pub const CANDIDATE_REPLAY_SCHEMA_VERSION: u32 = 1;
+pub const CANDIDATE_REPLAY_SCHEMA_VERSION: u32 = 2;
 
 /// The document's `kind`, by which `report --records` knows it.
 pub const CANDIDATE_REPLAY_KIND: &str = "candidate";
@@ -43,7 +43,9 @@ pub struct CandidateReplay {
     /// The graded results the direct model was fitted on (`--results`).
     pub results: InputFile,
     pub confidence: f64,
-    /// The bound every interval is: `empirical_bernstein`.
+    /// The bound every interval is: `betting_sequence` (a confidence
+    /// sequence, valid at every look at once; from version 2) or
+    /// `empirical_bernstein` (valid for one look).
     pub bound: String,
     pub overall: SliceEstimate,
     pub slices: Vec<SliceEstimate>,
@@ -136,7 +138,25 @@ pub struct SliceEstimate {
     pub quality_difference: Estimate,
 }
 
+/// The bound name of a confidence sequence.
+pub const BETTING_SEQUENCE: &str = "betting_sequence";
+
 impl CandidateReplay {
+    /// Whether the intervals hold at every look (a confidence sequence),
+    /// not only for one.
+    pub fn holds_at_every_look(&self) -> bool {
+        self.bound == BETTING_SEQUENCE
+    }
+
+    /// The bound as a reader is told it.
+    pub fn bound_described(&self) -> &'static str {
+        if self.holds_at_every_look() {
+            "a betting confidence sequence: holds at every look"
+        } else {
+            "empirical Bernstein: holds for one look"
+        }
+    }
+
     /// Each slice, then all requests, as a table's header and rows: for the
     /// terminal and the report alike.
     pub fn table(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {

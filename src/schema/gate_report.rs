@@ -16,7 +16,7 @@ use crate::stats::PairedVerdict;
 /// rules; version 5 added `scores`; version 4 added `rollback`; version 3
 /// added `served` to the metrics of candidates over more than two tiers;
 /// version 2 added each candidate's `regressions` against `--baseline`.
-pub const GATE_REPORT_SCHEMA_VERSION: u32 = 8;
+pub const GATE_REPORT_SCHEMA_VERSION: u32 = 9;
 
 /// The gate report's file name in the gate's `--out`.
 pub const GATE_REPORT_FILE: &str = "gate-report.json";
@@ -208,10 +208,18 @@ pub struct ProductionEvidence {
     pub sha256: String,
     /// The estimator the rules read: `dr`.
     pub estimator: String,
+    /// The document's intervals: `betting_sequence` (hold at every look;
+    /// from version 9) or `empirical_bernstein` (one look).
+    #[serde(default = "one_look")]
+    pub bound: String,
     pub requests: u64,
     pub labelled: u64,
     pub overall: ProductionQuality,
     pub slices: Vec<ProductionQuality>,
+}
+
+fn one_look() -> String {
+    "empirical_bernstein".to_owned()
 }
 
 /// One slice's production quality and its difference from the running

@@ -3,6 +3,7 @@
 //! of a candidate against the deployed baseline on the same rows.
 
 mod bernstein;
+mod betting;
 mod binomial;
 mod multiplicity;
 mod paired;
@@ -14,6 +15,7 @@ mod shift;
 mod stratified;
 
 pub use bernstein::{empirical_bernstein_from_moments, empirical_bernstein_interval};
+pub use betting::{BettingSequence, Side as BettingSide};
 pub use binomial::{
     P_VALUE_SLACK, binomial_cdf, binomial_upper_tail, certifies, clopper_pearson_interval,
     clopper_pearson_lower, clopper_pearson_lower_real, max_certifiable_failures,

@@ -29,6 +29,30 @@ pub(super) struct Decided {
 }
 
 impl Decisions<'_> {
+    /// The smallest probability the config can give any route of any
+    /// request, from its signed exploration alone: `share / tiers` at the
+    /// smallest share it explores at, or 1 where it does not explore.
+    pub fn min_propensity(&self) -> f64 {
+        let Some(explore) = &self.serving.explore else {
+            return 1.0;
+        };
+        let tiers = self
+            .config
+            .table
+            .policy
+            .tier_routes()
+            .map_or(2, |tiers| tiers.len().max(2));
+        let least = std::iter::once(explore.share)
+            .chain(explore.slices.values().copied())
+            .filter(|share| *share > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        if least.is_finite() {
+            least / tiers as f64
+        } else {
+            1.0
+        }
+    }
+
     /// The direct model's tier of one of the candidate's routes: its place
     /// among a k-tier table's tiers, else small (0) or large (1).
     fn tier_of(&self, route: &str) -> usize {

@@ -1,8 +1,9 @@
 //! The off-policy estimators over a group of logged requests (a slice, or
 //! all): inverse-propensity (IPS), self-normalised (SNIPS) and doubly
 //! robust (DR) estimates of a candidate's quality and cost, the running
-//! policy's quality and the paired difference, each quality with an
-//! empirical-Bernstein interval.
+//! policy's quality and the paired difference, each quality with a betting
+//! confidence sequence (valid at every look, the default) or an
+//! empirical-Bernstein interval (one look).
 //!
 //! Why the intervals hold: the requests are independent draws of the
 //! traffic, serve's exploration draws are independent of everything else,
@@ -11,14 +12,16 @@
 //! (p·q)` is then independent of the others, has the candidate's quality as
 //! its mean exactly (every route the candidate needs has a propensity above
 //! 0), and lies in [0, W] with `W = 1 / (p_min·q)`, `p_min` the smallest
-//! propensity the signed config can give a route: the empirical-Bernstein
-//! theorem's conditions. The DR term is the direct model's value plus the
+//! propensity the signed config can give a route, fixed by the design
+//! before the first request is read: the conditions of both bounds (the
+//! sequence also needs the terms in the order the requests came, which
+//! serve's records keep). The DR term is the direct model's value plus the
 //! same weight times a residual in [−1, 1], so it lies in [1 − W, W]; SNIPS
 //! is the ratio of two such means, bounded by the ratio of their bounds at
 //! half the error each.
 
 use crate::schema::{Estimate, Estimators, SliceEstimate};
-use crate::stats::{clopper_pearson_interval, empirical_bernstein_from_moments};
+use crate::stats::{BettingSequence, clopper_pearson_interval, empirical_bernstein_from_moments};
 
 /// One request the signed config decided, as the estimators read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,8 +56,49 @@ pub struct LabelDesign {
     pub rewards: (f64, f64),
 }
 
-/// The running mean and variance of one series of terms (Welford's update),
-/// so a group of any size is held in a few numbers.
+/// Which interval every estimate carries: a betting confidence sequence,
+/// valid at every look at once (the default: records grow and the figure
+/// is read again), or the empirical-Bernstein interval, valid for one look
+/// at a sample size fixed in advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bound {
+    #[default]
+    Sequence,
+    Fixed,
+}
+
+impl Bound {
+    /// The name documents carry and `--bound` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Sequence => "betting_sequence",
+            Bound::Fixed => "empirical_bernstein",
+        }
+    }
+
+    /// How every figure says which it is.
+    pub fn holds(self) -> &'static str {
+        match self {
+            Bound::Sequence => "holds at every look",
+            Bound::Fixed => "holds for one look",
+        }
+    }
+}
+
+impl std::str::FromStr for Bound {
+    type Err = String;
+
+    fn from_str(given: &str) -> Result<Bound, String> {
+        [Bound::Sequence, Bound::Fixed]
+            .into_iter()
+            .find(|bound| bound.name() == given || bound.name().replace('_', "-") == given)
+            .ok_or_else(|| {
+                format!("{given:?} is not a bound: betting-sequence (every look) or empirical-bernstein (one look)")
+            })
+    }
+}
+
+/// The running mean and variance of one series of terms (Welford's update).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Moments {
     n: u64,
@@ -73,71 +117,140 @@ impl Moments {
     fn sum(&self) -> f64 {
         self.mean * self.n as f64
     }
+}
 
-    /// The interval of the mean of terms in [`low`, `high`], at
-    /// `confidence`, then clamped to the quantity's own range `within`.
-    fn interval(&self, low: f64, high: f64, within: (f64, f64), confidence: f64) -> Estimate {
-        let variance = if self.n > 1 {
-            self.m2 / (self.n - 1) as f64
-        } else {
-            0.0
+/// One series of terms in a range known before the first: its moments, and
+/// under [`Bound::Sequence`] the sequence of them in order.
+#[derive(Debug, Clone, PartialEq)]
+struct Series {
+    moments: Moments,
+    range: (f64, f64),
+    confidence: f64,
+    sequence: Option<BettingSequence>,
+}
+
+impl Series {
+    fn new((low, high): (f64, f64), confidence: f64, bound: Bound) -> Series {
+        Series {
+            moments: Moments::default(),
+            range: (low, high),
+            confidence,
+            sequence: (bound == Bound::Sequence)
+                .then(|| BettingSequence::new(low, high, confidence)),
+        }
+    }
+
+    fn push(&mut self, value: f64) {
+        self.moments.push(value);
+        if let Some(sequence) = &mut self.sequence {
+            sequence.push(value);
+        }
+    }
+
+    /// The mean with its interval, clamped to the quantity's own range
+    /// `within`.
+    fn interval(&self, within: (f64, f64)) -> Estimate {
+        let bounds = match &self.sequence {
+            Some(sequence) => sequence.interval(within),
+            None => {
+                let Moments { n, mean, m2 } = self.moments;
+                let variance = if n > 1 { m2 / (n - 1) as f64 } else { 0.0 };
+                let (low, high) = self.range;
+                empirical_bernstein_from_moments(n, mean, variance, low, high, self.confidence)
+            }
         };
-        let bounds =
-            empirical_bernstein_from_moments(self.n, self.mean, variance, low, high, confidence);
         let clamp = |value: f64| value.clamp(within.0, within.1);
         Estimate {
-            estimate: clamp(self.mean),
+            estimate: clamp(self.moments.mean),
             lower: bounds.map(|(lower, _)| clamp(lower)),
             upper: bounds.map(|(_, upper)| clamp(upper)),
         }
     }
 }
 
-/// What the estimators keep of a group's requests (a slice, or all), in
-/// memory that does not grow with them.
+/// The design a group's terms are bounded by, fixed before its first
+/// request: the smallest propensity the signed config can give a route of
+/// the group, the label draw, and the interval asked for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Design {
+    pub min_propensity: f64,
+    pub labels: LabelDesign,
+    pub bound: Bound,
+    pub confidence: f64,
+}
+
+impl Design {
+    /// `W = 1 / (p_min·q)`: the largest weight a request can carry.
+    fn max_weight(&self) -> f64 {
+        1.0 / (self.min_propensity * self.labels.inclusion)
+    }
+
+    /// The range of an IPS term: a weight in [0, W] times a reward in
+    /// [lowest, highest] (lowest ≤ 0 < 1 ≤ highest).
+    fn term_range(&self) -> (f64, f64) {
+        let (lowest, highest) = self.labels.rewards;
+        let max_weight = self.max_weight();
+        (max_weight * lowest.min(0.0), max_weight * highest.max(1.0))
+    }
+}
+
+/// What the estimators keep of a group's requests (a slice, or all).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tally {
+    design: Design,
     requests: u64,
     labelled: u64,
     matched: u64,
     matched_labelled: u64,
     escalated: u64,
-    /// The smallest propensity any route of a request could have.
-    min_propensity: f64,
-    ips: Moments,
-    weights: Moments,
-    running: Moments,
-    doubly_robust: Moments,
-    difference: Moments,
+    ips: Series,
+    /// SNIPS's numerator and denominator, each at half the error.
+    ips_half: Series,
+    weights_half: Series,
+    running: Series,
+    doubly_robust: Series,
+    difference: Series,
+    escalation: Series,
     cost: Moments,
     cost_weights: Moments,
     cost_doubly_robust: Moments,
 }
 
-impl Default for Tally {
-    fn default() -> Tally {
+impl Tally {
+    pub fn new(design: Design) -> Tally {
+        let (low, high) = design.term_range();
+        let (confidence, bound) = (design.confidence, design.bound);
+        let half = 1.0 - (1.0 - confidence) / 2.0;
+        let series = |range: (f64, f64), confidence: f64| Series::new(range, confidence, bound);
         Tally {
+            design,
             requests: 0,
             labelled: 0,
             matched: 0,
             matched_labelled: 0,
             escalated: 0,
-            min_propensity: 1.0,
-            ips: Moments::default(),
-            weights: Moments::default(),
-            running: Moments::default(),
-            doubly_robust: Moments::default(),
-            difference: Moments::default(),
+            ips: series((low, high), confidence),
+            ips_half: series((low, high), half),
+            weights_half: series((0.0, design.max_weight()), half),
+            running: series((low, high), confidence),
+            // A DR term adds the model's value, in [0, 1], times one minus
+            // the weight.
+            doubly_robust: series((1.0 - design.max_weight() + low, high), confidence),
+            difference: series((low - high, high - low), confidence),
+            escalation: series((0.0, 1.0), confidence),
             cost: Moments::default(),
             cost_weights: Moments::default(),
             cost_doubly_robust: Moments::default(),
         }
     }
-}
 
-impl Tally {
-    /// Counts one request, its label drawn with probability `inclusion`.
-    pub fn add(&mut self, row: &Logged, inclusion: f64) {
+    pub fn design(&self) -> Design {
+        self.design
+    }
+
+    /// Counts one request, its label drawn with the design's probability.
+    pub fn add(&mut self, row: &Logged) {
+        let inclusion = self.design.labels.inclusion;
         let label_weight = |matched: bool| match row.reward {
             Some(_) if matched => 1.0 / (row.propensity * inclusion),
             _ => 0.0,
@@ -150,14 +263,15 @@ impl Tally {
         self.matched += u64::from(row.matched);
         self.matched_labelled += u64::from(row.matched && row.reward.is_some());
         self.escalated += u64::from(row.escalates);
-        self.min_propensity = self.min_propensity.min(row.min_propensity);
         self.ips.push(weight * reward);
-        self.weights.push(weight);
+        self.ips_half.push(weight * reward);
+        self.weights_half.push(weight);
         self.running.push(running_weight * reward);
         self.doubly_robust
             .push(row.model_quality + weight * (reward - row.model_quality));
         self.difference
             .push(weight * reward - running_weight * reward);
+        self.escalation.push(f64::from(u8::from(row.escalates)));
         // Every request's cost is known: no label enters.
         let cost_weight = if row.matched {
             1.0 / row.propensity
@@ -170,14 +284,8 @@ impl Tally {
             .push(row.model_cost + cost_weight * (row.cost - row.model_cost));
     }
 
-    /// The group's estimates, with intervals at `confidence`.
-    pub fn estimate(&self, slice: &str, design: LabelDesign, confidence: f64) -> SliceEstimate {
-        let (lowest, highest) = design.rewards;
-        let max_weight = 1.0 / (self.min_propensity * design.inclusion);
-        // A term is a weight in [0, W] times a reward in [lowest, highest]
-        // (lowest ≤ 0 < 1 ≤ highest); a DR term adds the model's value, in
-        // [0, 1], times one minus the weight.
-        let (low, high) = (max_weight * lowest.min(0.0), max_weight * highest.max(1.0));
+    /// The group's estimates, with intervals at the design's confidence.
+    pub fn estimate(&self, slice: &str) -> SliceEstimate {
         let quality = (0.0, 1.0);
         let point = |estimate: f64| Estimate {
             estimate,
@@ -191,21 +299,32 @@ impl Tally {
                 0.0
             }
         };
-        let [escalated_low, escalated_high] =
-            clopper_pearson_interval(self.escalated, self.requests, 1.0 - confidence);
+        let escalation_rate = match self.design.bound {
+            Bound::Sequence => self.escalation.interval((0.0, 1.0)),
+            Bound::Fixed => {
+                let [lower, upper] = clopper_pearson_interval(
+                    self.escalated,
+                    self.requests,
+                    1.0 - self.design.confidence,
+                );
+                Estimate {
+                    estimate: ratio(self.escalated as f64, self.requests as f64),
+                    lower: Some(lower),
+                    upper: Some(upper),
+                }
+            }
+        };
         SliceEstimate {
             slice: slice.to_owned(),
             requests: self.requests,
             labelled: self.labelled,
             matched: self.matched,
             matched_labelled: self.matched_labelled,
-            max_weight,
+            max_weight: self.design.max_weight(),
             quality: Estimators {
-                ips: self.ips.interval(low, high, quality, confidence),
-                snips: self.self_normalised((low, high, max_weight), confidence),
-                dr: self
-                    .doubly_robust
-                    .interval(1.0 - max_weight + low, high, quality, confidence),
+                ips: self.ips.interval(quality),
+                snips: self.self_normalised(),
+                dr: self.doubly_robust.interval(quality),
             },
             // Point estimates only: a cost has no range known in advance.
             mean_cost: Estimators {
@@ -213,40 +332,24 @@ impl Tally {
                 snips: point(ratio(self.cost.sum(), self.cost_weights.sum())),
                 dr: point(self.cost_doubly_robust.mean),
             },
-            escalation_rate: Estimate {
-                estimate: ratio(self.escalated as f64, self.requests as f64),
-                lower: Some(escalated_low),
-                upper: Some(escalated_high),
-            },
-            running_quality: self.running.interval(low, high, quality, confidence),
-            quality_difference: self.difference.interval(
-                low - high,
-                high - low,
-                (-1.0, 1.0),
-                confidence,
-            ),
+            escalation_rate,
+            running_quality: self.running.interval(quality),
+            quality_difference: self.difference.interval((-1.0, 1.0)),
         }
     }
 
-    /// SNIPS: the weighted rewards over the weights. The terms lie in
-    /// [`low`, `high`] and the weights in [0, W]; the ratio of their means'
-    /// expectations is the quality (the weights' mean is 1), so their
-    /// intervals at half the error each bound it.
-    fn self_normalised(
-        &self,
-        (low, high, max_weight): (f64, f64, f64),
-        confidence: f64,
-    ) -> Estimate {
-        let estimate = if self.weights.sum() > 0.0 {
-            self.ips.sum() / self.weights.sum()
+    /// SNIPS: the weighted rewards over the weights. The ratio of their
+    /// means' expectations is the quality (the weights' mean is 1), so
+    /// their intervals at half the error each bound it.
+    fn self_normalised(&self) -> Estimate {
+        let weights = self.weights_half.moments.sum();
+        let estimate = if weights > 0.0 {
+            self.ips_half.moments.sum() / weights
         } else {
             0.0
         };
-        let half = 1.0 - (1.0 - confidence) / 2.0;
-        let numerator = self.ips.interval(low, high, (low, high), half);
-        let denominator = self
-            .weights
-            .interval(0.0, max_weight, (0.0, max_weight), half);
+        let numerator = self.ips_half.interval(self.ips_half.range);
+        let denominator = self.weights_half.interval(self.weights_half.range);
         let (lower, upper) = match (numerator, denominator) {
             (
                 Estimate {
@@ -283,6 +386,10 @@ impl Tally {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "looks.rs"]
+mod looks;
 
 #[cfg(test)]
 mod tests {
@@ -329,19 +436,20 @@ mod tests {
             .collect()
     }
 
-    fn tally(rows: &[Logged], inclusion: f64) -> Tally {
-        let mut tally = Tally::default();
+    fn tally(rows: &[Logged], inclusion: f64, bound: Bound, confidence: f64) -> Tally {
+        let mut tally = Tally::new(Design {
+            min_propensity: rows[0].min_propensity,
+            labels: LabelDesign {
+                inclusion,
+                rewards: (0.0, 1.0),
+            },
+            bound,
+            confidence,
+        });
         for row in rows {
-            tally.add(row, inclusion);
+            tally.add(row);
         }
         tally
-    }
-
-    fn design(inclusion: f64) -> LabelDesign {
-        LabelDesign {
-            inclusion,
-            rewards: (0.0, 1.0),
-        }
     }
 
     /// The candidate's true quality: ∫₀^0.3 (1 − x) dx + 0.7 · 0.9; the
@@ -351,12 +459,18 @@ mod tests {
 
     #[test]
     fn every_interval_covers_the_truth_at_least_at_its_confidence() {
+        for bound in [Bound::Sequence, Bound::Fixed] {
+            every_interval_covers(bound);
+        }
+    }
+
+    fn every_interval_covers(bound: Bound) {
         let mut random = Random::new(17);
         let trials = 300;
         let mut missed = [0; 4];
         for _ in 0..trials {
             let rows = logged(4_000, 0.3, 0.5, &mut random);
-            let found = tally(&rows, 0.5).estimate("s", design(0.5), 0.9);
+            let found = tally(&rows, 0.5, bound, 0.9).estimate("s");
             let covers = |estimate: &Estimate, truth: f64| {
                 estimate.lower.unwrap() <= truth && truth <= estimate.upper.unwrap()
             };
@@ -377,7 +491,7 @@ mod tests {
         }
         assert!(
             missed.iter().all(|&count| count <= trials / 10),
-            "misses of ips, snips, dr, difference in {trials}: {missed:?}"
+            "{bound:?}: misses of ips, snips, dr, difference in {trials}: {missed:?}"
         );
     }
 
@@ -385,7 +499,7 @@ mod tests {
     fn the_estimates_center_on_the_truth_and_cost_is_weighted_too() {
         let mut random = Random::new(5);
         let rows = logged(200_000, 0.5, 1.0, &mut random);
-        let found = tally(&rows, 1.0).estimate("s", design(1.0), 0.95);
+        let found = tally(&rows, 1.0, Bound::Sequence, 0.95).estimate("s");
         for estimate in [found.quality.ips, found.quality.snips, found.quality.dr] {
             assert!(
                 (estimate.estimate - CANDIDATE_QUALITY).abs() < 0.01,

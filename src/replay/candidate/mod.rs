@@ -13,7 +13,7 @@ mod estimate;
 mod labels;
 mod render;
 
-pub use estimate::{LabelDesign, Logged, Tally};
+pub use estimate::{Bound, Design, LabelDesign, Logged, Tally};
 pub use render::render_candidate;
 
 use std::collections::{BTreeMap, HashSet};
@@ -52,6 +52,8 @@ pub struct CandidateOptions {
     pub results: PathBuf,
     pub labels: PathBuf,
     pub confidence: Confidence,
+    /// A sequence valid at every look, or an interval for one.
+    pub bound: Bound,
 }
 
 /// Why the records cannot answer for the candidate; each names the slice,
@@ -107,10 +109,14 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         unknown,
         model: &model,
     };
-    let (slices, overall, records) = decide_all(options, &decisions, &labels)?;
-    let estimate = |slice: &str, tally: &Tally| {
-        tally.estimate(slice, labels.design(), options.confidence.get())
+    let design = |min_propensity: f64| Design {
+        min_propensity,
+        labels: labels.design(),
+        bound: options.bound,
+        confidence: options.confidence.get(),
     };
+    let (slices, overall, records) = decide_all(options, &decisions, &labels, &design)?;
+    let estimate = |slice: &str, tally: &Tally| tally.estimate(slice);
     let file = |path: &Path, rows: u64| -> anyhow::Result<InputFile> {
         Ok(InputFile {
             path: path.display().to_string(),
@@ -138,7 +144,7 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         candidate: file(&options.candidate, 0)?,
         results: file(&options.results, graded.num_rows() as u64)?,
         confidence: options.confidence.get(),
-        bound: "empirical_bernstein".to_owned(),
+        bound: options.bound.name().to_owned(),
         overall: estimate("*", &overall),
         slices: slices
             .iter()
@@ -165,16 +171,20 @@ fn load_config(path: &Path) -> anyhow::Result<(RouteConfig, Serving, String)> {
 }
 
 /// Every decision of the records decided again, labelled where the draw
-/// chose it, into each slice's tally and the overall one; and how many
-/// records were read. Refused where a slice lacks support or the labels are
-/// not the draw's.
+/// chose it, into each slice's tally and the overall one, in the records'
+/// order (a sequence reads them as they came); and how many records were
+/// read. Each tally's terms are bounded by the design of its requests:
+/// a slice's by its own exploration, all requests' by the config's
+/// smallest. Refused where a slice lacks support or the labels are not the
+/// draw's.
 fn decide_all(
     options: &CandidateOptions,
     decisions: &Decisions<'_>,
     labels: &Labels,
+    design: &dyn Fn(f64) -> Design,
 ) -> anyhow::Result<(BTreeMap<String, Tally>, Tally, u64)> {
     let mut slices: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut overall = Tally::default();
+    let mut overall = Tally::new(design(decisions.min_propensity()));
     let mut labelled: HashSet<String> = HashSet::new();
     let mut unsupported: BTreeMap<(String, String), u64> = BTreeMap::new();
     let invalid = |location, field: &str, problem: String| crate::schema::InputError::Invalid {
@@ -209,12 +219,12 @@ fn decide_all(
             if decided.logged.reward.is_some() {
                 labelled.insert(record.id.to_string());
             }
-            overall.add(&decided.logged, labels.inclusion);
+            overall.add(&decided.logged);
             match slices.get_mut(slice) {
-                Some(tally) => tally.add(&decided.logged, labels.inclusion),
+                Some(tally) => tally.add(&decided.logged),
                 None => {
-                    let mut tally = Tally::default();
-                    tally.add(&decided.logged, labels.inclusion);
+                    let mut tally = Tally::new(design(decided.logged.min_propensity));
+                    tally.add(&decided.logged);
                     slices.insert(slice.to_owned(), tally);
                 }
             }

@@ -21,7 +21,8 @@ pub fn render_candidate(document: &CandidateReplay) -> String {
     out.push_str(&crate::terminal::table(header, rows));
     let _ = writeln!(
         out,
-        "\nintervals: empirical Bernstein at confidence {}, each side at half the error; cost has no interval (no range known in advance)",
+        "\nintervals: {} at confidence {}, each side at half the error; cost has no interval (no range known in advance)",
+        document.bound_described(),
         document.confidence
     );
     out
