@@ -123,17 +123,11 @@ fn read_state(
     results_sha256: &str,
     (config_id, version, sha256): (&str, u64, &str),
 ) -> anyhow::Result<Option<DriftState>> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(error)
-                .with_context(|| format!("{}: cannot read (--state)", path.display()));
-        }
+    let Some(state) =
+        crate::schema::read_state_document::<DriftState>(path, "a drift state", "--state")?
+    else {
+        return Ok(None);
     };
-    let state: DriftState = serde_json::from_slice(&bytes).map_err(|error| {
-        anyhow::anyhow!("{}: not a drift state (--state): {error}", path.display())
-    })?;
     if state.config_sha256 != sha256 {
         bail!(
             "{}: monitors {} version {} (sha256 {}), not --config's {config_id} version {version}; a new config starts a new --state",

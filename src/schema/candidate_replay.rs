@@ -49,6 +49,10 @@ pub struct CandidateReplay {
     pub bound: String,
     pub overall: SliceEstimate,
     pub slices: Vec<SliceEstimate>,
+    /// With `--state`: the running comparison against the config that
+    /// decided the records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<super::Comparison>,
 }
 
 /// The label set, and the draw it was.

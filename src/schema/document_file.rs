@@ -62,6 +62,24 @@ pub fn read_document<T: DeserializeOwned>(
     })
 }
 
+/// [`read_document`] of a state carried between runs (`--state`): `None`
+/// where there is no file yet, which starts a new one.
+pub fn read_state_document<T: DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+    flag: &'static str,
+) -> Result<Option<T>, DocumentError> {
+    match read_document(path, what, Some(flag)) {
+        Ok(file) => Ok(Some(file.document)),
+        Err(DocumentError::Unreadable { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ mod audits;
 pub mod calibration;
 mod call_tier;
 pub mod candidate_replay;
+pub mod comparison;
 mod dataset;
 mod document_file;
 pub mod drift;
@@ -57,8 +58,12 @@ pub use candidate_replay::{
     CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_OUTPUT, CANDIDATE_REPLAY_SCHEMA_VERSION,
     CandidateReplay, Estimate, Estimators, LabelsUsed, LoggedBy, SliceEstimate,
 };
+pub use comparison::{
+    COMPARISON_STATE_KIND, COMPARISON_STATE_OUTPUT, COMPARISON_STATE_SCHEMA_VERSION, Comparison,
+    ComparisonBudget, ComparisonLook, ComparisonState, ComparisonVerdict,
+};
 pub use dataset::{DatasetRow, Message, Role, for_each_prompt, for_each_row, read_dataset};
-pub use document_file::{DocumentError, DocumentFile, read_document};
+pub use document_file::{DocumentError, DocumentFile, read_document, read_state_document};
 pub use drift::{
     ConfigRef, DRIFT_OUTPUT, DRIFT_SCHEMA_VERSION, DriftDocument, ScoreShift, SequentialDrift,
     SequentialSlice, SliceDrift, Verdict,

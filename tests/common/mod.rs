@@ -9,6 +9,7 @@ mod graded;
 mod litellm;
 pub mod population;
 mod process;
+pub mod production;
 mod records;
 mod run;
 mod serve;

@@ -7,12 +7,14 @@
 //! carries). Where the logged policy never chose the route the candidate
 //! needs, the slice is refused rather than extrapolated.
 
+mod compare;
 mod decide;
 mod direct;
 mod estimate;
 mod labels;
 mod render;
 
+pub use compare::{ComparisonOptions, write_state};
 pub use estimate::{Bound, Design, LabelDesign, Logged, Tally};
 pub use render::render_candidate;
 
@@ -29,11 +31,12 @@ use crate::routes::{
 };
 use crate::schema::{
     CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_SCHEMA_VERSION, CalibrationDocument, CandidateReplay,
-    ColumnNames, InputFile, LabelsUsed, LoggedBy, ReadOptions, read_graded,
+    ColumnNames, ComparisonState, InputFile, LabelsUsed, LoggedBy, ReadOptions, read_graded,
 };
 use crate::schema::{DocumentFile, read_document};
 use crate::units::Confidence;
 
+use compare::{Identity, Order};
 use decide::Decisions;
 use direct::DirectModel;
 use labels::{Labels, Unusable};
@@ -54,6 +57,8 @@ pub struct CandidateOptions {
     pub confidence: Confidence,
     /// A sequence valid at every look, or an interval for one.
     pub bound: Bound,
+    /// The running comparison against the config, carried between looks.
+    pub comparison: Option<ComparisonOptions>,
 }
 
 /// Why the records cannot answer for the candidate; each names the slice,
@@ -73,8 +78,11 @@ pub enum CandidateError {
 }
 
 /// The candidate's estimates, per slice and over all the config's decisions
-/// in the records.
-pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateReplay> {
+/// in the records; with `--state`, the comparison's state after this look,
+/// for the caller to write once the document is out.
+pub fn replay_candidate(
+    options: &CandidateOptions,
+) -> anyhow::Result<(CandidateReplay, Option<ComparisonState>)> {
     let (config, serving, config_sha256) = load_config(&options.config)?;
     let (table, unknown) = load_candidate(options)?;
     check_policy(&table.policy, &options.candidate, "--candidate")?;
@@ -90,17 +98,17 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         Some(tiered) => DirectModel::tiered(&graded, &tiered),
         None => DirectModel::two_tier(&graded),
     };
-    let labels = match Labels::read(&options.labels) {
-        Ok(labels) => labels,
-        Err(Unusable::Read(error)) => return Err(error.into()),
-        Err(Unusable::Rows(problem)) => {
-            return Err(CandidateError::Labels {
-                path: options.labels.display().to_string(),
-                problem,
-            }
-            .into());
-        }
+    let labels = read_labels(&options.labels)?;
+    let candidate_sha256 = sha256_path(&options.candidate)?;
+    let identity = Identity {
+        config_sha256: &config_sha256,
+        candidate_sha256: &candidate_sha256,
+        confidence: options.confidence.get(),
+        label_seed: labels.seed,
+        inclusion: labels.inclusion,
     };
+    let previous = previous_look(options, &identity)?;
+    let mut order = Order::new(previous.as_ref().map_or(0, |state| state.decisions));
     let decisions = Decisions {
         config: &config,
         serving: &serving,
@@ -115,7 +123,16 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         bound: options.bound,
         confidence: options.confidence.get(),
     };
-    let (slices, overall, records) = decide_all(options, &decisions, &labels, &design)?;
+    let (slices, overall, records) =
+        decide_all(options, &decisions, &labels, (&design, &mut order))?;
+    let overall_estimate = overall.estimate("*");
+    let (comparison, state) = match &options.comparison {
+        Some(comparison) => {
+            compare::look(comparison, previous, order, &identity, &overall_estimate)
+                .map(|(said, state)| (Some(said), Some(state)))?
+        }
+        None => (None, None),
+    };
     let estimate = |slice: &str, tally: &Tally| tally.estimate(slice);
     let file = |path: &Path, rows: u64| -> anyhow::Result<InputFile> {
         Ok(InputFile {
@@ -124,7 +141,7 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
             rows,
         })
     };
-    Ok(CandidateReplay {
+    let document = CandidateReplay {
         schema_version: CANDIDATE_REPLAY_SCHEMA_VERSION,
         kind: CANDIDATE_REPLAY_KIND.to_owned(),
         routeval_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -145,12 +162,43 @@ pub fn replay_candidate(options: &CandidateOptions) -> anyhow::Result<CandidateR
         results: file(&options.results, graded.num_rows() as u64)?,
         confidence: options.confidence.get(),
         bound: options.bound.name().to_owned(),
-        overall: estimate("*", &overall),
+        overall: overall_estimate,
         slices: slices
             .iter()
             .map(|(slice, tally)| estimate(slice, tally))
             .collect(),
-    })
+        comparison,
+    };
+    Ok((document, state))
+}
+
+/// The label set, or why it cannot be used.
+fn read_labels(path: &Path) -> anyhow::Result<Labels> {
+    match Labels::read(path) {
+        Ok(labels) => Ok(labels),
+        Err(Unusable::Read(error)) => Err(error.into()),
+        Err(Unusable::Rows(problem)) => Err(CandidateError::Labels {
+            path: path.display().to_string(),
+            problem,
+        }
+        .into()),
+    }
+}
+
+/// The comparison's state before this look, where `--state` asks for one.
+fn previous_look(
+    options: &CandidateOptions,
+    identity: &Identity<'_>,
+) -> anyhow::Result<Option<ComparisonState>> {
+    let Some(comparison) = &options.comparison else {
+        return Ok(None);
+    };
+    if options.bound != Bound::Sequence {
+        anyhow::bail!(
+            "--state compares at every look, which only --bound betting-sequence holds for"
+        );
+    }
+    compare::read_state(&comparison.state, identity)
 }
 
 /// The signed config that decided the records, its serving block and its
@@ -181,7 +229,7 @@ fn decide_all(
     options: &CandidateOptions,
     decisions: &Decisions<'_>,
     labels: &Labels,
-    design: &dyn Fn(f64) -> Design,
+    (design, order): (&dyn Fn(f64) -> Design, &mut Order),
 ) -> anyhow::Result<(BTreeMap<String, Tally>, Tally, u64)> {
     let mut slices: BTreeMap<String, Tally> = BTreeMap::new();
     let mut overall = Tally::new(design(decisions.min_propensity()));
@@ -219,6 +267,7 @@ fn decide_all(
             if decided.logged.reward.is_some() {
                 labelled.insert(record.id.to_string());
             }
+            order.push(&record.id, record.timestamp_ms);
             overall.add(&decided.logged);
             match slices.get_mut(slice) {
                 Some(tally) => tally.add(&decided.logged),

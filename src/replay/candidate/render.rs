@@ -25,5 +25,8 @@ pub fn render_candidate(document: &CandidateReplay) -> String {
         document.bound_described(),
         document.confidence
     );
+    if let Some(comparison) = &document.comparison {
+        let _ = writeln!(out, "against the running config: {}", comparison.message);
+    }
     out
 }
