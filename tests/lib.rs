@@ -38,6 +38,7 @@ mod records_live;
 mod records_replay;
 mod replay_candidate;
 mod replay_comparison;
+mod replay_labels;
 mod replay_replicas;
 mod replay_sglang_router;
 mod report_cli;

@@ -257,10 +257,10 @@ fn harder_production(
     label_share: f64,
     seed: u64,
 ) -> Harder {
-    let (config, sha256) = signed_running(pipeline, tag, 0.6);
+    let (config, sha256) = signed_running_with(pipeline, tag, 0.6, Some((label_share, seed)));
     let records = directory.join("records.jsonl");
     let known = simulate_traffic(&records, &sha256, 0.6, n, seed, 0.5);
-    let labels = labelled(&records, label_share, seed, &known);
+    let labels = labelled_committed(&records, &config, &known);
     let cheap = candidate_at(pipeline, &format!("{tag}-cheap"), 0.9);
     let careful = candidate_at(pipeline, &format!("{tag}-careful"), 0.3);
     let mut documents = Vec::new();

@@ -362,7 +362,10 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
     let (code, report, config) = gate(
         pipeline,
         "explore-loop",
-        &exploring_table(&base_url(&sim), "share = 0.5\n"),
+        &exploring_table(
+            &base_url(&sim),
+            "share = 0.5\n[serving.explore.labels]\nshare = 0.5\nseed = 4\n",
+        ),
     );
     assert_eq!(code, 0, "{report}");
     let config = config.unwrap();
@@ -381,9 +384,12 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
 
     // The label set, labelled with the demo's known truth of each answer.
     let labels = directory.path().join("labels.jsonl");
+    // The draw the signed config committed before any record existed.
     crate::common::routeval()
-        .args(["sample", "--label-share", "0.5", "--seed", "4", "--records"])
+        .args(["sample", "--records"])
         .arg(&records)
+        .arg("--config")
+        .arg(&config)
         .arg("--out")
         .arg(&labels)
         .assert()

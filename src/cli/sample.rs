@@ -28,7 +28,7 @@ pub struct SampleArgs {
     pub records: Option<PathBuf>,
 
     /// Prompts to take from each slice.
-    #[arg(long, value_name = "N", required_unless_present_any = ["audit", "label_share"])]
+    #[arg(long, value_name = "N", required_unless_present_any = ["audit", "label_share", "config"])]
     pub per_slice: Option<NonZeroUsize>,
 
     /// Draw the label set of logged answers instead: each decision serve
@@ -40,8 +40,14 @@ pub struct SampleArgs {
     /// With --label-share, when a judge labels: mark each drawn row, on its
     /// own with probability A, for a person to audit; their verdicts
     /// correct the judge's in `replay candidate`.
-    #[arg(long, value_name = "A", requires = "label_share")]
+    #[arg(long, value_name = "A")]
     pub audit_share: Option<Share>,
+
+    /// Draw the label set the signed config committed
+    /// (`[serving.explore.labels]`: its share and seed, fixed before the
+    /// records existed), of that config's decisions only.
+    #[arg(long, value_name = "CONFIG.json", conflicts_with_all = ["per_slice", "audit", "rubric", "since"], requires = "records")]
+    pub config: Option<PathBuf>,
 
     /// Draw N graded rows per slice for a human to audit instead: from
     /// --results, stratified by score, each with its inclusion probability,
@@ -70,9 +76,9 @@ pub struct SampleArgs {
     #[arg(long, value_name = "K", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub strata: u32,
 
-    /// Seed of the draw.
-    #[arg(long, value_name = "S", default_value_t = 0)]
-    pub seed: u64,
+    /// Seed of the draw (0 when not given).
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
 
     /// The rubric of every sampled prompt; the default compares each tier's
     /// answer with the strongest tier's (the prompts have no reference).
@@ -98,15 +104,21 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
             options: AuditOptions {
                 size: size.get(),
                 strata,
-                seed: args.seed,
+                seed: args.seed.unwrap_or(0),
             },
         });
     }
-    if let (Some(records), Some(share)) = (&args.records, args.label_share) {
+    if args.audit_share.is_some() && args.label_share.is_none() && args.config.is_none() {
+        bail!("--audit-share marks rows of a label set: give --label-share or --config");
+    }
+    if let Some(records) = &args.records
+        && (args.label_share.is_some() || args.config.is_some())
+    {
         return Ok(SampleRequest::Labels {
             records: records.clone(),
-            share,
+            share: args.label_share,
             seed: args.seed,
+            config: args.config.clone(),
             audit: args.audit_share,
         });
     }
@@ -122,7 +134,7 @@ pub fn request(args: &SampleArgs) -> anyhow::Result<SampleRequest> {
         per_slice: per_slice.get(),
         since_ms: args.since,
         strata,
-        seed: args.seed,
+        seed: args.seed.unwrap_or(0),
         rubric,
     }))
 }

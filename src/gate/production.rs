@@ -124,12 +124,23 @@ impl Production {
             );
         };
         let confidence = confidence.unwrap_or(document.confidence);
+        let mut failures = Vec::new();
+        if !document.labels.committed {
+            failures.push(Failure {
+                rule: Rule::Production,
+                slice: None,
+                message: format!(
+                    "{}: its labels were drawn with seed {}, which the running config did not commit before its records existed ([serving.explore.labels]); a draw chosen afterwards can be tried until one passes",
+                    path.display(),
+                    document.labels.seed
+                ),
+            });
+        }
         let holds = if document.holds_at_every_look() {
             "holds at every look"
         } else {
             "holds for one look"
         };
-        let mut failures = Vec::new();
         for estimate in document.slices.iter().chain([&document.overall]) {
             let slice = (estimate.slice != "*").then(|| estimate.slice.clone());
             let mut fail = |rule: Rule, message: String| {

@@ -27,8 +27,9 @@ pub use config::{
 pub use constraint::Constraint;
 pub use error::RouteError;
 pub use serving::{
-    BUILTIN_ROUTER_FORMAT, Explore, ExternalScorer, PinnedVerifier, SLICE_HEADER, Scorer, Serving,
-    ServingInputs, ServingSpec, SliceSource, TenantLimit, UnknownSlice, VerdictScore, VerifierSpec,
+    BUILTIN_ROUTER_FORMAT, Explore, ExternalScorer, LabelCommitment, PinnedVerifier, SLICE_HEADER,
+    Scorer, Serving, ServingInputs, ServingSpec, SliceSource, TenantLimit, UnknownSlice,
+    VerdictScore, VerifierSpec,
 };
 pub use signature::{
     SignatureError, generate as generate_keys, load_public, load_secret, public_key_path, sign,

@@ -172,6 +172,25 @@ pub struct Explore {
     /// as a share of it (`0.05`: 5%), at the gate's measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_added_cost: Option<f64>,
+    /// The label draw of the records this config decides, fixed before any
+    /// of them exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<LabelCommitment>,
+}
+
+/// `[serving.explore.labels]`: which of the config's decisions are drawn
+/// to be labelled (each on its own with probability `share`, by a hash of
+/// `seed` and its id), signed with the config so the draw is fixed before
+/// the records exist: a seed chosen afterwards could be tried until a label
+/// set passes. `sample --records --config` draws it; `replay candidate`
+/// refuses any other; `gate --production` fails evidence whose config
+/// commits none. Choose the seed at random (`od -An -N8 -tu8
+/// /dev/urandom`) and keep it from clients, who choose request ids.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelCommitment {
+    pub share: f64,
+    pub seed: u64,
 }
 
 impl Explore {
@@ -209,6 +228,14 @@ impl Explore {
         {
             return Err(format!(
                 "[serving.explore] max_added_cost = {bound}: a share of the policy's cost is at least 0"
+            ));
+        }
+        if let Some(labels) = &self.labels
+            && !(labels.share > 0.0 && labels.share <= 1.0)
+        {
+            return Err(format!(
+                "[serving.explore.labels] share = {}: a label share is above 0 and at most 1",
+                labels.share
             ));
         }
         Ok(())

@@ -4,7 +4,10 @@
 //! an independent sample of the traffic with an exact inclusion probability;
 //! the prompt is kept redacted for the labeller, nothing else of the record.
 //! With an audit share, a second independent draw marks the rows a person
-//! audits, whose verdicts correct a judge's labels.
+//! audits, whose verdicts correct a judge's labels. With `--config`, the
+//! share and seed are the ones the signed config committed
+//! (`[serving.explore.labels]`), fixed before the records existed, and only
+//! that config's decisions are drawn.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,12 +24,13 @@ pub type LabelCounts = BTreeMap<String, (u64, u64)>;
 /// The records of `records` drawn to be labelled at `share` under `seed`,
 /// in the records' order, and how many each slice had and gave; with
 /// `audit`, each drawn row also drawn, on its own with that probability,
-/// for a person to audit a judge's label.
+/// for a person to audit a judge's label. With `only`, the decisions of
+/// the config of that sha256 alone.
 pub fn draw_labels(
     records: &Path,
-    share: Share,
-    seed: u64,
+    (share, seed): (Share, u64),
     audit: Option<Share>,
+    only: Option<&str>,
 ) -> Result<(Vec<LabelRow>, LabelCounts), InputError> {
     let (share, audit) = (share.get(), audit.map(Share::get));
     let mut rows = Vec::new();
@@ -36,6 +40,9 @@ pub fn draw_labels(
         let Some(decided_route) = record.decided_route.as_deref() else {
             return Ok(());
         };
+        if only.is_some_and(|sha256| record.config_sha256.as_deref() != Some(sha256)) {
+            return Ok(());
+        }
         if record
             .reason
             .as_ref()

@@ -9,9 +9,10 @@ use anyhow::{Context, bail};
 
 use super::{AuditOptions, SAMPLE_OUTPUT, SampleOptions, draw_audits, draw_labels, sample};
 use crate::atomic::{Named, Output, check_outputs, write_bytes_atomically};
+use crate::routes::RouteConfig;
 use crate::schema::{
-    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ColumnNames, LABEL_SET_OUTPUT, audits_are_csv,
-    audits_to_bytes, json_lines,
+    AUDITS_OUTPUT_CSV, AUDITS_OUTPUT_LINES, ColumnNames, DocumentFile, LABEL_SET_OUTPUT,
+    audits_are_csv, audits_to_bytes, json_lines, read_document,
 };
 use crate::units::Share;
 
@@ -20,11 +21,14 @@ use crate::units::Share;
 pub enum SampleRequest {
     /// The next labelling set of prompts, for `routeval run`.
     Prompts(SampleOptions),
-    /// The logged decisions to label, for `replay candidate --labels`.
+    /// The logged decisions to label, for `replay candidate --labels`:
+    /// at the share and seed given, or those `config` committed (which
+    /// any given must equal).
     Labels {
         records: PathBuf,
-        share: Share,
-        seed: u64,
+        share: Option<Share>,
+        seed: Option<u64>,
+        config: Option<PathBuf>,
         audit: Option<Share>,
     },
     /// The graded rows a person audits, for `calibrate --audits`.
@@ -43,8 +47,12 @@ pub fn draw_into(request: &SampleRequest, out: &Path) -> anyhow::Result<String> 
             records,
             share,
             seed,
+            config,
             audit,
-        } => labels(records, (*share, *audit), *seed, out),
+        } => {
+            let draw = label_draw(*share, *seed, config.as_deref())?;
+            labels(records, draw, *audit, out)
+        }
         SampleRequest::Audits {
             results,
             names,
@@ -89,17 +97,89 @@ fn prompts(options: &SampleOptions, out: &Path) -> anyhow::Result<String> {
     ))
 }
 
+/// A label draw: its share and seed, and the config whose decisions alone
+/// it draws (its sha256) where a config committed it.
+struct LabelDraw {
+    share: Share,
+    seed: u64,
+    config: Option<(PathBuf, String)>,
+}
+
+/// The draw asked for: the share and seed given, or those `config`
+/// committed, which any given must equal.
+fn label_draw(
+    share: Option<Share>,
+    seed: Option<u64>,
+    config: Option<&Path>,
+) -> anyhow::Result<LabelDraw> {
+    let Some(config) = config else {
+        let share = share.context(
+            "--label-share is needed, or --config of a config that commits its label draw",
+        )?;
+        return Ok(LabelDraw {
+            share,
+            seed: seed.unwrap_or(0),
+            config: None,
+        });
+    };
+    let DocumentFile {
+        document: signed,
+        sha256,
+    } = read_document::<RouteConfig>(config, "a route config", Some("--config"))?;
+    let Some(committed) = signed
+        .serving
+        .as_ref()
+        .and_then(|serving| serving.explore.as_ref())
+        .and_then(|explore| explore.labels)
+    else {
+        bail!(
+            "{}: commits no label draw ([serving.explore.labels]); give --label-share and --seed instead (--config)",
+            config.display()
+        );
+    };
+    if let Some(share) = share
+        && (share.get() - committed.share).abs() > 1e-12
+    {
+        bail!(
+            "--label-share {share}: {} commits its label draw at share {} ([serving.explore.labels])",
+            config.display(),
+            committed.share
+        );
+    }
+    if let Some(seed) = seed
+        && seed != committed.seed
+    {
+        bail!(
+            "--seed {seed}: {} commits its label draw with another seed ([serving.explore.labels])",
+            config.display()
+        );
+    }
+    Ok(LabelDraw {
+        share: Share::new(committed.share).map_err(|error| {
+            anyhow::anyhow!("{}: [serving.explore.labels] {error}", config.display())
+        })?,
+        seed: committed.seed,
+        config: Some((config.to_owned(), sha256)),
+    })
+}
+
 fn labels(
     records: &Path,
-    (share, audit): (Share, Option<Share>),
-    seed: u64,
+    LabelDraw {
+        share,
+        seed,
+        config,
+    }: LabelDraw,
+    audit: Option<Share>,
     out: &Path,
 ) -> anyhow::Result<String> {
-    check_outputs(
-        &[Output::new(out, "--out", &LABEL_SET_OUTPUT)],
-        &[Named::new(records, "--records")],
-    )?;
-    let (rows, counts) = draw_labels(records, share, seed, audit)?;
+    let mut inputs = vec![Named::new(records, "--records")];
+    if let Some((path, _)) = &config {
+        inputs.push(Named::new(path, "--config"));
+    }
+    check_outputs(&[Output::new(out, "--out", &LABEL_SET_OUTPUT)], &inputs)?;
+    let only = config.as_ref().map(|(_, sha256)| sha256.as_str());
+    let (rows, counts) = draw_labels(records, (share, seed), audit, only)?;
     if rows.is_empty() {
         bail!(
             "{}: no decision of serve was drawn ({} decisions at --label-share {share}); nothing written",

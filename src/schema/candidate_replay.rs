@@ -64,6 +64,11 @@ pub struct LabelsUsed {
     pub rows: u64,
     pub seed: u64,
     pub inclusion_probability: f64,
+    /// Whether the signed config committed this draw
+    /// (`[serving.explore.labels]`) before the records existed; a draw it
+    /// did not commit could have been chosen after them.
+    #[serde(default)]
+    pub committed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

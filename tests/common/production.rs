@@ -47,13 +47,29 @@ pub fn table(threshold: f64, explore: &str) -> String {
 
 /// The running config, exploring at `share`, signed: its path and sha256.
 pub fn signed_running(pipeline: &Pipeline, tag: &str, share: f64) -> (PathBuf, String) {
+    signed_running_with(pipeline, tag, share, None)
+}
+
+/// [`signed_running`] committing the label draw `(share, seed)`
+/// (`[serving.explore.labels]`).
+pub fn signed_running_with(
+    pipeline: &Pipeline,
+    tag: &str,
+    share: f64,
+    labels: Option<(f64, u64)>,
+) -> (PathBuf, String) {
     let name = format!("candidate-running-{tag}-{share}");
     let path = pipeline.path(&format!("{name}.toml"));
-    let explore = if share > 0.0 {
+    let mut explore = if share > 0.0 {
         format!("\n[serving.explore]\nshare = {share}\n")
     } else {
         String::new()
     };
+    if let Some((label_share, seed)) = labels {
+        explore.push_str(&format!(
+            "\n[serving.explore.labels]\nshare = {label_share}\nseed = {seed}\n"
+        ));
+    }
     std::fs::write(&path, table(RUNNING_THRESHOLD, &explore)).unwrap();
     let out = pipeline.path(&name);
     pipeline
@@ -190,6 +206,23 @@ pub fn labelled(records: &Path, share: f64, seed: u64, truth: &HashMap<String, b
 
 /// `sample --label-share` (and `--audit-share`) of `records` into `out`,
 /// every drawn row's `ok` set by `verdict` and every audited row's
+/// The label set `config` committed (`sample --records --config`), every
+/// drawn row labelled with its truth.
+pub fn labelled_committed(records: &Path, config: &Path, truth: &HashMap<String, bool>) -> PathBuf {
+    let labels = records.with_extension("labels.jsonl");
+    routeval()
+        .args(["sample", "--records"])
+        .arg(records)
+        .arg("--config")
+        .arg(config)
+        .arg("--out")
+        .arg(&labels)
+        .assert()
+        .success();
+    fill_labels(&labels, None, |id| truth[id]);
+    labels
+}
+
 /// `audited_ok` by the truth `audited` gives.
 pub fn label_set(
     records: &Path,
@@ -211,6 +244,16 @@ pub fn label_set(
         command.args(["--audit-share", &audit.to_string()]);
     }
     command.assert().success();
+    fill_labels(out, audit, verdict);
+}
+
+/// Every row of the label set `out` labelled by `verdict`, and with
+/// `audit` every audited row's `audited_ok` by its truth.
+fn fill_labels(
+    out: &Path,
+    audit: Option<(f64, &HashMap<String, bool>)>,
+    verdict: impl Fn(&str) -> bool,
+) {
     let filled: String = std::fs::read_to_string(out)
         .unwrap()
         .lines()

@@ -99,6 +99,7 @@ pub fn replay_candidate(
         None => DirectModel::two_tier(&graded),
     };
     let labels = read_labels(&options.labels)?;
+    let committed = check_committed(&serving, &labels, &options.labels)?;
     let candidate_sha256 = sha256_path(&options.candidate)?;
     let identity = Identity {
         config_sha256: &config_sha256,
@@ -152,6 +153,7 @@ pub fn replay_candidate(
             rows: labels.rows(),
             seed: labels.seed,
             inclusion_probability: labels.inclusion,
+            committed,
         },
         logged_by: LoggedBy {
             path: options.config.display().to_string(),
@@ -170,6 +172,25 @@ pub fn replay_candidate(
         comparison,
     };
     Ok((document, state))
+}
+
+/// Whether the config committed the labels' draw; refused where it
+/// committed another.
+fn check_committed(serving: &Serving, labels: &Labels, path: &Path) -> anyhow::Result<bool> {
+    let Some(committed) = serving.explore.as_ref().and_then(|explore| explore.labels) else {
+        return Ok(false);
+    };
+    if labels.seed != committed.seed || (labels.inclusion - committed.share).abs() > 1e-12 {
+        return Err(CandidateError::Labels {
+            path: path.display().to_string(),
+            problem: format!(
+                "drawn with seed {} at probability {}, where --config committed its own draw ([serving.explore.labels]); draw them with routeval sample --records DIR --config CONFIG",
+                labels.seed, labels.inclusion
+            ),
+        }
+        .into());
+    }
+    Ok(true)
 }
 
 /// The label set, or why it cannot be used.
