@@ -386,3 +386,82 @@ fn completions_and_the_man_page_know_every_command() {
         );
     }
 }
+
+/// The one line a usage error gets, and its exit code.
+fn usage_error(args: &[&str], directory: &Path) -> (Option<i32>, String) {
+    let output = routeval()
+        .current_dir(directory)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_typo_keeps_clap_s_tip_on_the_one_line() {
+    let directory = tempfile::tempdir().unwrap();
+    for (args, expected) in [
+        (
+            &["calibrate", "--result", "r.parquet"][..],
+            "error: unexpected argument '--result' found (tip: a similar argument exists: '--results')\n",
+        ),
+        (
+            &["calibrat"][..],
+            "error: unrecognized subcommand 'calibrat' (tip: a similar subcommand exists: 'calibrate')\n",
+        ),
+    ] {
+        assert_eq!(
+            usage_error(args, directory.path()),
+            (Some(2), expected.to_owned())
+        );
+    }
+}
+
+#[test]
+fn a_negative_value_reaches_the_flag_s_own_check() {
+    let directory = tempfile::tempdir().unwrap();
+    let (code, stderr) = usage_error(
+        &["calibrate", "--results", "r.parquet", "--target", "-0.1"],
+        directory.path(),
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        "error: invalid value '-0.1' for '--target <Q>': -0.1: a target is above 0 and at most 1 (0.9)\n"
+    );
+}
+
+#[test]
+fn a_parquet_table_is_not_written_under_another_format_s_name() {
+    let directory = tempfile::tempdir().unwrap();
+    for (args, file) in [
+        (
+            &["simulate", "--requests", "50", "--out", "s.csv"][..],
+            "s.csv",
+        ),
+        (
+            &["grade", "--run", "missing-run", "--out", "g.jsonl"][..],
+            "g.jsonl",
+        ),
+    ] {
+        let (code, stderr) = usage_error(args, directory.path());
+        assert_eq!(code, Some(2), "{stderr}");
+        let extension = file.rsplit('.').next().unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {file}: the name says .{extension}, but a graded-results table is a Parquet table; name it .parquet (--out)")),
+            "{stderr}"
+        );
+        assert!(!directory.path().join(file).exists());
+    }
+    // The same table under a Parquet name is written.
+    let (code, stderr) = usage_error(
+        &["simulate", "--requests", "50", "--out", "s.parquet"],
+        directory.path(),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(directory.path().join("s.parquet").exists());
+}

@@ -476,7 +476,9 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
         number(&dr["upper"])
     );
     assert!(
-        summary.contains("**On production traffic**") && summary.contains(&dr_cell),
+        summary.contains("**On production traffic**")
+            && summary.contains(&dr_cell)
+            && summary.contains("a betting confidence sequence: holds at every look"),
         "{dr_cell} in {summary}"
     );
 
@@ -488,6 +490,13 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
     assert_eq!(code, 0, "{gated}");
     let production = &gated["candidates"][0]["production"];
     assert_eq!(production["bound"], "betting_sequence");
+    assert!(
+        gated["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("the intervals hold at every look"),
+        "{gated}"
+    );
     assert_eq!(
         production["overall"]["quality"],
         document["overall"]["quality"]["dr"]
@@ -505,6 +514,13 @@ fn the_loop_runs_on_the_demo_serve_explores_sample_labels_replay_estimates_and_t
     assert_eq!(
         gated["candidates"][0]["production"]["bound"],
         "empirical_bernstein"
+    );
+    assert!(
+        gated["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("the intervals hold for one look"),
+        "{gated}"
     );
     let failures = gated["candidates"][0]["failures"].as_array().unwrap();
     let production: Vec<&Value> = failures
@@ -581,8 +597,10 @@ fn gate_production(
         .output()
         .unwrap()
         .status;
-    let report =
+    let mut report: Value =
         serde_json::from_slice(&std::fs::read(out.join("gate-report.json")).unwrap()).unwrap();
+    report["markdown"] =
+        Value::String(std::fs::read_to_string(out.join("gate-report.md")).unwrap());
     (status.code().unwrap(), report)
 }
 

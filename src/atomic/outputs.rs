@@ -12,6 +12,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error(
+        "{}: the name says {format}, but {kind} is a Parquet table; name it .parquet ({flag})",
+        path.display()
+    )]
+    WrongFormat {
+        path: PathBuf,
+        format: String,
+        kind: &'static str,
+        flag: String,
+    },
+    #[error(
         "{}: is {what}, not a regular file; routeval writes only regular files ({flag})",
         path.display()
     )]
@@ -342,6 +352,30 @@ fn check_not_signed(output: &Output<'_>) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// A Parquet table's output refused where its name says another format
+/// (`s.csv`): what a reader would take it for is not what it holds.
+fn check_format(output: &Output<'_>) -> Result<(), OutputError> {
+    let Replaces::Table(_) = output.kind.replaces else {
+        return Ok(());
+    };
+    let extension = output
+        .path
+        .extension()
+        .and_then(|extension| extension.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some(format @ ("csv" | "tsv" | "json" | "jsonl" | "ndjson" | "txt")) => {
+            Err(OutputError::WrongFormat {
+                path: output.path.to_owned(),
+                format: format!(".{format}"),
+                kind: output.kind.name,
+                flag: output.flag.to_owned(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What kind of thing sits at `path`, without following a final symbolic
 /// link; `None` when nothing does.
 fn kind_at(path: &Path) -> Result<Option<(&'static str, std::fs::Metadata)>, OutputError> {
@@ -404,6 +438,7 @@ pub fn check_outputs(outputs: &[Output<'_>], inputs: &[Named<'_>]) -> Result<(),
         .collect();
     for (index, output) in outputs.iter().enumerate() {
         check_destination(output.path, output.flag)?;
+        check_format(output)?;
         // `b.toml` and `./b.toml`, or a path through a link, are one file
         // even before it exists.
         let resolved_output = resolved(output.path);

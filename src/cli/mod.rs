@@ -29,35 +29,76 @@ mod simulate;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 
 pub use args::{Cli, Command};
 pub use demo::{DEMO_MARKER, DEMO_OUTPUTS};
 
 use crate::exit_codes::{Outcome, USAGE_OR_INPUT};
 
+impl Cli {
+    /// Parses `args` (the program's name first) as the binary does: a
+    /// value that looks like a negative number (`--target -0.1`) is a
+    /// value, which the flag's own check then judges, not an unknown flag.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::FromArgMatches;
+        let matches = negative_numbers(Cli::command()).try_get_matches_from(args)?;
+        Cli::from_arg_matches(&matches)
+    }
+}
+
+fn negative_numbers(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            if arg.get_action().takes_values() {
+                arg.allow_negative_numbers(true)
+            } else {
+                arg
+            }
+        })
+        .mut_subcommands(negative_numbers)
+}
+
+/// clap's message as one line: its first block (with what clap lists below
+/// its first line, the missing arguments, kept on it), then its tips ("a
+/// similar argument exists: '--results'"); the usage and help lines that
+/// follow are left out.
+fn one_line(rendered: &str) -> String {
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let tips: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("tip:"))
+        .collect();
+    let mut line = if message.is_empty() {
+        "error: invalid arguments".to_owned()
+    } else {
+        message.join(" ")
+    };
+    for tip in tips {
+        line.push_str(" (");
+        line.push_str(tip);
+        line.push(')');
+    }
+    line
+}
+
 /// Parses the process arguments, runs the command, and reports errors as one
 /// line on stderr.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => error.exit(),
         Err(error) => {
-            // clap adds usage and tips after a blank line; bad input gets
-            // one line, with what clap lists below its first (the missing
-            // arguments) kept on it.
-            let rendered = error.to_string();
-            let message: Vec<&str> = rendered
-                .lines()
-                .take_while(|line| !line.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let line = if message.is_empty() {
-                "error: invalid arguments".to_owned()
-            } else {
-                message.join(" ")
-            };
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = writeln!(std::io::stderr(), "{}", one_line(&error.to_string()));
             return ExitCode::from(USAGE_OR_INPUT);
         }
     };

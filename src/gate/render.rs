@@ -292,8 +292,13 @@ fn production_text(candidate: &crate::schema::CandidateReport) -> Option<String>
             _ if sign => format!("{:+.4}", estimate.estimate),
             _ => format!("{:.4}", estimate.estimate),
         };
+    let holds = if production.bound == crate::schema::BETTING_SEQUENCE {
+        "the intervals hold at every look"
+    } else {
+        "the intervals hold for one look"
+    };
     Some(format!(
-        "quality {} (doubly robust) on {} requests of the running config, {} labelled; against the running config {} (paired)",
+        "quality {} (doubly robust) on {} requests of the running config, {} labelled; against the running config {} (paired); {holds}",
         interval(&production.overall.quality, false),
         production.requests,
         production.labelled,

@@ -249,14 +249,15 @@ pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
         let overall = &candidate.overall;
         let _ = writeln!(
             out,
-            "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%\n",
+            "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%; {}\n",
             code(&candidate.candidate.path),
             overall.requests,
             candidate.logged_by.version,
             candidate.labels.rows,
             overall.quality.dr,
             overall.quality_difference,
-            overall.escalation_rate.estimate * 100.0
+            overall.escalation_rate.estimate * 100.0,
+            candidate.bound_described()
         );
     }
     if let Some(drift) = &documents.drift {

@@ -55,8 +55,9 @@ pub use calibration::{
 };
 pub use call_tier::CallTier;
 pub use candidate_replay::{
-    CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_OUTPUT, CANDIDATE_REPLAY_SCHEMA_VERSION,
-    CandidateReplay, Estimate, Estimators, LabelsUsed, LoggedBy, SliceEstimate,
+    BETTING_SEQUENCE, CANDIDATE_REPLAY_KIND, CANDIDATE_REPLAY_OUTPUT,
+    CANDIDATE_REPLAY_SCHEMA_VERSION, CandidateReplay, Estimate, Estimators, LabelsUsed, LoggedBy,
+    SliceEstimate,
 };
 pub use comparison::{
     COMPARISON_STATE_KIND, COMPARISON_STATE_OUTPUT, COMPARISON_STATE_SCHEMA_VERSION, Comparison,
