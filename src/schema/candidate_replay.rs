@@ -69,6 +69,11 @@ pub struct LabelsUsed {
     /// did not commit could have been chosen after them.
     #[serde(default)]
     pub committed: bool,
+    /// With an audit: the power-tuning λ the rewards ended at (1 is the
+    /// plain correction; under a sequence λ is learnt from the audited
+    /// requests before each, under the one-look interval it stays 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_tuning: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,6 +3,17 @@
 //! judge's: the reward `judge + [audited] / a · (person − judge)` is right
 //! on average whatever the judge's errors, as calibrate corrects a grader.
 //! Every record the draws chose must be there, and nothing else.
+//!
+//! Power tuning (PPI++, Angelopoulos et al. 2023): the reward `λ·judge +
+//! [audited] / a · (person − λ·judge)` is right on average for every λ
+//! (the audit draw is independent of both verdicts), and lies in the same
+//! range [1 − 1/a, 1/a] for λ in [0, 1]. Its second moment is least at
+//! `λ = E[judge·person] / E[judge²]`: for 0/1 verdicts, the share of the
+//! judge's accepts that the person accepts too. Under a confidence
+//! sequence each request's λ is taken from the audited requests before it
+//! (predictable), which keeps every term's mean the truth given the past,
+//! so the sequence holds as it does at λ = 1; the fixed interval, which
+//! needs independent terms, keeps λ = 1.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -91,24 +102,69 @@ impl Labels {
             },
         }
     }
+}
 
-    fn reward(&self, verdict: Verdict) -> f64 {
-        let judged = f64::from(u8::from(verdict.ok));
-        match (self.audit, verdict.audited) {
-            (Some(audit), Some(person)) => judged + (f64::from(u8::from(person)) - judged) / audit,
-            _ => judged,
+/// The power-tuning weight λ, learnt from the audited requests read so far
+/// (in the records' order), starting at 1 (the plain correction) with the
+/// weight of `PRIOR` audited accepts that the person confirmed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tuning {
+    enabled: bool,
+    judge_accepts: f64,
+    confirmed: f64,
+}
+
+const PRIOR: f64 = 10.0;
+
+impl Tuning {
+    /// Tuning that learns, or (`enabled` false) stays at λ = 1.
+    pub fn new(enabled: bool) -> Tuning {
+        Tuning {
+            enabled,
+            judge_accepts: PRIOR,
+            confirmed: PRIOR,
         }
+    }
+
+    pub fn lambda(&self) -> f64 {
+        if self.enabled {
+            (self.confirmed / self.judge_accepts).clamp(0.0, 1.0)
+        } else {
+            1.0
+        }
+    }
+
+    /// The reward of one labelled request, the judge's verdict `ok` and
+    /// a person's `audited` one where the audit (at probability `audit`)
+    /// drew it, at the current λ; then λ learns from it.
+    pub(super) fn reward(&mut self, ok: bool, audited: Option<bool>, audit: Option<f64>) -> f64 {
+        let lambda = self.lambda();
+        let judged = f64::from(u8::from(ok));
+        let reward = match (audit, audited) {
+            (Some(audit), Some(person)) => {
+                lambda * judged + (f64::from(u8::from(person)) - lambda * judged) / audit
+            }
+            _ => lambda * judged,
+        };
+        if let (true, Some(person)) = (ok, audited) {
+            self.judge_accepts += 1.0;
+            self.confirmed += f64::from(u8::from(person));
+        }
+        reward
     }
 }
 
 impl Labels {
-    /// The reward of decision `id`: its label where the draw chose it; an
+    /// The reward of decision `id` at `tuning`'s λ (which then learns from
+    /// it): its label where the draw chose it; an
     /// error where the draw chose it and it has no row, or it has a row the
     /// draw did not choose (the labels would be a biased sample).
-    pub fn reward_of(&self, id: &str) -> Result<Option<f64>, String> {
+    pub fn reward_of(&self, id: &str, tuning: &mut Tuning) -> Result<Option<f64>, String> {
         let (seed, inclusion) = (self.seed, self.inclusion);
         match (drawn_for_label(seed, inclusion, id), self.verdicts.get(id)) {
-            (true, Some(verdict)) => Ok(Some(self.reward(*verdict))),
+            (true, Some(verdict)) => {
+                Ok(Some(tuning.reward(verdict.ok, verdict.audited, self.audit)))
+            }
             (true, None) => Err(format!(
                 "record {id:?} was drawn (seed {seed}, probability {inclusion}) but has no row: a label set holds every record its draw chose"
             )),

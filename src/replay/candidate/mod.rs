@@ -39,7 +39,7 @@ use crate::units::Confidence;
 use compare::{Identity, Order};
 use decide::Decisions;
 use direct::DirectModel;
-use labels::{Labels, Unusable};
+use labels::{Labels, Tuning, Unusable};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CandidateOptions {
@@ -118,14 +118,17 @@ pub fn replay_candidate(
         unknown,
         model: &model,
     };
-    let design = |min_propensity: f64| Design {
-        min_propensity,
-        labels: labels.design(),
-        bound: options.bound,
-        confidence: options.confidence.get(),
-    };
-    let (slices, overall, records) =
-        decide_all(options, &decisions, &labels, (&design, &mut order))?;
+    let label_design = labels.design();
+    let design = |min_propensity| design_of(options, label_design, min_propensity);
+    // Power tuning needs audited labels and a sequence (its terms are not
+    // independent).
+    let mut tuning = Tuning::new(labels.audit.is_some() && options.bound == Bound::Sequence);
+    let (slices, overall, records) = decide_all(
+        options,
+        &decisions,
+        &labels,
+        (&design, &mut order, &mut tuning),
+    )?;
     let overall_estimate = overall.estimate("*");
     let (comparison, state) = match &options.comparison {
         Some(comparison) => {
@@ -154,6 +157,7 @@ pub fn replay_candidate(
             seed: labels.seed,
             inclusion_probability: labels.inclusion,
             committed,
+            power_tuning: labels.audit.is_some().then(|| tuning.lambda()),
         },
         logged_by: LoggedBy {
             path: options.config.display().to_string(),
@@ -191,6 +195,16 @@ fn check_committed(serving: &Serving, labels: &Labels, path: &Path) -> anyhow::R
         .into());
     }
     Ok(true)
+}
+
+/// The design of a group whose routes have at least `min_propensity`.
+fn design_of(options: &CandidateOptions, labels: LabelDesign, min_propensity: f64) -> Design {
+    Design {
+        min_propensity,
+        labels,
+        bound: options.bound,
+        confidence: options.confidence.get(),
+    }
 }
 
 /// The label set, or why it cannot be used.
@@ -250,7 +264,7 @@ fn decide_all(
     options: &CandidateOptions,
     decisions: &Decisions<'_>,
     labels: &Labels,
-    (design, order): (&dyn Fn(f64) -> Design, &mut Order),
+    (design, order, tuning): (&dyn Fn(f64) -> Design, &mut Order, &mut Tuning),
 ) -> anyhow::Result<(BTreeMap<String, Tally>, Tally, u64)> {
     let mut slices: BTreeMap<String, Tally> = BTreeMap::new();
     let mut overall = Tally::new(design(decisions.min_propensity()));
@@ -278,7 +292,7 @@ fn decide_all(
                     .entry((slice.to_owned(), route.clone()))
                     .or_default() += 1;
             }
-            decided.logged.reward = labels.reward_of(&record.id).map_err(|problem| {
+            decided.logged.reward = labels.reward_of(&record.id, tuning).map_err(|problem| {
                 invalid(
                     location,
                     "id",
