@@ -15,6 +15,17 @@ pub const CHECK_FAILED: u8 = 1;
 /// or invalid. Nothing was written.
 pub const USAGE_OR_INPUT: u8 = 2;
 
+/// The command was stopped before it finished (SIGTERM, SIGINT or SIGHUP,
+/// or a run that could not write its rows): what had finished is kept, and
+/// the same command resumes a run or does the work again. Not an input to
+/// fix: a retry.
+pub const INTERRUPTED: u8 = 3;
+
+/// The error a stopped command returns, so that it exits [`INTERRUPTED`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);
+
 /// Whether a finished command's check passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -185,7 +185,7 @@ fn sigterm_stops_a_run_like_ctrl_c_and_a_second_writer_is_refused() {
     send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(
         stderr.contains("interrupted; the calls that finished are saved"),
         "{stderr}"
@@ -828,7 +828,7 @@ fn a_full_disk_stops_the_run_at_once_and_the_resume_sends_only_what_was_lost() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&full.stderr);
-    assert_eq!(full.status.code(), Some(2), "{stderr}");
+    assert_eq!(full.status.code(), Some(3), "{stderr}");
     assert!(
         stderr.contains("No space left on device") && stderr.contains("stopped sending requests"),
         "{stderr}"
@@ -914,7 +914,7 @@ fn sigterm_during_the_endpoint_check_is_an_orderly_stop() {
     send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(
         stderr.contains("interrupted before the first call; nothing was sent"),
         "{stderr}"
@@ -1107,7 +1107,7 @@ fn a_command_stopped_by_a_signal_takes_its_unfinished_file_with_it() {
         send(&child, signal);
         let output = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "SIG{signal}: {stderr}");
+        assert_eq!(output.status.code(), Some(3), "SIG{signal}: {stderr}");
         assert_eq!(
             stderr.trim_end(),
             format!("error: stopped by SIG{signal}; outputs not yet in place were removed")
@@ -1146,7 +1146,7 @@ fn the_demo_stops_on_a_signal_after_its_run_step_too() {
     send(&child, "TERM");
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
     assert!(
         !std::fs::read_to_string(&log)

@@ -113,7 +113,14 @@ pub fn main() -> ExitCode {
         Ok(outcome) => outcome.into(),
         Err(error) => {
             let _ = writeln!(std::io::stderr(), "error: {}", error_line(&error));
-            ExitCode::from(USAGE_OR_INPUT)
+            let interrupted = error
+                .chain()
+                .any(<dyn std::error::Error>::is::<crate::exit_codes::Interrupted>);
+            ExitCode::from(if interrupted {
+                crate::exit_codes::INTERRUPTED
+            } else {
+                USAGE_OR_INPUT
+            })
         }
     }
 }
@@ -123,7 +130,7 @@ pub fn main() -> ExitCode {
 static RUN_UNDER_WAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Installs, before the command starts, a watcher of SIGTERM, SIGINT and
-/// SIGHUP that removes the temporary files of writes under way and exits 2
+/// SIGHUP that removes the temporary files of writes under way and exits 3
 /// with one line, instead of the signal's default death that leaves them
 /// (or, once a run's engine has listened for them, no death at all).
 fn stop_cleanly_on_signals() {
@@ -162,7 +169,7 @@ fn stop_cleanly_on_signals() {
                     std::io::stderr(),
                     "error: stopped by {name}; outputs not yet in place were removed"
                 );
-                std::process::exit(i32::from(USAGE_OR_INPUT));
+                std::process::exit(i32::from(crate::exit_codes::INTERRUPTED));
             });
         });
     if watcher.is_ok() {

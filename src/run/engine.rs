@@ -2,6 +2,7 @@
 //! tier, each non-final tier's answers to the verifier, each call through the
 //! cache, the tier's limits and the retry policy, each outcome to disk.
 
+use crate::exit_codes::Interrupted;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -519,18 +520,20 @@ fn stopped_early(
         Err(error) => return error,
     };
     if let (Stop::WriteFailed, Err(error)) = (stop, &written) {
-        return anyhow::anyhow!(
+        return Interrupted(format!(
             "{error:#}; stopped sending requests; run the same command to resume once {} can be written",
             out.display()
-        );
+        ))
+        .into();
     }
     if let Err(error) = written {
         return error;
     }
-    anyhow::anyhow!(
+    Interrupted(format!(
         "interrupted; the calls that finished are saved in {}; run the same command to resume",
         out.display()
-    )
+    ))
+    .into()
 }
 
 /// The run's callers, one per tier and verifier (stages checked by

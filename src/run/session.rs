@@ -5,8 +5,6 @@
 
 use std::path::Path;
 
-use anyhow::bail;
-
 use crate::client::{RunConfig, http_client};
 use crate::clock::{Clock, SystemClock, format_rfc3339};
 use crate::events::{Event, Level};
@@ -61,8 +59,8 @@ pub fn run_to_end(config_path: &Path, settings: &RunSettings) -> anyhow::Result<
         let http = http_client(config.widest_concurrency())?;
         tokio::select! {
             checked = connection.check(&http) => checked?,
-            _ = terminated.recv() => bail!("interrupted before the first call; nothing was sent"),
-            _ = interrupted.recv() => bail!("interrupted before the first call; nothing was sent"),
+            _ = terminated.recv() => return Err(nothing_sent()),
+            _ = interrupted.recv() => return Err(nothing_sent()),
         }
         let endpoints = connection.endpoints(&http);
         execute(&config, endpoints, settings, prepared, || {
@@ -82,4 +80,11 @@ pub fn message(level: Level, text: String) -> Event {
         level,
         text,
     }
+}
+
+/// A run stopped before its first call: nothing to keep, the same command
+/// starts it again.
+fn nothing_sent() -> anyhow::Error {
+    crate::exit_codes::Interrupted("interrupted before the first call; nothing was sent".to_owned())
+        .into()
 }
