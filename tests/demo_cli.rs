@@ -211,6 +211,40 @@ fn with_out_alone_everything_goes_under_it_and_its_own_faults_are_no_error() {
         stdout.contains("its routes call http://127.0.0.1:8089/v1: start `routeval serve-sim"),
         "{stdout}"
     );
+    hinted_serve_sim_starts(&stdout, &cwd);
+}
+
+/// The closing hint's serve-sim command, run as printed from the same
+/// directory outside a checkout (on a free port rather than 8089, which
+/// other tests may hold): it starts and serves the demo's prompts.
+fn hinted_serve_sim_starts(stdout: &str, cwd: &std::path::Path) {
+    let hinted = stdout
+        .split("start `routeval serve-sim")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no serve-sim command in {stdout}"));
+    let mut child = std::process::Command::new(crate::common::binary())
+        .current_dir(cwd)
+        .arg("serve-sim")
+        .args(hinted.split_whitespace())
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        first.starts_with("serving ") && first.contains(" prompts on http://127.0.0.1:"),
+        "{hinted}: {first}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]

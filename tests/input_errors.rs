@@ -174,7 +174,11 @@ fn unreadable_paths_are_named() {
 
 #[test]
 fn commands_that_read_rubrics_name_the_flag_outside_a_checkout() {
+    // The run and dataset named are there (the rubrics are what is
+    // missing); each is refused before the rubrics when it is not.
     let empty = tempfile::tempdir().unwrap();
+    std::fs::create_dir(empty.path().join("r")).unwrap();
+    std::fs::write(empty.path().join("d.jsonl"), "").unwrap();
     let commands: [&[&str]; 2] = [
         &["grade", "--run", "r", "--out", "g.parquet"],
         &["serve-sim", "--dataset", "d.jsonl"],
@@ -194,7 +198,7 @@ fn commands_that_read_rubrics_name_the_flag_outside_a_checkout() {
             "{command:?}: {stderr}"
         );
     }
-    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 2);
 }
 
 #[test]
@@ -464,4 +468,27 @@ fn a_parquet_table_is_not_written_under_another_format_s_name() {
     );
     assert_eq!(code, Some(0), "{stderr}");
     assert!(directory.path().join("s.parquet").exists());
+}
+
+#[test]
+fn outside_a_checkout_the_file_the_user_named_is_refused_before_the_rubrics() {
+    let directory = tempfile::tempdir().unwrap();
+    for (args, named) in [
+        (
+            &["serve-sim", "--dataset", "missing.jsonl"][..],
+            "missing.jsonl",
+        ),
+        (
+            &["grade", "--run", "missing-run", "--out", "g.parquet"][..],
+            "missing-run",
+        ),
+    ] {
+        let (code, stderr) = usage_error(args, directory.path());
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {named}: cannot read: "))
+                && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
 }

@@ -130,9 +130,10 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         // free port and is gone.
         let urls = route_urls(&signed)?;
         println(&format!(
-            "its routes call {}: start `routeval serve-sim --dataset {}` there before serving it (docs/serve.md); docs/gate.md says how to point a table at your own upstream",
+            "its routes call {}: start `routeval serve-sim --dataset {} --rubrics {}` there before serving it (docs/serve.md); docs/gate.md says how to point a table at your own upstream",
             urls.join(", "),
-            dataset.display()
+            dataset.display(),
+            rubrics.display()
         ))?;
     }
     println(&format!(

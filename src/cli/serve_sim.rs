@@ -74,6 +74,7 @@ pub fn settings(args: &ServeSimArgs) -> anyhow::Result<SimSettings> {
 
 pub fn run(args: ServeSimArgs) -> anyhow::Result<Outcome> {
     let settings = settings(&args)?;
+    crate::schema::InputError::check_present(&args.dataset)?;
     let rubrics: BTreeSet<String> = load_rubrics(&args.rubrics)?.into_keys().collect();
     let rows = read_dataset(&args.dataset, &rubrics)?;
     let ambiguous = Knowledge::ambiguous(&rows);

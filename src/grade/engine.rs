@@ -63,6 +63,14 @@ pub fn grade(options: &GradeOptions, reporter: &dyn Reporter) -> anyhow::Result<
         &[Output::new(&options.out, "--out", &GRADED_OUTPUT)],
         &inputs,
     )?;
+    // The run (and dataset) the user named are refused before the rubrics,
+    // which default to a directory only a checkout or the demo has.
+    for named in [Some(&options.run), options.dataset.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        crate::schema::InputError::check_present(named)?;
+    }
     let rubrics = load_rubrics(&options.rubrics)?;
     let grading = Grading::read(
         &options.run,

@@ -134,3 +134,16 @@ pub enum InputError {
     #[error(transparent)]
     Table(#[from] ReadError),
 }
+
+impl InputError {
+    /// Refuses `path` when nothing readable is there, before a command reads
+    /// its other inputs: the file the user named is the one the error names.
+    pub fn check_present(path: &std::path::Path) -> Result<(), InputError> {
+        std::fs::metadata(path)
+            .map(|_| ())
+            .map_err(|error| InputError::Unreadable {
+                path: path.to_owned(),
+                message: error.to_string(),
+            })
+    }
+}
