@@ -142,3 +142,51 @@ fn with_a_mid_model_three_tiers_reach_the_target_for_less_than_any_two() {
         .stdout(predicate::str::contains("predictive small→mid→large"))
         .stdout(predicate::str::contains("cascade small→mid→large"));
 }
+
+#[test]
+fn millions_of_requests_show_their_progress_and_the_tables_do_not_change() {
+    let simulate = |progress: &str| {
+        routeval()
+            .args([
+                "simulate",
+                "--requests",
+                "20000",
+                "--compare",
+                "--progress",
+                progress,
+            ])
+            .output()
+            .unwrap()
+    };
+    let (quiet, json) = (simulate("none"), simulate("json"));
+    assert!(quiet.status.success() && json.status.success());
+    assert_eq!(quiet.stdout, json.stdout);
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let events: Vec<serde_json::Value> = String::from_utf8(json.stderr)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "planned");
+    assert_eq!(events.first().unwrap()["total"], 20_000);
+    assert_eq!(events.last().unwrap()["event"], "finished");
+    let progress: Vec<u64> = events
+        .iter()
+        .filter(|event| event["event"] == "progress")
+        .map(|event| event["done"].as_u64().unwrap())
+        .collect();
+    assert_eq!(progress.last(), Some(&20_000), "{events:?}");
+    assert!(
+        progress.windows(2).all(|pair| pair[0] < pair[1]),
+        "{progress:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|event| event["stage"] == "simulate" && event["schema_version"] == 1)
+    );
+}

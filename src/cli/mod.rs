@@ -211,7 +211,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Gate(args) => gate::run(args, reporter.as_ref()),
         Command::Keygen(args) => gate::keygen(args),
         Command::Verify(args) => gate::verify(args),
-        Command::Simulate(args) => simulate::run(args),
+        Command::Simulate(args) => simulate::run(args, reporter.as_ref()),
         Command::Drift(args) => drift::run(args),
         Command::Report(args) => report::run(args),
         Command::Router(command) => router::run(command),

@@ -148,7 +148,7 @@ pub fn simulation(args: &SimulateArgs) -> Simulation {
     }
 }
 
-pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
+pub fn run(args: SimulateArgs, reporter: &dyn crate::events::Reporter) -> anyhow::Result<Outcome> {
     if args.out.is_none() && !args.compare {
         bail!("nothing to do: give --out FILE, --compare, or both");
     }
@@ -157,7 +157,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     if let Some(out) = &args.out {
         check_outputs(&[Output::new(out, "--out", &GRADED_OUTPUT)], &[])?;
     }
-    let rows = simulation.rows();
+    let rows = simulation.rows_reported(reporter);
     if let Some(out) = &args.out {
         write_graded_parquet(&to_table(&simulation, &rows, out.clone()), out)?;
     }

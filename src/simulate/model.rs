@@ -265,10 +265,38 @@ impl Simulation {
     /// own stream, so the small and large models' rows are those of the
     /// two-model simulation with the same seed.
     pub fn rows(&self) -> Vec<SimulatedRow> {
+        self.rows_reported(&crate::events::Silent)
+    }
+
+    /// [`Simulation::rows`], telling `reporter` how far it got (a hundred
+    /// times at most): millions of requests take seconds.
+    pub fn rows_reported(&self, reporter: &dyn crate::events::Reporter) -> Vec<SimulatedRow> {
+        use crate::events::Event;
+        let lane = || "requests".to_owned();
+        let total = self.requests as u64;
+        reporter.report(Event::Planned {
+            stage: "simulate",
+            lane: lane(),
+            total,
+        });
+        let every = (total / 100).max(1);
         let mut random = Random::new(self.seed);
         let mut mid_random = Random::new(self.seed ^ 0x6d69_645f_7469_6572);
-        (0..self.requests)
-            .map(|_| {
+        let rows = (0..self.requests)
+            .map(|index| {
+                let done = index as u64 + 1;
+                if done.is_multiple_of(every) || done == total {
+                    reporter.report(Event::Progress {
+                        stage: "simulate",
+                        lane: lane(),
+                        done,
+                        total,
+                        errors: 0,
+                        retries: 0,
+                        cached: 0,
+                        cost_usd: 0.0,
+                    });
+                }
                 let difficulty = random.beta(self.difficulty_alpha, self.difficulty_beta);
                 let router_score = difficulty + self.router_noise * random.normal();
                 let small_ok = random.chance(self.solve_probability(self.small_skill, difficulty));
@@ -294,7 +322,12 @@ impl Simulation {
                     mid_verifier_rejects,
                 }
             })
-            .collect()
+            .collect();
+        reporter.report(Event::Finished {
+            stage: "simulate",
+            lane: lane(),
+        });
+        rows
     }
 }
 
