@@ -29,6 +29,8 @@ pub enum Event {
         done: u64,
         total: u64,
         errors: u64,
+        /// Why the latest failed unit failed (a run's `error_kind`).
+        last_error: Option<String>,
         retries: u64,
         cached: u64,
         cost_usd: f64,

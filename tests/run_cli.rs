@@ -69,12 +69,14 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
     let out = directory.path().join("run");
     // Requests the server refused (400) are never retried, so some calls
     // fail for good: a run with failed calls is a failed check.
-    run_command(&config, &dataset, &out, &directory.path().join("cache"))
+    let ran = run_command(&config, &dataset, &out, &directory.path().join("cache"))
         .assert()
         .code(1)
-        .stderr(predicates::str::contains(
-            "calls ended in an error (see error_kind",
-        ));
+        .stderr(predicates::str::contains("calls ended in an error ("));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&ran.get_output().stdout).into_owned(),
+        String::from_utf8_lossy(&ran.get_output().stderr).into_owned(),
+    );
     let rows = read_all_responses(&out.join("responses.parquet")).unwrap();
     assert!(rows.iter().any(|row| !row.answered()));
     assert_eq!(rows.len(), 450, "one row per prompt and tier");
@@ -102,6 +104,22 @@ fn under_twenty_percent_faults_every_call_ends_in_one_row_with_a_reason() {
             }
         }
     }
+    // The closing line and the table say why the calls failed, by kind,
+    // as the rows do.
+    let error_line = stderr
+        .lines()
+        .find(|line| line.contains("calls ended in an error"))
+        .unwrap();
+    for (kind, count) in &kinds {
+        assert!(
+            error_line.contains(&format!("{kind} {count}")),
+            "{kind} {count}: {error_line}"
+        );
+    }
+    assert!(
+        stdout.contains("why") && stdout.contains("sent now"),
+        "{stdout}"
+    );
     let stats = sim.stats();
     eprintln!(
         "errors by kind: {kinds:?}; server: {:?} {:?}",

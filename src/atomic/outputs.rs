@@ -438,7 +438,6 @@ pub fn check_outputs(outputs: &[Output<'_>], inputs: &[Named<'_>]) -> Result<(),
         .collect();
     for (index, output) in outputs.iter().enumerate() {
         check_destination(output.path, output.flag)?;
-        check_format(output)?;
         // `b.toml` and `./b.toml`, or a path through a link, are one file
         // even before it exists.
         let resolved_output = resolved(output.path);
@@ -479,6 +478,9 @@ pub fn check_outputs(outputs: &[Output<'_>], inputs: &[Named<'_>]) -> Result<(),
         if here.is_some() {
             check_replaceable(output)?;
         }
+        // Last: a file that is an input, a run's or not routeval's is
+        // refused for that first, whatever its name says.
+        check_format(output)?;
     }
     Ok(())
 }

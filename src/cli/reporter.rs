@@ -106,6 +106,7 @@ impl Reporter for Bars {
                 done,
                 total,
                 errors,
+                last_error,
                 retries,
                 cost_usd,
                 ..
@@ -115,8 +116,9 @@ impl Reporter for Bars {
                     let elapsed = started.elapsed().max(Duration::from_millis(1));
                     bar.set_length(total);
                     bar.set_position(done);
+                    let why = last_error.map_or(String::new(), |kind| format!(" (last: {kind})"));
                     bar.set_message(format!(
-                        "errors {errors} retries {retries} {:.0} req/s ${cost_usd:.4}",
+                        "errors {errors}{why} retries {retries} {:.0} req/s ${cost_usd:.4}",
                         done as f64 / elapsed.as_secs_f64(),
                     ));
                 }

@@ -134,12 +134,16 @@ fn print_summary(
         reporter.report(match failed_calls_note {
             Some(note) => message(
                 Level::Note,
-                format!("{errors} calls ended in an error: {note}"),
+                format!(
+                    "{errors} calls ended in an error ({}): {note}",
+                    summary.failure_kinds()
+                ),
             ),
             None => message(
                 Level::Error,
                 format!(
-                    "{errors} calls ended in an error (see error_kind in {}); run the same command with --retry-errors to send them again",
+                    "{errors} calls ended in an error ({}; error_kind in {}); run the same command with --retry-errors to send them again",
+                    summary.failure_kinds(),
                     responses.display()
                 ),
             ),

@@ -140,6 +140,7 @@ pub async fn judge_all<E: ChatEndpoint>(
             done: judging.calls,
             total,
             errors: failed_calls,
+            last_error: None,
             retries: 0,
             cached: judging.cached,
             cost_usd: judging.cost_usd,

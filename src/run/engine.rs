@@ -2,7 +2,6 @@
 //! tier, each non-final tier's answers to the verifier, each call through the
 //! cache, the tier's limits and the retry policy, each outcome to disk.
 
-use crate::exit_codes::Interrupted;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -15,7 +14,7 @@ use super::prepare::Prepared;
 use super::progress::TierCounters;
 use super::settings::{RunSettings, Shard, verified_pairs};
 use super::store::{Done, compact, packed_key, packed_tier};
-use super::summary::{RunSummary, TierSummary};
+use super::summary::{ErrorKinds, RunSummary, TierSummary};
 use super::writer::write_rows;
 use crate::client::RunConfig;
 use crate::client::{Cache, CachedCall, cache_key};
@@ -23,6 +22,7 @@ use crate::client::{CallOutcome, Caller, estimate_tokens, input_tokens_estimate}
 use crate::client::{CallRequest, ChatEndpoint, Completion};
 use crate::client::{EndpointConfig, GenerationConfig};
 use crate::events::{Event, Reporter};
+use crate::exit_codes::Interrupted;
 use crate::rubric::PromptTemplate;
 use crate::schema::CallTier;
 use crate::schema::ResponseRow;
@@ -102,7 +102,8 @@ impl<E: ChatEndpoint> Context<E> {
 
     async fn emit(&self, row: ResponseRow) {
         let counters = &self.tier(row.tier).counters;
-        counters.finished(!row.answered(), row.cached, row.cost_usd);
+        let failed = (!row.answered()).then(|| row.error_kind.as_deref().unwrap_or("unknown"));
+        counters.finished(failed, row.cached, row.cost_usd);
         self.reporter.report(counters.progress(row.tier));
         // The writer only goes away when the run is stopped.
         let _ = self.rows.send(row).await;
@@ -416,7 +417,7 @@ pub async fn execute<E: ChatEndpoint>(
     writer.await.context("the writer failed")??;
 
     let rows = compact(&settings.out)?;
-    let tiers_counts = tier_counts(&settings.out)?;
+    let (tiers_counts, error_kinds) = tier_counts(&settings.out)?;
     let calls_per_sample = config.tiers.len() + verified_pairs(config).len();
     let expected = prompts * u64::from(generation.samples) * calls_per_sample as u64;
     manifest.complete = rows == expected;
@@ -429,6 +430,7 @@ pub async fn execute<E: ChatEndpoint>(
         rows,
         elapsed: started.elapsed(),
         manifest,
+        error_kinds,
     })
 }
 
@@ -612,9 +614,13 @@ fn summaries<E>(tiers: Vec<&TierState<E>>) -> Vec<TierSummary> {
 }
 
 /// The rows of each tier in the compacted responses table, for the
-/// manifest.
-fn tier_counts(out: &std::path::Path) -> anyhow::Result<BTreeMap<String, TierCounts>> {
+/// manifest, and why each tier's failed calls failed (`error_kind`, by
+/// count), over every session of the run.
+fn tier_counts(
+    out: &std::path::Path,
+) -> anyhow::Result<(BTreeMap<String, TierCounts>, ErrorKinds)> {
     let mut tiers_counts: BTreeMap<String, TierCounts> = BTreeMap::new();
+    let mut error_kinds = ErrorKinds::new();
     let responses = out.join(crate::schema::RESPONSES_FILE);
     for batch in crate::schema::read_responses(&responses, 8192)? {
         for row in batch? {
@@ -625,12 +631,21 @@ fn tier_counts(out: &std::path::Path) -> anyhow::Result<BTreeMap<String, TierCou
                 counts.answered += 1;
             } else {
                 counts.errors += 1;
+                let kind = row
+                    .error_kind
+                    .clone()
+                    .unwrap_or_else(|| "unknown".to_owned());
+                *error_kinds
+                    .entry(row.tier.name().to_owned())
+                    .or_default()
+                    .entry(kind)
+                    .or_default() += 1;
             }
             counts.cached += u64::from(row.cached);
             counts.cost_usd += row.cost_usd.unwrap_or_default();
         }
     }
-    Ok(tiers_counts)
+    Ok((tiers_counts, error_kinds))
 }
 
 /// Why a run stopped before every call was made.

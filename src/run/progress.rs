@@ -1,6 +1,7 @@
 //! Live counters of a run: each finished call updates its tier's and says
 //! so as an event, which the command line's reporter draws.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::events::Event;
@@ -17,13 +18,17 @@ pub struct TierCounters {
     pub cached: AtomicU64,
     /// The kernel's integer picodollars, so the sum is exact and atomic.
     pub picodollars: AtomicI64,
+    /// Why the latest failed call failed (its `error_kind`).
+    pub last_error: Mutex<Option<String>>,
 }
 
 impl TierCounters {
-    pub fn finished(&self, error: bool, cached: bool, cost: Option<f64>) {
+    /// One call finished; `error` is its `error_kind` where it failed.
+    pub fn finished(&self, error: Option<&str>, cached: bool, cost: Option<f64>) {
         self.done.fetch_add(1, Ordering::Relaxed);
-        if error {
+        if let Some(kind) = error {
             self.errors.fetch_add(1, Ordering::Relaxed);
+            *self.last_error.lock().expect("never poisoned") = Some(kind.to_owned());
         }
         if cached {
             self.cached.fetch_add(1, Ordering::Relaxed);
@@ -48,6 +53,7 @@ impl TierCounters {
             done: self.done.load(Ordering::Relaxed),
             total: self.planned.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().expect("never poisoned").clone(),
             retries: self.retries.load(Ordering::Relaxed),
             cached: self.cached.load(Ordering::Relaxed),
             cost_usd: self.dollars(),

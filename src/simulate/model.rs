@@ -292,6 +292,7 @@ impl Simulation {
                         done,
                         total,
                         errors: 0,
+                        last_error: None,
                         retries: 0,
                         cached: 0,
                         cost_usd: 0.0,
