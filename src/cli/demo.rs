@@ -125,16 +125,7 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
     ))?;
     if let Some(signed) = signed {
         println(&format!("signed route config: {}", signed.display()))?;
-        // The tables name their endpoints (the demo's: where `routeval
-        // serve-sim` listens by default); the demo's own serve-sim ran on a
-        // free port and is gone.
-        let urls = route_urls(&signed)?;
-        println(&format!(
-            "its routes call {}: start `routeval serve-sim --dataset {} --rubrics {}` there before serving it (docs/serve.md); docs/gate.md says how to point a table at your own upstream",
-            urls.join(", "),
-            dataset.display(),
-            rubrics.display()
-        ))?;
+        println(&serve_hint(&signed, &dataset, &rubrics)?)?;
     }
     println(&format!(
         "report: {}",
@@ -145,6 +136,18 @@ pub fn run(args_in: DemoArgs) -> anyhow::Result<Outcome> {
         started.elapsed().as_secs_f64()
     ))?;
     Ok(gated)
+}
+
+/// What to start before serving the signed config: the tables name their
+/// endpoints (the demo's: where `routeval serve-sim` listens by default),
+/// and the demo's own serve-sim ran on a free port and is gone.
+fn serve_hint(signed: &Path, dataset: &Path, rubrics: &Path) -> anyhow::Result<String> {
+    Ok(format!(
+        "its routes call {}: start `routeval serve-sim --dataset {} --rubrics {}` there before serving it (docs/serve.md); docs/gate.md says how to point a table at your own upstream",
+        route_urls(signed)?.join(", "),
+        dataset.display(),
+        rubrics.display()
+    ))
 }
 
 /// The run, and once more with `--retry-errors` for the calls that

@@ -30,6 +30,23 @@ pub struct Judging {
     pub cost_usd: f64,
 }
 
+impl Judging {
+    /// The judge's lane so far, of `total` calls, `failed_calls` failed.
+    fn progress(&self, total: u64, failed_calls: u64) -> Event {
+        Event::Progress {
+            stage: "grade",
+            lane: "judge".to_owned(),
+            done: self.calls,
+            total,
+            errors: failed_calls,
+            last_error: None,
+            retries: 0,
+            cached: self.cached,
+            cost_usd: self.cost_usd,
+        }
+    }
+}
+
 /// A judge call to make, by its cache key, and the checks its answer
 /// decides.
 type DistinctCall = (String, CallRequest, Vec<JudgeKey>);
@@ -134,17 +151,7 @@ pub async fn judge_all<E: ChatEndpoint>(
         judging.cached += u64::from(cached);
         judging.cost_usd += cost;
         failed_calls += u64::from(answer.is_err());
-        reporter.report(Event::Progress {
-            stage: "grade",
-            lane: "judge".to_owned(),
-            done: judging.calls,
-            total,
-            errors: failed_calls,
-            last_error: None,
-            retries: 0,
-            cached: judging.cached,
-            cost_usd: judging.cost_usd,
-        });
+        reporter.report(judging.progress(total, failed_calls));
         for check in checks {
             let verdict = answer
                 .clone()

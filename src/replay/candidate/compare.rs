@@ -39,11 +39,7 @@ pub(super) struct Order {
 }
 
 fn hex(hasher: Sha256) -> String {
-    hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    format!("{:x}", hasher.finalize())
 }
 
 impl Order {

@@ -244,10 +244,6 @@ impl Tally {
         }
     }
 
-    pub fn design(&self) -> Design {
-        self.design
-    }
-
     /// Counts one request, its label drawn with the design's probability.
     pub fn add(&mut self, row: &Logged) {
         let inclusion = self.design.labels.inclusion;
