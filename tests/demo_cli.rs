@@ -223,21 +223,14 @@ fn hinted_serve_sim_starts(stdout: &str, cwd: &std::path::Path) {
         .nth(1)
         .and_then(|rest| rest.split('`').next())
         .unwrap_or_else(|| panic!("no serve-sim command in {stdout}"));
-    let mut child = std::process::Command::new(crate::common::binary())
-        .current_dir(cwd)
-        .arg("serve-sim")
-        .args(hinted.split_whitespace())
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
+    let (mut child, first) = crate::common::first_line(
+        std::process::Command::new(crate::common::binary())
+            .current_dir(cwd)
+            .arg("serve-sim")
+            .args(hinted.split_whitespace())
+            .args(["--listen", "127.0.0.1:0"])
+            .stderr(std::process::Stdio::piped()),
+    );
     let _ = child.kill();
     let output = child.wait_with_output().unwrap();
     assert!(

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{Pipeline, serve_command, signed_single, write_keys};
+use crate::common::{Pipeline, signed_single, write_keys};
 
 /// `serve --check` of `config`, with the test keys, records in
 /// `directory/records`.
@@ -17,13 +17,7 @@ fn check(config: &Path, directory: &Path) -> Command {
     if !keys.exists() {
         write_keys(&keys);
     }
-    let mut command = serve_command(
-        config,
-        &pipeline.out.join("keys/demo.key.pub"),
-        &pipeline.out.join("router.bin"),
-        &keys,
-        &directory.join("records"),
-    );
+    let mut command = pipeline.serve_demo(config, &keys, &directory.join("records"));
     command.arg("--check");
     command
 }

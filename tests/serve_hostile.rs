@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, falling_back, log_events,
-    response, serve_command, served_records, signed_single, signed_table, sse_chunk, sse_head,
-    status_of, write_keys,
+    response, served_records, signed_single, signed_table, sse_chunk, sse_head, status_of,
+    write_keys,
 };
 
 /// serve in front of one upstream, with its records directory.
@@ -46,13 +46,7 @@ impl Front {
         let keys = directory.path().join("keys.toml");
         write_keys(&keys);
         let records = directory.path().join("records");
-        let mut command = serve_command(
-            config,
-            &pipeline.out.join("keys/demo.key.pub"),
-            &pipeline.out.join("router.bin"),
-            &keys,
-            &records,
-        );
+        let mut command = pipeline.serve_demo(config, &keys, &records);
         command.args(extra);
         (command, directory)
     }

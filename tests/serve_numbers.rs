@@ -10,8 +10,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, response, routeval, serve_command,
-    served_records, signed_single, start_serve, status_of, write_keys,
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, response, routeval, served_records,
+    signed_single, start_serve, status_of, write_keys,
 };
 
 /// A route whose answer reports the usage the prompt asks for: a user
@@ -107,13 +107,7 @@ fn extreme_numbers_from_a_client_or_a_route_never_take_serve_down_or_block_its_r
     write_keys(&keys);
     let records = directory.path().join("records");
     let command = || {
-        let mut command = serve_command(
-            &config,
-            &pipeline.out.join("keys/demo.key.pub"),
-            &pipeline.out.join("router.bin"),
-            &keys,
-            &records,
-        );
+        let mut command = pipeline.serve_demo(&config, &keys, &records);
         command.arg("--trust-slice-header");
         command
     };
@@ -218,16 +212,10 @@ fn a_keys_file_that_gives_a_key_an_empty_slice_is_refused_at_start() {
     .unwrap();
     let records = directory.path().join("records");
     // A serve that took the file would listen until killed.
-    let output = assert_cmd::Command::from_std(serve_command(
-        &config,
-        &pipeline.out.join("keys/demo.key.pub"),
-        &pipeline.out.join("router.bin"),
-        &keys,
-        &records,
-    ))
-    .timeout(std::time::Duration::from_secs(30))
-    .output()
-    .unwrap();
+    let output = assert_cmd::Command::from_std(pipeline.serve_demo(&config, &keys, &records))
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("keys[0]: slice is empty"), "{stderr}");

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, ScriptedUpstream, Served, Step, completion, deploy, falling_back, gate_single,
-    log_events, log_lines, proxy_python, ready_at, response, run_python, serve_command,
-    served_records, signed_single, signed_table, write_keys,
+    log_events, log_lines, proxy_python, ready_at, response, run_python, served_records,
+    signed_single, signed_table, write_keys,
 };
 
 /// A prompt whose words must never reach the log.
@@ -56,13 +56,7 @@ fn serve(config: &Path, directory: &Path, extra: &[&str]) -> Served {
     let pipeline = Pipeline::shared();
     let keys = directory.join("keys.toml");
     write_keys(&keys);
-    let mut command = serve_command(
-        config,
-        &pipeline.out.join("keys/demo.key.pub"),
-        &pipeline.out.join("router.bin"),
-        &keys,
-        &directory.join("records"),
-    );
+    let mut command = pipeline.serve_demo(config, &keys, &directory.join("records"));
     command.args(extra);
     Served::start(&mut command)
 }
@@ -859,18 +853,8 @@ struct Collector {
 impl Collector {
     fn start(python: &std::ffi::OsStr, directory: &Path) -> Collector {
         let spans = directory.join("spans.jsonl");
-        let mut child = Command::new(python)
-            .args(["-c", COLLECTOR])
-            .arg(&spans)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let (child, line) =
+            crate::common::first_line(Command::new(python).args(["-c", COLLECTOR]).arg(&spans));
         let port = line
             .trim()
             .parse()

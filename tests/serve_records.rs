@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, log_events, response,
-    routeval, serve_command, served_records, signed_single, write_keys,
+    routeval, served_records, signed_single, write_keys,
 };
 
 /// `routeval serve` of a config signed for `upstream` (as `name`), as a
@@ -32,13 +32,7 @@ fn serve_of(config: &Path, directory: &Path) -> Command {
     let pipeline = Pipeline::shared();
     let keys = directory.join("keys.toml");
     write_keys(&keys);
-    serve_command(
-        config,
-        &pipeline.out.join("keys/demo.key.pub"),
-        &pipeline.out.join("router.bin"),
-        &keys,
-        &directory.join("records"),
-    )
+    pipeline.serve_demo(config, &keys, &directory.join("records"))
 }
 
 /// A route that answers at once, and fails at once a request that says

@@ -345,20 +345,13 @@ fn faults_arrive_as_configured() {
 #[test]
 fn the_command_prints_its_address_and_serves() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_routeval"))
-        .args(["serve-sim", "--listen", "127.0.0.1:0", "--dataset"])
-        .arg(root.join("datasets/demo/prompts.jsonl"))
-        .arg("--rubrics")
-        .arg(root.join("rubrics"))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let (mut child, line) = crate::common::first_line(
+        std::process::Command::new(env!("CARGO_BIN_EXE_routeval"))
+            .args(["serve-sim", "--listen", "127.0.0.1:0", "--dataset"])
+            .arg(root.join("datasets/demo/prompts.jsonl"))
+            .arg("--rubrics")
+            .arg(root.join("rubrics")),
+    );
     let address: SocketAddr = line
         .split("http://")
         .nth(1)

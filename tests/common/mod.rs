@@ -38,7 +38,7 @@ pub use graded::{
     write_parquet, write_parquet_batch,
 };
 pub use litellm::{Proxy, cooldown_of, loads_into_litellm, proxy_python};
-pub use process::{binary, flowing};
+pub use process::{binary, first_line, flowing};
 pub use records::{records_from_results, table_with_fallback, write_day};
 pub use run::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,

@@ -15,6 +15,22 @@ pub fn binary() -> PathBuf {
     assert_cmd::cargo::cargo_bin("routeval")
 }
 
+/// `command` started with its stdout piped, and the first line it printed
+/// (a server's address, as serve-sim and the test collectors print it).
+pub fn first_line(command: &mut std::process::Command) -> (std::process::Child, String) {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (child, line)
+}
+
 /// `prompts` prompts served by a sim answering after `ttft_ms` (at
 /// `tokens_per_second`, 0 for at once), and a config with `concurrency` per
 /// tier and no verifier: (the sim, the dataset, the config).

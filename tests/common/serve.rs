@@ -350,6 +350,17 @@ impl Pipeline {
 
     /// `routeval gate --target TARGET` of `tables` on the demo's results,
     /// with its predictive calibration, its router pinned and its key,
+    /// [`serve_command`] of `config` with the demo's public key and router.
+    pub fn serve_demo(&self, config: &Path, keys: &Path, records: &Path) -> Command {
+        serve_command(
+            config,
+            &self.out.join("keys/demo.key.pub"),
+            &self.out.join("router.bin"),
+            keys,
+            records,
+        )
+    }
+
     /// into `out`; more flags may follow.
     pub fn gate_pinned(&self, tables: &[&Path], target: &str, out: &Path) -> assert_cmd::Command {
         self.gate_calibrated(tables, target, out, "predictive")
