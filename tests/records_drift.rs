@@ -627,7 +627,7 @@ fn a_directory_of_records_is_refused_in_one_line_that_says_what_to_run() {
 }
 
 #[test]
-fn beside_graded_results_the_records_sections_follow_the_summary() {
+fn beside_graded_results_the_records_sections_follow_the_decision_and_the_calibrations() {
     let shared = RecordsReport::shared();
     let full = shared.workspace.path("full");
     routeval()
@@ -640,11 +640,20 @@ fn beside_graded_results_the_records_sections_follow_the_summary() {
         .assert()
         .success();
     let html = std::fs::read_to_string(full.join("report.html")).unwrap();
-    let slices = html.find("<h2>Summary</h2>").expect("the slices' summary");
+    let slices = html
+        .find("<h3>Calibrations</h3>")
+        .expect("the slices' summary");
     let records = html
         .find("Breakers and fallback")
         .expect("the records' section");
-    assert!(slices < records);
+    let decision = html.find("<h2>Decision</h2>").expect("the first screen");
+    assert!(decision < slices && slices < records);
+    // In the summary the replay is a line that points at the report.
+    let summary = std::fs::read_to_string(full.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("- Breakers and hedging replayed on the records: in the report."),
+        "{summary}"
+    );
 }
 
 #[test]

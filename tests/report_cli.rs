@@ -2,7 +2,6 @@
 //! draws, and a Markdown summary.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::{Workspace, example_routes};
 use crate::common::{example_results, routeval};
@@ -75,27 +74,16 @@ fn the_html_is_self_contained_and_has_every_section() {
     );
 
     let summary = std::fs::read_to_string(workspace.path("report").join("summary.md")).unwrap();
+    assert!(summary.contains("**Signed** `"), "{summary}");
     assert!(
-        summary
-            .contains("**Calibration** (predictive policy, target 0.9): 4 of 4 slices feasible.")
+        summary.contains("| `predictive.toml` | chosen |"),
+        "{summary}"
     );
-    assert!(summary.contains("**Gate:** chose"));
-    assert!(summary.contains("**Drift:** ok"));
-}
-
-/// Debian's Chromium, or `None` after saying the test is skipped. `.ci/run`
-/// installs it, so CI never skips.
-fn chromium() -> Option<PathBuf> {
-    let path = Path::new("/usr/bin/chromium");
-    if path.exists() {
-        return Some(path.to_owned());
-    }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "chromium is not installed; .ci/run installs it"
+        summary.contains("| `always-large.toml` | passed |"),
+        "{summary}"
     );
-    eprintln!("skipped: chromium is not installed (apt-get install chromium)");
-    None
+    assert!(summary.contains("\n- **Drift:** ok\n"), "{summary}");
 }
 
 /// Pixels within a small distance of `color`.
@@ -113,37 +101,12 @@ fn pixels_near(image: &[u8], channels: usize, color: [u8; 3]) -> usize {
 
 #[test]
 fn chromium_draws_the_charts() {
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = crate::common::browser::chromium() else {
+        return;
+    };
     let workspace = Workspace::new();
     let report = full_report(&workspace).join("report.html");
-    let screenshot = workspace.path("report.png");
-    let output = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1280,2400",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            workspace.path("chromium-profile").display()
-        ))
-        .arg(format!("--screenshot={}", screenshot.display()))
-        .arg(format!("file://{}", report.display()))
-        .output()
-        .unwrap();
-    assert!(
-        screenshot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-
+    let screenshot = crate::common::browser::screenshot(&chromium, &report, 1280, 2400);
     let decoder = png::Decoder::new(std::io::BufReader::new(
         std::fs::File::open(&screenshot).unwrap(),
     ));
@@ -188,19 +151,41 @@ fn each_curve_is_drawn_on_its_policys_score_column() {
         flags.extend_from_slice(extra);
         report(&both, "router", &flags)
     };
+    let cascade_on_score = ["--cascade-score-col", "score"];
     // Both curves on router_score: as if it were the file's score.
     assert_eq!(
         on_router(&["--cascade-score-col", "router_score"]),
-        report(&moved, "moved", &[])
+        report(
+            &moved,
+            "moved",
+            &[
+                "--predictive-score-col",
+                "score",
+                "--cascade-score-col",
+                "score"
+            ]
+        )
     );
     // Only the predictive curve moves to router_score.
-    let split = on_router(&[]);
-    assert_ne!(split, report(&both, "plain", &[]));
-    assert_ne!(split, report(&moved, "moved", &[]));
+    let split = on_router(&cascade_on_score);
+    let both_on_score = [
+        "--predictive-score-col",
+        "score",
+        "--cascade-score-col",
+        "score",
+    ];
+    assert_ne!(split, report(&both, "plain", &both_on_score));
+    assert_ne!(split, report(&moved, "moved", &both_on_score));
+    assert!(split.contains(">cascade</text>"));
     let html = std::fs::read_to_string(workspace.path("router").join("report.html")).unwrap();
     assert!(html.contains(
         "predictive curves on <code>router_score</code>, cascade curves on <code>score</code>"
     ));
+    // Nothing names a cascade (no calibration of it, no column): its curve
+    // was never evaluated, and is not drawn.
+    let unnamed = on_router(&[]);
+    assert!(unnamed.contains(">predictive</text>"));
+    assert!(!unnamed.contains(">cascade</text>"));
 }
 
 #[test]
@@ -236,14 +221,115 @@ fn a_calibration_per_policy_marks_each_policys_thresholds() {
         );
         assert!(html.contains(&format!("Quality and escalation by threshold ({policy})")));
     }
+    // Two chosen points, told apart by colour: each its policy's curve's.
+    for colour in ["#1f77b4", "#9467bd"] {
+        assert!(
+            html.contains(&format!("r=\"6\" fill=\"{colour}\"")),
+            "{colour}"
+        );
+    }
+    // Without a gate, the summary leads with the first calibration given.
     let markdown = std::fs::read_to_string(workspace.path("two").join("summary.md")).unwrap();
-    assert!(markdown.contains("**Calibration** (cascade policy"));
-    assert!(markdown.contains("**Calibration** (predictive policy"));
+    assert!(markdown.contains("**No gate report:**"), "{markdown}");
+    assert!(
+        markdown.contains("**Guaranteed per slice**, calibration: cascade on score, plain fit"),
+        "{markdown}"
+    );
 
     report(&[&predictive, &predictive], "twice")
         .code(2)
         .stderr(predicates::str::contains(
-            "predictive.json: a second calibration of the predictive policy",
+            "predictive.json: a second plain calibration of the predictive policy",
         ));
     assert!(!workspace.path("twice").exists());
+}
+
+#[test]
+fn each_candidate_says_why_it_was_chosen_passed_or_failed() {
+    let workspace = Workspace::new();
+    // The predictive table's thresholds were calibrated for 0.9: at a
+    // target of 0.95 only always-large passes.
+    workspace
+        .gate(
+            &[
+                example_routes("predictive.toml"),
+                example_routes("always-large.toml"),
+            ],
+            "dist",
+            &["--target", "0.95"],
+        )
+        .code(0);
+    let gate = workspace.report("dist");
+    let failed = &gate.candidates[0];
+    assert!(!failed.passed);
+    let first = &failed.failures[0];
+    routeval()
+        .args(["report", "--results"])
+        .arg(example_results())
+        .arg("--gate")
+        .arg(workspace.path("dist").join("gate-report.json"))
+        .arg("--out")
+        .arg(workspace.path("report"))
+        .assert()
+        .code(0);
+    let html = std::fs::read_to_string(workspace.path("report").join("report.html")).unwrap();
+    let start = html
+        .find("<tr class=\"failed\"><td><code>predictive.toml</code></td><td>failed</td>")
+        .unwrap_or_else(|| panic!("no row for the failed candidate"));
+    let row = &html[start..start + html[start..].find("</tr>").unwrap()];
+    // Its verdict, then its first failure: rule, slice and the gate's words.
+    let rule = serde_json::to_value(first.rule).unwrap();
+    assert!(
+        row.contains(&format!(
+            "<td class=\"why\">{} [{}]: {}",
+            rule.as_str().unwrap(),
+            first.slice.as_deref().unwrap(),
+            first.message
+        )),
+        "{row}"
+    );
+    if failed.failures.len() > 1 {
+        assert!(
+            row.contains(&format!("(and {} more failure", failed.failures.len() - 1)),
+            "{row}"
+        );
+    }
+    let summary = std::fs::read_to_string(workspace.path("report").join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| `predictive.toml` | failed |")
+            && summary.contains("| `always-large.toml` | chosen |")
+            && summary.contains("the only candidate that passed every rule"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_gate_that_signed_nothing_says_so_first() {
+    let workspace = Workspace::new();
+    let candidates = [
+        example_routes("predictive.toml"),
+        example_routes("always-large.toml"),
+    ];
+    let report = |gate: &str| {
+        routeval()
+            .args(["report", "--results"])
+            .arg(example_results())
+            .arg("--gate")
+            .arg(workspace.path(gate).join("gate-report.json"))
+            .arg("--out")
+            .arg(workspace.path(&format!("{gate}-report")))
+            .assert()
+            .code(0);
+        std::fs::read_to_string(workspace.path(&format!("{gate}-report")).join("summary.md"))
+            .unwrap()
+    };
+    // No candidate reaches 0.999: nothing is chosen, nothing signed.
+    let assert = workspace.gate(&candidates, "none", &["--target", "0.999"]);
+    assert_ne!(assert.get_output().status.code(), Some(0));
+    let summary = report("none");
+    assert!(
+        summary.contains("**Nothing signed:** none of the 2 candidates passed every rule."),
+        "{summary}"
+    );
+    assert!(!summary.contains("**Guaranteed per slice**"), "{summary}");
 }

@@ -173,6 +173,12 @@ fn the_summary_and_the_gate_markdown_are_pinned() {
     assert!(!path("refused").exists());
     // Each slice's cost–quality chart draws the move as an arrow.
     assert_eq!(html.matches("class=\"change\"").count(), 4);
+    // A pull-request comment: the decision, the change and the rest in at
+    // most 30 lines.
+    for report in ["change", "report"] {
+        let summary = read(&path(report).join("summary.md"));
+        assert!(summary.lines().count() <= 30, "{report}:\n{summary}");
+    }
     check(
         "summary-change.md",
         &read(&path("change").join("summary.md")),

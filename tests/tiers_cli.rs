@@ -557,7 +557,9 @@ fn the_report_draws_the_three_tier_frontier_against_the_two_tier_curves() {
     );
     let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
-        summary.contains("**Calibration of 3 tiers** (predictive small→mid→large, target 0.95)"),
+        summary.contains(
+            "**Guaranteed per slice**, calibration: predictive small→mid→large on score, plain fit, target 0.95"
+        ),
         "{summary}"
     );
     assert!(

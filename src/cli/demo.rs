@@ -370,6 +370,7 @@ fn report(
             &"--calibration",
             &path("calibration-cascade.json"),
             &path("calibration-predictive.json"),
+            &path("calibration-predictive-certified.json"),
             &path("calibration-predictive-three-tier.json"),
             &"--gate",
             &gate_dir.join("gate-report.json"),

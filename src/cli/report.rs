@@ -44,7 +44,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "D", default_value = "0.01")]
     pub max_regression: Margin,
 
-    /// The confidence of the paired comparison with --baseline.
+    /// The confidence of the paired comparison with --baseline, and of what
+    /// the first screen says a slice without a bound would certify.
     #[arg(long, value_name = "C", default_value = "0.95")]
     pub confidence: Confidence,
 

@@ -8,11 +8,11 @@ use anyhow::{Context, bail};
 use serde::de::DeserializeOwned;
 
 use super::html::render;
-use super::kit::{ReportInputs, insert_before_body_end};
+use super::kit::{Drawn, ReportInputs, insert_before_body_end};
 use super::markdown::summary;
 use super::{
     Change, ChangeRows, REPORT_HTML_OUTPUT, REPORT_SUMMARY_OUTPUT, RecordsDocuments,
-    SUMMARY_MARKER, change, proposed_from_calibration, records_page, records_section,
+    SUMMARY_MARKER, change, decide, proposed_from_calibration, records_page, records_section,
     records_summary, replay_page, replay_summary, slice_curves,
 };
 use crate::atomic::{Named, Output, Staged, check_outputs, commit_all};
@@ -133,6 +133,7 @@ pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
         None => None,
     };
     let curves = slice_curves(&table, &predictive_scores, &cascade_scores);
+    let signed = signed_config(gate.as_ref());
     let results_path = results.display().to_string();
     let inputs = ReportInputs {
         title: &options.title,
@@ -148,19 +149,52 @@ pub fn report(options: &ReportOptions) -> anyhow::Result<Written> {
         replay: replay.as_ref(),
         records: (!records.is_empty()).then_some(&records),
         tiered: &tiered,
+        signed: signed.as_ref(),
+        confidence: options.confidence.get(),
+        drawn: drawn(options, &calibrations),
     };
     std::fs::create_dir_all(&options.out)
         .with_context(|| format!("{}: cannot create (--out)", options.out.display()))?;
+    let decision = decide(&inputs);
     write_pages(
         &html_path,
-        &render(&inputs),
+        &render(&inputs, &decision),
         &markdown_path,
-        &summary(&inputs, &html_path.display().to_string()),
+        &summary(&inputs, &decision, &html_path.display().to_string()),
     )?;
     Ok(Written {
         html: html_path,
         markdown: markdown_path,
     })
+}
+
+/// The two-tier curves a report draws: a policy's when a two-tier
+/// calibration of it was given or its score column named, and the predictive one over the
+/// results' score when nothing names either.
+fn drawn(options: &ReportOptions, calibrations: &[CalibrationDocument]) -> Drawn {
+    let named = |policy: Policy, flag: &Option<String>| {
+        flag.is_some()
+            || calibrations
+                .iter()
+                .any(|calibration| calibration.policy == policy)
+    };
+    let cascade = named(Policy::Cascade, &options.cascade_score_col);
+    let predictive = named(Policy::Predictive, &options.predictive_score_col);
+    Drawn {
+        predictive: predictive || !cascade,
+        cascade,
+    }
+}
+
+/// The config the gate signed, where `emitted` names a file that is still
+/// the one it signed (its sha256): its expiry is read from it.
+fn signed_config(gate: Option<&GateReport>) -> Option<RouteConfig> {
+    let emitted = gate?.emitted.as_ref()?;
+    let bytes = std::fs::read(&emitted.config).ok()?;
+    if sha256_hex(&bytes) != emitted.sha256 {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// Every input the report reads, named by its flag.
@@ -269,13 +303,20 @@ fn calibrations(
             tiered.push(calibration);
             continue;
         }
-        if calibrations
-            .iter()
-            .any(|other| other.policy == calibration.policy)
-        {
+        // A plain fit and a certified one of a policy are both shown: what
+        // the guarantee costs is the difference.
+        if calibrations.iter().any(|other| {
+            other.policy == calibration.policy
+                && other.confidence.is_some() == calibration.confidence.is_some()
+        }) {
             bail!(
-                "{}: a second calibration of the {} policy (--calibration takes one per policy)",
+                "{}: a second {} calibration of the {} policy (--calibration takes one plain and one certified per policy)",
                 path.display(),
+                if calibration.confidence.is_some() {
+                    "certified"
+                } else {
+                    "plain"
+                },
                 calibration.policy.name()
             );
         }

@@ -9,10 +9,11 @@ use crate::stats::PairedVerdict;
 
 use super::PAGE_START;
 use super::change::Change;
+use super::decision::Decision;
 use super::kit::{GREY, ORANGE, PURPLE, ReportInputs, STYLE, table, tier_path, tiered_rows};
 use super::svg::{bars, escape};
 
-pub fn render(inputs: &ReportInputs<'_>) -> String {
+pub fn render(inputs: &ReportInputs<'_>, decision: &Decision) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -28,9 +29,11 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
         escape(inputs.results_sha256),
         env!("CARGO_PKG_VERSION")
     );
+    super::first_screen::decision_section(&mut out, decision);
     if let Some(change) = inputs.change {
         change_section(&mut out, change);
     }
+    out.push_str("<h2 id=\"evidence\">The evidence</h2>");
     summary(&mut out, inputs);
     if let Some(gate) = inputs.gate {
         gate_section(&mut out, gate);
@@ -56,7 +59,7 @@ pub fn render(inputs: &ReportInputs<'_>) -> String {
 fn change_section(out: &mut String, change: &Change) {
     let _ = write!(
         out,
-        "<h2>The change</h2><p>The deployed config (version {}) against {}, on the same rows. A slice regressed when the paired test shows its quality more than {} below the deployed one's.</p><table><tr><th>slice</th><th>threshold</th><th>quality</th><th>quality change</th><th>$/1k req</th><th>$/1k change</th><th>escalated</th><th>verdict</th></tr>",
+        "<h2>The change</h2><p>The deployed config (version {}) against {}, on the same rows. A slice regressed when the paired test shows its quality more than {} below the deployed one's.</p><div class=\"scroll\"><table><tr><th>slice</th><th>threshold</th><th>quality</th><th>quality change</th><th>$/1k req</th><th>$/1k change</th><th>escalated</th><th>verdict</th></tr>",
         change.deployed_version,
         escape(&change.proposal),
         change.margin
@@ -81,11 +84,11 @@ fn change_section(out: &mut String, change: &Change) {
             text.verdict
         );
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
 }
 
 fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
-    out.push_str("<h2>Summary</h2>");
+    out.push_str("<h3>Calibrations</h3>");
     let [predictive, cascade] = inputs.score_columns;
     let _ = write!(
         out,
@@ -116,7 +119,7 @@ fn summary(out: &mut String, inputs: &ReportInputs<'_>) {
     for calibration in inputs.calibrations {
         for column in ["threshold", "quality", "$/1k req", "saved vs large"] {
             header.push(if named {
-                format!("{} {column}", calibration.policy.name())
+                format!("{} {column}", super::kit::calibration_name(calibration))
             } else {
                 column.to_owned()
             });
@@ -220,22 +223,39 @@ fn audit_tables(out: &mut String, calibrations: &[CalibrationDocument]) {
 
 fn gate_section(out: &mut String, gate: &GateReport) {
     out.push_str("<h2>Gate</h2>");
-    let mut header = vec![String::new()];
-    header.extend(
-        gate.candidates
-            .iter()
-            .map(|candidate| candidate.file.clone()),
-    );
-    let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    table(
-        out,
-        &header,
-        comparison_rows(gate).into_iter().map(|(label, cells)| {
-            let mut row = vec![label];
-            row.extend(cells);
-            row
-        }),
-    );
+    // Headed by file names, the full path in each one's tooltip, and the
+    // chosen candidate's column highlighted.
+    let chosen: Vec<bool> = gate
+        .candidates
+        .iter()
+        .map(|candidate| Some(&candidate.file) == gate.chosen.as_ref())
+        .collect();
+    let class = |index: usize| {
+        if chosen[index] {
+            " class=\"chosen\""
+        } else {
+            ""
+        }
+    };
+    out.push_str("<div class=\"scroll\"><table id=\"gate\"><tr><th></th>");
+    for (index, candidate) in gate.candidates.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<th{} title=\"{}\">{}</th>",
+            class(index),
+            escape(&candidate.file),
+            escape(&super::decision::file_name(&candidate.file))
+        );
+    }
+    out.push_str("</tr>");
+    for (label, cells) in comparison_rows(gate) {
+        let _ = write!(out, "<tr><td>{}</td>", escape(&label));
+        for (index, cell) in cells.iter().enumerate() {
+            let _ = write!(out, "<td{}>{}</td>", class(index), escape(cell));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table></div>");
     for candidate in &gate.candidates {
         for failure in &candidate.failures {
             let _ = write!(

@@ -23,6 +23,13 @@ pub(super) const GREY: &str = "#7f7f7f";
 pub(super) const RED: &str = "#d62728";
 /// Calibrations of more than two tiers.
 pub(super) const TEAL: &str = "#17becf";
+/// Certified calibrations' chosen points.
+pub(super) const BROWN: &str = "#8c564b";
+pub(super) const PINK: &str = "#e377c2";
+/// The deployed config's point.
+pub(super) const BLACK: &str = "#222222";
+/// The cascade's calibrations of more than two tiers.
+pub(super) const OLIVE: &str = "#bcbd22";
 
 /// Points per plotted curve.
 const CURVE_POINTS: usize = 400;
@@ -52,6 +59,51 @@ pub struct ReportInputs<'a> {
     /// Calibrations of more than two tiers, at most one per policy: their
     /// frontiers are drawn against the two-tier curves.
     pub tiered: &'a [CalibrationDocument],
+    /// The config the gate signed, as read from `emitted`, where it could be.
+    pub signed: Option<&'a crate::routes::RouteConfig>,
+    /// What a slice without a bound would certify is said at this
+    /// confidence (`--confidence`).
+    pub confidence: f64,
+    /// Which policies' curves were evaluated here: a curve is drawn only
+    /// for a policy with a calibration or a score column named for it.
+    pub drawn: Drawn,
+}
+
+/// The policies whose curves the report draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    pub predictive: bool,
+    pub cascade: bool,
+}
+
+impl Drawn {
+    pub fn policy(self, policy: crate::schema::Policy) -> bool {
+        match policy {
+            crate::schema::Policy::Predictive => self.predictive,
+            crate::schema::Policy::Cascade => self.cascade,
+        }
+    }
+}
+
+/// How a calibration is told from another of its policy on the charts:
+/// its policy, and `certified` for one with a guarantee.
+pub(super) fn calibration_name(calibration: &CalibrationDocument) -> String {
+    match calibration.confidence {
+        Some(_) => format!("{} certified", calibration.policy.name()),
+        None => calibration.policy.name().to_owned(),
+    }
+}
+
+/// The colour of a calibration's chosen point and threshold: its curve's,
+/// or for a certified one a colour of its own.
+pub(super) fn chosen_color(calibration: &CalibrationDocument) -> &'static str {
+    use crate::schema::Policy;
+    match (calibration.policy, calibration.confidence.is_some()) {
+        (Policy::Predictive, false) => BLUE,
+        (Policy::Predictive, true) => BROWN,
+        (Policy::Cascade, false) => PURPLE,
+        (Policy::Cascade, true) => PINK,
+    }
 }
 
 /// A page of its own: the title, then what `body` writes.
@@ -67,12 +119,17 @@ pub(super) fn page(title: &str, body: impl FnOnce(&mut String)) -> String {
 }
 
 pub(super) const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}\
-h1{font-size:1.6rem}h2{margin-top:2.5rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}\
+h1{font-size:1.6rem}h2{margin-top:2.5rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}h3{margin-top:1.6rem}\
+p,li,summary{overflow-wrap:anywhere}\
+.scroll{overflow-x:auto;max-width:100%}\
 table{border-collapse:collapse;margin:.8rem 0;font-size:.9rem}th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}\
-th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}\
-.charts{display:flex;flex-wrap:wrap;gap:1rem}.chart{border:1px solid #eee}\
-.chart .title{font-size:14px;font-weight:600}.chart .tick{font-size:11px;fill:#444}.chart .axis{font-size:12px;fill:#222}.chart .marker{font-size:11px;fill:#222}\
-.ok{color:#2ca02c}.watch{color:#b8860b}.recalibrate,.rejected{color:#d62728}details{margin:.5rem 0}code{background:#f5f5f5;padding:0 .2rem}";
+th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}td.why,th.why{text-align:left;min-width:16rem}td code{overflow-wrap:normal;white-space:nowrap}\
+tr.chosen td,td.chosen,th.chosen{background:#e8f4e8;font-weight:600}tr.failed td{color:#8a1c1c}tr.watch td{background:#fdf6e3}\
+#decision{border:2px solid #2ca02c;border-radius:6px;padding:0 1rem .6rem;margin-top:1.5rem}#decision h2{margin-top:1rem}\
+.charts{display:flex;flex-wrap:wrap;gap:1rem;overflow-x:auto;max-width:100%}.chart{border:1px solid #eee;width:100%;max-width:560px;min-width:480px;height:auto;flex:0 1 560px}\
+.chart .title{font-size:15px;font-weight:600}.chart .tick{font-size:12px;fill:#444}.chart .axis{font-size:13px;fill:#222}.chart .marker{font-size:12px;fill:#222}\
+@media (max-width:600px){body{margin:1rem auto;padding:0 .5rem}}\
+.ok{color:#2ca02c}.watch{color:#b8860b}.recalibrate,.rejected{color:#d62728}details{margin:.5rem 0}code{background:#f5f5f5;padding:0 .2rem;overflow-wrap:anywhere}";
 
 pub(super) fn curve_points(
     curve: &Curve,
@@ -86,7 +143,7 @@ pub(super) fn curve_points(
 }
 
 pub(super) fn table(out: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>) {
-    out.push_str("<table><tr>");
+    out.push_str("<div class=\"scroll\"><table><tr>");
     for cell in header {
         let _ = write!(out, "<th>{}</th>", escape(cell));
     }
@@ -98,7 +155,7 @@ pub(super) fn table(out: &mut String, header: &[&str], rows: impl Iterator<Item 
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
 }
 
 pub(super) fn threshold_text(threshold: f64) -> String {

@@ -1,6 +1,9 @@
 //! `routeval report`: what a reviewer reads before approving a route change.
-//! From the graded results, and optionally a calibration, a gate report and a
-//! drift document, it writes a self-contained HTML file with SVG charts (per
+//! The page and the summary open on the decision ([`Decision`]: what was
+//! signed, why each candidate won or lost, what is guaranteed per slice,
+//! what it costs). From the graded results, and optionally a calibration, a
+//! gate report and a drift document, it writes a self-contained HTML file
+//! with SVG charts (per
 //! slice: the cost–quality curve with always-small, always-large, the oracle
 //! and the chosen threshold; quality, cost and escalation by threshold;
 //! cascade against predictive; drift) and the tables behind them, plus a
@@ -12,7 +15,9 @@
 
 mod change;
 mod curves;
+mod decision;
 mod engine;
+mod first_screen;
 mod html;
 mod kit;
 mod markdown;
@@ -57,10 +62,11 @@ pub const REPORT_SUMMARY_OUTPUT: crate::atomic::OutputKind = crate::atomic::Outp
 
 pub use change::{Change, ChangeRows, SliceChange, change, proposed_from_calibration};
 pub use curves::{SliceCurves, slice_curves};
+pub use decision::{Decision, decide, rows_to_certify};
 pub use engine::{ReportOptions, Written, report};
 pub use html::render;
 pub use kit::ReportInputs;
 pub use markdown::summary;
 pub use records::{RecordsDocuments, records_page, records_section, records_summary};
 pub use replay::{replay_page, replay_summary};
-pub use svg::{Chart, Marker, Rule, Series, Style, escape};
+pub use svg::{Chart, Marker, Rule, Series, Style, Vertical, escape};

@@ -243,22 +243,26 @@ pub fn records_page(title: &str, documents: &RecordsDocuments) -> String {
     super::kit::page(title, |out| records_section(out, documents))
 }
 
+/// A candidate's estimate on production traffic, in one Markdown line.
+pub(super) fn production_line(candidate: &crate::schema::CandidateReplay) -> String {
+    let overall = &candidate.overall;
+    format!(
+        "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%; {}",
+        code(&candidate.candidate.path),
+        overall.requests,
+        candidate.logged_by.version,
+        candidate.labels.rows,
+        overall.quality.dr,
+        overall.quality_difference,
+        overall.escalation_rate.estimate * 100.0,
+        candidate.bound_described()
+    )
+}
+
 /// The records' lines of the Markdown summary.
 pub fn records_summary(out: &mut String, documents: &RecordsDocuments) {
     for candidate in &documents.candidates {
-        let overall = &candidate.overall;
-        let _ = writeln!(
-            out,
-            "**On production traffic**, {} ({} requests of config version {}, {} labelled): quality {} (doubly robust), against the running config {}, escalation {:.1}%; {}\n",
-            code(&candidate.candidate.path),
-            overall.requests,
-            candidate.logged_by.version,
-            candidate.labels.rows,
-            overall.quality.dr,
-            overall.quality_difference,
-            overall.escalation_rate.estimate * 100.0,
-            candidate.bound_described()
-        );
+        let _ = writeln!(out, "{}\n", production_line(candidate));
     }
     if let Some(drift) = &documents.drift {
         let _ = writeln!(

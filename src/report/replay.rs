@@ -141,6 +141,7 @@ fn charts(out: &mut String, replay: &ReplayDocument) {
         markers: Vec::new(),
         rules: Vec::new(),
         arrows: Vec::new(),
+        verticals: Vec::new(),
     };
     out.push_str(&timeline.to_svg());
     out.push_str("</div>");

@@ -7,10 +7,10 @@ use std::fmt::Write;
 
 use super::curves::SliceCurves;
 use super::kit::{
-    BLUE, GREEN, GREY, ORANGE, PURPLE, RED, ReportInputs, TABLE_ROWS, TEAL, curve_points, table,
-    threshold_text, tier_path,
+    BLACK, BLUE, GREEN, GREY, OLIVE, ORANGE, PURPLE, RED, ReportInputs, TABLE_ROWS, TEAL,
+    calibration_name, chosen_color, curve_points, table, threshold_text, tier_path,
 };
-use super::svg::{Arrow, Chart, Marker, Rule, Series, Style, escape};
+use super::svg::{Arrow, Chart, Marker, Rule, Series, Style, Vertical, escape};
 use crate::policy::{Curve, Totals, thin};
 use crate::schema::{CalibrationDocument, Policy, SliceCalibration};
 
@@ -70,7 +70,7 @@ fn change_markers(
         let to = (slice.after.mean_cost * 1000.0, slice.after.quality);
         markers.push(Marker {
             label: format!("deployed v{version}"),
-            color: BLUE,
+            color: BLACK,
             x: from.0,
             y: from.1,
         });
@@ -107,9 +107,13 @@ fn tiered_frontiers(
         };
         add_target(rules, calibration.target);
         let name = format!("{} {}", calibration.policy.name(), tier_path(calibration));
+        let color = match calibration.policy {
+            Policy::Predictive => TEAL,
+            Policy::Cascade => OLIVE,
+        };
         tiered_series.push(Series {
             name: name.clone(),
-            color: TEAL,
+            color,
             style: match calibration.policy {
                 Policy::Predictive => Style::Line,
                 Policy::Cascade => Style::Dashed,
@@ -123,7 +127,7 @@ fn tiered_frontiers(
         if let (Some(quality), Some(cost)) = (slice.quality, slice.mean_cost) {
             markers.push(Marker {
                 label: format!("chosen {name}"),
-                color: TEAL,
+                color,
                 x: cost * 1000.0,
                 y: quality,
             });
@@ -154,73 +158,126 @@ pub(super) fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves:
 
     let mut markers = baseline_markers(totals);
     let mut rules: Vec<Rule> = Vec::new();
-    for (calibration, slice) in &calibrated {
-        add_target(&mut rules, calibration.target);
+    chosen_markers(&calibrated, named, &mut markers, &mut rules);
+    let arrows = change_markers(inputs, &curves.slice, &mut markers);
+    let tiered_series = tiered_frontiers(inputs, &curves.slice, &mut rules, &mut markers);
+    let series = drawn_curves(inputs, curves);
+    let cost_quality = Chart {
+        title: "Cost and quality over every threshold".to_owned(),
+        x_label: "$ per 1,000 requests".to_owned(),
+        y_label: "quality".to_owned(),
+        series: series.into_iter().chain(tiered_series).collect(),
+        markers,
+        rules: rules.clone(),
+        arrows,
+        verticals: Vec::new(),
+    };
+    out.push_str(&cost_quality.to_svg());
+
+    // The threshold charts and numbers of each calibrated policy, or of the
+    // predictive one when nothing is calibrated; each marks the thresholds
+    // its policy's calibrations chose.
+    let mut policies: Vec<Policy> = Vec::new();
+    for (calibration, _) in &calibrated {
+        if !policies.contains(&calibration.policy) {
+            policies.push(calibration.policy);
+        }
+    }
+    if policies.is_empty() {
+        policies.extend(
+            [Policy::Predictive, Policy::Cascade]
+                .into_iter()
+                .filter(|&policy| inputs.drawn.policy(policy))
+                .take(1),
+        );
+    }
+    let chosen = chosen_thresholds(&calibrated, named);
+    let numbers = policy_charts(out, &policies, &chosen, policies.len() > 1, curves, &rules);
+    out.push_str("</div>");
+    out.push_str(&numbers);
+}
+
+/// Each calibration's chosen point, in its own colour, and its target.
+fn chosen_markers(
+    calibrated: &[(&CalibrationDocument, &SliceCalibration)],
+    named: bool,
+    markers: &mut Vec<Marker>,
+    rules: &mut Vec<Rule>,
+) {
+    for (calibration, slice) in calibrated {
+        add_target(rules, calibration.target);
         if let (Some(quality), Some(cost), Some(threshold)) =
             (slice.quality, slice.mean_cost, slice.threshold)
         {
             let policy = if named {
-                format!("{} ", calibration.policy.name())
+                format!("{} ", calibration_name(calibration))
             } else {
                 String::new()
             };
             markers.push(Marker {
-                label: format!("chosen {policy}t = {threshold}"),
-                color: ORANGE,
+                label: format!("chosen {policy}t = {}", short(threshold.0)),
+                color: chosen_color(calibration),
                 x: cost * 1000.0,
                 y: quality,
             });
         }
     }
-    let arrows = change_markers(inputs, &curves.slice, &mut markers);
-    let tiered_series = tiered_frontiers(inputs, &curves.slice, &mut rules, &mut markers);
-    let cost_quality = Chart {
-        title: "Cost and quality over every threshold".to_owned(),
-        x_label: "$ per 1,000 requests".to_owned(),
-        y_label: "quality".to_owned(),
-        series: vec![
-            Series {
-                name: "predictive".to_owned(),
-                color: BLUE,
-                style: Style::Line,
-                points: curve_points(
-                    &curves.predictive,
-                    |c| c.mean_cost(totals.rows) * 1000.0,
-                    |c| c.quality(totals.rows),
-                ),
-            },
-            Series {
-                name: "cascade".to_owned(),
-                color: PURPLE,
-                style: Style::Dashed,
-                points: curve_points(
-                    &curves.cascade,
-                    |c| c.mean_cost(totals.rows) * 1000.0,
-                    |c| c.quality(totals.rows),
-                ),
-            },
-        ]
-        .into_iter()
-        .chain(tiered_series)
-        .collect(),
-        markers,
-        rules: rules.clone(),
-        arrows,
-    };
-    out.push_str(&cost_quality.to_svg());
+}
 
-    // The threshold charts and numbers of each calibrated policy, or of the
-    // predictive one when nothing is calibrated.
-    let mut policies: Vec<Policy> = calibrated
+/// Each evaluated policy's two-tier curve over every threshold.
+fn drawn_curves(inputs: &ReportInputs<'_>, curves: &SliceCurves) -> Vec<Series> {
+    let rows = curves.totals.rows;
+    [
+        (Policy::Predictive, &curves.predictive, BLUE, Style::Line),
+        (Policy::Cascade, &curves.cascade, PURPLE, Style::Dashed),
+    ]
+    .into_iter()
+    .filter(|(policy, ..)| inputs.drawn.policy(*policy))
+    .map(|(policy, curve, color, style)| Series {
+        name: policy.name().to_owned(),
+        color,
+        style,
+        points: curve_points(curve, |c| c.mean_cost(rows) * 1000.0, |c| c.quality(rows)),
+    })
+    .collect()
+}
+
+/// Each calibration's finite chosen threshold, as a vertical line for its
+/// policy's threshold charts.
+fn chosen_thresholds(
+    calibrated: &[(&CalibrationDocument, &SliceCalibration)],
+    named: bool,
+) -> Vec<(Policy, Vertical)> {
+    calibrated
         .iter()
-        .map(|(calibration, _)| calibration.policy)
-        .collect();
-    if policies.is_empty() {
-        policies.push(Policy::Predictive);
+        .filter_map(|(calibration, slice)| {
+            let threshold = slice.threshold?.0;
+            threshold.is_finite().then(|| {
+                let name = if named {
+                    format!(" {}", calibration_name(calibration))
+                } else {
+                    String::new()
+                };
+                (
+                    calibration.policy,
+                    Vertical {
+                        label: format!("chosen{name} {}", short(threshold)),
+                        color: chosen_color(calibration),
+                        x: threshold,
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+/// A threshold as a label shows it: four significant digits.
+fn short(threshold: f64) -> String {
+    if threshold == f64::INFINITY {
+        return "inf".into();
     }
-    let numbers = policy_charts(out, &policies, named, curves, &rules);
-    out.push_str("</div>");
-    out.push_str(&numbers);
+    let text = format!("{threshold:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 /// Each policy's threshold charts (into `out`), and the numbers behind
@@ -228,6 +285,7 @@ pub(super) fn slice_section(out: &mut String, inputs: &ReportInputs<'_>, curves:
 fn policy_charts(
     out: &mut String,
     policies: &[Policy],
+    chosen: &[(Policy, Vertical)],
     named: bool,
     curves: &SliceCurves,
     rules: &[Rule],
@@ -241,7 +299,12 @@ fn policy_charts(
             Policy::Predictive => &curves.predictive,
             Policy::Cascade => &curves.cascade,
         };
-        threshold_charts(out, policy, curve, totals, rules);
+        let verticals: Vec<Vertical> = chosen
+            .iter()
+            .filter(|(of, _)| *of == policy)
+            .map(|(_, vertical)| vertical.clone())
+            .collect();
+        threshold_charts(out, policy, curve, totals, rules, &verticals);
         let named_policy = if named {
             format!("{}, ", policy.name())
         } else {
@@ -297,6 +360,7 @@ fn threshold_charts(
     curve: &Curve,
     totals: &Totals,
     rules: &[Rule],
+    verticals: &[Vertical],
 ) {
     let finite = Curve {
         rows: curve.rows,
@@ -331,6 +395,7 @@ fn threshold_charts(
         markers: Vec::new(),
         rules: rules.to_vec(),
         arrows: Vec::new(),
+        verticals: verticals.to_vec(),
     };
     out.push_str(&by_threshold.to_svg());
     let cost_by_threshold = Chart {
@@ -350,6 +415,7 @@ fn threshold_charts(
         markers: Vec::new(),
         rules: Vec::new(),
         arrows: Vec::new(),
+        verticals: verticals.to_vec(),
     };
     out.push_str(&cost_by_threshold.to_svg());
 }

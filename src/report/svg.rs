@@ -36,6 +36,15 @@ pub struct Rule {
     pub y: f64,
 }
 
+/// A vertical line at `x`, such as the chosen threshold, labelled at its
+/// top and drawn in its marker's colour.
+#[derive(Debug, Clone)]
+pub struct Vertical {
+    pub label: String,
+    pub color: &'static str,
+    pub x: f64,
+}
+
 /// An arrow from one point to another, such as from the deployed config's
 /// point to the proposed one; both ends should also be markers.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +62,7 @@ pub struct Chart {
     pub markers: Vec<Marker>,
     pub rules: Vec<Rule>,
     pub arrows: Vec<Arrow>,
+    pub verticals: Vec<Vertical>,
 }
 
 const WIDTH: f64 = 560.0;
@@ -63,8 +73,8 @@ const RIGHT: f64 = 16.0;
 const TOP: f64 = 50.0;
 /// Baseline of the legend's row, between the title and the plot.
 const LEGEND_Y: f64 = 38.0;
-/// Width of one character of 11px chart text, generously, for layout.
-const CHAR_WIDTH: f64 = 6.4;
+/// Width of one character of 12px chart text, generously, for layout.
+const CHAR_WIDTH: f64 = 7.0;
 const BOTTOM: f64 = 52.0;
 
 /// Escapes text for HTML and SVG.
@@ -136,8 +146,11 @@ impl Chart {
             .series
             .iter()
             .flat_map(|series| series.points.iter().map(|point| point.1));
-        let (x_low, x_high) =
-            bounds(xs.chain(self.markers.iter().map(|marker| marker.x))).unwrap_or((0.0, 1.0));
+        let (x_low, x_high) = bounds(
+            xs.chain(self.markers.iter().map(|marker| marker.x))
+                .chain(self.verticals.iter().map(|vertical| vertical.x)),
+        )
+        .unwrap_or((0.0, 1.0));
         let (y_low, y_high) = bounds(
             ys.chain(self.markers.iter().map(|marker| marker.y))
                 .chain(self.rules.iter().map(|rule| rule.y)),
@@ -208,8 +221,27 @@ impl Chart {
         );
     }
 
-    /// The horizontal rules (targets), each labelled.
+    /// The horizontal rules (targets) and the vertical ones (chosen
+    /// thresholds), each labelled; vertical labels stacked down the plot
+    /// so that two close thresholds keep both labels readable.
     fn rules_svg(&self, svg: &mut String, plot: &Plot) {
+        for (index, vertical) in self.verticals.iter().enumerate() {
+            let x = plot.x(vertical.x);
+            let (label_x, anchor) = if x > LEFT + PLOT_WIDTH * 0.6 {
+                (x - 4.0, "end")
+            } else {
+                (x + 4.0, "start")
+            };
+            let _ = write!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="{}" stroke-width="2" stroke-dasharray="3 3" class="chosen-threshold"/><text x="{label_x:.1}" y="{:.1}" text-anchor="{anchor}" class="marker" fill="{}">{}</text>"##,
+                TOP + PLOT_HEIGHT,
+                vertical.color,
+                TOP + 14.0 + index as f64 * 16.0,
+                vertical.color,
+                escape(&vertical.label)
+            );
+        }
         for rule in &self.rules {
             let y = plot.y(rule.y);
             let _ = write!(
@@ -359,20 +391,22 @@ impl LabelPlace {
         } else {
             self.x
         };
-        (left, self.y - 11.0, left + width, self.y + 3.0)
+        (left, self.y - 12.0, left + width, self.y + 4.0)
     }
 }
 
 /// Places each marker's label beside its marker, above or below and
 /// further out in turn, at the first spot that overlaps no label placed
-/// before it. Labels of markers right of `right_side` go to their left.
+/// before it. Labels of markers right of `right_side`, or that would run
+/// past the plot's right edge, go to their left.
 fn place_labels(centres: &[(f64, f64)], labels: &[&str], right_side: f64) -> Vec<LabelPlace> {
     let overlaps = |a: (f64, f64, f64, f64), b: (f64, f64, f64, f64)| {
         a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
     };
     let mut placed: Vec<(LabelPlace, (f64, f64, f64, f64))> = Vec::new();
     for (&(x, y), label) in centres.iter().zip(labels) {
-        let (label_x, anchor) = if x > right_side {
+        let width = label.chars().count() as f64 * CHAR_WIDTH;
+        let (label_x, anchor) = if x > right_side || x + 9.0 + width > LEFT + PLOT_WIDTH {
             (x - 9.0, "end")
         } else {
             (x + 9.0, "start")

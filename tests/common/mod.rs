@@ -2,6 +2,7 @@
 //! code and written in each supported format, and the CLI under test.
 
 pub mod actions;
+pub mod browser;
 mod data;
 mod docs;
 mod drift;
