@@ -1,6 +1,6 @@
 //! The report as a reviewer opens it, in headless Chromium at 400 and 1,400
-//! CSS pixels: no horizontal page overflow and no chart text under 10 px,
-//! measured from the DOM; every number of the first screen equal to the
+//! CSS pixels: no horizontal page overflow, no chart text under 10 px and no
+//! marker label over another or off its chart, measured from the DOM; every number of the first screen equal to the
 //! documents it came from; and the Markdown summary within 30 lines.
 
 use std::path::{Path, PathBuf};
@@ -25,13 +25,28 @@ for (const text of doc.querySelectorAll('svg text')) {
   const size = parseFloat(view.getComputedStyle(text).fontSize) * Math.hypot(ctm.a, ctm.b);
   smallest = Math.min(smallest, size); texts += 1;
 }
+// Marker labels as drawn: none covers another, none leaves its chart.
+const overlaps = []; let labels = 0;
+for (const svg of doc.querySelectorAll('svg')) {
+  const boxes = [...svg.querySelectorAll('text.marker')].map(text => ({text: text.textContent, box: text.getBBox()}));
+  labels += boxes.length;
+  for (let i = 0; i < boxes.length; i++) {
+    const a = boxes[i].box;
+    if (a.x < 0 || a.x + a.width > svg.viewBox.baseVal.width) overlaps.push(['outside', boxes[i].text]);
+    for (let j = i + 1; j < boxes.length; j++) {
+      const b = boxes[j].box;
+      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height)
+        overlaps.push([boxes[i].text, boxes[j].text]);
+    }
+  }
+}
 const tables = {};
 for (const table of doc.querySelectorAll('#decision table')) {
   tables[table.id] = [...table.rows].slice(1).map(row => [...row.cells].map(cell =>
     ({text: cell.textContent, value: cell.dataset.value === undefined ? null : cell.dataset.value})));
 }
 report({
-  client: root.clientWidth, scroll: root.scrollWidth, smallest, texts, tables,
+  client: root.clientWidth, scroll: root.scrollWidth, smallest, texts, tables, labels, overlaps,
   cost: [...doc.querySelectorAll('#cost span')].map(span => span.dataset.value),
   signed: doc.getElementById('signed').textContent,
 });
@@ -68,6 +83,12 @@ fn fits_both_widths(chromium: &Path, page: &Path) -> Value {
         assert!(
             smallest >= 10.0,
             "chart text drawn at {smallest:.1} px at {width} px"
+        );
+        assert!(measured["labels"].as_u64().unwrap() > 0, "{measured}");
+        assert_eq!(
+            measured["overlaps"],
+            serde_json::json!([]),
+            "marker labels that cover another or leave their chart at {width} px"
         );
         let shot = screenshot(chromium, page, width, 1600);
         let decoder =

@@ -77,7 +77,9 @@ fn the_systemd_unit_verifies_and_serves_what_the_deploy_recipe_switches_to() {
     }
 
     // /etc/routeval and /var/lib/routeval as the unit names them, under a
-    // directory of the test's own.
+    // directory of the test's own, deployed by root and served, as the
+    // unit serves, by a user of its own: the state directory is its
+    // (`StateDirectory=`), everything else root's.
     let pipeline = Pipeline::shared();
     let sim = start_sim(
         &repo().join("datasets/demo/prompts.jsonl"),
@@ -86,19 +88,39 @@ fn the_systemd_unit_verifies_and_serves_what_the_deploy_recipe_switches_to() {
     let base_url = base_url(&sim);
     let v1 = signed_single(pipeline, &base_url, "systemd-v1", None);
     let v2 = signed_single(pipeline, &base_url, "systemd-v2", Some(&v1));
+    std::fs::set_permissions(
+        directory.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let etc = directory.path().join("etc/routeval");
     let state = directory.path().join("var/lib/routeval");
     std::fs::create_dir_all(&etc).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let user = unit_user(&state);
     std::fs::copy(
         pipeline.out.join("keys/demo.key.pub"),
         etc.join("routeval.pub"),
     )
     .unwrap();
-    std::fs::copy(pipeline.out.join("router.bin"), etc.join("router.bin")).unwrap();
     write_keys(&etc.join("keys.toml"));
     let live = etc.join("live");
     let pubkey = etc.join("routeval.pub");
-    let (deployed, stderr) = deploy(&v1, &live, &pubkey);
+    let router = pipeline.out.join("router.bin");
+    // A config that pins the router is not deployed without it, nor with
+    // another file in its place.
+    let (deployed, stderr) = deploy(&v1, &live, &pubkey, None);
+    assert!(
+        !deployed && stderr.contains("pins a built-in router"),
+        "{stderr}"
+    );
+    let (deployed, stderr) = deploy(&v1, &live, &pubkey, Some(&etc.join("keys.toml")));
+    assert!(
+        !deployed && stderr.contains("is not the router"),
+        "{stderr}"
+    );
+    assert!(!live.exists());
+    let (deployed, stderr) = deploy(&v1, &live, &pubkey, Some(&router));
     assert!(deployed, "{stderr}");
     let args: Vec<String> = words[1..]
         .iter()
@@ -108,21 +130,22 @@ fn the_systemd_unit_verifies_and_serves_what_the_deploy_recipe_switches_to() {
                 .replace("127.0.0.1:8090", "127.0.0.1:0")
         })
         .collect();
+    let binary = user.binary(directory.path());
     let served = Served::start(
-        Command::new(binary())
+        user.command(&binary)
             .args(&args)
             .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim"),
     );
     assert!(ready_at(&served, 1));
-    // The next version, switched in by the recipe while serve runs.
-    let (deployed, stderr) = deploy(&v2, &live, &pubkey);
+    // The next version, with no router given: the live one goes on.
+    let (deployed, stderr) = deploy(&v2, &live, &pubkey, None);
     assert!(deployed, "{stderr}");
     assert!(ready_at(&served, 2), "version 2 was not served");
     // A release is never replaced, and what does not follow is not
     // switched to.
-    let (redeployed, stderr) = deploy(&v2, &live, &pubkey);
+    let (redeployed, stderr) = deploy(&v2, &live, &pubkey, None);
     assert!(!redeployed, "{stderr}");
-    let (back, stderr) = deploy(&v1, &live, &pubkey);
+    let (back, stderr) = deploy(&v1, &live, &pubkey, Some(&router));
     assert!(!back && stderr.contains("verification failed"), "{stderr}");
     // ExecReload.
     served.signal("HUP");
@@ -135,6 +158,60 @@ fn the_systemd_unit_verifies_and_serves_what_the_deploy_recipe_switches_to() {
     assert_eq!(log_events(&log, "config_reloaded").len(), 1, "{log}");
     assert_eq!(log_events(&log, "config_unchanged").len(), 1, "{log}");
     assert!(state.join("records/.routeval-serve.lock").exists());
+}
+
+/// Who runs the unit's `ExecStart` here: `nobody`, as systemd's dynamic
+/// user would be (no access to root's files but what is world-readable),
+/// when the test runs as root, which CI does; else this user.
+enum UnitUser {
+    Nobody,
+    Itself,
+}
+
+/// The unit's user, the state directory made its own.
+fn unit_user(state: &Path) -> UnitUser {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.starts_with(b"0\n"));
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs the tests as root, so the unit runs as another user"
+        );
+        eprintln!("not root: the unit's ExecStart runs as this user");
+        return UnitUser::Itself;
+    }
+    std::os::unix::fs::chown(state, Some(65534), Some(65534)).unwrap();
+    UnitUser::Nobody
+}
+
+impl UnitUser {
+    /// The binary where the unit's user may run it: a copy beside the
+    /// test's files (the build's may be under a home only root enters).
+    fn binary(&self, directory: &Path) -> PathBuf {
+        match self {
+            UnitUser::Itself => binary(),
+            UnitUser::Nobody => {
+                let copy = directory.join("routeval");
+                std::fs::copy(binary(), &copy).unwrap();
+                copy
+            }
+        }
+    }
+
+    fn command(&self, binary: &Path) -> Command {
+        match self {
+            UnitUser::Itself => Command::new(binary),
+            UnitUser::Nobody => {
+                let mut command = Command::new("setpriv");
+                command
+                    .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(binary);
+                command
+            }
+        }
+    }
 }
 
 /// The instructions of a Containerfile: (keyword, rest), continuation lines

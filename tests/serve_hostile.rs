@@ -1073,16 +1073,21 @@ fn a_key_rotated_to_one_of_the_same_length_with_its_time_restored_is_seen_withou
 
 /// A config for `base_url` signed on 2020-01-01 for a day: long expired.
 fn expired_config(base_url: &str) -> PathBuf {
+    expired_config_at(base_url, "2020-01-01T00:00:00Z", "hostile-expired")
+}
+
+/// The demo's predictive table signed `at` for one day, into `name/`.
+fn expired_config_at(base_url: &str, at: &str, name: &str) -> PathBuf {
     let pipeline = Pipeline::shared();
     let text =
         std::fs::read_to_string(crate::common::repo().join("datasets/demo/routes/predictive.toml"))
             .unwrap()
             .replace("http://127.0.0.1:8089/v1", base_url);
-    let table = pipeline.path("hostile-expired.toml");
+    let table = pipeline.path(&format!("{name}.toml"));
     std::fs::write(&table, text).unwrap();
-    let out = pipeline.path("hostile-expired");
+    let out = pipeline.path(name);
     crate::common::gate_single(pipeline, &table, &out, None, true)
-        .args(["--at", "2020-01-01T00:00:00Z", "--ttl-days", "1"])
+        .args(["--at", at, "--ttl-days", "1"])
         .assert()
         .success();
     out.join("route-config.v1.json")
@@ -1112,6 +1117,61 @@ fn a_restart_on_an_expired_config_follows_the_expired_flag() {
     assert_eq!(expired[0]["level"], "warn", "{log}");
     let strict = Front::serving(&config, &["--expired", "start", "--strict-expiry"], None);
     assert_eq!(status_of(&post(&strict, KEY, &chat(false), &[])), 503);
+}
+
+#[test]
+fn a_restart_just_after_expiry_starts_within_the_grace_and_is_refused_after_it() {
+    let upstream = ScriptedUpstream::start(answering(completion("hi")));
+    // Signed 25 hours ago for one day: it expired an hour ago.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let at = routeval::clock::format_rfc3339(now - 25 * 3600);
+    let config = expired_config_at(&upstream.base_url(), &at, "hostile-just-expired");
+    let refused_with = |config: &Path, grace: &str| {
+        let (mut command, _directory) = Front::command(config, &["--expired-grace-s", grace]);
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // Half an hour of grace: an hour past expiry is refused, naming both.
+    let stderr = refused_with(&config, "1800");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("more than --expired-grace-s 1800 ago") && stderr.contains("expired at"),
+        "{stderr}"
+    );
+    // Two hours: the restart serves it, not ready, and says why.
+    let front = Front::serving(&config, &["--expired-grace-s", "7200"], None);
+    let ready = curl(&front, "/readyz", &[]);
+    assert_eq!(status_of(&ready), 200, "{ready}");
+    assert!(
+        ready.contains("alarm: the signed config expired at"),
+        "{ready}"
+    );
+    assert_eq!(status_of(&post(&front, KEY, &chat(false), &[])), 200);
+    let log = front.served.stop_with_log();
+    let expired = log_events(&log, "config_expired");
+    assert_eq!(expired.len(), 1, "{log}");
+    assert!(
+        expired[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("within --expired-grace-s 7200 of its expiry"),
+        "{log}"
+    );
+    // Years past expiry, the same grace refuses.
+    let long_ago = expired_config_at(
+        &upstream.base_url(),
+        "2020-01-01T00:00:00Z",
+        "hostile-expired-long-ago",
+    );
+    let stderr = refused_with(&long_ago, "7200");
+    assert!(
+        stderr.contains("more than --expired-grace-s 7200 ago"),
+        "{stderr}"
+    );
 }
 
 /// A route that sends SSE comments (`: PROCESSING`, as OpenRouter does

@@ -1,45 +1,50 @@
-//! `ci/k8s-serve.yaml` as the kubelet would run it: the container's
-//! arguments parse as `routeval serve`, every file they name is one the
-//! ConfigMap mounts, the probes and the Service reach the port serve
-//! listens on; and serve, started with those very arguments on a mount laid
-//! out as the kubelet lays out a ConfigMap (files behind a `..data` link),
-//! becomes ready and reloads the next signed version when the link is
-//! swapped, with no signal.
+//! `ci/k8s-serve.yaml` as Kubernetes and the kubelet would take it: every
+//! object passes Kubernetes' own schemas (strict, at the oldest release the
+//! manifest names), and so does the ConfigMap serve reads, within the 1 MiB
+//! an object may hold; the container's arguments parse as `routeval serve`,
+//! every file they name is one the ConfigMap mounts or the init container
+//! copies, the probes and the Service reach the port serve listens on, the
+//! records claim is the one the manifest defines; and serve, started with
+//! those very arguments on a mount laid out as the kubelet lays out a
+//! ConfigMap (files behind a `..data` link), becomes ready and reloads the
+//! next signed version when the link is swapped, with no signal.
 
 use std::path::Path;
 use std::process::Command;
 
 use clap::Parser;
+use serde_json::Value;
 
 use crate::common::{
-    Pipeline, Served, base_url, binary, log_events, repo, signed_single, start_sim, write_keys,
+    Pipeline, Served, base_url, binary, log_events, python_named_by, repo, signed_single,
+    start_sim, write_keys,
 };
 
 fn manifest() -> String {
     std::fs::read_to_string(repo().join("ci/k8s-serve.yaml")).unwrap()
 }
 
-/// The items of the first `- item` list that follows the line `key:`.
-fn list_after(text: &str, key: &str) -> Vec<String> {
-    let mut lines = text.lines().skip_while(|line| line.trim() != key).skip(1);
-    let mut items = Vec::new();
-    for line in lines.by_ref() {
-        let Some(item) = line.trim().strip_prefix("- ") else {
-            break;
-        };
-        items.push(item.trim_matches('"').to_owned());
-    }
-    items
+/// The manifest's object of `kind`.
+fn object<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|document| document["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in ci/k8s-serve.yaml"))
 }
 
-/// The value of the first `key: value` line after the line `after`.
-fn value_after(text: &str, after: &str, key: &str) -> String {
-    text.lines()
-        .skip_while(|line| line.trim() != after)
-        .find_map(|line| line.trim().strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} after {after}"))
-        .trim_matches('"')
-        .to_owned()
+/// The entry of `list` whose `name` is `name`.
+fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["name"] == name)
+        .unwrap_or_else(|| panic!("nothing named {name} in {list}"))
+}
+
+fn text(value: &Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("not text: {value}"))
 }
 
 fn flag<'a>(args: &'a [String], name: &str) -> &'a str {
@@ -47,13 +52,18 @@ fn flag<'a>(args: &'a [String], name: &str) -> &'a str {
     &args[index + 1]
 }
 
-/// The files the ConfigMap volume mounts: its items' paths.
-fn mounted_files(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter_map(|line| line.strip_prefix("path: "))
-        .map(str::to_owned)
-        .collect()
+/// The volume `container` mounts at the directory holding `file`, and the
+/// file's name within it.
+fn volume_of<'a>(container: &'a Value, file: &'a str) -> (&'a str, &'a str) {
+    container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|mount| {
+            let name = file.strip_prefix(&format!("{}/", text(&mount["mountPath"])))?;
+            Some((text(&mount["name"]), name))
+        })
+        .unwrap_or_else(|| panic!("{file} is on no volume the container mounts"))
 }
 
 fn get(url: &str) -> (String, String) {
@@ -84,42 +94,127 @@ fn publish(mount: &Path, generation: &str, files: &[(String, Vec<u8>)]) {
     std::fs::rename(&staged, mount.join("..data")).unwrap();
 }
 
+/// The serve container's arguments with the pod's name put in, and the
+/// manifest's static promises about them checked: every file serve reads
+/// comes from the ConfigMap or the router the init container copies, the
+/// records are the claim's, one directory per pod, the probes and the
+/// Service reach serve's port, and a stop has time to finish.
+struct Deployment {
+    args: Vec<String>,
+    config_mount: String,
+    router_mount: String,
+    records_mount: String,
+}
+
+fn deployment(pod: &str) -> Deployment {
+    let documents = crate::common::actions::yaml_documents(&manifest());
+    let pod_spec = &object(&documents, "Deployment")["spec"]["template"]["spec"];
+    let serve = named(&pod_spec["containers"], "serve");
+    let args: Vec<String> = serve["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|arg| text(arg).replace("$(POD_NAME)", pod))
+        .collect();
+    assert_eq!(args[0], "serve");
+    let mut argv = vec!["routeval".to_owned()];
+    argv.extend(args.iter().cloned());
+    routeval::cli::Cli::try_parse_from(&argv).unwrap_or_else(|error| panic!("{error}"));
+    let volumes = &pod_spec["volumes"];
+    let mount_of =
+        |volume: &str| text(&named(&serve["volumeMounts"], volume)["mountPath"]).to_owned();
+    // The config, its signature, the public key and the keys: ConfigMap
+    // items.
+    let items: Vec<&str> = named(volumes, "config")["configMap"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| text(&item["path"]))
+        .collect();
+    for name in ["--config", "--pubkey", "--keys"] {
+        let (volume, file) = volume_of(serve, flag(&args, name));
+        assert_eq!(volume, "config", "{name}");
+        assert!(
+            items.contains(&file),
+            "{name}: {file} is not a ConfigMap item"
+        );
+    }
+    let config_file = flag(&args, "--config").rsplit('/').next().unwrap();
+    assert!(items.contains(&format!("{config_file}.minisig").as_str()));
+    // The router: on a volume of the pod's own that the init container
+    // fills with exactly that file.
+    let router_flag = flag(&args, "--router").to_owned();
+    let (volume, file) = volume_of(serve, &router_flag);
+    assert!(named(volumes, volume)["emptyDir"].is_object(), "{volume}");
+    let init = pod_spec["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|init| {
+            init["volumeMounts"]
+                .as_array()
+                .is_some_and(|mounts| mounts.iter().any(|mount| mount["name"] == volume))
+        })
+        .expect("an init container fills the router's volume");
+    let init_mount = text(&named(&init["volumeMounts"], volume)["mountPath"]);
+    let copy: Vec<&str> = init["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(text)
+        .collect();
+    assert_eq!(copy[0], "cp");
+    assert_eq!(copy.last().unwrap(), &format!("{init_mount}/{file}"));
+    // Records: the claim the manifest defines, a directory per pod.
+    let claim = text(&named(volumes, "records")["persistentVolumeClaim"]["claimName"]);
+    assert_eq!(
+        object(&documents, "PersistentVolumeClaim")["metadata"]["name"],
+        claim
+    );
+    assert_eq!(
+        flag(&args, "--records"),
+        format!("{}/{pod}", mount_of("records"))
+    );
+    let port: u64 = flag(&args, "--listen")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(serve["ports"][0]["containerPort"], port);
+    assert_eq!(serve["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(serve["readinessProbe"]["httpGet"]["port"], port);
+    assert_eq!(serve["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(
+        object(&documents, "Service")["spec"]["ports"][0]["targetPort"],
+        port
+    );
+    // A stop: the endpoints drop the pod during the preStop sleep, then
+    // serve has its total timeout (600 s by default) to finish.
+    let sleep = serve["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap();
+    let grace = pod_spec["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace >= sleep + 600, "{grace} s of grace");
+    assert!(serve["resources"]["limits"]["memory"].is_string());
+    Deployment {
+        args,
+        config_mount: mount_of("config"),
+        router_mount: mount_of(volume),
+        records_mount: mount_of("records"),
+    }
+}
+
 #[test]
 fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
-    let text = manifest();
-    let args = list_after(&text, "args:");
-    assert_eq!(args[0], "serve");
     let pod = "routeval-serve-7d9f-abcde";
-    let expanded: Vec<String> = args
-        .iter()
-        .map(|arg| arg.replace("$(POD_NAME)", pod))
-        .collect();
-    let mut argv = vec!["routeval".to_owned()];
-    argv.extend(expanded.iter().cloned());
-    routeval::cli::Cli::try_parse_from(&argv).unwrap_or_else(|error| panic!("{error}"));
-    // Every file serve reads is mounted from the ConfigMap; the records
-    // are on the records volume, one directory per pod.
-    let config_mount = value_after(&text, "- name: config", "mountPath");
-    let records_mount = value_after(&text, "- name: records", "mountPath");
-    let mounted = mounted_files(&text);
-    for name in ["--config", "--pubkey", "--router", "--keys"] {
-        let file = flag(&expanded, name)
-            .strip_prefix(&format!("{config_mount}/"))
-            .unwrap_or_else(|| panic!("{name} is not under {config_mount}"));
-        assert!(mounted.iter().any(|path| path == file), "{name} {file}");
-    }
+    let Deployment {
+        args: expanded,
+        config_mount,
+        router_mount,
+        records_mount,
+    } = deployment(pod);
     let config_file = flag(&expanded, "--config").rsplit('/').next().unwrap();
-    assert!(mounted.contains(&format!("{config_file}.minisig")));
-    assert_eq!(
-        flag(&expanded, "--records"),
-        format!("{records_mount}/{pod}")
-    );
-    let port = flag(&expanded, "--listen").rsplit(':').next().unwrap();
-    assert_eq!(value_after(&text, "ports:", "containerPort"), port);
-    assert_eq!(value_after(&text, "readinessProbe:", "path"), "/readyz");
-    assert_eq!(value_after(&text, "readinessProbe:", "port"), port);
-    assert_eq!(value_after(&text, "livenessProbe:", "path"), "/healthz");
-    assert_eq!(value_after(&text, "kind: Service", "targetPort"), port);
 
     // The same arguments, on a mount laid out as the kubelet lays it out.
     let pipeline = Pipeline::new();
@@ -144,17 +239,25 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
                 read(&routeval::routes::signature_path(config)),
             ),
             by_flag("--pubkey", &pipeline.out.join("keys/demo.key.pub")),
-            by_flag("--router", &pipeline.out.join("router.bin")),
             by_flag("--keys", &keys),
         ]
     };
     let mount = pipeline.path("etc-routeval");
     publish(&mount, "2026_12_01_v1", &files_of(&v1));
+    // What the init container copied.
+    let router = pipeline.path("router-volume");
+    std::fs::create_dir_all(&router).unwrap();
+    std::fs::copy(
+        pipeline.out.join("router.bin"),
+        router.join(flag(&expanded, "--router").rsplit('/').next().unwrap()),
+    )
+    .unwrap();
     let records = pipeline.path("records-volume");
     let local: Vec<String> = expanded
         .iter()
         .map(|arg| {
             arg.replace(&config_mount, mount.to_str().unwrap())
+                .replace(&router_mount, router.to_str().unwrap())
                 .replace(&records_mount, records.to_str().unwrap())
                 .replace("0.0.0.0:8090", "127.0.0.1:0")
         })
@@ -178,4 +281,83 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     assert_eq!(reloaded_lines.len(), 1, "{log}");
     assert_eq!(reloaded_lines[0]["config_version"], 2, "{log}");
     assert!(records.join(pod).join(".routeval-serve.lock").exists());
+}
+
+/// The oldest Kubernetes the manifest says it runs on (its preStop `sleep`).
+const OLDEST: &str = "1.30.0";
+
+/// ConfigMaps, like every object, hold at most 1 MiB.
+const OBJECT_LIMIT: u64 = 1 << 20;
+
+#[test]
+fn the_manifests_and_the_configmap_pass_kubernetes_schemas_within_object_limits() {
+    let Some(python) = python_named_by("ROUTEVAL_TEST_K8S_PYTHON", "kubernetes-validate") else {
+        return;
+    };
+    let validator = Path::new(&python).with_file_name("kubernetes-validate");
+    let validate = |file: &Path, version: &str| {
+        let output = Command::new(&validator)
+            .args(["--strict", "--quiet", "-k", version])
+            .arg(file)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr),
+        )
+    };
+    for manifest in ["ci/k8s-serve.yaml", "ci/k8s-indexed-job.yaml"] {
+        let (valid, said) = validate(&repo().join(manifest), OLDEST);
+        assert!(valid, "{manifest}: {said}");
+    }
+    // The preStop sleep is not in 1.28's API (1.29 has it behind an alpha
+    // gate, on from 1.30): the header's floor is real.
+    let (valid, said) = validate(&repo().join("ci/k8s-serve.yaml"), "1.28.0");
+    assert!(!valid && said.contains("sleep"), "{said}");
+
+    // The ConfigMap the Deployment mounts, as `kubectl create configmap
+    // routeval-serve --from-file=…` makes it from the demo's files.
+    let pipeline = Pipeline::shared();
+    let config = signed_single(pipeline, "http://127.0.0.1:9/v1", "k8s-configmap", None);
+    let keys = pipeline.path("k8s-configmap-keys.toml");
+    write_keys(&keys);
+    let Deployment { args, .. } = deployment("routeval-serve-0");
+    let name_of = |flag_name: &str| {
+        flag(&args, flag_name)
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+    let data = serde_json::json!({
+        name_of("--config"): read(&config),
+        format!("{}.minisig", name_of("--config")): read(&routeval::routes::signature_path(&config)),
+        name_of("--pubkey"): read(&pipeline.out.join("keys/demo.key.pub")),
+        name_of("--keys"): read(&keys),
+    });
+    let config_map = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "routeval-serve"},
+        "data": data,
+    });
+    let file = pipeline.path("k8s-configmap.json");
+    std::fs::write(&file, serde_json::to_vec(&config_map).unwrap()).unwrap();
+    let (valid, said) = validate(&file, OLDEST);
+    assert!(valid, "{said}");
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size < OBJECT_LIMIT / 16, "the ConfigMap is {size} bytes");
+    // The router alone is past the limit: it comes from its own image.
+    let router = std::fs::metadata(pipeline.out.join("router.bin"))
+        .unwrap()
+        .len();
+    assert!(router > OBJECT_LIMIT, "the router is {router} bytes");
+    let containerfile = read(&repo().join("ci/Containerfile.router"));
+    assert!(
+        containerfile
+            .lines()
+            .any(|line| line == "COPY router.bin /router.bin")
+    );
 }

@@ -602,7 +602,12 @@ fn a_replica_that_missed_a_version_takes_the_next_as_a_restart_would_and_a_refus
     let v3 = out.join("route-config.v3.json");
     let directory = tempfile::tempdir().unwrap();
     let live = directory.path().join("live");
-    let (deployed, stderr) = deploy(&v1, &live, &pipeline.out.join("keys/demo.key.pub"));
+    let (deployed, stderr) = deploy(
+        &v1,
+        &live,
+        &pipeline.out.join("keys/demo.key.pub"),
+        Some(&pipeline.out.join("router.bin")),
+    );
     assert!(deployed, "{stderr}");
     let served = serve(&live.join("route-config.json"), directory.path(), &[]);
     assert!(ready_at(&served, 1));
@@ -748,7 +753,7 @@ fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
     let directory = tempfile::tempdir().unwrap();
     let live = directory.path().join("live");
     let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let (deployed, stderr) = deploy(&v2, &live, &pubkey);
+    let (deployed, stderr) = deploy(&v2, &live, &pubkey, Some(&pipeline.out.join("router.bin")));
     assert!(deployed, "{stderr}");
     let served = serve(&live.join("route-config.json"), directory.path(), &[]);
     assert!(ready_at(&served, 2));
@@ -764,13 +769,13 @@ fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(ready_at(&served, 2));
     // The recipe deploys only what follows the live file: put v2 back.
-    let (deployed, stderr) = deploy(&v3, &live, &pubkey);
+    let (deployed, stderr) = deploy(&v3, &live, &pubkey, None);
     assert!(
         !deployed && stderr.contains("is not the previous config's sha256"),
         "{stderr}"
     );
     switch(&live, "releases/route-config.v2");
-    let (deployed, stderr) = deploy(&v3, &live, &pubkey);
+    let (deployed, stderr) = deploy(&v3, &live, &pubkey, None);
     assert!(deployed, "{stderr}");
     assert!(ready_at(&served, 3), "the rollback was not served");
     let before = (

@@ -2,7 +2,7 @@
 //! for the example results, compared with `tests/fixtures/snapshots/`.
 //! Paths under the test's directory read as `<dir>`, the repository as
 //! `<repo>`, and sha256 digests (which cover the checkout's path and git
-//! commit) as `<sha256>`. After a deliberate
+//! commit) as `<sha256>`, and a config id's digest suffix as `<id>`. After a deliberate
 //! change, `ROUTEVAL_UPDATE_SNAPSHOTS=1 cargo test -- snapshots` rewrites the
 //! files; review their diff like code.
 
@@ -46,7 +46,8 @@ fn check(name: &str, rendered: &str, directory: &Path) {
     }
 }
 
-/// `text` with every run of exactly 64 hexadecimal digits as `<sha256>`.
+/// `text` with every run of exactly 64 hexadecimal digits as `<sha256>`,
+/// and one of 12 after a `-` (a config id's suffix) as `<id>`.
 fn without_digests(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut run = String::new();
@@ -57,6 +58,9 @@ fn without_digests(text: &str) -> String {
         }
         if run.len() == 64 {
             out.push_str("<sha256>");
+        } else if run.len() == 12 && out.ends_with('-') {
+            // A config id's digest suffix, which covers the digests too.
+            out.push_str("<id>");
         } else {
             out.push_str(&run);
         }

@@ -12,8 +12,8 @@ use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
     BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Durability, Limits, LogFormat,
-    LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, Timeouts, check,
-    default_max_connections, serve,
+    LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, StartExpired, Timeouts,
+    check, default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
 
@@ -72,6 +72,13 @@ pub struct ServeArgs {
     /// (`/readyz` not ready; requests answered unless --strict-expiry).
     #[arg(long, value_name = "WHAT", default_value = "refuse", value_parser = ["start", "refuse"])]
     pub expired: String,
+
+    /// With --expired refuse: a start within this many seconds of the
+    /// config's expiry still serves it (as --expired start would), so a
+    /// pod restarted just after expiry does not crash-loop; later starts
+    /// are refused. 0 refuses at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub expired_grace_s: u64,
 
     /// The largest request body read; larger ones get 413.
     #[arg(long, value_name = "BYTES", default_value_t = NonZeroUsize::new(DEFAULT_MAX_BODY_BYTES).expect("a limit above 0"))]
@@ -225,7 +232,13 @@ impl ServeArgs {
             } else {
                 Durability::Bounded
             },
-            start_expired: self.expired == "start",
+            start_expired: if self.expired == "start" {
+                StartExpired::Always
+            } else {
+                StartExpired::Within {
+                    grace_s: self.expired_grace_s,
+                }
+            },
             limits: Limits {
                 total: self.max_in_flight.get(),
                 per_route: self.max_in_flight_per_route.get(),

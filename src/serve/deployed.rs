@@ -33,6 +33,15 @@ pub enum LoadError {
     #[error("{path}: {problem}")]
     Pin { path: PathBuf, problem: String },
     #[error(
+        "{path}: the signed config expired at {expires_at}, more than --expired-grace-s {grace_s} ago (now {now}); deploy a newer version, or start with --expired start to serve it expired"
+    )]
+    PastGrace {
+        path: PathBuf,
+        expires_at: String,
+        now: String,
+        grace_s: u64,
+    },
+    #[error(
         "{path}: version {version} does not follow the running version {running}; a rollback is refused (the running config keeps serving)"
     )]
     Rollback {
@@ -100,7 +109,7 @@ pub fn load(
     clock: &dyn Clock,
     running: Option<&Deployed>,
 ) -> Result<Deployed, LoadError> {
-    load_at_start(sources, public, clock, running, false)
+    load_at_start(sources, public, clock, running, None)
 }
 
 /// [`load`]; with `expired_ok`, a first config (no `running`) that has
@@ -110,7 +119,7 @@ pub fn load_at_start(
     public: &PublicKey,
     clock: &dyn Clock,
     running: Option<&Deployed>,
-    expired_ok: bool,
+    expired: Option<StartExpired>,
 ) -> Result<Deployed, LoadError> {
     let path = &sources.config;
     let (bytes, signature) =
@@ -133,11 +142,30 @@ pub fn load_at_start(
     // above. Its parent need not be the running file: a replica that missed
     // a version takes the next one as a restart would, not refuse it for
     // ever (the skip is logged).
-    let verified = match check_config(&bytes, &signature, public, None, clock) {
-        Err(VerifyError::Expired { .. }) if expired_ok && running.is_none() => {
+    let verified = match (
+        check_config(&bytes, &signature, public, None, clock),
+        expired,
+    ) {
+        (Err(VerifyError::Expired { expires_at, now }), Some(StartExpired::Within { grace_s }))
+            if running.is_none() && grace_s > 0 =>
+        {
+            // An expiry that does not parse is as far past as can be.
+            let past = parse_rfc3339(&expires_at)
+                .map_or(i64::MAX, |expiry| clock.now().saturating_sub(expiry));
+            if past > i64::try_from(grace_s).unwrap_or(i64::MAX) {
+                return Err(LoadError::PastGrace {
+                    path: path.clone(),
+                    expires_at,
+                    now,
+                    grace_s,
+                });
+            }
             check_signed(&bytes, &signature, public).map_err(refused)?
         }
-        checked => checked.map_err(refused)?,
+        (Err(VerifyError::Expired { .. }), Some(StartExpired::Always)) if running.is_none() => {
+            check_signed(&bytes, &signature, public).map_err(refused)?
+        }
+        (checked, _) => checked.map_err(refused)?,
     };
     let config = verified.config;
     let Some(serving) = config.serving.clone() else {
@@ -377,4 +405,14 @@ pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
         crate::digest::sha256_hex(&config),
         crate::digest::sha256_hex(&signature),
     ))
+}
+
+/// What a start (a restart) does with a config that has expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartExpired {
+    /// Starts on it however long ago it expired (`--expired start`).
+    Always,
+    /// Starts on it within this many seconds of its expiry, and refuses it
+    /// after (`--expired refuse`, `--expired-grace-s`; 0 refuses at once).
+    Within { grace_s: u64 },
 }

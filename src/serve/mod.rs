@@ -59,7 +59,7 @@ pub use crate::policy::BudgetSettings;
 pub use admission::Limits;
 pub use connections::{ConnectionLimits, default_max_connections};
 pub use decision::ROUTE_DECISION_SCHEMA_VERSION;
-pub use deployed::{Deployed, LoadError, Sources, load};
+pub use deployed::{Deployed, LoadError, Sources, StartExpired, load};
 pub use journal::{Durability, LOCK as RECORDS_LOCK, MAX_UNCOMMITTED, Roll};
 pub use keys::{Identity, Keys};
 pub use log::{LOG_SCHEMA_VERSION, Level as LogLevel, LogFormat, LogSettings};

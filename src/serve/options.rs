@@ -8,7 +8,7 @@ use crate::policy::BudgetSettings;
 
 use super::admission::Limits;
 use super::connections::ConnectionLimits;
-use super::deployed::Sources;
+use super::deployed::{Sources, StartExpired};
 use super::journal::{Durability, Roll};
 use super::log::LogSettings;
 use super::settings::{RecordsPrompts, Timeouts};
@@ -34,10 +34,9 @@ pub struct ServeOptions {
     pub records_fail_closed: bool,
     /// What an answer's end waits for of its record.
     pub records_durability: Durability,
-    /// Start on a config that has expired (`--expired start`), as a running
-    /// serve keeps serving one: not ready, and answering unless
-    /// `strict_expiry`.
-    pub start_expired: bool,
+    /// Whether a start takes a config that has expired, as a running serve
+    /// keeps serving one (answering unless `strict_expiry`).
+    pub start_expired: StartExpired,
     /// Requests in flight at once, in total and per route.
     pub limits: Limits,
     /// Client connections open at once, and how long one may say nothing.

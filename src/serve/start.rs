@@ -12,7 +12,7 @@ use anyhow::Context;
 use crate::clock::{Clock, SystemClock};
 
 use super::app::App;
-use super::deployed::{self, Deployed, Sources, load};
+use super::deployed::{self, Deployed, Sources, StartExpired, load};
 use super::keys::Keys;
 use super::log::{self, Log};
 use super::options::ServeOptions;
@@ -78,7 +78,7 @@ pub fn check(options: &ServeOptions) -> anyhow::Result<Checked> {
         &public,
         &clock,
         None,
-        options.start_expired,
+        Some(options.start_expired),
     )?;
     let shadow = options
         .shadow
@@ -93,6 +93,17 @@ pub fn check(options: &ServeOptions) -> anyhow::Result<Checked> {
         keys: keys.len(),
         deployed,
     })
+}
+
+/// A start on an expired config says which rule let it start.
+fn log_started_expired(log: &Log, deployed: &Deployed, rule: StartExpired) {
+    let serving = match rule {
+        StartExpired::Always => "--expired start serves it".to_owned(),
+        StartExpired::Within { grace_s } => {
+            format!("within --expired-grace-s {grace_s} of its expiry, this start serves it")
+        }
+    };
+    reload::log_expired(log, deployed, &serving);
 }
 
 /// Serves until SIGINT or SIGTERM; `ready` is told the bound address.
@@ -121,10 +132,10 @@ fn serve_logged(
         &public,
         clock.as_ref(),
         None,
-        options.start_expired,
+        Some(options.start_expired),
     )?;
     if deployed.expired(clock.as_ref()) {
-        reload::log_expired(log, &deployed, "--expired start serves it");
+        log_started_expired(log, &deployed, options.start_expired);
     }
     let shadow = options
         .shadow

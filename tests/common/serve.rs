@@ -198,11 +198,12 @@ pub fn log_events(log: &str, event: &str) -> Vec<Value> {
 
 /// Runs `ci/deploy-config.sh NEW LIVE PUBKEY` with this build as
 /// `routeval`: whether it deployed, and its stderr.
-pub fn deploy(new: &Path, live: &Path, pubkey: &Path) -> (bool, String) {
+pub fn deploy(new: &Path, live: &Path, pubkey: &Path, router: Option<&Path>) -> (bool, String) {
     let output = Command::new(repo().join("ci/deploy-config.sh"))
         .arg(new)
         .arg(live)
         .arg(pubkey)
+        .args(router)
         .env("ROUTEVAL", binary())
         .output()
         .unwrap();

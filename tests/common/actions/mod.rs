@@ -885,8 +885,16 @@ pub fn git(directory: &Path, arguments: &[&str]) -> String {
 
 /// The YAML document as JSON values.
 pub fn yaml(text: &str) -> Value {
-    let documents = yaml_rust2::YamlLoader::load_from_str(text).unwrap();
-    to_json(&documents[0])
+    yaml_documents(text).swap_remove(0)
+}
+
+/// Each document of a YAML stream (`---` between them) as JSON values.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    yaml_rust2::YamlLoader::load_from_str(text)
+        .unwrap()
+        .iter()
+        .map(to_json)
+        .collect()
 }
 
 fn to_json(yaml: &yaml_rust2::Yaml) -> Value {
