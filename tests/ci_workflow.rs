@@ -643,6 +643,15 @@ fn renewal_when_due_signs_the_next_version_without_quadrupling_cost() {
         .unwrap();
     assert!(change.increase.unwrap() <= 0.1, "{change:?}");
     assert_eq!(report.emitted.unwrap().version, 3);
+    // The way back to v2 is signed with it, and shipped without the lock.
+    let renewal = run.artifact("routeval-renewal-4242").join("renewal");
+    assert!(renewal.join("rollback/route-config.v4.json").is_file());
+    assert!(
+        renewal
+            .join("rollback/route-config.v4.json.minisig")
+            .is_file()
+    );
+    assert!(!renewal.join("rollback/.routeval-gate.lock").exists());
 }
 
 #[test]

@@ -659,6 +659,97 @@ fn a_replica_that_missed_a_version_takes_the_next_as_a_restart_would_and_a_refus
 }
 
 #[test]
+fn each_version_comes_with_its_way_back_signed_so_going_back_needs_no_key() {
+    let pipeline = Pipeline::shared();
+    let (first_upstream, v1) = answering("from v1's upstream", "presigned-v1");
+    let (second_upstream, _) = answering("from v2's upstream", "presigned-v2-alone");
+    // The gate that signs v2 over the deployed v1 signs, beside it, v1's
+    // table as version 3, its parent v2.
+    let v2 = signed_single(
+        pipeline,
+        &second_upstream.base_url(),
+        "presigned-v2",
+        Some(&v1),
+    );
+    let back = pipeline.path("presigned-v2/rollback/route-config.v3.json");
+    let read = |path: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let (old, rollback) = (read(&v1), read(&back));
+    assert_eq!(rollback["version"], 3);
+    assert_eq!(rollback["table"], old["table"]);
+    assert_eq!(rollback["provenance"]["rollback_of"]["version"], 1);
+    let report = read(&pipeline.path("presigned-v2/rollback/gate-report.json"));
+    assert_eq!(report["rollback"]["to"]["version"], 1);
+    crate::common::routeval()
+        .args(["verify"])
+        .arg(&back)
+        .arg("--pubkey")
+        .arg(pipeline.out.join("keys/demo.key.pub"))
+        .arg("--previous")
+        .arg(&v2)
+        .assert()
+        .success();
+
+    // In the incident: v2 is live, and the on-call engineer, with the
+    // public key only, deploys the way back as the next version.
+    let directory = tempfile::tempdir().unwrap();
+    let live = directory.path().join("live");
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let (deployed, stderr) = deploy(&v2, &live, &pubkey, Some(&pipeline.out.join("router.bin")));
+    assert!(deployed, "{stderr}");
+    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
+    assert!(ready_at(&served, 2));
+    assert_eq!(ask(&served, "before-the-way-back", PROMPT), 200);
+    let (deployed, stderr) = deploy(&back, &live, &pubkey, None);
+    assert!(deployed, "{stderr}");
+    assert!(ready_at(&served, 3), "the way back was not served");
+    let before = first_upstream.requests().len();
+    assert_eq!(ask(&served, "after-the-way-back", PROMPT), 200);
+    assert_eq!(
+        first_upstream.requests().len(),
+        before + 1,
+        "not v1's route"
+    );
+    let log = served.stop_with_log();
+    assert!(
+        log_events(&log, "config_reload_refused").is_empty(),
+        "{log}"
+    );
+
+    // Once a newer version went out instead, the way back of v2 is stale:
+    // it no longer follows what is live.
+    let out = pipeline.path("presigned-v3-forward");
+    gate_single(
+        pipeline,
+        &pipeline.path("presigned-v2.toml"),
+        &out,
+        None,
+        true,
+    )
+    .arg("--baseline")
+    .arg(&v2)
+    .assert()
+    .success()
+    .stderr(predicates::str::contains(format!(
+        "the way back is signed: deploy {} as the next version",
+        out.join("rollback/route-config.v4.json").display()
+    )));
+    crate::common::routeval()
+        .args(["verify"])
+        .arg(&back)
+        .arg("--pubkey")
+        .arg(&pubkey)
+        .arg("--previous")
+        .arg(out.join("route-config.v3.json"))
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "version 3 does not increase over the previous config's 3",
+        ));
+}
+
+#[test]
 fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
     let pipeline = Pipeline::shared();
     // v2 moved every route to another upstream; the rollback moves them

@@ -9,7 +9,9 @@ use clap::Args;
 use crate::clock::{Clock, FixedClock, SystemClock, Timestamp};
 use crate::events::{Event, Level, Reporter};
 use crate::exit_codes::Outcome;
-use crate::gate::{GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, rollback, terminal};
+use crate::gate::{
+    GateOptions, MAX_TTL_DAYS, RollbackOptions, gate, presign_rollback, rollback, terminal,
+};
 use crate::routes::{generate_keys, load_public, verify_config};
 use crate::schema::ColumnNames;
 use crate::units::{Confidence, Margin, NonNegative, Target};
@@ -257,7 +259,15 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     let clock = clock_at(at);
     let report = match args.rollback_to.clone() {
         Some(to) => rollback(&rollback_options(args, to)?, clock.as_ref())?,
-        None => gate(&options(args)?, clock.as_ref())?,
+        None => {
+            let options = options(args)?;
+            let report = gate(&options, clock.as_ref())?;
+            say_rollback(
+                presign_rollback(&options, &report, clock.as_ref()),
+                reporter,
+            );
+            report
+        }
     };
     if let Some(at) = &at {
         reporter.report(Event::Message {
@@ -272,6 +282,30 @@ pub fn run(args: GateArgs, reporter: &dyn Reporter) -> anyhow::Result<Outcome> {
     } else {
         Outcome::CheckFailed
     })
+}
+
+/// Where the way back was signed, or why it was not: the new config
+/// stands either way.
+fn say_rollback(presigned: anyhow::Result<Option<PathBuf>>, reporter: &dyn Reporter) {
+    let (level, text) = match presigned {
+        Ok(None) => return,
+        Ok(Some(path)) => (
+            Level::Note,
+            format!(
+                "the way back is signed: deploy {} as the next version to return to the deployed table, no key needed",
+                path.display()
+            ),
+        ),
+        Err(error) => (
+            Level::Warning,
+            format!("no rollback was signed in advance: {error:#}"),
+        ),
+    };
+    reporter.report(Event::Message {
+        stage: "gate",
+        level,
+        text,
+    });
 }
 
 /// `--serve-url` and `--serve-key-env`, for the LiteLLM export.

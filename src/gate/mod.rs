@@ -22,4 +22,4 @@ pub use engine::gate;
 pub use litellm::{LitellmExport, ServeEndpoint, litellm_yaml};
 pub use options::{GateOptions, MAX_TTL_DAYS};
 pub use render::{markdown, terminal};
-pub use rollback::{RollbackOptions, rollback};
+pub use rollback::{PRESIGNED_ROLLBACK_DIR, RollbackOptions, presign_rollback, rollback};

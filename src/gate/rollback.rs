@@ -177,3 +177,39 @@ fn measured(path: &Path, sha256: &str, config: &RouteConfig) -> anyhow::Result<C
         production: None,
     })
 }
+
+/// Where a gate that signed version N over a deployed version puts the way
+/// back: `OUT/rollback/`, holding version N + 1 with the deployed config's
+/// table, signed now, so that going back needs no key.
+pub const PRESIGNED_ROLLBACK_DIR: &str = "rollback";
+
+/// After a gate signed `report.emitted` over the deployed config
+/// (`--baseline`): the deployed config's table signed again as the next
+/// version after the new one, into `OUT/rollback/`, as `--rollback-to`
+/// would sign it. The on-call engineer deploys it to go back, with no key.
+/// `None` where the gate signed nothing or had no deployed config; an error
+/// says why no way back could be signed (the new config stands).
+pub fn presign_rollback(
+    gate: &super::GateOptions,
+    report: &GateReport,
+    clock: &dyn Clock,
+) -> anyhow::Result<Option<PathBuf>> {
+    let (Some(emitted), Some(deployed), Some(key)) = (&report.emitted, &gate.baseline, &gate.key)
+    else {
+        return Ok(None);
+    };
+    let out = gate.out.join(PRESIGNED_ROLLBACK_DIR);
+    let back = rollback(
+        &RollbackOptions {
+            to: deployed.clone(),
+            deployed: PathBuf::from(&emitted.config),
+            pubkey: gate.baseline_pubkey.clone(),
+            key: key.clone(),
+            out,
+            ttl_days: gate.ttl_days,
+            serve: gate.serve.clone(),
+        },
+        clock,
+    )?;
+    Ok(back.emitted.map(|emitted| PathBuf::from(emitted.config)))
+}
