@@ -19,7 +19,9 @@
 # next version, its parent the live file. A release that exists is never
 # replaced. Each release is readable by every user (0755, files 0644), so
 # the unit's dynamic user reads what root deployed; nothing in it is a
-# secret. `ROUTEVAL` names the binary (`routeval`).
+# secret. With ROUTEVAL_SERVE_FLAGS set, `routeval serve --check` must
+# accept the release before the switch. `ROUTEVAL` names the binary
+# (`routeval`).
 set -eu
 
 if [ $# -ne 3 ] && [ $# -ne 4 ]; then
@@ -69,7 +71,27 @@ if [ -n "$router" ]; then
 fi
 chmod 0644 "$incoming"/*
 chmod 0755 "$incoming"
+# What serve would refuse at its reload (a route's key variable not set, a
+# keys file it cannot read, a records directory of another config) is
+# refused here, before the switch: `serve --check` on the release as it
+# stands, with serve's other flags from ROUTEVAL_SERVE_FLAGS (as the unit
+# passes them: `--keys … --records …`) and the environment serve gets.
+if [ -n "${ROUTEVAL_SERVE_FLAGS:-}" ]; then
+  set -- --config "$incoming/route-config.json" --pubkey "$pubkey"
+  if [ -e "$incoming/router.bin" ]; then
+    set -- "$@" --router "$incoming/router.bin"
+  fi
+  # shellcheck disable=SC2086 # serve's flags are words
+  if ! "$routeval" serve --check "$@" $ROUTEVAL_SERVE_FLAGS >&2; then
+    rm -r "$incoming"
+    echo "error: serve --check refused $new; nothing was deployed" >&2
+    exit 2
+  fi
+  checked="serve --check passed"
+else
+  checked="serve --check not run: set ROUTEVAL_SERVE_FLAGS to serve's other flags"
+fi
 mv "$incoming" "$release"
 ln -s "releases/$name" "$live.next"
 mv -T "$live.next" "$live"
-echo "deployed $name: $live -> releases/$name"
+echo "deployed $name: $live -> releases/$name ($checked)"

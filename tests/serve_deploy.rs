@@ -382,3 +382,56 @@ fn the_containerfile_builds_the_image_the_kubernetes_manifest_runs() {
         String::from_utf8_lossy(&ran.stderr)
     );
 }
+
+#[test]
+fn the_deploy_recipe_switches_only_to_what_serve_check_accepts() {
+    let pipeline = Pipeline::shared();
+    let config = signed_single(pipeline, "http://127.0.0.1:9/v1", "recipe-check", None);
+    let directory = tempfile::tempdir().unwrap();
+    let live = directory.path().join("live");
+    let keys = directory.path().join("keys.toml");
+    write_keys(&keys);
+    let serve_flags = format!(
+        "--keys {} --records {}",
+        keys.display(),
+        directory.path().join("records").display()
+    );
+    let recipe = |key_set: bool| {
+        let mut command = Command::new(repo().join("ci/deploy-config.sh"));
+        command
+            .arg(&config)
+            .arg(&live)
+            .arg(pipeline.out.join("keys/demo.key.pub"))
+            .arg(pipeline.out.join("router.bin"))
+            .env("ROUTEVAL", binary())
+            .env("ROUTEVAL_SERVE_FLAGS", &serve_flags);
+        if key_set {
+            command.env("ROUTEVAL_SIM_KEY", "a-key");
+        } else {
+            command.env_remove("ROUTEVAL_SIM_KEY");
+        }
+        command.output().unwrap()
+    };
+    // The routes' key variable is not set where serve would run: serve
+    // would refuse the release, so nothing is switched and nothing is left.
+    let refused = recipe(false);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ROUTEVAL_SIM_KEY")
+            && stderr.contains("serve --check refused")
+            && stderr.contains("nothing was deployed"),
+        "{stderr}"
+    );
+    assert!(!live.exists());
+    let releases = directory.path().join("releases");
+    assert_eq!(std::fs::read_dir(&releases).unwrap().count(), 0);
+    // With it set, the check passes and the release goes live.
+    let deployed = recipe(true);
+    let stdout = String::from_utf8_lossy(&deployed.stdout);
+    assert_eq!(deployed.status.code(), Some(0), "{deployed:?}");
+    assert!(stdout.contains("(serve --check passed)"), "{stdout}");
+    assert!(live.join("route-config.json").exists());
+    // The check wrote nothing into the records directory serve will use.
+    assert!(!directory.path().join("records").exists());
+}
