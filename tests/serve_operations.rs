@@ -3,7 +3,7 @@
 //! `/metrics` reports (parsed by the Prometheus Python client's own
 //! parser), and what its records keep of a prompt.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -658,6 +658,38 @@ fn a_replica_that_missed_a_version_takes_the_next_as_a_restart_would_and_a_refus
     assert_eq!(skipped[0]["previous_version"], 1, "{log}");
 }
 
+/// `routeval verify CONFIG --previous PREVIOUS` with the demo's public key.
+fn verify_after(config: &Path, previous: &Path) -> assert_cmd::assert::Assert {
+    crate::common::routeval()
+        .arg("verify")
+        .arg(config)
+        .arg("--pubkey")
+        .arg(Pipeline::shared().out.join("keys/demo.key.pub"))
+        .arg("--previous")
+        .arg(previous)
+        .assert()
+}
+
+/// `config` (version 2) deployed by `ci/deploy-config.sh` with the demo's
+/// router into a directory of its own, and serve on it, ready: the
+/// directory, the live link, the public key and the serve.
+fn serving_deployed(config: &Path) -> (tempfile::TempDir, PathBuf, PathBuf, Served) {
+    let pipeline = Pipeline::shared();
+    let directory = tempfile::tempdir().unwrap();
+    let live = directory.path().join("live");
+    let pubkey = pipeline.out.join("keys/demo.key.pub");
+    let (deployed, stderr) = deploy(
+        config,
+        &live,
+        &pubkey,
+        Some(&pipeline.out.join("router.bin")),
+    );
+    assert!(deployed, "{stderr}");
+    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
+    assert!(ready_at(&served, 2));
+    (directory, live, pubkey, served)
+}
+
 #[test]
 fn each_version_comes_with_its_way_back_signed_so_going_back_needs_no_key() {
     let pipeline = Pipeline::shared();
@@ -681,25 +713,11 @@ fn each_version_comes_with_its_way_back_signed_so_going_back_needs_no_key() {
     assert_eq!(rollback["provenance"]["rollback_of"]["version"], 1);
     let report = read(&pipeline.path("presigned-v2/rollback/gate-report.json"));
     assert_eq!(report["rollback"]["to"]["version"], 1);
-    crate::common::routeval()
-        .args(["verify"])
-        .arg(&back)
-        .arg("--pubkey")
-        .arg(pipeline.out.join("keys/demo.key.pub"))
-        .arg("--previous")
-        .arg(&v2)
-        .assert()
-        .success();
+    verify_after(&back, &v2).success();
 
     // In the incident: v2 is live, and the on-call engineer, with the
     // public key only, deploys the way back as the next version.
-    let directory = tempfile::tempdir().unwrap();
-    let live = directory.path().join("live");
-    let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let (deployed, stderr) = deploy(&v2, &live, &pubkey, Some(&pipeline.out.join("router.bin")));
-    assert!(deployed, "{stderr}");
-    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
-    assert!(ready_at(&served, 2));
+    let (_directory, live, pubkey, served) = serving_deployed(&v2);
     assert_eq!(ask(&served, "before-the-way-back", PROMPT), 200);
     let (deployed, stderr) = deploy(&back, &live, &pubkey, None);
     assert!(deployed, "{stderr}");
@@ -735,14 +753,7 @@ fn each_version_comes_with_its_way_back_signed_so_going_back_needs_no_key() {
         "the way back is signed: deploy {} as the next version",
         out.join("rollback/route-config.v4.json").display()
     )));
-    crate::common::routeval()
-        .args(["verify"])
-        .arg(&back)
-        .arg("--pubkey")
-        .arg(&pubkey)
-        .arg("--previous")
-        .arg(out.join("route-config.v3.json"))
-        .assert()
+    verify_after(&back, &out.join("route-config.v3.json"))
         .code(1)
         .stderr(predicates::str::contains(
             "version 3 does not increase over the previous config's 3",
@@ -828,26 +839,12 @@ fn a_rollback_is_signed_as_the_next_version_and_served_as_a_forward_step() {
     );
     let markdown = std::fs::read_to_string(out.join("gate-report.md")).unwrap();
     assert!(markdown.contains("**This is a rollback.**"), "{markdown}");
-    crate::common::routeval()
-        .arg("verify")
-        .arg(&v3)
-        .arg("--pubkey")
-        .arg(pipeline.out.join("keys/demo.key.pub"))
-        .arg("--previous")
-        .arg(&v2)
-        .assert()
-        .success();
+    verify_after(&v3, &v2).success();
 
     // serve on v2, deployed by ci/deploy-config.sh; v1 itself, switched in
     // by hand as a replayed old release would be, is refused; v3 is
     // deployed as the next version.
-    let directory = tempfile::tempdir().unwrap();
-    let live = directory.path().join("live");
-    let pubkey = pipeline.out.join("keys/demo.key.pub");
-    let (deployed, stderr) = deploy(&v2, &live, &pubkey, Some(&pipeline.out.join("router.bin")));
-    assert!(deployed, "{stderr}");
-    let served = serve(&live.join("route-config.json"), directory.path(), &[]);
-    assert!(ready_at(&served, 2));
+    let (directory, live, pubkey, served) = serving_deployed(&v2);
     let replayed = directory.path().join("releases/replayed-v1");
     std::fs::create_dir_all(&replayed).unwrap();
     std::fs::copy(&v1, replayed.join("route-config.json")).unwrap();
