@@ -41,6 +41,7 @@ mod replay_comparison;
 mod replay_labels;
 mod replay_replicas;
 mod replay_sglang_router;
+mod replay_smg;
 mod report_browser;
 mod report_cli;
 mod router_cli;

@@ -456,8 +456,22 @@ fn calibration_searches_the_first_half_and_checks_the_second() {
         String::from_utf8_lossy(&output.stderr)
     );
     let stdout = String::from_utf8(output.stdout).unwrap();
-    let document: ReplayDocument =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let written = std::fs::read_to_string(&out).unwrap();
+    let document: ReplayDocument = serde_json::from_str(&written).unwrap();
+    // A version 2 document, written before the flags named their router,
+    // still reads: its flags were SGLang router flags.
+    let mut older: serde_json::Value = serde_json::from_str(&written).unwrap();
+    older["schema_version"] = serde_json::json!(2);
+    let calibration_object = older["calibration"].as_object_mut().unwrap();
+    calibration_object.remove("router").unwrap();
+    let flags = calibration_object.remove("router_flags").unwrap();
+    calibration_object.insert("sglang_flags".to_owned(), flags.clone());
+    let read: ReplayDocument = serde_json::from_value(older).unwrap();
+    let read = read.calibration.unwrap();
+    assert_eq!(
+        (read.router.as_str(), &read.router_flags),
+        ("sglang", &flags.as_str().unwrap().to_owned())
+    );
     let calibration = document.calibration.expect("a calibration");
     assert_eq!(
         (calibration.train_requests, calibration.holdout_requests),
@@ -504,9 +518,10 @@ fn calibration_searches_the_first_half_and_checks_the_second() {
         param("abs_gap"),
         param("rel_gap")
     );
-    assert_eq!(calibration.sglang_flags, flags);
+    assert_eq!(calibration.router_flags, flags);
+    assert_eq!(calibration.router, "sglang");
     assert!(
-        stdout.contains(&format!("SGLang router: {flags}")),
+        stdout.contains(&format!("flags for sglang: {flags}")),
         "{stdout}"
     );
     assert!(stdout.contains("kind: EndpointPickerConfig"), "{stdout}");

@@ -10,7 +10,7 @@ use crate::atomic::{Named, Output, check_outputs};
 use crate::exit_codes::Outcome;
 use crate::replay::fallback::{FallbackOptions, ROUTE_TABLE_OUTPUT, render_fallback};
 use crate::replay::hedge::{HedgeOptions, render_hedge};
-use crate::replay::replicas::{PolicySpec, Pool, SglangRelease};
+use crate::replay::replicas::{PolicySpec, Pool, RouterRelease};
 use crate::replay::{
     Objective, ReplicasOptions, Requests, RunArrivals, Search, render_replicas, replay_replicas,
 };
@@ -232,9 +232,10 @@ pub struct ReplicasArgs {
     pub window: Span,
 
     /// A policy to replay, `NAME[:key=value,...]`, repeatable: round-robin,
-    /// least-load, session, prefix-hash, cache-aware, sglang, scorer, and
+    /// least-load, session, prefix-hash, cache-aware, sglang, scorer;
     /// sglang@0.3 or sglang@0.1 for a release of SGLang's router as it
-    /// decides (default: all but the releases, as docs/replay.md lists).
+    /// decides; smg@1.13[:policy=...] for the Shepherd Model Gateway 1.13
+    /// (default: all but the releases, as docs/replay.md lists).
     #[arg(long = "policy", value_name = "NAME[:k=v,...]", value_parser = PolicySpec::parse)]
     pub policies: Vec<PolicySpec>,
 
@@ -247,12 +248,12 @@ pub struct ReplicasArgs {
     #[arg(long, value_enum, default_value_t = ObjectiveArg::P95Ttft)]
     pub objective: ObjectiveArg,
 
-    /// With --calibrate: search the thresholds of this release of SGLang's
-    /// router, as it decides (`sglang@0.3` or `sglang@0.1`), against its
+    /// With --calibrate: search the thresholds of this router release, as
+    /// it decides (`smg@1.13`, `sglang@0.3` or `sglang@0.1`), against its
     /// own defaults, and print every flag its launcher takes; without it,
     /// routeval's cache-aware rule.
     #[arg(long = "for", value_name = "RELEASE", requires = "calibrate", value_parser = parse_release)]
-    pub for_release: Option<SglangRelease>,
+    pub for_release: Option<RouterRelease>,
 
     /// Print the versioned JSON document instead of the table.
     #[arg(long)]
@@ -438,9 +439,9 @@ fn hedge(args: &HedgeArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-fn parse_release(given: &str) -> Result<SglangRelease, String> {
-    SglangRelease::from_name(given).ok_or_else(|| {
-        let known: Vec<&str> = SglangRelease::ALL
+fn parse_release(given: &str) -> Result<RouterRelease, String> {
+    RouterRelease::from_name(given).ok_or_else(|| {
+        let known: Vec<&str> = RouterRelease::ALL
             .iter()
             .map(|release| release.name())
             .collect();

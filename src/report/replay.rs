@@ -225,10 +225,12 @@ fn calibration_section(out: &mut String, calibration: &crate::schema::replay::Ca
     let verdict = |wins: bool| if wins { "holds" } else { "does not hold" };
     let _ = write!(
         out,
-        "<p>On the held-out part the cache-aware choice {} against SGLang's defaults and every fixed policy, and the scorer choice {} against the default weights and every fixed policy.</p><p>SGLang router flags: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
+        "<p>On the held-out part the cache-aware choice {} against {}'s defaults and every fixed policy, and the scorer choice {} against the default weights and every fixed policy.</p><p>Flags for {}: <code>{}</code></p><details><summary>Endpoint-picker configuration</summary><pre>{}</pre></details>",
         verdict(calibration.cache_aware.wins_on_holdout),
+        escape(&calibration.router),
         verdict(calibration.scorer.wins_on_holdout),
-        escape(&calibration.sglang_flags),
+        escape(&calibration.router),
+        escape(&calibration.router_flags),
         escape(&calibration.endpoint_picker)
     );
 }
@@ -265,7 +267,7 @@ pub fn replay_summary(out: &mut String, replay: &ReplayDocument) {
     if let Some(calibration) = &replay.calibration {
         let _ = writeln!(
             out,
-            "Calibrated for {}: {} ({} on the held-out part); SGLang flags {}.\n",
+            "Calibrated for {}: {} ({} on the held-out part); flags for {} {}.\n",
             text(&calibration.objective),
             code(&calibration.cache_aware.policy.name),
             if calibration.cache_aware.wins_on_holdout {
@@ -273,7 +275,8 @@ pub fn replay_summary(out: &mut String, replay: &ReplayDocument) {
             } else {
                 "does not hold"
             },
-            code(&calibration.sglang_flags)
+            text(&calibration.router),
+            code(&calibration.router_flags)
         );
     }
 }

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Version 2 added each policy's `replica_requests` and `busiest_share`.
-pub const REPLAY_SCHEMA_VERSION: u32 = 2;
+/// Version 2 added each policy's `replica_requests` and `busiest_share`;
+/// version 3 names the router a calibration's flags are for (`router`) and
+/// calls them `router_flags` (`sglang_flags` before).
+pub const REPLAY_SCHEMA_VERSION: u32 = 3;
 
 /// What `replay replicas --out` writes.
 pub const REPLAY_OUTPUT: crate::atomic::OutputKind = crate::atomic::OutputKind::new(
@@ -110,8 +112,14 @@ pub struct Calibration {
     pub scorer: Chosen,
     /// The replayed policies and both presets on both parts.
     pub baselines: Vec<Scored>,
-    /// The chosen cache-aware point as SGLang router flags.
-    pub sglang_flags: String,
+    /// The router the flags are for: the release `--for` named
+    /// (`smg@1.13`, `sglang@0.3`, `sglang@0.1`), or `sglang` for routeval's
+    /// own rule, whose thresholds SGLang's router takes.
+    #[serde(default = "sglang")]
+    pub router: String,
+    /// The chosen cache-aware point as the router's launcher flags.
+    #[serde(alias = "sglang_flags")]
+    pub router_flags: String,
     /// The chosen scorer as an endpoint-picker configuration (YAML).
     pub endpoint_picker: String,
 }
@@ -187,4 +195,9 @@ pub struct Window {
     pub cached_tokens: u64,
     pub hit_rate: f64,
     pub mean_ttft_ms: f64,
+}
+
+/// What a calibration written before version 3 was for.
+fn sglang() -> String {
+    "sglang".to_owned()
 }

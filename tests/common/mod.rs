@@ -12,6 +12,7 @@ pub mod population;
 mod process;
 pub mod production;
 mod records;
+pub mod router_drive;
 mod run;
 mod serve;
 mod sources;

@@ -131,6 +131,7 @@ impl Simulation {
                     }
                 }
             }
+            Strategy::Smg(policy) => self.smg_route(policy, request),
             Strategy::Scorer { prefix, queue, kv } => {
                 self.scorer_choice(request, prefix, queue, kv)
             }
@@ -175,7 +176,7 @@ impl Simulation {
     }
 
     /// The share of the prompt that `blocks` leading blocks cover.
-    fn covered(&self, request: &Request, blocks: usize) -> f64 {
+    pub(super) fn covered(&self, request: &Request, blocks: usize) -> f64 {
         if request.input_tokens == 0 {
             return 0.0;
         }

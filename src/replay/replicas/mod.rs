@@ -11,6 +11,8 @@ mod options;
 mod pool;
 mod render;
 mod search;
+mod smg;
+mod smg_choice;
 mod strategy;
 
 use std::ops::Range;
@@ -35,7 +37,8 @@ pub use options::{ReplicasOptions, Requests, Search, render_replicas, replay_rep
 pub use pool::{Pool, PoolError, Simulation};
 pub use render::{render_calibration, render_policies};
 pub use search::{Objective, search_settings};
-pub use strategy::{PolicyError, PolicySpec, SglangRelease, Strategy};
+pub use smg::{SMG_1_13, SMG_SOURCE_COMMIT, SmgPolicy};
+pub use strategy::{PolicyError, PolicySpec, RouterRelease, SglangRelease, Strategy};
 
 /// Where the requests come from.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::render::{render_calibration, render_policies};
 use super::search::{Objective, search_settings};
-use super::strategy::{PolicySpec, SglangRelease};
+use super::strategy::{PolicySpec, RouterRelease};
 use super::{Pool, Source, replay};
 use crate::replay::RunArrivals;
 use crate::schema::ReplayDocument;
@@ -47,9 +47,9 @@ impl Requests {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Search {
     pub objective: Objective,
-    /// Search this release of SGLang's router against its own defaults,
+    /// Search this router release's rule against its own defaults,
     /// instead of routeval's cache-aware rule.
-    pub release: Option<SglangRelease>,
+    pub release: Option<RouterRelease>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -191,6 +191,11 @@ pub struct Simulation {
     /// `sglang@0.3`: the replica the router's tree last named for a prefix,
     /// by the prefix's last block.
     pub(super) tree_named: std::collections::HashMap<u64, u32>,
+    /// The draws of the policies that break ties at random (`smg@1.13`).
+    pub(super) random: crate::stats::random::Random,
+    /// `smg@1.13:policy=prefix_hash`: the hash ring's points and their
+    /// replicas, built at the first request.
+    pub(super) ring: Vec<(u64, u32)>,
     pub totals: Totals,
 }
 
@@ -222,6 +227,8 @@ impl Simulation {
             index_lost: false,
             cursor: 0,
             tree_named: std::collections::HashMap::new(),
+            random: crate::stats::random::Random::new(pool.seed),
+            ring: Vec::new(),
             totals: Totals {
                 replica_requests: vec![0; pool.replicas],
                 ..Totals::default()
@@ -393,10 +400,11 @@ impl Simulation {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn request(arrival_ms: f64, blocks: &[u64]) -> Request {
+    /// A request of whole 512-token blocks answered with one token.
+    pub(in crate::replay::replicas) fn request(arrival_ms: f64, blocks: &[u64]) -> Request {
         Request {
             arrival_ms,
             input_tokens: 512 * blocks.len() as u32,
@@ -406,8 +414,18 @@ mod tests {
     }
 
     fn served(policy: &str, requests: &[Request]) -> Vec<u64> {
+        served_with_seed(policy, requests, 0)
+    }
+
+    /// The requests each of four replicas served under `policy`.
+    pub(in crate::replay::replicas) fn served_with_seed(
+        policy: &str,
+        requests: &[Request],
+        seed: u64,
+    ) -> Vec<u64> {
         let pool = Pool {
             replicas: 4,
+            seed,
             ..Pool::default()
         };
         let mut simulation = Simulation::new(&pool, PolicySpec::parse(policy).unwrap());

@@ -91,13 +91,14 @@ pub fn render_calibration(calibration: &Calibration) -> String {
         }
     };
     format!(
-        "calibration for {} over {} grid points\n{}\ncache-aware choice {}\nscorer choice {}\nSGLang router: {}\nendpoint picker:\n{}",
+        "calibration for {} over {} grid points\n{}\ncache-aware choice {}\nscorer choice {}\nflags for {}: {}\nendpoint picker:\n{}",
         calibration.objective,
         calibration.grid.points,
         crate::terminal::table(header, rows),
         verdict(calibration.cache_aware.wins_on_holdout),
         verdict(calibration.scorer.wins_on_holdout),
-        calibration.sglang_flags,
+        calibration.router,
+        calibration.router_flags,
         calibration.endpoint_picker
     )
 }

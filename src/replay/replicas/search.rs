@@ -6,7 +6,8 @@
 
 use super::metrics::ratio;
 use super::pool::{Pool, Simulation};
-use super::strategy::{PolicySpec, SglangRelease, Strategy};
+use super::smg::SmgPolicy;
+use super::strategy::{PolicySpec, RouterRelease, Strategy};
 use super::{Lane, Source, run_lanes};
 use crate::schema::{Calibration, Chosen, Grid, Headline, Scored};
 
@@ -86,7 +87,7 @@ pub fn search_settings(
     pool: &Pool,
     baselines: &[PolicySpec],
     objective: Objective,
-    release: Option<SglangRelease>,
+    release: Option<RouterRelease>,
 ) -> anyhow::Result<Calibration> {
     pool.check()?;
     let requests = source.for_each(|_| {})?;
@@ -129,7 +130,7 @@ pub fn search_settings(
     } else {
         board.presets[1]
     };
-    let sglang_flags = match guard {
+    let router_flags = match guard {
         Strategy::CacheAware {
             threshold,
             abs_gap,
@@ -143,6 +144,11 @@ pub fn search_settings(
             abs_gap,
             rel_gap,
         } => release.flags(threshold, abs_gap, rel_gap),
+        Strategy::Smg(SmgPolicy::CacheAware {
+            threshold,
+            abs_gap,
+            rel_gap,
+        }) => RouterRelease::Smg1_13.flags(threshold, abs_gap, rel_gap),
         _ => unreachable!("the cache-aware grid holds cache-aware policies"),
     };
     let Strategy::Scorer { prefix, queue, kv } = weights else {
@@ -167,19 +173,20 @@ pub fn search_settings(
         baselines: (board.baseline_start..board.specs.len())
             .map(|index| board.scored(index))
             .collect(),
-        sglang_flags,
+        router: guard_preset(release).to_owned(),
+        router_flags,
         endpoint_picker,
     })
 }
 
-fn cache_aware_grid(release: Option<SglangRelease>) -> Vec<PolicySpec> {
+fn cache_aware_grid(release: Option<RouterRelease>) -> Vec<PolicySpec> {
     let mut grid = Vec::new();
     for &threshold in &CACHE_THRESHOLDS {
         for &abs_gap in &ABS_GAPS {
             for &rel_gap in &REL_GAPS {
                 grid.push(match release {
                     None => PolicySpec::cache_aware(threshold, abs_gap, rel_gap),
-                    Some(release) => PolicySpec::sglang(release, threshold, abs_gap, rel_gap),
+                    Some(release) => release.policy(threshold, abs_gap, rel_gap),
                 });
             }
         }
@@ -189,8 +196,8 @@ fn cache_aware_grid(release: Option<SglangRelease>) -> Vec<PolicySpec> {
 
 /// The cache-aware family's preset: SGLang's defaults as DOMAIN.md quotes
 /// them for routeval's rule, or the release's own.
-fn guard_preset(release: Option<SglangRelease>) -> &'static str {
-    release.map_or("sglang", SglangRelease::name)
+fn guard_preset(release: Option<RouterRelease>) -> &'static str {
+    release.map_or("sglang", RouterRelease::name)
 }
 
 fn scorer_grid() -> Vec<PolicySpec> {
@@ -306,7 +313,10 @@ impl Scoreboard<'_> {
                 let strategy = self.specs[other].strategy;
                 let tunable = matches!(
                     strategy,
-                    Strategy::CacheAware { .. } | Strategy::Sglang { .. } | Strategy::Scorer { .. }
+                    Strategy::CacheAware { .. }
+                        | Strategy::Sglang { .. }
+                        | Strategy::Smg(SmgPolicy::CacheAware { .. })
+                        | Strategy::Scorer { .. }
                 );
                 !tunable || (strategy == preset && !self.specs[other].count_dispatched)
             })

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::smg::{SMG_1_13, SmgPolicy};
+
 /// SGLang's router defaults as DOMAIN.md quotes them; they have changed
 /// between releases, so they are one preset (`sglang`), not truth.
 pub const SGLANG_CACHE_THRESHOLD: f64 = 0.5;
@@ -51,6 +53,9 @@ pub enum Strategy {
         abs_gap: f64,
         rel_gap: f64,
     },
+    /// A policy of the Shepherd Model Gateway as its release 1.13 decides
+    /// (`smg@1.13`, docs/replay.md).
+    Smg(SmgPolicy),
     /// An endpoint-picker-style weighted sum of prefix match, queue depth and
     /// KV-cache use; the highest score wins.
     Scorer {
@@ -116,6 +121,65 @@ impl SglangRelease {
     }
 }
 
+/// A router release whose cache-aware thresholds `--calibrate --for`
+/// searches, against its own defaults, and whose launcher flags it prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterRelease {
+    Sglang(SglangRelease),
+    /// The Shepherd Model Gateway 1.13 (`smg launch`).
+    Smg1_13,
+}
+
+impl RouterRelease {
+    pub const ALL: [RouterRelease; 3] = [
+        RouterRelease::Smg1_13,
+        RouterRelease::Sglang(SglangRelease::V0_3),
+        RouterRelease::Sglang(SglangRelease::V0_1),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RouterRelease::Sglang(release) => release.name(),
+            RouterRelease::Smg1_13 => SMG_1_13,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<RouterRelease> {
+        RouterRelease::ALL
+            .into_iter()
+            .find(|release| release.name() == name)
+    }
+
+    /// The release's cache-aware rule at these thresholds.
+    pub fn policy(self, threshold: f64, abs_gap: f64, rel_gap: f64) -> PolicySpec {
+        match self {
+            RouterRelease::Sglang(release) => {
+                PolicySpec::sglang(release, threshold, abs_gap, rel_gap)
+            }
+            RouterRelease::Smg1_13 => {
+                let strategy = Strategy::Smg(SmgPolicy::CacheAware {
+                    threshold,
+                    abs_gap,
+                    rel_gap,
+                });
+                PolicySpec {
+                    name: describe(SMG_1_13, &strategy_params(&strategy)),
+                    strategy,
+                    count_dispatched: false,
+                }
+            }
+        }
+    }
+
+    /// Every launcher flag the cache-aware rule at these thresholds needs.
+    pub fn flags(self, threshold: f64, abs_gap: f64, rel_gap: f64) -> String {
+        match self {
+            RouterRelease::Sglang(release) => release.flags(threshold, abs_gap, rel_gap),
+            RouterRelease::Smg1_13 => super::smg::flags(threshold, abs_gap, rel_gap),
+        }
+    }
+}
+
 /// A strategy, the name it was asked for by, and how the router sees load.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicySpec {
@@ -129,7 +193,7 @@ pub struct PolicySpec {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PolicyError {
     #[error(
-        "unknown policy {name:?}; known: round-robin, least-load, session, prefix-hash, cache-aware, sglang, sglang@0.3, sglang@0.1, scorer"
+        "unknown policy {name:?}; known: round-robin, least-load, session, prefix-hash, cache-aware, sglang, sglang@0.3, sglang@0.1, smg@1.13, scorer"
     )]
     Unknown { given: String, name: String },
     #[error("{problem}")]
@@ -210,6 +274,12 @@ impl PolicySpec {
             problem,
         };
         let mut values = key_values(given, rest)?;
+        // The only parameter that is a name, not a number.
+        let smg_words = if name == SMG_1_13 {
+            (values.remove("policy"), values.remove("tokenized"))
+        } else {
+            (None, None)
+        };
         let count_dispatched = match values.remove("count-dispatched") {
             None | Some("false") => false,
             Some("true") => true,
@@ -263,22 +333,8 @@ impl PolicySpec {
                     rel_gap,
                 }
             }
-            "scorer" => {
-                let strategy = Strategy::Scorer {
-                    prefix: take("prefix", 3.0, false)?,
-                    queue: take("queue", 2.0, false)?,
-                    kv: take("kv", 2.0, false)?,
-                };
-                if let Strategy::Scorer {
-                    prefix: 0.0,
-                    queue: 0.0,
-                    kv: 0.0,
-                } = strategy
-                {
-                    return Err(parameter("every weight is zero".to_owned()));
-                }
-                strategy
-            }
+            SMG_1_13 => Strategy::Smg(SmgPolicy::parse(smg_words, &mut take, parameter)?),
+            "scorer" => scorer_weights(&mut take, parameter)?,
             _ => {
                 return Err(PolicyError::Unknown {
                     given: given.to_owned(),
@@ -305,6 +361,22 @@ impl PolicySpec {
         );
         params
     }
+}
+
+/// The scorer's three weights, not all zero.
+fn scorer_weights(
+    take: &mut impl FnMut(&str, f64, bool) -> Result<f64, PolicyError>,
+    parameter: impl Fn(String) -> PolicyError,
+) -> Result<Strategy, PolicyError> {
+    let (prefix, queue, kv) = (
+        take("prefix", 3.0, false)?,
+        take("queue", 2.0, false)?,
+        take("kv", 2.0, false)?,
+    );
+    if prefix == 0.0 && queue == 0.0 && kv == 0.0 {
+        return Err(parameter("every weight is zero".to_owned()));
+    }
+    Ok(Strategy::Scorer { prefix, queue, kv })
 }
 
 /// A cache-aware rule's `threshold`, `abs-gap` and `rel-gap`, each its
@@ -364,6 +436,7 @@ fn strategy_params(strategy: &Strategy) -> BTreeMap<String, Value> {
             ("abs_gap", number(abs_gap)),
             ("rel_gap", number(rel_gap)),
         ],
+        Strategy::Smg(policy) => policy.params(number),
         Strategy::Scorer { prefix, queue, kv } => vec![
             ("prefix_weight", number(prefix)),
             ("queue_weight", number(queue)),
@@ -384,7 +457,9 @@ fn describe(name: &str, params: &BTreeMap<String, Value>) -> String {
     };
     let pairs: Vec<String> = params
         .iter()
-        .filter(|(key, _)| key.as_str() != "release")
+        .filter(|(key, value)| {
+            key.as_str() != "release" && !(key.as_str() == "policy" && *value == "cache_aware")
+        })
         .map(|(key, value)| {
             let text = match value {
                 Value::String(text) => text.clone(),
