@@ -62,6 +62,7 @@ mod serve_k8s;
 mod serve_numbers;
 mod serve_openai_sdk;
 mod serve_operations;
+mod serve_provider_keys;
 mod serve_records;
 mod serve_resilience;
 mod serve_slow_clients;

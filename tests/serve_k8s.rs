@@ -104,6 +104,7 @@ struct Deployment {
     config_mount: String,
     router_mount: String,
     records_mount: String,
+    provider_keys_mount: String,
 }
 
 fn deployment(pod: &str) -> Deployment {
@@ -141,6 +142,24 @@ fn deployment(pod: &str) -> Deployment {
     }
     let config_file = flag(&args, "--config").rsplit('/').next().unwrap();
     assert!(items.contains(&format!("{config_file}.minisig").as_str()));
+    // The providers' keys: a Secret's volume, read whole, so the kubelet's
+    // updates reach serve (a subPath mount would never be updated).
+    let provider_keys = flag(&args, "--provider-keys").to_owned();
+    let secret_mount = serve["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|mount| mount["mountPath"] == provider_keys)
+        .expect("--provider-keys is a mounted directory");
+    assert!(secret_mount.get("subPath").is_none());
+    let secret_volume = named(volumes, text(&secret_mount["name"]));
+    assert!(secret_volume["secret"]["secretName"].is_string());
+    assert!(serve.get("env").is_none_or(|env| {
+        !env.as_array()
+            .unwrap()
+            .iter()
+            .any(|variable| variable["valueFrom"]["secretKeyRef"].is_object())
+    }));
     // The router: on a volume of the pod's own that the init container
     // fills with exactly that file.
     let router_flag = flag(&args, "--router").to_owned();
@@ -202,6 +221,7 @@ fn deployment(pod: &str) -> Deployment {
         config_mount: mount_of("config"),
         router_mount: mount_of(volume),
         records_mount: mount_of("records"),
+        provider_keys_mount: provider_keys,
     }
 }
 
@@ -213,6 +233,7 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
         config_mount,
         router_mount,
         records_mount,
+        provider_keys_mount,
     } = deployment(pod);
     let config_file = flag(&expanded, "--config").rsplit('/').next().unwrap();
 
@@ -253,19 +274,25 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     )
     .unwrap();
     let records = pipeline.path("records-volume");
+    // The Secret's volume, holding the variable the demo's routes name.
+    let secret = pipeline.path("secret-volume");
+    let key_file = |key: &str| vec![("ROUTEVAL_SIM_KEY".to_owned(), key.as_bytes().to_vec())];
+    publish(&secret, "2026_12_01_first", &key_file("sk-first"));
     let local: Vec<String> = expanded
         .iter()
         .map(|arg| {
             arg.replace(&config_mount, mount.to_str().unwrap())
                 .replace(&router_mount, router.to_str().unwrap())
                 .replace(&records_mount, records.to_str().unwrap())
+                .replace(&provider_keys_mount, secret.to_str().unwrap())
                 .replace("0.0.0.0:8090", "127.0.0.1:0")
         })
         .collect();
+    // No key in the environment: the pod has none.
     let served = Served::start(
         Command::new(binary())
             .args(&local)
-            .env("ROUTEVAL_SIM_KEY", "unused-by-serve-sim"),
+            .env_remove("ROUTEVAL_SIM_KEY"),
     );
     assert_eq!(get(&served.url("/readyz")).0, "200");
     assert_eq!(get(&served.url("/healthz")).0, "200");
@@ -275,8 +302,18 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
         std::thread::sleep(std::time::Duration::from_millis(100));
         get(&served.url("/readyz")).1.contains("version 2")
     });
+    // A key rotated in the Secret: the kubelet swaps its volume's `..data`.
+    publish(&secret, "2026_12_01_second", &key_file("sk-second"));
+    let rotated = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        get(&served.url("/metrics"))
+            .1
+            .contains("routeval_provider_keys_reloads_total{outcome=\"applied\"} 1")
+    });
     let log = served.stop_with_log();
     assert!(reloaded, "version 2 was not served after the swap: {log}");
+    assert!(rotated, "the rotated key was not taken: {log}");
+    assert_eq!(log_events(&log, "provider_keys_reloaded").len(), 1, "{log}");
     let reloaded_lines = log_events(&log, "config_reloaded");
     assert_eq!(reloaded_lines.len(), 1, "{log}");
     assert_eq!(reloaded_lines[0]["config_version"], 2, "{log}");

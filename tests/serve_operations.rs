@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    KEY, Pipeline, ScriptedUpstream, Served, Step, completion, deploy, falling_back, gate_single,
-    log_events, log_lines, proxy_python, ready_at, response, run_python, served_records,
-    signed_single, signed_table, write_keys,
+    KEY, Pipeline, ScriptedUpstream, Served, Step, ask_with, completion, deploy, falling_back,
+    gate_single, log_events, log_lines, proxy_python, ready_at, response, run_python,
+    served_records, signed_single, signed_table, write_keys,
 };
 
 /// A prompt whose words must never reach the log.
@@ -64,36 +64,6 @@ fn serve(config: &Path, directory: &Path, extra: &[&str]) -> Served {
 /// A chat request named `id`, by curl: its status.
 fn ask(served: &Served, id: &str, content: &str) -> u16 {
     ask_with(served, id, content, &[])
-}
-
-/// [`ask`] with more headers.
-fn ask_with(served: &Served, id: &str, content: &str, headers: &[String]) -> u16 {
-    let body = json!({
-        "model": "support-assistant",
-        "messages": [{"role": "user", "content": content}],
-    });
-    let mut command = Command::new("curl");
-    command
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "20",
-        ])
-        .args(["-H", &format!("Authorization: Bearer {KEY}")])
-        .args(["-H", &format!("x-request-id: {id}")]);
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    let output = command
-        .args(["-d", &body.to_string()])
-        .arg(served.url("/v1/chat/completions"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&output.stdout).parse().unwrap()
 }
 
 fn scrape(served: &Served) -> String {

@@ -33,6 +33,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub router: Option<PathBuf>,
 
+    /// The upstream providers' keys: a file of `NAME=VALUE` lines or a
+    /// directory of one file per variable (a mounted Secret). The routes'
+    /// `api_key_env` variables are read from it instead of the environment,
+    /// again on SIGHUP and whenever its content changes, so a rotated key is
+    /// used without a restart.
+    #[arg(long, value_name = "PATH")]
+    pub provider_keys: Option<PathBuf>,
+
     /// The clients: a TOML file of `[[keys]]` with each key's sha256, its
     /// tenant and optionally its slice.
     #[arg(long, value_name = "FILE")]
@@ -212,6 +220,7 @@ impl ServeArgs {
                 config: self.config,
                 router: self.router,
                 env: std::env::vars().collect(),
+                provider_keys: self.provider_keys,
             },
             public_key: self.pubkey,
             keys: self.keys,

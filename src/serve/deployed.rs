@@ -32,6 +32,8 @@ pub enum LoadError {
     NotServable { path: PathBuf, schema: String },
     #[error("{path}: {problem}")]
     Pin { path: PathBuf, problem: String },
+    #[error("{0}")]
+    ProviderKeys(#[from] super::provider_keys::ProviderKeysError),
     #[error(
         "{path}: the signed config expired at {expires_at}, more than --expired-grace-s {grace_s} ago (now {now}); deploy a newer version, or start with --expired start to serve it expired"
     )]
@@ -98,6 +100,10 @@ pub struct Sources {
     pub router: Option<PathBuf>,
     /// The environment, for the routes' `api_key_env`.
     pub env: BTreeMap<String, String>,
+    /// `--provider-keys`: where the routes' variables are read instead of
+    /// the environment, again at every load (docs in
+    /// [`super::provider_keys`]).
+    pub provider_keys: Option<PathBuf>,
 }
 
 /// Loads the config at `sources.config`. With `running`, the new config must
@@ -286,6 +292,13 @@ fn upstreams_of(
     path: &Path,
 ) -> Result<BTreeMap<String, Upstream>, LoadError> {
     let pin = |problem| pin_error(path, problem);
+    // With --provider-keys the routes' variables come from it alone: a
+    // variable dropped from it must not fall back, silently, to a stale
+    // value in the environment.
+    let variables = match &sources.provider_keys {
+        Some(keys) => std::borrow::Cow::Owned(super::provider_keys::read(keys)?),
+        None => std::borrow::Cow::Borrowed(&sources.env),
+    };
     let mut upstreams = BTreeMap::new();
     for route in &config.table.routes {
         let base_url = route.base_url.as_ref().ok_or_else(|| {
@@ -295,12 +308,24 @@ fn upstreams_of(
             ))
         })?;
         let api_key = match &route.api_key_env {
-            Some(variable) => Some(sources.env.get(variable).cloned().ok_or_else(|| {
-                pin(format!(
-                    "route {:?}: the environment variable {variable} (api_key_env) is not set",
-                    route.name
-                ))
-            })?),
+            Some(variable) => Some(
+                variables
+                    .get(variable)
+                    .cloned()
+                    .ok_or_else(|| {
+                        pin(match &sources.provider_keys {
+                            None => format!(
+                                "route {:?}: the environment variable {variable} (api_key_env) is not set",
+                                route.name
+                            ),
+                            Some(keys) => format!(
+                                "route {:?}: the variable {variable} (api_key_env) is not in --provider-keys {}",
+                                route.name,
+                                keys.display()
+                            ),
+                        })
+                    })?,
+            ),
             None => None,
         };
         upstreams.insert(
@@ -323,6 +348,33 @@ fn upstreams_of(
 impl Deployed {
     pub fn expired(&self, clock: &dyn Clock) -> bool {
         clock.now() >= self.expires_at
+    }
+
+    /// The same signed config with its routes' keys read again from
+    /// `--provider-keys` and the environment: a rotated provider key, put in
+    /// place without a new version.
+    pub fn with_keys_from(&self, sources: &Sources) -> Result<Deployed, LoadError> {
+        Ok(Deployed {
+            config: self.config.clone(),
+            sha256: self.sha256.clone(),
+            bytes: self.bytes.clone(),
+            signature: self.signature.clone(),
+            serving: self.serving.clone(),
+            router: self.router.clone(),
+            verifier: self.verifier.clone(),
+            upstreams: upstreams_of(&self.config, sources, &sources.config)?,
+            expires_at: self.expires_at,
+        })
+    }
+
+    /// Whether `other` calls every route with the same key.
+    pub fn same_keys(&self, other: &Deployed) -> bool {
+        self.upstreams.len() == other.upstreams.len()
+            && self.upstreams.iter().zip(&other.upstreams).all(
+                |((name, ours), (other_name, theirs))| {
+                    name == other_name && ours.api_key == theirs.api_key
+                },
+            )
     }
 }
 

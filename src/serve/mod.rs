@@ -41,6 +41,7 @@ mod metrics;
 mod options;
 mod passing;
 mod pending;
+mod provider_keys;
 mod reload;
 mod reply;
 mod resilience;

@@ -1,7 +1,7 @@
-//! Reloading while serving: on SIGHUP and when the config, its signature
-//! or the keys file change, the new one verified and put in place whole,
-//! or refused with the running one serving on; and the line an expired
-//! config gets.
+//! Reloading while serving: on SIGHUP and when the config, its signature,
+//! the keys file or `--provider-keys` change, the new one verified and put
+//! in place whole, or refused with the running one serving on; and the line
+//! an expired config gets.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,6 +69,59 @@ fn reload_keys(app: &App, path: &std::path::Path) {
                 .field("file", path.display().to_string())
                 .emit();
             app.metrics.keys_reload("refused");
+        }
+    }
+}
+
+/// Reads `--provider-keys` again for the running config: a changed key is
+/// put in place whole (requests in flight finish with the key they
+/// started with); a file that does not read, or no longer names a route's
+/// variable, is logged and counted, and the running keys stay.
+fn reload_provider_keys(app: &App, sources: &Sources) {
+    let Some(file) = &sources.provider_keys else {
+        return;
+    };
+    let running = app.current();
+    match running.with_keys_from(sources) {
+        Ok(next) if next.same_keys(&running) => {}
+        Ok(next) => {
+            let rotated: Vec<String> = next
+                .upstreams
+                .iter()
+                .filter(|(name, upstream)| {
+                    running
+                        .upstreams
+                        .get(*name)
+                        .is_none_or(|before| before.api_key != upstream.api_key)
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            app.log
+                .event(
+                    log::Level::Info,
+                    "provider_keys_reloaded",
+                    format!(
+                        "reloaded --provider-keys {}: {} now called with a new key",
+                        file.display(),
+                        rotated.join(", ")
+                    ),
+                )
+                .field("file", file.display().to_string())
+                .field("routes", rotated.join(","))
+                .emit();
+            *app.deployed.write().expect("unpoisoned") = Arc::new(next);
+            app.metrics.provider_keys_reload("applied");
+        }
+        Err(refusal) => {
+            app.log
+                .event(
+                    log::Level::Error,
+                    "provider_keys_reload_refused",
+                    format!("provider keys reload refused, the running keys stay: {refusal}"),
+                )
+                .field("file", file.display().to_string())
+                .emit();
+            app.metrics.provider_keys_reload("refused");
         }
     }
 }
@@ -165,6 +218,13 @@ pub(super) async fn watch(
     mut hangup: tokio::signal::unix::Signal,
 ) {
     let mut keys_seen = keys_fingerprint(&keys);
+    let provider_keys_now = |sources: &Sources| {
+        sources
+            .provider_keys
+            .as_deref()
+            .and_then(super::provider_keys::fingerprint)
+    };
+    let mut provider_keys_seen = provider_keys_now(&sources);
     // The sha256 of the config whose expiry has been logged.
     let mut expiry_told = app
         .current()
@@ -189,6 +249,11 @@ pub(super) async fn watch(
         if asked || keys_now != keys_seen {
             keys_seen = keys_now;
             reload_keys(&app, &keys);
+        }
+        let provider_keys = provider_keys_now(&sources);
+        if asked || provider_keys != provider_keys_seen {
+            provider_keys_seen = provider_keys;
+            reload_provider_keys(&app, &sources);
         }
         let now = deployed::fingerprint(&sources.config);
         if !asked && now == seen {

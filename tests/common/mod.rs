@@ -46,10 +46,10 @@ pub use run::{
     Tuning, base_url, repo, run_args, run_command, start_sim, write_config, write_dataset,
 };
 pub use serve::{
-    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, column, demo_predictive, demo_prompts,
-    deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at, serve_command,
-    served_records, signed_single, signed_single_with, signed_table, signed_threshold, start_serve,
-    status_of, write_keys,
+    EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, ask_with, column, demo_predictive,
+    demo_prompts, deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at,
+    serve_command, served_records, signed_single, signed_single_with, signed_table,
+    signed_threshold, start_serve, status_of, write_keys,
 };
 pub use sources::rust_files;
 pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};

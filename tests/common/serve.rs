@@ -681,3 +681,34 @@ pub fn served_records(records: &Path, names: &[&str]) -> Vec<Value> {
     }
     rows
 }
+
+/// A chat request named `id` asking `content`, by curl, with the demo's
+/// client key and more `headers`: its status.
+pub fn ask_with(served: &Served, id: &str, content: &str, headers: &[String]) -> u16 {
+    let body = json!({
+        "model": "support-assistant",
+        "messages": [{"role": "user", "content": content}],
+    });
+    let mut command = Command::new("curl");
+    command
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "20",
+        ])
+        .args(["-H", &format!("Authorization: Bearer {KEY}")])
+        .args(["-H", &format!("x-request-id: {id}")]);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let output = command
+        .args(["-d", &body.to_string()])
+        .arg(served.url("/v1/chat/completions"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).parse().unwrap()
+}

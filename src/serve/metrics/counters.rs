@@ -74,6 +74,7 @@ pub(super) struct Counters {
     pub(super) explored: BTreeMap<String, u64>,
     pub(super) reloads: BTreeMap<&'static str, u64>,
     pub(super) keys_reloads: BTreeMap<&'static str, u64>,
+    pub(super) provider_keys_reloads: BTreeMap<&'static str, u64>,
 }
 
 /// A slice and tenant's requests by status, and their cost.

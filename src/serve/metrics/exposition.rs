@@ -321,6 +321,11 @@ pub(super) fn reloads(out: &mut String, counters: &Counters) {
             "Reloads of the config, by outcome.",
             &counters.reloads,
         ),
+        (
+            "routeval_provider_keys_reloads_total",
+            "Reloads of --provider-keys that changed a route's key, or were refused, by outcome.",
+            &counters.provider_keys_reloads,
+        ),
     ] {
         family(out, name, "counter", help);
         for (outcome, value) in values {

@@ -173,6 +173,19 @@ impl Metrics {
         );
     }
 
+    /// A reload of `--provider-keys` that changed a route's key, or was
+    /// refused.
+    pub fn provider_keys_reload(&self, outcome: &'static str) {
+        count(
+            &mut self
+                .counters
+                .lock()
+                .expect("unpoisoned")
+                .provider_keys_reloads,
+            outcome,
+        );
+    }
+
     /// The text `GET /metrics` returns.
     pub fn render(&self, gauges: &Gauges<'_>) -> String {
         let counters = self.counters.lock().expect("unpoisoned");
