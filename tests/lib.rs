@@ -59,6 +59,7 @@ mod serve_deploy;
 mod serve_explore;
 mod serve_hostile;
 mod serve_k8s;
+mod serve_notify;
 mod serve_numbers;
 mod serve_openai_sdk;
 mod serve_operations;

@@ -47,6 +47,8 @@ pub struct App {
     pub log: Arc<Log>,
     /// `--otlp-endpoint`: where traces go, if anywhere.
     pub tracing: Option<super::trace::Tracing>,
+    /// systemd's notification socket, if serve runs under it.
+    pub notifier: super::notify::Notifier,
 }
 
 impl std::fmt::Debug for App {

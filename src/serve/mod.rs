@@ -38,6 +38,7 @@ mod keys;
 mod log;
 mod members;
 mod metrics;
+mod notify;
 mod options;
 mod passing;
 mod pending;

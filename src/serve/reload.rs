@@ -180,6 +180,7 @@ fn reload_config(
                     .emit();
             }
             app.resilience.follow(&next.config.table);
+            app.notifier.status(&super::notify::serving_status(&next));
             *app.deployed.write().expect("unpoisoned") = Arc::new(next);
             *app.refused_reload.lock().expect("unpoisoned") = None;
             app.metrics.reload("applied");

@@ -188,13 +188,14 @@ fn serve_logged(
         tracing,
         requests: AtomicU64::new(0),
         draws: draws::Draws::from_entropy(started_ms),
+        notifier: super::notify::Notifier::from_environment(),
     });
     let Signals {
         stop,
         hangup: reload,
     } = Signals::install(&runtime)?;
-    ready(address, &app.current());
-    log_started(log, &app.current(), address, &options.records);
+    announce(&app, ready, address, &options.records, log);
+    let stop = stop_told(stop, app.notifier.clone());
     let router = stack::request_path(&app);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -213,6 +214,28 @@ fn serve_logged(
         anyhow::Ok(())
     })?;
     stop::stop_serving(app, runtime, writer, log)
+}
+
+/// Serve is up: its line on stdout, the `started` log line, and `READY=1`
+/// to systemd.
+fn announce(
+    app: &App,
+    ready: impl FnOnce(SocketAddr, &Deployed),
+    address: SocketAddr,
+    records: &Path,
+    log: &Log,
+) {
+    let deployed = app.current();
+    ready(address, &deployed);
+    log_started(log, &deployed, address, records);
+    app.notifier
+        .ready(&super::notify::serving_status(&deployed));
+}
+
+/// The stop signal, told to systemd (`STOPPING=1`) when it comes.
+async fn stop_told(stop: impl std::future::Future<Output = ()>, notifier: super::notify::Notifier) {
+    stop.await;
+    notifier.stopping();
 }
 
 /// The `started` line: what is served, where, and where its records go.
