@@ -19,17 +19,45 @@ fn next(socket: &UnixDatagram) -> String {
     String::from_utf8(buffer[..read].to_vec()).unwrap()
 }
 
-#[test]
-fn serve_notifies_systemd_when_ready_reloaded_and_stopping() {
-    let pipeline = Pipeline::shared();
-    let upstream = ScriptedUpstream::start(|_| {
+fn answering() -> ScriptedUpstream {
+    ScriptedUpstream::start(|_| {
         vec![Step::Send(response(
             "200 OK",
             &[],
             "application/json",
             &completion("ok"),
         ))]
-    });
+    })
+}
+
+/// serve of `config`, its keys and records in `directory`, with
+/// `NOTIFY_SOCKET` set to `socket`.
+fn serve_notifying(
+    config: &std::path::Path,
+    directory: &std::path::Path,
+    socket: &std::path::Path,
+) -> Served {
+    let keys = directory.join("keys.toml");
+    write_keys(&keys);
+    let mut command = Pipeline::shared().serve_demo(config, &keys, &directory.join("records"));
+    command.env("NOTIFY_SOCKET", socket);
+    Served::start(&mut command)
+}
+
+/// The status `path` answers with.
+fn status(served: &Served, path: &str) -> String {
+    let probe = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(served.url(path))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&probe.stdout).into_owned()
+}
+
+#[test]
+fn serve_notifies_systemd_when_ready_reloaded_and_stopping() {
+    let pipeline = Pipeline::shared();
+    let upstream = answering();
     let v1 = signed_single(pipeline, &upstream.base_url(), "notify-v1", None);
     let v2 = signed_single(pipeline, &upstream.base_url(), "notify-v2", Some(&v1));
     let directory = tempfile::tempdir().unwrap();
@@ -45,11 +73,7 @@ fn serve_notifies_systemd_when_ready_reloaded_and_stopping() {
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let keys = directory.path().join("keys.toml");
-    write_keys(&keys);
-    let mut command = pipeline.serve_demo(&live, &keys, &directory.path().join("records"));
-    command.env("NOTIFY_SOCKET", &socket_path);
-    let served = Served::start(&mut command);
+    let served = serve_notifying(&live, directory.path(), &socket_path);
 
     let ready = next(&socket);
     assert!(ready.starts_with("READY=1\n"), "{ready}");
@@ -63,12 +87,7 @@ fn serve_notifies_systemd_when_ready_reloaded_and_stopping() {
     );
     assert!(ready.contains(" version 1)\n"), "{ready}");
     // Ready means answering: the probe is up when systemd hears it.
-    let probe = std::process::Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
-        .arg(served.url("/healthz"))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&probe.stdout), "200");
+    assert_eq!(status(&served, "/healthz"), "200");
 
     // The next version: its signature first, then the config in one rename.
     let staged = directory.path().join("staged.json");
@@ -95,26 +114,14 @@ fn serve_notifies_systemd_when_ready_reloaded_and_stopping() {
 #[test]
 fn a_notification_socket_that_is_gone_changes_nothing() {
     let pipeline = Pipeline::shared();
-    let upstream = ScriptedUpstream::start(|_| {
-        vec![Step::Send(response(
-            "200 OK",
-            &[],
-            "application/json",
-            &completion("ok"),
-        ))]
-    });
+    let upstream = answering();
     let config = signed_single(pipeline, &upstream.base_url(), "notify-gone", None);
     let directory = tempfile::tempdir().unwrap();
-    let keys = directory.path().join("keys.toml");
-    write_keys(&keys);
-    let mut command = pipeline.serve_demo(&config, &keys, &directory.path().join("records"));
-    command.env("NOTIFY_SOCKET", directory.path().join("no-such-socket"));
-    let served = Served::start(&mut command);
-    let probe = std::process::Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
-        .arg(served.url("/readyz"))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&probe.stdout), "200");
+    let served = serve_notifying(
+        &config,
+        directory.path(),
+        &directory.path().join("no-such-socket"),
+    );
+    assert_eq!(status(&served, "/readyz"), "200");
     served.stop();
 }
