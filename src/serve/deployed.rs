@@ -350,9 +350,9 @@ impl Deployed {
         clock.now() >= self.expires_at
     }
 
-    /// The same signed config with its routes' keys read again from
-    /// `--provider-keys` and the environment: a rotated provider key, put in
-    /// place without a new version.
+    /// The same signed config with its routes' keys read again (from
+    /// `--provider-keys`, or else the environment): a rotated provider key,
+    /// put in place without a new version.
     pub fn with_keys_from(&self, sources: &Sources) -> Result<Deployed, LoadError> {
         Ok(Deployed {
             config: self.config.clone(),
@@ -365,16 +365,6 @@ impl Deployed {
             upstreams: upstreams_of(&self.config, sources, &sources.config)?,
             expires_at: self.expires_at,
         })
-    }
-
-    /// Whether `other` calls every route with the same key.
-    pub fn same_keys(&self, other: &Deployed) -> bool {
-        self.upstreams.len() == other.upstreams.len()
-            && self.upstreams.iter().zip(&other.upstreams).all(
-                |((name, ours), (other_name, theirs))| {
-                    name == other_name && ours.api_key == theirs.api_key
-                },
-            )
     }
 }
 

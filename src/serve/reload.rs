@@ -83,7 +83,6 @@ fn reload_provider_keys(app: &App, sources: &Sources) {
     };
     let running = app.current();
     match running.with_keys_from(sources) {
-        Ok(next) if next.same_keys(&running) => {}
         Ok(next) => {
             let rotated: Vec<String> = next
                 .upstreams
@@ -96,6 +95,9 @@ fn reload_provider_keys(app: &App, sources: &Sources) {
                 })
                 .map(|(name, _)| name.clone())
                 .collect();
+            if rotated.is_empty() {
+                return;
+            }
             app.log
                 .event(
                     log::Level::Info,
