@@ -67,6 +67,7 @@ mod serve_provider_keys;
 mod serve_records;
 mod serve_resilience;
 mod serve_slow_clients;
+mod serve_wire;
 mod signing;
 mod sim_cli;
 mod simulate_cli;

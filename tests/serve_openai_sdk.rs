@@ -211,11 +211,20 @@ for chunk in client.chat.completions.create(model=model, messages=ask, tools=too
             calls[call.index] += call.function.arguments or ""
 out["streamed_tools"] = calls
 
-text = ""
+text, usage_chunks = "", 0
 for chunk in client.chat.completions.create(model=model, messages=ask, stream=True):
     for choice in chunk.choices:
         text += choice.delta.content or ""
+    usage_chunks += chunk.usage is not None or not chunk.choices
 out["streamed_text"] = text
+out["unasked_usage_chunks"] = usage_chunks
+
+usage = []
+for chunk in client.chat.completions.create(model=model, messages=ask, stream=True,
+                                             stream_options={"include_usage": True}):
+    if chunk.usage is not None:
+        usage.append([len(chunk.choices), chunk.usage.model_dump(exclude_none=True)])
+out["asked_usage"] = usage
 
 print(json.dumps(out))
 "#;
@@ -252,31 +261,44 @@ fn the_openai_sdk_reads_assembled_and_streamed_answers_with_tools_n_formats_and_
     assert_eq!(read["logprobs"], json!(["Hello t", "here, f", "riend"]));
     assert_eq!(read["streamed_tools"], json!({"0": "{\"city\":\"Oslo\"}"}));
     assert_eq!(read["streamed_text"], "Hello there, friend");
-    // Every call went upstream as a stream: the five the client did not
-    // stream with their usage asked for, the two it streamed as it asked.
+    // A streaming client that did not ask for usage (the SDK's default)
+    // gets no usage chunk; one that asked gets it once, as sent.
+    assert_eq!(read["unasked_usage_chunks"], 0);
+    assert_eq!(
+        read["asked_usage"],
+        json!([[0, {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}]])
+    );
+    // Every call went upstream as a stream asking for its usage: the five
+    // the client did not stream, and the three it streamed, whatever it
+    // asked.
     let sent: Vec<Value> = upstream
         .requests()
         .iter()
         .map(|request| serde_json::from_slice(&request.body).unwrap())
         .collect();
-    assert_eq!(sent.len(), 7);
-    for (index, body) in sent.iter().enumerate() {
+    assert_eq!(sent.len(), 8);
+    for body in &sent {
         assert_eq!(body["stream"], true, "{body}");
-        let usage_asked = body["stream_options"]["include_usage"] == true;
-        assert_eq!(usage_asked, index < 5, "{body}");
+        assert_eq!(body["stream_options"]["include_usage"], true, "{body}");
     }
     served.stop();
     let records = served_records(
         &records,
-        &["status", "finish_reason", "input_tokens", "output_tokens"],
+        &[
+            "status",
+            "finish_reason",
+            "input_tokens",
+            "output_tokens",
+            "token_source",
+        ],
     );
-    assert_eq!(records.len(), 7);
-    for (index, record) in records.iter().enumerate() {
+    assert_eq!(records.len(), 8);
+    // So every record counts the route's own usage, and says so.
+    for record in &records {
         assert_eq!(record["status"], "ok", "{record}");
-        if index < 5 {
-            assert_eq!(record["input_tokens"], 12.0, "{record}");
-            assert_eq!(record["output_tokens"], 7.0, "{record}");
-        }
+        assert_eq!(record["input_tokens"], 12.0, "{record}");
+        assert_eq!(record["output_tokens"], 7.0, "{record}");
+        assert_eq!(record["token_source"], "provider", "{record}");
     }
 }
 
@@ -451,7 +473,14 @@ fn the_openai_sdk_gets_an_error_for_a_failed_generation_and_comments_and_odd_usa
     assert_eq!(read["absurd usage streamed"]["text"], "Hello there, friend");
     let records = served_records(
         &directory.path().join("records"),
-        &["id", "status", "finish_reason", "input_tokens", "cost_usd"],
+        &[
+            "id",
+            "status",
+            "finish_reason",
+            "input_tokens",
+            "cost_usd",
+            "token_source",
+        ],
     );
     let record = |id: &str| {
         records
@@ -476,5 +505,6 @@ fn the_openai_sdk_gets_an_error_for_a_failed_generation_and_comments_and_odd_usa
         let input = odd["input_tokens"].as_f64().unwrap();
         assert!((1.0..100.0).contains(&input), "{odd}");
         assert!(odd["cost_usd"].as_f64().unwrap() < 0.01, "{odd}");
+        assert_eq!(odd["token_source"], "estimated", "{odd}");
     }
 }

@@ -11,9 +11,9 @@ use clap::Args;
 use super::reporter::{OutputArgs, ProgressArg};
 use crate::exit_codes::Outcome;
 use crate::serve::{
-    BudgetSettings, ConnectionLimits, DEFAULT_MAX_BODY_BYTES, Durability, Limits, LogFormat,
-    LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, StartExpired, Timeouts,
-    check, default_max_connections, serve,
+    BudgetSettings, ConnectionLimits, CorsOrigins, DEFAULT_MAX_BODY_BYTES, Durability, Limits,
+    LogFormat, LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, StartExpired,
+    Timeouts, check, default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
 
@@ -210,11 +210,24 @@ pub struct ServeArgs {
     /// decision, each upstream attempt and the verifier. Off by default.
     #[arg(long, value_name = "URL", value_parser = crate::client::parse_http_url)]
     pub otlp_endpoint: Option<String>,
+
+    /// A browser origin (`https://app.example.com`) whose scripts may call
+    /// serve, repeated for more, or `*` alone for any: its preflights are
+    /// answered before the key is asked for, and its answers say which
+    /// headers it may read. None by default.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_cors_origin)]
+    pub cors_origins: Vec<String>,
+}
+
+/// One `--cors-origin`, checked as the list is.
+fn parse_cors_origin(value: &str) -> Result<String, String> {
+    CorsOrigins::parse(&[value.to_owned()]).map(|_| value.to_owned())
 }
 
 impl ServeArgs {
-    fn options(self, output: &OutputArgs) -> ServeOptions {
-        ServeOptions {
+    fn options(self, output: &OutputArgs) -> anyhow::Result<ServeOptions> {
+        Ok(ServeOptions {
+            cors_origins: CorsOrigins::parse(&self.cors_origins).map_err(anyhow::Error::msg)?,
             otlp_endpoint: self.otlp_endpoint,
             sources: Sources {
                 config: self.config,
@@ -281,7 +294,7 @@ impl ServeArgs {
                 self.log_level.as_deref(),
                 output,
             ),
-        }
+        })
     }
 }
 
@@ -312,7 +325,7 @@ fn log_settings(
 
 pub fn run(args: ServeArgs, output: &OutputArgs) -> anyhow::Result<Outcome> {
     let checking = args.check;
-    let options = args.options(output);
+    let options = args.options(output)?;
     if checking {
         let checked = check(&options)?;
         let deployed = &checked.deployed;
@@ -378,7 +391,7 @@ mod tests {
             "127.0.0.1:0",
         ])
         .unwrap();
-        let options = line.serve.options(&line.output);
+        let options = line.serve.options(&line.output).unwrap();
         assert_eq!(options.sources.config, std::path::PathBuf::from("c.json"));
         assert!(options.trust_slice_header && !options.strict_expiry);
         assert_eq!(options.max_body_bytes, crate::serve::DEFAULT_MAX_BODY_BYTES);

@@ -31,6 +31,6 @@ pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
 pub use redact::redact;
 pub use schema::{
     ATTEMPT_ID_SUFFIX, Draw, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,
-    RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status,
+    RECORDS_SCHEMA_VERSION, RecordColumn, RecordKind, SCHEMA_VERSION_KEY, Status, TokenSource,
 };
 pub use write::RecordsWriter;

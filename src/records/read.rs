@@ -12,7 +12,9 @@ use super::fields::FieldNames;
 use super::reason::Reason;
 use super::rows::{CsvRow, JsonRow, ParquetColumns, ParquetRow, Row};
 use super::schema::field::*;
-use super::schema::{Draw, RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Status};
+use super::schema::{
+    Draw, RECORD_COLUMNS, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, Status, TokenSource,
+};
 use crate::schema::InputError;
 use crate::schema::{Format, RowLocation};
 
@@ -52,6 +54,8 @@ pub struct Record<'a> {
     pub draw: Option<Draw>,
     /// The route the decision chose, before any fallback.
     pub decided_route: Option<Cow<'a, str>>,
+    /// Whether the token counts are the provider's or estimated.
+    pub token_source: Option<TokenSource>,
 }
 
 impl Record<'static> {
@@ -92,6 +96,7 @@ impl Record<'static> {
             propensity: None,
             draw: None,
             decided_route: None,
+            token_source: None,
         }
     }
 }
@@ -128,6 +133,7 @@ impl Record<'_> {
             propensity: self.propensity,
             draw: self.draw,
             decided_route: self.decided_route.map(own),
+            token_source: self.token_source,
         }
     }
 }
@@ -166,6 +172,10 @@ impl serde::Serialize for Record<'_> {
         object.serialize_field(name(PROPENSITY), &self.propensity)?;
         object.serialize_field(name(DRAW), &self.draw.map(Draw::name))?;
         object.serialize_field(name(DECIDED_ROUTE), &self.decided_route)?;
+        object.serialize_field(
+            name(TOKEN_SOURCE),
+            &self.token_source.map(TokenSource::name),
+        )?;
         object.end()
     }
 }
@@ -240,6 +250,15 @@ fn build<'r>(row: &'r impl Row, names: &FieldNames) -> Result<Record<'r>, (Strin
             None => None,
         },
         decided_route: text(DECIDED_ROUTE)?,
+        token_source: match text(TOKEN_SOURCE)? {
+            Some(source) => Some(TokenSource::parse(&source).ok_or_else(|| {
+                (
+                    field(TOKEN_SOURCE),
+                    format!("{source:?} is not provider or estimated"),
+                )
+            })?),
+            None => None,
+        },
     };
     check_values(&record).map_err(|(index, problem)| (field(index), problem))?;
     Ok(record)

@@ -29,6 +29,9 @@ pub enum Reason {
     Admission(Bound),
     /// The upstream could not be reached.
     UpstreamUnreachable,
+    /// The upstream refused serve's credentials for it (401 or 403): the
+    /// client got a 502 naming the route.
+    UpstreamCredentials,
     /// The upstream's answer broke before serve could pass it on.
     UpstreamCut,
     /// The cascade's verifier failed.
@@ -139,6 +142,7 @@ impl Reason {
             | Reason::Refused(_)
             | Reason::Admission(_)
             | Reason::UpstreamUnreachable
+            | Reason::UpstreamCredentials
             | Reason::UpstreamCut
             | Reason::VerifierFailed
             | Reason::FirstTokenTimeout
@@ -173,6 +177,7 @@ impl Reason {
             Reason::Admission(Bound::Tenant) => "admission:tenant",
             Reason::Admission(Bound::TenantTokens) => "admission:tenant-tpm",
             Reason::UpstreamUnreachable => "upstream-unreachable",
+            Reason::UpstreamCredentials => "upstream-credentials",
             Reason::UpstreamCut => "upstream-cut",
             Reason::VerifierFailed => "verifier-failed",
             Reason::FirstTokenTimeout => "timeout:first-token",
@@ -191,7 +196,7 @@ impl Reason {
     }
 
     /// Every reason without a name in it, for the reader and the tests.
-    pub const WORDS: [Reason; 30] = [
+    pub const WORDS: [Reason; 31] = [
         Reason::RoutedOnly,
         Reason::UnknownSlice,
         Reason::CascadeAccepted,
@@ -208,6 +213,7 @@ impl Reason {
         Reason::Admission(Bound::Tenant),
         Reason::Admission(Bound::TenantTokens),
         Reason::UpstreamUnreachable,
+        Reason::UpstreamCredentials,
         Reason::UpstreamCut,
         Reason::VerifierFailed,
         Reason::FirstTokenTimeout,

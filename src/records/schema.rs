@@ -74,7 +74,7 @@ pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
 pub const HEDGE_ID_SUFFIX: &str = "-hedge-1";
 
 /// Every column, in the order routeval writes them.
-pub const RECORD_COLUMNS: [RecordColumn; 27] = [
+pub const RECORD_COLUMNS: [RecordColumn; 28] = [
     column(
         "id",
         TEXT,
@@ -207,6 +207,12 @@ pub const RECORD_COLUMNS: [RecordColumn; 27] = [
         false,
         "the route the decision chose, before any fallback (a cascade: its first stage); `propensity` is this route's probability",
     ),
+    column(
+        "token_source",
+        TEXT,
+        false,
+        "where `input_tokens` and `output_tokens` come from: `provider` (the usage the route reported) or `estimated` (it reported none, and they were counted from the text as `run` counts them); null where they are null or the source did not say",
+    ),
 ];
 
 /// Each field's position in [`RECORD_COLUMNS`], for the readers.
@@ -238,6 +244,7 @@ pub(super) mod field {
     pub const PROPENSITY: usize = 24;
     pub const DRAW: usize = 25;
     pub const DECIDED_ROUTE: usize = 26;
+    pub const TOKEN_SOURCE: usize = 27;
 }
 
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -324,6 +331,33 @@ impl Draw {
     }
 }
 
+/// Where a record's token counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenSource {
+    /// The usage the route reported.
+    Provider,
+    /// Counted from the text, as `run` counts a prompt whose endpoint
+    /// reported no usage.
+    Estimated,
+}
+
+impl TokenSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Provider => "provider",
+            TokenSource::Estimated => "estimated",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TokenSource> {
+        match text.trim() {
+            "provider" => Some(TokenSource::Provider),
+            "estimated" => Some(TokenSource::Estimated),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,6 +392,7 @@ mod tests {
             (field::PROPENSITY, "propensity"),
             (field::DRAW, "draw"),
             (field::DECIDED_ROUTE, "decided_route"),
+            (field::TOKEN_SOURCE, "token_source"),
         ];
         assert_eq!(positions.len(), RECORD_COLUMNS.len());
         for (position, name) in positions {

@@ -13,7 +13,9 @@ use parquet::schema::types::ColumnPath;
 
 use super::read::Record;
 use super::reason::Reason;
-use super::schema::{Draw, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+use super::schema::{
+    Draw, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, TokenSource,
+};
 
 const BATCH: usize = 8192;
 const ROW_GROUP: usize = 1 << 16;
@@ -145,6 +147,7 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             reals(&|row| row.propensity),
             texts(&|row| row.draw.map(Draw::name)),
             texts(&|row| row.decided_route.as_deref()),
+            texts(&|row| row.token_source.map(TokenSource::name)),
         ];
         self.written += rows.len() as u64;
         let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;

@@ -19,7 +19,7 @@ use super::deployed::Deployed;
 use super::draws::Draws;
 use super::keys::Identity;
 use super::members::Members;
-use super::reply::error;
+use super::reply::{error, error_with_code};
 use super::served::ServedRecord;
 use super::witness::{Event, see};
 
@@ -306,10 +306,11 @@ fn parse(deployed: &Deployed, body: &[u8]) -> Result<serde_json::Map<String, Val
         Some(Value::String(model)) if model == logical => {}
         Some(Value::String(model)) => {
             return Err(refused(
-                error(
+                error_with_code(
                     StatusCode::NOT_FOUND,
                     "invalid_request_error",
                     Some("model"),
+                    Some("model_not_found"),
                     &format!(
                         "the model {model:?} does not exist here; this endpoint serves {logical:?}"
                     ),

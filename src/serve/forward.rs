@@ -23,21 +23,33 @@ use super::upstream_error::carries_secret;
 
 /// The client's body with the route's model in place of the logical one
 /// (or added, for a body that names none: the verifier's), every other
-/// member as the client wrote it; with `streamed`, asking the route to
-/// stream with its usage in the last chunk (serve assembles the answer).
+/// member as the client wrote it. A stream, whether the client asked for
+/// it or serve did (`streamed`: serve assembles the answer), always asks
+/// for its usage in the last chunk, so the record counts what the route
+/// billed; a client that did not ask for it does not see it
+/// ([`super::sse::Framer::withholding_usage`]).
 struct WithModel<'a> {
     body: &'a Members,
     model: &'a str,
     streamed: bool,
 }
 
+impl WithModel<'_> {
+    fn client_streams(&self) -> bool {
+        self.body
+            .get("stream")
+            .is_some_and(|stream| stream.get().trim() == "true")
+    }
+}
+
 impl serde::Serialize for WithModel<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let replaced: &[&str] = if self.streamed {
-            &["model", "stream", "stream_options"]
-        } else {
-            &["model"]
+        let asks_usage = self.streamed || self.client_streams();
+        let replaced: &[&str] = match (self.streamed, asks_usage) {
+            (true, _) => &["model", "stream", "stream_options"],
+            (false, true) => &["model", "stream_options"],
+            (false, false) => &["model"],
         };
         let others = self.body.iter().filter(|(key, _)| !replaced.contains(key));
         let mut map = serializer.serialize_map(None)?;
@@ -46,6 +58,9 @@ impl serde::Serialize for WithModel<'_> {
             map.serialize_entry(key, value)?;
         }
         if self.streamed {
+            map.serialize_entry("stream", &true)?;
+        }
+        if asks_usage {
             let sent = self
                 .body
                 .get("stream_options")
@@ -55,7 +70,6 @@ impl serde::Serialize for WithModel<'_> {
                 _ => serde_json::Map::new(),
             };
             options.insert("include_usage".to_owned(), Value::Bool(true));
-            map.serialize_entry("stream", &true)?;
             map.serialize_entry("stream_options", &options)?;
         }
         map.end()

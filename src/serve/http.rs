@@ -19,7 +19,7 @@ use super::decision::decision_answer;
 use super::deployed::Deployed;
 use super::metrics::{BudgetGauges, Gauges, RecordsGauges};
 use super::pending::take;
-use super::reply::error;
+use super::reply::error_with_code;
 use super::turn::run;
 
 /// `POST /v1/chat/completions`: the decided request passed to its route
@@ -76,10 +76,11 @@ pub async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respo
     if &id == logical {
         return axum::Json(model_object(&deployed)).into_response();
     }
-    error(
+    error_with_code(
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         Some("model"),
+        Some("model_not_found"),
         &format!("the model {id:?} does not exist here; this endpoint serves {logical:?}"),
     )
 }

@@ -69,5 +69,5 @@ pub use metrics::MAX_SLICE_LABELS;
 pub use options::{DEFAULT_MAX_BODY_BYTES, ServeOptions};
 pub use served::ServedRecord;
 pub use settings::{RecordsPrompts, Timeouts};
-pub use stack::{Access, Endpoint};
+pub use stack::{Access, CorsOrigins, Endpoint};
 pub use start::{Checked, check, serve};

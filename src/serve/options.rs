@@ -12,6 +12,7 @@ use super::deployed::{Sources, StartExpired};
 use super::journal::{Durability, Roll};
 use super::log::LogSettings;
 use super::settings::{RecordsPrompts, Timeouts};
+use super::stack::CorsOrigins;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -52,4 +53,6 @@ pub struct ServeOptions {
     pub log: LogSettings,
     /// Where traces are exported (OTLP/HTTP), if anywhere.
     pub otlp_endpoint: Option<String>,
+    /// The browser origins whose scripts may call serve.
+    pub cors_origins: CorsOrigins,
 }

@@ -24,7 +24,7 @@ use super::ending::{Ending, ended_early};
 use super::forward::{Source, without_url};
 use super::served::{CLIENT_DISCONNECTED, ServedRecord};
 use super::settings::after;
-use super::sse::{Framer, Malformed, error_event};
+use super::sse::{Framer, Malformed, error_event, without_usage};
 use super::witness::{AnswerEnd, answered};
 
 /// The most of a non-streamed answer kept to read its usage and model
@@ -100,7 +100,9 @@ impl Finishing {
         };
         let mut events = Vec::new();
         let framed = framer.push(chunk, &mut events);
+        let withheld = std::mem::take(&mut framer.withheld);
         self.feed(&events);
+        self.answer.feed_sse(&withheld);
         match framed {
             Ok(()) => Ok(Bytes::from(events)),
             Err(malformed) => Err(self.cut(events, &malformed)),
@@ -118,7 +120,9 @@ impl Finishing {
         let mut events = Vec::new();
         let framed = framer.finish(&mut events);
         let done = framer.done;
+        let withheld = std::mem::take(&mut framer.withheld);
         self.feed(&events);
+        self.answer.feed_sse(&withheld);
         match framed {
             Err(malformed) => Err((self.cut(events, &malformed), Ending::Malformed)),
             Ok(()) if !done && !self.answer.every_choice_finished() => {
@@ -206,6 +210,14 @@ pub(super) fn pass_through(
     }
     let body = match source {
         Source::Buffered(bytes) => {
+            let bytes = match &finishing.sse {
+                Some(framer) if framer.withholds_usage() => {
+                    let (events, withheld) = without_usage(&bytes);
+                    finishing.answer.feed_sse(&withheld);
+                    events
+                }
+                _ => bytes,
+            };
             finishing.feed(&bytes);
             finishing.ending = Ending::Finished;
             drop(finishing);

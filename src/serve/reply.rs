@@ -15,10 +15,23 @@ use super::app::App;
 use super::served::ServedRecord;
 use super::witness::{Refusal, refused};
 
-/// An OpenAI-style error body.
+/// An OpenAI-style error body with no `code`.
 pub fn error(status: StatusCode, kind: &str, param: Option<&str>, message: &str) -> Response {
-    let body =
-        json!({"error": {"message": message, "type": kind, "param": param, "code": Value::Null}});
+    error_with_code(status, kind, param, None, message)
+}
+
+/// An OpenAI-style error body with the `code` OpenAI gives the same
+/// refusal (`invalid_api_key`, `model_not_found`), which SDKs and client
+/// retry logic match on.
+pub fn error_with_code(
+    status: StatusCode,
+    kind: &str,
+    param: Option<&str>,
+    code: Option<&str>,
+    message: &str,
+) -> Response {
+    let code = code.map_or(Value::Null, Value::from);
+    let body = json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
     (status, axum::Json(body)).into_response()
 }
 

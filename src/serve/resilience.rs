@@ -163,6 +163,17 @@ impl Resilience {
         watched.told = now;
     }
 
+    /// How long after `now_ms` `route`'s open breaker lets its half-open
+    /// probe through; `None` while it is closed or its probe is in flight.
+    pub fn probe_in_ms(&self, route: &str, now_ms: f64) -> Option<f64> {
+        let mut breakers = self.breakers.lock().expect("unpoisoned");
+        let watched = breakers.get_mut(route)?;
+        match watched.breaker.state_at(now_ms) {
+            BreakerState::Open { until_ms } => Some((until_ms - now_ms).max(0.0)),
+            BreakerState::Closed { .. } | BreakerState::Probing => None,
+        }
+    }
+
     /// Whether `route`'s breaker would send a request at `now_ms` to its
     /// fallback, without changing it: a fallback is only used closed.
     pub fn is_closed(&self, route: &str, now_ms: f64) -> bool {

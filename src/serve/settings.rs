@@ -23,6 +23,8 @@ pub struct Settings {
     pub records_prompts: RecordsPrompts,
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
+    /// `--cors-origin`.
+    pub cors_origins: super::stack::CorsOrigins,
 }
 
 /// What a request's record keeps of its conversation (`--records-prompts`).

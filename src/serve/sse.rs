@@ -40,6 +40,39 @@ impl Malformed {
     }
 }
 
+/// Whether an event goes to the client.
+enum Keep {
+    Pass,
+    Withhold,
+}
+
+/// What tells a usage-only event: a `usage` (not null), no choices, no
+/// error. An event of another shape is read as any JSON.
+#[derive(serde::Deserialize)]
+struct UsageOnly<'a> {
+    #[serde(default)]
+    choices: Option<Vec<serde::de::IgnoredAny>>,
+    #[serde(default, borrow)]
+    usage: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
+}
+
+/// `stream`'s events for a client that did not ask for usage, and the
+/// usage-only events kept from it; a stream that does not frame is
+/// passed as it is (it was checked as it was read).
+pub fn without_usage(stream: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut framer = Framer::withholding_usage();
+    let mut events = Vec::new();
+    match framer
+        .push(stream, &mut events)
+        .and_then(|()| framer.finish(&mut events))
+    {
+        Ok(()) => (events, framer.withheld),
+        Err(_) => (stream.to_vec(), Vec::new()),
+    }
+}
+
 /// The events read so far, and the start of the next.
 #[derive(Debug, Default)]
 pub struct Framer {
@@ -53,9 +86,28 @@ pub struct Framer {
     has_data: bool,
     /// The stream's `[DONE]` has been framed.
     pub done: bool,
+    /// Usage-only events are kept from the client ([`Framer::withholding_usage`]).
+    withhold_usage: bool,
+    /// The events withheld so far, for serve's record to read.
+    pub withheld: Vec<u8>,
 }
 
 impl Framer {
+    /// A framer that keeps usage-only events (a chunk with no choices and
+    /// a `usage`) from the client, into [`Framer::withheld`]: serve asks
+    /// every stream for its usage, and a client that did not ask
+    /// (`stream_options.include_usage`) gets the stream it asked for.
+    pub fn withholding_usage() -> Framer {
+        Framer {
+            withhold_usage: true,
+            ..Framer::default()
+        }
+    }
+
+    pub fn withholds_usage(&self) -> bool {
+        self.withhold_usage
+    }
+
     /// Adds `chunk`; the whole events it completes (raw bytes, to pass on),
     /// or why the stream is malformed.
     pub fn push(&mut self, chunk: &[u8], events: &mut Vec<u8>) -> Result<(), Malformed> {
@@ -80,8 +132,12 @@ impl Framer {
             let line = &self.pending[self.line_start..end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
-                self.finish_event(seen)?;
-                events.extend_from_slice(&self.pending[event_start..=end]);
+                let keep = self.finish_event(seen)?;
+                let event = &self.pending[event_start..=end];
+                match keep {
+                    Keep::Pass => events.extend_from_slice(event),
+                    Keep::Withhold => self.withheld.extend_from_slice(event),
+                }
                 event_start = end.saturating_add(1);
             } else if let Some(value) = line.strip_prefix(b"data:") {
                 let value = value.strip_prefix(b" ").unwrap_or(value);
@@ -104,19 +160,31 @@ impl Framer {
         Ok(())
     }
 
-    fn finish_event(&mut self, seen: &mut dyn FnMut(&[u8])) -> Result<(), Malformed> {
+    fn finish_event(&mut self, seen: &mut dyn FnMut(&[u8])) -> Result<Keep, Malformed> {
         if !self.has_data {
-            return Ok(());
+            return Ok(Keep::Pass);
         }
         let data = std::mem::take(&mut self.data);
         self.has_data = false;
         seen(&data);
         if data.trim_ascii() == b"[DONE]" {
             self.done = true;
-            return Ok(());
+            return Ok(Keep::Pass);
+        }
+        if self.withhold_usage
+            && let Ok(event) = serde_json::from_slice::<UsageOnly<'_>>(&data)
+        {
+            let usage_only = event.usage.is_some()
+                && event.error.is_none()
+                && event.choices.is_none_or(|choices| choices.is_empty());
+            return Ok(if usage_only {
+                Keep::Withhold
+            } else {
+                Keep::Pass
+            });
         }
         match serde_json::from_slice::<serde::de::IgnoredAny>(&data) {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(Keep::Pass),
             Err(_) => Err(Malformed::NotJson),
         }
     }
@@ -248,6 +316,42 @@ mod tests {
             assert_eq!(ended, Ok(()));
             assert!(done);
         }
+    }
+
+    #[test]
+    fn only_usage_only_events_are_withheld_and_every_event_is_still_checked() {
+        let content = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n";
+        let last = b"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3}}\n\n";
+        let usage = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\r\n\r\n";
+        let error = b"data: {\"error\":{\"message\":\"x\"},\"usage\":{}}\n\n";
+        let stream = [&content[..], last, usage, error, b"data: [DONE]\n\n"].concat();
+        for split in 0..stream.len() {
+            let mut framer = Framer::withholding_usage();
+            let mut events = Vec::new();
+            let (first, second) = stream.split_at(split);
+            framer.push(first, &mut events).unwrap();
+            framer.push(second, &mut events).unwrap();
+            framer.finish(&mut events).unwrap();
+            let passed = [&content[..], last, error, b"data: [DONE]\n\n"].concat();
+            assert_eq!(events, passed, "split at {split}");
+            assert_eq!(framer.withheld, usage.to_vec(), "split at {split}");
+            assert!(framer.done);
+        }
+        let (events, ended, _) = {
+            let mut framer = Framer::withholding_usage();
+            let mut events = Vec::new();
+            let ended = framer.push(b"data: {\"usage\": oops}\n\n", &mut events);
+            (events, ended, framer.done)
+        };
+        assert!(events.is_empty());
+        assert_eq!(ended, Err(Malformed::NotJson));
+        assert_eq!(
+            without_usage(&stream),
+            (
+                [&content[..], last, error, b"data: [DONE]\n\n"].concat(),
+                usage.to_vec()
+            )
+        );
     }
 
     #[test]

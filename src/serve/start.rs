@@ -298,5 +298,6 @@ fn settings_of(options: &ServeOptions, started_ms: i64) -> Settings {
         timeouts: options.timeouts,
         records_prompts: options.records_prompts,
         started_ms,
+        cors_origins: options.cors_origins.clone(),
     }
 }

@@ -17,7 +17,7 @@ use axum::response::Response;
 use crate::records::{Reason, Refusal};
 
 use super::super::app::App;
-use super::super::reply::{error, refuse};
+use super::super::reply::{error_with_code, refuse};
 use super::super::witness::begin;
 use super::{Access, Endpoint};
 
@@ -43,10 +43,11 @@ pub(super) async fn key(State(app): State<Arc<App>>, mut request: Request, next:
         request.extensions_mut().insert(identity);
         return next.run(request).await;
     }
-    let response = error(
+    let response = error_with_code(
         StatusCode::UNAUTHORIZED,
         "invalid_request_error",
         None,
+        Some("invalid_api_key"),
         "a valid API key is required (Authorization: Bearer KEY)",
     );
     if !endpoint.is_some_and(Endpoint::decides) {

@@ -1,6 +1,7 @@
 //! The request path, built top-down in the order a request meets it.
 //!
-//! Every request: its id ([`request_id`]), then its key ([`authenticate`])
+//! Every request: a browser's preflight answered from the allowed origins
+//! ([`cors`]), its id ([`request_id`]), then its key ([`authenticate`])
 //! on every endpoint but the ones [`Endpoint::access`] lists public (the
 //! probes and `/metrics`). A path serve does not serve answers an
 //! OpenAI-style 404 without a key, saying what it serves.
@@ -17,6 +18,7 @@
 mod admission;
 mod authenticate;
 mod body;
+mod cors;
 mod decide;
 mod detach;
 mod ledger;
@@ -35,6 +37,8 @@ use tower::ServiceBuilder;
 use super::app::App;
 use super::http;
 use super::reply::error;
+
+pub use cors::CorsOrigins;
 
 /// Whether an endpoint needs a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +114,14 @@ impl Endpoint {
             .into_iter()
             .find(|endpoint| endpoint.path() == path)
     }
+
+    /// The endpoint a request's own path (`/v1/models/gpt-x`) reaches.
+    pub fn serving(path: &str) -> Option<Endpoint> {
+        Endpoint::at(path).or_else(|| {
+            let id = path.strip_prefix("/v1/models/")?;
+            (!id.is_empty() && !id.contains('/')).then_some(Endpoint::Model)
+        })
+    }
 }
 
 /// The request path: every endpoint with its own stack, each behind the
@@ -121,8 +133,10 @@ pub(super) fn request_path(app: &Arc<App>) -> axum::Router {
     }
     router
         .route_layer(from_fn_with_state(app.clone(), authenticate::key))
+        .method_not_allowed_fallback(wrong_method)
         .fallback(not_served)
         .layer(from_fn_with_state(app.clone(), request_id::name))
+        .layer(from_fn_with_state(app.clone(), cors::allow))
         .with_state(app.clone())
 }
 
@@ -146,6 +160,31 @@ async fn not_served(request: Request) -> Response {
             served.join(", ")
         ),
     )
+}
+
+/// A path serve answers, asked with another method: OpenAI's error body
+/// (an SDK's `APIStatusError` with a message) and the `Allow` header, not
+/// an empty 405.
+async fn wrong_method(request: Request) -> Response {
+    let path = request.uri().path();
+    let Some(endpoint) = Endpoint::serving(path) else {
+        return not_served(request).await;
+    };
+    let mut response = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        None,
+        &format!(
+            "{} {path} is not allowed; {path} answers {}",
+            request.method(),
+            endpoint.method()
+        ),
+    );
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static(endpoint.method()),
+    );
+    response
 }
 
 /// An endpoint's handler behind its own layers, outermost first.
@@ -191,5 +230,18 @@ mod tests {
             }
         }
         assert_eq!(Endpoint::at("/v1/embeddings"), None);
+    }
+
+    #[test]
+    fn a_request_path_reaches_the_endpoint_whose_pattern_it_fills() {
+        assert_eq!(Endpoint::serving("/v1/models/gpt-x"), Some(Endpoint::Model));
+        assert_eq!(Endpoint::serving("/v1/models"), Some(Endpoint::Models));
+        assert_eq!(
+            Endpoint::serving("/v1/chat/completions"),
+            Some(Endpoint::Chat)
+        );
+        for unserved in ["/v1/models/", "/v1/models/a/b", "/v1/embeddings"] {
+            assert_eq!(Endpoint::serving(unserved), None, "{unserved}");
+        }
     }
 }

@@ -12,26 +12,47 @@ use super::super::passing::pass_through;
 use super::super::reply::{error, refuse, refuse_as};
 use super::super::served::ServedRecord;
 use super::super::upstream_error::upstream_error_body;
-use super::super::witness::Refusal;
+use super::super::witness::{Refusal, refuses_credentials};
 use super::{Turn, TurnEnd};
 
+/// `Retry-After` in whole seconds, at least one (HTTP has no fraction),
+/// and `retry-after-ms`, for a wait of `wait_ms`.
+fn retry_after(wait_ms: f64) -> (HeaderValue, HeaderValue) {
+    let millis = wait_ms.ceil().clamp(1.0, 86_400_000.0) as u64;
+    (
+        HeaderValue::from(millis.div_ceil(1000)),
+        HeaderValue::from(millis),
+    )
+}
+
 impl Turn<'_> {
-    /// A 503 for a request the route's open breaker sent on, with no
-    /// fallback to take it.
-    pub(super) fn breaker_open(&self, record: ServedRecord) -> TurnEnd {
+    /// A 503 for a request the route's open breaker sent on at `now_ms`,
+    /// with no fallback to take it. Its `Retry-After` (whole seconds) and
+    /// `retry-after-ms` (which the OpenAI SDKs read first) say when the
+    /// breaker lets its half-open probe through, so a client's retries are
+    /// not spent while it is still open.
+    pub(super) fn breaker_open(&self, record: ServedRecord, now_ms: f64) -> TurnEnd {
+        // A probe already in flight answers within its deadline; a second
+        // is the shortest wait `Retry-After` can say.
+        let probe_in_ms = self
+            .app
+            .resilience
+            .probe_in_ms(self.route, now_ms)
+            .unwrap_or(1000.0);
         let mut response = error(
             StatusCode::SERVICE_UNAVAILABLE,
             "service_unavailable",
             None,
             &format!(
-                "route {:?} is failing (its breaker is open) and no fallback can take the request",
-                self.route
+                "route {:?} is failing (its breaker is open) and no fallback can take the request; its breaker tries the route again in {} ms",
+                self.route,
+                probe_in_ms.ceil()
             ),
         );
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            HeaderValue::from_static("1"),
-        );
+        let (seconds, millis) = retry_after(probe_in_ms);
+        let headers = response.headers_mut();
+        headers.insert(axum::http::header::RETRY_AFTER, seconds);
+        headers.insert("retry-after-ms", millis);
         let refusal = Refusal::with_status(Reason::BreakerOpen, Status::Error);
         TurnEnd::Answered(refuse_as(self.app, record, refusal, self.started, response))
     }
@@ -96,6 +117,25 @@ impl Turn<'_> {
             response,
             ..
         } = called;
+        if refuses_credentials(status) {
+            // The client's key was good; the route's was not. Its 401
+            // would tell the client to fix a key it cannot.
+            drop(response);
+            let response = error(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                None,
+                &format!(
+                    "route {route:?} refused serve's credentials for it (it answered {status}); the operator must fix the route's key"
+                ),
+            );
+            let reason = match &record.reason {
+                Some(stayed @ Reason::NoFallback(_)) => stayed.clone(),
+                _ => Reason::UpstreamCredentials,
+            };
+            let refusal = Refusal::with_status(reason, Status::Error);
+            return TurnEnd::Answered(refuse_as(self.app, record, refusal, self.started, response));
+        }
         super::super::witness::see(
             self.app,
             &mut record,

@@ -215,6 +215,16 @@ impl Turn<'_> {
         self.decided.request.get("stream") == Some(&serde_json::Value::Bool(true))
     }
 
+    /// Whether a streaming client asked for its usage chunk
+    /// (`stream_options.include_usage`); serve asks every stream for it.
+    pub(super) fn client_asked_usage(&self) -> bool {
+        self.decided
+            .request
+            .get("stream_options")
+            .and_then(|options| options.get("include_usage"))
+            == Some(&serde_json::Value::Bool(true))
+    }
+
     /// Whether `route` is called with streaming though the client did not
     /// stream (serve then assembles the answer).
     pub(super) fn streams_for_client(&self, route: &str) -> bool {

@@ -32,7 +32,7 @@ impl Turn<'_> {
                     see(self.app, record, Event::Sent { to: &to, reason });
                     self.moved(record, &to).await
                 }
-                _ => Err(self.breaker_open(record.clone())),
+                _ => Err(self.breaker_open(record.clone(), now_ms)),
             };
         }
         let admitted = admitted.unwrap_or(Admit::Route);

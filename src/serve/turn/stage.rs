@@ -54,7 +54,13 @@ impl Turn<'_> {
         let sse = is_sse(content_type.as_ref());
         see(self.app, &mut record, Event::Answering(status));
         let mut finishing = self.finishing(&route, upstream.clone(), *spent);
-        finishing.sse = sse.then(Framer::default);
+        finishing.sse = sse.then(|| {
+            if self.client_asked_usage() {
+                Framer::default()
+            } else {
+                Framer::withholding_usage()
+            }
+        });
         finishing.expected_bytes = expected_bytes;
         let assembling = sse && !self.client_streams();
         if self.last {

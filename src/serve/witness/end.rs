@@ -10,7 +10,7 @@ use std::time::Instant;
 use axum::extract::Request;
 
 use crate::client::estimated_tokens_of_chars;
-use crate::records::{Reason, Record, Refusal as Refused, Status};
+use crate::records::{Reason, Record, Refusal as Refused, Status, TokenSource};
 
 use super::super::answer::{Answer, message_tokens};
 use super::super::app::{App, id_of};
@@ -158,6 +158,13 @@ pub(in crate::serve) fn answered(
             .model
             .is_some()
             .then(|| estimated_tokens_of_chars(answer.text_chars))
+    });
+    fields.token_source = input.zip(output).map(|_| {
+        if answer.input_tokens.is_some() && answer.output_tokens.is_some() {
+            TokenSource::Provider
+        } else {
+            TokenSource::Estimated
+        }
     });
     fields.input_tokens = input;
     fields.cached_input_tokens = answer.cached_input_tokens.or(input.map(|_| 0));

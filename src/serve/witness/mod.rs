@@ -59,6 +59,7 @@ impl Billed {
         attempt.record.cached_input_tokens = Some(0);
         attempt.record.output_tokens = Some(0);
         attempt.record.cost_usd = Some(self.cost_usd);
+        attempt.record.token_source = Some(crate::records::TokenSource::Estimated);
     }
 }
 
@@ -175,7 +176,16 @@ pub(super) struct CallEnded<'a> {
     pub at_ms: f64,
 }
 
-/// Counts a call by route and class and ends its span.
+/// Whether an upstream's `status` refuses the key serve called it with
+/// (401), or what that key may do (403): the route's problem, never the
+/// client's, whose own key serve checked.
+pub(super) fn refuses_credentials(status: StatusCode) -> bool {
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
+}
+
+/// Counts a call by route and class and ends its span; a route that
+/// refused serve's credentials is logged as an error, whatever became of
+/// the request.
 pub(super) fn call_ended(app: &App, call: CallEnded<'_>) {
     let CallEnded {
         route,
@@ -186,6 +196,21 @@ pub(super) fn call_ended(app: &App, call: CallEnded<'_>) {
         at_ms,
     } = call;
     app.metrics.upstream(route, class);
+    if status.is_some_and(refuses_credentials) {
+        let status = status.map(|status| status.as_u16());
+        app.log
+            .event(
+                Level::Error,
+                "upstream_credentials_refused",
+                format!(
+                    "route {route:?} refused serve's credentials (it answered {}): check its api_key_env key",
+                    status.unwrap_or_default()
+                ),
+            )
+            .field("route", route)
+            .field("upstream_status", status)
+            .emit();
+    }
     let attributes =
         move || {
             let mut attributes = vec![
