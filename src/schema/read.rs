@@ -107,8 +107,32 @@ pub fn for_each_graded_batch(
             path: path.to_owned(),
         });
     }
-    duplicate_ids.finish(path, Column::Id.name())?;
+    check_ids(path, options, duplicate_ids)?;
     Ok(FileSummary { rows, present })
+}
+
+/// An error naming the earliest row whose id an earlier row has. The pass
+/// kept only the ids' hashes; where two rows share one (nearly always a
+/// duplicate), the file's ids are read again to compare them.
+fn check_ids(
+    path: &Path,
+    options: &ReadOptions,
+    duplicate_ids: DuplicateIds,
+) -> Result<(), ReadError> {
+    let mut collisions = duplicate_ids.collisions();
+    if collisions.is_empty() {
+        return Ok(());
+    }
+    let mut on_batch = |batch: GradedBatch| -> Result<(), ReadError> {
+        collisions.locate(&batch);
+        Ok(())
+    };
+    match Format::detect(path)? {
+        Format::Parquet => read_parquet::read(path, options, None, &mut on_batch)?,
+        Format::Csv => read_text::read_csv(path, options, &mut on_batch)?,
+        Format::JsonLines => read_text::read_json_lines(path, options, &mut on_batch)?,
+    };
+    collisions.verdict(path, Column::Id.name())
 }
 
 /// [`for_each_graded_batch`] on several threads: a Parquet file's row groups
@@ -187,7 +211,7 @@ pub fn for_each_graded_batch_parallel<S: Send>(
             path: path.to_owned(),
         });
     }
-    duplicate_ids.finish(path, Column::Id.name())?;
+    check_ids(path, options, duplicate_ids)?;
     Ok((
         FileSummary {
             rows,
