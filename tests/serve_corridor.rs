@@ -77,7 +77,7 @@ fn code_of(line: &str) -> &str {
 #[test]
 fn a_requests_record_is_written_only_by_the_witness() {
     let source = repository().join("src");
-    let mut fields = fields_of(&source.join("records/read.rs"), "Record<'a>");
+    let mut fields = fields_of(&source.join("records/record.rs"), "Record<'a>");
     fields.extend(fields_of(&source.join("serve/served.rs"), "ServedRecord"));
     for expected in [
         "route",

@@ -201,6 +201,25 @@ fn deployment(pod: &str) -> Deployment {
         .parse()
         .unwrap();
     assert_eq!(serve["ports"][0]["containerPort"], port);
+    // /metrics on its own port, which the Service does not expose.
+    let admin: u64 = flag(&args, "--admin-listen")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(serve["ports"][1]["name"], "admin");
+    assert_eq!(serve["ports"][1]["containerPort"], admin);
+    let service_ports = object(&documents, "Service")["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        service_ports
+            .iter()
+            .all(|exposed| exposed["targetPort"] != admin && exposed["targetPort"] != "admin"),
+        "{service_ports:?}"
+    );
     assert_eq!(serve["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(serve["readinessProbe"]["httpGet"]["port"], port);
     assert_eq!(serve["livenessProbe"]["httpGet"]["path"], "/healthz");
@@ -278,6 +297,10 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     let secret = pipeline.path("secret-volume");
     let key_file = |key: &str| vec![("ROUTEVAL_SIM_KEY".to_owned(), key.as_bytes().to_vec())];
     publish(&secret, "2026_12_01_first", &key_file("sk-first"));
+    let admin = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap().to_string()
+    };
     let local: Vec<String> = expanded
         .iter()
         .map(|arg| {
@@ -286,6 +309,7 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
                 .replace(&records_mount, records.to_str().unwrap())
                 .replace(&provider_keys_mount, secret.to_str().unwrap())
                 .replace("0.0.0.0:8090", "127.0.0.1:0")
+                .replace("0.0.0.0:9090", &admin)
         })
         .collect();
     // No key in the environment: the pod has none.
@@ -296,6 +320,11 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     );
     assert_eq!(get(&served.url("/readyz")).0, "200");
     assert_eq!(get(&served.url("/healthz")).0, "200");
+    assert_eq!(
+        get(&served.url("/metrics")).0,
+        "404",
+        "off the traffic port"
+    );
     // `kubectl apply` of the next version: the kubelet swaps `..data`.
     publish(&mount, "2026_12_01_v2", &files_of(&v2));
     let reloaded = (0..100).any(|_| {
@@ -306,7 +335,7 @@ fn the_kubernetes_deployment_serves_and_reloads_a_swapped_configmap() {
     publish(&secret, "2026_12_01_second", &key_file("sk-second"));
     let rotated = (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        get(&served.url("/metrics"))
+        get(&format!("http://{admin}/metrics"))
             .1
             .contains("routeval_provider_keys_reloads_total{outcome=\"applied\"} 1")
     });

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::common::browser::{chromium, headless};
 use crate::common::{
-    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, completion, header_of, log_events,
+    KEY, Pipeline, Received, ScriptedUpstream, Served, Step, answers_hello, header_of, log_events,
     proxy_python, response, run_python_with, served_records, signed_table, start_serve, status_of,
     write_keys,
 };
@@ -69,15 +69,6 @@ fn serve_one_route(
         flags,
     );
     (served, directory)
-}
-
-fn answers_hello(_: &Received) -> Vec<Step> {
-    vec![Step::Send(response(
-        "200 OK",
-        &[],
-        "application/json",
-        &completion("Hello"),
-    ))]
 }
 
 const SDK_REFUSALS: &str = r#"

@@ -13,7 +13,7 @@ use crate::exit_codes::Outcome;
 use crate::serve::{
     BudgetSettings, ConnectionLimits, CorsOrigins, DEFAULT_MAX_BODY_BYTES, Durability, Limits,
     LogFormat, LogLevel, LogSettings, RecordsPrompts, Roll, ServeOptions, Sources, StartExpired,
-    Timeouts, check, default_max_connections, serve,
+    Timeouts, TraceSampling, TraceSettings, check, default_max_connections, serve,
 };
 use crate::units::{Positive, Proportion};
 
@@ -112,6 +112,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "S", default_value = "3600")]
     pub roll_age_s: NonZeroU64,
 
+    /// Remove the records' rolled Parquet parts once they are this many
+    /// days old (checked at start and after each roll); only serve's own
+    /// `part-NNNNNN.parquet` files are ever removed. Kept for ever by
+    /// default.
+    #[arg(long, value_name = "DAYS")]
+    pub records_retain_days: Option<NonZeroU64>,
+
     /// While the records cannot be written (a full disk): `open` answers
     /// requests and keeps their records in memory (up to 100,000), `closed`
     /// refuses them with 503. Either way `/readyz` is not ready.
@@ -207,9 +214,29 @@ pub struct ServeArgs {
 
     /// Export an OpenTelemetry trace per request to this OTLP/HTTP traces
     /// URL (e.g. `http://collector:4318/v1/traces`): the request, its
-    /// decision, each upstream attempt and the verifier. Off by default.
-    #[arg(long, value_name = "URL", value_parser = crate::client::parse_http_url)]
+    /// decision, each upstream attempt and the verifier. Off by default;
+    /// without the flag, `OTEL_EXPORTER_OTLP_ENDPOINT` (with `/v1/traces`
+    /// added) turns it on, and `OTEL_SDK_DISABLED=true` off.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value_name = "URL", value_parser = crate::client::parse_http_url)]
     pub otlp_endpoint: Option<String>,
+
+    /// Which requests are traced: `parentbased_always_on` (the default: the
+    /// client's `traceparent` decides, else every request), `always_on`,
+    /// `always_off`, `traceidratio`, `parentbased_always_off` or
+    /// `parentbased_traceidratio`, as OpenTelemetry names them.
+    #[arg(long, env = "OTEL_TRACES_SAMPLER", value_name = "SAMPLER")]
+    pub trace_sampler: Option<String>,
+
+    /// The share of traces the `traceidratio` samplers keep, 0 to 1
+    /// (default 1).
+    #[arg(long, env = "OTEL_TRACES_SAMPLER_ARG", value_name = "RATIO")]
+    pub trace_sampler_arg: Option<String>,
+
+    /// Also listen here for `/metrics`, `/healthz` and `/readyz` only, and
+    /// stop serving `/metrics` on --listen: its tenants, routes and spend
+    /// stay off the traffic port.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
 
     /// A browser origin (`https://app.example.com`) whose scripts may call
     /// serve, repeated for more, or `*` alone for any: its preflights are
@@ -217,6 +244,52 @@ pub struct ServeArgs {
     /// headers it may read. None by default.
     #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_cors_origin)]
     pub cors_origins: Vec<String>,
+}
+
+/// Where traces go and which, from the flags and OpenTelemetry's standard
+/// variables (the flags' own, read by clap, and the rest here): `None`
+/// when nothing asks for traces or `OTEL_SDK_DISABLED` is `true`.
+fn trace_settings(
+    endpoint: Option<String>,
+    sampler: Option<&str>,
+    sampler_arg: Option<&str>,
+) -> anyhow::Result<Option<TraceSettings>> {
+    let variable = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    if variable("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
+    {
+        return Ok(None);
+    }
+    let endpoint = match (endpoint, variable("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+        (Some(endpoint), _) => endpoint,
+        (None, Some(base)) => {
+            let endpoint = format!("{}/v1/traces", base.trim().trim_end_matches('/'));
+            crate::client::parse_http_url(&endpoint).map_err(|problem| {
+                anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT {base:?}: {problem}")
+            })?
+        }
+        (None, None) => return Ok(None),
+    };
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Some(protocol) = variable(name)
+            && protocol.trim() != "http/protobuf"
+        {
+            anyhow::bail!(
+                "{name} {protocol:?}: serve exports traces over OTLP/HTTP, http/protobuf only"
+            );
+        }
+    }
+    let sampling = match sampler {
+        Some(name) => TraceSampling::parse(name, sampler_arg).map_err(anyhow::Error::msg)?,
+        None => TraceSampling::default(),
+    };
+    Ok(Some(TraceSettings { endpoint, sampling }))
 }
 
 /// One `--cors-origin`, checked as the list is.
@@ -228,7 +301,12 @@ impl ServeArgs {
     fn options(self, output: &OutputArgs) -> anyhow::Result<ServeOptions> {
         Ok(ServeOptions {
             cors_origins: CorsOrigins::parse(&self.cors_origins).map_err(anyhow::Error::msg)?,
-            otlp_endpoint: self.otlp_endpoint,
+            tracing: trace_settings(
+                self.otlp_endpoint,
+                self.trace_sampler.as_deref(),
+                self.trace_sampler_arg.as_deref(),
+            )?,
+            admin_listen: self.admin_listen,
             sources: Sources {
                 config: self.config,
                 router: self.router,
@@ -247,6 +325,9 @@ impl ServeArgs {
                 records: self.roll_records.get(),
                 bytes: self.roll_bytes.get(),
                 age: Duration::from_secs(self.roll_age_s.get()),
+                retain: self
+                    .records_retain_days
+                    .map(|days| Duration::from_secs(days.get().saturating_mul(86_400))),
             },
             records_fail_closed: self.records_fail == "closed",
             records_durability: if self.records_durability == "acknowledged" {

@@ -24,7 +24,8 @@ use parquet::arrow::arrow_reader::{
 };
 
 use super::fields::FieldNames;
-use super::read::{Record, check_table_version, fold_records, join_workers, parquet_records};
+use super::read::{check_table_version, fold_records, join_workers, parquet_records};
+use super::record::Record;
 use super::schema::field::{
     CACHED_INPUT_TOKENS, CONFIG_VERSION, COST_USD, FINISH_REASON, ID, INPUT_TOKENS, LOGICAL_MODEL,
     MODEL, OUTPUT_TOKENS, REASON, ROUTE, SCORE, SLICE, STATUS, TIMESTAMP, TOTAL_MS, TTFT_MS,

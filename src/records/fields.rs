@@ -113,6 +113,6 @@ mod tests {
         let names = FieldNames::parse("slice=tenant, route=deployment").unwrap();
         assert_eq!(names.source(SLICE), "tenant");
         assert_eq!(names.source(ROUTE), "deployment");
-        assert!(FieldNames::parse("tenant=slice").is_err());
+        assert!(FieldNames::parse("customer=slice").is_err());
     }
 }

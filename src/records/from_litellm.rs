@@ -33,8 +33,8 @@ use serde_json::Value;
 use super::log_fields::{
     Problem, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
 };
-use super::read::Record;
 use super::reason::{Cause, Move, Reason};
+use super::record::Record;
 use super::schema::{ATTEMPT_ID_SUFFIX, Status};
 use crate::schema::InputError;
 use crate::schema::for_each_object;

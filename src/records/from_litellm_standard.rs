@@ -16,8 +16,8 @@ use super::from_litellm::{
 use super::log_fields::{
     Problem, at, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
 };
-use super::read::Record;
 use super::reason::{Move, Reason};
+use super::record::Record;
 use super::schema::Status;
 use crate::schema::for_each_object;
 use crate::schema::{InputError, RowLocation};

@@ -14,8 +14,9 @@ use super::log_fields::{
     Problem, at, first_choice_finish, last_user, messages_at, number_at, required, text_at,
     timestamp_at, tokens_at,
 };
-use super::read::{Record, check_values, for_each_record};
+use super::read::{check_values, for_each_record};
 use super::reason::Reason;
+use super::record::Record;
 use super::schema::RECORD_COLUMNS;
 use super::schema::Status;
 use super::write::RecordsWriter;

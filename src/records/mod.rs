@@ -14,6 +14,7 @@ mod log_fields;
 mod normalise;
 mod read;
 mod reason;
+mod record;
 mod redact;
 mod rows;
 mod schema;
@@ -26,8 +27,9 @@ pub use from_logs::{
     ImportFormat, Imported, LogImportOptions, UniqueIds, import_into, import_records,
 };
 pub use normalise::{Normalised, normalise};
-pub use read::{MAX_TOKENS, Record, fold_records, for_each_record, record_parts};
+pub use read::{MAX_TOKENS, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};
+pub use record::Record;
 pub use redact::redact;
 pub use schema::{
     ATTEMPT_ID_SUFFIX, Draw, HEDGE_ID_SUFFIX, RECORD_COLUMNS, RECORDS_OUTPUT, RECORDS_SCHEMA,

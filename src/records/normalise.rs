@@ -6,7 +6,8 @@
 
 use std::borrow::Cow;
 
-use super::read::{Record, check_values};
+use super::read::check_values;
+use super::record::Record;
 use super::schema::RECORD_COLUMNS;
 use super::schema::field::*;
 

@@ -74,7 +74,7 @@ pub const ATTEMPT_ID_SUFFIX: &str = "-attempt-1";
 pub const HEDGE_ID_SUFFIX: &str = "-hedge-1";
 
 /// Every column, in the order routeval writes them.
-pub const RECORD_COLUMNS: [RecordColumn; 28] = [
+pub const RECORD_COLUMNS: [RecordColumn; 29] = [
     column(
         "id",
         TEXT,
@@ -213,6 +213,12 @@ pub const RECORD_COLUMNS: [RecordColumn; 28] = [
         false,
         "where `input_tokens` and `output_tokens` come from: `provider` (the usage the route reported) or `estimated` (it reported none, and they were counted from the text as `run` counts them); null where they are null or the source did not say",
     ),
+    column(
+        "tenant",
+        TEXT,
+        false,
+        "the tenant of the client's key (`routeval serve`), whose constraints and limits applied; null for a request refused before its key was known",
+    ),
 ];
 
 /// Each field's position in [`RECORD_COLUMNS`], for the readers.
@@ -245,6 +251,7 @@ pub(super) mod field {
     pub const DRAW: usize = 25;
     pub const DECIDED_ROUTE: usize = 26;
     pub const TOKEN_SOURCE: usize = 27;
+    pub const TENANT: usize = 28;
 }
 
 pub static RECORDS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -393,6 +400,7 @@ mod tests {
             (field::DRAW, "draw"),
             (field::DECIDED_ROUTE, "decided_route"),
             (field::TOKEN_SOURCE, "token_source"),
+            (field::TENANT, "tenant"),
         ];
         assert_eq!(positions.len(), RECORD_COLUMNS.len());
         for (position, name) in positions {

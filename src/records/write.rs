@@ -11,8 +11,8 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-use super::read::Record;
 use super::reason::Reason;
+use super::record::Record;
 use super::schema::{
     Draw, RECORDS_SCHEMA, RECORDS_SCHEMA_VERSION, SCHEMA_VERSION_KEY, TokenSource,
 };
@@ -148,6 +148,7 @@ impl<W: std::io::Write + Send> RecordsWriter<W> {
             texts(&|row| row.draw.map(Draw::name)),
             texts(&|row| row.decided_route.as_deref()),
             texts(&|row| row.token_source.map(TokenSource::name)),
+            texts(&|row| row.tenant.as_deref()),
         ];
         self.written += rows.len() as u64;
         let batch = RecordBatch::try_new(RECORDS_SCHEMA.clone(), columns)?;

@@ -124,6 +124,9 @@ pub struct Roll {
     pub records: u64,
     pub bytes: u64,
     pub age: Duration,
+    /// How long rolled parts are kept (`--records-retain-days`): for ever
+    /// when `None`.
+    pub retain: Option<Duration>,
 }
 
 /// What an answer waits for before its last bytes leave
@@ -270,6 +273,7 @@ pub fn open(
             recover(directory, number)?;
         }
     }
+    super::retention::prune_logged(directory, roll.retain, &log);
     let (sender, receiver) = mpsc::sync_channel(QUEUE);
     let health = Arc::new(JournalHealth::default());
     let writer = Writer {
@@ -571,6 +575,7 @@ impl Writer {
             self.file = None;
             match roll(&self.directory, self.number) {
                 Ok(()) => {
+                    super::retention::prune_logged(&self.directory, self.roll.retain, &self.log);
                     self.roll_failed = false;
                     self.created = false;
                     self.number = self.number.saturating_add(1);

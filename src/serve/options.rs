@@ -11,8 +11,9 @@ use super::connections::ConnectionLimits;
 use super::deployed::{Sources, StartExpired};
 use super::journal::{Durability, Roll};
 use super::log::LogSettings;
+use super::origins::CorsOrigins;
 use super::settings::{RecordsPrompts, Timeouts};
-use super::stack::CorsOrigins;
+use super::trace::TraceSettings;
 
 /// The largest request body serve reads, unless `--max-body-bytes` says.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
@@ -52,7 +53,10 @@ pub struct ServeOptions {
     /// How serve logs, and whether each request gets a line.
     pub log: LogSettings,
     /// Where traces are exported (OTLP/HTTP), if anywhere.
-    pub otlp_endpoint: Option<String>,
+    pub tracing: Option<TraceSettings>,
+    /// Where `/metrics` and the probes are also served, and `/metrics`
+    /// only: off the traffic port.
+    pub admin_listen: Option<SocketAddr>,
     /// The browser origins whose scripts may call serve.
     pub cors_origins: CorsOrigins,
 }

@@ -25,8 +25,6 @@ pub const CLIENT_DISCONNECTED: &str = "client_disconnected";
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedRecord {
     pub record: Record<'static>,
-    /// The tenant of the request's key, for `/metrics` and the log.
-    pub tenant: Option<String>,
     /// The request's trace, ended with its record.
     pub trace: super::trace::RequestTrace,
     /// The request's ledger, closed when its record is written.

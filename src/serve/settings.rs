@@ -24,7 +24,10 @@ pub struct Settings {
     /// Distinguishes this process's request ids from another's.
     pub started_ms: i64,
     /// `--cors-origin`.
-    pub cors_origins: super::stack::CorsOrigins,
+    pub cors_origins: super::origins::CorsOrigins,
+    /// `--admin-listen`: `/metrics` is served there, not on the traffic
+    /// port.
+    pub metrics_apart: bool,
 }
 
 /// What a request's record keeps of its conversation (`--records-prompts`).

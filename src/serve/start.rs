@@ -149,23 +149,17 @@ fn serve_logged(
         .build()
         .context("cannot start the runtime")?;
     let tracing = options
-        .otlp_endpoint
-        .as_deref()
-        .map(|endpoint| trace::Tracing::start(endpoint, runtime.handle().clone()))
+        .tracing
+        .as_ref()
+        .map(|settings| trace::Tracing::start(settings, runtime.handle().clone()))
         .transpose()?;
-    let listener = std::net::TcpListener::bind(options.listen)
-        .with_context(|| format!("--listen {}: cannot listen", options.listen))?;
-    listener.set_nonblocking(true)?;
+    let listener = listen(options.listen, "--listen")?;
     let address = listener.local_addr()?;
-    journal::check_directory(&options.records)?;
-    deployed::check_not_rolled_back(&options.records, &options.sources.config, &deployed)?;
-    let (journal, writer) = journal::open(
-        &options.records,
-        options.roll,
-        options.records_durability,
-        log.clone(),
-    )?;
-    deployed::remember_served(&options.records, &deployed)?;
+    let admin = options
+        .admin_listen
+        .map(|admin| listen(admin, "--admin-listen"))
+        .transpose()?;
+    let (journal, writer) = open_records(options, &deployed, log)?;
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
@@ -195,6 +189,9 @@ fn serve_logged(
         hangup: reload,
     } = Signals::install(&runtime)?;
     announce(&app, ready, address, &options.records, log);
+    if let Some(admin) = &admin {
+        log_admin_listening(log, admin.local_addr()?);
+    }
     let stop = stop_told(stop, app.notifier.clone());
     let router = stack::request_path(&app);
     runtime.block_on(async {
@@ -208,9 +205,13 @@ fn serve_logged(
             options.keys.clone(),
             reload,
         ));
+        let admin = admin.map(|admin| serve_admin(admin, &app)).transpose()?;
         let limits = (options.connections, app.open_connections.clone());
         connections::serve(listener, router, limits, stop, log).await;
         watcher.abort();
+        if let Some(admin) = admin {
+            admin.abort();
+        }
         anyhow::Ok(())
     })?;
     stop::stop_serving(app, runtime, writer, log)
@@ -257,6 +258,57 @@ fn log_started(log: &Log, deployed: &Deployed, address: SocketAddr, records: &Pa
     .emit();
 }
 
+/// The records' journal, on a directory that never served a later version
+/// than `deployed` (a rollback replayed by mistake), which it then
+/// remembers.
+fn open_records(
+    options: &ServeOptions,
+    deployed: &Deployed,
+    log: &Arc<Log>,
+) -> anyhow::Result<(journal::Journal, journal::JournalThread)> {
+    journal::check_directory(&options.records)?;
+    deployed::check_not_rolled_back(&options.records, &options.sources.config, deployed)?;
+    let opened = journal::open(
+        &options.records,
+        options.roll,
+        options.records_durability,
+        log.clone(),
+    )?;
+    deployed::remember_served(&options.records, deployed)?;
+    Ok(opened)
+}
+
+/// A listener on `address`, for the flag `flag` that named it.
+fn listen(address: SocketAddr, flag: &str) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(address)
+        .with_context(|| format!("{flag} {address}: cannot listen"))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// `/metrics` and the probes on the admin listener, until aborted.
+fn serve_admin(
+    listener: std::net::TcpListener,
+    app: &Arc<App>,
+) -> anyhow::Result<tokio::task::JoinHandle<std::io::Result<()>>> {
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let path = stack::admin_path(app);
+    Ok(tokio::spawn(
+        async move { axum::serve(listener, path).await },
+    ))
+}
+
+/// Where `/metrics` and the probes are served apart from the traffic.
+fn log_admin_listening(log: &Log, address: SocketAddr) {
+    log.event(
+        log::Level::Info,
+        "admin_listening",
+        format!("serving /metrics, /healthz and /readyz on http://{address}; the traffic port does not serve /metrics"),
+    )
+    .field("admin_listen", address.to_string())
+    .emit();
+}
+
 /// The signals serve answers, their handlers installed before it says
 /// where it listens: a stop or a reload sent the moment the address is
 /// read is handled, not met by the default action (killed, its records
@@ -299,5 +351,6 @@ fn settings_of(options: &ServeOptions, started_ms: i64) -> Settings {
         records_prompts: options.records_prompts,
         started_ms,
         cors_origins: options.cors_origins.clone(),
+        metrics_apart: options.admin_listen.is_some(),
     }
 }

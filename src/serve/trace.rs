@@ -17,12 +17,96 @@ use opentelemetry_http::{Bytes, HeaderExtractor, HeaderInjector, HttpClient, Htt
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Tracer};
 
 use crate::records::Record;
 
 /// The W3C trace context headers.
 const PROPAGATED: [&str; 2] = ["traceparent", "tracestate"];
+
+/// Which requests are traced: OpenTelemetry's samplers, as
+/// `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TraceSampling {
+    AlwaysOn,
+    AlwaysOff,
+    /// This share of traces, by trace id.
+    Ratio(f64),
+    /// The client's sampling decision where it sent a `traceparent`, else
+    /// the inner rule.
+    ParentBased(Root),
+}
+
+/// A parent-based sampler's rule for a request with no parent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Root {
+    AlwaysOn,
+    AlwaysOff,
+    Ratio(f64),
+}
+
+impl Default for TraceSampling {
+    /// OpenTelemetry's default, `parentbased_always_on`.
+    fn default() -> Self {
+        TraceSampling::ParentBased(Root::AlwaysOn)
+    }
+}
+
+impl TraceSampling {
+    /// The sampler `name` with its `arg` (the ratio of the `traceidratio`
+    /// ones, 1 when absent, as the specification says); an unknown name or
+    /// a ratio outside [0, 1] is refused, never read as another sampler.
+    pub fn parse(name: &str, arg: Option<&str>) -> Result<TraceSampling, String> {
+        let ratio = || {
+            match arg {
+            None => Ok(1.0),
+            Some(text) => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|ratio| (0.0..=1.0).contains(ratio))
+                .ok_or_else(|| {
+                    format!("--trace-sampler-arg (OTEL_TRACES_SAMPLER_ARG) {text:?}: a ratio from 0 to 1")
+                }),
+        }
+        };
+        Ok(match name.trim() {
+            "always_on" => TraceSampling::AlwaysOn,
+            "always_off" => TraceSampling::AlwaysOff,
+            "traceidratio" => TraceSampling::Ratio(ratio()?),
+            "parentbased_always_on" => TraceSampling::ParentBased(Root::AlwaysOn),
+            "parentbased_always_off" => TraceSampling::ParentBased(Root::AlwaysOff),
+            "parentbased_traceidratio" => TraceSampling::ParentBased(Root::Ratio(ratio()?)),
+            other => {
+                return Err(format!(
+                    "--trace-sampler (OTEL_TRACES_SAMPLER) {other:?}: one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio"
+                ));
+            }
+        })
+    }
+
+    fn sampler(self) -> Sampler {
+        let root = |root: Root| match root {
+            Root::AlwaysOn => Sampler::AlwaysOn,
+            Root::AlwaysOff => Sampler::AlwaysOff,
+            Root::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
+        };
+        match self {
+            TraceSampling::AlwaysOn => Sampler::AlwaysOn,
+            TraceSampling::AlwaysOff => Sampler::AlwaysOff,
+            TraceSampling::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
+            TraceSampling::ParentBased(inner) => Sampler::ParentBased(Box::new(root(inner))),
+        }
+    }
+}
+
+/// Where traces go and which are sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSettings {
+    /// An OTLP/HTTP traces URL (`http://collector:4318/v1/traces`).
+    pub endpoint: String,
+    pub sampling: TraceSampling,
+}
 
 /// The exporter and the tracer of a serve that traces.
 #[derive(Debug)]
@@ -32,9 +116,15 @@ pub struct Tracing {
 }
 
 impl Tracing {
-    /// Traces exported to `endpoint` (an OTLP/HTTP traces URL, such as
-    /// `http://collector:4318/v1/traces`), sent by `runtime`.
-    pub fn start(endpoint: &str, runtime: tokio::runtime::Handle) -> anyhow::Result<Tracing> {
+    /// Traces exported as `settings` say, sent by `runtime`. The service is
+    /// `routeval-serve` unless `OTEL_SERVICE_NAME` or
+    /// `OTEL_RESOURCE_ATTRIBUTES` names it; the resource carries
+    /// `OTEL_RESOURCE_ATTRIBUTES`.
+    pub fn start(
+        settings: &TraceSettings,
+        runtime: tokio::runtime::Handle,
+    ) -> anyhow::Result<Tracing> {
+        let endpoint = settings.endpoint.as_str();
         let client = OnRuntime {
             runtime,
             http: crate::client::proxy_client(4)?,
@@ -46,14 +136,18 @@ impl Tracing {
             .with_timeout(Duration::from_secs(10))
             .build()
             .map_err(|error| anyhow::anyhow!("--otlp-endpoint {endpoint}: {error}"))?;
+        let mut resource = Resource::builder()
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
+            || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+                .is_ok_and(|attributes| attributes.contains("service.name="));
+        if !named {
+            resource = resource.with_service_name("routeval-serve");
+        }
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
-            .with_resource(
-                Resource::builder()
-                    .with_service_name("routeval-serve")
-                    .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-                    .build(),
-            )
+            .with_sampler(settings.sampling.sampler())
+            .with_resource(resource.build())
             .build();
         let tracer = provider.tracer("routeval");
         Ok(Tracing { provider, tracer })
@@ -274,5 +368,35 @@ impl ChildSpan<'_> {
             span.set_status(Status::error(error));
         }
         span.end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sampler_name_is_read_and_anything_else_refused() {
+        assert_eq!(
+            TraceSampling::parse("parentbased_traceidratio", Some("0.25")),
+            Ok(TraceSampling::ParentBased(Root::Ratio(0.25)))
+        );
+        assert_eq!(
+            TraceSampling::parse("traceidratio", None),
+            Ok(TraceSampling::Ratio(1.0))
+        );
+        assert_eq!(
+            TraceSampling::parse("always_off", Some("ignored")),
+            Ok(TraceSampling::AlwaysOff)
+        );
+        for (name, arg) in [
+            ("traceidratio", Some("1.5")),
+            ("traceidratio", Some("half")),
+            ("jaeger_remote", None),
+            ("", None),
+        ] {
+            let refused = TraceSampling::parse(name, arg).unwrap_err();
+            assert!(refused.starts_with("--trace-sampler"), "{refused}");
+        }
     }
 }

@@ -8,6 +8,7 @@ mod docs;
 mod drift;
 mod graded;
 mod litellm;
+pub mod otlp;
 pub mod population;
 mod process;
 pub mod production;
@@ -52,7 +53,9 @@ pub use serve::{
     signed_threshold, start_serve, status_of, write_keys,
 };
 pub use sources::rust_files;
-pub use upstream::{Received, ScriptedUpstream, Step, completion, response, sse_chunk, sse_head};
+pub use upstream::{
+    Received, ScriptedUpstream, Step, answers_hello, completion, response, sse_chunk, sse_head,
+};
 pub use workspace::{Workspace, by_router, calibrate_into, example_routes, two_scores, variant};
 
 use std::path::{Path, PathBuf};

@@ -166,6 +166,17 @@ pub fn sse_chunk(content: &str, finish: Option<&str>) -> Vec<u8> {
     format!("data: {chunk}\n\n").into_bytes()
 }
 
+/// An upstream's answer to any request: a whole completion saying
+/// `Hello`.
+pub fn answers_hello(_: &Received) -> Vec<Step> {
+    vec![Step::Send(response(
+        "200 OK",
+        &[],
+        "application/json",
+        &completion("Hello"),
+    ))]
+}
+
 /// A whole non-streamed chat completion saying `content`.
 pub fn completion(content: &str) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({

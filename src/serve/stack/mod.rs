@@ -38,8 +38,6 @@ use super::app::App;
 use super::http;
 use super::reply::error;
 
-pub use cors::CorsOrigins;
-
 /// Whether an endpoint needs a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -129,6 +127,9 @@ impl Endpoint {
 pub(super) fn request_path(app: &Arc<App>) -> axum::Router {
     let mut router = axum::Router::new();
     for endpoint in Endpoint::ALL {
+        if endpoint == Endpoint::Metrics && app.settings.metrics_apart {
+            continue;
+        }
         router = router.route(endpoint.path(), stack(app, endpoint));
     }
     router
@@ -138,6 +139,18 @@ pub(super) fn request_path(app: &Arc<App>) -> axum::Router {
         .layer(from_fn_with_state(app.clone(), request_id::name))
         .layer(from_fn_with_state(app.clone(), cors::allow))
         .with_state(app.clone())
+}
+
+/// The admin listener's paths (`--admin-listen`): the public endpoints,
+/// `/metrics` among them, and nothing a client's key opens.
+pub(super) fn admin_path(app: &Arc<App>) -> axum::Router {
+    let mut router = axum::Router::new();
+    for endpoint in Endpoint::ALL {
+        if endpoint.access() == Access::Public {
+            router = router.route(endpoint.path(), stack(app, endpoint));
+        }
+    }
+    router.fallback(not_served).with_state(app.clone())
 }
 
 /// Every path serve does not serve: an OpenAI-style 404 that names the

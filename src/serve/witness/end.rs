@@ -40,7 +40,6 @@ pub(in crate::serve) fn begin(app: &App, deployed: &Deployed, request: &Request)
     let ledger = request.extensions().get::<Arc<Ledger>>().cloned();
     let record = ServedRecord {
         record,
-        tenant: None,
         trace: super::super::trace::RequestTrace::begin(
             app.tracing.as_ref(),
             request.headers(),
@@ -370,7 +369,6 @@ impl ServedRecord {
         record.config_sha256 = Some("0".repeat(64).into());
         ServedRecord {
             record,
-            tenant: None,
             trace: super::super::trace::RequestTrace::default(),
             ledger: Ledgered::default(),
         }

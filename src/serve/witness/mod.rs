@@ -230,7 +230,7 @@ pub(super) fn call_ended(app: &App, call: CallEnded<'_>) {
 pub(super) fn see(app: &App, record: &mut ServedRecord, event: Event<'_>) {
     match event {
         Event::Keyed(identity) => {
-            record.tenant = Some(identity.tenant.clone());
+            record.record.tenant = Some(identity.tenant.clone().into());
             if let Some(slice) = &identity.slice {
                 record.record.slice = slice.clone().into();
             }
@@ -241,7 +241,7 @@ pub(super) fn see(app: &App, record: &mut ServedRecord, event: Event<'_>) {
             messages,
         } => {
             record.record.slice = slice.to_owned().into();
-            record.tenant = Some(tenant.to_owned());
+            record.record.tenant = Some(tenant.to_owned().into());
             record.record.messages = messages.map(Into::into);
         }
         Event::Prompt(prompt) => record.record.prompt = Some(prompt.into()),
