@@ -585,28 +585,29 @@ fn a_cascade_serves_what_the_gate_signed_streamed_or_whole() {
 /// (which the kernel's tier for `router score`'s score was checked to be).
 fn shadow_is_what_the_candidate_serves(records: &Path, served_by_candidate: &RoutesByPrompt) {
     let mut shadowed = 0;
-    for part in routeval::records::record_parts(records).unwrap() {
-        let keys = column(&part, "slice")
-            .into_iter()
-            .zip(column(&part, "prompt"))
-            .map(|(slice, prompt)| {
-                (
-                    slice.as_str().unwrap().to_owned(),
-                    prompt.as_str().unwrap().to_owned(),
-                )
-            });
-        let decisions = column(&part, "shadow_route")
-            .into_iter()
-            .zip(column(&part, "shadow_reason"))
-            .zip(column(&part, "shadow_config_version"));
-        for (key, ((route, reason), version)) in keys.zip(decisions) {
-            let route = route.as_str().unwrap();
+    // Read as drift and sample read them: the prompt is kept once, in the
+    // messages.
+    routeval::records::for_each_record(
+        records,
+        &routeval::records::FieldNames::default(),
+        |_, record| {
+            let key = (
+                record.slice.to_string(),
+                record.prompt_text().unwrap().into_owned(),
+            );
+            let route = record.shadow_route.as_deref().unwrap();
             assert_eq!(route, served_by_candidate[&key], "{key:?}");
-            assert_eq!(reason, format!("routed-{route}"), "{key:?}");
-            assert_eq!(version, json!(1.0));
+            assert_eq!(
+                record.shadow_reason.as_ref().map(ToString::to_string),
+                Some(format!("routed-{route}")),
+                "{key:?}"
+            );
+            assert_eq!(record.shadow_config_version, Some(1));
             shadowed += 1;
-        }
-    }
+            Ok(())
+        },
+    )
+    .unwrap();
     assert_eq!(shadowed, served_by_candidate.len());
 }
 

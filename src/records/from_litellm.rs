@@ -31,7 +31,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::log_fields::{
-    Problem, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
+    Problem, last_user_message, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
 };
 use super::reason::{Cause, Move, Reason};
 use super::record::Record;
@@ -413,7 +413,7 @@ pub fn spend_row(
         .filter(|messages| messages.as_array().is_some_and(|list| !list.is_empty()))
         .or_else(|| messages_at(object, "proxy_server_request.messages"));
     if let Some(messages) = messages {
-        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.prompt = last_user_message(&messages).map(Cow::Owned);
         record.messages = Some(Cow::Owned(messages.to_string()));
     }
     // LiteLLM logs no routing reason, but a request that fell back says how

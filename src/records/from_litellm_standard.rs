@@ -14,7 +14,8 @@ use super::from_litellm::{
     served_model,
 };
 use super::log_fields::{
-    Problem, at, last_user, messages_at, number_at, required, text_at, timestamp_at, tokens_at,
+    Problem, at, last_user_message, messages_at, number_at, required, text_at, timestamp_at,
+    tokens_at,
 };
 use super::reason::{Move, Reason};
 use super::record::Record;
@@ -259,7 +260,7 @@ fn request_records(
     if let Some(messages) = payloads.iter().find_map(|payload| payload.messages.clone())
         && messages.as_array().is_some_and(|list| !list.is_empty())
     {
-        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.prompt = last_user_message(&messages).map(Cow::Owned);
         record.messages = Some(Cow::Owned(messages.to_string()));
     }
     // The attempts the request left; a cooling group it was not sent to

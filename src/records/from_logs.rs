@@ -11,7 +11,7 @@ use super::fields::FieldNames;
 use super::from_litellm::{BilledAttempts, Deployments, spend_row};
 use super::from_litellm_standard::standard_records;
 use super::log_fields::{
-    Problem, at, first_choice_finish, last_user, messages_at, number_at, required, text_at,
+    Problem, at, first_choice_finish, last_user_message, messages_at, number_at, required, text_at,
     timestamp_at, tokens_at,
 };
 use super::read::{check_values, for_each_record};
@@ -348,7 +348,7 @@ fn openai_log(
     record.score = number_at(object, "score")?;
     record.reason = text_at(object, "reason").map(|text| Reason::from(text.as_str()));
     if let Some(messages) = messages_at(object, "request.messages") {
-        record.prompt = last_user(&messages).map(Cow::Owned);
+        record.prompt = last_user_message(&messages).map(Cow::Owned);
         record.messages = Some(Cow::Owned(messages.to_string()));
     }
     Ok(record)

@@ -115,7 +115,7 @@ pub(super) fn timestamp_at(
 }
 
 /// The last user message of an OpenAI chat conversation.
-pub(super) fn last_user(messages: &Value) -> Option<String> {
+pub fn last_user_message(messages: &Value) -> Option<String> {
     messages.as_array()?.iter().rev().find_map(|message| {
         (message.get("role")?.as_str()? == "user").then(|| match message.get("content")? {
             Value::String(text) => Some(text.clone()),

@@ -26,6 +26,7 @@ pub use from_litellm::Deployments;
 pub use from_logs::{
     ImportFormat, Imported, LogImportOptions, UniqueIds, import_into, import_records,
 };
+pub use log_fields::last_user_message;
 pub use normalise::{Normalised, normalise};
 pub use read::{MAX_TOKENS, fold_records, for_each_record, record_parts};
 pub use reason::{Bound, Cause, Move, Reason, Refusal, Stay};

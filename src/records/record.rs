@@ -94,6 +94,18 @@ impl Record<'static> {
 }
 
 impl Record<'_> {
+    /// The request's prompt: its `prompt`, or, where serve keeps it once,
+    /// the last user message of its `messages`.
+    pub fn prompt_text(&self) -> Option<Cow<'_, str>> {
+        match &self.prompt {
+            Some(prompt) => Some(Cow::Borrowed(prompt)),
+            None => {
+                let messages = serde_json::from_str(self.messages.as_deref()?).ok()?;
+                super::log_fields::last_user_message(&messages).map(Cow::Owned)
+            }
+        }
+    }
+
     /// The record with every text owned, to keep beyond the row.
     pub fn into_owned(self) -> Record<'static> {
         let own = |text: Cow<'_, str>| Cow::Owned(text.into_owned());

@@ -62,7 +62,7 @@ pub fn draw_labels(
             slice: record.slice.to_string(),
             route: record.route.to_string(),
             decided_route: decided_route.to_owned(),
-            prompt: record.prompt.as_deref().map(|prompt| redact(prompt).0),
+            prompt: record.prompt_text().map(|prompt| redact(&prompt).0),
             seed,
             inclusion_probability: share,
             ok: None,

@@ -125,10 +125,9 @@ fn conversation(record: &Record<'_>) -> Option<(Option<String>, Option<Vec<Sampl
         }
     }
     record
-        .prompt
-        .as_deref()
+        .prompt_text()
         .filter(|prompt| !prompt.trim().is_empty())
-        .map(|prompt| (Some(prompt.to_owned()), None))
+        .map(|prompt| (Some(prompt.into_owned()), None))
 }
 
 /// What makes two records' prompts the same: the prompt with its spacing

@@ -1,5 +1,7 @@
 //! What a request's record keeps of its conversation (`--records-prompts`),
-//! applied as the record is journaled.
+//! applied as the record is journaled. The prompt is kept once: a record
+//! whose `messages` hold it as their last user message leaves `prompt`
+//! null, and every reader takes it from `messages` ([`crate::records`]).
 
 use super::super::settings::RecordsPrompts;
 use super::ServedRecord;
@@ -7,6 +9,12 @@ use super::ServedRecord;
 /// Applies `choice` to a record about to be journaled.
 pub(super) fn keep(choice: RecordsPrompts, record: &mut ServedRecord) {
     let record = &mut record.record;
+    let held = record.messages.as_deref().and_then(|messages| {
+        crate::records::last_user_message(&serde_json::from_str(messages).ok()?)
+    });
+    if held.is_some() && held.as_deref() == record.prompt.as_deref() {
+        record.prompt = None;
+    }
     match choice {
         RecordsPrompts::Full => {}
         RecordsPrompts::None => {
