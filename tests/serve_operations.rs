@@ -509,6 +509,7 @@ fn records_keep_prompts_whole_redacted_or_not_at_all() {
     let secret = "sk-proj-abcdefghijklmnop1234";
     let prompt = format!("my api key is {secret}, why is it refused?");
     let mut kept = Vec::new();
+    let mut directories = Vec::new();
     for what in ["full", "redacted", "none"] {
         let directory = tempfile::tempdir().unwrap();
         let served = serve(&config, directory.path(), &["--records-prompts", what]);
@@ -521,6 +522,7 @@ fn records_keep_prompts_whole_redacted_or_not_at_all() {
         assert_eq!(record[0]["prompt"], Value::Null, "{what}: {record:?}");
         record[0]["prompt"] = prompts_read(&records)[0].clone().into();
         kept.push(record[0].clone());
+        directories.push(directory);
     }
     let [full, redacted, none] = &kept[..] else {
         unreachable!()
@@ -539,6 +541,24 @@ fn records_keep_prompts_whole_redacted_or_not_at_all() {
     assert_eq!(messages[0]["content"], redacted_prompt);
     assert_eq!(none["prompt"], Value::Null);
     assert_eq!(none["messages"], Value::Null);
+    // Records that kept no prompt are nothing to sample: an error that says
+    // why, and no labelling set.
+    let records = directories[2].path().join("records");
+    let out = directories[2].path().join("to-label.jsonl");
+    let output = crate::common::routeval()
+        .args(["sample", "--per-slice", "5", "--records"])
+        .arg(&records)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no record keeps its prompt") && stderr.contains("--records-prompts"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
 }
 
 /// Points `live` at `release` in one rename, as a replayed old release

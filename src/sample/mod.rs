@@ -259,6 +259,14 @@ pub fn sample(options: &SampleOptions) -> Result<(Vec<SampledPrompt>, SampleSumm
         Ok(())
     })?;
     let prompts = take_in_turn(reservoirs, options.per_slice, &mut summary);
+    // Records read, none of them with a prompt: a draw of nothing is not
+    // a labelling set.
+    if prompts.is_empty() && summary.without_prompt > 0 && summary.duplicates == 0 {
+        return Err(InputError::Empty {
+            path: options.records.clone(),
+            nothing: "no record keeps its prompt or messages (serve with --records-prompts none keeps neither): nothing to sample; run serve with --records-prompts full or redacted",
+        });
+    }
     Ok((prompts, summary))
 }
 
