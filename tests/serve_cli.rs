@@ -301,7 +301,12 @@ fn serves_as_signed(
         &format!("{tag}-live-{policy}-{candidate}"),
     );
     let records = pipeline.path(&format!("{tag}-records-{candidate}"));
-    let mut flags = vec!["--trust-slice-header".to_owned()];
+    // The shadow's check reads each record's prompt: kept once asked.
+    let mut flags = vec![
+        "--trust-slice-header".to_owned(),
+        "--records-prompts".to_owned(),
+        "full".to_owned(),
+    ];
     if let Some(shadow) = shadow {
         flags.extend(["--shadow".to_owned(), shadow.config.display().to_string()]);
     }
@@ -918,7 +923,8 @@ fn a_second_serve_on_the_same_records_is_refused() {
 fn keys_tenants_and_bad_requests_are_answered_and_recorded_without_key_material() {
     let setup = OneRoute::fast("clients");
     let records = setup.path("records");
-    let served = setup.serve("records", &[]);
+    // `sample` below reads the prompts, which serve keeps only when asked.
+    let served = setup.serve("records", &["--records-prompts", "redacted"]);
     let body_file = setup.path("body.json");
     let client = |key: Option<&str>, slice: Option<&str>, body: String| {
         std::fs::write(&body_file, body).unwrap();

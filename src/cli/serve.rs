@@ -191,10 +191,11 @@ pub struct ServeArgs {
     pub retry_budget_min: u64,
 
     /// What a request's record keeps of its conversation (`prompt`,
-    /// `messages`): `full`; `redacted`, with keys, tokens and assigned
-    /// passwords replaced by `[redacted]` (the rules `sample` applies); or
-    /// `none`. drift's score tests and `sample` need the prompts.
-    #[arg(long, value_name = "WHAT", default_value = "full", value_parser = ["full", "redacted", "none"])]
+    /// `messages`): `none` (the default: no prompt is stored unless asked);
+    /// `redacted`, with keys, tokens and assigned passwords replaced by
+    /// `[redacted]` (the rules `sample` applies); or `full`. drift's score
+    /// tests and `sample` need the prompts.
+    #[arg(long, value_name = "WHAT", default_value = "none", value_parser = ["full", "redacted", "none"])]
     pub records_prompts: String,
 
     /// How serve logs on stderr: `json` lines, `human` lines, or `auto`
