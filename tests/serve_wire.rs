@@ -14,38 +14,9 @@ use serde_json::{Value, json};
 use crate::common::browser::{chromium, headless};
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, answers_hello, header_of, log_events,
-    proxy_python, response, run_python_with, served_records, signed_table, start_serve, status_of,
+    one_route, proxy_python, response, run_python_with, served_records, signed_table, status_of,
     write_keys,
 };
-
-/// One route (`large`) on `base_url`, with `breaker` (TOML lines of the
-/// route) and no fallback.
-fn one_route(base_url: &str, breaker: &str) -> String {
-    format!(
-        r#"logical_model = "support-assistant"
-
-[[routes]]
-name = "large"
-provider = "routeval-sim"
-base_url = "{base_url}"
-api_key_env = "ROUTEVAL_SIM_KEY"
-model = "sim-large-2026-11-01"
-region = "local"
-tier = "large"
-prompt_variant = "support-demo-v1"
-price_input_per_mtok = 3.0
-price_output_per_mtok = 15.0
-rpm = 20000
-tpm = 40000000
-{breaker}
-[policy.single]
-route = "large"
-
-[serving]
-unknown_slice = "global"
-"#
-    )
-}
 
 /// serve of the one-route table `name` on `upstream` with `flags`, and the
 /// directory holding its records.
@@ -60,15 +31,8 @@ fn serve_one_route(
     let directory = tempfile::tempdir().unwrap();
     let keys = directory.path().join("keys.toml");
     write_keys(&keys);
-    let served = start_serve(
-        &config,
-        &pipeline.out.join("keys/demo.key.pub"),
-        &pipeline.out.join("router.bin"),
-        &keys,
-        &directory.path().join("records"),
-        flags,
-    );
-    (served, directory)
+    let mut command = pipeline.serve_demo(&config, &keys, &directory.path().join("records"));
+    (Served::start(command.args(flags)), directory)
 }
 
 const SDK_REFUSALS: &str = r#"

@@ -48,8 +48,8 @@ pub use run::{
 };
 pub use serve::{
     EU_KEY, KEY, NOWHERE_KEY, Pipeline, Served, ask_all, ask_with, column, demo_predictive,
-    demo_prompts, deploy, falling_back, gate_single, header_of, log_events, log_lines, ready_at,
-    serve_command, served_records, signed_single, signed_single_with, signed_table,
+    demo_prompts, deploy, falling_back, gate_single, header_of, log_events, log_lines, one_route,
+    ready_at, serve_command, served_records, signed_single, signed_single_with, signed_table,
     signed_threshold, start_serve, status_of, write_keys,
 };
 pub use sources::rust_files;

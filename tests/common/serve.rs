@@ -611,17 +611,14 @@ pub fn gate_single(
     command
 }
 
-/// The demo's one-route table falling back to a backup route (sim-small,
-/// on its own serve-sim), and optionally a breaker; both routes allow `rpm`
-/// (the gate wants a fallback that can absorb its primary's limit).
-pub fn falling_back(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
+/// The demo's `large` route on `base_url` allowing `rpm`, with `breaker`
+/// (TOML lines of the route) after it.
+fn large_route(base_url: &str, breaker: &str, rpm: u64) -> String {
     format!(
-        r#"logical_model = "support-assistant"
-
-[[routes]]
+        r#"[[routes]]
 name = "large"
 provider = "routeval-sim"
-base_url = "{primary}"
+base_url = "{base_url}"
 api_key_env = "ROUTEVAL_SIM_KEY"
 model = "sim-large-2026-11-01"
 region = "local"
@@ -632,7 +629,27 @@ price_output_per_mtok = 15.0
 rpm = {rpm}
 tpm = 40000000
 {breaker}
-[[routes]]
+"#
+    )
+}
+
+/// The demo's `large` route alone on `base_url`, with `breaker` (TOML
+/// lines of the route) and no fallback.
+pub fn one_route(base_url: &str, breaker: &str) -> String {
+    format!(
+        "logical_model = \"support-assistant\"\n\n{}[policy.single]\nroute = \"large\"\n\n[serving]\nunknown_slice = \"global\"\n",
+        large_route(base_url, breaker, 20_000)
+    )
+}
+
+/// The demo's one-route table falling back to a backup route (sim-small,
+/// on its own serve-sim), and optionally a breaker; both routes allow `rpm`
+/// (the gate wants a fallback that can absorb its primary's limit).
+pub fn falling_back(primary: &str, backup: &str, breaker: &str, rpm: u64) -> String {
+    format!(
+        r#"logical_model = "support-assistant"
+
+{large}[[routes]]
 name = "backup"
 provider = "routeval-sim"
 base_url = "{backup}"
@@ -655,7 +672,8 @@ route = "large"
 
 [serving]
 unknown_slice = "global"
-"#
+"#,
+        large = large_route(primary, breaker, rpm)
     )
 }
 
