@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::common::browser::{chromium, headless};
+use crate::common::browser::{chromium, headless, reported};
 use crate::common::{
     KEY, Pipeline, Received, ScriptedUpstream, Served, Step, answers_hello, header_of, log_events,
     one_route, proxy_python, response, run_python_with, served_records, signed_table, status_of,
@@ -267,15 +267,7 @@ fn page_report(chromium: &std::path::Path, profile: &std::path::Path, url: &str)
         .arg(url)
         .output()
         .unwrap();
-    let dom = String::from_utf8_lossy(&output.stdout);
-    let start = dom.find("<pre id=\"measure\">").unwrap_or_else(|| {
-        panic!(
-            "the page reported nothing: {dom}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    }) + "<pre id=\"measure\">".len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    serde_json::from_str(&dom[start..end].replace("&quot;", "\"")).unwrap()
+    reported(&output)
 }
 
 #[test]

@@ -99,10 +99,16 @@ pub fn measure_in_frame(
     .arg(format!("file://{}", wrapper.display()))
     .output()
     .unwrap();
+    reported(&output)
+}
+
+/// What a page's script wrote as JSON into `<pre id="measure">`, read from
+/// the DOM Chromium dumped (`--dump-dom`) into `output`.
+pub fn reported(output: &std::process::Output) -> serde_json::Value {
     let dom = String::from_utf8_lossy(&output.stdout);
     let start = dom.find("<pre id=\"measure\">").unwrap_or_else(|| {
         panic!(
-            "the page's script reported nothing: {}",
+            "the page's script reported nothing: {dom}\n{}",
             String::from_utf8_lossy(&output.stderr)
         )
     }) + "<pre id=\"measure\">".len();
