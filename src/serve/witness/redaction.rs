@@ -9,6 +9,11 @@ use super::ServedRecord;
 /// Applies `choice` to a record about to be journaled.
 pub(super) fn keep(choice: RecordsPrompts, record: &mut ServedRecord) {
     let record = &mut record.record;
+    if choice == RecordsPrompts::None {
+        record.prompt = None;
+        record.messages = None;
+        return;
+    }
     let held = record.messages.as_deref().and_then(|messages| {
         crate::records::last_user_message(&serde_json::from_str(messages).ok()?)
     });
@@ -16,11 +21,7 @@ pub(super) fn keep(choice: RecordsPrompts, record: &mut ServedRecord) {
         record.prompt = None;
     }
     match choice {
-        RecordsPrompts::Full => {}
-        RecordsPrompts::None => {
-            record.prompt = None;
-            record.messages = None;
-        }
+        RecordsPrompts::Full | RecordsPrompts::None => {}
         RecordsPrompts::Redacted => {
             if let Some(prompt) = &mut record.prompt {
                 *prompt = crate::records::redact(prompt).0.into();
